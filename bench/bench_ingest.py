@@ -1,0 +1,166 @@
+"""Ingest benchmark: our streaming readers against pandas.read_json(lines=True) on the same files.
+
+Grows the real Amazon Reviews 2023 and arXiv fixtures (tests/fixtures/) to 1x, 4x, 16x a base size by
+repeating their lines with new ids and timestamps, in the real on-disk format, in a temp dir. Each reader
+runs in its own subprocess so its peak RSS is its own (os.wait4 gives the child's rusage). Our peak RSS should
+stay flat as the input grows; pandas holds the whole table in memory.
+
+    python bench/bench_ingest.py                 # default: --scale 40 (base = 40 copies of each fixture)
+    python bench/bench_ingest.py --scale 5 --sizes 1,4
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import email.utils
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+
+try:
+    import orjson
+
+    def dumps(obj) -> bytes:
+        return orjson.dumps(obj)
+except ImportError:
+    def dumps(obj) -> bytes:
+        return json.dumps(obj).encode()
+
+
+def fixture_rows(dataset: str) -> list[dict]:
+    import gzip
+
+    if dataset == "amazon":
+        rows = []
+        for p in sorted((FIXTURES / "amazon2023").iterdir()):
+            opener = gzip.open if p.suffix == ".gz" else open
+            with opener(p, "rt", encoding="utf-8") as f:
+                rows += [json.loads(line) for line in f if line.strip()]
+        return rows
+    with open(FIXTURES / "arxiv" / "arxiv-metadata-sample.json", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def grow(dataset: str, rows: list[dict], copies: int, path: Path) -> int:
+    """Writes `copies` copies of the rows, each copy with new ids and times shifted by k seconds."""
+    n = 0
+    with open(path, "wb") as f:
+        for k in range(copies):
+            for row in rows:
+                r = dict(row)
+                if dataset == "amazon":
+                    r["user_id"] = f"{row['user_id']}-{k}"
+                    r["timestamp"] = row["timestamp"] + 1000 * k
+                else:
+                    r["id"] = f"{row['id']}-{k}"
+                    first = email.utils.parsedate_to_datetime(row["versions"][0]["created"])
+                    r["versions"] = [{"version": "v1", "created": email.utils.format_datetime(
+                        first + dt.timedelta(seconds=k), usegmt=True)}] + row["versions"][1:]
+                f.write(dumps(r) + b"\n")
+                n += 1
+    return n
+
+
+def child(kind: str, dataset: str, path: str) -> None:
+    """Runs in the subprocess: read the file, print lines read, rows kept, seconds, RSS after imports."""
+    import resource
+
+    if kind == "ours":
+        from drift.datasets import get_dataset
+        from drift.ledger import Ledger
+
+        module = get_dataset(dataset)
+        p = Path(path)
+        cfg = {"source": str(p.parent), "categories": [p.name.removesuffix(".jsonl")]} if dataset == "amazon" \
+            else {"source": path}
+        import_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        t0 = time.perf_counter()
+        ledger = Ledger(dataset)
+        for _ in module.read(cfg, ledger):
+            ledger.keep()
+        seconds = time.perf_counter() - t0
+        lines, kept = ledger.read, ledger.kept
+    else:
+        import pandas as pd
+
+        import_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        t0 = time.perf_counter()
+        df = pd.read_json(path, lines=True)
+        seconds = time.perf_counter() - t0
+        lines = kept = len(df)
+    print(json.dumps({"lines": lines, "kept": kept, "seconds": seconds, "import_mb": import_kb / 1024}))
+
+
+def measure(kind: str, dataset: str, path: Path) -> dict:
+    """Runs one reader in a fresh subprocess; returns its report plus its own peak RSS in MB."""
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.Popen([sys.executable, __file__, "--child", kind, dataset, str(path)],
+                            stdout=subprocess.PIPE, env=env)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)  # this child's rusage alone (RUSAGE_CHILDREN keeps a running max)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{kind} reader failed on {path} (exit {proc.returncode})")
+    report = json.loads(out)
+    report["peak_mb"] = usage.ru_maxrss / 1024  # Linux: KiB
+    return report
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", type=int, default=40, help="copies of each fixture in the 1x input (default 40)")
+    ap.add_argument("--sizes", default="1,4,16", help="multiples of the base input (default 1,4,16)")
+    ap.add_argument("--datasets", default="amazon,arxiv")
+    ap.add_argument("--child", nargs=3, metavar=("KIND", "DATASET", "PATH"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(*args.child)
+        return
+
+    sizes = [int(s) for s in args.sizes.split(",")]
+    print(f"ingest bench: scale {args.scale}, sizes {sizes}, python {sys.version.split()[0]}, "
+          f"json parser {'orjson' if 'orjson' in sys.modules else 'json'}", flush=True)
+    header = (f"{'dataset':8} {'size':>5} {'lines':>9} {'MB':>7} | {'ours RSS MB':>11} {'ours lines/s':>12} | "
+              f"{'pandas RSS MB':>13} {'pandas lines/s':>14} | {'RSS pandas/ours':>15} {'speed ours/pandas':>17}")
+    with tempfile.TemporaryDirectory(prefix="drift-bench-") as tmp:
+        results = []
+        for dataset in args.datasets.split(","):
+            rows = fixture_rows(dataset)
+            for size in sizes:
+                name = "Bench.jsonl" if dataset == "amazon" else "arxiv-metadata-oai-snapshot.json"
+                folder = Path(tmp) / f"{dataset}-{size}x"
+                folder.mkdir()
+                path = folder / name
+                n = grow(dataset, rows, args.scale * size, path)
+                ours = measure("ours", dataset, path)
+                pandas = measure("pandas", dataset, path)
+                assert ours["lines"] == pandas["lines"] == n, (ours, pandas, n)
+                results.append((dataset, size, n, path.stat().st_size / 2**20, ours, pandas))
+                path.unlink()  # keep the temp dir small
+                print(f"  {dataset} {size}x done", file=sys.stderr, flush=True)
+
+        print(header)
+        print("-" * len(header))
+        for dataset, size, n, mb, ours, pandas in results:
+            o_speed, p_speed = n / ours["seconds"], n / pandas["seconds"]
+            print(f"{dataset:8} {size:>4}x {n:>9,} {mb:>7.1f} | {ours['peak_mb']:>11.1f} {o_speed:>12,.0f} | "
+                  f"{pandas['peak_mb']:>13.1f} {p_speed:>14,.0f} | {pandas['peak_mb'] / ours['peak_mb']:>15.2f} "
+                  f"{o_speed / p_speed:>17.2f}")
+        imports = {(k, r[0]): r[4 if k == "ours" else 5]["import_mb"] for r in results for k in ("ours", "pandas")}
+        print("RSS after imports, before reading (MB): "
+              + ", ".join(f"{k} {d} {v:.0f}" for (k, d), v in sorted(imports.items())))
+        for dataset in args.datasets.split(","):
+            rss = [r[4]["peak_mb"] for r in results if r[0] == dataset]
+            print(f"{dataset}: our peak RSS grows {rss[-1] / rss[0]:.2f}x while the input grows "
+                  f"{sizes[-1] / sizes[0]:.0f}x")
+
+
+if __name__ == "__main__":
+    main()

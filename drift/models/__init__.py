@@ -1,0 +1,149 @@
+"""Model registry, timm-style: `create_model(name, input_spec, n_outputs)` builds any model of the study.
+
+Three kinds of input:
+  "pixels"  images, forward(x) with x [B, C, H, W]                        (mlp, cnn, resnet, vit; Table 3)
+  "tokens"  token states, forward(x, mask), x [B, T, D], mask [B, T] bool  (text heads; Tables 11, 19)
+  "pooled"  a frozen encoder's pooled vector, forward(x) with x [B, D]     (probe-<encoder>; Tables 4, 12, 20)
+Every model returns [B, n_outputs] and carries `.name`, `.family` and `.input_kind`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch.nn as nn
+
+from drift.encoders.registry import ENCODERS
+from drift.errors import DriftError, close_matches
+from drift.models import image, text
+from drift.models.probe import LinearProbe
+
+INPUT_KINDS = ("pixels", "tokens", "pooled")
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    kind: str               # "pixels" | "tokens" | "pooled"
+    shape: tuple            # pixels: (C, H, W); tokens and pooled: (D,), the embedding width
+    max_tokens: int = 512   # tokens: longest sequence (sizes the learnable position table)
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str       # registry name, e.g. "cnn-m"
+    family: str     # as the paper's tables write it, e.g. "CNN", "Recurrent", "Transfer"
+    size: str       # "S" | "M" | "L", "-" for probes
+    input: str      # "pixels" | "tokens" | "pooled"
+    display: str    # as the paper writes the model, e.g. "CNN-M", "BiLSTM-Attn-L", "DINOv2-S"
+
+
+MODELS: dict[str, ModelInfo] = {}
+_BUILD: dict[str, tuple] = {}          # name -> (class, size arguments)
+ALIASES = {"probe-minilm": "probe-minilm-l6"}
+
+
+def _register(name, family, size, input_kind, display, cls, **kwargs):
+    MODELS[name] = ModelInfo(name, family, size, input_kind, display)
+    _BUILD[name] = (cls, kwargs)
+
+
+for _fam, (_cls, _family, _sizes) in image.SIZES.items():
+    for _size, _kw in _sizes.items():
+        _register(f"{_fam}-{_size}", _family, _size.upper(), "pixels", f"{_family}-{_size.upper()}", _cls, **_kw)
+for _name, (_cls, _family, _display, _size, _kw) in text.HEADS.items():
+    _register(_name, _family, _size, "tokens", _display, _cls, **_kw)
+for _enc in ENCODERS.values():
+    _register(f"probe-{_enc.name}", "Transfer", "-", "pooled", _enc.display, LinearProbe)
+
+
+def _resolve(name: str) -> str:
+    name = ALIASES.get(name, name)
+    if name not in MODELS:
+        raise DriftError(f"unknown model '{name}': {close_matches(name, list(MODELS) + list(ALIASES))}")
+    return name
+
+
+def list_models() -> list[ModelInfo]:
+    """Every model (aliases left out), images first, then text heads, then probes."""
+    return list(MODELS.values())
+
+
+def create_model(name: str, input_spec: InputSpec, n_outputs: int) -> nn.Module:
+    canonical = _resolve(name)
+    info = MODELS[canonical]
+    spec = input_spec
+    want = "(C, H, W)" if info.input == "pixels" else "(D,)"
+    if spec.kind != info.input:
+        raise DriftError(f"model '{name}' needs {info.input} input, shape {want}; got {spec.kind} input")
+    if len(spec.shape) != (3 if info.input == "pixels" else 1) or min(spec.shape) < 1:
+        raise DriftError(f"model '{name}' needs {info.input} input of shape {want}; got shape {tuple(spec.shape)}")
+    if n_outputs < 1:
+        raise DriftError(f"model '{name}' needs n_outputs >= 1; got {n_outputs}")
+    cls, kwargs = _BUILD[canonical]
+    model = cls(spec, n_outputs, **kwargs)
+    model.name, model.family, model.input_kind = canonical, info.family, info.input
+    return model
+
+
+def count_params(model: nn.Module) -> tuple[int, int]:
+    """(trainable, total) parameter counts."""
+    total = sum(p.numel() for p in model.parameters())
+    return sum(p.numel() for p in model.parameters() if p.requires_grad), total
+
+
+def format_params(n: int) -> str:
+    """The paper's rounding: 770, 94k, 2.1M."""
+    if n < 1000:
+        return str(n)
+    if n < 999_500:
+        return f"{round(n / 1000)}k"
+    return f"{n / 1e6:.1f}M"
+
+
+def reference_spec(name: str, arxiv: bool = False) -> tuple[InputSpec, int]:
+    """(InputSpec, n_outputs) of the paper's setting for `name`: images 3x32x32 with 2 classes (Yearbook);
+    text heads on 768-d RoBERTa tokens with 1 output (Amazon Reviews), or 7 with arxiv=True (arXiv); probes at
+    their encoder's width with 2 classes (vision) or 1 output, 7 with arxiv=True (text)."""
+    info = MODELS[_resolve(name)]
+    text_outputs = 7 if arxiv else 1
+    if info.input == "pixels":
+        return InputSpec("pixels", (3, 32, 32)), 2
+    if info.input == "tokens":
+        return InputSpec("tokens", (768,)), text_outputs
+    enc = ENCODERS[info.name.removeprefix("probe-")]
+    return InputSpec("pooled", (enc.dim,)), 2 if enc.modality == "image" else text_outputs
+
+
+# The paper's trainable counts, as printed (rounded), at reference_spec(name): Tables 3, 4 (Yearbook) and 11, 12
+# (Amazon Reviews). Probes are a single linear layer, exactly D * n + n; the tables round them.
+PAPER_PARAMS: dict[str, int] = {
+    # Table 3
+    "mlp-s": 98_000, "mlp-m": 410_000, "mlp-l": 2_100_000,
+    "cnn-s": 94_000, "cnn-m": 542_000, "cnn-l": 2_100_000,
+    "resnet-s": 98_000, "resnet-m": 400_000, "resnet-l": 2_100_000,
+    "vit-s": 75_000, "vit-m": 545_000, "vit-l": 2_200_000,
+    # Table 11
+    "ffn-s": 99_000, "ffn-m": 394_000, "ffn-l": 1_600_000,
+    "textcnn-s": 88_000, "textcnn-m": 461_000, "textcnn-l": 1_900_000,
+    "bigru-s": 99_000, "bilstm-m": 536_000, "bilstm-attn-l": 2_200_000,
+    "tx-s": 83_000, "tx-m": 493_000, "tx-l": 1_900_000,
+    # Table 4
+    "probe-dinov2-s": 770, "probe-dinov3-s": 770, "probe-vit-s16-in21k": 770, "probe-resnet50-in": 4_000,
+    "probe-convnext-s": 2_000, "probe-eva02-b": 2_000, "probe-mae-b": 2_000, "probe-clip-b32": 2_000,
+    "probe-siglip-b": 2_000,
+    # Table 12
+    "probe-bert": 769, "probe-roberta": 769, "probe-deberta-v3": 769, "probe-electra": 769,
+    "probe-mpnet": 769, "probe-modernbert": 769, "probe-distilbert": 769,
+}
+
+# Tables 19 and 20 (arXiv, 7 labels), at reference_spec(name, arxiv=True).
+PAPER_PARAMS_ARXIV: dict[str, int] = {
+    "ffn-s": 99_000, "ffn-m": 397_000, "ffn-l": 1_600_000,
+    "textcnn-s": 89_000, "textcnn-m": 462_000, "textcnn-l": 1_900_000,
+    "bigru-s": 100_000, "bilstm-m": 537_000, "bilstm-attn-l": 2_200_000,
+    "tx-s": 83_000, "tx-m": 493_000, "tx-l": 1_900_000,
+    "probe-minilm-l6": 3_000, "probe-distilbert": 5_000, "probe-electra": 5_000, "probe-bert": 5_000,
+    "probe-mpnet": 5_000, "probe-roberta": 5_000, "probe-modernbert": 5_000, "probe-deberta-v3": 5_000,
+}
+
+__all__ = ["InputSpec", "ModelInfo", "MODELS", "ALIASES", "create_model", "list_models", "count_params",
+           "format_params", "reference_spec", "PAPER_PARAMS", "PAPER_PARAMS_ARXIV"]

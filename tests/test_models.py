@@ -1,0 +1,132 @@
+"""Model registry: every model builds, trains a step, matches the paper's parameter counts, ignores padding."""
+import pytest
+import torch
+
+from drift.encoders.registry import ENCODERS
+from drift.errors import DriftError
+from drift.models import (ALIASES, MODELS, PAPER_PARAMS, PAPER_PARAMS_ARXIV, InputSpec, count_params,
+                          create_model, format_params, list_models, reference_spec)
+
+ALL = list(MODELS) + list(ALIASES)
+TOKEN_MODELS = [m.name for m in list_models() if m.input == "tokens"]
+IMAGE_MODELS = [m.name for m in list_models() if m.input == "pixels"]
+PROBES = [m.name for m in list_models() if m.input == "pooled"]
+LENGTHS = [7, 4, 1]  # real tokens per row of the test batch (T = 7)
+
+
+def _inputs(spec, B=3, T=7):
+    """A small batch for spec: (args for forward). Padding holds garbage, so a leak would show."""
+    if spec.kind == "pixels":
+        return (torch.rand(B, *spec.shape),)
+    if spec.kind == "pooled":
+        return (torch.randn(B, *spec.shape),)
+    mask = torch.arange(T)[None, :] < torch.tensor(LENGTHS[:B])[:, None]
+    return torch.randn(B, T, spec.shape[0]), mask
+
+
+def test_registry_contents():
+    assert len(IMAGE_MODELS) == 12 and len(TOKEN_MODELS) == 12
+    assert {p.removeprefix("probe-") for p in PROBES} == set(ENCODERS)
+    for info in list_models():
+        assert info.size in ("S", "M", "L", "-")
+    assert ALIASES["probe-minilm"] == "probe-minilm-l6"
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_forward_backward(name):
+    torch.manual_seed(0)
+    spec, n = reference_spec(name)
+    model = create_model(name, spec, n)
+    assert model.input_kind == spec.kind and model.family == MODELS[model.name].family
+    out = model(*_inputs(spec))
+    assert out.shape == (3, n)
+    out.square().mean().backward()
+    grads = [p.grad for p in model.parameters() if p.requires_grad]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)
+
+
+@pytest.mark.parametrize("name", IMAGE_MODELS + TOKEN_MODELS)
+def test_params_match_paper(name):
+    """Within 10% of Table 3 (images), of Tables 11 and 19 (text heads, 1 and 7 outputs)."""
+    tables = [(PAPER_PARAMS, False)] + ([(PAPER_PARAMS_ARXIV, True)] if name in TOKEN_MODELS else [])
+    for table, arxiv in tables:
+        spec, n = reference_spec(name, arxiv=arxiv)
+        trainable, total = count_params(create_model(name, spec, n))
+        assert trainable == total
+        assert abs(trainable / table[name] - 1) <= 0.10, (name, n, trainable, table[name])
+
+
+@pytest.mark.parametrize("name", PROBES)
+def test_probe_params(name):
+    """Exactly D * n + n; the paper's tables print that rounded (Tables 4, 12, 20)."""
+    for table, arxiv in [(PAPER_PARAMS, False), (PAPER_PARAMS_ARXIV, True)]:
+        spec, n = reference_spec(name, arxiv=arxiv)
+        trainable, _ = count_params(create_model(name, spec, n))
+        assert trainable == spec.shape[0] * n + n
+        if name in table:
+            assert format_params(trainable) == format_params(table[name])
+
+
+def test_probe_reference_counts():
+    assert count_params(create_model("probe-minilm", InputSpec("pooled", (384,)), 2))[0] == 770
+    assert count_params(create_model("probe-roberta", InputSpec("pooled", (768,)), 1))[0] == 769
+    assert reference_spec("probe-dinov2-s") == (InputSpec("pooled", (384,)), 2)
+    assert reference_spec("probe-minilm", arxiv=True) == (InputSpec("pooled", (384,)), 7)
+
+
+@pytest.mark.parametrize("name", TOKEN_MODELS)
+def test_padding_invariance(name):
+    torch.manual_seed(0)
+    spec = InputSpec("tokens", (32,), max_tokens=16)
+    model = create_model(name, spec, 2).eval()
+    x, mask = _inputs(spec)
+    extra = 5  # pad every row further, with garbage
+    x_long = torch.cat([x, 100 * torch.randn(3, extra, 32)], dim=1)
+    mask_long = torch.cat([mask, torch.zeros(3, extra, dtype=torch.bool)], dim=1)
+    with torch.no_grad():
+        short, long = model(x, mask), model(x_long, mask_long)
+        alone = model(x[2:, :1], mask[2:, :1])  # the 1-token row with no padding at all
+    torch.testing.assert_close(long, short, atol=1e-5, rtol=0)
+    torch.testing.assert_close(alone, short[2:], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("shape", [(1, 28, 28), (3, 64, 48), (3, 7, 5)])
+@pytest.mark.parametrize("name", IMAGE_MODELS[::3] + IMAGE_MODELS[2::3])
+def test_other_image_shapes(name, shape):
+    model = create_model(name, InputSpec("pixels", shape), 4)
+    assert model(torch.rand(2, *shape)).shape == (2, 4)
+
+
+def test_deterministic_given_seed():
+    spec, n = reference_spec("tx-s")
+    outs = []
+    for _ in range(2):
+        torch.manual_seed(1)
+        model = create_model("tx-s", spec, n).eval()
+        outs.append(model(*_inputs(spec)))
+    torch.testing.assert_close(outs[0], outs[1], atol=0, rtol=0)
+
+
+def test_unknown_name():
+    with pytest.raises(DriftError) as err:
+        create_model("cnn-x", InputSpec("pixels", (3, 32, 32)), 2)
+    msg = str(err.value)
+    assert "\n" not in msg and "cnn-x" in msg and "did you mean" in msg and "cnn-s" in msg
+
+
+@pytest.mark.parametrize("name, spec", [
+    ("cnn-s", InputSpec("tokens", (768,))),
+    ("tx-s", InputSpec("pixels", (3, 32, 32))),
+    ("probe-dinov2-s", InputSpec("tokens", (384,))),
+    ("mlp-s", InputSpec("pixels", (32, 32))),
+])
+def test_wrong_input(name, spec):
+    with pytest.raises(DriftError) as err:
+        create_model(name, spec, 2)
+    assert MODELS[name].input in str(err.value) and "\n" not in str(err.value)
+
+
+def test_too_many_tokens():
+    model = create_model("tx-s", InputSpec("tokens", (8,), max_tokens=4), 1)
+    with pytest.raises(ValueError, match="max_tokens"):
+        model(torch.randn(1, 5, 8), torch.ones(1, 5, dtype=torch.bool))
