@@ -17,7 +17,7 @@ console = Console()
 
 
 def _fail(error: DriftError):
-    Console(stderr=True).print(f"[red]error:[/red] {error}", highlight=False)
+    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {error}", highlight=False)
     raise typer.Exit(2)
 
 

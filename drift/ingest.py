@@ -66,24 +66,28 @@ def ingest(name: str, cfg: dict, records_path: Path, quarantine_path: Path) -> d
     tmp_path = records_path.with_suffix(".partial")
     seen_ids: set[str] = set()
     buffer: list[dict] = []
-    with pq.ParquetWriter(tmp_path, schema) as writer, progress(f"ingest {name}") as bar:
-        for row in dataset.read(cfg, ledger):
-            bar.advance()
-            time = row["time"] = as_utc_naive(row["time"]) if row["time"] is not None else None
-            if time is None or not (start <= time < end):
-                ledger.filter("time_outside_span")
-                continue
-            if row["id"] in seen_ids:
-                ledger.quarantine(row["id"], "duplicate_id")
-                continue
-            seen_ids.add(row["id"])
-            ledger.keep()
-            buffer.append(row)
-            if len(buffer) >= BATCH_ROWS:
+    try:
+        with pq.ParquetWriter(tmp_path, schema) as writer, progress(f"ingest {name}") as bar:
+            for row in dataset.read(cfg, ledger):
+                bar.advance()
+                time = row["time"] = as_utc_naive(row["time"]) if row["time"] is not None else None
+                if time is None or not (start <= time < end):
+                    ledger.filter("time_outside_span")
+                    continue
+                if row["id"] in seen_ids:
+                    ledger.quarantine(row["id"], "duplicate_id")
+                    continue
+                seen_ids.add(row["id"])
+                ledger.keep()
+                buffer.append(row)
+                if len(buffer) >= BATCH_ROWS:
+                    writer.write_batch(_batch(buffer, schema, dataset.MODALITY))
+                    buffer = []
+            if buffer:
                 writer.write_batch(_batch(buffer, schema, dataset.MODALITY))
-                buffer = []
-        if buffer:
-            writer.write_batch(_batch(buffer, schema, dataset.MODALITY))
+    except BaseException:
+        tmp_path.unlink(missing_ok=True)  # strict mode or a crash: no half-written file left behind
+        raise
     tmp_path.replace(records_path)  # a killed ingest never leaves a half-written records file behind
     bad = pa.table({"where": [r["where"] for r in ledger.bad_rows], "reason": [r["reason"] for r in ledger.bad_rows],
                     "raw": [r["raw"] for r in ledger.bad_rows]},

@@ -86,13 +86,13 @@ def stratum_keys(labels: list) -> list[str]:
 
 
 def stratified_split(ids: list[str], strata: list[str], test_fraction: float, seed: int) -> np.ndarray:
-    """'train' / 'test' per row, drawn within each stratum; each stratum of n rows gets round(n * f) test rows."""
+    """'train' / 'test' per row, drawn within each stratum; each stratum of n rows gets n * f test rows, rounded half up."""
     split = np.full(len(ids), "train", dtype=object)
     strata = np.asarray(strata, dtype=object)
     order = _row_order(ids, seed)
     for stratum in sorted(set(strata.tolist())):
         rows = order[strata[order] == stratum]  # this stratum's rows, in the seeded order
-        n_test = int(round(len(rows) * test_fraction))
+        n_test = int(len(rows) * test_fraction + 0.5)  # half up: 4.5 → 5, not banker's 4
         split[rows[:n_test]] = "test"
     return split
 

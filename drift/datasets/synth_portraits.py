@@ -26,19 +26,20 @@ NAME = "synth-portraits"
 TASK = "binary"
 MODALITY = "image"
 SIZE = 32
+CUE = 7  # side of an eye mark, pixels
 
 
 def label_names(cfg: dict) -> list[str]:
     return ["class-0", "class-1"]
 
 
-def _bar(angle: float, size: int = 5) -> np.ndarray:
+def _bar(angle: float, size: int = 7) -> np.ndarray:
     """A size x size mask of a bar through the centre at `angle` radians (0 = horizontal)."""
     c = (size - 1) / 2
     yy, xx = np.mgrid[0:size, 0:size] - c
     # distance of each pixel from the line through the centre with direction (cos, sin)
     dist = np.abs(-np.sin(angle) * xx + np.cos(angle) * yy)
-    return (dist <= 0.6).astype(np.float32)
+    return (dist <= 0.7).astype(np.float32)
 
 
 def make_slice(t_index: int, cfg: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -59,7 +60,7 @@ def make_slice(t_index: int, cfg: dict) -> tuple[np.ndarray, np.ndarray]:
 
     face = (((xx - 15.5) / 9.0) ** 2 + ((yy - 16.5) / 12.0) ** 2 <= 1.0).astype(np.float32)
     angle_shift = float(cfg.get("concept_drift", 0.0)) * t * np.pi / 2
-    marks = {y: _bar((np.pi / 2 if y == 1 else 0.0) + angle_shift) for y in (0, 1)}
+    marks = {y: _bar((np.pi / 2 if y == 1 else 0.0) + angle_shift, CUE) for y in (0, 1)}
     global_cue = float(cfg.get("global_cue", 0.06))
     noise = float(cfg.get("noise", 0.12))
 
@@ -70,8 +71,8 @@ def make_slice(t_index: int, cfg: dict) -> tuple[np.ndarray, np.ndarray]:
         img = background * (1 - face) + skin * face
         dx, dy = rng.integers(-2, 3, size=2)
         for ex in (10, 21):  # two eyes, 11 px apart
-            r0, c0 = 12 + dy - 2, ex + dx - 2
-            img[:, r0:r0 + 5, c0:c0 + 5] -= 0.45 * marks[y][None]
+            r0, c0 = 12 + dy - CUE // 2, ex + dx - CUE // 2
+            img[:, r0:r0 + CUE, c0:c0 + CUE] -= 0.6 * marks[y][None]
         images[i] = img + noise * rng.standard_normal(img.shape).astype(np.float32)
     return (np.clip(images, 0, 1) * 255).round().astype(np.uint8), labels
 

@@ -1,0 +1,64 @@
+"""Shared test helpers: a real project copy in a temporary git repository, run with real DVC."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def tiny_params() -> dict:
+    """The default params.yaml cut down so a whole `dvc repro` takes a minute on two cores."""
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["sotu"].update(cap_per_slice=24, min_samples=10, slices={"unit": "decade", "start": 1960, "end": 2010})
+    params["synth-portraits"].update(k=3, per_slice=80, slices={"unit": "year", "start": 2000, "end": 2003},
+                                     min_samples=10)
+    params["embed"].update(max_length=32)
+    params["train"].update(epochs=1, models={"sotu": ["ffn-s", "probe-minilm"], "synth-portraits": ["mlp-s"]})
+    return params
+
+
+def run(cmd: list[str], cwd: Path, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", **(env or {})}
+    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def make_project(path: Path, params: dict, cache_dir: Path) -> Path:
+    """A copy of the pipeline (dvc.yaml, stages, .dvc/plots) in a fresh git + DVC repository."""
+    path.mkdir(parents=True, exist_ok=True)
+    for name in ("dvc.yaml", ".gitignore"):
+        shutil.copy(ROOT / name, path / name)
+    shutil.copytree(ROOT / "stages", path / "stages", ignore=shutil.ignore_patterns("__pycache__"))
+    params["embed"]["cache_dir"] = str(cache_dir)
+    (path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    # stages depend on the library's files by path: a copy lets DVC hash them (the installed package runs)
+    shutil.copytree(ROOT / "drift", path / "drift", ignore=shutil.ignore_patterns("__pycache__"))
+    run(["git", "init", "-q"], path)
+    run(["git", "config", "user.email", "test@example.com"], path)
+    run(["git", "config", "user.name", "test"], path)
+    run(["dvc", "init", "-q"], path)
+    shutil.copytree(ROOT / ".dvc" / "plots", path / ".dvc" / "plots", dirs_exist_ok=True)
+    run(["git", "add", "-A"], path)
+    run(["git", "commit", "-qm", "pipeline"], path)
+    return path
+
+
+@pytest.fixture
+def project(tmp_path):
+    """Factory: project(params) → a ready repository using a private embedding cache."""
+    def factory(params: dict | None = None, name: str = "repo") -> Path:
+        return make_project(tmp_path / name, params or tiny_params(), tmp_path / "cache")
+    return factory

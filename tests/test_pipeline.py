@@ -1,0 +1,87 @@
+"""End to end: a real `dvc repro` in a temporary git repository on a tiny configuration."""
+from __future__ import annotations
+
+import json
+
+from conftest import run, tiny_params
+
+
+def test_repro_end_to_end(project):
+    repo = project()
+    run(["dvc", "repro"], repo)
+
+    # every stage wrote what users read
+    for dataset, models in {"sotu": ["ffn-s", "probe-minilm"], "synth-portraits": ["mlp-s"]}.items():
+        ingest = json.loads((repo / f"metrics/ingest/{dataset}.json").read_text())
+        assert ingest["kept"] + ingest["filtered"] + ingest["quarantined"] == ingest["read"] > 0
+        for model in models:
+            metrics = json.loads((repo / f"metrics/{dataset}/{model}.json").read_text())
+            assert {"id", "future", "decay", "metric", "higher_is_better", "k", "seeds"} <= set(metrics)
+            assert metrics["metric"] == "accuracy" and metrics["higher_is_better"] is True
+            assert metrics["k"] == (5 if dataset == "sotu" else 3) and metrics["seeds"] == 1
+            assert abs(metrics["decay"] - (metrics["id"] - metrics["future"])) < 1e-9
+            cells = json.loads((repo / f"plots/{dataset}/{model}/matrix.json").read_text())
+            assert len(cells) == metrics["k"] ** 2 and {"train", "eval", "value"} == set(cells[0])
+            assert (repo / f"plots/{dataset}/{model}/heatmap.png").stat().st_size > 1000
+    embed = json.loads((repo / "metrics/embed/sotu-minilm-l6.json").read_text())
+    assert embed["computed"] == embed["unique"] > 0 and embed["cache_hits"] == 0
+
+    # dvc metrics show lists every model
+    shown = json.loads(run(["dvc", "metrics", "show", "--json"], repo).stdout)
+    files = next(iter(shown.values()))["data"]
+    assert {"metrics/sotu/ffn-s.json", "metrics/sotu/probe-minilm.json", "metrics/synth-portraits/mlp-s.json"} <= set(files)
+
+    # a second repro is a no-op
+    again = run(["dvc", "repro"], repo).stdout
+    assert "Data and pipelines are up to date" in again
+
+    run(["git", "add", "-A"], repo)
+    run(["git", "commit", "-qm", "first run"], repo)
+
+    # a training parameter re-runs train/evaluate/report, never the encoder
+    out = run(["dvc", "exp", "run", "-S", "train.epochs=2"], repo).stdout
+    assert "Running stage 'train@sotu'" in out and "Running stage 'embed@sotu'" not in out
+    assert "Running stage 'ingest@sotu'" not in out
+
+    # dvc plots diff against the commit renders the heatmap template (and the PNGs)
+    diff = json.loads(run(["dvc", "plots", "diff", "HEAD", "--json"], repo).stdout)
+    vega = diff["data"]["plots/sotu/ffn-s/matrix.json"][0]
+    assert vega["type"] == "vega" and "rect" in json.dumps(vega["content"])
+
+
+def test_cache_is_shared_between_repositories(project):
+    """A second checkout with the same data and encoder embeds nothing: the store lives outside the workspace."""
+    params = tiny_params()
+    params["datasets"] = ["sotu"]
+    first = project(params, "first")
+    run(["dvc", "repro", "embed@sotu"], first)
+    second = project(tiny_params() | {"datasets": ["sotu"]}, "second")
+    run(["dvc", "repro", "embed@sotu"], second)
+    embed = json.loads((second / "metrics/embed/sotu-minilm-l6.json").read_text())
+    assert embed["computed"] == 0 and embed["cache_hits"] == embed["unique"] > 0
+
+
+def test_bad_parameters_stop_before_compute(project):
+    for change, expected in [
+        (lambda p: p["train"]["models"].update(sotu=["ffn-s", "cnn-x"]), "unknown model 'cnn-x'"),
+        (lambda p: p["sotu"].update(slices={"unit": "decade", "start": 1990, "end": 1990}), "yields no slices"),
+        (lambda p: p["sotu"].update(slices={"unit": "fortnight", "start": 1990, "end": 2000}), "valid: year, half-year, decade, custom"),
+        (lambda p: p["train"]["models"].update(sotu=["cnn-s"]), "image model"),
+    ]:
+        params = tiny_params()
+        params["datasets"] = ["sotu"]
+        change(params)
+        repo = project(params, f"bad{abs(hash(expected))}")
+        result = run(["python", "stages/ingest.py", "sotu"], repo, check=False)
+        assert result.returncode == 2
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and expected in lines[0], result.stderr
+        assert not (repo / "data/records/sotu.parquet").exists()
+
+
+def test_unknown_dataset_lists_valid_names(project):
+    params = tiny_params()
+    repo = project(params)
+    result = run(["python", "stages/ingest.py", "sotuu"], repo, check=False)
+    assert result.returncode == 2
+    assert "unknown dataset 'sotuu'" in result.stderr and "synth-portraits" in result.stderr
