@@ -123,5 +123,19 @@ def fetch(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
         _fail(e)
 
 
+@app.command()
+def preset(name: str = typer.Argument(..., help="a file in params/, e.g. paper-yearbook"),
+           params: Path = typer.Option(Path("params.yaml"), help="the params file to update")):
+    """Apply a paper preset (params/<name>.yaml) to params.yaml; then `dvc exp run` or `dvc repro`."""
+    from drift.config import apply_preset
+
+    try:
+        changed = apply_preset(name, params)
+    except DriftError as e:
+        _fail(e)
+    console.print(f"applied {name}: {', '.join(changed) or 'nothing changed'}")
+    console.print("next: `dvc exp run -n " + name + "` (or `dvc repro`)", style="dim")
+
+
 def main():
     app()

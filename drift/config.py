@@ -27,7 +27,12 @@ def dataset_cfg(params: dict, name: str) -> dict:
         raise DriftError(f"unknown dataset {name!r}: {close_matches(name, DATASETS)}")
     if name not in params:
         raise DriftError(f"params.yaml has no section `{name}:` for dataset {name}: add one (see README)")
-    return params[name] or {}
+    cfg = dict(params[name] or {})
+    # a real corpus's raw input defaults to the path its DVC dependency names in `datasets`
+    datasets = params.get("datasets")
+    if "source" not in cfg and isinstance(datasets, dict) and datasets.get(name):
+        cfg["source"] = datasets[name]
+    return cfg
 
 
 def paths(name: str) -> dict[str, Path]:
@@ -57,6 +62,8 @@ def validate(params: dict, name: str) -> None:
     from drift.slicing import slice_edges
     from drift.train import check_roster
 
+    if not isinstance(params.get("datasets"), dict):
+        raise DriftError("params.yaml `datasets` must map each dataset to its raw input, e.g. `sotu: drift/datasets/sotu.py`")
     cfg = dataset_cfg(params, name)
     dataset = get_dataset(name)
     slice_edges(cfg.get("slices", {}))
@@ -85,3 +92,38 @@ def run_stage(main) -> None:
     except DriftError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+
+
+PRESETS = Path("params")
+
+
+def apply_preset(name: str, params_path: Path = Path("params.yaml"), presets: Path = PRESETS) -> list[str]:
+    """Merge params/<name>.yaml into params.yaml, keeping its comments; returns the keys changed.
+
+    Mappings merge key by key; lists and values replace; `datasets` is replaced whole, so a preset chooses
+    which datasets the pipeline runs."""
+    from ruamel.yaml import YAML
+
+    available = sorted(p.stem for p in presets.glob("*.yaml"))
+    if name not in available:
+        from drift.errors import close_matches
+        raise DriftError(f"unknown preset {name!r}: {close_matches(name, available)}")
+    yaml_rt = YAML()
+    yaml_rt.width = 120
+    params = yaml_rt.load(params_path.read_text())
+    preset = yaml_rt.load((presets / f"{name}.yaml").read_text())
+    changed: list[str] = []
+
+    def merge(into, update, prefix):
+        for key, value in update.items():
+            path = f"{prefix}{key}"
+            if isinstance(value, dict) and isinstance(into.get(key), dict) and path != "datasets":
+                merge(into[key], value, path + ".")
+            elif into.get(key) != value:
+                into[key] = value
+                changed.append(path)
+
+    merge(params, preset, "")
+    with open(params_path, "w") as f:
+        yaml_rt.dump(params, f)
+    return changed

@@ -147,17 +147,25 @@ def build_slices(records, cfg: dict, split_cfg: dict):
     strata = [strata[i] for i in chosen]
 
     split = stratified_split(ids, strata, float(split_cfg.get("test_fraction", 0.3)), seed)
+
+    # slices with no row at all are dropped (Yearbook's missing years: K = 104 of 109); slices with some rows
+    # but fewer than min_samples stay, marked unusable: the white bands of the paper's figures
+    counts = np.bincount(index, minlength=len(labels))
+    present = np.flatnonzero(counts > 0)
+    renumber = np.full(len(labels), -1, dtype=np.int32)
+    renumber[present] = np.arange(len(present), dtype=np.int32)
+    label_of = [labels[old] for old in index]
+    index = renumber[index]
+    min_samples = int(cfg.get("min_samples", 1))
+    n_test = np.bincount(index[split == "test"], minlength=len(present))
+    slices = [{"index": k, "label": labels[old], "start": str(edges[old].date()), "end": str(edges[old + 1].date()),
+               "rows": int(counts[old]), "test": int(n_test[k]), "train": int(counts[old] - n_test[k]),
+               "usable": bool(counts[old] >= min_samples and n_test[k] > 0)} for k, old in enumerate(present)]
+
     table = records.append_column("slice", pa.array(index, pa.int32()))
-    table = table.append_column("slice_label", pa.array([labels[i] for i in index], pa.string()))
+    table = table.append_column("slice_label", pa.array(label_of, pa.string()))
     table = table.append_column("split", pa.array(split.tolist(), pa.string()))
     table = table.sort_by([("slice", "ascending"), ("time", "ascending"), ("id", "ascending")])
-
-    min_samples = int(cfg.get("min_samples", 1))
-    counts = np.bincount(index, minlength=len(labels))
-    n_test = np.bincount(index[split == "test"], minlength=len(labels))
-    slices = [{"index": k, "label": labels[k], "start": str(edges[k].date()), "end": str(edges[k + 1].date()),
-               "rows": int(counts[k]), "test": int(n_test[k]), "train": int(counts[k] - n_test[k]),
-               "usable": bool(counts[k] >= min_samples and n_test[k] > 0)} for k in range(len(labels))]
     if not any(s["usable"] for s in slices):
         raise DriftError(f"no slice has {min_samples} or more rows (min_samples): lower it or widen the slices")
     return table, slices

@@ -28,6 +28,12 @@ def tiny_params() -> dict:
     return params
 
 
+def only(params: dict, *names: str) -> dict:
+    """Keep just these datasets in the pipeline."""
+    params["datasets"] = {n: params["datasets"][n] for n in names}
+    return params
+
+
 def run(cmd: list[str], cwd: Path, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", **(env or {})}
     result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import run, tiny_params
+from conftest import only, run, tiny_params
 
 
 def test_repro_end_to_end(project):
@@ -52,10 +52,10 @@ def test_repro_end_to_end(project):
 def test_cache_is_shared_between_repositories(project):
     """A second checkout with the same data and encoder embeds nothing: the store lives outside the workspace."""
     params = tiny_params()
-    params["datasets"] = ["sotu"]
+    only(params, "sotu")
     first = project(params, "first")
     run(["dvc", "repro", "embed@sotu"], first)
-    second = project(tiny_params() | {"datasets": ["sotu"]}, "second")
+    second = project(only(tiny_params(), "sotu"), "second")
     run(["dvc", "repro", "embed@sotu"], second)
     embed = json.loads((second / "metrics/embed/sotu-minilm-l6.json").read_text())
     assert embed["computed"] == 0 and embed["cache_hits"] == embed["unique"] > 0
@@ -69,7 +69,7 @@ def test_bad_parameters_stop_before_compute(project):
         (lambda p: p["train"]["models"].update(sotu=["cnn-s"]), "image model"),
     ]:
         params = tiny_params()
-        params["datasets"] = ["sotu"]
+        only(params, "sotu")
         change(params)
         repo = project(params, f"bad{abs(hash(expected))}")
         result = run(["python", "stages/ingest.py", "sotu"], repo, check=False)

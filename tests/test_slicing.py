@@ -90,3 +90,13 @@ def test_build_slices_without_any_usable_slice_fails():
     with pytest.raises(DriftError, match="min_samples"):
         build_slices(_records({2000: 5}), {"slices": {"unit": "year", "start": 2000, "end": 2001},
                                            "min_samples": 10}, {})
+
+
+def test_empty_slices_are_dropped_small_ones_kept_as_bands():
+    records = _records({2000: 30, 2002: 4, 2003: 30})  # 2001 has no row at all
+    cfg = {"slices": {"unit": "year", "start": 2000, "end": 2004}, "min_samples": 10}
+    table, slices = build_slices(records, cfg, {"seed": 0})
+    assert [(s["label"], s["usable"]) for s in slices] == [("2000", True), ("2002", False), ("2003", True)]
+    assert sorted(set(table.column("slice").to_pylist())) == [0, 1, 2]
+    assert set(zip(table.column("slice").to_pylist(), table.column("slice_label").to_pylist())) == {
+        (0, "2000"), (1, "2002"), (2, "2003")}

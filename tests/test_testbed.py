@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from conftest import run, tiny_params
+from conftest import only, run, tiny_params
 
 
 def synth_params(concept: float, covariate: float = 0.0, label: float = 0.0) -> dict:
     params = tiny_params()
-    params["datasets"] = ["synth-portraits"]
+    only(params, "synth-portraits")
     params["synth-portraits"].update(k=4, per_slice=300, seed=0, concept_drift=concept, covariate_drift=covariate,
                                      label_drift=label, slices={"unit": "year", "start": 2000, "end": 2004})
     params["train"].update(epochs=5, batch_size=32, models={"synth-portraits": ["cnn-s"]})

@@ -1,0 +1,101 @@
+"""One `dvc repro` of each real corpus end to end on its fixture, in the corpus's own on-disk format."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from conftest import run, tiny_params
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def real_params(name: str, source: str, **cfg) -> dict:
+    params = tiny_params()
+    params["datasets"] = {name: source}
+    params[name] = {**params.get(name, {}), **cfg, "source": source}
+    return params
+
+
+def results(repo: Path, name: str) -> dict:
+    return {p.stem: json.loads(p.read_text()) for p in (repo / "metrics" / name).glob("*.json")}
+
+
+def test_amazon_regression(project):
+    params = real_params("amazon", "data/raw/amazon", categories=["All_Beauty", "Software", "Gift_Cards"],
+                         slices={"unit": "year", "start": 2015, "end": 2024}, min_samples=20,
+                         sample={"n": 300, "seed": 0}, strict=False)
+    params["train"]["models"] = {"amazon": ["ffn-s", "probe-minilm"]}
+    repo = project(params)
+    shutil.copytree(FIXTURES / "amazon2023", repo / "data/raw/amazon")
+    run(["dvc", "repro"], repo)
+    ingest = json.loads((repo / "metrics/ingest/amazon.json").read_text())
+    assert ingest["read"] == 450 and ingest["kept"] + ingest["filtered"] + ingest["quarantined"] == 450
+    assert ingest["filtered_by_rule"]["time_outside_span"] > 0  # reviews before 2015
+    slices = json.loads((repo / "data/slices/amazon.json").read_text())
+    assert slices["rows"] == 300 and slices["task"] == "regression"
+    assert [s["usable"] for s in slices["slices"]][-1] is False  # 2023: too few reviews, an empty band
+    for model, m in results(repo, "amazon").items():
+        assert m["metric"] == "balanced_mse" and m["higher_is_better"] is False
+        assert abs(m["decay"] - (m["future"] - m["id"])) < 1e-9  # lower is better: Decay = Future - ID
+        assert m["id"] > 0 and m["future"] > 0  # squared errors of ratings 1-5
+
+
+def test_arxiv_multilabel(project):
+    edges = ["2007-04-01", "2007-04-03", "2007-04-04", "2007-04-05", "2007-05-01"]  # the sample is mostly April 2007
+    params = real_params("arxiv", "data/raw/arxiv/arxiv-metadata-oai-snapshot.json",
+                         categories=["cs.LG", "hep-ph", "cs.CV", "cs.AI", "hep-th", "quant-ph", "gr-qc"],
+                         time_field="first_version", slices={"unit": "custom", "edges": edges}, min_samples=10)
+    params["train"]["models"] = {"arxiv": ["ffn-s"]}
+    repo = project(params)
+    (repo / "data/raw/arxiv").mkdir(parents=True)
+    shutil.copy(FIXTURES / "arxiv/arxiv-metadata-sample.json", repo / "data/raw/arxiv/arxiv-metadata-oai-snapshot.json")
+    run(["dvc", "repro"], repo)
+    ingest = json.loads((repo / "metrics/ingest/arxiv.json").read_text())
+    assert ingest["filtered_by_rule"]["no_kept_category"] > 0
+    m = results(repo, "arxiv")["ffn-s"]
+    assert m["metric"] == "macro_auc" and m["higher_is_better"] is True and m["k"] == 4
+    assert 0 <= m["id"] <= 1
+
+
+def test_yearbook_from_png_folders(project):
+    params = real_params("yearbook", "data/raw/yearbook/faces", slices={"unit": "year", "start": 1950, "end": 1955},
+                         min_samples=10)
+    params["train"]["models"] = {"yearbook": ["mlp-s"]}
+    repo = project(params)
+    rng = np.random.default_rng(0)
+    for sex in ("F", "M"):
+        folder = repo / "data/raw/yearbook/faces" / sex
+        folder.mkdir(parents=True)
+        for year in (1950, 1951, 1953):  # 1952 has no portrait: dropped, K = 3
+            for i in range(15):
+                pixels = rng.integers(0, 120, (32, 32)) + (100 if sex == "M" else 0)
+                Image.fromarray(pixels.astype(np.uint8), "L").save(folder / f"{year}_{sex}_{i}.png")
+    (repo / "data/raw/yearbook/faces/F/1951_truncated.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    run(["dvc", "repro"], repo)
+    ingest = json.loads((repo / "metrics/ingest/yearbook.json").read_text())
+    assert (ingest["read"], ingest["kept"], ingest["quarantined"]) == (91, 90, 1)
+    assert ingest["quarantined_by_reason"] == {"undecodable_image": 1}
+    m = results(repo, "yearbook")["mlp-s"]
+    assert m["k"] == 3 and 0 <= m["id"] <= 1
+    # a new year of portraits re-runs ingest (the raw folder is a DVC dependency) and the matrix grows
+    for sex in ("F", "M"):
+        for i in range(15):
+            pixels = rng.integers(0, 120, (32, 32)) + (100 if sex == "M" else 0)
+            Image.fromarray(pixels.astype(np.uint8), "L").save(repo / f"data/raw/yearbook/faces/{sex}/1954_{sex}_{i}.png")
+    out = run(["dvc", "repro"], repo).stdout
+    assert "Running stage 'ingest@yearbook'" in out
+    assert results(repo, "yearbook")["mlp-s"]["k"] == 4
+
+
+def test_missing_source_is_one_line(project):
+    params = real_params("amazon", "data/raw/amazon", categories=["Software"],
+                         slices={"unit": "year", "start": 2015, "end": 2024})
+    params["train"]["models"] = {"amazon": ["ffn-s"]}
+    repo = project(params)
+    result = run(["python", "stages/ingest.py", "amazon"], repo, check=False)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "data/raw/amazon" in result.stderr
