@@ -73,20 +73,21 @@ def child(kind: str, dataset: str, path: str) -> None:
     import resource
 
     if kind == "ours":
-        from drift.datasets import get_dataset
-        from drift.ledger import Ledger
+        # the whole ingest stage: reader, time-span filter, duplicate check, Parquet records in batches
+        import tempfile
 
-        module = get_dataset(dataset)
+        from drift.ingest import ingest
+
         p = Path(path)
         cfg = {"source": str(p.parent), "categories": [p.name.removesuffix(".jsonl")]} if dataset == "amazon" \
             else {"source": path}
+        cfg["slices"] = {"unit": "year", "start": 1900, "end": 2100}
         import_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         t0 = time.perf_counter()
-        ledger = Ledger(dataset)
-        for _ in module.read(cfg, ledger):
-            ledger.keep()
+        with tempfile.TemporaryDirectory() as out:
+            counts = ingest(dataset, cfg, Path(out) / "records.parquet", Path(out) / "quarantine.parquet")
         seconds = time.perf_counter() - t0
-        lines, kept = ledger.read, ledger.kept
+        lines, kept = counts["read"], counts["kept"]
     else:
         import pandas as pd
 
