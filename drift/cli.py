@@ -16,6 +16,13 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 console = Console()
 
 
+def _register_subcommands():
+    # show, compare, plots, saliency (drift/cli_report.py); imported here so the entry point drift.cli:app has them
+    from drift.cli_report import register
+
+    register(app)
+
+
 def _fail(error: DriftError):
     Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {error}", highlight=False)
     raise typer.Exit(2)
@@ -135,6 +142,9 @@ def preset(name: str = typer.Argument(..., help="a file in params/, e.g. paper-y
         _fail(e)
     console.print(f"applied {name}: {', '.join(changed) or 'nothing changed'}")
     console.print("next: `dvc exp run -n " + name + "` (or `dvc repro`)", style="dim")
+
+
+_register_subcommands()
 
 
 def main():

@@ -251,3 +251,16 @@ def forgetting_curves(mats_per_seed) -> tuple[np.ndarray, np.ndarray]:
     """One model's forgetting curve averaged over training cutoffs and seeds (Figure 4): the seeds are averaged
     cell by cell first (`mean_over_seeds`), as for ID / Future, so F(0) equals the ID of the averaged matrix."""
     return forgetting_curve(mean_over_seeds(mats_per_seed))
+
+
+def family_curves(curves: dict, families: dict) -> dict:
+    """Forgetting curves averaged within each family (Figure 11b): at each gap, the mean over the family's
+    models that have a value there. curves: model -> (gaps, values); families: model -> family.
+    Returns family -> (gaps, values), families in order of first appearance."""
+    by_gap: dict = {}
+    for model, (gaps, values) in curves.items():
+        family = by_gap.setdefault(families[model], {})
+        for g, v in zip(gaps, values):
+            family.setdefault(int(g), []).append(float(v))
+    return {f: (np.array(sorted(gs), dtype=int), np.array([np.mean(gs[g]) for g in sorted(gs)]))
+            for f, gs in by_gap.items()}

@@ -12,6 +12,7 @@ from drift.summary import (
     cutoff_indices,
     cutoff_table,
     deviations,
+    family_curves,
     family_table,
     forgetting_curve,
     forgetting_curves,
@@ -224,6 +225,18 @@ def test_forgetting_curve_by_hand():
     m[0, 2] = nan  # a gap with no filled cell is left out
     gaps, values = forgetting_curve(m)
     np.testing.assert_array_equal(gaps, [0, 1])
+
+
+def test_family_curves_average_models_gap_by_gap():
+    # CNN: cnn-a has gaps 0..2, cnn-b only 0..1 (its gap-2 cell is empty); MLP: one model
+    curves = {"cnn-a": (np.array([0, 1, 2]), np.array([0.9, 0.7, 0.5])),
+              "mlp": (np.array([0, 1]), np.array([0.6, 0.6])),
+              "cnn-b": (np.array([0, 1]), np.array([0.8, 0.5]))}
+    fam = family_curves(curves, {"cnn-a": "CNN", "cnn-b": "CNN", "mlp": "MLP"})
+    assert list(fam) == ["CNN", "MLP"]
+    np.testing.assert_array_equal(fam["CNN"][0], [0, 1, 2])
+    np.testing.assert_allclose(fam["CNN"][1], [0.85, 0.6, 0.5])   # gap 2: cnn-a alone
+    np.testing.assert_allclose(fam["MLP"][1], [0.6, 0.6])
 
 
 def test_forgetting_curves_average_seeds_cell_by_cell():

@@ -1,0 +1,481 @@
+"""`drift show`, `drift compare`, `drift plots`, `drift saliency`: the report stage's outputs, read by people.
+
+They read what the report stage commits to git (metrics/, plots/), so they work on any checkout; `compare`
+and `plots` read other revisions and DVC experiments through DVC itself. `register(app)` adds them to the
+`drift` command (drift/cli.py).
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from drift.errors import DriftError, close_matches
+
+STATS = ("id", "future", "decay")
+LABELS = {"id": "ID", "future": "Future", "decay": "Decay"}
+console = Console()
+
+
+def _fail(error: Exception):
+    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {error}", highlight=False)
+    raise typer.Exit(2)
+
+
+def _fmt(value, digits: int = 3, sign: bool = False) -> str:
+    return "—" if value is None else f"{value:{'+' if sign else ''}.{digits}f}"
+
+
+# -----------------------------------------------------------------------------
+# reading the committed report
+
+def report_datasets(root: Path) -> list[str]:
+    """Datasets with a report: plots/<ds>/<model>/matrix.json exists (plots/deviations, plots/forgetting aside)."""
+    return sorted({p.parent.parent.name for p in (root / "plots").glob("*/*/matrix.json")})
+
+
+def report_models(root: Path, dataset: str) -> list[str]:
+    return sorted(p.parent.name for p in (root / "plots" / dataset).glob("*/matrix.json"))
+
+
+def from_long_format(rows: list[dict]) -> tuple[list[str], np.ndarray]:
+    """The slice labels (in their order) and the [K, K] matrix of long-format rows {train, eval, value}."""
+    labels = list(dict.fromkeys(r["train"] for r in rows))
+    index = {label: i for i, label in enumerate(labels)}
+    matrix = np.full((len(labels), len(labels)), np.nan)
+    for r in rows:
+        if r["value"] is not None:
+            matrix[index[r["train"]], index[r["eval"]]] = r["value"]
+    return labels, matrix
+
+
+def load_matrix(root: Path, dataset: str, model: str, deviation: bool = False) -> dict:
+    """One model's seed-averaged matrix (or its deviation from the cohort mean) and its metrics, from the
+    committed plots/ and metrics/ files."""
+    from drift.report import COHORT
+    from drift.summary import id_future_decay
+
+    datasets = report_datasets(root)
+    if not datasets:
+        raise DriftError(f"no report in {root / 'plots'}: run `dvc repro` (or check out a commit that has one)")
+    if dataset not in datasets:
+        raise DriftError(f"unknown dataset {dataset!r}: {close_matches(dataset, datasets)}")
+    models = report_models(root, dataset)
+    if model not in models:
+        raise DriftError(f"unknown model {model!r} for {dataset}: {close_matches(model, models)}")
+    if deviation and model == COHORT:
+        others = ", ".join(m for m in models if m != COHORT)
+        raise DriftError(f"{COHORT} is what the deviations are taken from: give a model ({others})")
+    path = (root / "plots" / "deviations" / dataset / f"{model}.json" if deviation
+            else root / "plots" / dataset / model / "matrix.json")
+    if not path.exists():
+        raise DriftError(f"no {path}: the report of {dataset} predates deviations; run `dvc repro report@{dataset}`")
+    labels, matrix = from_long_format(json.loads(path.read_text()))
+
+    metrics_path = root / "metrics" / dataset / f"{model}.json"
+    if metrics_path.exists():
+        metrics = json.loads(metrics_path.read_text())
+    else:  # the cohort mean has no metrics file: take the direction from any model of the dataset
+        any_metrics = sorted((root / "metrics" / dataset).glob("*.json"))
+        sample = (json.loads(any_metrics[0].read_text()) if any_metrics
+                  else {"metric": "score", "higher_is_better": True})
+        metrics = {"metric": sample["metric"], "higher_is_better": sample["higher_is_better"], "k": len(labels)}
+    if deviation or not metrics_path.exists():
+        metrics = {**metrics, **id_future_decay(matrix, metrics["higher_is_better"])}
+        metrics = {k: v for k, v in metrics.items() if not k.endswith(("_std", "_ci95"))}
+    return {"dataset": dataset, "model": model, "deviation": deviation, "labels": labels, "matrix": matrix, **metrics}
+
+
+# -----------------------------------------------------------------------------
+# the terminal heatmap
+
+def _cell_colors(matrix: np.ndarray, higher_is_better: bool, diverging: bool):
+    """value -> (background hex, foreground) with the PNGs' colour maps: viridis (reversed when lower is
+    better) over the matrix's range, or a red-blue map symmetric around zero for deviations."""
+    import matplotlib
+    from matplotlib.colors import to_hex
+
+    finite = matrix[np.isfinite(matrix)]
+    if diverging:
+        bound = float(np.abs(finite).max()) if len(finite) and np.abs(finite).max() > 0 else 1.0
+        lo, hi = -bound, bound
+        cmap = matplotlib.colormaps["RdBu" if higher_is_better else "RdBu_r"]
+    else:
+        lo, hi = (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 1.0)
+        cmap = matplotlib.colormaps["viridis" if higher_is_better else "viridis_r"]
+
+    def color(v):
+        r, g, b, _ = cmap(0.5 if hi == lo else (v - lo) / (hi - lo))
+        return to_hex((r, g, b)), "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
+    return color
+
+
+def _cell_width(labels: list[str]) -> int:
+    return max(6, max(len(label) for label in labels) + 1)
+
+
+def heatmap_width(labels: list[str]) -> int:
+    """Characters the heatmap needs with its values printed."""
+    return max(len(label) for label in labels) + 1 + _cell_width(labels) * len(labels)
+
+
+def terminal_heatmap(labels: list[str], matrix: np.ndarray, higher_is_better: bool, diverging: bool = False,
+                     with_numbers: bool = True) -> Table:
+    """Rich table: trained-up-to on rows with the latest cutoff on top, evaluated-on on columns (time grows up
+    and right), cells coloured by value, empty cells blank, the diagonal in bold. Without numbers the cells
+    are plain colour blocks, for long timelines in a narrow terminal."""
+    color = _cell_colors(matrix, higher_is_better, diverging)
+    width = _cell_width(labels) if with_numbers else 2
+    number = "{:+.2f}" if diverging else "{:.2f}"
+    table = Table(box=None, padding=0, show_edge=False, pad_edge=False,
+                  caption=None if with_numbers else f"columns: {labels[0]} … {labels[-1]}, left to right")
+    table.add_column("", justify="right", no_wrap=True)
+    for label in labels:
+        table.add_column(label.center(width) if with_numbers else "", no_wrap=True, width=width)
+    for i in reversed(range(len(labels))):
+        cells = []
+        for j in range(len(labels)):
+            v = matrix[i, j]
+            if not np.isfinite(v):
+                cells.append(Text(" " * width))  # an empty cell stays blank, never a colour
+                continue
+            bg, fg = color(v)
+            text = number.format(v).center(width) if with_numbers else " " * width
+            cells.append(Text(text, style=f"{'bold ' if i == j else ''}{fg} on {bg}"))
+        table.add_row(Text(labels[i] + " ", style="bold"), *cells)
+    return table
+
+
+def show(dataset: str = typer.Argument(..., help="a dataset with a report (plots/<dataset>/)"),
+         model: str = typer.Argument(..., help="a model of that dataset, or cohort-mean"),
+         deviation: bool = typer.Option(False, "--deviation", help="its deviation from the cohort mean instead"),
+         as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+         root: Path = typer.Option(Path("."), "--root", help="the repository's root")):
+    """One drift matrix as a coloured terminal heatmap, with ID, Future and Decay under it."""
+    try:
+        m = load_matrix(root, dataset, model, deviation)
+    except DriftError as e:
+        _fail(e)
+    if as_json:
+        out = {k: v for k, v in m.items() if k != "matrix"}
+        out["matrix"] = [[None if not np.isfinite(v) else float(v) for v in row] for row in m["matrix"]]
+        print(json.dumps(out, indent=2))
+        return
+    direction = "higher is better" if m["higher_is_better"] else "lower is better"
+    what = "deviation from the cohort mean (blue: better)" if deviation else m["metric"]
+    console.print(f"[bold]{dataset} · {model}[/bold]: {what} ({direction}); rows: trained up to, "
+                  f"columns: evaluated on; latest cutoff on top", highlight=False, soft_wrap=True)
+    # a terminal gets colour blocks when the numbers do not fit; a pipe or file always gets the numbers
+    need = heatmap_width(m["labels"])
+    out = console if console.is_terminal else Console(width=max(console.width, need))
+    out.print(terminal_heatmap(m["labels"], m["matrix"], m["higher_is_better"], deviation,
+                               with_numbers=not console.is_terminal or need <= console.width))
+    parts = []
+    for s in STATS:
+        std, ci = m.get(f"{s}_std"), m.get(f"{s}_ci95")
+        text = f"{LABELS[s]} {_fmt(m.get(s), sign=deviation)}"
+        if std is not None:
+            text += f" ± {std:.3f}"
+        if ci and None not in ci:
+            text += f" [95% CI {ci[0]:.3f}, {ci[1]:.3f}]"
+        parts.append(text)
+    console.print("   ".join(parts), highlight=False, soft_wrap=True)
+    if "seeds" in m:
+        console.print(f"K = {m['k']} slices, {m['seeds']} seed(s); Decay > 0 means worse on later periods",
+                      style="dim", highlight=False, soft_wrap=True)
+
+
+# -----------------------------------------------------------------------------
+# compare two revisions
+
+def _open_repo(root: Path):
+    from dvc.exceptions import NotDvcRepoError
+    from dvc.repo import Repo
+
+    try:
+        return Repo(str(root))
+    except NotDvcRepoError as e:
+        raise DriftError(f"{root.resolve()} is not a DVC repository: run from the project's root") from e
+
+
+def metrics_at(repo, rev: str) -> dict[str, dict[str, dict]]:
+    """{dataset: {model: metrics}} of the drift metrics (metrics/<ds>/<model>.json) at a git revision, a DVC
+    experiment or "workspace", read through DVC's own API (what `dvc metrics show` reads)."""
+    from dvc.exceptions import DvcException
+
+    try:
+        shown = repo.metrics.show(revs=[rev], hide_workspace=False, on_error="return")
+    except DvcException as e:
+        raise DriftError(f"unknown revision {rev!r} ({e}): give a commit, branch, tag, HEAD~n, "
+                         f"a DVC experiment name (`dvc exp show`) or workspace") from e
+    key = rev if rev == "workspace" else next((k for k in shown if k != "workspace"), None)
+    result = shown.get(key) or {}
+    if "error" in result:
+        raise DriftError(f"cannot read the metrics at {rev!r}: {result['error']}")
+    found: dict[str, dict[str, dict]] = {}
+    for path, entry in (result.get("data") or {}).items():
+        parts = Path(path).parts
+        data = entry.get("data")
+        if len(parts) == 3 and parts[0] == "metrics" and isinstance(data, dict) and {"id", "future"} <= set(data):
+            found.setdefault(parts[1], {})[Path(parts[2]).stem] = data
+    return found
+
+
+def params_at(repo, rev: str) -> dict:
+    """Flat {"dotted.key": value} of the params at a revision ("file:dotted.key" for files other than
+    params.yaml)."""
+    shown = repo.params.show(revs=[rev], hide_workspace=False, on_error="return")
+    key = rev if rev == "workspace" else next((k for k in shown if k != "workspace"), None)
+    flat = {}
+
+    def walk(prefix, value):
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(f"{prefix}.{k}" if prefix and not prefix.endswith(":") else f"{prefix}{k}", v)
+        else:
+            flat[prefix] = value
+    for file, entry in ((shown.get(key) or {}).get("data") or {}).items():
+        walk("" if file == "params.yaml" else f"{file}:", entry.get("data") or {})
+    return flat
+
+
+def _improved(stat: str, change: float | None, higher_is_better: bool) -> bool | None:
+    """Whether a change is for the better: a higher ID / Future when higher is better, a lower Decay always."""
+    if change is None or change == 0:
+        return None
+    if stat == "decay":
+        return change < 0
+    return change > 0 if higher_is_better else change < 0
+
+
+def diff_metrics(a: dict[str, dict[str, dict]], b: dict[str, dict[str, dict]]) -> dict[str, list[dict]]:
+    """Per dataset, one row per model in either revision: status (changed, unchanged, added, removed), and for
+    ID, Future and Decay the value at a, at b, the change b - a and whether it is an improvement."""
+    out = {}
+    for dataset in sorted(set(a) | set(b)):
+        rows = []
+        ma, mb = a.get(dataset, {}), b.get(dataset, {})
+        for model in sorted(set(ma) | set(mb)):
+            xa, xb = ma.get(model), mb.get(model)
+            ref = xb or xa
+            higher = ref.get("higher_is_better", True)
+            row = {"model": model, "metric": ref.get("metric"), "higher_is_better": higher,
+                   "status": "added" if xa is None else "removed" if xb is None else None}
+            for s in STATS:
+                va, vb = (xa or {}).get(s), (xb or {}).get(s)
+                change = None if va is None or vb is None else vb - va
+                row[s] = {"a": va, "b": vb, "change": change, "improved": _improved(s, change, higher)}
+            if row["status"] is None:
+                same = all(row[s]["a"] == row[s]["b"] for s in STATS)
+                row["status"] = "unchanged" if same else "changed"
+            rows.append(row)
+        out[dataset] = rows
+    return out
+
+
+def diff_params(a: dict, b: dict) -> dict:
+    return {k: {"a": a.get(k), "b": b.get(k)} for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
+
+
+def compare(rev_a: str = typer.Argument(..., help="a git revision or DVC experiment, e.g. HEAD~1"),
+            rev_b: str = typer.Argument("workspace", help="another (default: the workspace)"),
+            dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help="only this dataset"),
+            as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+            root: Path = typer.Option(Path("."), "--root", help="the repository's root")):
+    """What changed in ID, Future and Decay per model between two revisions or experiments."""
+    try:
+        repo = _open_repo(root)
+        with repo:
+            a, b = metrics_at(repo, rev_a), metrics_at(repo, rev_b)
+            params = diff_params(params_at(repo, rev_a), params_at(repo, rev_b))
+        if not a and not b:
+            raise DriftError(f"no drift metrics (metrics/<dataset>/<model>.json) at {rev_a} or {rev_b}")
+        rows = diff_metrics(a, b)
+        if dataset is not None:
+            if dataset not in rows:
+                raise DriftError(f"unknown dataset {dataset!r}: {close_matches(dataset, rows)}")
+            rows = {dataset: rows[dataset]}
+    except DriftError as e:
+        _fail(e)
+    if as_json:
+        print(json.dumps({"a": rev_a, "b": rev_b, "params": params, "datasets": rows}, indent=2))
+        return
+    console.print(f"[bold]{rev_a}[/bold] → [bold]{rev_b}[/bold]", highlight=False)
+    for key, change in params.items():
+        console.print(f"  param {key}: {json.dumps(change['a'])} → {json.dumps(change['b'])}", highlight=False)
+    for name, models in rows.items():
+        first = models[0]
+        direction = "higher is better" if first["higher_is_better"] else "lower is better"
+        console.print(f"[bold]{name}[/bold]: {first['metric']} ({direction}); each cell: the value at {rev_b} "
+                      f"(its change from {rev_a}: green better, red worse)", highlight=False, soft_wrap=True)
+        table = Table()
+        table.add_column("model", no_wrap=True)
+        table.add_column("status", no_wrap=True)
+        for s in STATS:
+            table.add_column(LABELS[s], justify="right", no_wrap=True)
+        for r in models:
+            cells = []
+            for s in STATS:
+                d = r[s]
+                text = Text(_fmt(d["b"] if d["b"] is not None else d["a"]))
+                if d["change"] is not None:
+                    style = {True: "green", False: "red", None: "dim"}[d["improved"]]
+                    text.append(f" ({d['change']:+.3f})", style=style)
+                cells.append(text)
+            table.add_row(r["model"], r["status"], *cells)
+        console.print(table)
+
+
+# -----------------------------------------------------------------------------
+# DVC plots rendered offline
+
+def _dvc(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dvc", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._~-]+", "_", name)
+
+
+def render_plots(revs: list[str], out: Path, root: Path = Path("."), targets: list[str] | None = None,
+                 scale: float = 1.5) -> list[dict]:
+    """`dvc plots show --json` (no revisions) or `dvc plots diff REV... --json` rendered to PNG with vl-convert,
+    so the plots and comparisons are visible without the Vega CDN. Vega plots become <out>/<plot path>.png
+    (one picture with every revision); image plots are copied as <out>/<plot path>@<rev>.png.
+    Returns [{"plot", "kind", "revisions", "file"}]."""
+    import vl_convert
+
+    with tempfile.TemporaryDirectory() as tmp:
+        if revs:
+            args = ["plots", "diff", *revs, "--json", "-o", tmp] + (["--targets", *targets] if targets else [])
+        else:
+            args = ["plots", "show", *(targets or []), "--json", "-o", tmp]
+        result = _dvc(*args, cwd=root)
+        if result.returncode != 0:
+            lines = [line for line in (result.stderr or result.stdout).splitlines() if line.strip()]
+            raise DriftError(f"dvc {' '.join(args[:2])} failed: {lines[-1] if lines else result.returncode}")
+        shown = json.loads(result.stdout)
+        written = []
+        for plot_id, entries in sorted((shown.get("data") or {}).items()):
+            for entry in entries:
+                revisions = entry.get("revisions") or []
+                if entry["type"] == "vega":
+                    target = out / Path(plot_id).with_suffix(".png")
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(vl_convert.vegalite_to_png(entry["content"], scale=scale))
+                elif entry["type"] == "image" and entry.get("url"):
+                    path = Path(plot_id)
+                    suffix = f"@{_safe(revisions[0])}" if revs and revisions else ""
+                    target = out / path.with_name(path.stem + suffix + path.suffix)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(entry["url"], target)
+                else:
+                    continue
+                written.append({"plot": plot_id, "kind": entry["type"], "revisions": revisions, "file": str(target)})
+        return written
+
+
+def plots(revs: Optional[list[str]] = typer.Argument(None, help="revisions or experiments (none: the workspace)"),
+          out: Path = typer.Option(Path("plots_png"), "--out", "-o", help="where the PNGs go"),
+          targets: Optional[list[str]] = typer.Option(None, "--target", "-t", help="only these plot files or folders"),
+          as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+          root: Path = typer.Option(Path("."), "--root", help="the repository's root")):
+    """Render DVC's plots (and `dvc plots diff` comparisons) to PNG locally: no browser, no network."""
+    try:
+        written = render_plots(list(revs or []), out if out.is_absolute() else root / out, root, targets)
+    except DriftError as e:
+        _fail(e)
+    if as_json:
+        print(json.dumps(written, indent=2))
+        return
+    console.print(f"{len(written)} PNG files in {out}:", highlight=False)
+    for w in written:
+        console.print(f"  {w['file']}  [dim]{', '.join(w['revisions'])}[/dim]", highlight=False, soft_wrap=True)
+
+
+# -----------------------------------------------------------------------------
+# saliency maps
+
+def _slice_indices(labels: list[str], names: list[str]) -> list[int]:
+    """Slice labels ("1950") or indices ("3") -> indices; unknown ones are a one-line error."""
+    out = []
+    for name in names:
+        if name in labels:
+            out.append(labels.index(name))
+        elif name.isdigit() and int(name) < len(labels):
+            out.append(int(name))
+        else:
+            raise DriftError(f"unknown slice {name!r}: {close_matches(name, labels)}")
+    return out
+
+
+def _split(values: list[str] | None) -> list[str] | None:
+    """Repeated options and comma-separated lists alike: --cutoffs 2000,2003 or --cutoffs 2000 --cutoffs 2003."""
+    return None if not values else [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+def saliency(dataset: str = typer.Argument(..., help="an image dataset with trained models"),
+             cutoffs: Optional[list[str]] = typer.Option(
+                 None, "--cutoffs", "-c",
+                 help="training cutoffs (slice labels or indices, comma-separated); default 3 over the timeline"),
+             models: Optional[list[str]] = typer.Option(
+                 None, "--models", "-m", help="image models (comma-separated); default every trained one"),
+             eval_slice: Optional[str] = typer.Option(
+                 None, "--eval", help="evaluate every column on this slice; default the slice after each cutoff"),
+             n: int = typer.Option(64, "--n", help="portraits averaged per panel"),
+             out: Optional[Path] = typer.Option(
+                 None, "--out", "-o", help="the PNG (default plots_png/<dataset>/saliency.png)"),
+             as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+    """Mean gradient saliency maps of the image models (paper Figure 3) as a PNG grid: models × cutoffs."""
+    from drift.config import paths
+    from drift.datasets import DATASETS
+    from drift.saliency import write_saliency
+    from drift.store import read_slice_manifest
+
+    try:
+        if dataset not in DATASETS:
+            raise DriftError(f"unknown dataset {dataset!r}: {close_matches(dataset, DATASETS)}")
+        labels = [s["label"] for s in read_slice_manifest(paths(dataset)["slices"])["slices"]]
+        cut = _slice_indices(labels, _split(cutoffs)) if cutoffs else None
+        ev = _slice_indices(labels, [eval_slice])[0] if eval_slice is not None else None
+        out = out or Path("plots_png") / dataset / "saliency.png"
+        result = write_saliency(dataset, out, models=_split(models), cutoffs=cut, eval_slice=ev, n=n)
+    except DriftError as e:
+        _fail(e)
+    panels = [{"model": m, **{k: v for k, v in c.items() if k != "title"},
+               "drawn": (m, i) in result["maps"]}
+              for m in result["models"] for i, c in enumerate(result["columns"])]
+    if as_json:
+        print(json.dumps({"dataset": dataset, "file": str(out), "panels": panels}, indent=2))
+        return
+    console.print(f"wrote {out}: {len(result['models'])} model(s) × {len(result['columns'])} cutoff(s)",
+                  highlight=False)
+    for c in result["columns"]:
+        console.print(f"  trained through {c['cutoff_label']}: {c['n']} portraits of {c['eval_label']}",
+                      style="dim", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add show, compare, plots and saliency to the `drift` command (once)."""
+    have = {c.name or c.callback.__name__ for c in app.registered_commands}
+    for command in (show, compare, plots, saliency):
+        if command.__name__ not in have:
+            app.command()(command)
+
+
+if __name__ == "__main__":  # `python -m drift.cli_report ...`: the same commands, wired or not into drift/cli.py
+    from drift.cli import app
+
+    register(app)
+    app()
