@@ -92,23 +92,63 @@ def summary(dataset: Optional[str] = typer.Argument(None, help="one dataset; all
                   "Future: mean over later periods. Decay: how much is lost going forward.", style="dim")
 
 
-@app.command()
-def models(dataset: Optional[str] = typer.Option(None, help="count parameters for this dataset's inputs"),
-           as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
-    """Every registered model: family, size, input, trainable and total parameters."""
-    from drift.models import count_params, create_model, list_models, reference_spec
+def dataset_specs(dataset: str, params_path: Path = Path("params.yaml")):
+    """(spec of each input kind, n_outputs) for a dataset as params.yaml configures it."""
+    from drift.config import dataset_cfg, load_params
+    from drift.datasets import get_dataset
+    from drift.encoders import get_encoder_spec
+    from drift.models import InputSpec
+    from drift.tasks import get_task
 
+    params = load_params(params_path)
+    module, cfg = get_dataset(dataset), dataset_cfg(params, dataset)
+    n_outputs = get_task(module.TASK).n_outputs(len(module.label_names(cfg)))
+    if module.MODALITY == "image":
+        return {"pixels": InputSpec("pixels", (3, 32, 32))}, n_outputs, "image"
+    dim = get_encoder_spec((params.get("embed") or {}).get("text_encoder", "minilm-l6")).dim
+    return {"tokens": InputSpec("tokens", (dim,)), "pooled": InputSpec("pooled", (dim,))}, n_outputs, "text"
+
+
+@app.command()
+def models(dataset: Optional[str] = typer.Option(None, help="count parameters for this dataset's inputs and outputs"),
+           as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+    """Every registered model: family, size, input, trainable and total parameters.
+
+    Counted at the paper's reference setting (images 3x32x32 with 2 classes; text heads on 768-d token states
+    with 1 output; probes at their encoder's width), or for DATASET's inputs and outputs. A probe's total
+    includes its frozen encoder."""
+    from drift.encoders.registry import ENCODER_PARAMS, ENCODERS
+    from drift.models import InputSpec, count_params, create_model, list_models, reference_spec
+
+    try:
+        specs = dataset_specs(dataset) if dataset else None
+    except DriftError as e:
+        _fail(e)
     rows = []
     for info in list_models():
-        spec, n_outputs = reference_spec(info.name)
-        model = create_model(info.name, spec, n_outputs)
-        trainable, total = count_params(model)
+        encoder = ENCODERS.get(info.name.removeprefix("probe-")) if info.input == "pooled" else None
+        if specs is None:
+            spec, n_outputs = reference_spec(info.name)
+        else:
+            kinds, n_outputs, modality = specs
+            if info.input == "pooled":
+                if encoder.modality != modality:
+                    continue
+                spec = InputSpec("pooled", (encoder.dim,))
+            elif info.input in kinds:
+                spec = kinds[info.input]
+            else:
+                continue
+        trainable, total = count_params(create_model(info.name, spec, n_outputs))
+        if encoder is not None:
+            total += ENCODER_PARAMS[encoder.name]
         rows.append({"name": info.name, "family": info.family, "size": info.size, "input": info.input,
                      "trainable_params": trainable, "total_params": total})
     if as_json:
         print(json.dumps(rows, indent=2))
         return
-    table = Table(title="models (paper reference setting)", title_justify="left")
+    title = f"models for {dataset}" if dataset else "models (paper reference setting)"
+    table = Table(title=title, title_justify="left")
     for column in ("name", "family", "size", "input", "trainable", "total"):
         table.add_column(column, justify="right" if column in ("trainable", "total") else "left")
     for r in rows:

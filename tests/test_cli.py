@@ -53,3 +53,14 @@ def test_models_json_fields(tmp_path):
     by_name = {r["name"]: r for r in rows}
     assert by_name["probe-dinov2-s"]["trainable_params"] == 770 and by_name["probe-minilm-l6"]["trainable_params"] == 385
     assert abs(by_name["cnn-s"]["trainable_params"] - 94_000) / 94_000 < 0.1
+
+
+def test_models_for_a_dataset_use_its_inputs_and_outputs():
+    root = Path(__file__).resolve().parents[1]  # params.yaml: sotu is binary on 384-d MiniLM states
+    rows = {r["name"]: r for r in json.loads(drift("models", "--dataset", "sotu", "--json", cwd=root).stdout)}
+    assert rows["probe-minilm-l6"]["trainable_params"] == 384 * 2 + 2
+    assert rows["probe-minilm-l6"]["total_params"] == 770 + 22_700_000  # the frozen encoder counts in the total
+    assert rows["probe-roberta"]["trainable_params"] == 768 * 2 + 2
+    assert "cnn-s" not in rows and "probe-dinov2-s" not in rows
+    images = {r["name"] for r in json.loads(drift("models", "--dataset", "synth-portraits", "--json", cwd=root).stdout)}
+    assert "cnn-s" in images and "ffn-s" not in images and "probe-dinov2-s" in images

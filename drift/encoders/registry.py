@@ -29,6 +29,17 @@ class EncoderSpec:
     image_size: int = 0  # vision: input resolution the 32x32 portraits are resized to
 
 
+# The frozen encoders' own parameter counts (paper Tables 4, 12, 20: total minus the trainable head), for
+# `drift models` without loading any weights.
+ENCODER_PARAMS = {
+    "dinov3-s": 21_600_000, "vit-s16-in21k": 21_700_000, "dinov2-s": 22_100_000, "resnet50-in": 23_500_000,
+    "convnext-s": 49_500_000, "eva02-b": 85_800_000, "mae-b": 85_800_000, "clip-b32": 87_500_000,
+    "siglip-b": 92_900_000, "minilm-l6": 22_700_000, "distilbert": 66_400_000, "electra": 108_900_000,
+    "bert": 109_500_000, "mpnet": 109_500_000, "roberta": 124_600_000, "modernbert": 149_000_000,
+    "deberta-v3": 183_800_000,
+}
+
+
 ENCODERS: dict[str, EncoderSpec] = {e.name: e for e in [
     # vision (Table 4): linear probe on the pooled features
     EncoderSpec("dinov2-s", "DINOv2-S", "image", "timm", "vit_small_patch14_dinov2.lvd142m", 384, "timm", 224),
