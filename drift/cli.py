@@ -18,9 +18,11 @@ console = Console()
 
 def _register_subcommands():
     # show, compare, plots, saliency (drift/cli_report.py); imported here so the entry point drift.cli:app has them
+    from drift.cache_cli import cache_app
     from drift.cli_report import register
 
     register(app)
+    app.add_typer(cache_app, name="cache")
 
 
 def _fail(error: DriftError):

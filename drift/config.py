@@ -71,10 +71,10 @@ def validate(params: dict, name: str) -> None:
     if not models:
         raise DriftError(f"train.models.{name} lists no models: add some (`drift models` lists them)")
     embed = params.get("embed") or {}
-    if dataset.MODALITY == "text":
-        from drift.encoders import get_encoder_spec
-        get_encoder_spec(embed.get("text_encoder", "minilm-l6"))
-    check_roster(models, dataset.MODALITY, embed.get("text_encoder", "minilm-l6"))
+    from drift.encoders import get_encoder_spec
+    for encoder in [embed.get("text_encoder", "minilm-l6"), *(embed.get("encoders") or [])]:
+        get_encoder_spec(encoder)  # unknown names stop here, listing the valid ones
+    check_roster(models, dataset.MODALITY, embed.get("text_encoder", "minilm-l6"), embed.get("encoders") or [])
     seeds = (params.get("train") or {}).get("seeds", [0])
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds):
         raise DriftError(f"train.seeds must be a non-empty list of integers, got {seeds!r}")

@@ -1,62 +1,173 @@
 """Embed: run a frozen encoder once per content and encoder fingerprint, into the shared embedding store.
 
-Only keys missing from the store are computed, in chunks, each appended (and committed) as it finishes, so
-a killed run resumes where it stopped. The stage's DVC output is a small deterministic manifest (encoder,
-fingerprint, store table, digest of the keys): an identical re-embedding changes nothing downstream.
+Only keys missing from the store are computed, longest text first, in chunks of whole batches; each chunk is
+appended (one Lance commit) on a background thread while the encoder runs the next, so a killed run keeps
+every finished chunk and resumes with the rest. The stage's DVC output is a small deterministic manifest
+(encoder, fingerprint, store table, digest of the keys): an identical re-embedding changes nothing downstream.
 """
 from __future__ import annotations
 
 import hashlib
+import queue
+import threading
 import time
 from pathlib import Path
 
-import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from drift.errors import DriftError
 from drift.progress import progress
-from drift.store import EmbeddingStore, read_slice_table
+from drift.store import EmbeddingStore, committed, read_slice_table
 
 CHUNK_ROWS = 512  # rows per commit to the store: the most a killed run can lose
 
 
-def embed_dataset(slice_path: Path, cfg: dict, cache_dir: Path) -> tuple[dict, dict]:
-    """Embed a text dataset's rows with cfg['text_encoder']; returns (manifest, metrics)."""
+def text_encoder(cfg: dict):
+    """The TextEncoder the `embed` params describe."""
     from drift.encoders.text import TextEncoder
 
+    name = cfg.get("text_encoder", "minilm-l6")
+    kwargs = {"pooling": cfg["pooling"]} if cfg.get("pooling") else {}
+    return TextEncoder(name, max_length=cfg.get("max_length", 128), batch_size=cfg.get("batch_size", 32),
+                       dtype=cfg.get("dtype", "float32"), device=cfg.get("device") or None,
+                       weights=(cfg.get("weights") or {}).get(name), **kwargs)
+
+
+def embed_dataset(slice_path: Path, cfg: dict, cache_dir: Path, encoder=None) -> tuple[dict, dict]:
+    """Embed a text dataset's rows with cfg['text_encoder']; returns (manifest, metrics)."""
     started = time.perf_counter()
     table = read_slice_table(slice_path, columns=["key", "text"])
-    keys = table.column("key").to_pylist()
-    encoder = TextEncoder(cfg["text_encoder"], max_length=cfg.get("max_length", 128),
-                          batch_size=cfg.get("batch_size", 32), dtype=cfg.get("dtype", "float32"),
-                          device=cfg.get("device") or None, weights=(cfg.get("weights") or {}).get(cfg["text_encoder"]))
+    keys = table.column("key").combine_chunks()
+    encoder = encoder or text_encoder(cfg)
     fingerprint = encoder.fingerprint_hash()
-    store = EmbeddingStore(cache_dir, encoder.spec.name, fingerprint, encoder.dim, with_tokens=True)
-    missing = set(store.missing(keys))
-    text_of = dict(zip(keys, table.column("text").to_pylist()))
-    todo = [k for k in dict.fromkeys(keys) if k in missing]
-    texts = [text_of[k] for k in todo]
-    order = encoder.length_order(texts)
-    with progress(f"embed {slice_path.stem} with {encoder.spec.name}", total=len(todo)) as bar:
-        for start in range(0, len(order), CHUNK_ROWS):
-            chunk = order[start:start + CHUNK_ROWS]
-            pooled, tokens = [], []
-            for b in range(0, len(chunk), encoder.batch_size):
-                p, t = encoder.encode_batch([texts[i] for i in chunk[b:b + encoder.batch_size]])
-                pooled.append(p)
-                tokens.extend(t)
-                bar.advance(len(t))
-            store.append([todo[i] for i in chunk], np.concatenate(pooled), tokens)
-    unique = len(set(keys))
+    store = EmbeddingStore(cache_dir, encoder.spec.name, fingerprint, encoder.dim, with_tokens=True,
+                           fields=encoder.fingerprint())
+    todo = store.missing(keys)
+    texts = table.column("text").take(pc.index_in(pa.array(todo, pa.string()), value_set=keys)).to_pylist()
+    computed, tokens = compute_missing(encoder, store, todo, texts, int(cfg.get("chunk_rows", CHUNK_ROWS)),
+                                       f"embed {Path(slice_path).stem} with {encoder.spec.name}")
+    compacted = store.maybe_compact() if computed else None
+    unique = len(pc.unique(keys))
     manifest = {
         "encoder": encoder.spec.name, "fingerprint": fingerprint, "fingerprint_fields": encoder.fingerprint(),
         "store": store.path.name, "dim": encoder.dim, "rows": len(keys),
-        "keys_sha256": hashlib.sha256("\n".join(sorted(set(keys))).encode()).hexdigest(),
+        "keys_sha256": hashlib.sha256("\n".join(sorted(pc.unique(keys).to_pylist())).encode()).hexdigest(),
     }
-    metrics = {"rows": len(keys), "unique": unique, "computed": len(todo), "cache_hits": unique - len(todo),
+    metrics = {"rows": len(keys), "unique": unique, "computed": computed, "cache_hits": unique - computed,
+               "tokens": tokens, "batch_size": encoder.batch_size, "compacted": compacted is not None,
                "seconds": round(time.perf_counter() - started, 3), "encoder": encoder.spec.name,
                "fingerprint": fingerprint[:16]}
     return manifest, metrics
 
 
-def open_store(manifest: dict, cache_dir: Path) -> EmbeddingStore:
-    return EmbeddingStore(cache_dir, manifest["encoder"], manifest["fingerprint"], manifest["dim"], with_tokens=True)
+def embed_pooled(slice_path: Path, encoder, cache_dir: Path, modality: str,
+                 chunk_rows: int = CHUNK_ROWS) -> tuple[dict, dict]:
+    """Pooled vectors only, for an encoder that feeds probes (any text encoder, or a vision encoder on the
+    portraits); same store rules: content key + fingerprint, only missing keys, one commit per chunk."""
+    import numpy as np
 
+    started = time.perf_counter()
+    payload = "text" if modality == "text" else "image"
+    table = read_slice_table(slice_path, columns=["key", payload])
+    keys = table.column("key").combine_chunks()
+    fingerprint = encoder.fingerprint_hash()
+    store = EmbeddingStore(cache_dir, encoder.spec.name, fingerprint, encoder.dim, with_tokens=False,
+                           fields=encoder.fingerprint())
+    todo = store.missing(keys)
+    rows = table.take(pc.index_in(pa.array(todo, pa.string()), value_set=keys))
+    shape = tuple(int(x) for x in (table.schema.metadata or {}).get(b"image_shape", b"3,32,32").decode().split(","))
+    with progress(f"embed {Path(slice_path).stem} with {encoder.spec.name}", total=len(todo)) as bar:
+        for start in range(0, len(todo), chunk_rows):
+            part = rows.slice(start, chunk_rows)
+            if payload == "text":
+                pooled = encoder.encode(part.column("text").to_pylist(), on_batch=bar.advance)[0]
+            else:
+                images = part.column("image").combine_chunks().flatten().to_numpy().reshape(len(part), *shape)
+                pooled = encoder.encode(np.ascontiguousarray(images), on_batch=bar.advance)
+            store.append(part.column("key").to_pylist(), pooled)
+    compacted = store.maybe_compact() if todo else None
+    unique = len(pc.unique(keys))
+    manifest = {
+        "encoder": encoder.spec.name, "fingerprint": fingerprint, "fingerprint_fields": encoder.fingerprint(),
+        "store": store.path.name, "dim": encoder.dim, "rows": len(keys), "with_tokens": False,
+        "keys_sha256": hashlib.sha256("\n".join(sorted(pc.unique(keys).to_pylist())).encode()).hexdigest(),
+    }
+    metrics = {"rows": len(keys), "unique": unique, "computed": len(todo), "cache_hits": unique - len(todo),
+               "batch_size": encoder.batch_size, "compacted": compacted is not None,
+               "seconds": round(time.perf_counter() - started, 3), "encoder": encoder.spec.name,
+               "fingerprint": fingerprint[:16]}
+    return manifest, metrics
+
+
+def compute_missing(encoder, store: EmbeddingStore, keys: list[str], texts: list[str], chunk_rows: int = CHUNK_ROWS,
+                    label: str = "embed") -> tuple[int, int]:
+    """Encode the texts of keys not yet stored and append them chunk by chunk; returns (rows, tokens) computed.
+
+    The order (longest first, ties in the given order) and the chunks (whole batches) are fixed, so after a
+    kill the rows still missing are the tail of that order, and the resumed run encodes exactly the batches
+    the killed one would have: the same vectors, bit for bit. Before each chunk, keys another process
+    committed meanwhile are skipped (reading only the fragments added since)."""
+    order = encoder.length_order(texts)
+    step = max(1, chunk_rows // encoder.batch_size) * encoder.batch_size
+    computed = tokens = 0
+    store.refresh()
+    with progress(label, total=len(order)) as bar, Committer(store) as commit:
+        for start in range(0, len(order), step):
+            chunk = order[start:start + step]
+            added = store.refresh()
+            if len(added):
+                done = pc.is_in(pa.array([keys[i] for i in chunk], pa.large_string()), value_set=added)
+                done = done.to_numpy(zero_copy_only=False)
+                bar.advance(int(done.sum()))
+                chunk = chunk[~done]
+            if not len(chunk):
+                continue
+            pooled, flat, lengths = encoder.encode([texts[i] for i in chunk], on_batch=bar.advance)
+            commit([keys[i] for i in chunk], pooled, flat, lengths)
+            computed += len(chunk)
+            tokens += int(lengths.sum())
+    return computed, tokens
+
+
+class Committer:
+    """Appends chunks to the store on a background thread, so the encoder computes the next chunk while this
+    one is written; at most one chunk waits. On exit (even on an exception) what was handed over is committed."""
+
+    def __init__(self, store: EmbeddingStore):
+        self.store, self.error = store, None
+        self.queue: queue.Queue = queue.Queue(maxsize=1)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while (item := self.queue.get()) is not None:
+            if self.error is None:
+                try:
+                    self.store.append(*item)
+                except BaseException as e:  # raised again in the caller's thread
+                    self.error = e
+
+    def __call__(self, *item):
+        if self.error is not None:
+            raise self.error
+        self.queue.put(item)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, exc_type, *_):
+        self.queue.put(None)
+        self.thread.join()
+        if self.error is not None and exc_type is None:
+            raise self.error
+
+
+def open_store(manifest: dict, cache_dir: Path) -> EmbeddingStore:
+    """The store table a manifest names; a clear error when it is not in this cache directory."""
+    store = EmbeddingStore(cache_dir, manifest["encoder"], manifest["fingerprint"], manifest["dim"],
+                           with_tokens=manifest.get("with_tokens", True))
+    if manifest.get("rows", 1) and not committed(store.path):
+        raise DriftError(f"embedding table {store.path.name} is not in {Path(cache_dir)} (another embed.cache_dir, "
+                         f"or removed by `drift cache gc`): run `dvc repro -f embed@<dataset>` to compute it")
+    return store

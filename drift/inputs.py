@@ -14,7 +14,8 @@ from drift.models import InputSpec
 class Inputs:
     def __init__(self, kind: str, data: np.ndarray, offsets: np.ndarray | None = None, image_shape=(3, 32, 32)):
         self.kind = kind
-        self.data = torch.from_numpy(np.array(data, copy=True, order="C"))  # Arrow buffers are read-only
+        # Arrow buffers are read-only (torch wants writable memory): copy those, take fresh arrays as they are
+        self.data = torch.from_numpy(np.require(data, requirements=["C", "W"]))
         self.offsets = None if offsets is None else torch.from_numpy(offsets)
         self.image_shape = tuple(image_shape)
 
@@ -52,7 +53,7 @@ def load_inputs(kind: str, table, store=None) -> Inputs:
         shape = tuple(int(s) for s in (table.schema.metadata or {}).get(b"image_shape", b"3,32,32").decode().split(","))
         images = table.column("image").combine_chunks().flatten().to_numpy().reshape(table.num_rows, -1)
         return Inputs("pixels", images, image_shape=shape)
-    keys = table.column("key").to_pylist()
+    keys = table.column("key")  # an Arrow column: the store looks keys up without Python strings
     if kind == "pooled":
         return Inputs("pooled", store.read_pooled(keys))
     flat, offsets = store.read_tokens(keys)

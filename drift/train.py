@@ -23,8 +23,10 @@ def model_info(name: str):
     return MODELS[name]
 
 
-def check_roster(models: list[str], modality: str, text_encoder: str | None) -> None:
-    """Stop before any compute when a model cannot run on this dataset."""
+def check_roster(models: list[str], modality: str, text_encoder: str | None, encoders=()) -> None:
+    """Stop before any compute when a model cannot run on this dataset with these encoders."""
+    from drift.encoders import get_encoder_spec
+
     for name in models:
         info = model_info(name)
         if modality == "image" and info.input == "tokens":
@@ -33,11 +35,13 @@ def check_roster(models: list[str], modality: str, text_encoder: str | None) -> 
             raise DriftError(f"{name} is an image model; it cannot run on a text dataset")
         if info.input == "pooled":
             encoder = info.name.removeprefix("probe-")
-            if modality == "image":
-                raise DriftError(f"{name}: probes on image encoders need an image embedding stage (not in this run)")
-            if encoder != text_encoder:
-                raise DriftError(f"{name} needs embeddings from encoder {encoder}, but embed.text_encoder is "
-                                 f"{text_encoder}: set `embed.text_encoder: {encoder}` or drop {name}")
+            if get_encoder_spec(encoder).modality != modality:
+                raise DriftError(f"{name} probes a {get_encoder_spec(encoder).modality} encoder; "
+                                 f"it cannot run on a {modality} dataset")
+            available = ([text_encoder] if modality == "text" else []) + list(encoders)
+            if encoder not in available:
+                raise DriftError(f"{name} needs embeddings from encoder {encoder}, which this run does not compute: "
+                                 f"add it to embed.encoders (now {list(encoders)}) or drop {name}")
 
 
 def learning_rate(lr_cfg, family: str) -> float:

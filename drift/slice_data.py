@@ -1,0 +1,63 @@
+"""One dataset's slice table as the train and evaluate stages read it: rows, slices, splits, labels, and the
+model inputs (pixels, or the embeddings of the encoder a model reads) loaded once per kind of input."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from drift.config import cache_dir, paths
+from drift.embed import open_store
+from drift.errors import DriftError
+from drift.inputs import Inputs, load_inputs
+from drift.store import read_slice_manifest, read_slice_table
+from drift.tasks import get_task
+from drift.train import model_info
+
+
+def embedding_manifests(path) -> dict[str, dict]:
+    """{encoder name: manifest} from data/embeddings/<dataset>.json."""
+    data = json.loads(path.read_text())
+    if "encoders" in data:
+        return data["encoders"]
+    return {data["encoder"]: data} if data.get("encoder") else {}
+
+
+class SliceData:
+    def __init__(self, params: dict, name: str):
+        p = paths(name)
+        self.name, self.params = name, params
+        self.manifest = read_slice_manifest(p["slices"])
+        self.task = get_task(self.manifest["task"])
+        self.n_outputs = self.task.n_outputs(len(self.manifest["label_names"]))
+        self.table = read_slice_table(p["slices"])
+        self.slices = self.table.column("slice").to_numpy()
+        self.splits = self.table.column("split").to_numpy(zero_copy_only=False)
+        self.labels = self.table.column("label").to_pylist()
+        self.usable = [s["usable"] for s in self.manifest["slices"]]
+        self.encoders = embedding_manifests(p["embeddings"])
+        self._inputs: dict[tuple, Inputs] = {}
+
+    def usable_rows(self) -> np.ndarray:
+        return np.flatnonzero(np.isin(self.slices, [s["index"] for s in self.manifest["slices"] if s["usable"]]))
+
+    def encoder_for(self, model_name: str) -> str | None:
+        """The encoder whose embeddings a model reads: its own for a probe, the text encoder for a text head."""
+        info = model_info(model_name)
+        if info.input == "pixels":
+            return None
+        if info.input == "pooled":
+            return info.name.removeprefix("probe-")
+        return (self.params.get("embed") or {}).get("text_encoder", "minilm-l6")
+
+    def inputs(self, model_name: str) -> Inputs:
+        kind, encoder = model_info(model_name).input, self.encoder_for(model_name)
+        if (kind, encoder) not in self._inputs:
+            store = None
+            if encoder is not None:
+                if encoder not in self.encoders:
+                    raise DriftError(f"{model_name} reads embeddings of {encoder}, which embed@{self.name} did not "
+                                     f"compute: run `dvc repro embed@{self.name}`")
+                store = open_store(self.encoders[encoder], cache_dir(self.params))
+            self._inputs[kind, encoder] = load_inputs(kind, self.table, store)
+        return self._inputs[kind, encoder]
