@@ -13,10 +13,12 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from drift.errors import DriftError
+from drift.ingest import table_images
 from drift.progress import progress
 from drift.store import EmbeddingStore, committed, read_slice_table
 
@@ -34,6 +36,13 @@ def text_encoder(cfg: dict):
                        weights=(cfg.get("weights") or {}).get(name), **kwargs)
 
 
+def store_manifest(encoder, store: EmbeddingStore, keys: pa.Array) -> dict:
+    """What downstream stages depend on: encoder, fingerprint, store table, and a digest of the keys."""
+    return {"encoder": encoder.spec.name, "fingerprint": store.fingerprint, "fingerprint_fields": encoder.fingerprint(),
+            "store": store.path.name, "dim": encoder.dim, "rows": len(keys),
+            "keys_sha256": hashlib.sha256("\n".join(sorted(pc.unique(keys).to_pylist())).encode()).hexdigest()}
+
+
 def embed_dataset(slice_path: Path, cfg: dict, cache_dir: Path, encoder=None) -> tuple[dict, dict]:
     """Embed a text dataset's rows with cfg['text_encoder']; returns (manifest, metrics)."""
     started = time.perf_counter()
@@ -49,11 +58,7 @@ def embed_dataset(slice_path: Path, cfg: dict, cache_dir: Path, encoder=None) ->
                                        f"embed {Path(slice_path).stem} with {encoder.spec.name}")
     compacted = store.maybe_compact() if computed else None
     unique = len(pc.unique(keys))
-    manifest = {
-        "encoder": encoder.spec.name, "fingerprint": fingerprint, "fingerprint_fields": encoder.fingerprint(),
-        "store": store.path.name, "dim": encoder.dim, "rows": len(keys),
-        "keys_sha256": hashlib.sha256("\n".join(sorted(pc.unique(keys).to_pylist())).encode()).hexdigest(),
-    }
+    manifest = store_manifest(encoder, store, keys)
     metrics = {"rows": len(keys), "unique": unique, "computed": computed, "cache_hits": unique - computed,
                "tokens": tokens, "batch_size": encoder.batch_size, "compacted": compacted is not None,
                "seconds": round(time.perf_counter() - started, 3), "encoder": encoder.spec.name,
@@ -65,8 +70,6 @@ def embed_pooled(slice_path: Path, encoder, cache_dir: Path, modality: str,
                  chunk_rows: int = CHUNK_ROWS) -> tuple[dict, dict]:
     """Pooled vectors only, for an encoder that feeds probes (any text encoder, or a vision encoder on the
     portraits); same store rules: content key + fingerprint, only missing keys, one commit per chunk."""
-    import numpy as np
-
     started = time.perf_counter()
     payload = "text" if modality == "text" else "image"
     table = read_slice_table(slice_path, columns=["key", payload])
@@ -76,23 +79,17 @@ def embed_pooled(slice_path: Path, encoder, cache_dir: Path, modality: str,
                            fields=encoder.fingerprint())
     todo = store.missing(keys)
     rows = table.take(pc.index_in(pa.array(todo, pa.string()), value_set=keys))
-    shape = tuple(int(x) for x in (table.schema.metadata or {}).get(b"image_shape", b"3,32,32").decode().split(","))
     with progress(f"embed {Path(slice_path).stem} with {encoder.spec.name}", total=len(todo)) as bar:
         for start in range(0, len(todo), chunk_rows):
             part = rows.slice(start, chunk_rows)
             if payload == "text":
                 pooled = encoder.encode(part.column("text").to_pylist(), on_batch=bar.advance)[0]
             else:
-                images = part.column("image").combine_chunks().flatten().to_numpy().reshape(len(part), *shape)
-                pooled = encoder.encode(np.ascontiguousarray(images), on_batch=bar.advance)
+                pooled = encoder.encode(np.ascontiguousarray(table_images(part)), on_batch=bar.advance)
             store.append(part.column("key").to_pylist(), pooled)
     compacted = store.maybe_compact() if todo else None
     unique = len(pc.unique(keys))
-    manifest = {
-        "encoder": encoder.spec.name, "fingerprint": fingerprint, "fingerprint_fields": encoder.fingerprint(),
-        "store": store.path.name, "dim": encoder.dim, "rows": len(keys), "with_tokens": False,
-        "keys_sha256": hashlib.sha256("\n".join(sorted(pc.unique(keys).to_pylist())).encode()).hexdigest(),
-    }
+    manifest = {**store_manifest(encoder, store, keys), "with_tokens": False}
     metrics = {"rows": len(keys), "unique": unique, "computed": len(todo), "cache_hits": unique - len(todo),
                "batch_size": encoder.batch_size, "compacted": compacted is not None,
                "seconds": round(time.perf_counter() - started, 3), "encoder": encoder.spec.name,

@@ -40,6 +40,12 @@ def record_schema(task: str, modality: str, n_labels: int, image_shape=(3, 32, 3
                       pa.field("time", pa.timestamp("us")), pa.field("label", label), payload], metadata=meta)
 
 
+def table_images(table: pa.Table) -> np.ndarray:
+    """The `image` column as uint8 [n, C, H, W], shaped by the schema's `image_shape` (record_schema)."""
+    shape = tuple(int(x) for x in (table.schema.metadata or {}).get(b"image_shape", b"3,32,32").decode().split(","))
+    return table.column("image").combine_chunks().flatten().to_numpy().reshape(table.num_rows, *shape)
+
+
 def _batch(rows: list[dict], schema: pa.Schema, modality: str) -> pa.RecordBatch:
     columns = {
         "id": [r["id"] for r in rows],

@@ -50,9 +50,10 @@ class Inputs:
 def load_inputs(kind: str, table, store=None) -> Inputs:
     """Inputs of every row of the slice table, in its row order."""
     if kind == "pixels":
-        shape = tuple(int(s) for s in (table.schema.metadata or {}).get(b"image_shape", b"3,32,32").decode().split(","))
-        images = table.column("image").combine_chunks().flatten().to_numpy().reshape(table.num_rows, -1)
-        return Inputs("pixels", images, image_shape=shape)
+        from drift.ingest import table_images
+
+        images = table_images(table)
+        return Inputs("pixels", images.reshape(len(images), -1), image_shape=images.shape[1:])
     keys = table.column("key")  # an Arrow column: the store looks keys up without Python strings
     if kind == "pooled":
         return Inputs("pooled", store.read_pooled(keys))
