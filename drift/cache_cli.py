@@ -20,7 +20,6 @@ from drift.errors import DriftError
 
 cache_app = typer.Typer(add_completion=False, invoke_without_command=True,
                         help="The embedding store: list its tables, compact them, delete those no manifest uses.")
-console = Console()
 
 CACHE_DIR_HELP = "the store (default: embed.cache_dir of ./params.yaml, else $DRIFT_CACHE_DIR, else ~/.cache/drift)"
 MANIFESTS = Path("data/embeddings")
@@ -94,87 +93,136 @@ def _table_path(cache_dir: Path, name: str) -> Path:
     return tables[name]
 
 
+def _emit(data) -> None:
+    """--json: the one thing written to stdout."""
+    print(json.dumps(data, indent=2))
+
+
+def _json_flag(ctx: typer.Context, as_json: bool) -> bool:
+    """`drift cache --json gc` as well as `drift cache gc --json`."""
+    return as_json or bool((ctx.obj or {}).get("json"))
+
+
+def _cache_dir_option(ctx: typer.Context, cache_dir: Optional[Path]) -> Optional[Path]:
+    return cache_dir if cache_dir is not None else (ctx.obj or {}).get("cache_dir")
+
+
 @cache_app.callback()
-def cache(ctx: typer.Context):
+def cache(ctx: typer.Context,
+          as_json: bool = typer.Option(False, "--json", help="machine-readable output (for any subcommand too)"),
+          cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP)):
     """`drift cache` alone lists the tables."""
+    ctx.obj = {"json": as_json, "cache_dir": cache_dir}
     if ctx.invoked_subcommand is None:
-        list_tables(cache_dir=None, as_json=False, keep_manifests=None)
+        list_tables(ctx, cache_dir=cache_dir, as_json=as_json, keep_manifests=None)
+
+
+# `drift cache` on an 80-column terminal: no column is cut. Version is left out (it is in --json), the
+# fingerprint is cut to 8 characters (tables are named encoder-<16>), sizes are human-readable, duplicates go
+# on a line of their own, and the last column (datasets, free text) is the one that wraps. On a narrower
+# terminal still, cells fold onto more lines: nothing ends in "…".
+FINGERPRINT_CHARS = 8
+
+
+def cache_table(rows: list[dict]) -> Table:
+    from rich import box
+
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    for column, right in (("encoder", False), ("fingerprint", False), ("rows", True), ("dim", True),
+                          ("size", True), ("frags", True), ("datasets", False)):
+        table.add_column(column, justify="right" if right else "left", overflow="fold")
+    for r in rows:
+        fingerprint = (r["fingerprint"] or "")[:FINGERPRINT_CHARS]
+        if not r["committed"]:
+            table.add_row(r["encoder"], fingerprint, "—", "—", _size(r["bytes"]), "—",
+                          "incomplete (killed first write): `drift cache gc` removes it")
+            continue
+        duplicates = r["rows"] - r["unique"] if r["unique"] is not None else 0
+        count = f"{r['rows']:,}" + (f"\n+{duplicates:,} dup" if duplicates else "")  # a line of its own
+        table.add_row(r["encoder"], fingerprint, count, str(r["dim"]), _size(r["bytes"]), str(r["fragments"]),
+                      ", ".join(r["datasets"]) or "—")
+    return table
 
 
 @cache_app.command("list")
-def list_tables(cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
-                as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+def list_tables(ctx: typer.Context,
+                cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
+                as_json: bool = typer.Option(False, "--json", help="machine-readable output: a list of tables"),
                 keep_manifests: Optional[List[Path]] = typer.Option(
                     None, "--manifests", help="more manifests to match tables to datasets (repeatable)")):
-    """Each table: encoder, fingerprint, rows, dimension, size on disk, fragments, version, datasets using it."""
+    """Each table: encoder, fingerprint, rows, dimension, size on disk, fragments, datasets using it."""
     from drift.store import table_info
 
+    as_json = _json_flag(ctx, as_json)
     try:
-        where = resolve_cache_dir(cache_dir)
+        where = resolve_cache_dir(_cache_dir_option(ctx, cache_dir))
         refs = manifest_refs(_sources(keep_manifests))
         rows = [{**table_info(p), "datasets": sorted(refs.get(p.name, []))} for p in store_tables(where)]
     except DriftError as e:
         _fail(e)
     if as_json:
-        print(json.dumps(rows, indent=2))
+        _emit(rows)
         return
+    console = Console()
     if not rows:
         console.print(f"no embedding tables in {where} (nothing embedded there yet)")
         return
-    table = Table(title=f"embedding store {where}", title_justify="left")
-    for column in ("encoder", "fingerprint", "rows", "dim", "size", "fragments", "version", "datasets"):
-        table.add_column(column, justify="right" if column in ("rows", "dim", "size", "fragments", "version") else "left",
-                         no_wrap=column != "datasets")
-    for r in rows:
-        if not r["committed"]:
-            table.add_row(r["encoder"], r["fingerprint"][:16], "—", "—", _size(r["bytes"]), "—", "—",
-                          "incomplete: a killed first write; `drift cache gc` removes it")
-            continue
-        duplicates = r["rows"] - r["unique"]
-        count = f"{r['rows']:,}" + (f" ({duplicates:,} dup)" if duplicates else "")
-        table.add_row(r["encoder"], r["fingerprint"][:16], count, str(r["dim"]), _size(r["bytes"]),
-                      str(r["fragments"]), str(r["version"]), ", ".join(r["datasets"]) or "—")
-    console.print(table)
+    console.print(f"embedding store {where}", overflow="fold")
+    console.print(cache_table(rows))
 
 
 @cache_app.command()
-def compact(tables: Optional[List[str]] = typer.Argument(None, help="table names (default: every table)"),
-            cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP)):
+def compact(ctx: typer.Context,
+            tables: Optional[List[str]] = typer.Argument(None, help="table names (default: every table)"),
+            cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
+            as_json: bool = typer.Option(False, "--json", help="machine-readable output: what each table became")):
     """Delete duplicate keys (two writers at once), merge small fragments, drop files only old versions use."""
     from drift.store import committed, compact_table
 
+    as_json = _json_flag(ctx, as_json)
+    console = Console()
+    results: list[dict] = []
     try:
-        where = resolve_cache_dir(cache_dir)
+        where = resolve_cache_dir(_cache_dir_option(ctx, cache_dir))
         paths = [_table_path(where, t) for t in tables] if tables else store_tables(where)
-        if not paths:
+        if not paths and not as_json:
             console.print(f"no embedding tables in {where}")
-            return
         for path in paths:
             if not committed(path):
-                console.print(f"{path.name}: incomplete (never committed), skipped; `drift cache gc` removes it")
+                results.append({"table": path.name, "skipped": "incomplete"})
+                if not as_json:
+                    console.print(f"{path.name}: incomplete (never committed), skipped; `drift cache gc` removes it")
                 continue
-            r = compact_table(path)
-            console.print(f"{r['table']}: {r['duplicates_removed']:,} duplicates removed, fragments "
-                          f"{r['fragments_before']} → {r['fragments_after']}, "
-                          f"{_size(r['bytes_before'])} → {_size(r['bytes_after'])}")
+            r = {**compact_table(path), "skipped": None}
+            results.append(r)
+            if not as_json:
+                console.print(f"{r['table']}: {r['duplicates_removed']:,} duplicates removed, fragments "
+                              f"{r['fragments_before']} → {r['fragments_after']}, "
+                              f"{_size(r['bytes_before'])} → {_size(r['bytes_after'])}")
     except DriftError as e:
         _fail(e)
     except OSError as e:
         _fail(DriftError(f"compaction failed: {str(e).splitlines()[0]} (another process compacting? run it again)"))
+    if as_json:
+        _emit({"cache_dir": str(where), "tables": results})
 
 
 @cache_app.command()
-def gc(dry_run: bool = typer.Option(False, "--dry-run", help="list what would be deleted, delete nothing"),
+def gc(ctx: typer.Context,
+       dry_run: bool = typer.Option(False, "--dry-run", help="list what would be deleted, delete nothing"),
        keep_manifests: Optional[List[Path]] = typer.Option(
            None, "--keep-manifests", help="also keep tables these manifests use: a manifest, a folder of them or "
                                           "a repository (repeatable)"),
        grace_minutes: float = typer.Option(60, help="keep tables written this recently (an embed may be running)"),
-       cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP)):
+       cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
+       as_json: bool = typer.Option(False, "--json", help="machine-readable output: what was (or would be) deleted")):
     """Delete the tables no manifest in data/embeddings/ (or --keep-manifests) refers to."""
     from drift.store import table_info
 
+    as_json = _json_flag(ctx, as_json)
+    console = Console()
     try:
-        where = resolve_cache_dir(cache_dir)
+        where = resolve_cache_dir(_cache_dir_option(ctx, cache_dir))
         sources = _sources(keep_manifests)
         if not sources:
             raise DriftError(f"no manifests in ./{MANIFESTS}/ and no --keep-manifests: refusing to delete every table "
@@ -182,21 +230,29 @@ def gc(dry_run: bool = typer.Option(False, "--dry-run", help="list what would be
         refs = manifest_refs(sources)
     except DriftError as e:
         _fail(e)
-    freed, deleted = 0, 0
+    deleted, recent = [], []
     for path in store_tables(where):
-        info = table_info(path, count_unique=False)
         if path.name in refs:
             continue
+        info = table_info(path, count_unique=False)
         age = (time.time() - info["updated"]) / 60
         if age < grace_minutes:
-            console.print(f"keep   {path.name}: unused, but written {age:.0f} min ago (--grace-minutes {grace_minutes:g})")
+            recent.append({"table": path.name, "bytes": info["bytes"], "age_minutes": round(age, 2)})
+            if not as_json:
+                console.print(f"keep   {path.name}: unused, but written {age:.0f} min ago "
+                              f"(--grace-minutes {grace_minutes:g})")
             continue
-        console.print(f"{'would delete' if dry_run else 'delete'} {path.name} ({_size(info['bytes'])})")
+        if not as_json:
+            console.print(f"{'would delete' if dry_run else 'delete'} {path.name} ({_size(info['bytes'])})")
         if not dry_run:
             shutil.rmtree(path)
             path.with_name(path.name + ".lock").unlink(missing_ok=True)
-        freed += info["bytes"]
-        deleted += 1
+        deleted.append({"table": path.name, "bytes": info["bytes"]})
+    freed = sum(d["bytes"] for d in deleted)
+    if as_json:
+        _emit({"cache_dir": str(where), "dry_run": dry_run, "deleted": deleted, "freed_bytes": freed,
+               "kept_recent": recent, "in_use": sorted(refs)})
+        return
     verb = "would free" if dry_run else "freed"
-    console.print(f"{deleted} table(s) {'to delete' if dry_run else 'deleted'}, {verb} {_size(freed)}; "
+    console.print(f"{len(deleted)} table(s) {'to delete' if dry_run else 'deleted'}, {verb} {_size(freed)}; "
                   f"{len(refs)} in use")
