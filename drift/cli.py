@@ -59,39 +59,114 @@ def load_results(metrics_dir: Path, dataset: str | None = None) -> dict[str, dic
     return results
 
 
+ORDER_TITLES = {"decay": "ranked by Decay (smallest first)", "future": "ranked by Future (best first)",
+                "id": "ranked by ID (best first)"}
+
+
+def summary_rows(models: dict[str, dict], by: str) -> list[dict]:
+    """One dataset's metrics (model -> metrics) as summary rows in rank order: each model's metrics with
+    model, rank (None for a reference), reference, ranked_by and, for the models that are not references,
+    margin_prior, margin_linear and beats_prior (recomputed from the IDs, so older metrics files get them too)."""
+    from drift.summary import is_reference, ranking, reference_margins
+
+    higher = next(iter(models.values()))["higher_is_better"]
+    margins = reference_margins(models, higher)
+    return [{**models[r["model"]], "model": r["model"], "rank": r["rank"],
+             "reference": is_reference(r["model"], models[r["model"]]), "ranked_by": by,
+             **margins.get(r["model"], {})}
+            for r in ranking(models, higher, by)]
+
+
+def _margin(row: dict, key: str):
+    from rich.text import Text
+
+    if row["reference"]:
+        return Text("")
+    value = row.get(f"margin_{key}")
+    if value is None:
+        return Text("—")
+    return Text(f"{value:+.3f}", style="green" if value > 0 else "yellow")
+
+
+def summary_table(rows: list[dict], width: int) -> tuple[Table, bool]:
+    """The Rich table of one dataset's summary rows that fits `width` columns without cutting any column:
+    with the ± seed std and the "vs linear" column when they fit, dropping "vs linear" first, then the
+    family, then the std. Returns (table, whether the std was left out for width)."""
+    from rich import box
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    has = {key: any(f"margin_{key}" in r and r[f"margin_{key}"] is not None for r in rows)
+           or any(r["model"] == f"baseline-{key}" for r in rows) for key in ("prior", "linear")}
+    has_std = any(r.get(f"{s}_std") is not None for r in rows for s in ("id", "future", "decay"))
+    # (std, vs linear, family), richest first: "vs linear" goes first, then the family, then the std
+    layouts = [(True, True, True), (True, False, True), (True, False, False),
+               (False, True, True), (False, False, True), (False, False, False)]
+    layouts = [(std, linear, family) for std, linear, family in layouts
+               if (has_std or not std) and (has["linear"] or not linear)]
+    layouts = list(dict.fromkeys(layouts))
+    measure = Console(width=10_000)  # the table's natural width, not clamped to the terminal's
+    for n, (std, linear, family) in enumerate(layouts):
+        last = n == len(layouts) - 1
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+        columns = ["rank", "model"] + (["family"] if family else []) + ["ID", "Future", "Decay"]
+        columns += (["vs prior"] if has["prior"] else []) + (["vs linear"] if linear else [])
+        for column in columns:  # the last resort may fold names, never drop them
+            table.add_column(column, justify="left" if column in ("model", "family") else "right",
+                             no_wrap=not last or column not in ("model", "family"), overflow="fold",
+                             min_width=8 if last and column == "model" else None)
+        for i, row in enumerate(rows):
+            ref = row["reference"]
+            cells = ["ref" if ref else str(row["rank"] or "—"), row["model"]]
+            cells += [row.get("family", "")] if family else []
+            cells += [_with_std(row, s) if std else _fmt(row.get(s)) for s in ("id", "future", "decay")]
+            cells += [_margin(row, "prior")] if has["prior"] else []
+            cells += [_margin(row, "linear")] if linear else []
+            next_ref = i + 1 < len(rows) and rows[i + 1]["reference"]
+            table.add_row(*cells, style="dim italic" if ref else None, end_section=not ref and next_ref)
+        if last or Measurement.get(measure, measure.options, table).maximum <= width:
+            return table, has_std and not std
+
+
 @app.command()
 def summary(dataset: Optional[str] = typer.Argument(None, help="one dataset; all by default"),
+            by: str = typer.Option("decay", "--by", help="rank by decay (smallest first, the paper's Tables 5, "
+                                   "13, 21), future or id (the better first)"),
             as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
             metrics_dir: Path = typer.Option(Path("metrics"), help="where the report stage wrote its metrics")):
-    """Models ranked by Future performance, with ID, Future and Decay (paper Table 5)."""
-    from drift.summary import ranking
+    """Models ranked by Decay (or --by future / id), with ID, Future, Decay and the margin over the reference
+    models (paper Table 5). References (baseline-*) are listed after the ranked models, without a rank."""
+    from drift.summary import REFERENCES, below_prior_message, check_order
 
     try:
+        check_order(by)
         results = load_results(metrics_dir, dataset)
     except DriftError as e:
         _fail(e)
-    out = {}
-    for name, models in results.items():
-        higher = next(iter(models.values()))["higher_is_better"]
-        ranked = ranking({m: s for m, s in models.items()}, higher)
-        out[name] = [{**models[r["model"]], "model": r["model"], "rank": r["rank"]} for r in ranked]
+    out = {name: summary_rows(models, by) for name, models in results.items()}
     if as_json:
         print(json.dumps(out, indent=2))
         return
     for name, rows in out.items():
         first = rows[0]
-        direction = "higher is better" if first["higher_is_better"] else "lower is better"
+        higher = first["higher_is_better"]
+        direction = "higher is better" if higher else "lower is better"
         console.print(f"[bold]{name}[/bold]: {first['metric']} ({direction}), K = {first['k']}, "
-                      f"seeds = {first['seeds']}, ranked by Future")
-        table = Table()
-        for column in ("rank", "model", "family", "ID", "Future", "Decay"):
-            table.add_column(column, justify="right" if column in ("rank", "ID", "Future", "Decay") else "left")
-        for row in rows:
-            table.add_row(str(row["rank"] or "—"), row["model"], row.get("family", ""),
-                          _with_std(row, "id"), _with_std(row, "future"), _with_std(row, "decay"))
+                      f"seeds = {first['seeds']}, {ORDER_TITLES[by]}", highlight=False, soft_wrap=True)
+        table, std_left_out = summary_table(rows, console.width)
         console.print(table)
+        if std_left_out:
+            console.print("(± seed std left out to fit the terminal: widen it, or use --json)", style="dim")
+        prior = next((r for r in rows if r["model"] == REFERENCES["prior"]), None)
+        for row in rows:
+            if prior is not None and row.get("beats_prior") is False:
+                console.print(below_prior_message(name, row["model"], row["id"], prior["id"], first["metric"],
+                                                  higher), style="yellow", highlight=False, soft_wrap=True)
+    refs = any(r["reference"] for rows in out.values() for r in rows)
     console.print("ID: mean of the diagonal (trained through, tested on held-out rows of the same period). "
-                  "Future: mean over later periods. Decay: how much is lost going forward.", style="dim")
+                  "Future: mean over later periods. Decay: how much is lost going forward."
+                  + (" vs prior / vs linear: ID margin over the reference models baseline-prior / baseline-linear "
+                     "(positive = better); references (ref) are not ranked." if refs else ""), style="dim")
 
 
 def dataset_specs(dataset: str, params_path: Path = Path("params.yaml")):
@@ -107,7 +182,7 @@ def dataset_specs(dataset: str, params_path: Path = Path("params.yaml")):
     n_outputs = get_task(module.TASK).n_outputs(len(module.label_names(cfg)))
     if module.MODALITY == "image":
         return {"pixels": InputSpec("pixels", (3, 32, 32))}, n_outputs, "image"
-    dim = get_encoder_spec((params.get("embed") or {}).get("text_encoder", "minilm-l6")).dim
+    dim = get_encoder_spec(params.embed.text_encoder).dim
     return {"tokens": InputSpec("tokens", (dim,)), "pooled": InputSpec("pooled", (dim,))}, n_outputs, "text"
 
 
@@ -160,16 +235,51 @@ def models(dataset: Optional[str] = typer.Option(None, help="count parameters fo
 
 @app.command()
 def fetch(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
-          params: Path = typer.Option(Path("params.yaml"), help="where <dataset>.url and .source are set")):
-    """Download a corpus from the URL in params (<dataset>.url), with resume and sha256 check."""
+          params: Path = typer.Option(Path("params.yaml"), help="where <dataset>.url and .source are set"),
+          dvc: bool = typer.Option(True, "--dvc/--no-dvc", help="register each file with DVC (an import of its "
+                                   "URL, <file>.dvc) so dvc push/pull carry it and dvc update notices new versions"),
+          as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+    """Download a corpus from the URL in params (<dataset>.url), with resume and sha256 check, and register each
+    file with DVC as an import of its URL (<file>.dvc; outside a DVC repository it is only downloaded)."""
     from drift.config import dataset_cfg, load_params
-    from drift.fetch import fetch_dataset
+    from drift.fetch import fetch_and_track
 
     try:
-        for path in fetch_dataset(dataset, dataset_cfg(load_params(params), dataset)):
-            console.print(f"fetched {path}")
+        done = fetch_and_track(dataset, dataset_cfg(load_params(params), dataset), dvc=dvc)
     except DriftError as e:
         _fail(e)
+    if as_json:
+        print(json.dumps([{"dataset": dataset, "url": t.url, "path": str(t.path),
+                           "dvc_file": None if t.dvc_file is None else str(t.dvc_file)} for t in done], indent=2))
+        return
+    for t in done:
+        console.print(f"fetched {t.path}" + (f", tracked by {t.dvc_file}" if t.dvc_file else ""), highlight=False,
+                      soft_wrap=True)
+    if any(t.dvc_file for t in done):
+        console.print("next: commit the .dvc and .gitignore files with git; `dvc push` uploads the data",
+                      style="dim")
+
+
+@app.command()
+def track(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
+          params: Path = typer.Option(Path("params.yaml"), help="where <dataset>.source is set"),
+          as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+    """Track raw files you put in place yourself with DVC (`dvc add` on what the dataset reads: the arXiv
+    snapshot, the Yearbook folder or .tar.gz, each Amazon category file), as `drift fetch` tracks downloads."""
+    from drift.config import dataset_cfg, load_params
+    from drift.fetch import track_dataset
+
+    try:
+        done = track_dataset(dataset, dataset_cfg(load_params(params), dataset))
+    except DriftError as e:
+        _fail(e)
+    if as_json:
+        print(json.dumps([{"dataset": dataset, "path": str(t.path), "dvc_file": str(t.dvc_file)} for t in done],
+                         indent=2))
+        return
+    for t in done:
+        console.print(f"tracked {t.path} by {t.dvc_file}", highlight=False, soft_wrap=True)
+    console.print("next: commit the .dvc and .gitignore files with git; `dvc push` uploads the data", style="dim")
 
 
 @app.command()

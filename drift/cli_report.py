@@ -17,6 +17,7 @@ from typing import Optional
 
 import numpy as np
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -60,6 +61,17 @@ def from_long_format(rows: list[dict]) -> tuple[list[str], np.ndarray]:
     return labels, matrix
 
 
+def _is_reference(root: Path, dataset: str, model: str) -> bool:
+    """A reference model (baseline-*), by its metrics file when there is one."""
+    from drift.report import COHORT
+    from drift.summary import is_reference
+
+    if model == COHORT:
+        return False
+    path = root / "metrics" / dataset / f"{model}.json"
+    return is_reference(model, json.loads(path.read_text()) if path.exists() else None)
+
+
 def load_matrix(root: Path, dataset: str, model: str, deviation: bool = False) -> dict:
     """One model's seed-averaged matrix (or its deviation from the cohort mean) and its metrics, from the
     committed plots/ and metrics/ files."""
@@ -74,16 +86,19 @@ def load_matrix(root: Path, dataset: str, model: str, deviation: bool = False) -
     models = report_models(root, dataset)
     if model not in models:
         raise DriftError(f"unknown model {model!r} for {dataset}: {close_matches(model, models)}")
+    metrics_path = root / "metrics" / dataset / f"{model}.json"
     if deviation and model == COHORT:
-        others = ", ".join(m for m in models if m != COHORT)
+        others = ", ".join(m for m in models if m != COHORT and not _is_reference(root, dataset, m))
         raise DriftError(f"{COHORT} is what the deviations are taken from: give a model ({others})")
+    if deviation and _is_reference(root, dataset, model):
+        raise DriftError(f"{model} is a reference model, not part of the cohort: it has no deviation from the "
+                         f"cohort mean; drop --deviation to see its matrix")
     path = (root / "plots" / "deviations" / dataset / f"{model}.json" if deviation
             else root / "plots" / dataset / model / "matrix.json")
     if not path.exists():
         raise DriftError(f"no {path}: the report of {dataset} predates deviations; run `dvc repro report@{dataset}`")
     labels, matrix = from_long_format(json.loads(path.read_text()))
 
-    metrics_path = root / "metrics" / dataset / f"{model}.json"
     if metrics_path.exists():
         metrics = json.loads(metrics_path.read_text())
     else:  # the cohort mean has no metrics file: take the direction from any model of the dataset
@@ -261,7 +276,10 @@ def _improved(stat: str, change: float | None, higher_is_better: bool) -> bool |
 
 def diff_metrics(a: dict[str, dict[str, dict]], b: dict[str, dict[str, dict]]) -> dict[str, list[dict]]:
     """Per dataset, one row per model in either revision: status (changed, unchanged, added, removed), and for
-    ID, Future and Decay the value at a, at b, the change b - a and whether it is an improvement."""
+    ID, Future and Decay the value at a, at b, the change b - a and whether it is an improvement. Reference
+    models (baseline-*) are rows like any other, marked "reference": true and listed after the others."""
+    from drift.summary import is_reference
+
     out = {}
     for dataset in sorted(set(a) | set(b)):
         rows = []
@@ -271,7 +289,8 @@ def diff_metrics(a: dict[str, dict[str, dict]], b: dict[str, dict[str, dict]]) -
             ref = xb or xa
             higher = ref.get("higher_is_better", True)
             row = {"model": model, "metric": ref.get("metric"), "higher_is_better": higher,
-                   "status": "added" if xa is None else "removed" if xb is None else None}
+                   "status": "added" if xa is None else "removed" if xb is None else None,
+                   "reference": is_reference(model, ref)}
             for s in STATS:
                 va, vb = (xa or {}).get(s), (xb or {}).get(s)
                 change = None if va is None or vb is None else vb - va
@@ -280,7 +299,7 @@ def diff_metrics(a: dict[str, dict[str, dict]], b: dict[str, dict[str, dict]]) -
                 same = all(row[s]["a"] == row[s]["b"] for s in STATS)
                 row["status"] = "unchanged" if same else "changed"
             rows.append(row)
-        out[dataset] = rows
+        out[dataset] = sorted(rows, key=lambda r: r["reference"])  # stable: by name within each group
     return out
 
 
@@ -319,7 +338,7 @@ def compare(rev_a: str = typer.Argument(..., help="a git revision or DVC experim
         direction = "higher is better" if first["higher_is_better"] else "lower is better"
         console.print(f"[bold]{name}[/bold]: {first['metric']} ({direction}); each cell: the value at {rev_b} "
                       f"(its change from {rev_a}: green better, red worse)", highlight=False, soft_wrap=True)
-        table = Table()
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)  # fits 80 columns
         table.add_column("model", no_wrap=True)
         table.add_column("status", no_wrap=True)
         for s in STATS:
@@ -333,7 +352,10 @@ def compare(rev_a: str = typer.Argument(..., help="a git revision or DVC experim
                     style = {True: "green", False: "red", None: "dim"}[d["improved"]]
                     text.append(f" ({d['change']:+.3f})", style=style)
                 cells.append(text)
-            table.add_row(r["model"], r["status"], *cells)
+            following = models[models.index(r) + 1] if r is not models[-1] else None
+            table.add_row(r["model"] + (" (ref)" if r["reference"] else ""), r["status"], *cells,
+                          style="dim italic" if r["reference"] else None,
+                          end_section=not r["reference"] and following is not None and following["reference"])
         console.print(table)
 
 

@@ -7,32 +7,36 @@ from pathlib import Path
 
 import yaml
 
-from drift.errors import DriftError
+from drift.errors import DriftError, close_matches
+from drift.params import DatasetParams, Params, load, plain
 
 DATA = Path("data")
 
 
-def load_params(path: str | Path = "params.yaml") -> dict:
+def load_params(path: str | Path = "params.yaml") -> Params:
+    """params.yaml, typed and checked (drift.params): the one way every stage and CLI command reads it. An
+    unknown key or a wrong type is a one-line DriftError here, before any compute."""
     path = Path(path)
     if not path.exists():
         raise DriftError(f"no {path} here: run from the repository root (where dvc.yaml is)")
-    return yaml.safe_load(path.read_text()) or {}
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise DriftError(f"{path} is not valid YAML: {' '.join(str(e).split())}") from None
+    return load(data or {})
 
 
-def dataset_cfg(params: dict, name: str) -> dict:
-    from drift.datasets import DATASETS
+def as_params(params) -> Params:
+    """Params as they are, or a params.yaml document (a mapping) checked into Params."""
+    return params if isinstance(params, Params) else load(params)
 
-    if name not in DATASETS:
-        from drift.errors import close_matches
-        raise DriftError(f"unknown dataset {name!r}: {close_matches(name, DATASETS)}")
-    if name not in params:
-        raise DriftError(f"params.yaml has no section `{name}:` for dataset {name}: add one (see README)")
-    cfg = dict(params[name] or {})
-    # a real corpus's raw input defaults to the path its DVC dependency names in `datasets`
-    datasets = params.get("datasets")
-    if "source" not in cfg and isinstance(datasets, dict) and datasets.get(name):
-        cfg["source"] = datasets[name]
-    return cfg
+
+def dataset_cfg(params, name: str) -> DatasetParams:
+    """Dataset `name`'s section of params.yaml (its `source` defaults to `datasets.<name>`)."""
+    from drift.datasets import get_dataset
+
+    get_dataset(name)  # an unknown name lists the valid ones
+    return as_params(params).dataset(name)
 
 
 def paths(name: str) -> dict[str, Path]:
@@ -49,35 +53,52 @@ def paths(name: str) -> dict[str, Path]:
     }
 
 
-def cache_dir(params: dict) -> Path:
+def cache_dir(params) -> Path:
     from drift.store import default_cache_dir
 
-    configured = (params.get("embed") or {}).get("cache_dir")
+    configured = as_params(params).embed.cache_dir
     return Path(configured).expanduser() if configured else default_cache_dir()
 
 
-def validate(params: dict, name: str) -> None:
-    """Everything about one dataset's run that can be checked without computing: names, slices, roster."""
+def roster(params, name: str) -> list[str]:
+    """The models a dataset's run trains and reports: `train.models.<name>`, then the references
+    (`train.baselines`, both by default) that give every matrix a floor."""
+    train = as_params(params).train
+    models = list(train.models.get(name) or [])  # a dataset without models: validate says so
+    return models + [b for b in train.baselines if b not in models]
+
+
+def validate(params, name: str) -> None:
+    """Everything about one dataset's run that can be checked without computing, beyond the schema
+    (drift.params): names of models, encoders and families, slices, the saliency cells, the roster."""
     from drift.datasets import get_dataset
+    from drift.encoders import get_encoder_spec
+    from drift.models import MODELS
     from drift.slicing import slice_edges
     from drift.train import check_roster
 
-    if not isinstance(params.get("datasets"), dict):
-        raise DriftError("params.yaml `datasets` must map each dataset to its raw input, e.g. `sotu: drift/datasets/sotu.py`")
+    params = as_params(params)
     cfg = dataset_cfg(params, name)
     dataset = get_dataset(name)
-    slice_edges(cfg.get("slices", {}))
-    models = ((params.get("train") or {}).get("models") or {}).get(name)
-    if not models:
+    _, labels = slice_edges(cfg.slices)
+    grid = params.report.saliency.get(name)  # an image dataset without a grid draws a default one
+    for cell in (grid.cells or []) if grid else []:
+        bad = [x for x in cell if x not in labels]
+        if len(cell) != 2 or bad:
+            raise DriftError(f"report.saliency.{name}.cells: {cell!r} is not a [trained through, evaluated on] pair "
+                             f"of slice labels of {name} (valid: {', '.join(labels)})")
+    if not params.train.models.get(name):
         raise DriftError(f"train.models.{name} lists no models: add some (`drift models` lists them)")
-    embed = params.get("embed") or {}
-    from drift.encoders import get_encoder_spec
-    for encoder in [embed.get("text_encoder", "minilm-l6"), *(embed.get("encoders") or [])]:
+    embed = params.embed
+    for encoder in [embed.text_encoder, *embed.encoders]:
         get_encoder_spec(encoder)  # unknown names stop here, listing the valid ones
-    check_roster(models, dataset.MODALITY, embed.get("text_encoder", "minilm-l6"), embed.get("encoders") or [])
-    seeds = (params.get("train") or {}).get("seeds", [0])
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds):
-        raise DriftError(f"train.seeds must be a non-empty list of integers, got {seeds!r}")
+    check_roster(roster(params, name), dataset.MODALITY, embed.text_encoder, embed.encoders)
+    if isinstance(params.train.lr, dict):
+        families = {"default"} | {info.family.lower() for info in MODELS.values()}
+        for family in params.train.lr:
+            if family not in families:
+                raise DriftError(f"unknown parameter train.lr.{family}: "
+                                 f"{close_matches(family, families, prefix='train.lr.')}")
 
 
 def write_json(path: Path, data) -> None:
@@ -106,7 +127,6 @@ def apply_preset(name: str, params_path: Path = Path("params.yaml"), presets: Pa
 
     available = sorted(p.stem for p in presets.glob("*.yaml"))
     if name not in available:
-        from drift.errors import close_matches
         raise DriftError(f"unknown preset {name!r}: {close_matches(name, available)}")
     yaml_rt = YAML()
     yaml_rt.width = 120
@@ -124,6 +144,10 @@ def apply_preset(name: str, params_path: Path = Path("params.yaml"), presets: Pa
                 changed.append(path)
 
     merge(params, preset, "")
+    try:
+        load(plain(params))  # the merged params must hold up before they are written
+    except DriftError as e:
+        raise DriftError(f"params.yaml with preset {name} applied: {e}") from None
     with open(params_path, "w") as f:
         yaml_rt.dump(params, f)
     return changed

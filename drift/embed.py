@@ -19,21 +19,45 @@ import pyarrow.compute as pc
 
 from drift.errors import DriftError
 from drift.ingest import table_images
+from drift.params import EmbedParams
 from drift.progress import progress
 from drift.store import EmbeddingStore, committed, read_slice_table
 
-CHUNK_ROWS = 512  # rows per commit to the store: the most a killed run can lose
+CHUNK_ROWS = EmbedParams.model_fields["chunk_rows"].default  # rows per commit: the most a killed run can lose
 
 
-def text_encoder(cfg: dict):
-    """The TextEncoder the `embed` params describe."""
+def encoder_kwargs(name: str, cfg: EmbedParams | dict) -> dict:
+    """The constructor arguments the `embed` params (drift.params.EmbedParams, or its mapping) give encoder `name`:
+    batch size, dtype, device, weights, and for a text encoder max_length and pooling (embed.pooling: null keeps
+    the encoder's own; vision encoders pool as their timm head does)."""
+    from drift.encoders import get_encoder_spec
+
+    cfg = EmbedParams.of(cfg)
+    kwargs = {"batch_size": cfg.batch_size, "dtype": cfg.dtype, "device": cfg.device,
+              "weights": cfg.weights.get(name)}  # an encoder without local weights: the Hugging Face cache
+    if get_encoder_spec(name).modality == "text":
+        kwargs["max_length"] = cfg.max_length
+        if cfg.pooling is not None:
+            kwargs["pooling"] = cfg.pooling
+    return kwargs
+
+
+def text_encoder(cfg: EmbedParams | dict):
+    """The TextEncoder the `embed` params describe (embed.text_encoder, its token states and pooled vector)."""
     from drift.encoders.text import TextEncoder
 
-    name = cfg.get("text_encoder", "minilm-l6")
-    kwargs = {"pooling": cfg["pooling"]} if cfg.get("pooling") else {}
-    return TextEncoder(name, max_length=cfg.get("max_length", 128), batch_size=cfg.get("batch_size", 32),
-                       dtype=cfg.get("dtype", "float32"), device=cfg.get("device") or None,
-                       weights=(cfg.get("weights") or {}).get(name), **kwargs)
+    cfg = EmbedParams.of(cfg)
+    kwargs = encoder_kwargs(cfg.text_encoder, cfg)
+    if "max_length" not in kwargs:  # a vision encoder named here: TextEncoder says so in one line
+        kwargs["max_length"] = cfg.max_length
+    return TextEncoder(cfg.text_encoder, **kwargs)
+
+
+def embed_encoder(name: str, cfg: EmbedParams | dict):
+    """Encoder `name` (text or vision, for its probe) as the `embed` params describe it."""
+    from drift.encoders import make_encoder
+
+    return make_encoder(name, **encoder_kwargs(name, cfg))
 
 
 def store_manifest(encoder, store: EmbeddingStore, keys: pa.Array) -> dict:
@@ -43,9 +67,10 @@ def store_manifest(encoder, store: EmbeddingStore, keys: pa.Array) -> dict:
             "keys_sha256": hashlib.sha256("\n".join(sorted(pc.unique(keys).to_pylist())).encode()).hexdigest()}
 
 
-def embed_dataset(slice_path: Path, cfg: dict, cache_dir: Path, encoder=None) -> tuple[dict, dict]:
-    """Embed a text dataset's rows with cfg['text_encoder']; returns (manifest, metrics)."""
+def embed_dataset(slice_path: Path, cfg: EmbedParams | dict, cache_dir: Path, encoder=None) -> tuple[dict, dict]:
+    """Embed a text dataset's rows with embed.text_encoder; returns (manifest, metrics)."""
     started = time.perf_counter()
+    cfg = EmbedParams.of(cfg)
     table = read_slice_table(slice_path, columns=["key", "text"])
     keys = table.column("key").combine_chunks()
     encoder = encoder or text_encoder(cfg)
@@ -54,7 +79,7 @@ def embed_dataset(slice_path: Path, cfg: dict, cache_dir: Path, encoder=None) ->
                            fields=encoder.fingerprint())
     todo = store.missing(keys)
     texts = table.column("text").take(pc.index_in(pa.array(todo, pa.string()), value_set=keys)).to_pylist()
-    computed, tokens = compute_missing(encoder, store, todo, texts, int(cfg.get("chunk_rows", CHUNK_ROWS)),
+    computed, tokens = compute_missing(encoder, store, todo, texts, cfg.chunk_rows,
                                        f"embed {Path(slice_path).stem} with {encoder.spec.name}")
     compacted = store.maybe_compact() if computed else None
     unique = len(pc.unique(keys))

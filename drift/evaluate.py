@@ -22,9 +22,7 @@ def drift_matrix(outputs: dict[int, np.ndarray], labels: np.ndarray, slices: np.
     outputs[i] holds f_i's outputs for every row (row order of the slice table)."""
     k = len(usable)
     matrix = np.full((k, k), np.nan)
-    for i, out in outputs.items():
-        if not usable[i]:
-            continue
+    for i, out in outputs.items():  # every trained cutoff has a row, even one whose slice has no test rows
         for j in range(k):
             if not usable[j]:
                 continue
@@ -42,3 +40,22 @@ def to_json(matrix: np.ndarray) -> list[list[float | None]]:
 
 def from_json(rows: list[list[float | None]]) -> np.ndarray:
     return np.array([[np.nan if v is None else v for v in row] for row in rows], dtype=float)
+
+
+def evaluate_model(data, name: str, models_dir, predict) -> dict:
+    """Every checkpoint of one model on every row it is scored on -> {seed: matrix as JSON rows}."""
+    from drift.checkpoints import list_checkpoints, load_checkpoint
+
+    labels = np.array(data.labels)
+    rows = data.usable_rows()
+    inputs = data.inputs(name)
+    seeds = {}
+    for seed, checkpoints in list_checkpoints(models_dir, name).items():
+        outputs = {}
+        for k, path in checkpoints.items():
+            model = load_checkpoint(name, inputs.spec(), data.n_outputs, data.task.name, path)
+            full = np.zeros((len(labels), data.n_outputs), np.float32)
+            full[rows] = predict(model, inputs, rows)
+            outputs[k] = full
+        seeds[str(seed)] = to_json(drift_matrix(outputs, labels, data.slices, data.splits, data.usable, data.task))
+    return seeds

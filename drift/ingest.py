@@ -1,4 +1,4 @@
-"""Ingest: a dataset's source → canonical records (DESIGN.md), every input row accounted for.
+"""Ingest: a dataset's source → canonical records (docs/architecture.md), every input row accounted for.
 
 Streams the dataset reader into a Parquet file in batches, so memory stays flat whatever the corpus size.
 Rows outside the dataset's time span are filtered here ("time_outside_span"), for every dataset alike.
@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from drift.datasets import get_dataset
 from drift.ledger import Ledger
+from drift.params import DatasetParams, dataset_params
 from drift.progress import progress
 from drift.slicing import slice_edges
 
@@ -61,12 +62,14 @@ def _batch(rows: list[dict], schema: pa.Schema, modality: str) -> pa.RecordBatch
     return pa.RecordBatch.from_pydict(columns, schema=schema)
 
 
-def ingest(name: str, cfg: dict, records_path: Path, quarantine_path: Path) -> dict:
-    """Run one dataset's ingest; returns the counts written to metrics/ingest/<name>.json."""
+def ingest(name: str, cfg: DatasetParams | dict, records_path: Path, quarantine_path: Path) -> dict:
+    """Run one dataset's ingest (`cfg`: its section of params.yaml, drift.params or the mapping); returns the
+    counts written to metrics/ingest/<name>.json."""
     dataset = get_dataset(name)
-    edges, _ = slice_edges(cfg.get("slices", {}))  # bad slice spec: fail before any work
+    cfg = dataset_params(name, cfg)
+    edges, _ = slice_edges(cfg.slices)  # bad slice spec: fail before any work
     start, end = edges[0], edges[-1]
-    ledger = Ledger(name, strict=bool(cfg.get("strict", False)))
+    ledger = Ledger(name, strict=cfg.strict)
     schema = record_schema(dataset.TASK, dataset.MODALITY, len(dataset.label_names(cfg)))
     records_path.parent.mkdir(parents=True, exist_ok=True)
     tmp_path = records_path.with_suffix(".partial")

@@ -12,8 +12,12 @@ from drift.models import InputSpec
 
 
 class Inputs:
-    def __init__(self, kind: str, data: np.ndarray, offsets: np.ndarray | None = None, image_shape=(3, 32, 32)):
+    def __init__(self, kind: str, data: np.ndarray, offsets: np.ndarray | None = None, image_shape=(3, 32, 32),
+                 max_tokens: int = 512):
         self.kind = kind
+        # token heads are sized by this parameter (position tables), never by the longest row of the data;
+        # longer rows are cut to it
+        self.max_tokens = int(max_tokens)
         # Arrow buffers are read-only (torch wants writable memory): copy those, take fresh arrays as they are
         self.data = torch.from_numpy(np.require(data, requirements=["C", "W"]))
         self.offsets = None if offsets is None else torch.from_numpy(offsets)
@@ -21,13 +25,13 @@ class Inputs:
 
     @property
     def lengths(self) -> np.ndarray:
-        return (self.offsets[1:] - self.offsets[:-1]).numpy()
+        return (self.offsets[1:] - self.offsets[:-1]).clamp(max=self.max_tokens).numpy()
 
     def spec(self) -> InputSpec:
         if self.kind == "pixels":
             return InputSpec("pixels", self.image_shape)
         if self.kind == "tokens":
-            return InputSpec("tokens", (self.data.shape[1],), max_tokens=int(self.lengths.max(initial=1)))
+            return InputSpec("tokens", (self.data.shape[1],), max_tokens=self.max_tokens)
         return InputSpec("pooled", (self.data.shape[1],))
 
     def batch(self, rows: np.ndarray) -> tuple[torch.Tensor, ...]:
@@ -38,7 +42,7 @@ class Inputs:
         if self.kind == "pooled":
             return (self.data[rows_t].float(),)
         starts, ends = self.offsets[rows_t], self.offsets[rows_t + 1]
-        lengths = ends - starts
+        lengths = (ends - starts).clamp(max=self.max_tokens)
         width = int(lengths.max())
         position = torch.arange(width)
         mask = position[None, :] < lengths[:, None]
@@ -47,7 +51,7 @@ class Inputs:
         return x, mask
 
 
-def load_inputs(kind: str, table, store=None) -> Inputs:
+def load_inputs(kind: str, table, store=None, max_tokens: int = 512) -> Inputs:
     """Inputs of every row of the slice table, in its row order."""
     if kind == "pixels":
         from drift.ingest import table_images
@@ -58,7 +62,7 @@ def load_inputs(kind: str, table, store=None) -> Inputs:
     if kind == "pooled":
         return Inputs("pooled", store.read_pooled(keys))
     flat, offsets = store.read_tokens(keys)
-    return Inputs("tokens", flat, offsets)
+    return Inputs("tokens", flat, offsets, max_tokens=max_tokens)
 
 
 def length_bucketed_batches(rows: np.ndarray, lengths: np.ndarray | None, batch_size: int,

@@ -74,12 +74,18 @@ def _save(fig, path: Path) -> None:
     plt.close(fig)
 
 
-def forgetting_plot(curves: dict, family_curves: dict, path: Path, title: str, metric: str) -> None:
+def forgetting_plot(curves: dict, family_curves: dict, path: Path, title: str, metric: str,
+                    references=()) -> None:
     """Forgetting curves (Figure 11): each model (left) and averaged within each family (right).
-    curves / family_curves: name -> (gaps, values)."""
+    curves / family_curves: name -> (gaps, values); references: the reference models among curves, drawn as
+    grey dashed or dotted lines without markers (they are in no family)."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), dpi=120, sharey=True)
     for ax, group, heading in ((axes[0], curves, "per model"), (axes[1], family_curves, "per family")):
         for name, (gaps, values) in group.items():
+            if group is curves and name in references:  # one dash pattern per reference, in grey
+                dash = ("--", ":", "-.")[list(references).index(name) % 3]
+                ax.plot(gaps, values, linestyle=dash, linewidth=1.4, color="0.4", label=f"{name} (reference)")
+                continue
             ax.plot(gaps, values, marker="o", markersize=3, linewidth=1.5, label=name)
         ax.set_xlabel("Slices since the training cutoff (gap j − i)")
         ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from drift.errors import DriftError, close_matches
+from drift.errors import DriftError
 
 
 def saliency_map(model: torch.nn.Module, x: torch.Tensor, target, batch_size: int = 256) -> np.ndarray:
@@ -44,32 +44,65 @@ def select_rows(cutoff: int, eval_slice: int, slices: np.ndarray, splits: np.nda
 
 
 def _checkpoints(model_dir: Path) -> dict[int, list[Path]]:
-    """cutoff -> its checkpoint in every seed folder (data/models/<ds>/<model>/seed<s>/cutoff<k>.pt)."""
+    """cutoff -> its checkpoint in every seed folder (drift.checkpoints names them)."""
+    from drift.checkpoints import list_checkpoints
+
     found: dict[int, list[Path]] = {}
-    for path in sorted(model_dir.glob("seed*/cutoff*.pt")):
-        found.setdefault(int(path.stem.removeprefix("cutoff")), []).append(path)
-    return found
+    for per_cutoff in list_checkpoints(model_dir.parent, model_dir.name).values():
+        for k, path in per_cutoff.items():
+            found.setdefault(k, []).append(path)
+    return dict(sorted(found.items()))
 
 
-def dataset_saliency(name: str, models: list[str] | None = None, cutoffs: list[int] | None = None,
-                     eval_slice: int | None = None, n: int = 64, seed: int = 0, n_cutoffs: int = 3,
-                     root: Path = Path(".")) -> dict:
+def resolve_cells(cells, labels: list[str], usable: list[int], name: str) -> list[tuple[int, int]]:
+    """report.saliency.cells, [[trained-through label, evaluated-on label], ...], as (cutoff, eval) slice indices.
+    Labels are compared as text (a YAML 1950 is "1950"); one that names no usable slice of the dataset is a
+    one-line error listing the valid labels."""
+    if not isinstance(cells, (list, tuple)) or not cells:
+        raise DriftError(f"report.saliency.cells must be a non-empty list of [trained-through, evaluated-on] slice "
+                         f"label pairs, got {cells!r}")
+    valid = [labels[i] for i in usable]
+    out = []
+    for cell in cells:
+        if not isinstance(cell, (list, tuple)) or len(cell) != 2:
+            raise DriftError(f"report.saliency.cells: {cell!r} is not a [trained-through, evaluated-on] pair of "
+                             f"slice labels, e.g. [{valid[0]!r}, {valid[-1]!r}]")
+        pair = []
+        for label in map(str, cell):
+            if label not in valid:
+                state = " (too few rows: unusable)" if label in labels else ""
+                raise DriftError(f"report.saliency.cells: no slice {label!r} in {name}{state}; valid slice labels: "
+                                 f"{', '.join(valid)}")
+            pair.append(labels.index(label))
+        out.append((pair[0], pair[1]))
+    return out
+
+
+def dataset_saliency(name: str, models: list[str] | None = None, cells: list | None = None, n: int = 64,
+                     seed: int = 0, root: Path = Path("."), *, cutoffs: list[int] | None = None,
+                     eval_slice: int | None = None, n_cutoffs: int = 3) -> dict:
     """Mean saliency maps of one dataset's image models from its slice table and checkpoints.
 
-    models: default every image model with checkpoints; cutoffs: slice indices, default `n_cutoffs` spread over
-    the timeline (summary.cutoff_indices); eval_slice: one slice for every column, default the next usable
-    slice after each cutoff (the first period the model has not seen).
+    models: image models with checkpoints, default every one; cells: the grid's columns as
+    [trained-through label, evaluated-on label] pairs (params.yaml report.saliency.cells; paper Figure 3 is
+    1950 and 1970 each on 1960, 1980, 2000); n: portraits per panel, drawn once from `seed`.
+    Without cells: `cutoffs` (slice indices, default `n_cutoffs` spread over the timeline, summary.cutoff_indices),
+    each on `eval_slice` (an index) or else on the next usable slice after it (the first period not seen).
     Returns {"models", "columns": [{cutoff, cutoff_label, eval, eval_label, n, title}], "maps": {(model, c): [H, W]},
     "portraits": {c: mean image [C, H, W]}}.
     """
     from drift.config import paths
     from drift.inputs import load_inputs
-    from drift.models import create_model
+    from drift.checkpoints import load_checkpoint
     from drift.store import read_slice_manifest, read_slice_table
     from drift.summary import cutoff_indices
     from drift.tasks import get_task
     from drift.train import model_info
 
+    if cells is not None and (cutoffs is not None or eval_slice is not None):
+        raise DriftError("saliency: give the grid as cells, or as cutoffs and an eval slice, not both")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise DriftError(f"report.saliency.n (portraits per panel) must be a positive integer, got {n!r}")
     p = {k: Path(root) / v for k, v in paths(name).items()}
     manifest = read_slice_manifest(p["slices"])
     if manifest.get("modality", "image") != "image":
@@ -80,18 +113,26 @@ def dataset_saliency(name: str, models: list[str] | None = None, cutoffs: list[i
         raise DriftError(f"no trained image models in {p['models']}: run `dvc repro train@{name}` (or `dvc pull`)")
     for m in models or []:
         if m not in image_models:
-            raise DriftError(f"no trained image model {m!r} for {name}: {close_matches(m, image_models)}")
+            raise DriftError(f"no trained image model {m!r} for {name}: trained ones are {', '.join(image_models)}"
+                             f" (report.saliency.models, or add it to train.models.{name})")
     models = list(models or image_models)
 
     info = manifest["slices"]
     labels = [s["label"] for s in info]
     usable = [s["index"] for s in info if s["usable"]]
-    if cutoffs is None:
-        cutoffs = [c for c in cutoff_indices(len(info), n_cutoffs) if c in usable]
-    for c in cutoffs:
-        if not 0 <= c < len(info):
-            raise DriftError(f"cutoff {c} is out of range: {name} has slices 0..{len(info) - 1} "
-                             f"({labels[0]}..{labels[-1]})")
+    if cells is not None:
+        pairs = resolve_cells(cells, labels, usable, name)
+    else:
+        if cutoffs is None:
+            cutoffs = [c for c in cutoff_indices(len(info), n_cutoffs) if c in usable]
+        for c in [*cutoffs, *([] if eval_slice is None else [eval_slice])]:
+            if not 0 <= c < len(info):
+                raise DriftError(f"slice {c} is out of range: {name} has slices 0..{len(info) - 1} "
+                                 f"({labels[0]}..{labels[-1]})")
+        pairs = []
+        for cutoff in cutoffs:
+            later = [s for s in usable if s > cutoff]
+            pairs.append((cutoff, eval_slice if eval_slice is not None else (later[0] if later else cutoff)))
 
     table = read_slice_table(p["slices"])
     slices = table.column("slice").to_numpy()
@@ -101,9 +142,7 @@ def dataset_saliency(name: str, models: list[str] | None = None, cutoffs: list[i
     n_outputs = get_task(manifest["task"]).n_outputs(len(manifest["label_names"]))
 
     columns, maps, portraits = [], {}, {}
-    for col, cutoff in enumerate(cutoffs):
-        later = [s for s in usable if s > cutoff]
-        target_slice = eval_slice if eval_slice is not None else (later[0] if later else cutoff)
+    for col, (cutoff, target_slice) in enumerate(pairs):
         rows = select_rows(cutoff, target_slice, slices, splits, n, seed)
         columns.append({"cutoff": cutoff, "cutoff_label": labels[cutoff], "eval": target_slice,
                         "eval_label": labels[target_slice], "n": int(len(rows)),
@@ -115,19 +154,25 @@ def dataset_saliency(name: str, models: list[str] | None = None, cutoffs: list[i
         for model_name in models:
             per_seed = []
             for checkpoint in _checkpoints(p["models"] / model_name).get(cutoff, []):
-                model = create_model(model_name, inputs.spec(), n_outputs)
-                model.load_state_dict(torch.load(checkpoint, weights_only=True))
+                model = load_checkpoint(model_name, inputs.spec(), n_outputs, manifest["task"], checkpoint)
                 per_seed.append(saliency_map(model, x, targets[rows]))
             if per_seed:
                 maps[(model_name, col)] = np.mean(per_seed, axis=0)
     return {"models": models, "columns": columns, "maps": maps, "portraits": portraits}
 
 
-def write_saliency(name: str, path: Path, **kwargs) -> dict:
-    """dataset_saliency drawn as a PNG grid (rows = models, columns = cutoffs); returns what was drawn."""
+def write_saliency(name: str, path: Path, models: list[str] | None = None, cells: list | None = None, n: int = 64,
+                   seed: int = 0, root: Path = Path("."), *, cutoffs: list[int] | None = None,
+                   eval_slice: int | None = None) -> dict:
+    """dataset_saliency drawn as a PNG grid (rows = models, columns = cells); returns what was drawn.
+
+    models, cells, n are params.yaml's report.saliency.<name> (write_saliency(name, path,
+    **params.report.saliency[name].model_dump(), root=root)); cutoffs / eval_slice (slice indices) are the
+    alternative without cells."""
     from drift.plots import saliency_grid
 
-    result = dataset_saliency(name, **kwargs)
+    result = dataset_saliency(name, models=models, cells=cells, n=n, seed=seed, root=root, cutoffs=cutoffs,
+                              eval_slice=eval_slice)
     saliency_grid(result["maps"], result["models"], result["columns"], Path(path),
                   f"{name}: mean gradient saliency |∂ logit_y / ∂ x|", result["portraits"])
     return result

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from drift.config import cache_dir, paths
+from drift.config import as_params, cache_dir, paths
 from drift.embed import open_store
 from drift.errors import DriftError
 from drift.inputs import Inputs, load_inputs
@@ -24,9 +24,10 @@ def embedding_manifests(path) -> dict[str, dict]:
 
 
 class SliceData:
-    def __init__(self, params: dict, name: str):
+    def __init__(self, params, name: str):
+        """`params`: drift.params.Params (drift.config.load_params), or a params.yaml document."""
         p = paths(name)
-        self.name, self.params = name, params
+        self.name, self.params = name, as_params(params)
         self.manifest = read_slice_manifest(p["slices"])
         self.task = get_task(self.manifest["task"])
         self.n_outputs = self.task.n_outputs(len(self.manifest["label_names"]))
@@ -35,6 +36,7 @@ class SliceData:
         self.splits = self.table.column("split").to_numpy(zero_copy_only=False)
         self.labels = self.table.column("label").to_pylist()
         self.usable = [s["usable"] for s in self.manifest["slices"]]
+        self.modality = self.manifest.get("modality", "text")
         self.encoders = embedding_manifests(p["embeddings"])
         self._inputs: dict[tuple, Inputs] = {}
 
@@ -44,14 +46,22 @@ class SliceData:
     def encoder_for(self, model_name: str) -> str | None:
         """The encoder whose embeddings a model reads: its own for a probe, the text encoder for a text head."""
         info = model_info(model_name)
-        if info.input == "pixels":
+        if self.input_kind(model_name) == "pixels":
             return None
         if info.input == "pooled":
             return info.name.removeprefix("probe-")
-        return (self.params.get("embed") or {}).get("text_encoder", "minilm-l6")
+        return self.params.embed.text_encoder
+
+    def input_kind(self, model_name: str) -> str:
+        """pixels, tokens or pooled; the references read pixels of an image dataset, the text encoder's pooled
+        vectors of a text dataset."""
+        kind = model_info(model_name).input
+        if kind == "auto":
+            return "pixels" if self.manifest.get("modality") == "image" else "pooled"
+        return kind
 
     def inputs(self, model_name: str) -> Inputs:
-        kind, encoder = model_info(model_name).input, self.encoder_for(model_name)
+        kind, encoder = self.input_kind(model_name), self.encoder_for(model_name)
         if (kind, encoder) not in self._inputs:
             store = None
             if encoder is not None:
@@ -59,5 +69,6 @@ class SliceData:
                     raise DriftError(f"{model_name} reads embeddings of {encoder}, which embed@{self.name} did not "
                                      f"compute: run `dvc repro embed@{self.name}`")
                 store = open_store(self.encoders[encoder], cache_dir(self.params))
-            self._inputs[kind, encoder] = load_inputs(kind, self.table, store)
+            max_tokens = self.params.train.max_tokens or self.params.embed.max_length
+            self._inputs[kind, encoder] = load_inputs(kind, self.table, store, max_tokens=max_tokens)
         return self._inputs[kind, encoder]

@@ -15,12 +15,14 @@ import hashlib
 import numpy as np
 
 from drift.errors import DriftError
+from drift.params import DatasetParams, SliceSpec, SplitParams
 
 UNITS = ("year", "half-year", "decade", "custom")
 
 
-def slice_edges(spec: dict) -> tuple[list[dt.datetime], list[str]]:
+def slice_edges(spec: SliceSpec | dict) -> tuple[list[dt.datetime], list[str]]:
     """The K+1 edges and K labels of a slice spec; a spec yielding no slices is a one-line error."""
+    spec = spec.spec() if isinstance(spec, SliceSpec) else spec
     unit = spec.get("unit")
     if unit not in UNITS:
         raise DriftError(f"unknown slice unit {unit!r}: valid: {', '.join(UNITS)}")
@@ -113,27 +115,29 @@ def stratified_sample(ids: list[str], strata: list[str], n: int, seed: int) -> n
     return np.sort(np.concatenate(chosen)) if chosen else np.arange(0)
 
 
-def build_slices(records, cfg: dict, split_cfg: dict):
+def build_slices(records, cfg: DatasetParams | dict, split_cfg: SplitParams | dict):
     """Records (pyarrow Table) → (slice table, manifest): slice index and label per row, the per-slice cap or
-    stratified sample, the stratified train/test split, and the slices too small to score (`min_samples`)."""
+    stratified sample, the stratified train/test split, and the slices too small to score (`min_samples`).
+    `cfg`: the dataset's section of params.yaml, `split_cfg`: `split` (drift.params, or their mappings)."""
     import pyarrow as pa
 
-    edges, labels = slice_edges(cfg.get("slices", {}))
+    cfg, split_cfg = DatasetParams.of(cfg), SplitParams.of(split_cfg)
+    edges, labels = slice_edges(cfg.slices)
     times = records.column("time").to_numpy(zero_copy_only=False)
     index = assign_slices(times, edges)
     keep = np.flatnonzero(index >= 0)
     records, index = records.take(keep), index[keep]
     ids = records.column("id").to_pylist()
     label_values = records.column("label").to_pylist()
-    seed = int(split_cfg.get("seed", 0))
+    seed = split_cfg.seed
 
     # optional sampling, stratified by slice and label, reproducible from the seed (Amazon: n = 300,000)
     strata = [f"{s}|{k}" for s, k in zip(index.tolist(), stratum_keys(label_values))]
-    sample = cfg.get("sample") or {}
-    if sample.get("n"):
-        chosen = stratified_sample(ids, strata, int(sample["n"]), int(sample.get("seed", seed)))
-    elif cfg.get("cap_per_slice"):
-        cap = int(cfg["cap_per_slice"])
+    sample = cfg.sample
+    if sample is not None and sample.n:
+        chosen = stratified_sample(ids, strata, sample.n, seed if sample.seed is None else sample.seed)
+    elif cfg.cap_per_slice:
+        cap = cfg.cap_per_slice
         chosen = []
         for s in np.unique(index):
             rows = np.flatnonzero(index == s)
@@ -146,7 +150,7 @@ def build_slices(records, cfg: dict, split_cfg: dict):
     ids = [ids[i] for i in chosen]
     strata = [strata[i] for i in chosen]
 
-    split = stratified_split(ids, strata, float(split_cfg.get("test_fraction", 0.3)), seed)
+    split = stratified_split(ids, strata, split_cfg.test_fraction, seed)
 
     # slices with no row at all are dropped (Yearbook's missing years: K = 104 of 109); slices with some rows
     # but fewer than min_samples stay, marked unusable: the white bands of the paper's figures
@@ -156,10 +160,13 @@ def build_slices(records, cfg: dict, split_cfg: dict):
     renumber[present] = np.arange(len(present), dtype=np.int32)
     label_of = [labels[old] for old in index]
     index = renumber[index]
-    min_samples = int(cfg.get("min_samples", 1))
+    min_samples = cfg.min_samples
     n_test = np.bincount(index[split == "test"], minlength=len(present))
     slices = [{"index": k, "label": labels[old], "start": str(edges[old].date()), "end": str(edges[old + 1].date()),
                "rows": int(counts[old]), "test": int(n_test[k]), "train": int(counts[old] - n_test[k]),
+               # a row of the matrix needs training rows, a column test rows: a one-portrait year (all in train)
+               # keeps its row (f_k can be trained) and leaves its column empty
+               "trainable": bool(counts[old] >= min_samples and counts[old] - n_test[k] > 0),
                "usable": bool(counts[old] >= min_samples and n_test[k] > 0)} for k, old in enumerate(present)]
 
     table = records.append_column("slice", pa.array(index, pa.int32()))

@@ -12,13 +12,27 @@ Every statistic is taken over the filled cells only, and is None (never nan) whe
               = Future - ID  (lower is better: balanced MSE)     so a positive decay is always a loss (eq. 8)
 
 Seeds are averaged cell by cell (`mean_over_seeds`) before any of these are taken.
+
+Rankings (Tables 5, 13, 21) order models by Decay, smallest first: the most robust model leads, a negative
+decay (better on later periods) before any positive one, whatever the metric's direction. `by="future"` or
+`by="id"` order by that score instead, the better one first (direction-aware).
+
+Reference models (family "Reference", named baseline-*: a prior predictor and a linear model) go through the
+same protocol but are not part of the cohort: they are listed after the ranked models without a rank and left
+out of the cohort mean, the deviations and the family averages. Every other model is measured against them by
+its in-distribution margin (`reference_margins`).
 """
 
 import numpy as np
 
-from drift.errors import DriftError
+from drift.errors import DriftError, close_matches
 
 STATS = ("id", "future", "decay")
+ORDERS = ("decay", "future", "id")   # what a ranking may be ordered by; decay is the paper's (Tables 5, 13, 21)
+DEFAULT_ORDER = "decay"
+REFERENCE_FAMILY = "Reference"
+REFERENCE_PREFIX = "baseline-"
+REFERENCES = {"prior": "baseline-prior", "linear": "baseline-linear"}  # margin_<key> is the margin over <model>
 
 
 # -----------------------------------------------------------------------------
@@ -64,17 +78,85 @@ def _regions(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return diag[np.isfinite(diag)], future[np.isfinite(future)]
 
 
-def _ranked(rows: list[dict], higher_is_better: bool, key: str = "future") -> list[dict]:
-    """Rows sorted best first by rows[key], direction-aware, ties in the given order; rank 1, 2, ...
-    Rows without a value go last with rank None."""
-    scored = [r for r in rows if r[key] is not None]
+def check_order(by: str) -> str:
+    """`by` if it is one of ORDERS, else a one-line DriftError listing the valid ones."""
+    if by not in ORDERS:
+        raise DriftError(f"unknown order {by!r} for --by: {close_matches(str(by), ORDERS)}")
+    return by
+
+
+def _sort_key(key: str, higher_is_better: bool):
+    """Best first: the smallest decay (a positive decay is always a loss, eq. 8), else the better score."""
+    if key == "decay" or not higher_is_better:
+        return lambda r: r[key]
+    return lambda r: -r[key]
+
+
+def _ranked(rows: list[dict], higher_is_better: bool, key: str = DEFAULT_ORDER) -> list[dict]:
+    """Rows sorted best first by rows[key] (decay: smallest first; id, future: direction-aware), ties in the
+    given order; rank 1, 2, ... Rows without a value go last with rank None. Reference rows (r["reference"]
+    true) are not ranked: they follow every other row, in the same order, with rank None."""
+    check_order(key)
+    refs = [r for r in rows if r.get("reference")]
+    rows = [r for r in rows if not r.get("reference")]
+    scored = sorted((r for r in rows if r[key] is not None), key=_sort_key(key, higher_is_better))
     missing = [r for r in rows if r[key] is None]
-    scored = sorted(scored, key=lambda r: -r[key] if higher_is_better else r[key])
     for rank, r in enumerate(scored, start=1):
         r["rank"] = rank
     for r in missing:
         r["rank"] = None
-    return scored + missing
+    refs = (sorted((r for r in refs if r[key] is not None), key=_sort_key(key, higher_is_better))
+            + [r for r in refs if r[key] is None])
+    for r in refs:
+        r["rank"] = None
+    return scored + missing + refs
+
+
+# -----------------------------------------------------------------------------
+# reference models (baseline-prior, baseline-linear): not ranked, the yardstick of the others
+
+def is_reference(model: str, stats: dict | None = None) -> bool:
+    """A reference model: its metrics say so ("reference": true), its family is "Reference", or its name
+    starts with baseline-."""
+    stats = stats or {}
+    return bool(stats.get("reference")) or stats.get("family") == REFERENCE_FAMILY or model.startswith(REFERENCE_PREFIX)
+
+
+def id_margin(model_id, reference_id, higher_is_better: bool) -> float | None:
+    """How much better than the reference a model is in distribution: positive = better, whatever the metric's
+    direction (model - reference when higher is better, reference - model when lower is better)."""
+    if model_id is None or reference_id is None:
+        return None
+    return float(model_id - reference_id if higher_is_better else reference_id - model_id)
+
+
+def reference_margins(stats: dict, higher_is_better: bool) -> dict[str, dict]:
+    """For every non-reference model of stats (model -> {id, ...}): margin_prior and margin_linear, its ID
+    margin over baseline-prior and baseline-linear (None when that reference is absent or an ID is None), and
+    beats_prior (margin_prior > 0; None when the margin is None)."""
+    ref_ids = {key: (stats[name].get("id") if name in stats else None) for key, name in REFERENCES.items()}
+    out = {}
+    for model, s in stats.items():
+        if is_reference(model, s):
+            continue
+        row = {f"margin_{key}": id_margin(s.get("id"), ref_ids[key], higher_is_better) for key in REFERENCES}
+        row["beats_prior"] = None if row["margin_prior"] is None else bool(row["margin_prior"] > 0)
+        out[model] = row
+    return out
+
+
+def below_prior(stats: dict, higher_is_better: bool) -> list[str]:
+    """The non-reference models that do not beat baseline-prior in distribution (beats_prior false), in the
+    order of stats; empty when there is no baseline-prior."""
+    return [m for m, r in reference_margins(stats, higher_is_better).items() if r["beats_prior"] is False]
+
+
+def below_prior_message(dataset: str, model: str, model_id: float, prior_id: float, metric: str,
+                        higher_is_better: bool) -> str:
+    """The one line that says a model does not beat the prior predictor in distribution."""
+    direction = "higher is better" if higher_is_better else "lower is better"
+    return (f"warning: {model} does not beat {REFERENCES['prior']} in distribution on {dataset} "
+            f"(ID {model_id:.3f} vs prior {prior_id:.3f}, {metric}, {direction})")
 
 
 # -----------------------------------------------------------------------------
@@ -155,13 +237,16 @@ def cutoff_indices(K: int, n_cutoffs: int = 4) -> list[int]:
     return sorted(set(idx.tolist()))
 
 
-def cutoff_table(matrices: dict, labels: list[str], higher_is_better: bool, n_cutoffs: int = 4) -> list[dict]:
+def cutoff_table(matrices: dict, labels: list[str], higher_is_better: bool, n_cutoffs: int = 4,
+                 by: str = DEFAULT_ORDER, references=()) -> list[dict]:
     """Per-cutoff rows (Section 4.5, Tables 6-9): at each of n cutoffs i spread evenly over the timeline
     (excluding the last slice), every model's diagonal cell M_ii ("id"), the mean of the later cells of that
-    row, mean_{j>i} M_ij ("future"), and their oriented difference ("decay"), ranked by future within the cutoff.
+    row, mean_{j>i} M_ij ("future"), and their oriented difference ("decay"), ranked within the cutoff by
+    `by` (decay: smallest first; future, id: the better first).
 
-    matrices: model -> seed-averaged [K, K] matrix; labels: the K slice labels.
-    Returns rows {cutoff, cutoff_label, rank, model, id, future, decay}, cutoff by cutoff, best first.
+    matrices: model -> seed-averaged [K, K] matrix; labels: the K slice labels; references: the reference
+    models among them, listed after the ranked ones with rank None.
+    Returns rows {cutoff, cutoff_label, rank, model, id, future, decay, reference}, cutoff by cutoff, best first.
     """
     mats = {m: as_matrix(M) for m, M in matrices.items()}
     K = len(labels)
@@ -174,15 +259,18 @@ def cutoff_table(matrices: dict, labels: list[str], higher_is_better: bool, n_cu
         for model, M in mats.items():
             id_, fut = _mean(M[c, c]), _mean(M[c, c + 1:])
             group.append({"cutoff": c, "cutoff_label": labels[c], "rank": None, "model": model,
-                          "id": id_, "future": fut, "decay": _decay(id_, fut, higher_is_better)})
-        rows += _ranked(group, higher_is_better)
+                          "id": id_, "future": fut, "decay": _decay(id_, fut, higher_is_better),
+                          "reference": model in references})
+        rows += _ranked(group, higher_is_better, by)
     return rows
 
 
-def family_table(rows: list[dict], higher_is_better: bool, families: dict | None = None) -> list[dict]:
+def family_table(rows: list[dict], higher_is_better: bool, families: dict | None = None,
+                 by: str = DEFAULT_ORDER) -> list[dict]:
     """Family averages (Section 4.5, Table 10): the mean id, future and decay of the models of each family,
-    each over the models that have a value, ranked by future. Rows that carry a "cutoff" (from `cutoff_table`)
-    are averaged and ranked within their cutoff.
+    each over the models that have a value, ranked by `by` (decay: smallest first). Rows that carry a "cutoff"
+    (from `cutoff_table`) are averaged and ranked within their cutoff. Reference rows (r["reference"] true)
+    are not part of any family average.
 
     rows: dicts with model, family, id, future, decay (and optionally cutoff, cutoff_label); `families`
     (model -> family) may stand in for a missing "family" key.
@@ -190,6 +278,8 @@ def family_table(rows: list[dict], higher_is_better: bool, families: dict | None
     """
     groups: dict = {}
     for r in rows:
+        if r.get("reference"):
+            continue
         family = r["family"] if "family" in r else (families or {}).get(r["model"])
         if family is None:
             raise DriftError(f"no family for model {r.get('model')!r}: give rows a 'family' or pass families=")
@@ -204,16 +294,18 @@ def family_table(rows: list[dict], higher_is_better: bool, families: dict | None
             for s in STATS:
                 entry[s] = _mean([r[s] for r in rs])
             group.append(entry)
-        out += _ranked(group, higher_is_better)
+        out += _ranked(group, higher_is_better, by)
     return out
 
 
-def ranking(stats: dict, higher_is_better: bool) -> list[dict]:
-    """Models ranked by Future, best first (Table 5). stats: model -> {id, future, decay}.
-    Returns rows {rank, model, id, future, decay}."""
-    rows = [{"rank": None, "model": m, "id": s.get("id"), "future": s.get("future"), "decay": s.get("decay")}
-            for m, s in stats.items()]
-    return _ranked(rows, higher_is_better)
+def ranking(stats: dict, higher_is_better: bool, by: str = DEFAULT_ORDER) -> list[dict]:
+    """Models ranked best first (Tables 5, 13, 21): by Decay, smallest first, by default; by="future" or "id"
+    rank by that score, direction-aware. stats: model -> {id, future, decay[, family, reference]}; reference
+    models (`is_reference`) follow the ranked ones with rank None.
+    Returns rows {rank, model, id, future, decay, reference}."""
+    rows = [{"rank": None, "model": m, "id": s.get("id"), "future": s.get("future"), "decay": s.get("decay"),
+             "reference": is_reference(m, s)} for m, s in stats.items()]
+    return _ranked(rows, higher_is_better, by)
 
 
 def cohort_mean(matrices: dict) -> np.ndarray:

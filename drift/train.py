@@ -1,17 +1,24 @@
 """Cumulative training over cutoffs (paper Sections 4.1 and 4.3).
 
-For each model, seed and usable slice k, a fresh model f_k is trained on the train split of every slice <= k
-for a fixed number of epochs; the final checkpoint is the model. Image models train with Adam, text heads and
-probes with AdamW; learning rates per family come from params (`train.lr`). Deterministic for a seed on CPU.
+For each model, seed and trainable slice k, a fresh model f_k is trained on the train split of every slice <= k
+for a fixed number of epochs; the final checkpoint is the model. Every model of an image dataset trains with
+Adam, every model of a text dataset with AdamW; one learning rate per task (`train.lr`), or per family as an
+explicit option. The references (`baseline-*`) are fitted in closed form on the same rows. Bit-identical for a
+seed on CPU (`deterministic`).
 """
 from __future__ import annotations
+
+import shutil
+from pathlib import Path
 
 import numpy as np
 import torch
 
+from drift.checkpoints import PixelStandardised, Standardised, build_model, checkpoint_path, list_checkpoints, save_checkpoint
 from drift.errors import DriftError, close_matches
 from drift.inputs import Inputs, length_bucketed_batches
-from drift.models import ALIASES, MODELS, create_model
+from drift.models import ALIASES, MODELS
+from drift.params import TrainParams
 from drift.progress import progress
 from drift.tasks import get_task
 
@@ -45,30 +52,60 @@ def check_roster(models: list[str], modality: str, text_encoder: str | None, enc
 
 
 def learning_rate(lr_cfg, family: str) -> float:
+    """One rate per task (a number, the paper's protocol), or per family as an explicit option:
+    {default: ..., vit: ..., frozen: ...} (train.lr as drift.params reads it: `default` always there)."""
     if isinstance(lr_cfg, (int, float)):
         return float(lr_cfg)
-    return float(lr_cfg.get(family.lower(), lr_cfg.get("default", 1e-3)))
+    return float(lr_cfg[family.lower()] if family.lower() in lr_cfg else lr_cfg["default"])
+
+
+def make_optimizer(model: torch.nn.Module, modality: str, cfg: TrainParams | dict) -> torch.optim.Optimizer:
+    """Adam for every model of an image dataset (its probes too), AdamW for every model of a text dataset:
+    the optimiser follows the modality, not the input (paper Section 4.3)."""
+    cfg = TrainParams.of(cfg)
+    lr = learning_rate(cfg.lr, getattr(model, "family", "default"))
+    if modality == "image":
+        return torch.optim.Adam(model.parameters(), lr=lr)
+    return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=cfg.weight_decay)
+
+
+def deterministic(threads: int) -> None:
+    """Bit-identical runs for a seed: deterministic kernels and a fixed thread count (a reduction split over
+    another number of threads adds in another order)."""
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(max(1, int(threads)))
 
 
 def train_one(name: str, inputs: Inputs, rows: np.ndarray, targets: torch.Tensor, task, n_outputs: int,
-              cfg: dict, seed: int, bar=None) -> torch.nn.Module:
-    """One model on the given training rows; returns it in eval mode."""
+              cfg: TrainParams | dict, seed: int, modality: str = "text", bar=None) -> torch.nn.Module:
+    """One model on the given training rows (`cfg`: the train params, drift.params.TrainParams or its mapping);
+    returns it in eval mode."""
+    cfg = TrainParams.of(cfg)
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    model = create_model(name, inputs.spec(), n_outputs)
-    image = inputs.kind == "pixels"
-    lr = learning_rate(cfg.get("lr", 1e-3), getattr(model, "family", "default"))
-    if image:
-        optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    else:
-        optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=float(cfg.get("weight_decay", 0.01)))
-    loss_fn = task.loss(targets[torch.from_numpy(rows)])
+    model = build_model(name, inputs.spec(), n_outputs, task.name)
+    epochs = cfg.epochs
+    train_targets = targets[torch.from_numpy(rows)]
+    if getattr(model, "closed_form", False):  # the references: fitted once on all training rows
+        model.fit(inputs.batch(rows)[0], train_targets, task.name)
+        if bar is not None:
+            bar.advance(epochs)
+        return model.eval()
+    loss_fn = task.loss(train_targets)
+    norm = 1.0
+    pixels = model.inner if isinstance(model, Standardised) else model
+    if isinstance(pixels, PixelStandardised):
+        pixels.fit_inputs(inputs.batch(rows[i:i + 4096]) for i in range(0, len(rows), 4096))
+    if isinstance(model, Standardised):
+        model.fit_scale(train_targets)
+        norm = float(model.scale) ** -2  # the weighted MSE in standardised units: the same steps at any scale
+    optimizer = make_optimizer(model, modality, cfg)
     lengths = inputs.lengths if inputs.kind == "tokens" else None
     model.train()
-    for _ in range(int(cfg.get("epochs", 5))):
-        for batch in length_bucketed_batches(rows, lengths, int(cfg.get("batch_size", 64)), rng):
+    for _ in range(epochs):
+        for batch in length_bucketed_batches(rows, lengths, cfg.batch_size, rng):
             optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(*inputs.batch(batch)), targets[torch.from_numpy(batch)])
+            loss = loss_fn(model(*inputs.batch(batch)), targets[torch.from_numpy(batch)]) * norm
             loss.backward()
             optimizer.step()
         if bar is not None:
@@ -91,14 +128,48 @@ def predict(model: torch.nn.Module, inputs: Inputs, rows: np.ndarray, batch_size
     return result
 
 
+def trainable_cutoffs(slice_info: list[dict]) -> list[int]:
+    """The cutoffs k that get a model f_k: slices with enough rows and at least one training row."""
+    return [s["index"] for s in slice_info if s.get("trainable", s["usable"])]
+
+
 def train_cumulative(name: str, inputs: Inputs, slices: np.ndarray, splits: np.ndarray, targets: torch.Tensor,
-                     slice_info: list[dict], task_name: str, n_labels: int, cfg: dict, seed: int, save) -> None:
+                     slice_info: list[dict], task_name: str, n_labels: int, cfg: TrainParams | dict, seed: int, save,
+                     modality: str = "text") -> None:
     """f_k for every usable slice k, trained on the train split of all slices <= k; `save(k, model)` keeps it."""
+    cfg = TrainParams.of(cfg)
     task = get_task(task_name)
     n_outputs = task.n_outputs(n_labels)
-    cutoffs = [s["index"] for s in slice_info if s["usable"]]
-    with progress(f"train {name} seed {seed}", total=len(cutoffs) * int(cfg.get("epochs", 5))) as bar:
+    cutoffs = trainable_cutoffs(slice_info)
+    with progress(f"train {name} seed {seed}", total=len(cutoffs) * cfg.epochs) as bar:
         for k in cutoffs:
             rows = np.flatnonzero((slices <= k) & (splits == "train"))
-            model = train_one(name, inputs, rows, targets, task, n_outputs, cfg, seed * 100_003 + k, bar)
+            model = train_one(name, inputs, rows, targets, task, n_outputs, cfg, seed * 100_003 + k, modality, bar)
             save(k, model)
+
+
+def train_roster(data, models: list[str], cfg: TrainParams | dict, models_dir: Path) -> None:
+    """Every model of the roster, every seed: f_k for each trainable cutoff, saved under `models_dir`.
+
+    The references are seed-independent (closed form): fitted once, the same checkpoint kept for every seed so
+    the evaluate stage averages seeds alike for every model."""
+    cfg = TrainParams.of(cfg)
+    deterministic(cfg.threads)
+    shutil.rmtree(models_dir, ignore_errors=True)
+    targets = data.task.target_tensor(data.labels)
+    seeds = list(cfg.seeds)
+    for name in models:
+        inputs = data.inputs(name)
+        closed_form = model_info(name).family == "Reference"
+        for seed in seeds[:1] if closed_form else seeds:
+            def save(k, model, seed=seed):
+                save_checkpoint(model, checkpoint_path(models_dir, name, seed, k))
+            train_cumulative(name, inputs, data.slices, data.splits, targets, data.manifest["slices"],
+                             data.manifest["task"], len(data.manifest["label_names"]), cfg, seed, save,
+                             data.modality)
+        if closed_form:
+            for seed in seeds[1:]:
+                for k, path in list_checkpoints(models_dir, name)[seeds[0]].items():
+                    target = checkpoint_path(models_dir, name, seed, k)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(path, target)

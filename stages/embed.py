@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from drift.config import cache_dir, load_params, paths, run_stage, write_json
-from drift.encoders import get_encoder_spec, make_encoder
+from drift.encoders import get_encoder_spec
 from drift.store import read_slice_manifest
 
 
@@ -16,22 +16,18 @@ def main(argv):
     params = load_params()
     p = paths(name)
     modality = read_slice_manifest(p["slices"])["modality"]
-    cfg = params.get("embed") or {}
+    cfg = params.embed
     store = cache_dir(params)
-    from drift.embed import embed_dataset, embed_pooled
+    from drift.embed import embed_dataset, embed_encoder, embed_pooled
 
     results = {}
     if modality == "text":
-        results[cfg.get("text_encoder", "minilm-l6")] = embed_dataset(p["slices"], cfg, store)
-    for encoder_name in cfg.get("encoders") or []:
+        results[cfg.text_encoder] = embed_dataset(p["slices"], cfg, store)
+    for encoder_name in cfg.encoders:
         if get_encoder_spec(encoder_name).modality != modality or encoder_name in results:
             continue
-        kwargs = {"max_length": cfg.get("max_length", 128)} if modality == "text" else {}
-        encoder = make_encoder(encoder_name, batch_size=cfg.get("batch_size", 32), dtype=cfg.get("dtype", "float32"),
-                               device=cfg.get("device") or None,
-                               weights=(cfg.get("weights") or {}).get(encoder_name), **kwargs)
-        results[encoder_name] = embed_pooled(p["slices"], encoder, store, modality,
-                                             int(cfg.get("chunk_rows", 512)))
+        encoder = embed_encoder(encoder_name, cfg)
+        results[encoder_name] = embed_pooled(p["slices"], encoder, store, modality, cfg.chunk_rows)
     write_json(p["embeddings"], {"encoders": {enc: manifest for enc, (manifest, _) in results.items()}})
     for enc, (manifest, metrics) in results.items():
         write_json(Path("metrics/embed") / f"{name}-{enc}.json", metrics)

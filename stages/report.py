@@ -1,12 +1,13 @@
 """Stage report@<dataset>: metrics/, plots/ and tables/ of one dataset (see drift/report.py for the list)."""
-from drift.config import load_params, run_stage
+from drift.config import load_params, roster, run_stage
 from drift.report import write_dataset_report
 
 
 def main(argv):
     name = argv[0]
     params = load_params()
-    write_dataset_report(name, params["train"]["models"][name])
+    grid = params.report.saliency.get(name)  # None: the default grid of an image dataset
+    write_dataset_report(name, roster(params, name), saliency_grid=grid)
 
 
 if __name__ == "__main__":

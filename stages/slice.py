@@ -10,9 +10,9 @@ def main(argv):
     name = argv[0]
     params = load_params()
     cfg, dataset, p = dataset_cfg(params, name), get_dataset(name), paths(name)
-    table, slices = build_slices(read_records(p["records"]), cfg, params.get("split") or {})
+    table, slices = build_slices(read_records(p["records"]), cfg, params.split)
     manifest = {"dataset": name, "task": dataset.TASK, "modality": dataset.MODALITY,
-                "label_names": dataset.label_names(cfg), "min_samples": int(cfg.get("min_samples", 1)),
+                "label_names": dataset.label_names(cfg), "min_samples": cfg.min_samples,
                 "slices": slices}
     p["slices"].parent.mkdir(parents=True, exist_ok=True)
     write_slice_table(table, p["slices"], manifest)

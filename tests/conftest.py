@@ -24,6 +24,7 @@ def tiny_params() -> dict:
     params["synth-portraits"].update(k=3, per_slice=80, slices={"unit": "year", "start": 2000, "end": 2003},
                                      min_samples=10)
     params["embed"].update(max_length=32)
+    params["report"]["saliency"]["synth-portraits"]["cells"] = [["2000", "2001"], ["2001", "2002"]]
     params["train"].update(epochs=1, models={"sotu": ["ffn-s", "probe-minilm"], "synth-portraits": ["mlp-s"]})
     return params
 
@@ -45,7 +46,7 @@ def run(cmd: list[str], cwd: Path, check: bool = True, env: dict | None = None) 
 def make_project(path: Path, params: dict, cache_dir: Path) -> Path:
     """A copy of the pipeline (dvc.yaml, stages, .dvc/plots) in a fresh git + DVC repository."""
     path.mkdir(parents=True, exist_ok=True)
-    for name in ("dvc.yaml", ".gitignore"):
+    for name in ("dvc.yaml", ".gitignore", "requirements.lock"):
         shutil.copy(ROOT / name, path / name)
     shutil.copytree(ROOT / "stages", path / "stages", ignore=shutil.ignore_patterns("__pycache__"))
     params["embed"]["cache_dir"] = str(cache_dir)

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 DRIFT = str(Path(sys.executable).parent / "drift")
 
 
@@ -25,16 +27,27 @@ def drift(*args, cwd):
     return subprocess.run([DRIFT, *args], cwd=cwd, capture_output=True, text=True)
 
 
-def test_summary_ranks_by_future(tmp_path):
+def test_summary_ranks_by_decay_or_as_asked(tmp_path):
     write_metrics(tmp_path)
     result = drift("summary", "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
-    assert [r["model"] for r in out["sotu"]] == ["ffn-s", "bigru-s", "tx-s"]
+    # decay: bigru-s 0.7 - 0.69 = 0.01, ffn-s 0.8 - 0.7 = 0.1, tx-s 0.9 - 0.6 = 0.3
+    assert [r["model"] for r in out["sotu"]] == ["bigru-s", "ffn-s", "tx-s"]
     assert [r["rank"] for r in out["sotu"]] == [1, 2, 3]
+    assert {r["ranked_by"] for r in out["sotu"]} == {"decay"}
     table = drift("summary", "sotu", cwd=tmp_path).stdout
-    assert "ffn-s" in table and "0.700" in table and "amazon" not in table
+    assert "ffn-s" in table and "0.700" in table and "amazon" not in table and "ranked by Decay" in table
+    assert "vs prior" not in table  # no reference model: no margin column
     assert "lower is better" in drift("summary", "amazon", cwd=tmp_path).stdout
+
+    by_future = json.loads(drift("summary", "sotu", "--by", "future", "--json", cwd=tmp_path).stdout)["sotu"]
+    assert [r["model"] for r in by_future] == ["ffn-s", "bigru-s", "tx-s"] and by_future[0]["ranked_by"] == "future"
+    by_id = json.loads(drift("summary", "sotu", "--by", "id", "--json", cwd=tmp_path).stdout)["sotu"]
+    assert [r["model"] for r in by_id] == ["tx-s", "ffn-s", "bigru-s"]
+    bad = drift("summary", "--by", "auc", cwd=tmp_path)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    assert "valid: decay, future, id" in bad.stderr
 
 
 def test_summary_errors_are_one_line(tmp_path):
@@ -64,3 +77,110 @@ def test_models_for_a_dataset_use_its_inputs_and_outputs():
     assert "cnn-s" not in rows and "probe-dinov2-s" not in rows
     images = {r["name"] for r in json.loads(drift("models", "--dataset", "synth-portraits", "--json", cwd=root).stdout)}
     assert "cnn-s" in images and "ffn-s" not in images and "probe-dinov2-s" in images
+
+
+# --- reference models in `drift summary` -----------------------------------------------------------------------
+
+# ID, Future per model (accuracy, higher is better); decay = ID - Future
+WITH_REFS = {"ffn-s": (0.80, 0.60, "FFN"), "tx-s": (0.90, 0.80, "Transformer"), "cnn-s": (0.55, 0.50, "CNN"),
+             "baseline-prior": (0.60, 0.60, "Reference"), "baseline-linear": (0.70, 0.62, "Reference")}
+
+
+def write_with_refs(root: Path, models=WITH_REFS, seeds=1, dataset="sotu"):
+    for model, (id_, future, family) in models.items():
+        path = root / "metrics" / dataset / f"{model}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        stats = {"id": id_, "future": future, "decay": id_ - future, "metric": "accuracy", "higher_is_better": True,
+                 "k": 3, "seeds": seeds, "family": family}
+        if seeds > 1:
+            stats.update(id_std=0.0123, future_std=0.0456, decay_std=0.0789)
+        if family == "Reference":
+            stats["reference"] = True
+        path.write_text(json.dumps(stats))
+
+
+def invoke(*args, root: Path):
+    from typer.testing import CliRunner
+
+    from drift.cli import app
+
+    return CliRunner().invoke(app, [*args, "--metrics-dir", str(root / "metrics")])
+
+
+def test_summary_with_references(tmp_path):
+    write_with_refs(tmp_path)
+    result = invoke("summary", "--json", root=tmp_path)
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["sotu"]
+    # decay: cnn-s 0.05, tx-s 0.10, ffn-s 0.20; the references after them, unranked
+    assert [(r["rank"], r["model"], r["reference"]) for r in rows] == [
+        (1, "cnn-s", False), (2, "tx-s", False), (3, "ffn-s", False),
+        (None, "baseline-prior", True), (None, "baseline-linear", True)]
+    by = {r["model"]: r for r in rows}
+    assert by["ffn-s"]["margin_prior"] == pytest.approx(0.80 - 0.60) and by["ffn-s"]["beats_prior"] is True
+    assert by["tx-s"]["margin_linear"] == pytest.approx(0.90 - 0.70)
+    assert by["cnn-s"]["margin_prior"] == pytest.approx(0.55 - 0.60) and by["cnn-s"]["beats_prior"] is False
+    assert "margin_prior" not in by["baseline-prior"]
+
+    result = invoke("summary", "sotu", root=tmp_path)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "vs prior" in out and "vs linear" in out and "-0.050" in out and "+0.200" in out
+    ref_lines = [line for line in out.splitlines() if line.strip().startswith("ref ")]
+    assert [line.split()[1] for line in ref_lines] == ["baseline-prior", "baseline-linear"]
+    lines = out.splitlines()
+    assert lines.index(ref_lines[0]) > next(i for i, line in enumerate(lines) if " ffn-s " in line)
+    warning = ("warning: cnn-s does not beat baseline-prior in distribution on sotu "
+               "(ID 0.550 vs prior 0.600, accuracy, higher is better)")
+    assert warning in out and out.count("does not beat") == 1
+    assert out.index(warning) > out.index(ref_lines[-1])  # under its table
+
+
+def test_summary_without_a_prior_prints_no_warning(tmp_path):
+    write_with_refs(tmp_path, {k: v for k, v in WITH_REFS.items() if k != "baseline-prior"})
+    result = invoke("summary", root=tmp_path)
+    assert result.exit_code == 0 and "does not beat" not in result.stdout
+    header = next(line for line in result.stdout.splitlines() if line.startswith("rank"))
+    assert "vs prior" not in header and "vs linear" in header
+    rows = json.loads(invoke("summary", "--json", root=tmp_path).stdout)["sotu"]
+    assert all(r["margin_prior"] is None and r["beats_prior"] is None for r in rows if not r["reference"])
+
+
+DEFAULT_ROSTER = {"bigru-s": (0.75, 0.6, "Recurrent"), "probe-minilm": (0.65, 0.55, "Frozen")}
+LONG_NAMES = {"probe-vit-s16-in21k": (0.65, 0.55, "Frozen"), "bilstm-attn-l": (0.75, 0.6, "Recurrent")}
+
+
+@pytest.mark.parametrize("extra, seeds, every_column", [
+    (DEFAULT_ROSTER, 1, True),    # the default run's names, one seed: room for vs linear and the family
+    (DEFAULT_ROSTER, 3, False),   # ± seed std kept, the optional columns give way
+    (LONG_NAMES, 1, False),       # a 19-character name: vs linear gives way
+    (LONG_NAMES, 3, False),
+])
+def test_summary_table_fits_80_columns_without_cutting(extra, seeds, every_column):
+    from rich.console import Console
+
+    from drift.cli import summary_rows, summary_table
+
+    models = {**WITH_REFS, **extra}
+    spread = {"id_std": 0.0123, "future_std": 0.0456, "decay_std": 0.0789} if seeds > 1 else {}
+    stats = {m: {"id": i, "future": f, "decay": i - f, "metric": "accuracy", "higher_is_better": True, "k": 3,
+                 "seeds": seeds, "family": fam, **spread} for m, (i, f, fam) in models.items()}
+    rows = summary_rows(stats, "decay")
+    table, std_left_out = summary_table(rows, 80)
+    console = Console(width=80, record=True, file=open("/dev/null", "w"))
+    console.print(table)
+    text = console.export_text()
+    lines = text.splitlines()
+    assert all(len(line) <= 80 for line in lines) and "…" not in text
+    header = lines[0].split()
+    assert {"rank", "model", "ID", "Future", "Decay"} <= set(header) and "prior" in header  # "vs prior"
+    for r in rows:  # every row on one line with its full name, its values and its margin
+        line = next(line for line in lines if f" {r['model']} " in f" {line} ")
+        assert f"{r['id']:.3f}" in line and f"{r['decay']:.3f}" in line
+        assert line.split()[0] == ("ref" if r["reference"] else str(r["rank"]))
+        if not r["reference"]:
+            assert f"{r['margin_prior']:+.3f}" in line
+    assert (("linear" in header) and ("family" in header)) is every_column
+    assert std_left_out is False
+    if seeds > 1:
+        assert "± 0.012" in text  # the seed spread is kept before the optional columns

@@ -59,6 +59,37 @@ def test_improvement_is_direction_aware():
                                                                           "z": {"a": None, "b": 0}}
 
 
+def test_compare_keeps_reference_rows(monkeypatch):
+    """Reference models (baseline-*) are rows like any other in `drift compare`, marked and listed last."""
+    import contextlib
+
+    from typer.testing import CliRunner
+
+    import drift.cli_report as cli_report
+    from drift.cli import app
+
+    prior = {**stats(0.6, 0.6), "family": "Reference", "reference": True}
+    a = {"sotu": {"ffn-s": stats(0.8, 0.6), "baseline-prior": prior}}
+    b = {"sotu": {"ffn-s": {**stats(0.85, 0.55), "margin_prior": 0.25, "beats_prior": True},
+                  "baseline-prior": {**prior, "id": 0.62, "decay": 0.02}, "baseline-linear": stats(0.7, 0.65)}}
+    rows = diff_metrics(a, b)["sotu"]
+    assert [(r["model"], r["reference"], r["status"]) for r in rows] == [
+        ("ffn-s", False, "changed"), ("baseline-linear", True, "added"), ("baseline-prior", True, "changed")]
+    assert rows[2]["id"]["change"] == approx(0.02) and rows[2]["id"]["improved"] is True
+
+    monkeypatch.setattr(cli_report, "_open_repo", lambda root: contextlib.nullcontext())
+    monkeypatch.setattr(cli_report, "metrics_at", lambda repo, rev: a if rev == "A" else b)
+    monkeypatch.setattr(cli_report, "params_at", lambda repo, rev: {})
+    result = CliRunner().invoke(app, ["compare", "A", "B", "--json"])
+    assert result.exit_code == 0, result.output
+    assert [r["model"] for r in json.loads(result.stdout)["datasets"]["sotu"]] == [
+        "ffn-s", "baseline-linear", "baseline-prior"]
+    result = CliRunner().invoke(app, ["compare", "A", "B"])
+    assert result.exit_code == 0, result.output
+    assert "baseline-prior (ref)" in result.stdout and "baseline-linear (ref)" in result.stdout
+    assert "0.620 (+0.020)" in result.stdout
+
+
 def git_json(repo: Path, rev: str, path: str) -> dict:
     return json.loads(run(["git", "show", f"{rev}:{path}"], repo).stdout)
 
@@ -120,7 +151,8 @@ def test_two_commits_compare_and_plots(project):
     assert f"ID {after['id']:.3f}" in shown and f"Future {after['future']:.3f}" in shown
     assert f"Decay {after['decay']:.3f}" in shown
     tables = json.loads((repo / "tables/synth-portraits.json").read_text())
-    assert {r["model"] for r in tables["ranking"]} == {"mlp-s", "cnn-s"}
+    assert [r["model"] for r in tables["ranking"] if r["rank"] is not None] in (["mlp-s", "cnn-s"], ["cnn-s", "mlp-s"])
+    assert tables["references"] == ["baseline-prior", "baseline-linear"]  # listed, never ranked
     assert (repo / "plots/synth-portraits/saliency.png").read_bytes()[:8] == PNG
 
     # drift saliency from the checkpoints

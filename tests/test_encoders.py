@@ -360,8 +360,73 @@ def test_text_fingerprint_follows_the_weight_file(tiny_text, tmp_path):
     same = make_encoder("bert", weights=str(tiny_text["bert"]), batch_size=3)
     assert base.fingerprint_hash() == same.fingerprint_hash()
     assert base.fingerprint_hash() != make_encoder("bert", weights=str(changed)).fingerprint_hash()
-    with pytest.raises(DriftError, match="pooling for bert must be one of mean, cls"):
+    with pytest.raises(DriftError, match="pooling for bert must be one of mean, cls, pooler, got 'max'"):
         make_encoder("bert", weights=str(tiny_text["bert"]), pooling="max")
+
+
+WITH_POOLER = ["bert", "roberta", "mpnet"]  # the architectures with a pooler (dense + tanh on the first token)
+
+
+@pytest.mark.parametrize("name", TEXT_ARCHS)
+def test_text_pooling_mean_cls_pooler(tiny_text, name):
+    """embed.pooling: the mean of the real tokens' states, the first token's state, or the model's pooler output;
+    each is its own fingerprint (its own store table)."""
+    from transformers import AutoModel
+    folder = str(tiny_text[name])
+    mean = make_encoder(name, weights=folder, max_length=32, pooling="mean")
+    pooled, tokens = mean.encode_batch(TEXTS)
+    np.testing.assert_allclose(pooled, np.stack([t.astype(np.float32).mean(0) for t in tokens]), atol=2e-3)
+    cls = make_encoder(name, weights=folder, max_length=32, pooling="cls")
+    np.testing.assert_allclose(cls.encode_batch(TEXTS)[0], np.stack([t[0] for t in tokens]).astype(np.float32),
+                               atol=2e-3)
+    if name not in WITH_POOLER:
+        with pytest.raises(DriftError) as err:
+            make_encoder(name, weights=folder, pooling="pooler")
+        assert f"encoder {name} (" in str(err.value) and "has no pooler output" in str(err.value)
+        assert "\n" not in str(err.value)
+        return
+    pooler = make_encoder(name, weights=folder, max_length=32, pooling="pooler")
+    got, got_tokens = pooler.encode_batch(TEXTS)
+    # the same batch through the model loaded on its own: its pooler_output
+    model = AutoModel.from_pretrained(folder, local_files_only=True).eval()
+    batch = pooler.tokenizer(TEXTS, padding=True, truncation=True, max_length=32, return_tensors="pt")
+    with torch.no_grad():
+        want = model(**batch).pooler_output.numpy()
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    assert not np.allclose(got, pooled, atol=1e-3) and not np.allclose(got, cls.encode_batch(TEXTS)[0], atol=1e-3)
+    for a, b in zip(got_tokens, tokens):  # the token states do not depend on the pooling
+        np.testing.assert_array_equal(a, b)
+    hashes = {e.fingerprint()["pooling"]: e.fingerprint_hash() for e in (mean, cls, pooler)}
+    assert set(hashes) == {"mean", "cls", "pooler"} and len(set(hashes.values())) == 3
+
+
+def test_pooler_missing_from_the_checkpoint_is_refused(tiny_text, tmp_path):
+    """A checkpoint saved without pooler weights would load a randomly initialised pooler."""
+    import transformers as tf
+    from transformers import AutoTokenizer
+    folder = tmp_path / "bert-no-pooler"
+    tf.BertModel(tiny_config("bert", 30522), add_pooling_layer=False).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(tiny_text["bert"]).save_pretrained(folder)
+    assert make_encoder("bert", weights=str(folder), pooling="mean").encode_batch(TEXTS[:1])[0].shape == (1, HIDDEN)
+    with pytest.raises(DriftError) as err:
+        make_encoder("bert", weights=str(folder), pooling="pooler")
+    assert "has no pooler weights" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_embed_pooling_param(tiny_text):
+    """params.yaml embed.pooling reaches the text encoder (drift.embed.text_encoder, embed_encoder) and its
+    fingerprint; an unknown value stops before any weights load."""
+    from drift.embed import embed_encoder, text_encoder
+    cfg = {"text_encoder": "bert", "max_length": 32, "weights": {"bert": str(tiny_text["bert"])}}
+    default = text_encoder(cfg)
+    assert default.spec.pooling == "mean"
+    assert text_encoder({**cfg, "pooling": "mean"}).fingerprint_hash() == default.fingerprint_hash()
+    pooler = text_encoder({**cfg, "pooling": "pooler"})
+    assert pooler.spec.pooling == "pooler" and pooler.fingerprint_hash() != default.fingerprint_hash()
+    assert embed_encoder("bert", {**cfg, "pooling": "cls"}).fingerprint()["pooling"] == "cls"
+    with pytest.raises(DriftError) as err:
+        text_encoder({**cfg, "pooling": "max", "weights": {"bert": "/nonexistent/weights"}})
+    assert str(err.value) == "embed.pooling must be one of mean, cls, pooler, got 'max'"
 
 
 def test_text_directory_without_a_model_fails_in_one_line(tiny_text, tmp_path):

@@ -40,11 +40,25 @@ def test_unusable_slices_and_unscorable_cells_stay_empty_not_zero():
     labels = np.array([[0, 1], [1, 0], [0, 1], [1, 0]] * 2 + [[1, 1]] * 4)
     scores = labels.astype(np.float32)
     task = get_task("multilabel")
-    matrix = drift_matrix({0: scores, 1: scores, 2: scores}, labels, slices, splits, [True, False, True], task)
+    # slice 1 is below min_samples: the train stage trains no f_1, so its row and its column stay empty
+    matrix = drift_matrix({0: scores, 2: scores}, labels, slices, splits, [True, False, True], task)
     assert matrix[0, 0] == 1.0
     assert np.isnan(matrix[1]).all() and np.isnan(matrix[:, 1]).all()  # slice 1 below min_samples
     assert np.isnan(matrix[0, 2]) and np.isnan(matrix[2, 2])           # nothing to rank in slice 2
     assert not (matrix == 0).any()
+
+
+def test_a_slice_with_no_test_rows_keeps_its_row_and_loses_its_column():
+    """A one-portrait year: all its rows land in train, so f_1 is trained (its row is filled) but no cell can be
+    scored on slice 1 itself (its column is empty), as the paper's white bands show."""
+    slices = np.array([0, 0, 0, 1, 2, 2, 2])
+    splits = np.array(["train", "test", "test", "train", "train", "test", "test"])
+    labels = np.array([0, 1, 0, 1, 1, 0, 1])
+    logits = np.stack([1 - labels, labels], axis=1).astype(np.float32)  # every prediction right
+    matrix = drift_matrix({0: logits, 1: logits, 2: logits}, labels, slices, splits, [True, False, True],
+                          get_task("binary"))
+    assert matrix[1, 0] == 1.0 and matrix[1, 2] == 1.0   # f_1 scored on slices 0 (test rows) and 2 (all rows)
+    assert np.isnan(matrix[:, 1]).all()                  # slice 1 has no test rows to score anything on
 
 
 def test_eval_rows():

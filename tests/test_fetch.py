@@ -1,13 +1,20 @@
-"""drift.fetch against a real HTTP server on 127.0.0.1 serving the fixture files (no network needed)."""
+"""drift.fetch against a real HTTP server on 127.0.0.1 serving the fixture files (no network needed), and its
+registration with DVC in temporary git + DVC repositories (real git, real DVC)."""
 from __future__ import annotations
 
 import hashlib
 import http.server
+import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import pytest
+import yaml
 
 from drift import fetch as fetch_mod
 from drift.datasets import amazon
@@ -29,11 +36,24 @@ def sha(data: bytes) -> str:
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
-    """Serves FILES with Range support; the server's flags make it misbehave on purpose."""
+    """Serves FILES with Range support and an ETag, as file servers do; the server's flags make it misbehave on
+    purpose. HEAD requests (DVC's) are not counted in `requests`; `downloads` counts the GETs of drift.fetch
+    (DVC's GETs read the headers only)."""
+
+    def do_HEAD(self):
+        data = FILES.get(self.path)
+        if data is None:
+            self.send_error(404, "Not Found")
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("ETag", f'"{hashlib.md5(data).hexdigest()}"')
+        self.end_headers()
 
     def do_GET(self):
         srv = self.server
         srv.requests.append((self.path, self.headers.get("Range")))
+        srv.downloads += (self.headers.get("User-Agent") or "").startswith("drift-fetch")
         data = FILES.get(self.path)
         if data is None:
             self.send_error(404, "Not Found")
@@ -54,13 +74,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_response(200)
         body = data[start:]
         self.send_header("Content-Length", str(len(body)))
+        self.send_header("ETag", f'"{hashlib.md5(data).hexdigest()}"')
         self.end_headers()
         if srv.cut_after is not None:  # promise the whole body, send part of it, hang up
             self.wfile.write(body[: srv.cut_after])
             srv.cut_after = None
             self.close_connection = True
             return
-        self.wfile.write(body)
+        try:
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):  # a client that wanted the headers only
+            pass
 
     def log_message(self, *args):  # keep pytest output clean
         pass
@@ -69,7 +93,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def server():
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    srv.requests, srv.ignore_range, srv.cut_after = [], False, None
+    srv.requests, srv.downloads, srv.ignore_range, srv.cut_after = [], 0, False, None
     srv.url = f"http://127.0.0.1:{srv.server_address[1]}"
     thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
@@ -223,3 +247,247 @@ def test_fetch_dataset_sha_string_for_many_files(server, tmp_path):
            "url": server.url + "/amazon/{category}.jsonl.gz", "sha256": "abc"}
     with pytest.raises(DriftError, match="file name -> sha256"):
         fetch_dataset("amazon", cfg, progress=False)
+
+
+# ---- registration with DVC: temporary git + DVC repositories, real `dvc`, the server above
+
+from drift.fetch import Tracked, fetch_and_track, track_dataset  # noqa: E402
+
+# what the README recommends for .gitignore: the pipeline's outputs, not data/ as a whole (DVC looks for no
+# .dvc file under a folder git ignores, and takes `/data/*` for ignoring data/ itself)
+PIPELINE_OUTPUTS = "/data/records/\n/data/slices/\n/data/embeddings/\n/data/models/\n/data/eval/\n"
+SNAP_CFG = {"source": "data/raw/arxiv/snap.json", "sha256": sha(FILES[SNAP])}
+
+
+def sh(cmd: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def dvc(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return sh([sys.executable, "-m", "dvc", *args], cwd)
+
+
+def dvc_status(root: Path) -> dict:
+    return json.loads(dvc("status", "--json", cwd=root).stdout)
+
+
+def md5(data: bytes) -> str:
+    return hashlib.md5(data).hexdigest()
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    """Factory: a fresh git + DVC repository (the working directory from then on), committed."""
+    monkeypatch.setenv("DVC_NO_ANALYTICS", "1")
+
+    def make(gitignore: str = PIPELINE_OUTPUTS, name: str = "repo") -> Path:
+        root = tmp_path / name
+        root.mkdir()
+        sh(["git", "init", "-q"], root)
+        sh(["git", "config", "user.email", "test@example.com"], root)
+        sh(["git", "config", "user.name", "test"], root)
+        dvc("init", "-q", cwd=root)
+        (root / ".gitignore").write_text(gitignore)
+        sh(["git", "add", "-A"], root)
+        sh(["git", "commit", "-qm", "init"], root)
+        monkeypatch.chdir(root)
+        return root
+    return make
+
+
+def write_params(root: Path, name: str, section: dict) -> None:
+    (root / "params.yaml").write_text(yaml.safe_dump({"datasets": {name: section["source"]}, name: section}))
+
+
+def test_fetch_registers_the_download_as_a_dvc_import(server, repo, monkeypatch):
+    from typer.testing import CliRunner
+
+    from drift.cli import app
+
+    root = repo()
+    data, url = FILES[SNAP], server.url + SNAP
+    write_params(root, "arxiv", {**SNAP_CFG, "url": url})
+    result = CliRunner().invoke(app, ["fetch", "arxiv", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == [{"dataset": "arxiv", "url": url, "path": "data/raw/arxiv/snap.json",
+                                          "dvc_file": "data/raw/arxiv/snap.json.dvc"}]
+    path, dvc_file = Path("data/raw/arxiv/snap.json"), Path("data/raw/arxiv/snap.json.dvc")
+    assert path.read_bytes() == data and not Path("data/raw/arxiv/snap.json.part").exists()
+    # the .dvc file `dvc import-url` writes: the URL and its ETag (what `dvc update` compares), the content's md5
+    stage = yaml.safe_load(dvc_file.read_text())
+    assert stage["frozen"] is True
+    assert stage["deps"][0]["path"] == url and stage["deps"][0]["checksum"] == f'"{md5(data)}"'
+    assert stage["outs"][0]["md5"] == md5(data) and stage["outs"][0]["path"] == "snap.json"
+    assert (root / ".dvc" / "cache" / "files" / "md5" / md5(data)[:2] / md5(data)[2:]).is_file()  # what push sends
+    assert dvc_status(root) == {}
+    # git ignores the data (DVC's data/raw/arxiv/.gitignore) and sees the .dvc file
+    assert sh(["git", "check-ignore", "-q", str(path)], root, check=False).returncode == 0
+    untracked = sh(["git", "status", "--porcelain", "--untracked-files=all"], root).stdout.split()
+    assert {"data/raw/arxiv/snap.json.dvc", "data/raw/arxiv/.gitignore"} <= set(untracked)
+    assert str(path) not in untracked
+
+    assert server.downloads == 1
+    # again: nothing is downloaded, the same .dvc file is printed
+    n = len(server.requests)
+    result = CliRunner().invoke(app, ["fetch", "arxiv"])
+    assert result.exit_code == 0 and f"fetched {path}, tracked by {dvc_file}" in result.stdout
+    assert len(server.requests) == n
+
+    # dvc update: an unchanged upstream is left alone, a changed one (new ETag) is downloaded
+    assert "didn't change" in dvc("update", str(dvc_file), cwd=root).stdout
+    new = data + b'{"id": "2601.00001"}\n'
+    monkeypatch.setitem(FILES, SNAP, new)
+    dvc("update", str(dvc_file), cwd=root)
+    assert path.read_bytes() == new
+    stage = yaml.safe_load(dvc_file.read_text())
+    assert stage["outs"][0]["md5"] == md5(new) and stage["deps"][0]["checksum"] == f'"{md5(new)}"'
+    assert dvc_status(root) == {}
+
+
+def test_dvc_push_and_pull_carry_the_fetched_file(server, repo, tmp_path, monkeypatch):
+    root = repo()
+    data = FILES[SNAP]
+    (t,) = fetch_and_track("arxiv", {**SNAP_CFG, "url": server.url + SNAP}, progress=False)
+    dvc("remote", "add", "-d", "store", str(tmp_path / "store"), cwd=root)
+    dvc("push", cwd=root)
+    sh(["git", "add", "-A"], root)
+    sh(["git", "commit", "-qm", "raw data"], root)
+    monkeypatch.delitem(FILES, SNAP)  # gone from the server: the clone gets it from the DVC remote
+    clone = tmp_path / "clone"
+    sh(["git", "clone", "-q", str(root), str(clone)], tmp_path)
+    dvc("pull", cwd=clone)
+    assert (clone / t.path).read_bytes() == data
+    assert dvc_status(clone) == {}
+
+
+def test_a_file_already_there_is_registered_without_downloading(server, repo, capsys):
+    root = repo()
+    cfg = {"source": "data/raw/arxiv/snap.json", "url": server.url + SNAP}
+    Path("data/raw/arxiv").mkdir(parents=True)
+    Path("data/raw/arxiv/snap.json").write_bytes(FILES[SNAP])  # e.g. fetched with --no-dvc before `dvc init`
+    (t,) = fetch_and_track("arxiv", cfg, progress=False)
+    assert t.path.read_bytes() == FILES[SNAP]
+    assert yaml.safe_load(t.dvc_file.read_text())["deps"][0]["path"] == cfg["url"]
+    assert server.downloads == 0 and dvc_status(root) == {}
+    assert capsys.readouterr().err == ""
+
+    # a file of another size than the server's is not the server's: it is tracked as it is, with a note
+    root = repo(name="other")
+    Path("data/raw/arxiv").mkdir(parents=True)
+    Path("data/raw/arxiv/snap.json").write_bytes(b'{"id": "an older snapshot"}\n')
+    (t,) = fetch_and_track("arxiv", cfg, progress=False)
+    assert t.path.read_bytes() == b'{"id": "an older snapshot"}\n'
+    assert "deps" not in yaml.safe_load(t.dvc_file.read_text()) and dvc_status(root) == {}
+    err = capsys.readouterr().err
+    assert f"the server's is {len(FILES[SNAP])}" in err and "drift fetch arxiv" in err
+    t.path.unlink()
+    t.dvc_file.unlink()
+    (t,) = fetch_and_track("arxiv", cfg, progress=False)
+    assert t.path.read_bytes() == FILES[SNAP] and "deps" in yaml.safe_load(t.dvc_file.read_text())
+    assert dvc_status(root) == {}
+
+
+def test_amazon_files_are_tracked_one_by_one_and_ingest_can_depend_on_their_folder(server, repo):
+    root = repo()
+    cfg = {"source": "data/raw/amazon", "categories": ["Software"], "url": server.url + "/amazon/{category}.jsonl"}
+    (t,) = fetch_and_track("amazon", cfg, progress=False)
+    assert t == Tracked(Path("data/raw/amazon/Software.jsonl"), Path("data/raw/amazon/Software.jsonl.dvc"),
+                        server.url + "/amazon/Software.jsonl")
+    imported = t.dvc_file.read_text()
+    # a category put there by hand: `drift track` adds it and leaves the import as it is
+    shutil.copy(FIXTURES / "amazon2023" / "Gift_Cards.jsonl.gz", "data/raw/amazon/")
+    tracked = track_dataset("amazon", {**cfg, "categories": ["Software", "Gift_Cards"]})
+    gift = Path("data/raw/amazon/Gift_Cards.jsonl.gz.dvc")
+    assert [x.dvc_file for x in tracked] == [t.dvc_file, gift]
+    assert t.dvc_file.read_text() == imported and "deps" not in yaml.safe_load(gift.read_text())
+    assert dvc_status(root) == {}
+    # the ingest stage keeps depending on the raw folder: DVC accepts a dependency on .dvc-tracked files
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"ingest": {
+        "cmd": "mkdir -p data/records && ls data/raw/amazon > data/records/amazon.txt",
+        "deps": ["data/raw/amazon"], "outs": ["data/records/amazon.txt"]}}}))
+    dag = dvc("dag", "--dot", cwd=root).stdout
+    assert f'"{t.dvc_file}" -> "ingest"' in dag and f'"{gift}" -> "ingest"' in dag
+    dvc("repro", cwd=root)
+    assert dvc_status(root) == {}
+    assert "Software.jsonl" in (root / "data" / "records" / "amazon.txt").read_text()
+
+
+def test_fetch_into_a_folder_dvc_add_tracks_adds_to_that_folder(server, repo):
+    root = repo()
+    Path("data/raw/amazon").mkdir(parents=True)
+    shutil.copy(FIXTURES / "amazon2023" / "Gift_Cards.jsonl.gz", "data/raw/amazon/")
+    dvc("add", "data/raw/amazon", cwd=root)  # the user's own way of tracking the folder
+    cfg = {"source": "data/raw/amazon", "categories": ["Software"], "url": server.url + "/amazon/{category}.jsonl"}
+    (t,) = fetch_and_track("amazon", cfg, progress=False)
+    assert t.dvc_file == Path("data/raw/amazon.dvc") and not Path("data/raw/amazon/Software.jsonl.dvc").exists()
+    assert yaml.safe_load(t.dvc_file.read_text())["outs"][0]["nfiles"] == 2
+    assert dvc_status(root) == {}
+
+
+def test_outside_a_dvc_repo_fetch_downloads_with_one_note(server, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    cfg = {"source": "data/raw/amazon", "categories": ["Software.jsonl", "Gift_Cards.jsonl.gz"],
+           "url": server.url + "/amazon/{category}"}
+    done = fetch_and_track("amazon", cfg, progress=False)
+    assert [t.dvc_file for t in done] == [None, None]
+    assert [t.path.read_bytes() for t in done] == [FILES[f"/amazon/{c}"] for c in cfg["categories"]]
+    notes = capsys.readouterr().err.strip().splitlines()
+    assert len(notes) == 1 and notes[0].startswith("note:") and "not inside a DVC repository" in notes[0]
+    assert not list(tmp_path.rglob("*.dvc"))
+
+
+@pytest.mark.parametrize("rules", ["/data/\n", "/data/*\n!/data/raw/\n"])
+def test_a_gitignored_dvc_file_stops_fetch_before_it_downloads(server, repo, rules):
+    repo(gitignore=rules)  # `/data/*` too: git sees data/raw/, DVC's walk skips data/ (treeverse/dvc#10987)
+    cfg = {**SNAP_CFG, "url": server.url + SNAP}
+    with pytest.raises(DriftError) as e:
+        fetch_and_track("arxiv", cfg, progress=False)
+    msg = str(e.value)
+    assert "\n" not in msg and "git ignores data/" in msg and "--no-dvc" in msg and "snap.json" in msg
+    assert server.requests == [] and not Path("data/raw/arxiv").exists()
+    (t,) = fetch_and_track("arxiv", cfg, progress=False, dvc=False)
+    assert t.dvc_file is None and t.path.read_bytes() == FILES[SNAP]
+
+
+def test_track_a_folder_of_local_files(repo):
+    from typer.testing import CliRunner
+
+    from drift.cli import app
+
+    root = repo()
+    folder = Path("data/raw/yearbook/faces")
+    for sex in "FM":
+        (folder / sex).mkdir(parents=True)
+        (folder / sex / f"1950_{sex}.png").write_bytes(b"not really a png " + sex.encode())
+    write_params(root, "yearbook", {"source": str(folder)})
+    result = CliRunner().invoke(app, ["track", "yearbook", "--json"])
+    assert result.exit_code == 0, result.output
+    dvc_file = Path("data/raw/yearbook/faces.dvc")
+    assert json.loads(result.stdout) == [{"dataset": "yearbook", "path": str(folder), "dvc_file": str(dvc_file)}]
+    stage = yaml.safe_load(dvc_file.read_text())
+    assert "deps" not in stage and stage["outs"][0]["nfiles"] == 2 and stage["outs"][0]["path"] == "faces"
+    assert dvc_status(root) == {}
+    assert sh(["git", "check-ignore", "-q", str(folder)], root, check=False).returncode == 0
+    # a new portrait: tracking again updates the same .dvc file
+    (folder / "F" / "1951_F.png").write_bytes(b"another")
+    result = CliRunner().invoke(app, ["track", "yearbook"])
+    assert result.exit_code == 0 and f"tracked {folder} by {dvc_file}" in result.stdout
+    assert yaml.safe_load(dvc_file.read_text())["outs"][0]["nfiles"] == 3 and dvc_status(root) == {}
+
+
+def test_track_a_missing_source_names_it_and_drift_fetch(repo):
+    from typer.testing import CliRunner
+
+    from drift.cli import app
+
+    root = repo()
+    write_params(root, "arxiv", {"source": "data/raw/arxiv/snap.json"})
+    result = CliRunner().invoke(app, ["track", "arxiv"])
+    assert result.exit_code == 2
+    err = result.stderr.strip()
+    assert len(err.splitlines()) == 1 and "data/raw/arxiv/snap.json" in err and "drift fetch arxiv" in err
+    with pytest.raises(DriftError, match="nothing to track"):
+        track_dataset("sotu", {})

@@ -4,10 +4,11 @@ import torch
 
 from drift.encoders.registry import ENCODERS
 from drift.errors import DriftError
-from drift.models import (ALIASES, MODELS, PAPER_PARAMS, PAPER_PARAMS_ARXIV, InputSpec, count_params,
+from drift.models import (ALIASES, BASELINES, MODELS, PAPER_PARAMS, PAPER_PARAMS_ARXIV, InputSpec, count_params,
                           create_model, format_params, list_models, reference_spec)
 
 ALL = list(MODELS) + list(ALIASES)
+TRAINED = [m for m in ALL if m not in BASELINES]  # the references are fitted in closed form (test_reference.py)
 TOKEN_MODELS = [m.name for m in list_models() if m.input == "tokens"]
 IMAGE_MODELS = [m.name for m in list_models() if m.input == "pixels"]
 PROBES = [m.name for m in list_models() if m.input == "pooled"]
@@ -27,12 +28,13 @@ def _inputs(spec, B=3, T=7):
 def test_registry_contents():
     assert len(IMAGE_MODELS) == 12 and len(TOKEN_MODELS) == 12
     assert {p.removeprefix("probe-") for p in PROBES} == set(ENCODERS)
+    assert {MODELS[p].family for p in PROBES} == {"Frozen"}  # as Tables 12 and 20 name the probes
     for info in list_models():
         assert info.size in ("S", "M", "L", "-")
     assert ALIASES["probe-minilm"] == "probe-minilm-l6"
 
 
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("name", TRAINED)
 def test_forward_backward(name):
     torch.manual_seed(0)
     spec, n = reference_spec(name)
@@ -54,6 +56,28 @@ def test_params_match_paper(name):
         trainable, total = count_params(create_model(name, spec, n))
         assert trainable == total
         assert abs(trainable / table[name] - 1) <= 0.10, (name, n, trainable, table[name])
+
+
+def _preset_max_length(preset: str) -> int:
+    import yaml
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "params" / f"{preset}.yaml"
+    preset = yaml.safe_load(path.read_text())
+    return int(preset["train"].get("max_tokens") or preset["embed"]["max_length"])  # as drift.slice_data sizes them
+
+
+@pytest.mark.parametrize("preset, table, arxiv", [("paper-amazon", PAPER_PARAMS, False),
+                                                  ("paper-arxiv", PAPER_PARAMS_ARXIV, True)])
+@pytest.mark.parametrize("name", ["tx-s", "tx-m", "tx-l",
+                                  "textcnn-s", "textcnn-m", "textcnn-l"])
+def test_params_match_paper_at_the_presets_length(name, preset, table, arxiv):
+    """Within 10% of Tables 11 and 19 at the presets' settings (train.max_tokens, else embed.max_length), as the
+    train stage sizes them: the Transformers' position tables grow with it."""
+    spec, n = reference_spec(name, arxiv=arxiv)
+    spec = InputSpec("tokens", spec.shape, max_tokens=_preset_max_length(preset))
+    trainable, total = count_params(create_model(name, spec, n))
+    assert trainable == total
+    assert abs(trainable / table[name] - 1) <= 0.10, (name, spec.max_tokens, trainable, table[name])
 
 
 @pytest.mark.parametrize("name", PROBES)

@@ -7,11 +7,23 @@ from conftest import only, run, tiny_params
 
 
 def test_repro_end_to_end(project):
-    repo = project()
+    params = tiny_params()
+    params["train"]["models"] = {"sotu": ["ffn-s", "tx-s", "probe-minilm"], "synth-portraits": ["mlp-s", "cnn-s"]}
+    repo = project(params)
     run(["dvc", "repro"], repo)
 
+    # the same commit and params give the same matrices, bit for bit: train and evaluate again in new processes
+    # (an image model with batch norm, a Transformer head on token states, a probe, the references)
+    first = {p: p.read_bytes() for p in sorted((repo / "data/eval").rglob("*.json"))}
+    assert len(first) == 9
+    stages = [f"{stage}@{d}" for d in ("sotu", "synth-portraits") for stage in ("train", "evaluate")]
+    run(["dvc", "repro", "-f", "-s", *stages], repo)
+    again = {p: p.read_bytes() for p in sorted((repo / "data/eval").rglob("*.json"))}
+    assert again == first, [p.name for p in first if first[p] != again.get(p)]
+
     # every stage wrote what users read
-    for dataset, models in {"sotu": ["ffn-s", "probe-minilm"], "synth-portraits": ["mlp-s"]}.items():
+    for dataset, models in {"sotu": ["ffn-s", "tx-s", "probe-minilm", "baseline-prior", "baseline-linear"],
+                            "synth-portraits": ["mlp-s", "cnn-s", "baseline-prior", "baseline-linear"]}.items():
         ingest = json.loads((repo / f"metrics/ingest/{dataset}.json").read_text())
         assert ingest["kept"] + ingest["filtered"] + ingest["quarantined"] == ingest["read"] > 0
         for model in models:

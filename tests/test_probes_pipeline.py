@@ -35,7 +35,7 @@ def test_vision_and_text_probes(project, tmp_path):
     for dataset, model, encoder, dim in [("sotu", "probe-bert", "bert", 32),
                                          ("synth-portraits", "probe-resnet50-in", "resnet50-in", 2048)]:
         metrics = json.loads((repo / f"metrics/{dataset}/{model}.json").read_text())
-        assert metrics["id"] is not None and metrics["family"] == "Transfer"
+        assert metrics["id"] is not None and metrics["family"] == "Frozen"
         embed = json.loads((repo / f"metrics/embed/{dataset}-{encoder}.json").read_text())
         assert embed["computed"] == embed["unique"] > 0
         manifest = json.loads((repo / f"data/embeddings/{dataset}.json").read_text())["encoders"][encoder]

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 import torch.nn as nn
 
 from drift.datasets.synth_portraits import make_slice
 from drift.inputs import Inputs
+from drift.checkpoints import build_model, checkpoint_path, save_checkpoint
 from drift.models import InputSpec, create_model
 from drift.saliency import saliency_map, select_rows
 from drift.tasks import get_task
@@ -73,3 +75,118 @@ def test_cnn_looks_at_the_eyes_more_than_the_mlp():
         share[name] = m[eyes].sum() / m.sum()
     assert share["cnn-s"] > 0.4 > eyes.mean()
     assert share["cnn-s"] > share["mlp-s"] + 0.1
+
+
+# ---------------------------------------------------------------- the grid of params.yaml report.saliency
+
+@pytest.fixture(scope="module")
+def portraits_root(tmp_path_factory):
+    """A synth-portraits slice table (years 2000-2002, the real ingest and slice code) and random-weight
+    checkpoints of mlp-s (seeds 0, 1) and cnn-s (seed 0) at every cutoff, laid out as the train stage does."""
+    from drift.config import paths
+    from drift.datasets import get_dataset
+    from drift.ingest import ingest, read_records
+    from drift.params import dataset_params
+    from drift.slicing import build_slices
+    from drift.store import write_slice_table
+
+    root = tmp_path_factory.mktemp("saliency")
+    name = "synth-portraits"
+    cfg = dataset_params(name, {"k": 3, "start_year": 2000, "per_slice": 40, "seed": 0, "concept_drift": 0,
+                                "covariate_drift": 0, "label_drift": 0,
+                                "slices": {"unit": "year", "start": 2000, "end": 2003}, "min_samples": 10})
+    p = {k: root / v for k, v in paths(name).items()}
+    ingest(name, cfg, p["records"], p["quarantine"])
+    table, slices = build_slices(read_records(p["records"]), cfg, {"seed": 0, "test_fraction": 0.3})
+    dataset = get_dataset(name)
+    p["slices"].parent.mkdir(parents=True, exist_ok=True)
+    write_slice_table(table, p["slices"], {"dataset": name, "task": dataset.TASK, "modality": dataset.MODALITY,
+                                           "label_names": dataset.label_names(cfg), "slices": slices})
+    for model_name, seeds in (("mlp-s", (0, 1)), ("cnn-s", (0,))):
+        for seed in seeds:
+            for cutoff in range(3):
+                torch.manual_seed(100 * seed + cutoff)
+                model = build_model(model_name, InputSpec("pixels", (3, 32, 32)), 2, "binary")
+                model.mean.fill_(0.4)  # the checkpoint's own pixel statistics must be the ones applied
+                model.std.fill_(0.2)
+                save_checkpoint(model, checkpoint_path(p["models"], model_name, seed, cutoff))
+    return root
+
+
+def test_grid_of_cells(portraits_root, tmp_path):
+    from drift.saliency import write_saliency
+
+    # the YAML may write labels as numbers: 2000 is the slice "2000"
+    cells = [["2000", "2001"], ["2000", "2002"], [2002, 2001]]
+    out = tmp_path / "saliency.png"
+    result = write_saliency("synth-portraits", out, models=["cnn-s", "mlp-s"], cells=cells, n=8, root=portraits_root)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert result["models"] == ["cnn-s", "mlp-s"]
+    assert [(c["cutoff_label"], c["eval_label"]) for c in result["columns"]] == [
+        ("2000", "2001"), ("2000", "2002"), ("2002", "2001")]
+    assert [(c["cutoff"], c["eval"]) for c in result["columns"]] == [(0, 1), (0, 2), (2, 1)]
+    assert [c["n"] for c in result["columns"]] == [8, 8, 8]
+    assert set(result["maps"]) == {(m, c) for m in ("cnn-s", "mlp-s") for c in range(3)}
+    assert all(m.shape == (32, 32) and np.isfinite(m).all() for m in result["maps"].values())
+    # a panel is the mean over the seeds' checkpoints (mlp-s has two) of their maps on the cell's portraits
+    from drift.inputs import load_inputs
+    from drift.store import read_slice_table
+    table = read_slice_table(portraits_root / "data/slices/synth-portraits.lance")
+    rows = select_rows(0, 1, table.column("slice").to_numpy(), table.column("split").to_numpy(zero_copy_only=False), 8)
+    (x,) = load_inputs("pixels", table).batch(rows)
+    y = np.array(table.column("label").to_pylist())[rows]
+    by_seed = []
+    for seed in (0, 1):
+        model = build_model("mlp-s", InputSpec("pixels", (3, 32, 32)), 2, "binary")
+        model.load_state_dict(torch.load(portraits_root / f"data/models/synth-portraits/mlp-s/seed{seed}/cutoff000.pt"))
+        assert float(model.mean[0]) == pytest.approx(0.4)
+        by_seed.append(saliency_map(model, x, y))
+    np.testing.assert_allclose(result["maps"][("mlp-s", 0)], (by_seed[0] + by_seed[1]) / 2, rtol=1e-6)
+    assert not np.allclose(by_seed[0], by_seed[1])
+
+
+def test_grid_defaults_to_every_trained_image_model(portraits_root):
+    from drift.saliency import dataset_saliency
+
+    result = dataset_saliency("synth-portraits", cells=[["2001", "2002"]], n=4, root=portraits_root)
+    assert result["models"] == ["cnn-s", "mlp-s"] and len(result["columns"]) == 1
+    # without cells: cutoffs over the timeline, each on the next slice (what `drift saliency --cutoffs` does)
+    result = dataset_saliency("synth-portraits", cutoffs=[0, 1], n=4, root=portraits_root)
+    assert [(c["cutoff_label"], c["eval_label"]) for c in result["columns"]] == [("2000", "2001"), ("2001", "2002")]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(cells=[["1950", "1960"]]),
+     "report.saliency.cells: no slice '1950' in synth-portraits; valid slice labels: 2000, 2001, 2002"),
+    (dict(cells=[["2000", "2003"]]), "valid slice labels: 2000, 2001, 2002"),
+    (dict(cells=[["2000"]]), "is not a [trained-through, evaluated-on] pair"),
+    (dict(cells=[]), "must be a non-empty list"),
+    (dict(models=["cnn-l"], cells=[["2000", "2001"]]),
+     "no trained image model 'cnn-l' for synth-portraits: trained ones are cnn-s, mlp-s"),
+    (dict(cells=[["2000", "2001"]], n=0), "must be a positive integer"),
+    (dict(cells=[["2000", "2001"]], cutoffs=[0]), "not both"),
+])
+def test_grid_errors_are_one_line(portraits_root, kwargs, message):
+    from drift.errors import DriftError
+    from drift.saliency import dataset_saliency
+
+    with pytest.raises(DriftError) as err:
+        dataset_saliency("synth-portraits", root=portraits_root, **kwargs)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_default_grid_fits_the_embedded_dataset():
+    """params.yaml report.saliency names synth-portraits' trained models and slice labels (2000-2007)."""
+    from pathlib import Path
+
+    import yaml
+
+    from drift.slicing import slice_edges
+
+    params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    grid = params["report"]["saliency"]["synth-portraits"]
+    _, labels = slice_edges(params["synth-portraits"]["slices"])
+    assert labels == [str(y) for y in range(2000, 2008)]
+    assert set(grid["models"]) <= set(params["train"]["models"]["synth-portraits"])
+    assert grid["cells"] and all(len(c) == 2 and {str(x) for x in c} <= set(labels) for c in grid["cells"])
+    assert isinstance(grid["n"], int) and grid["n"] > 0

@@ -100,3 +100,15 @@ def test_empty_slices_are_dropped_small_ones_kept_as_bands():
     assert sorted(set(table.column("slice").to_pylist())) == [0, 1, 2]
     assert set(zip(table.column("slice").to_pylist(), table.column("slice_label").to_pylist())) == {
         (0, "2000"), (1, "2002"), (2, "2003")}
+
+
+def test_a_one_row_year_is_trainable_but_has_no_column():
+    """Yearbook has years with one portrait (min_samples 1): its single row lands in train, so f_k can be trained
+    (a row of the matrix) but nothing can be scored on that year's test split (its column stays empty)."""
+    records = _records({2000: 30, 2001: 1, 2002: 30})
+    cfg = {"slices": {"unit": "year", "start": 2000, "end": 2003}, "min_samples": 1}
+    _, slices = build_slices(records, cfg, {"seed": 0, "test_fraction": 0.3})
+    # 15 rows per label: 30% is 4.5, rounded half up per stratum to 5 test rows each
+    assert [(s["train"], s["test"]) for s in slices] == [(20, 10), (1, 0), (20, 10)]
+    assert [s["trainable"] for s in slices] == [True, True, True]
+    assert [s["usable"] for s in slices] == [True, False, True]

@@ -6,12 +6,13 @@ A dataset module defines:
     TASK      "binary" | "regression" | "multilabel"   (drift.tasks)
     MODALITY  "text" | "image"
     def label_names(cfg) -> list[str]      class names (binary: 2, multilabel: C); [] for regression
-    def read(cfg: dict, ledger: Ledger) -> Iterator[dict]
-        Streams the source named by cfg (the dataset's section of params.yaml) and yields one dict per kept
+    def read(cfg, ledger: Ledger) -> Iterator[dict]
+        Streams the source named by cfg (the dataset's section of params.yaml: its drift.params model, every
+        default filled; a plain mapping is validated into one) and yields one dict per kept
         row: {"id": str, "time": datetime.datetime (UTC, naive), "label": int | float | list[int],
               "text": str} for text, or "image": numpy uint8 array (3, 32, 32) for images.
         Rows a rule drops call ledger.filter(rule); bad rows call ledger.quarantine(where, reason, raw).
-        It never filters by time: the ingest driver applies the time span of cfg["slices"] for every dataset.
+        It never filters by time: the ingest driver applies the time span of cfg.slices for every dataset.
         A missing source raises DriftError with where to put the files or how to fetch them.
 """
 from __future__ import annotations

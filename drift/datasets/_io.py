@@ -104,6 +104,8 @@ def parse_date(s) -> dt.datetime | None:
 
 
 def source_path(cfg: dict, default: str) -> Path:
+    """A plain mapping's `source` (drift.fetch's), else `default`: the reader's DEFAULT_SOURCE, which drift.params
+    holds; the readers themselves take the typed section, whose `source` is always set."""
     return Path(cfg.get("source") or default)
 
 

@@ -20,18 +20,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from drift.datasets._io import from_epoch_ms, iter_json_lines, missing_source, raw_text, source_path
+from drift.datasets._io import from_epoch_ms, iter_json_lines, missing_source, raw_text
 from drift.errors import DriftError, close_matches
 from drift.ledger import Ledger
+from drift.params import AmazonParams
 
 NAME = "amazon"
 TASK = "regression"
 MODALITY = "text"
-DEFAULT_SOURCE = "data/raw/amazon"
+DEFAULT_SOURCE = AmazonParams.model_fields["source"].default  # drift.params holds it
 SUFFIXES = (".jsonl", ".jsonl.gz")  # plain first: a user who unpacked a file reads the unpacked one
 
 
-def label_names(cfg: dict) -> list[str]:
+def label_names(cfg) -> list[str]:
     return []
 
 
@@ -45,15 +46,14 @@ def found_categories(folder: Path) -> list[str]:
     return sorted(names)
 
 
-def category_files(cfg: dict) -> list[Path]:
+def category_files(cfg: AmazonParams | dict) -> list[Path]:
     """The file of each configured category; all of them checked before any row is read."""
-    folder = source_path(cfg, DEFAULT_SOURCE)
+    cfg = AmazonParams.of(cfg)
+    folder = Path(cfg.source)
     if not folder.is_dir():
         raise missing_source(NAME, folder, "the Amazon Reviews 2023 files <Category>.jsonl or <Category>.jsonl.gz")
     found = found_categories(folder)
-    categories = cfg.get("categories") or found
-    if isinstance(categories, str):  # `categories: Software` in params.yaml means one category
-        categories = [categories]
+    categories = cfg.categories or found  # none configured: every category file in the folder
     if not categories:
         raise DriftError(f"amazon: no <Category>.jsonl or <Category>.jsonl.gz files in {folder}")
     files = []
@@ -67,7 +67,7 @@ def category_files(cfg: dict) -> list[Path]:
     return files
 
 
-def read(cfg: dict, ledger: Ledger) -> Iterator[dict]:
+def read(cfg: AmazonParams | dict, ledger: Ledger) -> Iterator[dict]:
     for path in category_files(cfg):
         for lineno, raw, row in iter_json_lines(path):
             where = f"{path.name}:{lineno}"

@@ -19,24 +19,22 @@ with reasons: malformed_json, missing_id, missing_categories, missing_timestamp,
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Iterator
 
-from drift.datasets._io import (iter_json_lines, missing_source, normalize_ws, parse_date, parse_rfc2822,
-                                raw_text, source_path)
-from drift.errors import DriftError
+from drift.datasets._io import iter_json_lines, missing_source, normalize_ws, parse_date, parse_rfc2822, raw_text
 from drift.ledger import Ledger
+from drift.params import TIME_FIELDS, ArxivParams
 
 NAME = "arxiv"
 TASK = "multilabel"
 MODALITY = "text"
-DEFAULT_SOURCE = "data/raw/arxiv/arxiv-metadata-oai-snapshot.json"
-LEAF_CATEGORIES = ["cs.LG", "hep-ph", "cs.CV", "cs.AI", "hep-th", "quant-ph", "gr-qc"]  # paper Section E
-TIME_FIELDS = ("first_version", "update_date")
+DEFAULT_SOURCE = ArxivParams.model_fields["source"].default  # drift.params holds it
+LEAF_CATEGORIES = ArxivParams.model_fields["categories"].get_default(call_default_factory=True)  # paper Section E
 
 
-def label_names(cfg: dict) -> list[str]:
-    categories = cfg.get("categories") or LEAF_CATEGORIES
-    return [categories] if isinstance(categories, str) else list(categories)
+def label_names(cfg: ArxivParams | dict) -> list[str]:
+    return list(ArxivParams.of(cfg).categories)
 
 
 def paper_time(row: dict, time_field: str):
@@ -53,11 +51,9 @@ def paper_time(row: dict, time_field: str):
     return parse_rfc2822(versions[0]["created"]), "bad_timestamp"
 
 
-def read(cfg: dict, ledger: Ledger) -> Iterator[dict]:
-    path = source_path(cfg, DEFAULT_SOURCE)
-    time_field = cfg.get("time_field") or "first_version"
-    if time_field not in TIME_FIELDS:
-        raise DriftError(f"arxiv: unknown time_field {time_field!r}: valid: {', '.join(TIME_FIELDS)}")
+def read(cfg: ArxivParams | dict, ledger: Ledger) -> Iterator[dict]:
+    cfg = ArxivParams.of(cfg)  # an unknown time_field stops here, listing TIME_FIELDS
+    path, time_field = Path(cfg.source), cfg.time_field
     if not path.is_file():
         raise missing_source(NAME, path, "the arXiv metadata snapshot (JSON lines)")
     categories = label_names(cfg)

@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 
 from drift.errors import DriftError
+from drift.params import SotuParams
 
 NAME = "sotu"
 TASK = "binary"
@@ -23,7 +24,7 @@ MODALITY = "text"
 PARTIES = ["Democratic", "Republican"]
 
 
-def label_names(cfg: dict) -> list[str]:
+def label_names(cfg) -> list[str]:
     return list(PARTIES)
 
 
@@ -35,10 +36,10 @@ def _package_dir() -> Path:
     return Path(sotu.__file__).parent / "data"
 
 
-def read(cfg: dict, ledger):
+def read(cfg: SotuParams | dict, ledger):
+    cfg = SotuParams.of(cfg)
     data = _package_dir()
-    min_words = int(cfg.get("min_words", 20))
-    start_year = int(cfg.get("start_year", 1853))
+    min_words, start_year = cfg.min_words, cfg.start_year
     with open(data / "metadata.csv", newline="", encoding="utf-8") as f:
         addresses = list(csv.DictReader(f))
     for address in addresses:

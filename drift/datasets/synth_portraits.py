@@ -22,6 +22,8 @@ import datetime as dt
 
 import numpy as np
 
+from drift.params import SynthPortraitsParams
+
 NAME = "synth-portraits"
 TASK = "binary"
 MODALITY = "image"
@@ -42,27 +44,27 @@ def _bar(angle: float, size: int = 7) -> np.ndarray:
     return (dist <= 0.7).astype(np.float32)
 
 
-def make_slice(t_index: int, cfg: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Images uint8 [n, 3, 32, 32] and labels int [n] of slice t_index, reproducible from cfg['seed']."""
-    k = int(cfg.get("k", 8))
-    n = int(cfg.get("per_slice", 500))
+def make_slice(t_index: int, cfg: SynthPortraitsParams | dict) -> tuple[np.ndarray, np.ndarray]:
+    """Images uint8 [n, 3, 32, 32] and labels int [n] of slice t_index, reproducible from cfg.seed (`cfg`: the
+    synth-portraits section of params.yaml, drift.params or its mapping)."""
+    cfg = SynthPortraitsParams.of(cfg)
+    k, n = cfg.k, cfg.per_slice
     t = t_index / max(k - 1, 1)
-    rng = np.random.default_rng([int(cfg.get("seed", 0)), t_index])
-    p1 = 0.5 + float(cfg.get("label_drift", 0.0)) * (t - 0.5)
+    rng = np.random.default_rng([cfg.seed, t_index])
+    p1 = 0.5 + cfg.label_drift * (t - 0.5)
     labels = (rng.random(n) < p1).astype(np.int64)
 
     yy, xx = np.mgrid[0:SIZE, 0:SIZE].astype(np.float32)
     # background: a colour and diagonal stripes whose hue and frequency move with covariate drift
-    cov = float(cfg.get("covariate_drift", 0.0)) * t
+    cov = cfg.covariate_drift * t
     hue = np.array([0.55 - 0.35 * cov, 0.45, 0.35 + 0.35 * cov], dtype=np.float32)
     stripes = 0.5 + 0.5 * np.sin((xx + yy) * (0.3 + 0.9 * cov))
     background = hue[:, None, None] * (0.75 + 0.25 * stripes)[None]
 
     face = (((xx - 15.5) / 9.0) ** 2 + ((yy - 16.5) / 12.0) ** 2 <= 1.0).astype(np.float32)
-    angle_shift = float(cfg.get("concept_drift", 0.0)) * t * np.pi / 2
+    angle_shift = cfg.concept_drift * t * np.pi / 2
     marks = {y: _bar((np.pi / 2 if y == 1 else 0.0) + angle_shift, CUE) for y in (0, 1)}
-    global_cue = float(cfg.get("global_cue", 0.06))
-    noise = float(cfg.get("noise", 0.12))
+    global_cue, noise = cfg.global_cue, cfg.noise
 
     images = np.empty((n, 3, SIZE, SIZE), dtype=np.float32)
     for i in range(n):
@@ -77,10 +79,10 @@ def make_slice(t_index: int, cfg: dict) -> tuple[np.ndarray, np.ndarray]:
     return (np.clip(images, 0, 1) * 255).round().astype(np.uint8), labels
 
 
-def read(cfg: dict, ledger):
-    start_year = int(cfg.get("start_year", 2000))
-    for t_index in range(int(cfg.get("k", 8))):
+def read(cfg: SynthPortraitsParams | dict, ledger):
+    cfg = SynthPortraitsParams.of(cfg)
+    for t_index in range(cfg.k):
         images, labels = make_slice(t_index, cfg)
-        when = dt.datetime(start_year + t_index, 1, 1)
+        when = dt.datetime(cfg.start_year + t_index, 1, 1)
         for i, (image, label) in enumerate(zip(images, labels)):
             yield {"id": f"synth-{t_index:03d}-{i:05d}", "time": when, "label": int(label), "image": image}

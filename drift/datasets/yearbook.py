@@ -29,19 +29,20 @@ from typing import Iterator
 import numpy as np
 from PIL import Image
 
-from drift.datasets._io import missing_source, source_path
+from drift.datasets._io import missing_source
 from drift.errors import DriftError
 from drift.ledger import Ledger
+from drift.params import YearbookParams
 
 NAME = "yearbook"
 TASK = "binary"
 MODALITY = "image"
-DEFAULT_SOURCE = "data/raw/yearbook/faces_aligned_small_mirrored_co_aligned_cropped_cleaned"
+DEFAULT_SOURCE = YearbookParams.model_fields["source"].default  # drift.params holds it
 LABELS = ["F", "M"]
 SIZE = 32
 
 
-def label_names(cfg: dict) -> list[str]:
+def label_names(cfg) -> list[str]:
     return list(LABELS)
 
 
@@ -123,8 +124,8 @@ def read_archive(archive: Path, ledger: Ledger) -> Iterator[dict]:
         raise DriftError(f"yearbook: cannot read {archive}: {e}; delete it and run `drift fetch yearbook` again")
 
 
-def read(cfg: dict, ledger: Ledger) -> Iterator[dict]:
-    source = source_path(cfg, DEFAULT_SOURCE)
+def read(cfg: YearbookParams | dict, ledger: Ledger) -> Iterator[dict]:
+    source = Path(YearbookParams.of(cfg).source)
     if source.is_dir():
         yield from read_folder(source, ledger)
     elif archive_path(source).is_file():

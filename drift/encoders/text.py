@@ -16,9 +16,19 @@ import torch
 
 from drift.encoders import get_encoder_spec
 from drift.errors import DriftError
+# params.yaml embed.pooling: the mean of the last hidden states over real tokens, the first token's state, or the
+# model's own pooler output (BERT, RoBERTa, MPNet have one; DistilBERT, ELECTRA, DeBERTa-v3, ModernBERT do not)
+from drift.params import POOLINGS
 
 PREPROCESS_VERSION = 1  # bump when tokenisation or pooling code changes: every cached row becomes a miss
-POOLINGS = ("mean", "cls")
+
+
+def check_pooling(pooling, name: str | None = None) -> str:
+    """`pooling` if it is a valid embed.pooling, else a one-line error listing the valid ones (before any compute)."""
+    if pooling not in POOLINGS:
+        where = f"pooling for {name}" if name else "embed.pooling"
+        raise DriftError(f"{where} must be one of {', '.join(POOLINGS)}, got {pooling!r}")
+    return pooling
 
 
 def resolve_weights(spec, weights: str | None = None) -> Path:
@@ -67,7 +77,8 @@ def weights_hash(path: Path) -> str:
 class TextEncoder:
     """Runs a frozen text encoder over texts, sorted by length so batches carry little padding.
 
-    `pooling` overrides the registry's ("mean" or "cls"); self.spec is the spec this encoder runs with."""
+    `pooling` overrides the registry's ("mean", "cls" or "pooler", see POOLINGS); self.spec is the spec this
+    encoder runs with, and its pooling is part of the fingerprint (another pooling is another store table)."""
 
     def __init__(self, name: str, max_length: int = 128, batch_size: int = 32, dtype: str = "float32",
                  device: str | None = None, weights: str | None = None, pooling: str | None = None):
@@ -75,19 +86,26 @@ class TextEncoder:
         if self.spec.modality != "text":
             raise DriftError(f"{name} is a {self.spec.modality} encoder; embed.text_encoder needs a text one")
         if pooling is not None:
-            if pooling not in POOLINGS:
-                raise DriftError(f"pooling for {name} must be one of {', '.join(POOLINGS)}, got {pooling!r}")
-            self.spec = dataclasses.replace(self.spec, pooling=pooling)
+            self.spec = dataclasses.replace(self.spec, pooling=check_pooling(pooling, name))
         self.max_length, self.batch_size, self.dtype = int(max_length), int(batch_size), dtype
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.path = resolve_weights(self.spec, weights)
         from transformers import AutoModel, AutoTokenizer
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=True)
-            self.model = AutoModel.from_pretrained(self.path, local_files_only=True).eval().to(self.device)
+            self.model, loading = AutoModel.from_pretrained(self.path, local_files_only=True, output_loading_info=True)
+            self.model = self.model.eval().to(self.device)
         except (OSError, ValueError, ImportError) as e:  # an incomplete directory, a missing tokenizer backend
             reason = " ".join(str(e).split())[:300]
             raise DriftError(f"cannot load encoder {name} from {self.path}: {reason}") from e
+        if self.spec.pooling == "pooler":
+            arch = type(self.model).__name__
+            if getattr(self.model, "pooler", None) is None:
+                raise DriftError(f"encoder {name} ({arch}) has no pooler output: set embed.pooling to mean or cls")
+            # a checkpoint without pooler weights would load a randomly initialised pooler: refuse it
+            if any(k.startswith("pooler.") or ".pooler." in k for k in loading.get("missing_keys", ())):
+                raise DriftError(f"encoder {name} ({arch}): the checkpoint at {self.path} has no pooler weights "
+                                 f"(it would be random): set embed.pooling to mean or cls")
         # a tokenizer may emit inputs the model has no use for (token_type_ids for DistilBERT, MPNet, ModernBERT)
         accepted = inspect.signature(self.model.forward).parameters
         self.tokenizer.model_input_names = [n for n in self.tokenizer.model_input_names if n in accepted]
@@ -118,9 +136,12 @@ class TextEncoder:
         # mixed precision on a GPU only: on the CPU the same code runs in float32
         autocast = self.dtype in ("bfloat16", "float16") and self.device != "cpu"
         with torch.autocast(self.device.split(":")[0], dtype=getattr(torch, self.dtype), enabled=autocast):
-            hidden = self.model(**batch).last_hidden_state.float()
+            out = self.model(**batch)
+        hidden = out.last_hidden_state.float()
         mask = batch["attention_mask"].bool()
-        if self.spec.pooling == "cls":
+        if self.spec.pooling == "pooler":
+            pooled = out.pooler_output.float()
+        elif self.spec.pooling == "cls":
             pooled = hidden[:, 0]
         else:
             pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp(min=1)

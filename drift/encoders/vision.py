@@ -22,10 +22,10 @@ from safetensors import safe_open
 from drift.encoders import get_encoder_spec
 from drift.encoders.text import weights_hash
 from drift.errors import DriftError
+from drift.params import DTYPES
 
 PREPROCESS_VERSION = 1  # bump when resizing, scaling or pooling code changes: every cached row becomes a miss
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # what timm's repos on the Hugging Face hub hold
-DTYPES = ("float32", "bfloat16", "float16")
 
 
 def hub_repo(arch: str) -> str:

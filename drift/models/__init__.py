@@ -16,8 +16,11 @@ from drift.encoders.registry import ENCODERS
 from drift.errors import DriftError, close_matches
 from drift.models import image, text
 from drift.models.probe import LinearProbe
+from drift.models.reference import LinearBaseline, PriorBaseline
 
 INPUT_KINDS = ("pixels", "tokens", "pooled")
+# "auto": a reference model reads what the dataset offers: pixels of an image dataset, or the text encoder's
+# pooled vectors of a text dataset (drift.slice_data resolves it)
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,7 @@ class InputSpec:
 @dataclass(frozen=True)
 class ModelInfo:
     name: str       # registry name, e.g. "cnn-m"
-    family: str     # as the paper's tables write it, e.g. "CNN", "Recurrent", "Transfer"
+    family: str     # as the paper's tables write it, e.g. "CNN", "Recurrent", "Frozen" (the probes)
     size: str       # "S" | "M" | "L", "-" for probes
     input: str      # "pixels" | "tokens" | "pooled"
     display: str    # as the paper writes the model, e.g. "CNN-M", "BiLSTM-Attn-L", "DINOv2-S"
@@ -52,7 +55,11 @@ for _fam, (_cls, _family, _sizes) in image.SIZES.items():
 for _name, (_cls, _family, _display, _size, _kw) in text.HEADS.items():
     _register(_name, _family, _size, "tokens", _display, _cls, **_kw)
 for _enc in ENCODERS.values():
-    _register(f"probe-{_enc.name}", "Transfer", "-", "pooled", _enc.display, LinearProbe)
+    _register(f"probe-{_enc.name}", "Frozen", "-", "pooled", _enc.display, LinearProbe)
+# references in every matrix, fitted in closed form through the same protocol (drift/models/reference.py)
+_register("baseline-prior", "Reference", "-", "auto", "Prior", PriorBaseline)
+_register("baseline-linear", "Reference", "-", "auto", "Linear", LinearBaseline)
+BASELINES = ("baseline-prior", "baseline-linear")
 
 
 def _resolve(name: str) -> str:
@@ -71,10 +78,12 @@ def create_model(name: str, input_spec: InputSpec, n_outputs: int) -> nn.Module:
     canonical = _resolve(name)
     info = MODELS[canonical]
     spec = input_spec
-    want = "(C, H, W)" if info.input == "pixels" else "(D,)"
-    if spec.kind != info.input:
+    want = "(C, H, W)" if spec.kind == "pixels" else "(D,)"
+    if info.input == "auto" and spec.kind not in ("pixels", "pooled"):
+        raise DriftError(f"model '{name}' reads pixels or pooled vectors; got {spec.kind} input")
+    if info.input != "auto" and spec.kind != info.input:
         raise DriftError(f"model '{name}' needs {info.input} input, shape {want}; got {spec.kind} input")
-    if len(spec.shape) != (3 if info.input == "pixels" else 1) or min(spec.shape) < 1:
+    if len(spec.shape) != (3 if spec.kind == "pixels" else 1) or min(spec.shape) < 1:
         raise DriftError(f"model '{name}' needs {info.input} input of shape {want}; got shape {tuple(spec.shape)}")
     if n_outputs < 1:
         raise DriftError(f"model '{name}' needs n_outputs >= 1; got {n_outputs}")
@@ -105,6 +114,8 @@ def reference_spec(name: str, arxiv: bool = False) -> tuple[InputSpec, int]:
     their encoder's width with 2 classes (vision) or 1 output, 7 with arxiv=True (text)."""
     info = MODELS[_resolve(name)]
     text_outputs = 7 if arxiv else 1
+    if info.input == "auto":  # the references: pooled 768-d text vectors (Amazon / arXiv)
+        return InputSpec("pooled", (768,)), text_outputs
     if info.input == "pixels":
         return InputSpec("pixels", (3, 32, 32)), 2
     if info.input == "tokens":
@@ -145,5 +156,5 @@ PAPER_PARAMS_ARXIV: dict[str, int] = {
     "probe-mpnet": 5_000, "probe-roberta": 5_000, "probe-modernbert": 5_000, "probe-deberta-v3": 5_000,
 }
 
-__all__ = ["InputSpec", "ModelInfo", "MODELS", "ALIASES", "create_model", "list_models", "count_params",
+__all__ = ["InputSpec", "ModelInfo", "MODELS", "ALIASES", "BASELINES", "create_model", "list_models", "count_params",
            "format_params", "reference_spec", "PAPER_PARAMS", "PAPER_PARAMS_ARXIV"]

@@ -1,0 +1,123 @@
+"""Checkpoints: where f_k of a model and seed is kept, how a head is built for a task, and how it is read back.
+
+The one place that names checkpoint files (`<models>/<model>/seed<s>/cutoff<kkk>.pt`) and builds the module a
+checkpoint holds, so train, evaluate and saliency cannot disagree.
+
+Two wrappers hold per-cutoff statistics in the checkpoint: regression heads are wrapped in `Standardised` (they
+train on targets standardised per cutoff and map their outputs back to the rating scale), image models in
+`PixelStandardised` (pixels standardised per channel). Each says why, with the measurement.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from drift.models import InputSpec, create_model
+
+
+class Standardised(nn.Module):
+    """A regression head whose raw output lives in standardised target units: forward returns
+    inner(x) * scale + shift, with shift and scale the weighted mean and standard deviation of its cutoff's
+    training targets (under the loss's weights w_r = n / n_r).
+
+    Why (measured on real Amazon Reviews 2023 reviews, 2,336 rows, yearly 2014-2023, 5 epochs): heads that
+    start at 0 on a 1-5 scale spend the few steps of a small cutoff walking to the mean and end at a balanced
+    MSE of 4-8 (predicting the mean scores 2.0). Initialising only the output bias at the mean removes the
+    offset but leaves the output scale 1/std off; standardising removes both, so every head starts at the
+    weighted mean and its steps go to learning the rating. See the closing numbers in the README."""
+
+    def __init__(self, inner: nn.Module):
+        super().__init__()
+        self.inner = inner
+        self.register_buffer("shift", torch.zeros(()))
+        self.register_buffer("scale", torch.ones(()))
+        for attr in ("name", "family", "input_kind"):
+            if hasattr(inner, attr):
+                setattr(self, attr, getattr(inner, attr))
+
+    def fit_scale(self, targets: torch.Tensor) -> None:
+        y = targets.reshape(-1).double().numpy()
+        _, inverse, counts = np.unique(y, return_inverse=True, return_counts=True)
+        w = len(y) / counts[inverse]  # w_r = n / n_r, the loss's weights (eq. 5)
+        mean = float(np.sum(w * y) / np.sum(w))
+        std = float(np.sqrt(np.sum(w * (y - mean) ** 2) / np.sum(w)))
+        self.shift.fill_(mean)
+        self.scale.fill_(std if std > 1e-6 else 1.0)
+
+    def forward(self, *args):
+        return self.inner(*args) * self.scale + self.shift
+
+
+class PixelStandardised(nn.Module):
+    """An image model reading pixels standardised per channel with its cutoff's training statistics.
+
+    Why (measured on synth-portraits, 3 seeds, 5 epochs): on raw [0, 1] pixels MLP-S stays at the majority rate
+    on some small cutoffs (in-distribution accuracy 0.718 averaged over cutoffs, 0.50 on one); standardised
+    per channel it reaches 0.879, and CNN-S goes from 0.958 to 0.982. Per channel, not per pixel, so that the
+    gradient saliency maps keep their spatial meaning."""
+
+    def __init__(self, inner: nn.Module, channels: int):
+        super().__init__()
+        self.inner = inner
+        self.register_buffer("mean", torch.zeros(channels))
+        self.register_buffer("std", torch.ones(channels))
+        for attr in ("name", "family", "input_kind"):
+            if hasattr(inner, attr):
+                setattr(self, attr, getattr(inner, attr))
+
+    @torch.no_grad()
+    def fit_inputs(self, batches) -> None:
+        """Per-channel mean and std over the training rows, given as an iterable of [B, C, H, W] batches."""
+        total = total_sq = None
+        n = 0
+        for (x,) in batches:
+            x = x.double().transpose(0, 1).reshape(x.shape[1], -1)
+            total = x.sum(1) if total is None else total + x.sum(1)
+            total_sq = (x * x).sum(1) if total_sq is None else total_sq + (x * x).sum(1)
+            n += x.shape[1]
+        if n:
+            mean = total / n
+            std = (total_sq / n - mean * mean).clamp(min=0).sqrt()
+            self.mean.copy_(mean.float())
+            self.std.copy_(torch.where(std > 1e-6, std, torch.ones_like(std)).float())
+
+    def forward(self, x):
+        return self.inner((x - self.mean[:, None, None]) / self.std[:, None, None])
+
+
+def build_model(name: str, spec: InputSpec, n_outputs: int, task_name: str) -> nn.Module:
+    """The module a checkpoint of `name` holds for this task (untrained)."""
+    model = create_model(name, spec, n_outputs)
+    if getattr(model, "closed_form", False):  # the references standardise in their own closed form
+        return model
+    if spec.kind == "pixels":
+        model = PixelStandardised(model, spec.shape[0])
+    if task_name == "regression":
+        return Standardised(model)
+    return model
+
+
+def checkpoint_path(models_dir: Path, model: str, seed: int, cutoff: int) -> Path:
+    return Path(models_dir) / model / f"seed{seed}" / f"cutoff{cutoff:03d}.pt"
+
+
+def list_checkpoints(models_dir: Path, model: str) -> dict[int, dict[int, Path]]:
+    """{seed: {cutoff: path}} of the checkpoints written for a model, in order."""
+    found: dict[int, dict[int, Path]] = {}
+    for seed_dir in sorted((Path(models_dir) / model).glob("seed*"), key=lambda d: int(d.name[4:])):
+        found[int(seed_dir.name[4:])] = {int(p.stem[6:]): p for p in sorted(seed_dir.glob("cutoff*.pt"))}
+    return found
+
+
+def save_checkpoint(model: nn.Module, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(model.state_dict(), path)
+
+
+def load_checkpoint(name: str, spec: InputSpec, n_outputs: int, task_name: str, path: Path) -> nn.Module:
+    model = build_model(name, spec, n_outputs, task_name)
+    model.load_state_dict(torch.load(path, weights_only=True))
+    return model.eval()

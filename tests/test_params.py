@@ -1,0 +1,248 @@
+"""The typed schema of params.yaml (drift/params.py): the shipped file and every preset hold up, the schema's
+defaults are params.yaml's values, and an unknown key or a wrong type anywhere is a one-line error before any
+compute."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import only, run, tiny_params
+from drift.config import apply_preset, load_params, validate
+from drift.datasets import DATASETS
+from drift.errors import DriftError
+from drift.params import (DATASET_PARAMS, RUN_CHOICES, EmbedParams, Params, TrainParams, YearbookParams, dataset_params,
+                          load)
+
+ROOT = Path(__file__).resolve().parents[1]
+PRESETS = sorted(p.stem for p in (ROOT / "params").glob("*.yaml"))
+
+
+def shipped() -> dict:
+    return yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
+def error(data) -> str:
+    """The one-line message load() gives for a params.yaml document."""
+    with pytest.raises(DriftError) as e:
+        load(data)
+    message = str(e.value)
+    assert "\n" not in message
+    return message
+
+
+def changed(change) -> dict:
+    params = shipped()
+    change(params)
+    return params
+
+
+# ---------------------------------------------------------------- what ships holds up
+
+def test_shipped_params_validate():
+    params = load_params(ROOT / "params.yaml")
+    assert isinstance(params, Params)
+    for name in params.datasets:
+        validate(params, name)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_every_preset_applied_validates(preset, tmp_path):
+    path = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", path)
+    apply_preset(preset, params_path=path, presets=ROOT / "params")
+    params = load_params(path)
+    for name in params.datasets:
+        validate(params, name)
+
+
+def test_a_preset_that_breaks_params_is_refused_and_nothing_is_written(tmp_path):
+    path = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", path)
+    presets = tmp_path / "presets"
+    presets.mkdir()
+    (presets / "typo.yaml").write_text("train:\n  epoch: 3\n")
+    with pytest.raises(DriftError, match=r"preset typo.*unknown parameter train\.epoch: did you mean train\.epochs\?"):
+        apply_preset("typo", params_path=path, presets=presets)
+    assert path.read_text() == (ROOT / "params.yaml").read_text()
+
+
+def test_a_section_per_dataset():
+    assert set(DATASET_PARAMS) == set(DATASETS)
+    params = load(shipped())
+    assert all(isinstance(params.dataset(name), DATASET_PARAMS[name]) for name in DATASETS)
+
+
+# ---------------------------------------------------------------- one source of values
+
+def _leaves(data: dict, prefix: str = ""):
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if path in RUN_CHOICES:
+            continue
+        if isinstance(value, dict):
+            yield from _leaves(value, path + ".")
+        else:
+            yield path, value
+
+
+def _at(data, path: str):
+    for key in path.split("."):
+        assert isinstance(data, dict) and key in data, f"params.yaml sets {path}, which the schema does not have"
+        data = data[key]
+    return data
+
+
+def test_schema_defaults_are_the_values_of_params_yaml():
+    """params.yaml is the source of values; the schema's defaults only fill keys it leaves out, so they must
+    equal it wherever it sets a key (but for RUN_CHOICES: the run's choices, with no meaningful default)."""
+    defaults = Params.model_validate({"datasets": {}}).model_dump(by_alias=True)
+    differ = {path: (value, _at(defaults, path)) for path, value in _leaves(shipped())
+              if _at(defaults, path) != value}
+    assert not differ, f"params.yaml value vs schema default: {differ}"
+
+
+def test_run_choices_are_set_by_params_yaml():
+    for path in RUN_CHOICES:
+        _at(shipped(), path)
+
+
+def test_a_missing_key_takes_the_schema_default():
+    params = shipped()
+    del params["embed"]["max_length"], params["train"]["epochs"], params["sotu"]
+    typed = load(params)
+    assert typed.embed.max_length == 64 and typed.train.epochs == 5 and typed.sotu.min_words == 30
+    assert typed.sotu.slices.spec() == {"unit": "decade", "start": 1850, "end": 2030}
+
+
+def test_a_corpus_reads_from_its_datasets_entry_unless_source_is_set():
+    params = shipped()
+    params["datasets"] = {"yearbook": "elsewhere/yearbook.tar.gz", "amazon": "elsewhere/amazon"}
+    del params["yearbook"]["source"]
+    typed = load(params)
+    assert typed.yearbook.source == "elsewhere/yearbook.tar.gz"
+    assert typed.amazon.source == "data/raw/amazon"  # set in its section: the section wins
+    assert YearbookParams().source == shipped()["yearbook"]["source"]
+
+
+def test_null_means_empty():
+    params = shipped()
+    params["train"]["baselines"] = None
+    params["embed"]["encoders"] = None
+    params["sotu"] = None
+    typed = load(params)
+    assert typed.train.baselines == [] and typed.embed.encoders == []
+    assert typed.sotu == DATASET_PARAMS["sotu"]()
+
+
+# ---------------------------------------------------------------- unknown keys, at every level
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda p: p["train"].update(epoch=3),
+     "unknown parameter train.epoch: did you mean train.epochs? valid: baselines, batch_size, epochs, lr, "),
+    (lambda p: p.update(trian=p.pop("train")), "unknown parameter trian: did you mean train? valid: amazon, "),
+    (lambda p: p["sotu"].update(min_word=20), "unknown parameter sotu.min_word: did you mean sotu.min_words? valid: "),
+    (lambda p: p["synth-portraits"].update(concept=1.0),
+     "unknown parameter synth-portraits.concept: did you mean synth-portraits.concept_drift?"),
+    (lambda p: p["sotu"]["slices"].update(stat=1850),
+     "unknown parameter sotu.slices.stat: did you mean sotu.slices.start?"),
+    (lambda p: p["amazon"]["sample"].update(sed=1),
+     "unknown parameter amazon.sample.sed: did you mean amazon.sample.seed?"),
+    (lambda p: p["embed"].update(max_lenght=32), "unknown parameter embed.max_lenght: did you mean embed.max_length?"),
+    (lambda p: p["split"].update(test_frac=0.2),
+     "unknown parameter split.test_frac: did you mean split.test_fraction?"),
+    (lambda p: p["train"]["models"].update(sotuu=["ffn-s"]),
+     "unknown parameter train.models.sotuu: did you mean train.models.sotu?"),
+    (lambda p: p["datasets"].update(yearbok="data/raw/yearbook"),
+     "unknown parameter datasets.yearbok: did you mean datasets.yearbook?"),
+    (lambda p: p["report"]["saliency"]["synth-portraits"].update(cell=[]),
+     "unknown parameter report.saliency.synth-portraits.cell: did you mean report.saliency.synth-portraits.cells?"),
+    (lambda p: p["embed"]["weights"].update(minilm="w"), "unknown parameter embed.weights.minilm: did you mean "
+                                                         "embed.weights.minilm-l6?"),
+])
+def test_unknown_keys_name_the_key_and_the_closest_valid_ones(change, expected):
+    assert error(changed(change)).startswith(expected)
+
+
+def test_an_unknown_family_in_lr_stops_validate():
+    params = load(changed(lambda p: p["train"].update(lr={"default": 0.001, "frozn": 0.01})))
+    with pytest.raises(DriftError, match=r"^unknown parameter train\.lr\.frozn: did you mean train\.lr\.frozen\b"):
+        validate(params, "sotu")
+
+
+# ---------------------------------------------------------------- wrong types
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda p: p["train"].update(epochs="three"), "train.epochs must be an integer, got 'three'"),
+    (lambda p: p["train"].update(epochs=True), "train.epochs must be an integer, got True"),
+    (lambda p: p["train"].update(epochs=0), "train.epochs must be at least 1, got 0"),
+    (lambda p: p["train"].update(seeds=[0, "1"]), "train.seeds[1] must be an integer, got '1'"),
+    (lambda p: p["train"].update(seeds=[]), "train.seeds must list at least 1 item, got []"),
+    (lambda p: p["train"].update(lr="fast"), "train.lr must be a number or a mapping family -> rate"),
+    (lambda p: p["train"].update(lr={"default": "fast"}), "train.lr.default must be a number, got 'fast'"),
+    (lambda p: p["train"].update(models={"sotu": "ffn-s"}), "train.models.sotu must be a list, got 'ffn-s'"),
+    (lambda p: p["embed"].update(pooling="max"), "embed.pooling must be one of mean, cls, pooler, got 'max'"),
+    (lambda p: p["embed"].update(dtype="fp8"), "embed.dtype must be one of float32, bfloat16, float16, got 'fp8'"),
+    (lambda p: p["sotu"].update(strict="no"), "sotu.strict must be true or false, got 'no'"),
+    (lambda p: p["sotu"]["slices"].update(start="1850s"), "sotu.slices.start must be an integer, got '1850s'"),
+    (lambda p: p["split"].update(test_fraction=1.5), "split.test_fraction must be less than 1, got 1.5"),
+    (lambda p: p["arxiv"].update(time_field="published"),
+     "arxiv.time_field must be one of first_version, update_date, got 'published'"),
+    (lambda p: p.update(train=5), "train must be a mapping, got 5"),
+    (lambda p: p.pop("datasets"), "params.yaml `datasets` must map each dataset to its raw input"),
+])
+def test_wrong_types_are_one_line_errors(change, expected):
+    assert error(changed(change)).startswith(expected)
+
+
+def test_numbers_may_be_written_as_yaml_1_1_strings():
+    """PyYAML reads `lr: 1e-3` as a string: a number field takes it."""
+    assert load(changed(lambda p: p["train"].update(lr="1e-3", weight_decay="0"))).train.lr == 0.001
+
+
+def test_the_library_validates_plain_mappings_too():
+    assert TrainParams.of({"epochs": 2}).lr == {"default": 0.001, "frozen": 0.01}
+    assert dataset_params("sotu", {}).min_words == 30
+    with pytest.raises(DriftError, match=r"^unknown parameter embed\.max_lenght"):
+        EmbedParams.of({"max_lenght": 3})
+    from drift.slicing import build_slices
+    with pytest.raises(DriftError, match=r"^unknown parameter dataset\.min_sample: did you mean dataset\.min_samples"):
+        build_slices(None, {"min_sample": 3}, {})
+
+
+# ---------------------------------------------------------------- end to end: a stage refuses before compute
+
+def test_a_stage_refuses_an_unknown_parameter(project):
+    params = only(tiny_params(), "sotu")
+    params["train"]["epoch"] = 3  # what `dvc exp run -S '+train.epoch=3'` writes
+    repo = project(params)
+    for stage in ("ingest", "train"):
+        result = run(["python", f"stages/{stage}.py", "sotu"], repo, check=False)
+        assert result.returncode == 2, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "train.epoch" in lines[0] and "did you mean train.epochs?" in lines[0], lines
+    assert not (repo / "data/records/sotu.parquet").exists()
+
+
+def test_a_stage_refuses_a_wrong_type(project):
+    params = only(tiny_params(), "sotu")
+    params["embed"]["max_length"] = "long"
+    repo = project(params)
+    result = run(["python", "stages/ingest.py", "sotu"], repo, check=False)
+    assert result.returncode == 2
+    assert result.stderr.strip() == "error: embed.max_length must be an integer, got 'long'"
+
+
+def test_defaults_are_not_shared():
+    """Mutable defaults are fresh per load: editing one loaded Params leaves the next alone."""
+    def without_defaults():
+        params = shipped()
+        del params["train"]["baselines"], params["embed"]["weights"]
+        return params
+    a = load(without_defaults())
+    a.train.baselines.append("x")
+    a.embed.weights["bert"] = "w"
+    b = load(without_defaults())
+    assert "x" not in b.train.baselines and b.embed.weights == {}
