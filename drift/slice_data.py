@@ -27,6 +27,10 @@ class SliceData:
     def __init__(self, params, name: str):
         """`params`: drift.params.Params (drift.config.load_params), or a params.yaml document."""
         p = paths(name)
+        # a stage run before its inputs exist (after a failed upstream stage, say) stops with one line
+        for path, stage in ((p["slice_manifest"], "slice"), (p["embeddings"], "embed")):
+            if not path.exists():
+                raise DriftError(f"{path} is missing: run `dvc repro {stage}@{name}` first (or `dvc repro`)")
         self.name, self.params = name, as_params(params)
         self.manifest = read_slice_manifest(p["slices"])
         self.task = get_task(self.manifest["task"])

@@ -97,3 +97,14 @@ def test_unknown_dataset_lists_valid_names(project):
     result = run(["python", "stages/ingest.py", "sotuu"], repo, check=False)
     assert result.returncode == 2
     assert "unknown dataset 'sotuu'" in result.stderr and "synth-portraits" in result.stderr
+
+
+def test_a_stage_before_its_inputs_is_one_line(project):
+    """train and evaluate run before slice/embed wrote their outputs stop with one line naming the stage to run."""
+    params = only(tiny_params(), "sotu")
+    repo = project(params)
+    for stage in ("train", "evaluate"):
+        result = run(["python", f"stages/{stage}.py", "sotu"], repo, check=False)
+        assert result.returncode == 2
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "dvc repro slice@sotu" in lines[0], result.stderr
