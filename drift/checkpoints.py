@@ -18,7 +18,19 @@ import torch.nn as nn
 from drift.models import InputSpec, create_model
 
 
-class Standardised(nn.Module):
+class _Wrapped(nn.Module):
+    """A model around `inner` that keeps per-cutoff statistics as buffers, and answers to the registry's
+    attributes (name, family, input_kind) as the model it wraps."""
+
+    def __init__(self, inner: nn.Module):
+        super().__init__()
+        self.inner = inner
+        for attr in ("name", "family", "input_kind"):
+            if hasattr(inner, attr):
+                setattr(self, attr, getattr(inner, attr))
+
+
+class Standardised(_Wrapped):
     """A regression head whose raw output lives in standardised target units: forward returns
     inner(x) * scale + shift, with shift and scale the weighted mean and standard deviation of its cutoff's
     training targets (under the loss's weights w_r = n / n_r).
@@ -30,13 +42,9 @@ class Standardised(nn.Module):
     weighted mean and its steps go to learning the rating. See the closing numbers in the README."""
 
     def __init__(self, inner: nn.Module):
-        super().__init__()
-        self.inner = inner
+        super().__init__(inner)
         self.register_buffer("shift", torch.zeros(()))
         self.register_buffer("scale", torch.ones(()))
-        for attr in ("name", "family", "input_kind"):
-            if hasattr(inner, attr):
-                setattr(self, attr, getattr(inner, attr))
 
     def fit_scale(self, targets: torch.Tensor) -> None:
         y = targets.reshape(-1).double().numpy()
@@ -51,7 +59,7 @@ class Standardised(nn.Module):
         return self.inner(*args) * self.scale + self.shift
 
 
-class PixelStandardised(nn.Module):
+class PixelStandardised(_Wrapped):
     """An image model reading pixels standardised per channel with its cutoff's training statistics.
 
     Why (measured on synth-portraits, 3 seeds, 5 epochs): on raw [0, 1] pixels MLP-S stays at the majority rate
@@ -60,13 +68,9 @@ class PixelStandardised(nn.Module):
     gradient saliency maps keep their spatial meaning."""
 
     def __init__(self, inner: nn.Module, channels: int):
-        super().__init__()
-        self.inner = inner
+        super().__init__(inner)
         self.register_buffer("mean", torch.zeros(channels))
         self.register_buffer("std", torch.ones(channels))
-        for attr in ("name", "family", "input_kind"):
-            if hasattr(inner, attr):
-                setattr(self, attr, getattr(inner, attr))
 
     @torch.no_grad()
     def fit_inputs(self, batches) -> None:
