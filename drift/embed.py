@@ -17,11 +17,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from drift.errors import DriftError
-from drift.ingest import table_images
+from drift.records import table_images
 from drift.params import EmbedParams
 from drift.progress import progress
-from drift.store import EmbeddingStore, committed, read_slice_table
+from drift.store import EmbeddingStore, read_slice_table
 
 CHUNK_ROWS = EmbedParams.model_fields["chunk_rows"].default  # rows per commit: the most a killed run can lose
 
@@ -30,7 +29,7 @@ def encoder_kwargs(name: str, cfg: EmbedParams | dict) -> dict:
     """The constructor arguments the `embed` params (drift.params.EmbedParams, or its mapping) give encoder `name`:
     batch size, dtype, device, weights, and for a text encoder max_length and pooling (embed.pooling: null keeps
     the encoder's own; vision encoders pool as their timm head does)."""
-    from drift.encoders import get_encoder_spec
+    from drift.encoders.registry import get_encoder_spec
 
     cfg = EmbedParams.of(cfg)
     kwargs = {"batch_size": cfg.batch_size, "dtype": cfg.dtype, "device": cfg.device,
@@ -55,7 +54,7 @@ def text_encoder(cfg: EmbedParams | dict):
 
 def embed_encoder(name: str, cfg: EmbedParams | dict):
     """Encoder `name` (text or vision, for its probe) as the `embed` params describe it."""
-    from drift.encoders import make_encoder
+    from drift.encoders.load import make_encoder
 
     return make_encoder(name, **encoder_kwargs(name, cfg))
 
@@ -185,11 +184,18 @@ class Committer:
             raise self.error
 
 
-def open_store(manifest: dict, cache_dir: Path) -> EmbeddingStore:
-    """The store table a manifest names; a clear error when it is not in this cache directory."""
-    store = EmbeddingStore(cache_dir, manifest["encoder"], manifest["fingerprint"], manifest["dim"],
-                           with_tokens=manifest.get("with_tokens", True))
-    if manifest.get("rows", 1) and not committed(store.path):
-        raise DriftError(f"embedding table {store.path.name} is not in {Path(cache_dir)} (another embed.cache_dir, "
-                         f"or removed by `drift cache gc`): run `dvc repro -f embed@<dataset>` to compute it")
-    return store
+def embed_all(slice_path: Path, modality: str, cfg: EmbedParams | dict, cache_dir: Path) -> dict[str, tuple[dict, dict]]:
+    """Every encoder a dataset's run needs, {encoder: (manifest, metrics)}: for a text dataset the text encoder
+    (token states for the heads, pooled vectors), and every encoder in `embed.encoders` of the dataset's modality
+    (pooled vectors for its probe). An image dataset with no encoder gets none."""
+    from drift.encoders.registry import get_encoder_spec
+
+    cfg = EmbedParams.of(cfg)
+    results = {}
+    if modality == "text":
+        results[cfg.text_encoder] = embed_dataset(slice_path, cfg, cache_dir)
+    for name in cfg.encoders:
+        if get_encoder_spec(name).modality != modality or name in results:
+            continue
+        results[name] = embed_pooled(slice_path, embed_encoder(name, cfg), cache_dir, modality, cfg.chunk_rows)
+    return results

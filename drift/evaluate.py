@@ -42,9 +42,10 @@ def from_json(rows: list[list[float | None]]) -> np.ndarray:
     return np.array([[np.nan if v is None else v for v in row] for row in rows], dtype=float)
 
 
-def evaluate_model(data, name: str, models_dir, predict) -> dict:
+def evaluate_model(data, name: str, models_dir) -> dict:
     """Every checkpoint of one model on every row it is scored on -> {seed: matrix as JSON rows}."""
-    from drift.checkpoints import list_checkpoints, load_checkpoint
+    from drift.checkpoints import list_checkpoints, load_checkpoint  # torch: the report reads from_json without it
+    from drift.train import predict
 
     labels = np.array(data.labels)
     rows = data.usable_rows()
@@ -59,3 +60,17 @@ def evaluate_model(data, name: str, models_dir, predict) -> dict:
             outputs[k] = full
         seeds[str(seed)] = to_json(drift_matrix(outputs, labels, data.slices, data.splits, data.usable, data.task))
     return seeds
+
+
+def evaluate_roster(data, models: list[str], models_dir, threads: int = 1) -> dict[str, dict]:
+    """{model: its evaluation}: per-seed drift matrices with what a reader needs to interpret them (metric,
+    direction, slice labels, which slices are usable)."""
+    from drift.models import get_model_info
+    from drift.train import deterministic
+
+    deterministic(threads)
+    labels = [s["label"] for s in data.manifest["slices"]]
+    return {name: {"dataset": data.name, "model": name, "family": get_model_info(name).family,
+                   "metric": data.task.metric, "higher_is_better": data.task.higher_is_better,
+                   "labels": labels, "usable": data.usable, "seeds": evaluate_model(data, name, models_dir)}
+            for name in models}

@@ -6,8 +6,6 @@ Writes records, the quarantine table beside them, and the counts (kept + filtere
 """
 from __future__ import annotations
 
-import datetime as dt
-import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -18,33 +16,10 @@ from drift.datasets import get_dataset
 from drift.ledger import Ledger
 from drift.params import DatasetParams, dataset_params
 from drift.progress import progress
+from drift.records import as_utc_naive, payload_key, record_schema
 from drift.slicing import slice_edges
 
 BATCH_ROWS = 4096
-
-
-def payload_key(payload) -> str:
-    """The embedding-cache key: sha256 of the payload's bytes (text as UTF-8, images as raw uint8 + shape)."""
-    if isinstance(payload, str):
-        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
-    array = np.ascontiguousarray(payload, dtype=np.uint8)
-    return hashlib.sha256(repr(array.shape).encode() + array.tobytes()).hexdigest()
-
-
-def record_schema(task: str, modality: str, n_labels: int, image_shape=(3, 32, 32)) -> pa.Schema:
-    label = {"binary": pa.int64(), "regression": pa.float64(),
-             "multilabel": pa.list_(pa.int8(), n_labels)}[task]
-    payload = (pa.field("text", pa.string()) if modality == "text"
-               else pa.field("image", pa.list_(pa.uint8(), int(np.prod(image_shape)))))
-    meta = {"task": task, "modality": modality, "image_shape": ",".join(map(str, image_shape))}
-    return pa.schema([pa.field("id", pa.string()), pa.field("key", pa.string()),
-                      pa.field("time", pa.timestamp("us")), pa.field("label", label), payload], metadata=meta)
-
-
-def table_images(table: pa.Table) -> np.ndarray:
-    """The `image` column as uint8 [n, C, H, W], shaped by the schema's `image_shape` (record_schema)."""
-    shape = tuple(int(x) for x in (table.schema.metadata or {}).get(b"image_shape", b"3,32,32").decode().split(","))
-    return table.column("image").combine_chunks().flatten().to_numpy().reshape(table.num_rows, *shape)
 
 
 def _batch(rows: list[dict], schema: pa.Schema, modality: str) -> pa.RecordBatch:
@@ -103,14 +78,3 @@ def ingest(name: str, cfg: DatasetParams | dict, records_path: Path, quarantine_
                    schema=pa.schema([("where", pa.string()), ("reason", pa.string()), ("raw", pa.string())]))
     pq.write_table(bad, quarantine_path)
     return {"dataset": name, **ledger.counts(), "span": [str(start.date()), str(end.date())]}
-
-
-def read_records(path: Path) -> pa.Table:
-    return pq.read_table(path)
-
-
-def as_utc_naive(value: dt.datetime) -> dt.datetime:
-    """Readers hand over naive UTC datetimes; this converts an aware one."""
-    if value.tzinfo is not None:
-        value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
-    return value

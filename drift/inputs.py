@@ -54,7 +54,7 @@ class Inputs:
 def load_inputs(kind: str, table, store=None, max_tokens: int = 512) -> Inputs:
     """Inputs of every row of the slice table, in its row order."""
     if kind == "pixels":
-        from drift.ingest import table_images
+        from drift.records import table_images
 
         images = table_images(table)
         return Inputs("pixels", images.reshape(len(images), -1), image_shape=images.shape[1:])

@@ -1,6 +1,6 @@
 """The typed schema of params.yaml: every parameter's name, type and default, checked once before any compute.
 
-`drift.config.load_params` reads params.yaml through `Params`; every stage and CLI command goes through it, and
+`load_params` reads params.yaml through `Params`; every stage and CLI command goes through it, and
 the library reads the typed sections (`params.train.epochs`, `params.dataset("sotu").slices`), never a raw
 dict with a default of its own. params.yaml is the source of the run's values: the defaults here only fill the
 keys it leaves out, and equal its values wherever it sets them (tests/test_params.py checks that), except the
@@ -19,20 +19,21 @@ Layout (params.yaml's top level):
 An unknown key anywhere is a one-line DriftError naming it, its section and the closest valid names
 (`unknown parameter train.epoch: did you mean train.epochs? valid: baselines, batch_size, epochs, ...`); a wrong
 type too (`train.epochs must be an integer, got 'three'`). Names that need a registry with heavy imports (model
-names, model families in train.lr) are checked by drift.config.validate, also before any compute.
+names, model families in train.lr) are checked by drift.validate, also before any compute.
 """
 from __future__ import annotations
 
 import datetime as dt
 import types
 import typing
+from pathlib import Path
 from typing import Annotated, Any, ClassVar, Optional, Union
 
+import yaml
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, ValidationError,
                       model_validator)
 from pydantic_core import PydanticCustomError
 
-from drift.datasets import DATASETS
 from drift.encoders.registry import ENCODERS
 from drift.errors import DriftError, close_matches
 
@@ -328,7 +329,7 @@ class TrainParams(Section):
     threads: PositiveInt = 2         # fixed torch threads: bit-identical results
     max_tokens: Optional[PositiveInt] = None  # the token heads' position tables; null: embed.max_length
     baselines: list[str] = ["baseline-prior", "baseline-linear"]
-    models: Annotated[dict[str, list[str]], _known_keys(DATASETS)] = {}  # dataset -> model names
+    models: Annotated[dict[str, list[str]], _known_keys(DATASET_PARAMS)] = {}  # dataset -> model names
 
 
 class SaliencyGrid(Section):
@@ -340,12 +341,12 @@ class SaliencyGrid(Section):
 
 class ReportParams(Section):
     SECTION: ClassVar[str] = "report"
-    saliency: Annotated[dict[str, SaliencyGrid], _known_keys(DATASETS)] = {}
+    saliency: Annotated[dict[str, SaliencyGrid], _known_keys(DATASET_PARAMS)] = {}
 
 
 class Params(Section):
     """params.yaml."""
-    datasets: Annotated[dict[str, str], _known_keys(DATASETS)]
+    datasets: Annotated[dict[str, str], _known_keys(DATASET_PARAMS)]
     sotu: SotuParams = Field(default_factory=SotuParams)
     synth_portraits: SynthPortraitsParams = Field(default_factory=SynthPortraitsParams, alias="synth-portraits")
     yearbook: YearbookParams = Field(default_factory=YearbookParams)
@@ -445,3 +446,37 @@ def plain(data):
 def load(data) -> Params:
     """params.yaml's document validated: the typed Params, or a one-line DriftError before any compute."""
     return parse(Params, plain(data))
+
+
+# ---------------------------------------------------------------- reading params.yaml
+
+def load_params(path: str | Path = "params.yaml") -> Params:
+    """params.yaml, typed and checked: the one way every stage and CLI command reads it. An unknown key or a
+    wrong type is a one-line DriftError here, before any compute."""
+    path = Path(path)
+    if not path.exists():
+        raise DriftError(f"no {path} here: run from the repository root (where dvc.yaml is)")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise DriftError(f"{path} is not valid YAML: {' '.join(str(e).split())}") from None
+    return load(data or {})
+
+
+def as_params(params) -> Params:
+    """Params as they are, or a params.yaml document (a mapping) checked into Params."""
+    return params if isinstance(params, Params) else load(params)
+
+
+def dataset_cfg(params, name: str) -> DatasetParams:
+    """Dataset `name`'s section of params.yaml (its `source` defaults to `datasets.<name>`); an unknown name
+    lists the valid ones."""
+    return as_params(params).dataset(name)
+
+
+def roster(params, name: str) -> list[str]:
+    """The models a dataset's run trains and reports: `train.models.<name>`, then the references
+    (`train.baselines`, both by default) that give every matrix a floor."""
+    train = as_params(params).train
+    models = list(train.models.get(name) or [])  # a dataset without models: drift.validate says so
+    return models + [b for b in train.baselines if b not in models]

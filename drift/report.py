@@ -30,30 +30,19 @@ import shutil
 import sys
 from pathlib import Path
 
-from drift.config import write_json
 from drift.environment import environment
 from drift.errors import DriftError
 from drift.evaluate import from_json
 from drift.params import SaliencyGrid
+from drift.paths import dataset_paths
 from drift.plots import curve_rows, family_bars, forgetting_plot, heatmap, long_format
+from drift.stage import write_json
 from drift.summary import (DEFAULT_ORDER, REFERENCES, STATS, below_prior, below_prior_message, check_order,
                            cohort_mean, cutoff_table, deviations, family_curves, family_table, forgetting_curve,
                            id_future_decay, is_reference, mean_over_seeds, ranking, reference_margins,
                            seed_spread)
 
 COHORT = "cohort-mean"  # the cohort mean's folder among the models' in plots/<ds>/
-
-
-def report_paths(name: str, root: Path = Path(".")) -> dict[str, Path]:
-    return {
-        "eval": root / "data" / "eval" / name,
-        "metrics": root / "metrics" / name,
-        "plots": root / "plots" / name,
-        "deviations": root / "plots" / "deviations" / name,
-        "forgetting": root / "plots" / "forgetting" / f"{name}.json",
-        "tables": root / "tables" / f"{name}.json",
-        "tables_md": root / "tables" / f"{name}.md",
-    }
 
 
 def load_eval(eval_dir: Path, models: list[str]) -> dict[str, dict]:
@@ -103,7 +92,7 @@ def write_report(name: str, results: dict[str, dict], root: Path = Path("."), n_
     check_order(by)
     if not results:
         raise DriftError(f"train.models.{name} lists no models: nothing to report")
-    p = report_paths(name, root)
+    p = dataset_paths(name, root)
     for out in (p["metrics"], p["plots"], p["deviations"]):
         shutil.rmtree(out, ignore_errors=True)  # a model dropped from the roster leaves nothing behind
     first = next(iter(results.values()))
@@ -240,15 +229,15 @@ def write_dataset_report(name: str, models: list[str], root: Path = Path("."), s
     """The report stage: read the eval JSON, write the report, and for an image dataset the saliency grid
     (`saliency_grid`: params.yaml report.saliency.<dataset>, drift.params.SaliencyGrid or its mapping {models,
     cells, n}; default every image model at a few cutoffs spread over the timeline)."""
-    p = report_paths(name, root)
+    p = dataset_paths(name, root)
     tables = write_report(name, load_eval(p["eval"], models), root, by=by)
     manifest = root / "data" / "slices" / f"{name}.json"
     image = manifest.exists() and json.loads(manifest.read_text()).get("modality") == "image"
     if saliency and image:  # torch is imported only here: text reports stay quick
         from drift.saliency import write_saliency
-        from drift.train import model_info
+        from drift.models import get_model_info
 
-        pixels = [m for m in models if model_info(m).input == "pixels"]  # probes on frozen encoders have no pixels
+        pixels = [m for m in models if get_model_info(m).input == "pixels"]  # probes on frozen encoders have no pixels
         grid = SaliencyGrid.of(saliency_grid or {}, f"report.saliency.{name}")
         chosen = [m for m in grid.models or pixels if m in pixels]
         for m in sorted(set(grid.models or []) - set(pixels)):

@@ -91,24 +91,24 @@ def dataset_saliency(name: str, models: list[str] | None = None, cells: list | N
     Returns {"models", "columns": [{cutoff, cutoff_label, eval, eval_label, n, title}], "maps": {(model, c): [H, W]},
     "portraits": {c: mean image [C, H, W]}}.
     """
-    from drift.config import paths
+    from drift.paths import dataset_paths
     from drift.inputs import load_inputs
     from drift.checkpoints import load_checkpoint
     from drift.store import read_slice_manifest, read_slice_table
     from drift.summary import cutoff_indices
     from drift.tasks import get_task
-    from drift.train import model_info
+    from drift.models import get_model_info
 
     if cells is not None and (cutoffs is not None or eval_slice is not None):
         raise DriftError("saliency: give the grid as cells, or as cutoffs and an eval slice, not both")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise DriftError(f"report.saliency.n (portraits per panel) must be a positive integer, got {n!r}")
-    p = {k: Path(root) / v for k, v in paths(name).items()}
+    p = dataset_paths(name, root)
     manifest = read_slice_manifest(p["slices"])
     if manifest.get("modality", "image") != "image":
         raise DriftError(f"saliency maps need an image dataset; {name} is {manifest.get('modality')}")
     available = sorted(d.name for d in p["models"].glob("*") if d.is_dir() and _checkpoints(d))
-    image_models = [m for m in available if model_info(m).input == "pixels"]
+    image_models = [m for m in available if get_model_info(m).input == "pixels"]
     if not image_models:
         raise DriftError(f"no trained image models in {p['models']}: run `dvc repro train@{name}` (or `dvc pull`)")
     for m in models or []:

@@ -6,13 +6,13 @@ import json
 
 import numpy as np
 
-from drift.config import as_params, cache_dir, paths
-from drift.embed import open_store
 from drift.errors import DriftError
 from drift.inputs import Inputs, load_inputs
-from drift.store import read_slice_manifest, read_slice_table
+from drift.models import get_model_info
+from drift.params import as_params
+from drift.stage import require
+from drift.store import cache_dir, open_store, read_slice_manifest, read_slice_table
 from drift.tasks import get_task
-from drift.train import model_info
 
 
 def embedding_manifests(path) -> dict[str, dict]:
@@ -25,12 +25,8 @@ def embedding_manifests(path) -> dict[str, dict]:
 
 class SliceData:
     def __init__(self, params, name: str):
-        """`params`: drift.params.Params (drift.config.load_params), or a params.yaml document."""
-        p = paths(name)
-        # a stage run before its inputs exist (after a failed upstream stage, say) stops with one line
-        for path, stage in ((p["slice_manifest"], "slice"), (p["embeddings"], "embed")):
-            if not path.exists():
-                raise DriftError(f"{path} is missing: run `dvc repro {stage}@{name}` first (or `dvc repro`)")
+        """`params`: drift.params.Params (drift.params.load_params), or a params.yaml document."""
+        p = self.paths = require(name, "slice_manifest", "embeddings")
         self.name, self.params = name, as_params(params)
         self.manifest = read_slice_manifest(p["slices"])
         self.task = get_task(self.manifest["task"])
@@ -49,7 +45,7 @@ class SliceData:
 
     def encoder_for(self, model_name: str) -> str | None:
         """The encoder whose embeddings a model reads: its own for a probe, the text encoder for a text head."""
-        info = model_info(model_name)
+        info = get_model_info(model_name)
         if self.input_kind(model_name) == "pixels":
             return None
         if info.input == "pooled":
@@ -59,7 +55,7 @@ class SliceData:
     def input_kind(self, model_name: str) -> str:
         """pixels, tokens or pooled; the references read pixels of an image dataset, the text encoder's pooled
         vectors of a text dataset."""
-        kind = model_info(model_name).input
+        kind = get_model_info(model_name).input
         if kind == "auto":
             return "pixels" if self.manifest.get("modality") == "image" else "pooled"
         return kind

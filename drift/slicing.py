@@ -15,7 +15,7 @@ import hashlib
 import numpy as np
 
 from drift.errors import DriftError
-from drift.params import DatasetParams, SliceSpec, SplitParams
+from drift.params import DatasetParams, SliceSpec, SplitParams, dataset_params
 
 UNITS = ("year", "half-year", "decade", "custom")
 
@@ -176,3 +176,14 @@ def build_slices(records, cfg: DatasetParams | dict, split_cfg: SplitParams | di
     if not any(s["usable"] for s in slices):
         raise DriftError(f"no slice has {min_samples} or more rows (min_samples): lower it or widen the slices")
     return table, slices
+
+
+def slice_dataset(records, name: str, cfg: DatasetParams | dict, split_cfg: SplitParams | dict):
+    """Dataset `name`'s records -> (the slice table, its manifest: task, modality, label names, slices)."""
+    from drift.datasets import get_dataset
+
+    dataset, cfg = get_dataset(name), dataset_params(name, cfg)
+    table, slices = build_slices(records, cfg, split_cfg)
+    manifest = {"dataset": name, "task": dataset.TASK, "modality": dataset.MODALITY,
+                "label_names": dataset.label_names(cfg), "min_samples": cfg.min_samples, "slices": slices}
+    return table, manifest

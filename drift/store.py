@@ -30,6 +30,7 @@ from drift.errors import DriftError
 # ---------------------------------------------------------------- slice table
 
 def write_slice_table(table: pa.Table, path: Path, manifest: dict) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     lance.write_dataset(table, str(path), mode="overwrite" if Path(path).exists() else "create")
     digest = hashlib.sha256()
     for name in ("id", "key", "slice", "split", "label"):
@@ -358,3 +359,19 @@ def table_info(path: Path, count_unique: bool = True) -> dict:
                 fragments=len(ds.get_fragments()), version=ds.version)
     info["unique"] = pc.count_distinct(_key_column(ds)).as_py() if count_unique else None
     return info
+
+
+def open_store(manifest: dict, cache_dir: Path) -> EmbeddingStore:
+    """The store table a manifest names; a clear error when it is not in this cache directory."""
+    store = EmbeddingStore(cache_dir, manifest["encoder"], manifest["fingerprint"], manifest["dim"],
+                           with_tokens=manifest.get("with_tokens", True))
+    if manifest.get("rows", 1) and not committed(store.path):
+        raise DriftError(f"embedding table {store.path.name} is not in {Path(cache_dir)} (another embed.cache_dir, "
+                         f"or removed by `drift cache gc`): run `dvc repro -f embed@<dataset>` to compute it")
+    return store
+
+
+def cache_dir(params) -> Path:
+    """The store's directory: `embed.cache_dir` of params (drift.params.Params), else the user's cache."""
+    configured = params.embed.cache_dir
+    return Path(configured).expanduser() if configured else default_cache_dir()

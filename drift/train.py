@@ -15,40 +15,11 @@ import numpy as np
 import torch
 
 from drift.checkpoints import PixelStandardised, Standardised, build_model, checkpoint_path, list_checkpoints, save_checkpoint
-from drift.errors import DriftError, close_matches
 from drift.inputs import Inputs, length_bucketed_batches
-from drift.models import ALIASES, MODELS
+from drift.models import get_model_info
 from drift.params import TrainParams
 from drift.progress import progress
 from drift.tasks import get_task
-
-
-def model_info(name: str):
-    name = ALIASES.get(name, name)
-    if name not in MODELS:
-        raise DriftError(f"unknown model {name!r}: {close_matches(name, MODELS)}")
-    return MODELS[name]
-
-
-def check_roster(models: list[str], modality: str, text_encoder: str | None, encoders=()) -> None:
-    """Stop before any compute when a model cannot run on this dataset with these encoders."""
-    from drift.encoders import get_encoder_spec
-
-    for name in models:
-        info = model_info(name)
-        if modality == "image" and info.input == "tokens":
-            raise DriftError(f"{name} is a text head; it cannot run on an image dataset")
-        if modality == "text" and info.input == "pixels":
-            raise DriftError(f"{name} is an image model; it cannot run on a text dataset")
-        if info.input == "pooled":
-            encoder = info.name.removeprefix("probe-")
-            if get_encoder_spec(encoder).modality != modality:
-                raise DriftError(f"{name} probes a {get_encoder_spec(encoder).modality} encoder; "
-                                 f"it cannot run on a {modality} dataset")
-            available = ([text_encoder] if modality == "text" else []) + list(encoders)
-            if encoder not in available:
-                raise DriftError(f"{name} needs embeddings from encoder {encoder}, which this run does not compute: "
-                                 f"add it to embed.encoders (now {list(encoders)}) or drop {name}")
 
 
 def learning_rate(lr_cfg, family: str) -> float:
@@ -160,7 +131,7 @@ def train_roster(data, models: list[str], cfg: TrainParams | dict, models_dir: P
     seeds = list(cfg.seeds)
     for name in models:
         inputs = data.inputs(name)
-        closed_form = model_info(name).family == "Reference"
+        closed_form = get_model_info(name).family == "Reference"
         for seed in seeds[:1] if closed_form else seeds:
             def save(k, model, seed=seed):
                 save_checkpoint(model, checkpoint_path(models_dir, name, seed, k))

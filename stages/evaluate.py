@@ -1,22 +1,18 @@
-"""Stage evaluate@<dataset>: every checkpoint on every slice -> one drift matrix per model and seed."""
-from drift.config import load_params, paths, roster, run_stage, write_json
-from drift.evaluate import evaluate_model
+"""Stage evaluate@<dataset>: every checkpoint on every slice -> one drift matrix per model and seed
+(drift/evaluate.py `evaluate_roster`)."""
+from drift.evaluate import evaluate_roster
+from drift.params import load_params, roster
 from drift.slice_data import SliceData
-from drift.train import deterministic, model_info, predict
+from drift.stage import require, run_stage, write_json
 
 
 def main(argv):
     name = argv[0]
     params = load_params()
-    deterministic(params.train.threads)
-    data = SliceData(params, name)
-    p = paths(name)
-    for model_name in roster(params, name):
-        write_json(p["eval"] / f"{model_name}.json", {
-            "dataset": name, "model": model_name, "family": model_info(model_name).family,
-            "metric": data.task.metric, "higher_is_better": data.task.higher_is_better,
-            "labels": [s["label"] for s in data.manifest["slices"]], "usable": data.usable,
-            "seeds": evaluate_model(data, model_name, p["models"], predict)})
+    p = require(name, "models")
+    results = evaluate_roster(SliceData(params, name), roster(params, name), p["models"], params.train.threads)
+    for model, result in results.items():
+        write_json(p["eval"] / f"{model}.json", result)
 
 
 if __name__ == "__main__":

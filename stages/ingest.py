@@ -1,17 +1,18 @@
-"""Stage ingest@<dataset>: source → canonical records + quarantine + metrics/ingest/<dataset>.json."""
-from pathlib import Path
-
-from drift.config import dataset_cfg, load_params, paths, run_stage, validate, write_json
+"""Stage ingest@<dataset>: source -> canonical records + quarantine + metrics/ingest/<dataset>.json."""
 from drift.ingest import ingest
+from drift.params import dataset_cfg, load_params
+from drift.paths import dataset_paths
+from drift.stage import run_stage, write_json
+from drift.validate import validate_data
 
 
 def main(argv):
     name = argv[0]
     params = load_params()
-    validate(params, name)  # bad names or slices stop here, before any compute
-    p = paths(name)
+    validate_data(params, name)  # bad names or slices stop here, before any compute (models: at train)
+    p = dataset_paths(name)
     counts = ingest(name, dataset_cfg(params, name), p["records"], p["quarantine"])
-    write_json(Path("metrics/ingest") / f"{name}.json", counts)
+    write_json(p["ingest_metrics"], counts)
 
 
 if __name__ == "__main__":

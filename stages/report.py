@@ -1,11 +1,13 @@
 """Stage report@<dataset>: metrics/, plots/ and tables/ of one dataset (see drift/report.py for the list)."""
-from drift.config import load_params, roster, run_stage
+from drift.params import load_params, roster
 from drift.report import write_dataset_report
+from drift.stage import require, run_stage
 
 
 def main(argv):
     name = argv[0]
     params = load_params()
+    require(name, "eval")
     grid = params.report.saliency.get(name)  # None: the default grid of an image dataset
     write_dataset_report(name, roster(params, name), saliency_grid=grid)
 

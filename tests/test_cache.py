@@ -21,8 +21,9 @@ import torch
 from typer.testing import CliRunner
 
 from conftest import run, tiny_params
-from drift.embed import embed_dataset, open_store, text_encoder
-from drift.ingest import payload_key
+from drift.embed import embed_dataset, text_encoder
+from drift.store import open_store
+from drift.records import payload_key
 from drift.store import EmbeddingStore, committed, table_info, write_slice_table
 
 CFG = {"text_encoder": "minilm-l6", "max_length": 16, "batch_size": 16, "chunk_rows": 32}
@@ -350,7 +351,7 @@ def test_appends_are_picked_up_reading_only_new_fragments(tmp_path, monkeypatch)
 
 
 def cache_app():
-    from drift.cache_cli import cache_app
+    from drift.cli.cache import cache_app
     return cache_app
 
 

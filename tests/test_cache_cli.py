@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from drift.cache_cli import _size, cache_app, cache_table
+from drift.cli.cache import _size, cache_app, cache_table
 from drift.store import EmbeddingStore, table_info
 
 LIST_KEYS = {"table", "path", "encoder", "fingerprint", "fingerprint_fields", "committed", "rows", "unique", "dim",

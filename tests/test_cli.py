@@ -159,7 +159,8 @@ LONG_NAMES = {"probe-vit-s16-in21k": (0.65, 0.55, "Frozen"), "bilstm-attn-l": (0
 def test_summary_table_fits_80_columns_without_cutting(extra, seeds, every_column):
     from rich.console import Console
 
-    from drift.cli import summary_rows, summary_table
+    from drift.cli.pipeline import summary_table
+    from drift.results import summary_rows
 
     models = {**WITH_REFS, **extra}
     spread = {"id_std": 0.0123, "future_std": 0.0456, "decay_std": 0.0789} if seeds > 1 else {}

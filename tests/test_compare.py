@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import only, run, tiny_params
-from drift.cli_report import diff_metrics, diff_params
+from drift.results import diff_metrics, diff_params
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -21,8 +21,8 @@ def approx(x):
 
 
 def drift(*args, cwd):
-    """The report commands, whether or not drift/cli.py registers them yet."""
-    return subprocess.run([sys.executable, "-m", "drift.cli_report", *args], cwd=cwd, capture_output=True, text=True)
+    """The `drift` command, run as `python -m drift.cli` (no console script needed)."""
+    return subprocess.run([sys.executable, "-m", "drift.cli", *args], cwd=cwd, capture_output=True, text=True)
 
 
 def stats(id_, future, higher=True):
@@ -65,7 +65,7 @@ def test_compare_keeps_reference_rows(monkeypatch):
 
     from typer.testing import CliRunner
 
-    import drift.cli_report as cli_report
+    import drift.cli.report as cli_report
     from drift.cli import app
 
     prior = {**stats(0.6, 0.6), "family": "Reference", "reference": True}

@@ -17,7 +17,8 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from drift.encoders import ENCODERS, EncoderSpec, get_encoder_spec, make_encoder
+from drift.encoders import ENCODERS, EncoderSpec, get_encoder_spec
+from drift.encoders.load import make_encoder
 from drift.encoders.text import TextEncoder
 from drift.encoders.vision import VisionEncoder, hub_repo, size_kwargs
 from drift.errors import DriftError

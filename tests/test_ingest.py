@@ -10,7 +10,8 @@ import pytest
 
 from drift.datasets import get_dataset, sotu, synth_portraits
 from drift.errors import DriftError
-from drift.ingest import ingest, payload_key
+from drift.ingest import ingest
+from drift.records import payload_key
 from drift.ledger import Ledger
 
 

@@ -10,7 +10,9 @@ import pytest
 import yaml
 
 from conftest import only, run, tiny_params
-from drift.config import apply_preset, load_params, validate
+from drift.params import load_params
+from drift.presets import apply_preset
+from drift.roster import validate
 from drift.datasets import DATASETS
 from drift.errors import DriftError
 from drift.params import (DATASET_PARAMS, RUN_CHOICES, EmbedParams, Params, TrainParams, YearbookParams, dataset_params,

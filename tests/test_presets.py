@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from drift.config import apply_preset, validate
+from drift.presets import apply_preset
+from drift.roster import validate
 from drift.encoders import get_encoder_spec
-from drift.train import model_info
+from drift.models import get_model_info
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,7 +46,7 @@ def test_preset_runs_the_papers_cohort(preset, tmp_path):
     params = applied(preset, tmp_path)
     assert list(params["datasets"]) == [dataset]
     models = params["train"]["models"][dataset]
-    infos = [model_info(m) for m in models]
+    infos = [get_model_info(m) for m in models]
     assert len(set(i.name for i in infos)) == len(models) == n_heads + n_probes
     assert sum(i.family != "Frozen" for i in infos) == n_heads
     probes = [i for i in infos if i.input == "pooled"]

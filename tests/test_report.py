@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from drift.cli_report import from_long_format
+from drift.results import from_long_format
 from drift.plots import color_limits, long_format
 from drift.report import load_eval, write_report
 
@@ -249,8 +249,8 @@ def test_diverging_scale_is_zero_centred_and_long_format_round_trips():
 # --- drift show ------------------------------------------------------------------------------------------------
 
 def drift(*args, cwd=None):
-    """The report commands, whether or not drift/cli.py registers them yet."""
-    return subprocess.run([sys.executable, "-m", "drift.cli_report", *args], cwd=cwd, capture_output=True, text=True)
+    """The `drift` command, run as `python -m drift.cli` (no console script needed)."""
+    return subprocess.run([sys.executable, "-m", "drift.cli", *args], cwd=cwd, capture_output=True, text=True)
 
 
 def test_show_prints_the_matrix_latest_on_top_and_the_numbers(tmp_path):
@@ -285,7 +285,7 @@ def test_show_unknown_names_are_one_line(tmp_path):
 
 
 def test_drift_command_has_the_report_commands():
-    """drift/cli.py registers show, compare, plots and saliency (drift.cli_report.register)."""
+    """The `drift` command has show, compare, plots and saliency (drift/cli/report.py)."""
     result = subprocess.run([str(Path(sys.executable).parent / "drift"), "--help"], capture_output=True, text=True)
     listed = {line.strip("│ ").split(" ")[0] for line in result.stdout.splitlines()}
     assert {"show", "compare", "plots", "saliency"} <= listed, result.stdout

@@ -83,9 +83,10 @@ def test_cnn_looks_at_the_eyes_more_than_the_mlp():
 def portraits_root(tmp_path_factory):
     """A synth-portraits slice table (years 2000-2002, the real ingest and slice code) and random-weight
     checkpoints of mlp-s (seeds 0, 1) and cnn-s (seed 0) at every cutoff, laid out as the train stage does."""
-    from drift.config import paths
+    from drift.paths import dataset_paths
     from drift.datasets import get_dataset
-    from drift.ingest import ingest, read_records
+    from drift.ingest import ingest
+    from drift.records import read_records
     from drift.params import dataset_params
     from drift.slicing import build_slices
     from drift.store import write_slice_table
@@ -95,7 +96,7 @@ def portraits_root(tmp_path_factory):
     cfg = dataset_params(name, {"k": 3, "start_year": 2000, "per_slice": 40, "seed": 0, "concept_drift": 0,
                                 "covariate_drift": 0, "label_drift": 0,
                                 "slices": {"unit": "year", "start": 2000, "end": 2003}, "min_samples": 10})
-    p = {k: root / v for k, v in paths(name).items()}
+    p = dataset_paths(name, root)
     ingest(name, cfg, p["records"], p["quarantine"])
     table, slices = build_slices(read_records(p["records"]), cfg, {"seed": 0, "test_fraction": 0.3})
     dataset = get_dataset(name)

@@ -68,7 +68,7 @@ def test_embed_computes_only_missing_keys(tmp_path):
     from drift.store import write_slice_table
 
     def table(texts):
-        from drift.ingest import payload_key
+        from drift.records import payload_key
         return pa.table({"id": [str(i) for i in range(len(texts))], "key": [payload_key(t) for t in texts],
                          "slice": pa.array([0] * len(texts), pa.int32()), "split": ["train"] * len(texts),
                          "label": [0] * len(texts), "text": texts})

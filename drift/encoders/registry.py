@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from drift.errors import DriftError, close_matches
+
 
 @dataclass(frozen=True)
 class EncoderSpec:
@@ -61,3 +63,9 @@ ENCODERS: dict[str, EncoderSpec] = {e.name: e for e in [
     EncoderSpec("distilbert", "DistilBERT", "text", "hf", "distilbert-base-uncased", 768, "mean"),
     EncoderSpec("minilm-l6", "MiniLM-L6", "text", "sentence-transformers", "sentence-transformers/all-MiniLM-L6-v2", 384, "mean"),
 ]}
+
+
+def get_encoder_spec(name: str) -> EncoderSpec:
+    if name not in ENCODERS:
+        raise DriftError(f"unknown encoder {name!r}: {close_matches(name, ENCODERS)}")
+    return ENCODERS[name]

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from drift.encoders import get_encoder_spec
+from drift.encoders.registry import get_encoder_spec
 from drift.errors import DriftError
 # params.yaml embed.pooling: the mean of the last hidden states over real tokens, the first token's state, or the
 # model's own pooler output (BERT, RoBERTa, MPNet have one; DistilBERT, ELECTRA, DeBERTa-v3, ModernBERT do not)

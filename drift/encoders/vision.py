@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from huggingface_hub import try_to_load_from_cache
 from safetensors import safe_open
 
-from drift.encoders import get_encoder_spec
+from drift.encoders.registry import get_encoder_spec
 from drift.encoders.text import weights_hash
 from drift.errors import DriftError
 from drift.params import DTYPES

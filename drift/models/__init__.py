@@ -69,6 +69,11 @@ def _resolve(name: str) -> str:
     return name
 
 
+def get_model_info(name: str) -> ModelInfo:
+    """The registry entry of a model (aliases resolved); an unknown name lists the valid ones."""
+    return MODELS[_resolve(name)]
+
+
 def list_models() -> list[ModelInfo]:
     """Every model (aliases left out), images first, then text heads, then probes."""
     return list(MODELS.values())
@@ -156,5 +161,5 @@ PAPER_PARAMS_ARXIV: dict[str, int] = {
     "probe-mpnet": 5_000, "probe-roberta": 5_000, "probe-modernbert": 5_000, "probe-deberta-v3": 5_000,
 }
 
-__all__ = ["InputSpec", "ModelInfo", "MODELS", "ALIASES", "BASELINES", "create_model", "list_models", "count_params",
+__all__ = ["InputSpec", "ModelInfo", "MODELS", "ALIASES", "BASELINES", "create_model", "get_model_info", "list_models", "count_params",
            "format_params", "reference_spec", "PAPER_PARAMS", "PAPER_PARAMS_ARXIV"]

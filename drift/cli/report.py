@@ -1,8 +1,7 @@
-"""`drift show`, `drift compare`, `drift plots`, `drift saliency`: the report stage's outputs, read by people.
+"""`drift show`, `drift compare`, `drift plots`, `drift saliency`: the report stage's outputs, drawn for people.
 
-They read what the report stage commits to git (metrics/, plots/), so they work on any checkout; `compare`
-and `plots` read other revisions and DVC experiments through DVC itself. `register(app)` adds them to the
-`drift` command (drift/cli.py).
+They read what the report stage commits to git (metrics/, plots/) through drift.results, so they work on any
+checkout; `compare` and `plots` read other revisions and DVC experiments through DVC itself.
 """
 from __future__ import annotations
 
@@ -22,98 +21,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from drift.cli.common import console, fail, fmt
 from drift.errors import DriftError, close_matches
+from drift.results import STATS, _open_repo, diff_metrics, diff_params, load_matrix, metrics_at, params_at
 
-STATS = ("id", "future", "decay")
 LABELS = {"id": "ID", "future": "Future", "decay": "Decay"}
-console = Console()
 
-
-def _fail(error: Exception):
-    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {error}", highlight=False)
-    raise typer.Exit(2)
-
-
-def _fmt(value, digits: int = 3, sign: bool = False) -> str:
-    return "—" if value is None else f"{value:{'+' if sign else ''}.{digits}f}"
-
-
-# -----------------------------------------------------------------------------
-# reading the committed report
-
-def report_datasets(root: Path) -> list[str]:
-    """Datasets with a report: plots/<ds>/<model>/matrix.json exists (plots/deviations, plots/forgetting aside)."""
-    return sorted({p.parent.parent.name for p in (root / "plots").glob("*/*/matrix.json")})
-
-
-def report_models(root: Path, dataset: str) -> list[str]:
-    return sorted(p.parent.name for p in (root / "plots" / dataset).glob("*/matrix.json"))
-
-
-def from_long_format(rows: list[dict]) -> tuple[list[str], np.ndarray]:
-    """The slice labels (in their order) and the [K, K] matrix of long-format rows {train, eval, value}."""
-    labels = list(dict.fromkeys(r["train"] for r in rows))
-    index = {label: i for i, label in enumerate(labels)}
-    matrix = np.full((len(labels), len(labels)), np.nan)
-    for r in rows:
-        if r["value"] is not None:
-            matrix[index[r["train"]], index[r["eval"]]] = r["value"]
-    return labels, matrix
-
-
-def _is_reference(root: Path, dataset: str, model: str) -> bool:
-    """A reference model (baseline-*), by its metrics file when there is one."""
-    from drift.report import COHORT
-    from drift.summary import is_reference
-
-    if model == COHORT:
-        return False
-    path = root / "metrics" / dataset / f"{model}.json"
-    return is_reference(model, json.loads(path.read_text()) if path.exists() else None)
-
-
-def load_matrix(root: Path, dataset: str, model: str, deviation: bool = False) -> dict:
-    """One model's seed-averaged matrix (or its deviation from the cohort mean) and its metrics, from the
-    committed plots/ and metrics/ files."""
-    from drift.report import COHORT
-    from drift.summary import id_future_decay
-
-    datasets = report_datasets(root)
-    if not datasets:
-        raise DriftError(f"no report in {root / 'plots'}: run `dvc repro` (or check out a commit that has one)")
-    if dataset not in datasets:
-        raise DriftError(f"unknown dataset {dataset!r}: {close_matches(dataset, datasets)}")
-    models = report_models(root, dataset)
-    if model not in models:
-        raise DriftError(f"unknown model {model!r} for {dataset}: {close_matches(model, models)}")
-    metrics_path = root / "metrics" / dataset / f"{model}.json"
-    if deviation and model == COHORT:
-        others = ", ".join(m for m in models if m != COHORT and not _is_reference(root, dataset, m))
-        raise DriftError(f"{COHORT} is what the deviations are taken from: give a model ({others})")
-    if deviation and _is_reference(root, dataset, model):
-        raise DriftError(f"{model} is a reference model, not part of the cohort: it has no deviation from the "
-                         f"cohort mean; drop --deviation to see its matrix")
-    path = (root / "plots" / "deviations" / dataset / f"{model}.json" if deviation
-            else root / "plots" / dataset / model / "matrix.json")
-    if not path.exists():
-        raise DriftError(f"no {path}: the report of {dataset} predates deviations; run `dvc repro report@{dataset}`")
-    labels, matrix = from_long_format(json.loads(path.read_text()))
-
-    if metrics_path.exists():
-        metrics = json.loads(metrics_path.read_text())
-    else:  # the cohort mean has no metrics file: take the direction from any model of the dataset
-        any_metrics = sorted((root / "metrics" / dataset).glob("*.json"))
-        sample = (json.loads(any_metrics[0].read_text()) if any_metrics
-                  else {"metric": "score", "higher_is_better": True})
-        metrics = {"metric": sample["metric"], "higher_is_better": sample["higher_is_better"], "k": len(labels)}
-    if deviation or not metrics_path.exists():
-        metrics = {**metrics, **id_future_decay(matrix, metrics["higher_is_better"])}
-        metrics = {k: v for k, v in metrics.items() if not k.endswith(("_std", "_ci95"))}
-    return {"dataset": dataset, "model": model, "deviation": deviation, "labels": labels, "matrix": matrix, **metrics}
-
-
-# -----------------------------------------------------------------------------
-# the terminal heatmap
 
 def _cell_colors(matrix: np.ndarray, higher_is_better: bool, diverging: bool):
     """value -> (background hex, foreground) with the PNGs' colour maps: viridis (reversed when lower is
@@ -181,7 +94,7 @@ def show(dataset: str = typer.Argument(..., help="a dataset with a report (plots
     try:
         m = load_matrix(root, dataset, model, deviation)
     except DriftError as e:
-        _fail(e)
+        fail(e)
     if as_json:
         out = {k: v for k, v in m.items() if k != "matrix"}
         out["matrix"] = [[None if not np.isfinite(v) else float(v) for v in row] for row in m["matrix"]]
@@ -199,7 +112,7 @@ def show(dataset: str = typer.Argument(..., help="a dataset with a report (plots
     parts = []
     for s in STATS:
         std, ci = m.get(f"{s}_std"), m.get(f"{s}_ci95")
-        text = f"{LABELS[s]} {_fmt(m.get(s), sign=deviation)}"
+        text = f"{LABELS[s]} {fmt(m.get(s), sign=deviation)}"
         if std is not None:
             text += f" ± {std:.3f}"
         if ci and None not in ci:
@@ -209,102 +122,6 @@ def show(dataset: str = typer.Argument(..., help="a dataset with a report (plots
     if "seeds" in m:
         console.print(f"K = {m['k']} slices, {m['seeds']} seed(s); Decay > 0 means worse on later periods",
                       style="dim", highlight=False, soft_wrap=True)
-
-
-# -----------------------------------------------------------------------------
-# compare two revisions
-
-def _open_repo(root: Path):
-    from dvc.exceptions import NotDvcRepoError
-    from dvc.repo import Repo
-
-    try:
-        return Repo(str(root))
-    except NotDvcRepoError as e:
-        raise DriftError(f"{root.resolve()} is not a DVC repository: run from the project's root") from e
-
-
-def metrics_at(repo, rev: str) -> dict[str, dict[str, dict]]:
-    """{dataset: {model: metrics}} of the drift metrics (metrics/<ds>/<model>.json) at a git revision, a DVC
-    experiment or "workspace", read through DVC's own API (what `dvc metrics show` reads)."""
-    from dvc.exceptions import DvcException
-
-    try:
-        shown = repo.metrics.show(revs=[rev], hide_workspace=False, on_error="return")
-    except DvcException as e:
-        raise DriftError(f"unknown revision {rev!r} ({e}): give a commit, branch, tag, HEAD~n, "
-                         f"a DVC experiment name (`dvc exp show`) or workspace") from e
-    key = rev if rev == "workspace" else next((k for k in shown if k != "workspace"), None)
-    result = shown.get(key) or {}
-    if "error" in result:
-        raise DriftError(f"cannot read the metrics at {rev!r}: {result['error']}")
-    found: dict[str, dict[str, dict]] = {}
-    for path, entry in (result.get("data") or {}).items():
-        parts = Path(path).parts
-        data = entry.get("data")
-        if len(parts) == 3 and parts[0] == "metrics" and isinstance(data, dict) and {"id", "future"} <= set(data):
-            found.setdefault(parts[1], {})[Path(parts[2]).stem] = data
-    return found
-
-
-def params_at(repo, rev: str) -> dict:
-    """Flat {"dotted.key": value} of the params at a revision ("file:dotted.key" for files other than
-    params.yaml)."""
-    shown = repo.params.show(revs=[rev], hide_workspace=False, on_error="return")
-    key = rev if rev == "workspace" else next((k for k in shown if k != "workspace"), None)
-    flat = {}
-
-    def walk(prefix, value):
-        if isinstance(value, dict):
-            for k, v in value.items():
-                walk(f"{prefix}.{k}" if prefix and not prefix.endswith(":") else f"{prefix}{k}", v)
-        else:
-            flat[prefix] = value
-    for file, entry in ((shown.get(key) or {}).get("data") or {}).items():
-        walk("" if file == "params.yaml" else f"{file}:", entry.get("data") or {})
-    return flat
-
-
-def _improved(stat: str, change: float | None, higher_is_better: bool) -> bool | None:
-    """Whether a change is for the better: a higher ID / Future when higher is better, a lower Decay always."""
-    if change is None or change == 0:
-        return None
-    if stat == "decay":
-        return change < 0
-    return change > 0 if higher_is_better else change < 0
-
-
-def diff_metrics(a: dict[str, dict[str, dict]], b: dict[str, dict[str, dict]]) -> dict[str, list[dict]]:
-    """Per dataset, one row per model in either revision: status (changed, unchanged, added, removed), and for
-    ID, Future and Decay the value at a, at b, the change b - a and whether it is an improvement. Reference
-    models (baseline-*) are rows like any other, marked "reference": true and listed after the others."""
-    from drift.summary import is_reference
-
-    out = {}
-    for dataset in sorted(set(a) | set(b)):
-        rows = []
-        ma, mb = a.get(dataset, {}), b.get(dataset, {})
-        for model in sorted(set(ma) | set(mb)):
-            xa, xb = ma.get(model), mb.get(model)
-            ref = xb or xa
-            higher = ref.get("higher_is_better", True)
-            row = {"model": model, "metric": ref.get("metric"), "higher_is_better": higher,
-                   "status": "added" if xa is None else "removed" if xb is None else None,
-                   "reference": is_reference(model, ref)}
-            for s in STATS:
-                va, vb = (xa or {}).get(s), (xb or {}).get(s)
-                change = None if va is None or vb is None else vb - va
-                row[s] = {"a": va, "b": vb, "change": change, "improved": _improved(s, change, higher)}
-            if row["status"] is None:
-                same = all(row[s]["a"] == row[s]["b"] for s in STATS)
-                row["status"] = "unchanged" if same else "changed"
-            rows.append(row)
-        out[dataset] = sorted(rows, key=lambda r: r["reference"])  # stable: by name within each group
-    return out
-
-
-def diff_params(a: dict, b: dict) -> dict:
-    return {k: {"a": a.get(k), "b": b.get(k)} for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
 
 
 def compare(rev_a: str = typer.Argument(..., help="a git revision or DVC experiment, e.g. HEAD~1"),
@@ -326,7 +143,7 @@ def compare(rev_a: str = typer.Argument(..., help="a git revision or DVC experim
                 raise DriftError(f"unknown dataset {dataset!r}: {close_matches(dataset, rows)}")
             rows = {dataset: rows[dataset]}
     except DriftError as e:
-        _fail(e)
+        fail(e)
     if as_json:
         print(json.dumps({"a": rev_a, "b": rev_b, "params": params, "datasets": rows}, indent=2))
         return
@@ -347,7 +164,7 @@ def compare(rev_a: str = typer.Argument(..., help="a git revision or DVC experim
             cells = []
             for s in STATS:
                 d = r[s]
-                text = Text(_fmt(d["b"] if d["b"] is not None else d["a"]))
+                text = Text(fmt(d["b"] if d["b"] is not None else d["a"]))
                 if d["change"] is not None:
                     style = {True: "green", False: "red", None: "dim"}[d["improved"]]
                     text.append(f" ({d['change']:+.3f})", style=style)
@@ -358,9 +175,6 @@ def compare(rev_a: str = typer.Argument(..., help="a git revision or DVC experim
                           end_section=not r["reference"] and following is not None and following["reference"])
         console.print(table)
 
-
-# -----------------------------------------------------------------------------
-# DVC plots rendered offline
 
 def _dvc(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "dvc", *args], cwd=cwd, capture_output=True, text=True)
@@ -417,7 +231,7 @@ def plots(revs: Optional[list[str]] = typer.Argument(None, help="revisions or ex
     try:
         written = render_plots(list(revs or []), out if out.is_absolute() else root / out, root, targets)
     except DriftError as e:
-        _fail(e)
+        fail(e)
     if as_json:
         print(json.dumps(written, indent=2))
         return
@@ -425,9 +239,6 @@ def plots(revs: Optional[list[str]] = typer.Argument(None, help="revisions or ex
     for w in written:
         console.print(f"  {w['file']}  [dim]{', '.join(w['revisions'])}[/dim]", highlight=False, soft_wrap=True)
 
-
-# -----------------------------------------------------------------------------
-# saliency maps
 
 def _slice_indices(labels: list[str], names: list[str]) -> list[int]:
     """Slice labels ("1950") or indices ("3") -> indices; unknown ones are a one-line error."""
@@ -460,7 +271,7 @@ def saliency(dataset: str = typer.Argument(..., help="an image dataset with trai
                  None, "--out", "-o", help="the PNG (default plots_png/<dataset>/saliency.png)"),
              as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Mean gradient saliency maps of the image models (paper Figure 3) as a PNG grid: models × cutoffs."""
-    from drift.config import paths
+    from drift.paths import dataset_paths
     from drift.datasets import DATASETS
     from drift.saliency import write_saliency
     from drift.store import read_slice_manifest
@@ -468,13 +279,13 @@ def saliency(dataset: str = typer.Argument(..., help="an image dataset with trai
     try:
         if dataset not in DATASETS:
             raise DriftError(f"unknown dataset {dataset!r}: {close_matches(dataset, DATASETS)}")
-        labels = [s["label"] for s in read_slice_manifest(paths(dataset)["slices"])["slices"]]
+        labels = [s["label"] for s in read_slice_manifest(dataset_paths(dataset)["slices"])["slices"]]
         cut = _slice_indices(labels, _split(cutoffs)) if cutoffs else None
         ev = _slice_indices(labels, [eval_slice])[0] if eval_slice is not None else None
         out = out or Path("plots_png") / dataset / "saliency.png"
         result = write_saliency(dataset, out, models=_split(models), cutoffs=cut, eval_slice=ev, n=n)
     except DriftError as e:
-        _fail(e)
+        fail(e)
     panels = [{"model": m, **{k: v for k, v in c.items() if k != "title"},
                "drawn": (m, i) in result["maps"]}
               for m in result["models"] for i, c in enumerate(result["columns"])]
@@ -488,16 +299,4 @@ def saliency(dataset: str = typer.Argument(..., help="an image dataset with trai
                       style="dim", highlight=False)
 
 
-def register(app: typer.Typer) -> None:
-    """Add show, compare, plots and saliency to the `drift` command (once)."""
-    have = {c.name or c.callback.__name__ for c in app.registered_commands}
-    for command in (show, compare, plots, saliency):
-        if command.__name__ not in have:
-            app.command()(command)
-
-
-if __name__ == "__main__":  # `python -m drift.cli_report ...`: the same commands, wired or not into drift/cli.py
-    from drift.cli import app
-
-    register(app)
-    app()
+COMMANDS = (show, compare, plots, saliency)

@@ -1,4 +1,5 @@
-"""The `drift` command: the summaries people read (Rich tables on stdout, `--json` for scripts)."""
+"""`drift summary`, `drift models`, `drift fetch`, `drift track`, `drift preset`: the pipeline's inputs and
+the summaries people read (Rich tables on stdout, `--json` for scripts)."""
 from __future__ import annotations
 
 import json
@@ -6,75 +7,20 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from drift.cli.common import console, fail, fmt
 from drift.errors import DriftError
-
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Measure how models decay over time: summaries of the DVC pipeline's drift matrices.")
-console = Console()
-
-
-def _register_subcommands():
-    # show, compare, plots, saliency (drift/cli_report.py); imported here so the entry point drift.cli:app has them
-    from drift.cache_cli import cache_app
-    from drift.cli_report import register
-
-    register(app)
-    app.add_typer(cache_app, name="cache")
-
-
-def _fail(error: DriftError):
-    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {error}", highlight=False)
-    raise typer.Exit(2)
-
-
-def _fmt(value, digits=3) -> str:
-    return "—" if value is None else f"{value:.{digits}f}"
-
+from drift.paths import METRICS
+from drift.results import load_results, summary_rows
 
 def _with_std(stats: dict, key: str) -> str:
     std = stats.get(f"{key}_std")
-    return _fmt(stats.get(key)) + ("" if std is None else f" ± {std:.3f}")
-
-
-def load_results(metrics_dir: Path, dataset: str | None = None) -> dict[str, dict[str, dict]]:
-    """{dataset: {model: metrics}} from metrics/<dataset>/<model>.json (what `dvc metrics show` reads)."""
-    from drift.datasets import DATASETS
-
-    if dataset is not None and dataset not in DATASETS:
-        from drift.errors import close_matches
-        raise DriftError(f"unknown dataset {dataset!r}: {close_matches(dataset, DATASETS)}")
-    results = {}
-    for folder in sorted(p for p in metrics_dir.glob("*") if p.is_dir() and p.name in DATASETS):
-        if dataset and folder.name != dataset:
-            continue
-        models = {f.stem: json.loads(f.read_text()) for f in sorted(folder.glob("*.json"))}
-        if models:
-            results[folder.name] = models
-    if not results:
-        where = f"{metrics_dir}/{dataset or '<dataset>'}/"
-        raise DriftError(f"no results in {where}: run `dvc repro` first")
-    return results
+    return fmt(stats.get(key)) + ("" if std is None else f" ± {std:.3f}")
 
 
 ORDER_TITLES = {"decay": "ranked by Decay (smallest first)", "future": "ranked by Future (best first)",
                 "id": "ranked by ID (best first)"}
-
-
-def summary_rows(models: dict[str, dict], by: str) -> list[dict]:
-    """One dataset's metrics (model -> metrics) as summary rows in rank order: each model's metrics with
-    model, rank (None for a reference), reference, ranked_by and, for the models that are not references,
-    margin_prior, margin_linear and beats_prior (recomputed from the IDs, so older metrics files get them too)."""
-    from drift.summary import is_reference, ranking, reference_margins
-
-    higher = next(iter(models.values()))["higher_is_better"]
-    margins = reference_margins(models, higher)
-    return [{**models[r["model"]], "model": r["model"], "rank": r["rank"],
-             "reference": is_reference(r["model"], models[r["model"]]), "ranked_by": by,
-             **margins.get(r["model"], {})}
-            for r in ranking(models, higher, by)]
 
 
 def _margin(row: dict, key: str):
@@ -119,7 +65,7 @@ def summary_table(rows: list[dict], width: int) -> tuple[Table, bool]:
             ref = row["reference"]
             cells = ["ref" if ref else str(row["rank"] or "—"), row["model"]]
             cells += [row.get("family", "")] if family else []
-            cells += [_with_std(row, s) if std else _fmt(row.get(s)) for s in ("id", "future", "decay")]
+            cells += [_with_std(row, s) if std else fmt(row.get(s)) for s in ("id", "future", "decay")]
             cells += [_margin(row, "prior")] if has["prior"] else []
             cells += [_margin(row, "linear")] if linear else []
             next_ref = i + 1 < len(rows) and rows[i + 1]["reference"]
@@ -128,12 +74,11 @@ def summary_table(rows: list[dict], width: int) -> tuple[Table, bool]:
             return table, has_std and not std
 
 
-@app.command()
 def summary(dataset: Optional[str] = typer.Argument(None, help="one dataset; all by default"),
             by: str = typer.Option("decay", "--by", help="rank by decay (smallest first, the paper's Tables 5, "
                                    "13, 21), future or id (the better first)"),
             as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
-            metrics_dir: Path = typer.Option(Path("metrics"), help="where the report stage wrote its metrics")):
+            metrics_dir: Path = typer.Option(Path(METRICS), help="where the report stage wrote its metrics")):
     """Models ranked by Decay (or --by future / id), with ID, Future, Decay and the margin over the reference
     models (paper Table 5). References (baseline-*) are listed after the ranked models, without a rank."""
     from drift.summary import REFERENCES, below_prior_message, check_order
@@ -142,7 +87,7 @@ def summary(dataset: Optional[str] = typer.Argument(None, help="one dataset; all
         check_order(by)
         results = load_results(metrics_dir, dataset)
     except DriftError as e:
-        _fail(e)
+        fail(e)
     out = {name: summary_rows(models, by) for name, models in results.items()}
     if as_json:
         print(json.dumps(out, indent=2))
@@ -171,7 +116,7 @@ def summary(dataset: Optional[str] = typer.Argument(None, help="one dataset; all
 
 def dataset_specs(dataset: str, params_path: Path = Path("params.yaml")):
     """(spec of each input kind, n_outputs) for a dataset as params.yaml configures it."""
-    from drift.config import dataset_cfg, load_params
+    from drift.params import dataset_cfg, load_params
     from drift.datasets import get_dataset
     from drift.encoders import get_encoder_spec
     from drift.models import InputSpec
@@ -186,7 +131,6 @@ def dataset_specs(dataset: str, params_path: Path = Path("params.yaml")):
     return {"tokens": InputSpec("tokens", (dim,)), "pooled": InputSpec("pooled", (dim,))}, n_outputs, "text"
 
 
-@app.command()
 def models(dataset: Optional[str] = typer.Option(None, help="count parameters for this dataset's inputs and outputs"),
            as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Every registered model: family, size, input, trainable and total parameters.
@@ -200,7 +144,7 @@ def models(dataset: Optional[str] = typer.Option(None, help="count parameters fo
     try:
         specs = dataset_specs(dataset) if dataset else None
     except DriftError as e:
-        _fail(e)
+        fail(e)
     rows = []
     for info in list_models():
         encoder = ENCODERS.get(info.name.removeprefix("probe-")) if info.input == "pooled" else None
@@ -233,7 +177,6 @@ def models(dataset: Optional[str] = typer.Option(None, help="count parameters fo
     console.print(table)
 
 
-@app.command()
 def fetch(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
           params: Path = typer.Option(Path("params.yaml"), help="where <dataset>.url and .source are set"),
           dvc: bool = typer.Option(True, "--dvc/--no-dvc", help="register each file with DVC (an import of its "
@@ -241,13 +184,13 @@ def fetch(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
           as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Download a corpus from the URL in params (<dataset>.url), with resume and sha256 check, and register each
     file with DVC as an import of its URL (<file>.dvc; outside a DVC repository it is only downloaded)."""
-    from drift.config import dataset_cfg, load_params
+    from drift.params import dataset_cfg, load_params
     from drift.fetch import fetch_and_track
 
     try:
         done = fetch_and_track(dataset, dataset_cfg(load_params(params), dataset), dvc=dvc)
     except DriftError as e:
-        _fail(e)
+        fail(e)
     if as_json:
         print(json.dumps([{"dataset": dataset, "url": t.url, "path": str(t.path),
                            "dvc_file": None if t.dvc_file is None else str(t.dvc_file)} for t in done], indent=2))
@@ -260,19 +203,18 @@ def fetch(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
                       style="dim")
 
 
-@app.command()
 def track(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
           params: Path = typer.Option(Path("params.yaml"), help="where <dataset>.source is set"),
           as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Track raw files you put in place yourself with DVC (`dvc add` on what the dataset reads: the arXiv
     snapshot, the Yearbook folder or .tar.gz, each Amazon category file), as `drift fetch` tracks downloads."""
-    from drift.config import dataset_cfg, load_params
+    from drift.params import dataset_cfg, load_params
     from drift.fetch import track_dataset
 
     try:
         done = track_dataset(dataset, dataset_cfg(load_params(params), dataset))
     except DriftError as e:
-        _fail(e)
+        fail(e)
     if as_json:
         print(json.dumps([{"dataset": dataset, "path": str(t.path), "dvc_file": str(t.dvc_file)} for t in done],
                          indent=2))
@@ -282,22 +224,17 @@ def track(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
     console.print("next: commit the .dvc and .gitignore files with git; `dvc push` uploads the data", style="dim")
 
 
-@app.command()
 def preset(name: str = typer.Argument(..., help="a file in params/, e.g. paper-yearbook"),
            params: Path = typer.Option(Path("params.yaml"), help="the params file to update")):
     """Apply a paper preset (params/<name>.yaml) to params.yaml; then `dvc exp run` or `dvc repro`."""
-    from drift.config import apply_preset
+    from drift.presets import apply_preset
 
     try:
         changed = apply_preset(name, params)
     except DriftError as e:
-        _fail(e)
+        fail(e)
     console.print(f"applied {name}: {', '.join(changed) or 'nothing changed'}")
     console.print("next: `dvc exp run -n " + name + "` (or `dvc repro`)", style="dim")
 
 
-_register_subcommands()
-
-
-def main():
-    app()
+COMMANDS = (summary, models, fetch, track, preset)

@@ -16,18 +16,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from drift.cli.common import fail
 from drift.errors import DriftError
+from drift.paths import PATHS
 
 cache_app = typer.Typer(add_completion=False, invoke_without_command=True,
                         help="The embedding store: list its tables, compact them, delete those no manifest uses.")
 
 CACHE_DIR_HELP = "the store (default: embed.cache_dir of ./params.yaml, else $DRIFT_CACHE_DIR, else ~/.cache/drift)"
-MANIFESTS = Path("data/embeddings")
-
-
-def _fail(error: DriftError):
-    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {error}", highlight=False)
-    raise typer.Exit(2)
+MANIFESTS = Path(PATHS["embeddings"]).parent  # every dataset's embedding manifest
 
 
 def _size(n: int) -> str:
@@ -43,7 +40,8 @@ def resolve_cache_dir(option: Optional[Path]) -> Path:
     if option is not None:
         return option.expanduser()
     if Path("params.yaml").exists():
-        from drift.config import cache_dir, load_params
+        from drift.params import load_params
+        from drift.store import cache_dir
         return cache_dir(load_params())
     return default_cache_dir()
 
@@ -159,7 +157,7 @@ def list_tables(ctx: typer.Context,
         refs = manifest_refs(_sources(keep_manifests))
         rows = [{**table_info(p), "datasets": sorted(refs.get(p.name, []))} for p in store_tables(where)]
     except DriftError as e:
-        _fail(e)
+        fail(e)
     if as_json:
         _emit(rows)
         return
@@ -200,9 +198,9 @@ def compact(ctx: typer.Context,
                               f"{r['fragments_before']} → {r['fragments_after']}, "
                               f"{_size(r['bytes_before'])} → {_size(r['bytes_after'])}")
     except DriftError as e:
-        _fail(e)
+        fail(e)
     except OSError as e:
-        _fail(DriftError(f"compaction failed: {str(e).splitlines()[0]} (another process compacting? run it again)"))
+        fail(DriftError(f"compaction failed: {str(e).splitlines()[0]} (another process compacting? run it again)"))
     if as_json:
         _emit({"cache_dir": str(where), "tables": results})
 
@@ -229,7 +227,7 @@ def gc(ctx: typer.Context,
                              "(run from the repository root, or pass --keep-manifests)")
         refs = manifest_refs(sources)
     except DriftError as e:
-        _fail(e)
+        fail(e)
     deleted, recent = [], []
     for path in store_tables(where):
         if path.name in refs:

@@ -1,0 +1,22 @@
+"""The `drift` command (console entry point drift.cli:app). Each module adds its commands:
+
+    pipeline.py   summary, models, fetch, track, preset
+    report.py     show, compare, plots, saliency (the report stage's outputs)
+    cache.py      cache list | compact | gc (the embedding store)
+
+The commands render with Rich; what they read comes from the library (drift.results and the rest), so no
+module here is imported by the library.
+"""
+import typer
+
+from drift.cli import cache, pipeline, report
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Measure how models decay over time: summaries of the DVC pipeline's drift matrices.")
+for command in pipeline.COMMANDS + report.COMMANDS:
+    app.command()(command)
+app.add_typer(cache.cache_app, name="cache")
+
+
+def main():
+    app()

@@ -1,0 +1,4 @@
+"""`python -m drift.cli ...`: the `drift` command without its console script."""
+from drift.cli import app
+
+app()

@@ -1,0 +1,159 @@
+"""dvc.yaml, written from one table: each stage's script, parameters, inputs and outputs (named by
+drift/paths.py) and its code dependencies (the stage script's import closure inside drift/, computed here).
+
+    python -m drift.pipeline            write dvc.yaml
+    python -m drift.pipeline --check    exit 1 when dvc.yaml differs from what this writes (a test runs it)
+
+Edit this table, not dvc.yaml: a path changed in drift/paths.py or an import added to a stage's modules
+reaches dvc.yaml the next time this runs, and tests/test_pipeline_file.py fails until it has.
+"""
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+from drift.paths import EMBED_METRICS, dvc_path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# stage -> what it reads and writes; inputs/outputs are drift/paths.py names, `extra` deps are literal
+STAGES = {
+    "ingest": {
+        "comment": "${item} is the dataset's raw input (params.yaml `datasets`): new or changed files re-run ingest",
+        "extra": ["${item}"], "inputs": [], "params": ["${key}"],
+        "outs": ["records", "quarantine"], "metrics": ["ingest_metrics"]},
+    "slice": {
+        "inputs": ["records"], "params": ["${key}", "split"], "outs": ["slices", "slice_manifest"]},
+    "embed": {
+        "comment": "only its inputs, its code and the embed params: a head, seed or epoch change never runs an encoder",
+        "extra": ["requirements.lock"], "inputs": ["slice_manifest"], "params": ["embed"],
+        "outs_uncached": ["embeddings"]},
+    "train": {
+        "extra": ["requirements.lock"], "inputs": ["slice_manifest", "embeddings"],
+        "params": ["train.epochs", "train.seeds", "train.batch_size", "train.weight_decay", "train.lr",
+                   "train.threads", "train.max_tokens", "train.baselines", "embed.max_length", "train.models.${key}"],
+        "outs": ["models"]},
+    "evaluate": {
+        "extra": ["requirements.lock"], "inputs": ["models", "slice_manifest", "embeddings"],
+        "params": ["train.threads", "train.max_tokens", "train.baselines", "embed.max_length", "train.models.${key}"],
+        "outs": ["eval"]},
+    "report": {
+        "extra": ["requirements.lock"], "inputs": ["eval", "models", "slice_manifest"],
+        "params": ["train.baselines", "report", "train.models.${key}"],
+        "metrics_dirs": ["metrics"],
+        "plots": [("plots", "drift_heatmap", "eval", "train"), ("deviations", "drift_deviation", "eval", "train"),
+                  ("forgetting", "drift_lines", "gap", "value")],
+        "outs_uncached": ["tables", "tables_md"]},
+}
+
+HEADER = """\
+# Written by `python -m drift.pipeline` from drift/pipeline.py (stages) and drift/paths.py (paths): edit those,
+# then run it again; tests/test_pipeline_file.py fails while this file differs from what it writes.
+# One stage family per step of docs/architecture.md, each a thin script in stages/ calling drift/. `foreach` makes
+# ingest@sotu, slice@sotu, ... for every dataset in params.yaml `datasets` (name: raw input). Code deps are each
+# stage script's import closure inside drift/; requirements.lock is a dep too: new package versions can change
+# results.
+"""
+
+
+# ---------------------------------------------------------------- import closure
+
+def module_file(module: str, root: Path = ROOT) -> Path | None:
+    base = root / Path(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def imported_modules(path: Path, root: Path = ROOT) -> set[str]:
+    """drift.* modules a file imports anywhere in it, imports inside functions included; a string naming a
+    drift module (the dataset registry's "drift.datasets.amazon", imported by importlib) counts too."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "drift"}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "drift":
+            found.add(node.module)
+            found |= {f"{node.module}.{a.name}" for a in node.names if module_file(f"{node.module}.{a.name}", root)}
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("drift.")
+              and node.value.replace(".", "").replace("_", "").isalnum() and module_file(node.value, root)):
+            found.add(node.value)
+    return found
+
+
+def import_closure(script: Path, root: Path = ROOT) -> list[str]:
+    """Every file of drift/ a script needs (relative paths, sorted), its packages' __init__.py included."""
+    seen: set[Path] = set()
+    todo = [script]
+    while todo:
+        for module in imported_modules(todo.pop(), root):
+            parts = module.split(".")
+            for i in range(1, len(parts) + 1):
+                f = module_file(".".join(parts[:i]), root)
+                if f is not None and f not in seen:
+                    seen.add(f)
+                    todo.append(f)
+    return sorted(str(f.relative_to(root)) for f in seen)
+
+
+# ---------------------------------------------------------------- dvc.yaml
+
+def _flow(items: list[str], indent: int) -> str:
+    """A YAML flow list, wrapped at 118 columns with its items aligned after the bracket at column `indent`."""
+    lines, line = [], ""
+    for item in items:
+        piece = (f'"{item}"' if "$" in item else item) + ", "
+        if line and indent + 1 + len(line) + len(piece) > 119:
+            lines.append(line.rstrip())
+            line = ""
+        line += piece
+    lines.append(line.rstrip().rstrip(","))
+    return "[" + ("\n" + " " * (indent + 1)).join(lines) + "]"
+
+
+def dvc_yaml(root: Path = ROOT) -> str:
+    out = [HEADER, "stages:"]
+    for name, stage in STAGES.items():
+        script = f"stages/{name}.py"
+        deps = [script] + import_closure(root / script, root) + stage.get("extra", [])
+        deps += [dvc_path(key) for key in stage["inputs"]]
+        out += [f"  {name}:", "    foreach: ${datasets}", "    do:", f"      cmd: python {script} ${{key}}"]
+        if stage.get("comment"):
+            out.append(f"      # {stage['comment']}")
+        out.append(f"      deps: {_flow(deps, 12)}")
+        out.append(f"      params: {_flow(stage['params'], 14)}")
+        if stage.get("outs"):
+            out.append(f"      outs: {_flow([dvc_path(k) for k in stage['outs']], 12)}")
+        if stage.get("outs_uncached"):
+            out.append("      outs:")
+            out += [f"        - {dvc_path(k)}: {{cache: false}}" for k in stage["outs_uncached"]]
+        metrics = [dvc_path(k) for k in stage.get("metrics", []) + stage.get("metrics_dirs", [])]
+        if metrics:
+            out.append("      metrics:")
+            out += [f"        - {m}: {{cache: false}}" for m in metrics]
+        if stage.get("plots"):
+            out.append("      plots:")
+            out += [f"        - {dvc_path(k)}: {{cache: false, template: {t}, x: {x}, y: {y}}}"
+                    for k, t, x, y in stage["plots"]]
+        out.append("")
+    out += ["metrics:", f"  - {EMBED_METRICS}", ""]
+    return "\n".join(out)
+
+
+def main(argv: list[str]) -> int:
+    path = ROOT / "dvc.yaml"
+    text = dvc_yaml()
+    if "--check" in argv:
+        if path.read_text() != text:
+            print(f"{path} differs from what drift/pipeline.py writes: run `python -m drift.pipeline`", file=sys.stderr)
+            return 1
+        return 0
+    path.write_text(text)
+    print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,42 @@
+"""dvc.yaml is what drift/pipeline.py writes from drift/paths.py: one source for every path."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from drift.paths import PATHS, dataset_paths, dvc_path
+from drift.pipeline import STAGES, dvc_yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_dvc_yaml_is_written_by_the_pipeline_table():
+    result = subprocess.run([sys.executable, "-m", "drift.pipeline", "--check"], cwd=ROOT, capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_every_stage_input_is_an_output_of_an_earlier_stage():
+    stages = yaml.safe_load(dvc_yaml())["stages"]
+    written = set()
+    for name, stage in stages.items():
+        spec = stage["do"]
+        for dep in spec["deps"]:
+            if dep.startswith("data/"):
+                assert dep in written, f"{name} reads {dep}, which no earlier stage writes"
+        for out in spec.get("outs", []):
+            written.add(out if isinstance(out, str) else next(iter(out)))
+
+
+def test_code_and_dvc_yaml_agree_on_paths():
+    # the code's path for a dataset is dvc.yaml's with ${key} filled in, for every path a stage names
+    text = dvc_yaml()
+    named = {k for s in STAGES.values() for field in ("inputs", "outs", "outs_uncached", "metrics", "metrics_dirs")
+             for k in s.get(field, [])} | {p[0] for s in STAGES.values() for p in s.get("plots", [])}
+    for key in named:
+        assert dvc_path(key) in text
+        assert str(dataset_paths("sotu")[key]) == dvc_path(key).replace("${key}", "sotu")
+    assert set(named) <= set(PATHS)
