@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from drift.embed import embed_dataset, text_encoder  # noqa: E402
-from drift.ingest import payload_key  # noqa: E402
+from drift.records import payload_key  # noqa: E402
 from drift.inputs import Inputs, length_bucketed_batches, load_inputs  # noqa: E402
 from drift.store import EmbeddingStore, _ragged_take, compact_table, read_slice_table, write_slice_table  # noqa: E402
 
@@ -137,7 +137,7 @@ def main(argv=None):
                 optimizer.step()
 
         def from_cache():
-            from drift.embed import open_store
+            from drift.store import open_store
             inputs = load_inputs("tokens", table, open_store(manifest, tmp / "cache"))
             epoch(inputs.batch, inputs.lengths)
 
