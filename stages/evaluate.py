@@ -9,8 +9,9 @@ from drift.stage import require, run_stage, write_json
 def main(argv):
     name = argv[0]
     params = load_params()
+    data = SliceData(params, name)  # slice and embed first, then train: the first missing input is named
     p = require(name, "models")
-    results = evaluate_roster(SliceData(params, name), roster(params, name), p["models"], params.train.threads)
+    results = evaluate_roster(data, roster(params, name), p["models"], params.train.threads)
     for model, result in results.items():
         write_json(p["eval"] / f"{model}.json", result)
 

@@ -206,6 +206,8 @@ def test_arxiv_heads_rank_labels_above_chance(project):
     shutil.copy(FIXTURES / "arxiv/arxiv-metadata-sample.json", repo / "data/raw/arxiv/arxiv-metadata-oai-snapshot.json")
     run(["dvc", "repro"], repo)
 
+    ingest = json.loads((repo / "metrics/ingest/arxiv.json").read_text())
+    assert ingest["filtered_by_rule"]["no_kept_category"] > 0  # papers of none of the seven categories
     res, prior_id = check_prior(repo, "arxiv", "multilabel", min_samples=10)
     assert set(res) == set(TEXT_HEADS + REFERENCES) and all(m["k"] == 4 for m in res.values())
     assert all(m["metric"] == "macro_auc" and m["higher_is_better"] is True for m in res.values())

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import only, run, tiny_params
 
 
@@ -73,22 +75,42 @@ def test_cache_is_shared_between_repositories(project):
     assert embed["computed"] == 0 and embed["cache_hits"] == embed["unique"] > 0
 
 
-def test_bad_parameters_stop_before_compute(project):
-    for change, expected in [
-        (lambda p: p["train"]["models"].update(sotu=["ffn-s", "cnn-x"]), "unknown model 'cnn-x'"),
-        (lambda p: p["sotu"].update(slices={"unit": "decade", "start": 1990, "end": 1990}), "yields no slices"),
-        (lambda p: p["sotu"].update(slices={"unit": "fortnight", "start": 1990, "end": 2000}), "valid: year, half-year, decade, custom"),
-        (lambda p: p["train"]["models"].update(sotu=["cnn-s"]), "image model"),
-    ]:
-        params = tiny_params()
-        only(params, "sotu")
-        change(params)
-        repo = project(params, f"bad{abs(hash(expected))}")
-        result = run(["python", "stages/ingest.py", "sotu"], repo, check=False)
-        assert result.returncode == 2
-        lines = result.stderr.strip().splitlines()
-        assert len(lines) == 1 and expected in lines[0], result.stderr
-        assert not (repo / "data/records/sotu.parquet").exists()
+BAD = [  # (change, the stage whose check stops it, the one line it prints)
+    (lambda p: p["train"]["models"].update(sotu=["ffn-s", "cnn-x"]), "train", "unknown model 'cnn-x'"),
+    (lambda p: p["sotu"].update(slices={"unit": "decade", "start": 1990, "end": 1990}), "ingest", "yields no slices"),
+    (lambda p: p["sotu"].update(slices={"unit": "fortnight", "start": 1990, "end": 2000}), "ingest",
+     "valid: year, half-year, decade, custom"),
+    (lambda p: p["train"]["models"].update(sotu=["cnn-s"]), "train", "image model"),
+    (lambda p: p["embed"].update(encoders=["robertaa"]), "ingest", "unknown encoder 'robertaa'"),
+]
+
+
+@pytest.mark.parametrize("change, stage, expected", BAD, ids=[b[2] for b in BAD])
+def test_bad_parameters_stop_before_compute(change, stage, expected):
+    """In process: ingest checks the data half of the params (no model registry: editing a model never re-runs
+    an ingest), train checks everything; each problem is one line."""
+    from drift.errors import DriftError
+    from drift.roster import validate
+    from drift.validate import validate_data
+
+    params = only(tiny_params(), "sotu")
+    change(params)
+    with pytest.raises(DriftError) as error:
+        (validate_data if stage == "ingest" else validate)(params, "sotu")
+    assert expected in str(error.value) and "\n" not in str(error.value)
+    if stage == "train":  # the data half passes: ingest, slice and embed run; train stops before training
+        validate_data(params, "sotu")
+
+
+def test_bad_parameters_in_a_stage_script_are_one_line(project):
+    params = only(tiny_params(), "sotu")
+    params["sotu"]["slices"] = {"unit": "decade", "start": 1990, "end": 1990}
+    repo = project(params)
+    result = run(["python", "stages/ingest.py", "sotu"], repo, check=False)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "yields no slices" in lines[0], result.stderr
+    assert not (repo / "data/records/sotu.parquet").exists()
 
 
 def test_unknown_dataset_lists_valid_names(project):

@@ -44,23 +44,6 @@ def test_amazon_regression(project):
         assert m["id"] > 0 and m["future"] > 0  # squared errors of ratings 1-5
 
 
-def test_arxiv_multilabel(project):
-    edges = ["2007-04-01", "2007-04-03", "2007-04-04", "2007-04-05", "2007-05-01"]  # the sample is mostly April 2007
-    params = real_params("arxiv", "data/raw/arxiv/arxiv-metadata-oai-snapshot.json",
-                         categories=["cs.LG", "hep-ph", "cs.CV", "cs.AI", "hep-th", "quant-ph", "gr-qc"],
-                         time_field="first_version", slices={"unit": "custom", "edges": edges}, min_samples=10)
-    params["train"]["models"] = {"arxiv": ["ffn-s"]}
-    repo = project(params)
-    (repo / "data/raw/arxiv").mkdir(parents=True)
-    shutil.copy(FIXTURES / "arxiv/arxiv-metadata-sample.json", repo / "data/raw/arxiv/arxiv-metadata-oai-snapshot.json")
-    run(["dvc", "repro"], repo)
-    ingest = json.loads((repo / "metrics/ingest/arxiv.json").read_text())
-    assert ingest["filtered_by_rule"]["no_kept_category"] > 0
-    m = results(repo, "arxiv")["ffn-s"]
-    assert m["metric"] == "macro_auc" and m["higher_is_better"] is True and m["k"] == 4
-    assert 0 <= m["id"] <= 1
-
-
 def test_yearbook_from_png_folders(project):
     params = real_params("yearbook", "data/raw/yearbook/faces", slices={"unit": "year", "start": 1950, "end": 1955},
                          min_samples=10)
