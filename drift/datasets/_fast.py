@@ -19,16 +19,18 @@ same row.
 from __future__ import annotations
 
 import io
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from drift.datasets._io import loads, open_binary, raw_text
+from drift.datasets._io import loads, open_binary
 
 CHUNK_BYTES = 32 << 20  # bytes parsed at a time: memory stays bounded whatever the file size
 BLOCK_BYTES = 1 << 20   # Arrow's unit of work per thread inside a chunk
@@ -41,6 +43,7 @@ PY_WHITESPACE = [0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x1F, 0x20, 0x8
 WS_CLASS = "".join(f"\\x{{{c:x}}}" for c in PY_WHITESPACE)  # RE2 escapes, for inside [...]
 NON_WHITESPACE = f"[^{WS_CLASS}]"
 WHITESPACE_RUN = f"[{WS_CLASS}]+"
+TOP_LEVEL_NULL = re.compile(rb"\n[ \t\r\x0b\x0c]*null")
 
 
 @dataclass
@@ -67,8 +70,9 @@ class Collector:
         self.bad.append((self.line, where, reason, raw))
 
 
-def iter_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, bytes]]:
+def iter_chunks(path: Path, chunk_bytes: int | None = None) -> Iterator[tuple[int, bytes]]:
     """(number of the chunk's first line, bytes of whole lines), streamed; a .gz is decompressed as it goes."""
+    chunk_bytes = chunk_bytes or CHUNK_BYTES  # read at call time, so a test can make chunks small
     first_line = 1
     with open_binary(path) as f:
         while True:
@@ -93,8 +97,23 @@ def _lines_on_newline(chunk: bytes) -> list[bytes]:
     return lines if lines[-1] else lines[:-1]
 
 
+def is_utf8(chunk: bytes) -> bool:
+    if chunk.isascii():
+        return True
+    offsets = pa.py_buffer(np.array([0, len(chunk)], np.int64))
+    try:  # the chunk as one Arrow string, not copied; Arrow's check is ten times faster than bytes.decode
+        pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, pa.py_buffer(chunk)]).validate(full=True)
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
 def parse(chunk: bytes, schema: pa.Schema) -> pa.Table | None:
     """The chunk as a table of `schema`'s fields, or None if Arrow refuses it (bad JSON or a wrong type)."""
+    if chunk.lstrip(b" \t\r\n\x0b\x0c").startswith(b"null") or TOP_LEVEL_NULL.search(chunk):
+        return None  # pyarrow 26's reader crashes (SIGSEGV) on a `null` line at the start of a block
+    if not is_utf8(chunk):
+        return None  # Arrow checks the encoding of the fields it reads only; orjson refuses the whole line
     try:
         return pj.read_json(io.BytesIO(chunk),
                             read_options=pj.ReadOptions(use_threads=True, block_size=BLOCK_BYTES),
@@ -104,7 +123,7 @@ def parse(chunk: bytes, schema: pa.Schema) -> pa.Table | None:
 
 
 def fast_batches(path: Path, schema: pa.Schema, vectorise: Callable, record: Callable,
-                 records_schema: pa.Schema, chunk_bytes: int = CHUNK_BYTES) -> Iterator[Batch]:
+                 records_schema: pa.Schema, chunk_bytes: int | None = None) -> Iterator[Batch]:
     """Batches of one JSON-lines file, in file order (see the module doc)."""
     for first_line, chunk in iter_chunks(path, chunk_bytes):
         yield from _pieces(path, first_line, chunk, None, schema, vectorise, record, records_schema)
@@ -178,5 +197,3 @@ def _rows_one_by_one(path, numbers, by_line, record, collector, records_schema) 
     columns["line"] = kept_lines
     return pa.Table.from_pydict(columns, schema=records_schema.append(pa.field("line", pa.int64())))
 
-
-__all__ = ["Batch", "fast_batches", "NON_WHITESPACE", "WHITESPACE_RUN", "raw_text"]
