@@ -86,6 +86,7 @@ def amazon_bad_file(folder: Path) -> Path:
     lines = (AMAZON / "All_Beauty.jsonl").read_text(encoding="utf-8").splitlines()
     good = lines[40]
     edits = {
+        1: "null",                                            # a null first line (pyarrow would crash)
         10: good[:60],                                        # truncated JSON
         12: changed(good, rating="five"),                     # wrong types
         14: changed(good, rating="4"),                        # a number in a string: the old path keeps it

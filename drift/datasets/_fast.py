@@ -5,8 +5,9 @@ A reader that has a fast path (amazon, arxiv) defines three things:
     SCHEMA       the Arrow schema of the fields it reads (pyarrow.json refuses a value of another JSON type,
                  so a chunk with a wrong type, a duplicate key or broken JSON fails to parse instead of being
                  coerced; polars' reader turns a number into a string silently, which is why it is not used)
-    vectorise    table -> (records, keep, fallback, filtered): records for every row, the rows kept, the rows
-                 whose outcome the columns cannot decide exactly, and {rule: n} for the rows a rule drops
+    vectorise    table -> (records, keep, fallback, filtered): the records of the rows kept, which rows those
+                 are, the rows whose outcome the columns cannot decide exactly, and {rule: n} for the rows a
+                 rule drops (masks as boolean arrays, one entry per row of the table)
     record       (value, where, raw, ledger) -> record or None: the old path's per-row function
 
 Every `fallback` row goes through `record` with a collector in place of the ledger, so
@@ -19,7 +20,10 @@ same row.
 from __future__ import annotations
 
 import io
+import os
+import queue
 import re
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,8 +46,15 @@ PY_WHITESPACE = [0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x1F, 0x20, 0x8
                  *range(0x2000, 0x200B), 0x2028, 0x2029, 0x202F, 0x205F, 0x3000]
 WS_CLASS = "".join(f"\\x{{{c:x}}}" for c in PY_WHITESPACE)  # RE2 escapes, for inside [...]
 NON_WHITESPACE = f"[^{WS_CLASS}]"
-WHITESPACE_RUN = f"[{WS_CLASS}]+"
+# Python whitespace that Arrow's ascii_split_whitespace does not split at: a row holding one is row_record's
+ASCII_WHITESPACE = (0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20)
+RARE_WHITESPACE = "[" + "".join(f"\\x{{{c:x}}}" for c in PY_WHITESPACE if c not in ASCII_WHITESPACE) + "]"
 TOP_LEVEL_NULL = re.compile(rb"\n[ \t\r\x0b\x0c]*null")
+
+
+def or_empty(text: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Nulls as "" (a missing title is an empty one); fill_null copies a whole string column, so only if needed."""
+    return pc.fill_null(text, "") if text.null_count else text
 
 
 @dataclass
@@ -122,9 +133,17 @@ def parse(chunk: bytes, schema: pa.Schema) -> pa.Table | None:
         return None
 
 
+def parser_threads() -> int:
+    """Arrow's threads for parsing: DRIFT_INGEST_THREADS, else every core. Arrow would otherwise take
+    OMP_NUM_THREADS, which the training side sets to 1; the records do not depend on the thread count."""
+    return int(os.environ.get("DRIFT_INGEST_THREADS") or os.cpu_count() or 1)
+
+
 def fast_batches(path: Path, schema: pa.Schema, vectorise: Callable, record: Callable,
                  records_schema: pa.Schema, chunk_bytes: int | None = None) -> Iterator[Batch]:
     """Batches of one JSON-lines file, in file order (see the module doc)."""
+    if pa.cpu_count() != parser_threads():
+        pa.set_cpu_count(parser_threads())
     for first_line, chunk in iter_chunks(path, chunk_bytes):
         yield from _pieces(path, first_line, chunk, None, schema, vectorise, record, records_schema)
 
@@ -158,10 +177,10 @@ def _pieces(path, first_line, chunk, lines, schema, vectorise, record, records_s
 def _batch(path, first_line, chunk, lines, table, row_lines, vectorise, record, records_schema) -> Batch:
     """Vectorised records for the rows the columns decide, `record` for the others, merged in line order."""
     records, keep, fallback, filtered = vectorise(table)
-    records = records.append_column("line", row_lines).filter(keep)
+    records = records.append_column("line", row_lines.filter(keep))
     collector = Collector()
     collector.filtered.update(filtered)
-    if pc.any(fallback).as_py():
+    if pc.any(fallback).as_py():  # the rows row_record must see
         lines = lines if lines is not None else split_lines(chunk)
         by_line = {first_line + i: line for i, line in enumerate(lines)}
         others = pc.filter(row_lines, fallback).to_pylist()
@@ -197,3 +216,40 @@ def _rows_one_by_one(path, numbers, by_line, record, collector, records_schema) 
     columns["line"] = kept_lines
     return pa.Table.from_pydict(columns, schema=records_schema.append(pa.field("line", pa.int64())))
 
+
+
+def prefetched(items: Iterator, depth: int = 1) -> Iterator:
+    """The items of an iterator computed in a thread, `depth` ahead of the consumer; its errors re-raised here.
+    Stops the thread when the consumer stops (strict mode, an error downstream)."""
+    box: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def produce():
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        box.put((item, None), timeout=0.1)
+                        break
+                    except queue.Full:
+                        pass
+                if stop.is_set():
+                    return
+            box.put((done, None))
+        except BaseException as error:  # handed to the consumer
+            box.put((done, error))
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    try:
+        while True:
+            item, error = box.get()
+            if item is done:
+                if error is not None:
+                    raise error
+                return
+            yield item
+    finally:
+        stop.set()
+        thread.join()

@@ -24,7 +24,7 @@ from typing import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from drift.datasets._fast import NON_WHITESPACE, Batch, fast_batches
+from drift.datasets._fast import NON_WHITESPACE, Batch, fast_batches, or_empty
 from drift.datasets._io import EPOCH, from_epoch_ms, iter_json_lines, missing_source, raw_text
 from drift.errors import DriftError, close_matches
 from drift.ledger import Ledger
@@ -136,7 +136,7 @@ MAX_MS = (dt.datetime.max - EPOCH) // dt.timedelta(milliseconds=1)
 def vectorise(table: pa.Table):
     """row_record as column operations, for the rows whose every check passes; the rest fall back to it."""
     user, asin, ts, rating = table["user_id"], table["parent_asin"], table["timestamp"], table["rating"]
-    title, body = pc.fill_null(table["title"], ""), pc.fill_null(table["text"], "")
+    title, body = or_empty(table["title"]), or_empty(table["text"])
     good = pc.and_kleene(pc.greater(pc.utf8_length(user), 0), pc.greater(pc.utf8_length(asin), 0))
     good = pc.and_kleene(good, pc.and_kleene(pc.greater_equal(ts, MIN_MS), pc.less_equal(ts, MAX_MS)))
     good = pc.and_kleene(good, pc.and_kleene(pc.greater_equal(rating, 1.0), pc.less_equal(rating, 5.0)))
@@ -150,7 +150,7 @@ def vectorise(table: pa.Table):
         "label": rating,
         "text": pc.binary_join_element_wise(title, body, "\n"),
     }, schema=RECORDS)
-    return records, keep, pc.invert(keep), {}
+    return records.filter(keep), keep, pc.invert(keep), {}
 
 
 def read_batches(cfg: AmazonParams | dict) -> Iterator[Batch]:

@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from drift.datasets._fast import WHITESPACE_RUN, WS_CLASS, Batch, fast_batches
+from drift.datasets._fast import RARE_WHITESPACE, WS_CLASS, Batch, fast_batches, or_empty
 from drift.datasets._io import iter_json_lines, missing_source, normalize_ws, parse_date, parse_rfc2822, raw_text
 from drift.ledger import Ledger
 from drift.params import TIME_FIELDS, ArxivParams
@@ -132,8 +132,9 @@ def records_schema(n_labels: int) -> pa.Schema:
 
 
 def normalized(text) -> pa.ChunkedArray:
-    """normalize_ws on a column: runs of Python whitespace -> one space, none at either end; null -> ""."""
-    return pc.utf8_trim(pc.replace_substring_regex(pc.fill_null(text, ""), WHITESPACE_RUN, " "), " ")
+    """normalize_ws on a column of rows without RARE_WHITESPACE: split at runs of ASCII whitespace, joined
+    by one space; null -> "". Three times faster than a regex replace."""
+    return pc.utf8_trim(pc.binary_join(pc.ascii_split_whitespace(or_empty(text)), " "), " ")
 
 
 def column_times(table: pa.Table, time_field: str) -> pa.ChunkedArray:
@@ -166,21 +167,28 @@ def vectorise(table: pa.Table, index: dict[str, int], time_field: str):
                            False) for c in index]
     any_label = functools.reduce(pc.or_, labels) if labels else pa.repeat(False, table.num_rows)
     id_and_cats = pc.fill_null(pc.and_(pc.greater(pc.utf8_length(ids), 0), pc.is_valid(cats)), False)
-    filtered = pc.and_(id_and_cats, pc.invert(any_label))
-    time = column_times(table, time_field)
-    title, abstract = normalized(table["title"]), normalized(table["abstract"])
+    filtered = pc.and_(id_and_cats, pc.invert(any_label)).to_numpy()
+    candidate = pc.and_(id_and_cats, any_label)
+    papers = table.filter(candidate)  # the time and the text of the papers in the label space only
+    time = column_times(papers, time_field)
+    title, abstract = normalized(papers["title"]), normalized(papers["abstract"])
     has_text = pc.or_(pc.greater(pc.utf8_length(title), 0), pc.greater(pc.utf8_length(abstract), 0))
-    keep = pc.and_(pc.and_(id_and_cats, any_label), pc.and_(pc.is_valid(time), has_text))
-    flags = np.stack([lab.to_numpy().astype(np.int8) for lab in labels], axis=1) if labels \
-        else np.zeros((table.num_rows, 0), np.int8)
+    rare = pc.or_(pc.fill_null(pc.match_substring_regex(papers["title"], RARE_WHITESPACE), False),
+                  pc.fill_null(pc.match_substring_regex(papers["abstract"], RARE_WHITESPACE), False))
+    kept = pc.fill_null(pc.and_(pc.and_(pc.is_valid(time), has_text), pc.invert(rare)), False)
+    candidate = candidate.to_numpy()
+    flags = np.stack([lab.to_numpy()[candidate] for lab in labels], axis=1).astype(np.int8) if labels \
+        else np.zeros((len(papers), 0), np.int8)
     records = pa.table({
-        "id": ids,
+        "id": papers["id"],
         "time": time,
         "label": pa.FixedSizeListArray.from_arrays(pa.array(flags.reshape(-1), pa.int8()), len(index)),
         "text": pc.binary_join_element_wise(title, abstract, "\n"),
-    }, schema=records_schema(len(index)))
-    n_filtered = pc.sum(filtered).as_py() or 0
-    return records, keep, pc.invert(pc.or_(keep, filtered)), {"no_kept_category": n_filtered} if n_filtered else {}
+    }, schema=records_schema(len(index))).filter(kept)
+    keep = np.zeros(table.num_rows, bool)
+    keep[np.flatnonzero(candidate)[kept.to_numpy()]] = True
+    n_filtered = int(filtered.sum())
+    return records, keep, ~(keep | filtered), {"no_kept_category": n_filtered} if n_filtered else {}
 
 
 def read_batches(cfg: ArxivParams | dict) -> Iterator[Batch]:
