@@ -1,11 +1,13 @@
-"""Ingest benchmark: our streaming readers against pandas.read_json(lines=True) on the same files.
+"""Ingest benchmark: the line-by-line path, the fast path (1 and 2 parser threads) and
+pandas.read_json(lines=True), on the same files in the same run.
 
 Grows the real Amazon Reviews 2023 and arXiv fixtures (tests/fixtures/) to 1x, 4x, 16x a base size by
 repeating their lines with new ids and timestamps, in the real on-disk format, in a temp dir. Each reader
-runs in its own subprocess so its peak RSS is its own (os.wait4 gives the child's rusage). Our peak RSS should
-stay flat as the input grows; pandas holds the whole table in memory.
+runs in its own subprocess so its peak RSS is its own (os.wait4 gives the child's rusage). Both our paths run the
+whole ingest stage (reader, span filter, duplicate check, Parquet records) and must write byte-identical
+records; pandas only parses. Our peak RSS should stay flat as the input grows; pandas holds the whole table.
 
-    python bench/bench_ingest.py                 # default: --scale 40 (base = 40 copies of each fixture)
+    python bench/bench_ingest.py                 # default: --scale 10 (base = 10 copies of each fixture)
     python bench/bench_ingest.py --scale 5 --sizes 1,4
 """
 from __future__ import annotations
@@ -68,11 +70,15 @@ def grow(dataset: str, rows: list[dict], copies: int, path: Path) -> int:
     return n
 
 
+READERS = ["line", "fast-1", "fast-2", "pandas"]  # fast-N: the fast path on N parser threads
+
+
 def child(kind: str, dataset: str, path: str) -> None:
     """Runs in the subprocess: read the file, print lines read, rows kept, seconds, RSS after imports."""
+    import hashlib
     import resource
 
-    if kind == "ours":
+    if kind != "pandas":
         # the whole ingest stage: reader, time-span filter, duplicate check, Parquet records in batches
         import tempfile
 
@@ -85,8 +91,10 @@ def child(kind: str, dataset: str, path: str) -> None:
         import_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory() as out:
-            counts = ingest(dataset, cfg, Path(out) / "records.parquet", Path(out) / "quarantine.parquet")
-        seconds = time.perf_counter() - t0
+            counts = ingest(dataset, cfg, Path(out) / "records.parquet", Path(out) / "quarantine.parquet",
+                            fast=kind != "line")
+            seconds = time.perf_counter() - t0
+            digest = hashlib.sha256((Path(out) / "records.parquet").read_bytes()).hexdigest()
         lines, kept = counts["read"], counts["kept"]
     else:
         import pandas as pd
@@ -96,12 +104,16 @@ def child(kind: str, dataset: str, path: str) -> None:
         df = pd.read_json(path, lines=True)
         seconds = time.perf_counter() - t0
         lines = kept = len(df)
-    print(json.dumps({"lines": lines, "kept": kept, "seconds": seconds, "import_mb": import_kb / 1024}))
+        digest = None
+    print(json.dumps({"lines": lines, "kept": kept, "seconds": seconds, "import_mb": import_kb / 1024,
+                      "records_sha256": digest}))
 
 
 def measure(kind: str, dataset: str, path: Path) -> dict:
     """Runs one reader in a fresh subprocess; returns its report plus its own peak RSS in MB."""
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    if kind.startswith("fast-"):
+        env["DRIFT_INGEST_THREADS"] = kind.removeprefix("fast-")
     proc = subprocess.Popen([sys.executable, __file__, "--child", kind, dataset, str(path)],
                             stdout=subprocess.PIPE, env=env)
     out = proc.stdout.read()
@@ -111,12 +123,13 @@ def measure(kind: str, dataset: str, path: Path) -> dict:
         raise SystemExit(f"{kind} reader failed on {path} (exit {proc.returncode})")
     report = json.loads(out)
     report["peak_mb"] = usage.ru_maxrss / 1024  # Linux: KiB
+    report["cpu_s"] = usage.ru_utime + usage.ru_stime
     return report
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scale", type=int, default=40, help="copies of each fixture in the 1x input (default 40)")
+    ap.add_argument("--scale", type=int, default=10, help="copies of each fixture in the 1x input (default 10)")
     ap.add_argument("--sizes", default="1,4,16", help="multiples of the base input (default 1,4,16)")
     ap.add_argument("--datasets", default="amazon,arxiv")
     ap.add_argument("--child", nargs=3, metavar=("KIND", "DATASET", "PATH"), help=argparse.SUPPRESS)
@@ -127,9 +140,8 @@ def main() -> None:
 
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"ingest bench: scale {args.scale}, sizes {sizes}, python {sys.version.split()[0]}, "
-          f"json parser {'orjson' if 'orjson' in sys.modules else 'json'}", flush=True)
-    header = (f"{'dataset':8} {'size':>5} {'lines':>9} {'MB':>7} | {'ours RSS MB':>11} {'ours lines/s':>12} | "
-              f"{'pandas RSS MB':>13} {'pandas lines/s':>14} | {'RSS pandas/ours':>15} {'speed ours/pandas':>17}")
+          f"{os.cpu_count()} cores; line = line-by-line ingest (orjson), fast-N = fast path on N parser threads, "
+          f"pandas = pd.read_json(lines=True) alone", flush=True)
     with tempfile.TemporaryDirectory(prefix="drift-bench-") as tmp:
         results = []
         for dataset in args.datasets.split(","):
@@ -140,27 +152,33 @@ def main() -> None:
                 folder.mkdir()
                 path = folder / name
                 n = grow(dataset, rows, args.scale * size, path)
-                ours = measure("ours", dataset, path)
-                pandas = measure("pandas", dataset, path)
-                assert ours["lines"] == pandas["lines"] == n, (ours, pandas, n)
-                results.append((dataset, size, n, path.stat().st_size / 2**20, ours, pandas))
+                runs = {kind: measure(kind, dataset, path) for kind in READERS}
+                assert all(r["lines"] == n for r in runs.values()), (runs, n)
+                ours = [runs[k] for k in READERS if k != "pandas"]
+                assert len({(r["kept"], r["records_sha256"]) for r in ours}) == 1, "fast and line records differ"
+                results.append((dataset, size, n, path.stat().st_size / 2**20, runs))
                 path.unlink()  # keep the temp dir small
                 print(f"  {dataset} {size}x done", file=sys.stderr, flush=True)
 
+        cols = "".join(f" | {k + ' lines/s':>15} {'RSS MB':>7}" for k in READERS)
+        header = f"{'dataset':8} {'size':>5} {'lines':>9} {'MB':>6}{cols} | {'fast/pandas':>11} {'fast/line':>9} " \
+                 f"{'2thr/1thr':>9}"
         print(header)
         print("-" * len(header))
-        for dataset, size, n, mb, ours, pandas in results:
-            o_speed, p_speed = n / ours["seconds"], n / pandas["seconds"]
-            print(f"{dataset:8} {size:>4}x {n:>9,} {mb:>7.1f} | {ours['peak_mb']:>11.1f} {o_speed:>12,.0f} | "
-                  f"{pandas['peak_mb']:>13.1f} {p_speed:>14,.0f} | {pandas['peak_mb'] / ours['peak_mb']:>15.2f} "
-                  f"{o_speed / p_speed:>17.2f}")
-        imports = {(k, r[0]): r[4 if k == "ours" else 5]["import_mb"] for r in results for k in ("ours", "pandas")}
+        for dataset, size, n, mb, runs in results:
+            speed = {k: n / r["seconds"] for k, r in runs.items()}
+            cells = "".join(f" | {speed[k]:>15,.0f} {runs[k]['peak_mb']:>7.0f}" for k in READERS)
+            print(f"{dataset:8} {size:>4}x {n:>9,} {mb:>6.1f}{cells} | {speed['fast-2'] / speed['pandas']:>11.2f} "
+                  f"{speed['fast-2'] / speed['line']:>9.2f} {speed['fast-2'] / speed['fast-1']:>9.2f}")
+        print("fast = fast-2 (both cores). Records are byte-identical between line, fast-1 and fast-2 (sha256).")
+        imports = {(k, r[0]): r[4][k]["import_mb"] for r in results for k in ("line", "pandas")}
         print("RSS after imports, before reading (MB): "
               + ", ".join(f"{k} {d} {v:.0f}" for (k, d), v in sorted(imports.items())))
         for dataset in args.datasets.split(","):
-            rss = [r[4]["peak_mb"] for r in results if r[0] == dataset]
-            print(f"{dataset}: our peak RSS grows {rss[-1] / rss[0]:.2f}x while the input grows "
-                  f"{sizes[-1] / sizes[0]:.0f}x")
+            for kind in ("line", "fast-2", "pandas"):
+                rss = [r[4][kind]["peak_mb"] for r in results if r[0] == dataset]
+                print(f"{dataset}: {kind} peak RSS grows {rss[-1] / rss[0]:.2f}x while the input grows "
+                      f"{sizes[-1] / sizes[0]:.0f}x")
 
 
 if __name__ == "__main__":
