@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from drift.datasets._fast import RARE_WHITESPACE, WS_CLASS, Batch, fast_batches, or_empty
 from drift.datasets._io import iter_json_lines, missing_source, normalize_ws, parse_date, parse_rfc2822, raw_text
 from drift.ledger import Ledger
-from drift.params import TIME_FIELDS, ArxivParams
+from drift.params import ArxivParams
 
 NAME = "arxiv"
 TASK = "multilabel"
