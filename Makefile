@@ -13,7 +13,7 @@ LOCK := requirements.lock
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo test install lock clean
+.PHONY: demo test test-slow install lock clean
 
 # a changed pyproject.toml or lock file installs again
 $(BIN)/drift: pyproject.toml $(LOCK)
@@ -30,6 +30,10 @@ demo: install
 
 test: install
 	. $(BIN)/activate && python -m pytest -q
+
+# the long tests (real vision checkpoints): before changing drift/encoders/ or the probes
+test-slow: install
+	. $(BIN)/activate && python -m pytest -q -m slow
 
 # Resolve pyproject.toml's dependencies (with the test extra and the torch pair) afresh from the package index,
 # as a fresh install would, without installing anything (pip --dry-run; about a minute), and pin every version

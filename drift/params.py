@@ -326,7 +326,7 @@ class TrainParams(Section):
     batch_size: PositiveInt = 64
     weight_decay: Float = 0.01       # AdamW (text heads and probes)
     lr: LearningRate = Field(default_factory=lambda: {"default": LR_DEFAULT, "frozen": 0.01})
-    threads: PositiveInt = 2         # fixed torch threads: bit-identical results
+    threads: PositiveInt = 1         # fixed torch threads: bit-identical results
     max_tokens: Optional[PositiveInt] = None  # the token heads' position tables; null: embed.max_length
     baselines: list[str] = ["baseline-prior", "baseline-linear"]
     models: Annotated[dict[str, list[str]], _known_keys(DATASET_PARAMS)] = {}  # dataset -> model names

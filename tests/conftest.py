@@ -63,6 +63,30 @@ def make_project(path: Path, params: dict, cache_dir: Path) -> Path:
     return path
 
 
+STAGES = ("ingest", "slice", "embed", "train", "evaluate", "report")
+
+
+def repro_in_process(repo: Path, *datasets: str, stages=STAGES) -> None:
+    """The stage scripts' own main() in this process, in dvc.yaml's order: the code `dvc repro` runs, without
+    DVC's bookkeeping and a Python start (torch imports) per stage. For tests whose subject is the numbers a
+    run produces; tests of DVC's behaviour run `dvc repro` itself."""
+    import runpy
+
+    import torch
+
+    cwd, threads, strict = os.getcwd(), torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    os.chdir(repo)
+    try:
+        for stage in stages:
+            main = runpy.run_path(str(repo / "stages" / f"{stage}.py"))["main"]
+            for name in datasets:
+                main([name])
+    finally:
+        os.chdir(cwd)
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(strict)
+
+
 @pytest.fixture
 def project(tmp_path):
     """Factory: project(params) → a ready repository using a private embedding cache."""

@@ -1,4 +1,5 @@
-"""A trained head beats a trivial predictor on real data, through a real `dvc repro` of each corpus.
+"""A trained head beats a trivial predictor on real data, through the pipeline's stages on each corpus
+(run in process: tests/conftest.py `repro_in_process`).
 
 The trivial predictor is the one the labels alone give: the majority class, the mean rating, a constant score per
 label. The pipeline computes it as the reference `baseline-prior`; these tests also compute it here, from the slice
@@ -19,7 +20,7 @@ import lance
 import numpy as np
 from PIL import Image
 
-from conftest import run
+from conftest import repro_in_process
 from test_real_pipelines import real_params, results
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -166,7 +167,7 @@ def test_amazon_heads_beat_the_mean_rating(project):
     params["train"].update(models={"amazon": TEXT_HEADS}, epochs=3, seeds=[0], threads=1)
     repo = project(params)
     shutil.copytree(FIXTURES / "amazon2023", repo / "data/raw/amazon")
-    run(["dvc", "repro"], repo)
+    repro_in_process(repo, "amazon")
 
     ingest = json.loads((repo / "metrics/ingest/amazon.json").read_text())
     assert ingest["read"] == 2400 and not ingest["quarantined"]  # 16 categories x 150 reviews, .jsonl.gz included
@@ -204,7 +205,7 @@ def test_arxiv_heads_rank_labels_above_chance(project):
     repo = project(params)
     (repo / "data/raw/arxiv").mkdir(parents=True)
     shutil.copy(FIXTURES / "arxiv/arxiv-metadata-sample.json", repo / "data/raw/arxiv/arxiv-metadata-oai-snapshot.json")
-    run(["dvc", "repro"], repo)
+    repro_in_process(repo, "arxiv")
 
     ingest = json.loads((repo / "metrics/ingest/arxiv.json").read_text())
     assert ingest["filtered_by_rule"]["no_kept_category"] > 0  # papers of none of the seven categories
@@ -232,7 +233,7 @@ def test_yearbook_image_models_beat_the_majority_rate(project):
     params["train"].update(models={"yearbook": ["mlp-s", "cnn-s"]}, epochs=10, seeds=[0], threads=1)
     repo = project(params)
     written = write_yearbook(repo / src)
-    run(["dvc", "repro"], repo)
+    repro_in_process(repo, "yearbook")
 
     ingest = json.loads((repo / "metrics/ingest/yearbook.json").read_text())
     assert ingest["read"] == ingest["kept"] == sum(sum(c.values()) for c in written.values())

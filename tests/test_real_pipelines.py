@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from conftest import run, tiny_params
+from conftest import repro_in_process, run, tiny_params
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -31,7 +31,7 @@ def test_amazon_regression(project):
     params["train"]["models"] = {"amazon": ["ffn-s", "probe-minilm"]}
     repo = project(params)
     shutil.copytree(FIXTURES / "amazon2023", repo / "data/raw/amazon")
-    run(["dvc", "repro"], repo)
+    repro_in_process(repo, "amazon")
     ingest = json.loads((repo / "metrics/ingest/amazon.json").read_text())
     assert ingest["read"] == 450 and ingest["kept"] + ingest["filtered"] + ingest["quarantined"] == 450
     assert ingest["filtered_by_rule"]["time_outside_span"] > 0  # reviews before 2015

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import only, run, tiny_params
+from conftest import only, repro_in_process, tiny_params
 
 
 def synth_params(concept: float, covariate: float = 0.0, label: float = 0.0) -> dict:
@@ -20,7 +20,7 @@ def synth_params(concept: float, covariate: float = 0.0, label: float = 0.0) -> 
 
 def cnn_result(project, params, name) -> dict:
     repo = project(params, name)
-    run(["dvc", "repro"], repo)
+    repro_in_process(repo, "synth-portraits")
     return json.loads((repo / "metrics/synth-portraits/cnn-s.json").read_text())
 
 
