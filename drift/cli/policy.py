@@ -66,13 +66,13 @@ def policy(dataset: str = typer.Argument(..., help="a dataset with a report (plo
         return
     direction = "higher is better" if result["higher_is_better"] else "lower is better"
     console.print(f"[bold]{dataset}[/bold]: retraining policies replayed from the drift matrix, "
-                  f"{result['metric']} ({direction}) over the deployment periods", highlight=False, soft_wrap=True)
+                  f"{result['metric']} ({direction}) over the deployment periods", highlight=False)
     console.print(policy_table(result))
     console.print("★ best mean score (ties: the cheaper)  • on the Pareto front of mean score against cost",
-                  style="dim", highlight=False, soft_wrap=True)
+                  style="dim", highlight=False)
     skipped = dict.fromkeys(s for r in result["models"].values() for s in r["skipped"])
     for line in [*result["notes"], *(f"skipped {s}" for s in skipped)]:
-        console.print(line, style="dim", highlight=False, soft_wrap=True)
+        console.print(line, style="dim", highlight=False)
 
 
 COMMANDS = (policy,)
