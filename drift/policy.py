@@ -261,7 +261,8 @@ def policy_rows(result: dict) -> list[dict]:
     return [{"model": model, "policy": p["name"], "cost": round(p["cost"], 6),
              "mean": None if p["mean"] is None else round(p["mean"], 6),
              "worst": None if p["worst"] is None else round(p["worst"], 6),
-             "retrainings": p["retrainings"], "pareto": p["pareto"]}
+             "retrainings": p["retrainings"], "pareto": p["pareto"], "best": p["best"],
+             "cost_unit": result["cost_unit"]}
             for model, r in result["models"].items() for p in r["policies"]]
 
 

@@ -177,7 +177,7 @@ def test_dataset_policies_and_the_report(tmp_path):
     assert {(r["model"], r["policy"]) for r in rows} >= {("ffn-s", "always"), ("baseline-prior", "never")}
     always = next(r for r in rows if r["model"] == "ffn-s" and r["policy"] == "always")
     assert always == {"model": "ffn-s", "policy": "always", "cost": 180, "mean": 0.6, "worst": 0.5,
-                      "retrainings": 2, "pareto": True}
+                      "retrainings": 2, "pareto": True, "best": True, "cost_unit": "rows x epochs"}
     # seconds from a given figure
     seconds = dataset_policies("sotu", tmp_path, ["ffn-s"], seconds_per_row=0.5)
     assert seconds["cost_unit"] == "seconds" and by_name(seconds["models"]["ffn-s"])["always"]["cost"] == 90
