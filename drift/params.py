@@ -339,9 +339,19 @@ class SaliencyGrid(Section):
     n: PositiveInt = 64                        # portraits averaged per map
 
 
+class PolicyParams(Section):
+    """Retraining policies replayed from the drift matrices (drift/policy.py): their parameter lists."""
+    SECTION: ClassVar[str] = "report.policy"
+    every: list[PositiveInt] = [2, 3, 4]              # retrain every n periods, one policy per n
+    shift_thresholds: Optional[list[Float]] = None   # retrain when the coming period's shift exceeds one; null: its quartiles
+    drop_thresholds: Optional[list[Float]] = None    # retrain when the estimated score drops by more; null: its quartiles
+    seconds_per_row: Optional[Annotated[Float, Field(gt=0)]] = None  # turns the cost (training rows x epochs) into seconds
+
+
 class ReportParams(Section):
     SECTION: ClassVar[str] = "report"
     saliency: Annotated[dict[str, SaliencyGrid], _known_keys(DATASET_PARAMS)] = {}
+    policy: PolicyParams = Field(default_factory=PolicyParams)
 
 
 class Params(Section):

@@ -29,6 +29,8 @@ PATHS = {
     "forgetting": "plots/forgetting/{name}.json",
     "tables": "tables/{name}.json",
     "tables_md": "tables/{name}.md",
+    "policies": "plots/policies/{name}.json",  # retraining policies replayed from the matrices (drift/policy.py)
+    "report_html": "reports/{name}.html",  # the whole report as one self-contained page (drift/html_report.py)
 }
 EMBED_METRICS = "metrics/embed"  # one JSON per dataset and encoder: rows computed vs found in the store
 METRICS = "metrics"  # every model's ID / Future / Decay lives in metrics/<dataset>/<model>.json

@@ -150,3 +150,38 @@ def saliency_grid(maps: dict, models: list[str], columns: list[dict], path: Path
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     _save(fig, path)
+
+
+def pareto_plot(result: dict, path: Path) -> None:
+    """Retraining policies (drift/policy.py): one panel per model, mean score (filled) and worst period
+    (hollow, joined by a thin line) against the retraining cost; the Pareto front of the mean as a step line,
+    the best policy's name in bold. result: policy.dataset_policies."""
+    models = list(result["models"])
+    higher = result["higher_is_better"]
+    cols = min(3, max(1, len(models)))
+    rows = int(np.ceil(len(models) / cols)) or 1
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows + 0.4), dpi=120, squeeze=False)
+    for ax, model in zip(axes.flat, models):
+        policies = [p for p in result["models"][model]["policies"] if p["mean"] is not None]
+        for p in policies:
+            color = "#dd8452" if p["pareto"] else "#4c72b0"
+            ax.plot([p["cost"], p["cost"]], [p["mean"], p["worst"]], color=color, linewidth=0.6, alpha=0.6)
+            ax.plot(p["cost"], p["mean"], "o", color=color, markersize=5)
+            ax.plot(p["cost"], p["worst"], "o", mfc="none", color=color, markersize=4)
+            ax.annotate(p["name"], (p["cost"], p["mean"]), xytext=(3, 3), textcoords="offset points", fontsize=6,
+                        fontweight="bold" if p["best"] else "normal")
+        front = sorted((p["cost"], p["mean"]) for p in policies if p["pareto"])
+        if front:
+            ax.step(*zip(*front), where="post", color="#dd8452", linewidth=1, alpha=0.8)
+        ax.set_title(model + (" (reference)" if result["models"][model].get("reference") else ""), fontsize=9)
+        ax.set_xlabel(f"retraining cost ({result['cost_unit']})", fontsize=8)
+        ax.set_ylabel(METRIC_LABELS.get(result["metric"], result["metric"]), fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(models):]:
+        ax.axis("off")
+    better = "higher" if higher else "lower"
+    fig.suptitle(f"{result['dataset']}: retraining policies replayed from the drift matrix (dot: mean, ring: worst "
+                 f"period; orange: Pareto front; {better} is better)", fontsize=9)
+    fig.tight_layout()
+    _save(fig, path)

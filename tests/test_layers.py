@@ -22,7 +22,7 @@ LAYERS = {
     "data": ["ledger", "records", "store", "slicing", "datasets", "datasets.*", "ingest", "fetch"],
     "compute": ["encoders.*", "embed", "models", "models.*", "checkpoints", "inputs", "features", "engine",
                 "slice_data", "train", "evaluate", "plan"],
-    "analysis": ["summary", "plots", "saliency", "report", "results"],
+    "analysis": ["summary", "plots", "saliency", "report", "results", "policy", "html_report"],
     "top": ["validate", "roster", "pipeline", "cli", "cli.*"],
 }
 ORDER = list(LAYERS)

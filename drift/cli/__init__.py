@@ -4,17 +4,18 @@
     report.py     show, compare, plots, saliency (the report stage's outputs)
     cache.py      cache list | compact | gc (the embedding store)
     plan.py       plan (the cost of a campaign, drift/plan.py)
+    policy.py     policy (retraining policies replayed from the matrices, drift/policy.py)
 
 The commands render with Rich; what they read comes from the library (drift.results and the rest), so no
 module here is imported by the library.
 """
 import typer
 
-from drift.cli import cache, pipeline, plan, report
+from drift.cli import cache, pipeline, plan, policy, report
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Measure how models decay over time: summaries of the DVC pipeline's drift matrices.")
-for command in pipeline.COMMANDS + report.COMMANDS + plan.COMMANDS:
+for command in pipeline.COMMANDS + report.COMMANDS + plan.COMMANDS + policy.COMMANDS:
     app.command()(command)
 app.add_typer(cache.cache_app, name="cache")
 

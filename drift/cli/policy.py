@@ -1,0 +1,78 @@
+"""`drift policy`: retraining policies replayed from the committed drift matrices (drift/policy.py), no training."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich import box
+from rich.table import Table
+
+from drift.cli.common import console, fail, fmt
+from drift.errors import DriftError
+
+
+def _cost(value: float, unit: str) -> str:
+    return f"{value:,.1f}" if unit == "seconds" else f"{value:,.0f}"
+
+
+def policy_table(result: dict) -> Table:
+    """One row per model and policy, models in sections; ★ the best mean score, • the rest of the Pareto front
+    (no policy scores better for no more cost). Fits 80 columns."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    for column, justify in (("model", "left"), ("policy", "left"), ("", "left"), ("mean", "right"),
+                            ("worst", "right"), ("retrains", "right"), (f"cost ({result['cost_unit']})", "right")):
+        table.add_column(column, justify=justify, no_wrap=True)
+    models = list(result["models"].items())
+    for n, (model, r) in enumerate(models):
+        for i, p in enumerate(r["policies"]):
+            mark = "★" if p["best"] else "•" if p["pareto"] else ""
+            table.add_row(model if i == 0 else "", p["name"], mark, fmt(p["mean"]), fmt(p["worst"]),
+                          str(p["retrainings"]), _cost(p["cost"], result["cost_unit"]),
+                          style="dim italic" if r["reference"] else None,
+                          end_section=i == len(r["policies"]) - 1 and n < len(models) - 1)
+    return table
+
+
+def policy(dataset: str = typer.Argument(..., help="a dataset with a report (plots/<dataset>/)"),
+           model: Optional[str] = typer.Argument(None, help="one model; every model of the report by default"),
+           shift: Optional[Path] = typer.Option(None, "--shift", help="a label-free shift matrix S[i][j], long-format "
+                                                "JSON {train, eval, value}: adds the shift policies"),
+           estimate: Optional[Path] = typer.Option(None, "--estimate", help="the model's estimated matrix E[i][j], "
+                                                   "long-format JSON: adds the drop policies (needs a model)"),
+           seconds_per_row: Optional[float] = typer.Option(None, "--seconds-per-row",
+                                                           help="turn the cost (rows x epochs) into seconds"),
+           as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+           root: Path = typer.Option(Path("."), "--root", help="the repository's root")):
+    """Retraining policies (never, every n, always, on shift, on an estimated drop) replayed from the drift
+    matrix: mean and worst score over the deployment periods, retrainings and their cost. Nothing is trained."""
+    from drift.policy import dataset_policies, load_signal, report_labels
+
+    try:
+        if estimate is not None and model is None:
+            raise DriftError("--estimate is one model's estimated matrix: name the model too "
+                             "(drift policy <dataset> <model> --estimate FILE)")
+        labels = report_labels(root, dataset) if shift is not None or estimate is not None else []
+        result = dataset_policies(
+            dataset, root, [model] if model else None,
+            shift=load_signal(shift, labels) if shift is not None and labels else None,
+            estimates={model: load_signal(estimate, labels)} if estimate is not None and labels else None,
+            seconds_per_row=seconds_per_row)
+    except DriftError as e:
+        fail(e)
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    direction = "higher is better" if result["higher_is_better"] else "lower is better"
+    console.print(f"[bold]{dataset}[/bold]: retraining policies replayed from the drift matrix, "
+                  f"{result['metric']} ({direction}) over the deployment periods", highlight=False)
+    console.print(policy_table(result))
+    console.print("★ best mean score (ties: the cheaper)  • on the Pareto front of mean score against cost",
+                  style="dim", highlight=False)
+    skipped = dict.fromkeys(s for r in result["models"].values() for s in r["skipped"])
+    for line in [*result["notes"], *(f"skipped {s}" for s in skipped)]:
+        console.print(line, style="dim", highlight=False)
+
+
+COMMANDS = (policy,)
