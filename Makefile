@@ -13,7 +13,7 @@ LOCK := requirements.lock
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo test test-slow install lock clean
+.PHONY: demo test test-slow install lock clean browser
 
 # a changed pyproject.toml or lock file installs again
 $(BIN)/drift: pyproject.toml $(LOCK)
@@ -28,7 +28,13 @@ demo: install
 	. $(BIN)/activate && dvc repro
 	. $(BIN)/activate && drift summary
 
-test: install
+# the HTML report's test opens it in headless Chromium (Debian's package; installed when missing and root)
+browser:
+	command -v chromium >/dev/null || [ "$$(id -u)" != 0 ] || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
+	  echo "chromium not installed: the browser test will be skipped"
+
+test: install browser
 	. $(BIN)/activate && python -m pytest -q
 
 # the long tests (real vision checkpoints): before changing drift/encoders/ or the probes

@@ -40,11 +40,11 @@ STAGES = {
         "outs": ["eval"]},
     "report": {
         "extra": ["requirements.lock"], "inputs": ["eval", "models", "slice_manifest"],
-        "params": ["train.baselines", "report", "train.models.${key}"],
+        "params": ["train.baselines", "train.epochs", "report", "train.models.${key}"],
         "metrics_dirs": ["metrics"],
         "plots": [("plots", "drift_heatmap", "eval", "train"), ("deviations", "drift_deviation", "eval", "train"),
-                  ("forgetting", "drift_lines", "gap", "value")],
-        "outs_uncached": ["tables", "tables_md"]},
+                  ("forgetting", "drift_lines", "gap", "value"), ("policies", "drift_policies", "cost", "mean")],
+        "outs_uncached": ["tables", "tables_md", "report_html"]},
 }
 
 HEADER = """\
