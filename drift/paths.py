@@ -18,10 +18,12 @@ PATHS = {
     "slice_manifest": "data/slices/{name}.json",
     # embed: which store tables hold this dataset's embeddings (the store itself lives outside the repo)
     "embeddings": "data/embeddings/{name}.json",
-    # train: one checkpoint per model, seed and cutoff
+    # train: one checkpoint per model, seed and cutoff; how many were trained and how many reused (drift/cells.py)
     "models": "data/models/{name}",
-    # evaluate: per-seed drift matrices, one JSON per model
+    "train_metrics": "metrics/train/{name}.json",
+    # evaluate: per-seed drift matrices, one JSON per model; cells computed and reused
     "eval": "data/eval/{name}",
+    "eval_metrics": "metrics/evaluate/{name}.json",
     # report: small, committed results
     "metrics": "metrics/{name}",
     "plots": "plots/{name}",

@@ -33,11 +33,11 @@ STAGES = {
         "extra": ["requirements.lock"], "inputs": ["slice_manifest", "embeddings"],
         "params": ["train.epochs", "train.seeds", "train.batch_size", "train.weight_decay", "train.lr",
                    "train.threads", "train.max_tokens", "train.baselines", "embed.max_length", "train.models.${key}"],
-        "outs": ["models"]},
+        "outs": ["models"], "metrics": ["train_metrics"]},
     "evaluate": {
         "extra": ["requirements.lock"], "inputs": ["models", "slice_manifest", "embeddings"],
         "params": ["train.threads", "train.max_tokens", "train.baselines", "embed.max_length", "train.models.${key}"],
-        "outs": ["eval"]},
+        "outs": ["eval"], "metrics": ["eval_metrics"]},
     "report": {
         "extra": ["requirements.lock"], "inputs": ["eval", "models", "slice_manifest"],
         "params": ["train.baselines", "train.epochs", "report", "train.models.${key}"],

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 
+from drift.cells import row_hashes
 from drift.errors import DriftError
 from drift.inputs import Inputs, load_inputs
 from drift.models import get_model_info
@@ -39,6 +40,22 @@ class SliceData:
         self.modality = self.manifest.get("modality", "text")
         self.encoders = embedding_manifests(p["embeddings"])
         self._inputs: dict[tuple, Inputs] = {}
+        self._row_hashes = None
+
+    @property
+    def row_hashes(self) -> np.ndarray:
+        """Each row's content (payload key, label, split) as 32 bytes: what the cell cache keys rows by."""
+        if self._row_hashes is None:
+            self._row_hashes = row_hashes(self.table.column("key").to_pylist(), self.labels, self.splits)
+        return self._row_hashes
+
+    def input_id(self, model_name: str) -> str:
+        """What a model's inputs are, beyond the rows' payloads: the encoder fingerprint of the embeddings it
+        reads and the token cap, or the pixels themselves (their content keys are the rows')."""
+        kind, encoder = self.input_kind(model_name), self.encoder_for(model_name)
+        if encoder is None:
+            return kind
+        return f"{kind}:{self.encoders[encoder]['fingerprint']}:{self.params.train.max_tokens or self.params.embed.max_length}"
 
     def usable_rows(self) -> np.ndarray:
         return np.flatnonzero(np.isin(self.slices, [s["index"] for s in self.manifest["slices"] if s["usable"]]))

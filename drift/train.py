@@ -9,17 +9,18 @@ seed on CPU (`deterministic`).
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from drift.checkpoints import PixelStandardised, Standardised, build_model, checkpoint_path, list_checkpoints, save_checkpoint
+from drift.cells import TRAIN_CODE, CellCache, checkpoint_key, code_version, place, rows_digest
+from drift.checkpoints import PixelStandardised, Standardised, build_model, checkpoint_path, save_checkpoint
 from drift.inputs import Inputs, length_bucketed_batches
 from drift.models import get_model_info
 from drift.params import TrainParams
 from drift.progress import progress
-from drift.tasks import get_task
 
 
 def learning_rate(lr_cfg, family: str) -> float:
@@ -104,43 +105,56 @@ def trainable_cutoffs(slice_info: list[dict]) -> list[int]:
     return [s["index"] for s in slice_info if s.get("trainable", s["usable"])]
 
 
-def train_cumulative(name: str, inputs: Inputs, slices: np.ndarray, splits: np.ndarray, targets: torch.Tensor,
-                     slice_info: list[dict], task_name: str, n_labels: int, cfg: TrainParams | dict, seed: int, save,
-                     modality: str = "text") -> None:
-    """f_k for every usable slice k, trained on the train split of all slices <= k; `save(k, model)` keeps it."""
-    cfg = TrainParams.of(cfg)
-    task = get_task(task_name)
-    n_outputs = task.n_outputs(n_labels)
-    cutoffs = trainable_cutoffs(slice_info)
-    with progress(f"train {name} seed {seed}", total=len(cutoffs) * cfg.epochs) as bar:
-        for k in cutoffs:
-            rows = np.flatnonzero((slices <= k) & (splits == "train"))
-            model = train_one(name, inputs, rows, targets, task, n_outputs, cfg, seed * 100_003 + k, modality, bar)
-            save(k, model)
+def training_id(name: str, modality: str, cfg: TrainParams, inputs: Inputs) -> dict:
+    """The training parameters that decide what a checkpoint of `name` holds (the cell cache's key part)."""
+    family = get_model_info(name).family
+    return {"epochs": cfg.epochs, "batch_size": cfg.batch_size, "weight_decay": cfg.weight_decay,
+            "lr": learning_rate(cfg.lr, family), "optimizer": "adam" if modality == "image" else "adamw",
+            "max_tokens": inputs.max_tokens, "threads": cfg.threads}
 
 
-def train_roster(data, models: list[str], cfg: TrainParams | dict, models_dir: Path) -> None:
+def train_roster(data, models: list[str], cfg: TrainParams | dict, models_dir: Path, cache: CellCache | None = None,
+                 ) -> dict:
     """Every model of the roster, every seed: f_k for each trainable cutoff, saved under `models_dir`.
 
-    The references are seed-independent (closed form): fitted once, the same checkpoint kept for every seed so
-    the evaluate stage averages seeds alike for every model."""
+    A checkpoint whose key (drift/cells.py: model, seed, training rows, inputs, training parameters, code) is in
+    `cache` is copied from it, not trained; what is trained goes into the cache. The references are
+    seed-independent (closed form): their key leaves the seed out, so every seed after the first reuses the first's
+    fit and the evaluate stage averages seeds alike for every model. Returns the counts {trained, reused}."""
     cfg = TrainParams.of(cfg)
     deterministic(cfg.threads)
     shutil.rmtree(models_dir, ignore_errors=True)
+    cache = cache or CellCache(Path(tempfile.mkdtemp(prefix="drift-cells-")))
     targets = data.task.target_tensor(data.labels)
-    seeds = list(cfg.seeds)
+    code = code_version(TRAIN_CODE)
+    cutoffs = trainable_cutoffs(data.manifest["slices"])
+    counts = {"trained": 0, "reused": 0}
     for name in models:
         inputs = data.inputs(name)
-        closed_form = get_model_info(name).family == "Reference"
-        for seed in seeds[:1] if closed_form else seeds:
-            def save(k, model, seed=seed):
-                save_checkpoint(model, checkpoint_path(models_dir, name, seed, k))
-            train_cumulative(name, inputs, data.slices, data.splits, targets, data.manifest["slices"],
-                             data.manifest["task"], len(data.manifest["label_names"]), cfg, seed, save,
-                             data.modality)
-        if closed_form:
-            for seed in seeds[1:]:
-                for k, path in list_checkpoints(models_dir, name)[seeds[0]].items():
-                    target = checkpoint_path(models_dir, name, seed, k)
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(path, target)
+        info = get_model_info(name)
+        closed_form = info.family == "Reference"
+        spec = f"{info!r}|{inputs.spec()!r}|{data.n_outputs}|{data.task.name}"
+        training, input_id = training_id(name, data.modality, cfg, inputs), data.input_id(name)
+        for seed in cfg.seeds:
+            todo = []
+            for k in cutoffs:
+                rows = np.flatnonzero((data.slices <= k) & (data.splits == "train"))
+                key = checkpoint_key(spec, None if closed_form else seed, rows_digest(data.row_hashes, rows),
+                                     input_id, training, code)
+                target = checkpoint_path(models_dir, name, seed, k)
+                cached = cache.checkpoint(key)
+                if cached is not None:
+                    place(cached, target)
+                    counts["reused"] += 1
+                else:
+                    todo.append((k, key, rows, target))
+            if not todo:
+                continue
+            with progress(f"train {name} seed {seed}", total=len(todo) * cfg.epochs) as bar:
+                for k, key, rows, target in todo:
+                    model = train_one(name, inputs, rows, targets, data.task, data.n_outputs, cfg,
+                                      seed * 100_003 + k, data.modality, bar)
+                    save_checkpoint(model, target)
+                    cache.put_checkpoint(key, target)
+                    counts["trained"] += 1
+    return counts

@@ -1,9 +1,12 @@
 """Stage evaluate@<dataset>: every checkpoint on every slice -> one drift matrix per model and seed
-(drift/evaluate.py `evaluate_roster`)."""
+(drift/evaluate.py `evaluate_roster`); cells already scored come from the cell cache (drift/cells.py), and
+metrics/evaluate/<dataset>.json counts the cells computed and reused."""
+from drift.cells import CellCache
 from drift.evaluate import evaluate_roster
 from drift.params import load_params, roster
 from drift.slice_data import SliceData
 from drift.stage import require, run_stage, write_json
+from drift.store import cache_dir
 
 
 def main(argv):
@@ -11,9 +14,11 @@ def main(argv):
     params = load_params()
     data = SliceData(params, name)  # slice and embed first, then train: the first missing input is named
     p = require(name, "models")
-    results = evaluate_roster(data, roster(params, name), p["models"], params.train.threads)
+    results, counts = evaluate_roster(data, roster(params, name), p["models"], params.train.threads,
+                                      CellCache(cache_dir(params)))
     for model, result in results.items():
         write_json(p["eval"] / f"{model}.json", result)
+    write_json(p["eval_metrics"], {"dataset": name, **counts})
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ LAYERS = {
     "schema": ["encoders.registry", "encoders", "params", "presets", "metrics", "tasks"],
     "data": ["ledger", "records", "store", "slicing", "datasets", "datasets.*", "ingest", "fetch"],
     "compute": ["encoders.*", "embed", "models", "models.*", "checkpoints", "inputs", "features", "engine",
-                "slice_data", "train", "evaluate", "plan"],
+                "cells", "slice_data", "train", "evaluate", "plan"],
     "analysis": ["summary", "plots", "saliency", "report", "results", "policy", "html_report"],
     "top": ["validate", "roster", "pipeline", "cli", "cli.*"],
 }

@@ -1,0 +1,122 @@
+"""The checkpoint and cell cache (drift/cells.py): every component of a key changes it, and through `dvc exp
+run -S` a new model, a new seed or a new time slice trains and scores exactly what is new."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import drift.cells as cells
+from conftest import only, run, tiny_params
+
+BASE = dict(model_spec="ModelInfo(name='ffn-s')|InputSpec(tokens)|2|binary", seed=0, rows="r" * 64,
+            inputs="tokens:abc:64", training={"epochs": 5, "batch_size": 64, "weight_decay": 0.01, "lr": 0.001,
+                                              "optimizer": "adamw", "max_tokens": 64, "threads": 1},
+            code="c" * 64)
+
+
+@pytest.mark.parametrize("component, value", [
+    ("model_spec", "ModelInfo(name='ffn-m')|InputSpec(tokens)|2|binary"),
+    ("seed", 1), ("seed", None),
+    ("rows", "s" * 64),
+    ("inputs", "tokens:abd:64"),
+    ("training", {**BASE["training"], "epochs": 6}), ("training", {**BASE["training"], "lr": 0.01}),
+    ("training", {**BASE["training"], "batch_size": 32}), ("training", {**BASE["training"], "weight_decay": 0.0}),
+    ("training", {**BASE["training"], "optimizer": "adam"}), ("training", {**BASE["training"], "max_tokens": 128}),
+    ("training", {**BASE["training"], "threads": 2}),
+    ("code", "d" * 64),
+])
+def test_every_component_changes_the_checkpoint_key(component, value):
+    assert cells.checkpoint_key(**{**BASE, component: value}) != cells.checkpoint_key(**BASE)
+
+
+def test_cell_key_components_and_row_content():
+    base = cells.cell_key("a" * 64, "b" * 64, "accuracy", "c" * 64)
+    for changed in [("x" * 64, "b" * 64, "accuracy", "c" * 64), ("a" * 64, "y" * 64, "accuracy", "c" * 64),
+                    ("a" * 64, "b" * 64, "macro_auc", "c" * 64), ("a" * 64, "b" * 64, "accuracy", "z" * 64)]:
+        assert cells.cell_key(*changed) != base
+    hashes = cells.row_hashes(["k1", "k2", "k3"], [0, 1, 1], np.array(["train", "test", "train"]))
+    digest = cells.rows_digest(hashes, np.array([0, 2]))
+    assert digest == cells.rows_digest(cells.row_hashes(["k1", "k2", "k3"], [0, 0, 1], ["train", "test", "train"]),
+                                       np.array([0, 2]))  # a row outside the set does not matter
+    for keys, labels, splits in [(["k1", "k2", "kX"], [0, 1, 1], ["train", "test", "train"]),   # payload
+                                 (["k1", "k2", "k3"], [0, 1, 0], ["train", "test", "train"]),   # label
+                                 (["k1", "k2", "k3"], [0, 1, 1], ["train", "test", "test"])]:   # split
+        assert cells.rows_digest(cells.row_hashes(keys, labels, np.array(splits)), np.array([0, 2])) != digest
+    assert cells.rows_digest(hashes, np.array([2, 0])) != digest  # the order (batches follow it)
+
+
+def test_code_version_follows_the_training_code(tmp_path, monkeypatch):
+    before = cells.code_version(cells.TRAIN_CODE)
+    copy = tmp_path / "drift"
+    for name in cells.TRAIN_CODE:
+        source = cells.DRIFT / name
+        if source.exists():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            (copy / name).write_bytes(source.read_bytes())
+    monkeypatch.setattr(cells, "DRIFT", copy)
+    assert cells.code_version(cells.TRAIN_CODE) == before
+    (copy / "models/text.py").write_text((copy / "models/text.py").read_text() + "\n# a change\n")
+    assert cells.code_version(cells.TRAIN_CODE) != before
+    assert cells.code_version(cells.EVAL_CODE) != cells.code_version(cells.TRAIN_CODE)
+
+
+def test_the_training_code_list_covers_what_training_imports():
+    # every drift module train.py and the checkpoints need, directly or not, is in TRAIN_CODE (or below it:
+    # errors, params, progress... decide nothing numerical)
+    from drift.pipeline import import_closure
+
+    root = cells.DRIFT.parent
+    needed = set(import_closure(root / "drift/train.py", root)) - {"drift/train.py"}
+    ignored = {"drift/__init__.py", "drift/errors.py", "drift/params.py", "drift/progress.py", "drift/cells.py",
+               "drift/encoders/__init__.py", "drift/encoders/registry.py", "drift/paths.py"}
+    listed = {f"drift/{name}" for name in cells.TRAIN_CODE}
+    assert needed - ignored <= listed, needed - ignored - listed
+
+
+def counts(repo: Path, stage: str) -> dict:
+    return json.loads((repo / f"metrics/{stage}/sotu.json").read_text())
+
+
+def test_only_new_checkpoints_and_cells_are_computed(project):
+    params = only(tiny_params(), "sotu")
+    params["train"]["models"] = {"sotu": ["ffn-s"]}
+    repo = project(params)
+    run(["dvc", "repro"], repo)
+    manifest = json.loads((repo / "data/slices/sotu.json").read_text())
+    cutoffs = sum(s["trainable"] for s in manifest["slices"])
+    usable = [s["index"] for s in manifest["slices"] if s["usable"]]
+    cells_per_model = sum(1 for i in range(len(manifest["slices"])) if manifest["slices"][i]["trainable"]
+                          for j in usable)  # every trained row x every usable column (all have test rows here)
+    assert counts(repo, "train") == {"dataset": "sotu", "trained": 3 * cutoffs, "reused": 0}  # ffn-s + 2 references
+    assert counts(repo, "evaluate") == {"dataset": "sotu", "computed": 3 * cells_per_model, "reused": 0}
+    run(["git", "add", "-A"], repo)
+    run(["git", "commit", "-qm", "base"], repo)
+
+    # one more model: only its cutoffs train, only its cells are scored
+    run(["dvc", "exp", "run", "-S", "train.models.sotu=[ffn-s,tx-s]"], repo)
+    assert counts(repo, "train")["trained"] == cutoffs and counts(repo, "train")["reused"] == 3 * cutoffs
+    assert counts(repo, "evaluate") == {"dataset": "sotu", "computed": cells_per_model, "reused": 3 * cells_per_model}
+
+    # one more seed: only that seed of the trained heads; the references' fit ignores the seed
+    run(["dvc", "exp", "run", "-S", "train.models.sotu=[ffn-s,tx-s]", "-S", "train.seeds=[0,1]"], repo)
+    assert counts(repo, "train")["trained"] == 2 * cutoffs and counts(repo, "train")["reused"] == 6 * cutoffs
+    # the references' seed-1 checkpoints are byte copies of seed 0's: their cells are reused too
+    assert counts(repo, "evaluate")["computed"] == 2 * cells_per_model
+
+    # one more time slice: one new cutoff per (model, seed), and only the new row and column of cells
+    end = params["sotu"]["slices"]["end"]
+    run(["dvc", "exp", "run", "-S", "train.models.sotu=[ffn-s,tx-s]", "-S", "train.seeds=[0,1]",
+         "-S", f"sotu.slices.end={end + 10}"], repo)
+    grown = json.loads((repo / "data/slices/sotu.json").read_text())
+    assert len(grown["slices"]) == len(manifest["slices"]) + 1 and grown["slices"][-1]["trainable"]
+    assert grown["slices"][-1]["usable"]
+    # trained: (ffn-s, tx-s) x 2 seeds and the 2 references once; reused: every old checkpoint, and the
+    # references' new seed-1 checkpoints (seed 0's fit)
+    assert counts(repo, "train")["trained"] == 2 * 2 + 2 and counts(repo, "train")["reused"] == 8 * cutoffs + 2
+    new_cells = (cutoffs + 1) + len(usable)  # the new row (every usable column, the new one too) + the new column
+    assert counts(repo, "evaluate")["computed"] == (4 + 2) * new_cells  # the references' seed 1 reuses seed 0's
+    evaluation = json.loads((repo / "data/eval/sotu/ffn-s.json").read_text())
+    assert len(evaluation["seeds"]["0"]) == len(manifest["slices"]) + 1
