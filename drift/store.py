@@ -250,6 +250,13 @@ class EmbeddingStore:
         values = column.flatten().to_numpy().reshape(-1, self.dim)
         return values if np.array_equal(inverse, np.arange(len(values))) else values[inverse]
 
+    def read_lengths(self, keys) -> np.ndarray:
+        """Token count of each key, [n] int64 (the small n_tokens column: no token states read)."""
+        if len(keys) == 0:
+            return np.zeros(0, np.int64)
+        column, inverse = self._take(keys, "n_tokens")
+        return column.to_numpy(zero_copy_only=False).astype(np.int64)[inverse.reshape(-1)]
+
     def read_tokens(self, keys) -> tuple[np.ndarray, np.ndarray]:
         """Token states of each key, ragged: (flat [sum n_i, D] float16, offsets [n+1] int64) aligned with keys."""
         if len(keys) == 0:
