@@ -70,8 +70,8 @@ class Inputs:
         position = torch.arange(width)
         mask = position[None, :] < lengths[:, None]
         # padding holds the states that follow the row (times 0), exactly as an index into the flat array gave
-        x = torch.from_numpy(self._spans(starts, width)).float() * mask[..., None]
-        return x, mask
+        x = torch.from_numpy(self._spans(starts, width)).float()
+        return x.mul_(mask[..., None]), mask  # in place: one [b, width, D] float32 buffer per batch, not two
 
     def prefetch(self, batches: Iterable[np.ndarray], depth: int = PREFETCH_DEPTH, device=None,
                  pin: bool | None = None) -> Iterator[tuple[np.ndarray, tuple[torch.Tensor, ...]]]:

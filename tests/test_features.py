@@ -103,13 +103,14 @@ def test_training_and_prediction_are_bit_identical(embedded):
     table = read_slice_table(path)
     store = open_store(manifest, cache)
     targets = get_task("binary").target_tensor(table.column("label").to_pylist())
-    rows = np.arange(0, 60, 2)
+    rows = np.arange(0, 60, 3)  # both labels (i % 2)
+    task = get_task("binary")
     torch.set_num_threads(1)
     for name, kind in (("ffn-s", "tokens"), ("tx-s", "tokens"), ("bigru-s", "tokens"), ("probe-minilm", "pooled")):
         models = []
         for inputs in (load_inputs(kind, table, store, max_tokens=16),
                        open_inputs(kind, tmp / "features" / "minilm-l6", max_tokens=16)):
-            model = train_one(name, inputs, rows, targets, get_task("binary"), 1,
+            model = train_one(name, inputs, rows, targets, task, task.n_outputs(2),
                               {"epochs": 2, "batch_size": 8, "lr": 1e-3}, seed=3)
             models.append((model, predict(model, inputs, np.arange(60), batch_size=16)))
         (a, pa_), (b, pb) = models
