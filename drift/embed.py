@@ -17,11 +17,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from drift.errors import DriftError
 from drift.ingest import table_images
 from drift.params import EmbedParams
 from drift.progress import progress
-from drift.store import EmbeddingStore, committed, read_slice_table
+from drift.store import EmbeddingStore, open_store, read_slice_table  # noqa: F401 (open_store: re-exported)
 
 CHUNK_ROWS = EmbedParams.model_fields["chunk_rows"].default  # rows per commit: the most a killed run can lose
 
@@ -183,13 +182,3 @@ class Committer:
         self.thread.join()
         if self.error is not None and exc_type is None:
             raise self.error
-
-
-def open_store(manifest: dict, cache_dir: Path) -> EmbeddingStore:
-    """The store table a manifest names; a clear error when it is not in this cache directory."""
-    store = EmbeddingStore(cache_dir, manifest["encoder"], manifest["fingerprint"], manifest["dim"],
-                           with_tokens=manifest.get("with_tokens", True))
-    if manifest.get("rows", 1) and not committed(store.path):
-        raise DriftError(f"embedding table {store.path.name} is not in {Path(cache_dir)} (another embed.cache_dir, "
-                         f"or removed by `drift cache gc`): run `dvc repro -f embed@<dataset>` to compute it")
-    return store

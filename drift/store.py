@@ -291,6 +291,16 @@ class EmbeddingStore:
         return table_info(self.path)
 
 
+def open_store(manifest: dict, cache_dir: Path) -> EmbeddingStore:
+    """The store table a manifest names; a clear error when it is not in this cache directory."""
+    store = EmbeddingStore(cache_dir, manifest["encoder"], manifest["fingerprint"], manifest["dim"],
+                           with_tokens=manifest.get("with_tokens", True))
+    if manifest.get("rows", 1) and not committed(store.path):
+        raise DriftError(f"embedding table {store.path.name} is not in {Path(cache_dir)} (another embed.cache_dir, "
+                         f"or removed by `drift cache gc`): run `dvc repro -f embed@<dataset>` to compute it")
+    return store
+
+
 def dedupe_table(path: Path, attempts: int = 5) -> int:
     """Delete every row whose key an earlier row holds (readers already use the first), returns how many.
 

@@ -18,7 +18,7 @@ from drift.embed import embed_dataset, open_store, text_encoder
 from drift.errors import DriftError
 from drift.features import DiskArray, ensure_features, is_current, keys_sha256, write_features
 from drift.ingest import payload_key, record_schema
-from drift.inputs import Inputs, length_bucketed_batches, load_inputs, open_inputs, prefetched
+from drift.inputs import length_bucketed_batches, load_inputs, open_inputs, prefetched
 from drift.store import read_slice_table, write_slice_table
 
 CFG = {"text_encoder": "minilm-l6", "max_length": 64, "batch_size": 16, "chunk_rows": 16}
