@@ -18,6 +18,8 @@ PATHS = {
     "slice_manifest": "data/slices/{name}.json",
     # embed: which store tables hold this dataset's embeddings (the store itself lives outside the repo)
     "embeddings": "data/embeddings/{name}.json",
+    # the model inputs as memory-mappable files in slice-table row order, built from the store (drift/features.py)
+    "features": "data/features/{name}",
     # train: one checkpoint per model, seed and cutoff; how many were trained and how many reused (drift/cells.py)
     "models": "data/models/{name}",
     "train_metrics": "metrics/train/{name}.json",

@@ -1,5 +1,6 @@
 """One dataset's slice table as the train and evaluate stages read it: rows, slices, splits, labels, and the
-model inputs (pixels, or the embeddings of the encoder a model reads) loaded once per kind of input."""
+model inputs (pixels, or the embeddings of the encoder a model reads), read batch by batch from the dataset's
+feature files (drift/features.py; built here if the embed stage has not written them for these rows)."""
 from __future__ import annotations
 
 import json
@@ -8,11 +9,12 @@ import numpy as np
 
 from drift.cells import row_hashes
 from drift.errors import DriftError
-from drift.inputs import Inputs, load_inputs
+from drift.features import ensure_features, keys_sha256
+from drift.inputs import Inputs, open_inputs
 from drift.models import get_model_info
 from drift.params import as_params
 from drift.stage import require
-from drift.store import cache_dir, open_store, read_slice_manifest, read_slice_table
+from drift.store import cache_dir, read_slice_manifest, read_slice_table
 from drift.tasks import get_task
 
 
@@ -32,7 +34,10 @@ class SliceData:
         self.manifest = read_slice_manifest(p["slices"])
         self.task = get_task(self.manifest["task"])
         self.n_outputs = self.task.n_outputs(len(self.manifest["label_names"]))
-        self.table = read_slice_table(p["slices"])
+        self.slice_path = p["slices"]
+        # the small columns only: payloads (texts, images) are read from the feature files, batch by batch
+        self.table = read_slice_table(p["slices"], columns=["key", "slice", "split", "label"])
+        self.keys_sha256 = keys_sha256(self.table.column("key"))
         self.slices = self.table.column("slice").to_numpy()
         self.splits = self.table.column("split").to_numpy(zero_copy_only=False)
         self.labels = self.table.column("label").to_pylist()
@@ -80,12 +85,14 @@ class SliceData:
     def inputs(self, model_name: str) -> Inputs:
         kind, encoder = self.input_kind(model_name), self.encoder_for(model_name)
         if (kind, encoder) not in self._inputs:
-            store = None
+            manifest = None
             if encoder is not None:
                 if encoder not in self.encoders:
                     raise DriftError(f"{model_name} reads embeddings of {encoder}, which embed@{self.name} did not "
                                      f"compute: run `dvc repro embed@{self.name}`")
-                store = open_store(self.encoders[encoder], cache_dir(self.params))
+                manifest = self.encoders[encoder]
+            path = ensure_features(kind, self.slice_path, self.table.column("key"), self.paths["features"], manifest,
+                                   cache_dir(self.params), self.keys_sha256)
             max_tokens = self.params.train.max_tokens or self.params.embed.max_length
-            self._inputs[kind, encoder] = load_inputs(kind, self.table, store, max_tokens=max_tokens)
+            self._inputs[kind, encoder] = open_inputs(kind, path, max_tokens=max_tokens)
         return self._inputs[kind, encoder]

@@ -251,6 +251,13 @@ class EmbeddingStore:
         values = column.flatten().to_numpy().reshape(-1, self.dim)
         return values if np.array_equal(inverse, np.arange(len(values))) else values[inverse]
 
+    def read_lengths(self, keys) -> np.ndarray:
+        """Token count of each key, [n] int64 (the small n_tokens column: no token states read)."""
+        if len(keys) == 0:
+            return np.zeros(0, np.int64)
+        column, inverse = self._take(keys, "n_tokens")
+        return column.to_numpy(zero_copy_only=False).astype(np.int64)[inverse.reshape(-1)]
+
     def read_tokens(self, keys) -> tuple[np.ndarray, np.ndarray]:
         """Token states of each key, ragged: (flat [sum n_i, D] float16, offsets [n+1] int64) aligned with keys."""
         if len(keys) == 0:
@@ -283,6 +290,16 @@ class EmbeddingStore:
 
     def stats(self) -> dict:
         return table_info(self.path)
+
+
+def open_store(manifest: dict, cache_dir: Path) -> EmbeddingStore:
+    """The store table a manifest names; a clear error when it is not in this cache directory."""
+    store = EmbeddingStore(cache_dir, manifest["encoder"], manifest["fingerprint"], manifest["dim"],
+                           with_tokens=manifest.get("with_tokens", True))
+    if manifest.get("rows", 1) and not committed(store.path):
+        raise DriftError(f"embedding table {store.path.name} is not in {Path(cache_dir)} (another embed.cache_dir, "
+                         f"or removed by `drift cache gc`): run `dvc repro -f embed@<dataset>` to compute it")
+    return store
 
 
 def dedupe_table(path: Path, attempts: int = 5) -> int:
@@ -359,16 +376,6 @@ def table_info(path: Path, count_unique: bool = True) -> dict:
                 fragments=len(ds.get_fragments()), version=ds.version)
     info["unique"] = pc.count_distinct(_key_column(ds)).as_py() if count_unique else None
     return info
-
-
-def open_store(manifest: dict, cache_dir: Path) -> EmbeddingStore:
-    """The store table a manifest names; a clear error when it is not in this cache directory."""
-    store = EmbeddingStore(cache_dir, manifest["encoder"], manifest["fingerprint"], manifest["dim"],
-                           with_tokens=manifest.get("with_tokens", True))
-    if manifest.get("rows", 1) and not committed(store.path):
-        raise DriftError(f"embedding table {store.path.name} is not in {Path(cache_dir)} (another embed.cache_dir, "
-                         f"or removed by `drift cache gc`): run `dvc repro -f embed@<dataset>` to compute it")
-    return store
 
 
 def cache_dir(params) -> Path:

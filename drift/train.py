@@ -75,9 +75,10 @@ def train_one(name: str, inputs: Inputs, rows: np.ndarray, targets: torch.Tensor
     lengths = inputs.lengths if inputs.kind == "tokens" else None
     model.train()
     for _ in range(epochs):
-        for batch in length_bucketed_batches(rows, lengths, cfg.batch_size, rng):
+        # the next batches are read from disk on a background thread while this one trains
+        for batch, x in inputs.prefetch(length_bucketed_batches(rows, lengths, cfg.batch_size, rng)):
             optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(*inputs.batch(batch)), targets[torch.from_numpy(batch)]) * norm
+            loss = loss_fn(model(*x), targets[torch.from_numpy(batch)]) * norm
             loss.backward()
             optimizer.step()
         if bar is not None:
@@ -91,7 +92,8 @@ def predict(model: torch.nn.Module, inputs: Inputs, rows: np.ndarray, batch_size
     lengths = inputs.lengths if inputs.kind == "tokens" else None
     # token rows run sorted by length (little padding), then go back to the caller's order
     perm = np.arange(len(rows)) if lengths is None else np.argsort(lengths[rows], kind="stable")
-    outputs = [model(*inputs.batch(rows[perm[i:i + batch_size]])) for i in range(0, len(rows), batch_size)]
+    batches = [rows[perm[i:i + batch_size]] for i in range(0, len(rows), batch_size)]
+    outputs = [model(*x) for _, x in inputs.prefetch(batches)]
     if not outputs:
         return np.zeros((0, 1), np.float32)
     out = torch.cat(outputs).float().numpy()

@@ -1,10 +1,11 @@
 """Stage embed@<dataset>: frozen-encoder embeddings of the dataset's rows, computed only for missing keys
 (drift/embed.py `embed_all`). The output manifest lists every encoder's store table; metrics/embed/ counts
-the rows computed and found in the store."""
+the rows computed and found in the store; data/features/<dataset>/ holds the inputs as memory-mappable files."""
 import sys
 from pathlib import Path
 
 from drift.embed import embed_all
+from drift.features import write_features
 from drift.params import load_params
 from drift.paths import EMBED_METRICS
 from drift.stage import require, run_stage, write_json
@@ -16,8 +17,12 @@ def main(argv):
     params = load_params()
     p = require(name, "slice_manifest")
     store = cache_dir(params)
-    results = embed_all(p["slices"], read_slice_manifest(p["slices"])["modality"], params.embed, store)
-    write_json(p["embeddings"], {"encoders": {enc: manifest for enc, (manifest, _) in results.items()}})
+    modality = read_slice_manifest(p["slices"])["modality"]
+    results = embed_all(p["slices"], modality, params.embed, store)
+    manifests = {enc: manifest for enc, (manifest, _) in results.items()}
+    write_json(p["embeddings"], {"encoders": manifests})
+    # the model inputs as files train and evaluate read batch by batch (rebuilt only when rows or store change)
+    write_features(p["slices"], manifests, store, p["features"], modality)
     for enc, (manifest, metrics) in results.items():
         write_json(Path(EMBED_METRICS) / f"{name}-{enc}.json", metrics)
         print(f"embed {name} with {enc}: {metrics['unique']} unique rows, {metrics['computed']} computed, "
