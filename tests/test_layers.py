@@ -21,8 +21,8 @@ LAYERS = {
     "schema": ["encoders.registry", "encoders", "params", "presets", "metrics", "tasks"],
     "data": ["ledger", "records", "store", "slicing", "datasets", "datasets.*", "ingest", "fetch"],
     "compute": ["encoders.*", "embed", "models", "models.*", "checkpoints", "inputs", "features", "engine",
-                "slice_data", "train", "evaluate", "plan"],
-    "analysis": ["summary", "plots", "saliency", "report", "results"],
+                "slice_data", "train", "evaluate", "estimate", "plan"],
+    "analysis": ["summary", "plots", "saliency", "report", "results", "shift", "novelty"],
     "top": ["validate", "roster", "pipeline", "cli", "cli.*"],
 }
 ORDER = list(LAYERS)
