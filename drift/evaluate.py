@@ -42,24 +42,29 @@ def from_json(rows: list[list[float | None]]) -> np.ndarray:
     return np.array([[np.nan if v is None else v for v in row] for row in rows], dtype=float)
 
 
-def evaluate_model(data, name: str, models_dir) -> dict:
-    """Every checkpoint of one model on every row it is scored on -> {seed: matrix as JSON rows}."""
+def model_outputs(data, name: str, models_dir):
+    """(seed, {cutoff: raw outputs [rows of the slice table, n_outputs]}) for each seed of one model; rows of
+    unusable slices stay zero (no cell reads them)."""
     from drift.checkpoints import list_checkpoints, load_checkpoint  # torch: the report reads from_json without it
     from drift.train import predict
 
-    labels = np.array(data.labels)
     rows = data.usable_rows()
     inputs = data.inputs(name)
-    seeds = {}
     for seed, checkpoints in list_checkpoints(models_dir, name).items():
         outputs = {}
         for k, path in checkpoints.items():
             model = load_checkpoint(name, inputs.spec(), data.n_outputs, data.task.name, path)
-            full = np.zeros((len(labels), data.n_outputs), np.float32)
+            full = np.zeros((len(data.labels), data.n_outputs), np.float32)
             full[rows] = predict(model, inputs, rows)
             outputs[k] = full
-        seeds[str(seed)] = to_json(drift_matrix(outputs, labels, data.slices, data.splits, data.usable, data.task))
-    return seeds
+        yield seed, outputs
+
+
+def evaluate_model(data, name: str, models_dir) -> dict:
+    """Every checkpoint of one model on every row it is scored on -> {seed: matrix as JSON rows}."""
+    labels = np.array(data.labels)
+    return {str(seed): to_json(drift_matrix(outputs, labels, data.slices, data.splits, data.usable, data.task))
+            for seed, outputs in model_outputs(data, name, models_dir)}
 
 
 def evaluate_roster(data, models: list[str], models_dir, threads: int = 1) -> dict[str, dict]:
