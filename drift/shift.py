@@ -169,16 +169,31 @@ def shift_features(data) -> tuple[np.ndarray, str]:
 
 
 def write_shift(data, root: Path = Path("."), n: int = 200, permutations: int = 200, alpha: float = 0.05,
-                seed: int = 0) -> dict:
-    """plots/<ds>/shift/matrix.json (long format with p, q, significant) and heatmap.png (significant cells
-    dotted) for a drift.slice_data.SliceData; returns the summary (and keeps the arrays under "result")."""
+                seed: int = 0, novelty_quantile: float = 0.95, max_rows: int = 500, max_index_rows: int = 100_000,
+                top: int = 5, evals: dict[str, dict] | None = None) -> dict:
+    """The label-free part of a dataset's report, for a drift.slice_data.SliceData, under plots/<ds>/shift/:
+
+      matrix.json    the shift matrix in long format (value = MMD²) with each cell's p, q and significant
+      heatmap.png    the same, significant cells dotted
+      novelty.json   the share of novel rows per cell in long format (drift.novelty)
+      novelty.png    the same
+      examples.json  per period, the most novel rows against the last cutoff before it: id, distance, and
+                     the text's first 300 characters for a text dataset
+
+    evals: {model: its eval JSON}; each model's decay_correlation (shift and estimates, when the JSON has an
+    "estimated" entry {method: {seed: rows}}) goes into the returned summary, under "correlation"."""
+    from drift.novelty import novelty
     from drift.train import trainable_cutoffs
 
     start = time.perf_counter()
     features, source = shift_features(data)
-    result = shift_matrix(features, data.slices, data.splits, trainable_cutoffs(data.manifest["slices"]),
-                          data.usable, n=n, permutations=permutations, alpha=alpha, seed=seed)
+    cutoffs = trainable_cutoffs(data.manifest["slices"])
+    result = shift_matrix(features, data.slices, data.splits, cutoffs, data.usable, n=n, permutations=permutations,
+                          alpha=alpha, seed=seed)
     seconds = time.perf_counter() - start
+    ids = data.table.column("id").to_pylist()
+    found = novelty(features, data.slices, data.splits, cutoffs, data.usable, ids=ids, quantile=novelty_quantile,
+                    max_rows=max_rows, max_index_rows=max_index_rows, top=top, seed=seed)
     labels = [s["label"] for s in data.manifest["slices"]]
     folder = dataset_paths(data.name, root)["plots"] / "shift"
     write_json(folder / "matrix.json", shift_rows(result, labels))
@@ -187,9 +202,28 @@ def write_shift(data, root: Path = Path("."), n: int = 200, permutations: int = 
     heatmap(result["mmd2"], labels, folder / "heatmap.png",
             f"{data.name}: representation shift, MMD² ({source}); • q ≤ {alpha} ({significant}/{tested})",
             "MMD²", higher_is_better=False, marks=result["significant"])
+    write_json(folder / "novelty.json", long_format(found["share"], labels))
+    heatmap(found["share"], labels, folder / "novelty.png",
+            f"{data.name}: share of rows farther than the {novelty_quantile:.0%} quantile from f_i's training rows",
+            "novel share", higher_is_better=False)
+    texts = data.table.column("text").to_pylist() if "text" in data.table.column_names else None
+    write_json(folder / "examples.json", [
+        {"period": labels[e["period"]], "against_cutoff": labels[e["cutoff"]],
+         "threshold": round(found["threshold"][e["cutoff"]], 4),
+         "rows": [{"id": i, "distance": d, "novel": v, **({"text": texts[r][:300]} if texts else {})}
+                  for r, i, d, v in zip(e["rows"], e["ids"], e["distances"], e["novel"])]}
+        for e in found["examples"]])
+    correlation = {}
+    for model, evaluation in (evals or {}).items():
+        estimated = {m: mean_over_seeds([from_json(rows) for rows in seeds.values()])
+                     for m, seeds in evaluation.get("estimated", {}).items() if seeds}
+        correlation[model] = model_decay_correlation(evaluation, result["mmd2"], estimated, found["share"])
     return {"dataset": data.name, "features": source, "dim": int(features.shape[1]), "bandwidth_h": result["h"],
             "n": n, "permutations": permutations, "alpha": alpha, "seed": seed, "cells": tested,
-            "significant": significant, "seconds": round(seconds, 2), "result": result}
+            "significant": significant, "seconds_shift": round(seconds, 2),
+            "novelty_quantile": novelty_quantile, "novelty_reference_rows": found["reference_rows"],
+            "seconds_novelty": found["seconds_search"], "correlation": correlation, "result": result,
+            "novelty": found}
 
 
 # ---------------------------------------------------------------- does the shift predict the decay?
@@ -218,22 +252,25 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> dict:
 
 
 def decay_correlation(true: np.ndarray, higher_is_better: bool, shift: np.ndarray | None = None,
-                      estimated: dict[str, np.ndarray] | None = None) -> dict:
+                      estimated: dict[str, np.ndarray] | None = None, novelty: np.ndarray | None = None) -> dict:
     """Spearman rank correlation over the future cells (j > i) between the true drop M[i][i] - M[i][j] and
-    the shift (MMD²), and each estimate's own drop est[i][i] - est[i][j] (estimated: method -> K x K, as
-    drift.estimate.estimated_matrix returns). Empty cells are skipped; fewer than 3 cells, or a constant
-    side, give rho None. Positive rho: the label-free signal grows where the model loses more."""
+    the shift (MMD²), the share of novel rows (drift.novelty), and each estimate's own drop
+    est[i][i] - est[i][j] (estimated: method -> K x K, as drift.estimate.estimated_matrix returns). Empty cells
+    are skipped; fewer than 3 cells, or a constant side, give rho None. Positive rho: the label-free signal
+    grows where the model loses more."""
     true_drop = drops(true, higher_is_better)
     out = {}
     if shift is not None:
         out["shift"] = _spearman(np.asarray(shift, dtype=float), true_drop)
+    if novelty is not None:
+        out["novelty"] = _spearman(np.asarray(novelty, dtype=float), true_drop)
     for method, matrix in (estimated or {}).items():
         out[f"estimate_{method}"] = _spearman(drops(matrix, higher_is_better), true_drop)
     return out
 
 
 def model_decay_correlation(eval_json: dict, shift: np.ndarray | None = None,
-                            estimated: dict[str, np.ndarray] | None = None) -> dict:
+                            estimated: dict[str, np.ndarray] | None = None, novelty: np.ndarray | None = None) -> dict:
     """decay_correlation for one model's eval JSON (data/eval/<ds>/<model>.json): M averaged over seeds."""
     true = mean_over_seeds([from_json(rows) for rows in eval_json["seeds"].values()])
-    return decay_correlation(true, eval_json["higher_is_better"], shift, estimated)
+    return decay_correlation(true, eval_json["higher_is_better"], shift, estimated, novelty)

@@ -10,7 +10,7 @@ import pytest
 from drift.errors import DriftError
 from drift.plots import heatmap
 from drift.shift import (benjamini_hochberg, decay_correlation, drops, median_bandwidth, mmd2_unbiased,
-                         shift_matrix, shift_rows, standardised_pixels)
+                         shift_matrix, shift_rows, standardised_pixels, write_shift)
 
 
 def loop_mmd2(x, y, h):
@@ -144,3 +144,56 @@ def test_heatmap_marks_significant_cells(tmp_path):
             marks=np.array([[False, True], [False, False]]))
     assert (tmp_path / "h.png").stat().st_size > 1000
     json.dumps(shift_rows({"mmd2": matrix, "p": matrix, "q": matrix, "significant": matrix > 0.1}, ["a", "b"]))
+
+
+def test_write_shift_on_a_real_slice_table_and_store(tmp_path, monkeypatch):
+    """A 4-slice text dataset written as the slice and embed stages write it (Lance slice table + manifest,
+    an embedding store table), its last slice moved: write_shift writes the five files, reads the pooled
+    vectors by key, and finds the moved slice."""
+    import pyarrow as pa
+
+    from drift.slice_data import SliceData
+    from drift.store import EmbeddingStore, write_slice_table
+
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(7)
+    k, per, dim = 4, 40, 8
+    slices = np.repeat(np.arange(k), per)
+    splits = np.tile(np.array(["train"] * 28 + ["test"] * 12), k)
+    keys = [f"key{r}" for r in range(k * per)]
+    table = pa.table({"id": [f"row{r}" for r in range(k * per)], "key": keys,
+                      "label": rng.integers(0, 2, k * per), "text": [f"paragraph {r}" for r in range(k * per)],
+                      "slice": slices.astype(np.int64), "split": splits})
+    info = [{"index": s, "label": f"{1990 + 10 * s}s", "usable": True, "trainable": True} for s in range(k)]
+    write_slice_table(table, tmp_path / "data/slices/toy.lance",
+                      {"dataset": "toy", "task": "binary", "modality": "text", "label_names": ["a", "b"],
+                       "slices": info})
+    vectors = rng.normal(size=(k * per, dim)).astype(np.float32) + 1.5 * (slices == 3)[:, None]
+    store = EmbeddingStore(tmp_path / "cache", "minilm-l6", "f" * 64, dim, with_tokens=False)
+    order = rng.permutation(k * per)  # stored in another order than the slice table
+    store.append([keys[r] for r in order], vectors[order])
+    manifest = {"encoder": "minilm-l6", "fingerprint": "f" * 64, "dim": dim, "rows": k * per, "with_tokens": False}
+    (tmp_path / "data/embeddings").mkdir(parents=True)
+    (tmp_path / "data/embeddings/toy.json").write_text(json.dumps({"encoders": {"minilm-l6": manifest}}))
+    params = {"datasets": {"sotu": "drift/datasets/sotu.py"}, "embed": {"cache_dir": str(tmp_path / "cache")}}
+    data = SliceData(params, "toy")
+
+    true = np.array([[0.9, 0.9, 0.88, 0.6], [0.9, 0.9, 0.89, 0.62], [0.9, 0.9, 0.9, 0.65], [0.9, 0.9, 0.9, 0.9]])
+    evaluation = {"higher_is_better": True, "seeds": {"0": true.tolist()},
+                  "estimated": {"atc": {"0": (true + 0.01).tolist()}}}
+    summary = write_shift(data, tmp_path, n=30, permutations=100, alpha=0.05, max_rows=40, top=2,
+                          evals={"m": evaluation})
+    folder = tmp_path / "plots/toy/shift"
+    assert sorted(p.name for p in folder.iterdir()) == ["examples.json", "heatmap.png", "matrix.json",
+                                                        "novelty.json", "novelty.png"]
+    cells = {(r["train"], r["eval"]): r for r in json.loads((folder / "matrix.json").read_text())}
+    assert len(cells) == 16 and summary["features"] == "minilm-l6 pooled" and summary["cells"] == 16
+    for i in range(3):
+        assert cells[(f"{1990 + 10 * i}s", "2020s")]["significant"]
+    assert not cells[("1990s", "2000s")]["significant"]
+    examples = json.loads((folder / "examples.json").read_text())
+    last = examples[-1]
+    assert last["period"] == "2020s" and last["against_cutoff"] == "2010s" and len(last["rows"]) == 2
+    assert all(int(r["id"][3:]) >= 3 * per and r["text"].startswith("paragraph") for r in last["rows"])
+    assert summary["correlation"]["m"]["shift"]["rho"] > 0.5
+    assert summary["correlation"]["m"]["estimate_atc"]["rho"] == pytest.approx(1.0)
