@@ -171,17 +171,20 @@ def shift_features(data) -> tuple[np.ndarray, str]:
 def write_shift(data, root: Path = Path("."), n: int = 200, permutations: int = 200, alpha: float = 0.05,
                 seed: int = 0, novelty_quantile: float = 0.95, max_rows: int = 500, max_index_rows: int = 100_000,
                 top: int = 5, evals: dict[str, dict] | None = None) -> dict:
-    """The label-free part of a dataset's report, for a drift.slice_data.SliceData, under plots/<ds>/shift/:
+    """The label-free part of a dataset's report, for a drift.slice_data.SliceData:
 
-      matrix.json    the shift matrix in long format (value = MMD²) with each cell's p, q and significant
-      heatmap.png    the same, significant cells dotted
-      novelty.json   the share of novel rows per cell in long format (drift.novelty)
-      novelty.png    the same
-      examples.json  per period, the most novel rows against the last cutoff before it: id, distance, and
-                     the text's first 300 characters for a text dataset
+      plots/<ds>/shift/matrix.json   the shift matrix in long format (value = MMD²) with each cell's p, q and
+                                     significant (DVC's heatmap template reads it like M)
+      plots/<ds>/shift/heatmap.png   the same, significant cells dotted
+      plots/<ds>/shift/novelty.json  the share of novel rows per cell in long format (drift.novelty)
+      plots/<ds>/shift/novelty.png   the same
+      tables/<ds>-shift.json         the summary (features, bandwidth, parameters, counts, seconds), each
+                                     model's decay correlations, and per period the most novel rows against the
+                                     last cutoff before it: id, distance, the text's first 300 characters
 
-    evals: {model: its eval JSON}; each model's decay_correlation (shift and estimates, when the JSON has an
-    "estimated" entry {method: {seed: rows}}) goes into the returned summary, under "correlation"."""
+    evals: {model: its eval JSON}; each model's decay_correlation (shift, novelty, and the estimates when the
+    JSON has an "estimated" entry {method: {seed: rows}}). Returns what tables/<ds>-shift.json holds, plus the
+    arrays under "result" (drift.shift.shift_matrix) and "novelty" (drift.novelty.novelty)."""
     from drift.novelty import novelty
     from drift.train import trainable_cutoffs
 
@@ -195,7 +198,8 @@ def write_shift(data, root: Path = Path("."), n: int = 200, permutations: int = 
     found = novelty(features, data.slices, data.splits, cutoffs, data.usable, ids=ids, quantile=novelty_quantile,
                     max_rows=max_rows, max_index_rows=max_index_rows, top=top, seed=seed)
     labels = [s["label"] for s in data.manifest["slices"]]
-    folder = dataset_paths(data.name, root)["plots"] / "shift"
+    paths = dataset_paths(data.name, root)
+    folder = paths["shift"]
     write_json(folder / "matrix.json", shift_rows(result, labels))
     tested = int(np.isfinite(result["p"]).sum())
     significant = int(result["significant"].sum())
@@ -207,23 +211,24 @@ def write_shift(data, root: Path = Path("."), n: int = 200, permutations: int = 
             f"{data.name}: share of rows farther than the {novelty_quantile:.0%} quantile from f_i's training rows",
             "novel share", higher_is_better=False)
     texts = data.table.column("text").to_pylist() if "text" in data.table.column_names else None
-    write_json(folder / "examples.json", [
+    examples = [
         {"period": labels[e["period"]], "against_cutoff": labels[e["cutoff"]],
          "threshold": round(found["threshold"][e["cutoff"]], 4),
          "rows": [{"id": i, "distance": d, "novel": v, **({"text": texts[r][:300]} if texts else {})}
                   for r, i, d, v in zip(e["rows"], e["ids"], e["distances"], e["novel"])]}
-        for e in found["examples"]])
+        for e in found["examples"]]
     correlation = {}
     for model, evaluation in (evals or {}).items():
         estimated = {m: mean_over_seeds([from_json(rows) for rows in seeds.values()])
                      for m, seeds in evaluation.get("estimated", {}).items() if seeds}
         correlation[model] = model_decay_correlation(evaluation, result["mmd2"], estimated, found["share"])
-    return {"dataset": data.name, "features": source, "dim": int(features.shape[1]), "bandwidth_h": result["h"],
-            "n": n, "permutations": permutations, "alpha": alpha, "seed": seed, "cells": tested,
-            "significant": significant, "seconds_shift": round(seconds, 2),
-            "novelty_quantile": novelty_quantile, "novelty_reference_rows": found["reference_rows"],
-            "seconds_novelty": found["seconds_search"], "correlation": correlation, "result": result,
-            "novelty": found}
+    summary = {"dataset": data.name, "features": source, "dim": int(features.shape[1]),
+               "bandwidth_h": round(result["h"], 6), "n": n, "permutations": permutations, "alpha": alpha,
+               "seed": seed, "cells": tested, "significant": significant, "seconds_shift": round(seconds, 2),
+               "novelty_quantile": novelty_quantile, "novelty_reference_rows": found["reference_rows"],
+               "seconds_novelty": found["seconds_search"], "correlation": correlation, "examples": examples}
+    write_json(paths["shift_summary"], summary)
+    return {**summary, "result": result, "novelty": found}
 
 
 # ---------------------------------------------------------------- does the shift predict the decay?

@@ -148,7 +148,7 @@ def test_heatmap_marks_significant_cells(tmp_path):
 
 def test_write_shift_on_a_real_slice_table_and_store(tmp_path, monkeypatch):
     """A 4-slice text dataset written as the slice and embed stages write it (Lance slice table + manifest,
-    an embedding store table), its last slice moved: write_shift writes the five files, reads the pooled
+    an embedding store table), its last slice moved: write_shift writes its plots and summary, reads the pooled
     vectors by key, and finds the moved slice."""
     import pyarrow as pa
 
@@ -184,15 +184,15 @@ def test_write_shift_on_a_real_slice_table_and_store(tmp_path, monkeypatch):
     summary = write_shift(data, tmp_path, n=30, permutations=100, alpha=0.05, max_rows=40, top=2,
                           evals={"m": evaluation})
     folder = tmp_path / "plots/toy/shift"
-    assert sorted(p.name for p in folder.iterdir()) == ["examples.json", "heatmap.png", "matrix.json",
-                                                        "novelty.json", "novelty.png"]
+    assert sorted(p.name for p in folder.iterdir()) == ["heatmap.png", "matrix.json", "novelty.json", "novelty.png"]
+    written = json.loads((tmp_path / "tables/toy-shift.json").read_text())
+    assert written["correlation"] == summary["correlation"] and written["cells"] == 16
     cells = {(r["train"], r["eval"]): r for r in json.loads((folder / "matrix.json").read_text())}
     assert len(cells) == 16 and summary["features"] == "minilm-l6 pooled" and summary["cells"] == 16
     for i in range(3):
         assert cells[(f"{1990 + 10 * i}s", "2020s")]["significant"]
     assert not cells[("1990s", "2000s")]["significant"]
-    examples = json.loads((folder / "examples.json").read_text())
-    last = examples[-1]
+    last = written["examples"][-1]
     assert last["period"] == "2020s" and last["against_cutoff"] == "2010s" and len(last["rows"]) == 2
     assert all(int(r["id"][3:]) >= 3 * per and r["text"].startswith("paragraph") for r in last["rows"])
     assert summary["correlation"]["m"]["shift"]["rho"] > 0.5
