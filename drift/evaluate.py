@@ -11,11 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-
-def eval_rows(i: int, j: int, slices: np.ndarray, splits: np.ndarray) -> np.ndarray:
-    """Rows that cell (i, j) is scored on."""
-    in_slice = slices == j
-    return np.flatnonzero(in_slice & (splits == "test")) if j <= i else np.flatnonzero(in_slice)
+from drift.slicing import eval_rows  # noqa: F401 (the protocol's rows; tests and saliency read it here)
 
 
 def drift_matrix(outputs: dict[int, np.ndarray], labels: np.ndarray, slices: np.ndarray, splits: np.ndarray,
@@ -45,70 +41,106 @@ def from_json(rows: list[list[float | None]]) -> np.ndarray:
     return np.array([[np.nan if v is None else v for v in row] for row in rows], dtype=float)
 
 
-def evaluate_model(data, name: str, models_dir, cache=None, counts: dict | None = None) -> dict:
-    """Every checkpoint of one model on every cell it is scored on -> {seed: matrix as JSON rows}.
+def evaluate_model(data, name: str, models_dir, cache=None, counts: dict | None = None) -> tuple[dict, dict]:
+    """Every checkpoint of one model on every cell it is scored on: ({seed: matrix as JSON rows}, and the
+    label-free estimates of the same cells {method: {seed: JSON rows}}, drift/estimate.py; none for regression).
 
     A cell whose key (drift/cells.py: the checkpoint's bytes, the cell's rows, the metric, the code) is in `cache`
-    is read from it; the others are computed and stored. A checkpoint predicts each slice it still needs as a whole,
-    in the same batches whatever else is missing, so a cell has the same value whether it was computed with its
-    row, its column or the whole matrix. `counts` gains {computed, reused}."""
+    is read from it; the others are computed and stored, estimates alike (their key adds the cutoff's source rows,
+    and each cutoff's calibration is cached too). A checkpoint predicts each slice it still needs as a whole, in
+    the same batches whatever else is missing, so a cell has the same value whether it was computed with its row,
+    its column or the whole matrix. `counts` gains {computed, reused} (scored cells) and {estimates: {...}}."""
     from drift.cells import EVAL_CODE, CellCache, cell_key, code_version, file_digest, rows_digest
     from drift.checkpoints import list_checkpoints, load_checkpoint  # torch: the report reads from_json without it
+    from drift.estimate import METHODS, calibrate, estimate_cell, source_rows
     from drift.train import predict
 
     cache = cache or CellCache(Path(tempfile.mkdtemp(prefix="drift-cells-")))
     counts = counts if counts is not None else {}
-    counts.setdefault("computed", 0)
-    counts.setdefault("reused", 0)
+    for key in ("computed", "reused"):
+        counts.setdefault(key, 0)
+    estimate_counts = counts.setdefault("estimates", {"computed": 0, "reused": 0})
     labels = np.array(data.labels)
-    inputs = data.inputs(name)
+    inputs, task, hashes = data.inputs(name), data.task, data.row_hashes
+    methods = METHODS[task.name]
     code = code_version(EVAL_CODE)
     k = len(data.usable)
     in_slice = [np.flatnonzero(data.slices == j) for j in range(k)]
-    seeds = {}
+    seeds, estimates = {}, {m: {} for m in methods}
     for seed, checkpoints in list_checkpoints(models_dir, name).items():
         matrix = np.full((k, k), np.nan)
+        estimated = {m: np.full((k, k), np.nan) for m in methods}
         for i, path in checkpoints.items():  # every trained cutoff has a row, even one whose slice has no test rows
             checkpoint = file_digest(path)
-            missing = []
+            source = source_rows(i, data.slices, data.splits, data.usable)
+            source_digest = rows_digest(hashes, source)
+            missing, missing_estimates = [], []
             for j in range(k):
                 if not data.usable[j]:
                     continue
                 rows = eval_rows(i, j, data.slices, data.splits)
                 if not len(rows):
                     continue
-                key = cell_key(checkpoint, rows_digest(data.row_hashes, rows), data.task.metric, code)
-                found, value = cache.cell(key)
+                digest = rows_digest(hashes, rows)
+                found, value = cache.cell(key := cell_key(checkpoint, digest, task.metric, code))
                 if found:
                     counts["reused"] += 1
                     matrix[i, j] = np.nan if value is None else value
                 else:
                     missing.append((j, rows, key))
-            if missing:
-                model = load_checkpoint(name, inputs.spec(), data.n_outputs, data.task.name, path)
-                for j, rows, key in missing:
-                    out = np.zeros((len(labels), data.n_outputs), np.float32)
-                    out[in_slice[j]] = predict(model, inputs, in_slice[j])
-                    value = data.task.score(labels[rows], out[rows])
-                    cache.put_cell(key, None if value is None else float(value))
-                    counts["computed"] += 1
-                    matrix[i, j] = np.nan if value is None else value
+                if not methods:
+                    continue
+                found, values = cache.cell(key := cell_key(checkpoint, digest + source_digest, "estimates", code))
+                if found:
+                    estimate_counts["reused"] += 1
+                    for method, value in (values or {}).items():
+                        estimated[method][i, j] = value
+                else:
+                    missing_estimates.append((j, rows, key))
+            if not missing and not missing_estimates:
+                continue
+            calibration_key = cell_key(checkpoint, source_digest, "calibration", code)
+            has_calibration, calibration = cache.cell(calibration_key)
+            needed = {j for j, _, _ in missing + missing_estimates}
+            if missing_estimates and not has_calibration:
+                needed |= {int(j) for j in np.unique(data.slices[source])}
+            model = load_checkpoint(name, inputs.spec(), data.n_outputs, task.name, path)
+            out = np.zeros((len(labels), data.n_outputs), np.float32)
+            for j in sorted(needed):
+                out[in_slice[j]] = predict(model, inputs, in_slice[j])
+            for j, rows, key in missing:
+                value = task.score(labels[rows], out[rows])
+                cache.put_cell(key, None if value is None else float(value))
+                counts["computed"] += 1
+                matrix[i, j] = np.nan if value is None else value
+            if missing_estimates and not has_calibration:
+                calibration = calibrate(task, out[source], labels[source])
+                cache.put_cell(calibration_key, calibration)
+            for j, rows, key in missing_estimates:
+                values = estimate_cell(task, calibration, out[rows]) if calibration is not None else {}
+                cache.put_cell(key, values)
+                estimate_counts["computed"] += 1
+                for method, value in values.items():
+                    estimated[method][i, j] = value
         seeds[str(seed)] = to_json(matrix)
-    return seeds
+        for method in methods:
+            estimates[method][str(seed)] = to_json(estimated[method])
+    return seeds, estimates
 
 
 def evaluate_roster(data, models: list[str], models_dir, threads: int = 1, cache=None) -> tuple[dict, dict]:
     """({model: its evaluation}, {computed, reused} cells): per-seed drift matrices with what a reader needs to
-    interpret them (metric, direction, slice labels, which slices are usable)."""
+    interpret them (metric, direction, slice labels, which slices are usable), and their label-free estimates."""
     from drift.models import get_model_info
     from drift.train import deterministic
 
     deterministic(threads)
     labels = [s["label"] for s in data.manifest["slices"]]
     counts = {"computed": 0, "reused": 0}
-    results = {name: {"dataset": data.name, "model": name, "family": get_model_info(name).family,
-                      "metric": data.task.metric, "higher_is_better": data.task.higher_is_better,
-                      "labels": labels, "usable": data.usable,
-                      "seeds": evaluate_model(data, name, models_dir, cache, counts)}
-               for name in models}
+    results = {}
+    for name in models:
+        seeds, estimated = evaluate_model(data, name, models_dir, cache, counts)
+        results[name] = {"dataset": data.name, "model": name, "family": get_model_info(name).family,
+                         "metric": data.task.metric, "higher_is_better": data.task.higher_is_better,
+                         "labels": labels, "usable": data.usable, "seeds": seeds, "estimated": estimated}
     return results, counts

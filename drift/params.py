@@ -348,10 +348,24 @@ class PolicyParams(Section):
     seconds_per_row: Optional[Annotated[Float, Field(gt=0)]] = None  # turns the cost (training rows x epochs) into seconds
 
 
+class ShiftParams(Section):
+    """Drift without labels (drift/shift.py, drift/novelty.py): the shift matrix's test and the novel rows."""
+    SECTION: ClassVar[str] = "report.shift"
+    n: Annotated[int, Field(ge=2)] = 200                 # rows per side of each cell's two-sample test
+    permutations: Annotated[int, Field(ge=0)] = 200     # permutation test per cell; 0: no p or q values
+    alpha: Annotated[Float, Field(gt=0, lt=1)] = 0.05   # Benjamini-Hochberg level over the K x K cells
+    seed: Int = 0
+    novelty_quantile: Annotated[Float, Field(gt=0, lt=1)] = 0.95  # novel: farther than this quantile of held-out rows
+    max_rows: PositiveInt = 500                         # query rows per period and per calibration set
+    max_index_rows: PositiveInt = 100_000               # training rows searched for nearest neighbours
+    top: PositiveInt = 5                                # most novel examples shown per period
+
+
 class ReportParams(Section):
     SECTION: ClassVar[str] = "report"
     saliency: Annotated[dict[str, SaliencyGrid], _known_keys(DATASET_PARAMS)] = {}
     policy: PolicyParams = Field(default_factory=PolicyParams)
+    shift: ShiftParams = Field(default_factory=ShiftParams)
 
 
 class Params(Section):

@@ -35,6 +35,10 @@ PATHS = {
     "tables_md": "tables/{name}.md",
     "policies": "plots/policies/{name}.json",  # retraining policies replayed from the matrices (drift/policy.py)
     "report_html": "reports/{name}.html",  # the whole report as one self-contained page (drift/html_report.py)
+    # report, drift without labels (drift/shift.py write_shift): plots in long format, then what is not a plot
+    # (the summary with the decay correlations, the most novel rows) beside the tables
+    "shift": "plots/{name}/shift",
+    "shift_summary": "tables/{name}-shift.json",
 }
 EMBED_METRICS = "metrics/embed"  # one JSON per dataset and encoder: rows computed vs found in the store
 METRICS = "metrics"  # every model's ID / Future / Decay lives in metrics/<dataset>/<model>.json

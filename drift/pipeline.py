@@ -39,12 +39,13 @@ STAGES = {
         "params": ["train.threads", "train.max_tokens", "train.baselines", "embed.max_length", "train.models.${key}"],
         "outs": ["eval"], "metrics": ["eval_metrics"]},
     "report": {
-        "extra": ["requirements.lock"], "inputs": ["eval", "models", "slice_manifest"],
-        "params": ["train.baselines", "train.epochs", "report", "train.models.${key}"],
+        "extra": ["requirements.lock"], "inputs": ["eval", "models", "slice_manifest", "embeddings"],
+        "params": ["train.baselines", "train.epochs", "report", "train.models.${key}", "train.max_tokens",
+                   "embed.max_length", "embed.text_encoder", "embed.encoders"],
         "metrics_dirs": ["metrics"],
         "plots": [("plots", "drift_heatmap", "eval", "train"), ("deviations", "drift_deviation", "eval", "train"),
                   ("forgetting", "drift_lines", "gap", "value"), ("policies", "drift_policies", "cost", "mean")],
-        "outs_uncached": ["tables", "tables_md", "report_html"]},
+        "outs_uncached": ["tables", "tables_md", "shift_summary", "report_html"]},
 }
 
 HEADER = """\

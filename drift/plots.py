@@ -47,7 +47,8 @@ def color_limits(matrix: np.ndarray, diverging: bool) -> tuple[float | None, flo
 
 
 def heatmap(matrix: np.ndarray, labels: list[str], path: Path, title: str, metric: str,
-            higher_is_better: bool = True, diverging: bool = False) -> None:
+            higher_is_better: bool = True, diverging: bool = False, marks: np.ndarray | None = None) -> None:
+    """marks: a K x K boolean array; a small dot in each True cell (e.g. a significant test)."""
     k = len(labels)
     fig, ax = plt.subplots(figsize=(5.2 + 0.05 * k, 4.4 + 0.05 * k), dpi=120)
     masked = np.ma.masked_invalid(matrix)
@@ -56,6 +57,9 @@ def heatmap(matrix: np.ndarray, labels: list[str], path: Path, title: str, metri
     cmap = plt.get_cmap(name).with_extremes(bad="white")  # empty cells: white bands, never a score's colour
     image = ax.imshow(masked, origin="lower", cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
     ax.plot([-0.5, k - 0.5], [-0.5, k - 0.5], "k--", linewidth=1)
+    if marks is not None:
+        rows, columns = np.nonzero(marks)
+        ax.scatter(columns, rows, s=max(2.0, 120.0 / k), c="white", edgecolors="black", linewidths=0.4)
     ticks = _tick_positions(k)
     ax.set_xticks(ticks, [labels[t] for t in ticks], rotation=45, ha="right", fontsize=8)
     ax.set_yticks(ticks, [labels[t] for t in ticks], fontsize=8)

@@ -30,7 +30,10 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from drift.environment import environment
+from drift.estimate import estimate_error
 from drift.errors import DriftError
 from drift.evaluate import from_json
 from drift.params import SaliencyGrid
@@ -75,6 +78,15 @@ def model_metrics(result: dict) -> dict:
     }
 
 
+def label_free_estimate(result: dict) -> tuple[str, np.ndarray] | None:
+    """(method, seed-averaged estimated matrix) of an evaluation: ATC where the task has it, else DoC."""
+    estimated = result.get("estimated") or {}
+    method = "atc" if "atc" in estimated else "doc" if "doc" in estimated else None
+    if method is None or not estimated[method]:
+        return None
+    return method, mean_over_seeds([from_json(m) for m in estimated[method].values()])
+
+
 def fmt(value) -> str:
     return "—" if value is None else f"{value:.3f}"
 
@@ -113,6 +125,13 @@ def write_report(name: str, results: dict[str, dict], root: Path = Path("."), n_
     for model, r in results.items():
         # what produced the numbers: the lock file's hash here, every version in tables/<ds>.json "environment"
         metrics[model].update(margins.get(model, {}), lock_sha256=env["lock_sha256"])
+        estimated = label_free_estimate(r)
+        if estimated is not None:  # the matrix estimated without the future's labels, beside M, and its error
+            method, matrix = estimated
+            metrics[model]["estimate"] = {"method": method, "mae_future": estimate_error(matrix, r["matrix"])}
+            write_json(p["plots"] / model / "estimate.json", long_format(matrix, labels))
+            heatmap(matrix, labels, p["plots"] / model / "estimate.png",
+                    f"{name} · {model} · estimated without labels ({method.upper()})", metric, higher)
         write_json(p["metrics"] / f"{model}.json", metrics[model])
         write_json(p["plots"] / model / "matrix.json", long_format(r["matrix"], labels))
         heatmap(r["matrix"], labels, p["plots"] / model / "heatmap.png", _title(name, model, metrics[model]),

@@ -55,7 +55,10 @@ def report_datasets(root: Path) -> list[str]:
 
 
 def report_models(root: Path, dataset: str) -> list[str]:
-    return sorted(p.parent.name for p in dataset_paths(dataset, root)["plots"].glob("*/matrix.json"))
+    """The models (and the cohort mean) with a matrix in plots/<ds>/; the shift matrix beside them is no model."""
+    shift = dataset_paths(dataset, root)["shift"]
+    return sorted(p.parent.name for p in dataset_paths(dataset, root)["plots"].glob("*/matrix.json")
+                  if p.parent != shift)
 
 
 def from_long_format(rows: list[dict]) -> tuple[list[str], np.ndarray]:

@@ -187,3 +187,10 @@ def slice_dataset(records, name: str, cfg: DatasetParams | dict, split_cfg: Spli
     manifest = {"dataset": name, "task": dataset.TASK, "modality": dataset.MODALITY,
                 "label_names": dataset.label_names(cfg), "min_samples": cfg.min_samples, "slices": slices}
     return table, manifest
+
+
+def eval_rows(i: int, j: int, slices: np.ndarray, splits: np.ndarray) -> np.ndarray:
+    """Rows that cell (i, j) of the drift matrix is scored on (Section 4.2): the held-out test split of slice j
+    when f_i trained on it (j <= i), all of slice j when it is the future (j > i)."""
+    in_slice = slices == j
+    return np.flatnonzero(in_slice & (splits == "test")) if j <= i else np.flatnonzero(in_slice)

@@ -2,16 +2,21 @@
 from drift.params import load_params, roster
 from drift.html_report import write_html_report
 from drift.policy import write_policy_report
-from drift.report import write_dataset_report
+from drift.report import load_eval, write_dataset_report
+from drift.shift import write_shift
+from drift.slice_data import SliceData
 from drift.stage import require, run_stage
 
 
 def main(argv):
     name = argv[0]
     params = load_params()
-    require(name, "eval")
+    p = require(name, "eval")
     grid = params.report.saliency.get(name)  # None: the default grid of an image dataset
-    write_dataset_report(name, roster(params, name), saliency_grid=grid)
+    models = roster(params, name)
+    write_dataset_report(name, models, saliency_grid=grid)
+    # drift without labels: the shift matrix and the novel rows, correlated with each model's true decay
+    write_shift(SliceData(params, name), **params.report.shift.model_dump(), evals=load_eval(p["eval"], models))
     write_policy_report(name)  # retraining policies replayed from the matrices
     write_html_report(name)  # reports/<name>.html: everything above in one offline page
 

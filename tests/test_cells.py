@@ -91,14 +91,18 @@ def test_only_new_checkpoints_and_cells_are_computed(project):
     cells_per_model = sum(1 for i in range(len(manifest["slices"])) if manifest["slices"][i]["trainable"]
                           for j in usable)  # every trained row x every usable column (all have test rows here)
     assert counts(repo, "train") == {"dataset": "sotu", "trained": 3 * cutoffs, "reused": 0}  # ffn-s + 2 references
-    assert counts(repo, "evaluate") == {"dataset": "sotu", "computed": 3 * cells_per_model, "reused": 0}
+    assert counts(repo, "evaluate")["computed"] == 3 * cells_per_model and counts(repo, "evaluate")["reused"] == 0
+    # the label-free estimates of the same cells (binary task: ATC and DoC), cached alike
+    assert counts(repo, "evaluate")["estimates"] == {"computed": 3 * cells_per_model, "reused": 0}
     run(["git", "add", "-A"], repo)
     run(["git", "commit", "-qm", "base"], repo)
 
     # one more model: only its cutoffs train, only its cells are scored
     run(["dvc", "exp", "run", "-S", "train.models.sotu=[ffn-s,tx-s]"], repo)
     assert counts(repo, "train")["trained"] == cutoffs and counts(repo, "train")["reused"] == 3 * cutoffs
-    assert counts(repo, "evaluate") == {"dataset": "sotu", "computed": cells_per_model, "reused": 3 * cells_per_model}
+    assert (counts(repo, "evaluate")["computed"], counts(repo, "evaluate")["reused"]) == (cells_per_model,
+                                                                                      3 * cells_per_model)
+    assert counts(repo, "evaluate")["estimates"] == {"computed": cells_per_model, "reused": 3 * cells_per_model}
 
     # one more seed: only that seed of the trained heads; the references' fit ignores the seed
     run(["dvc", "exp", "run", "-S", "train.models.sotu=[ffn-s,tx-s]", "-S", "train.seeds=[0,1]"], repo)

@@ -21,8 +21,8 @@ LAYERS = {
     "schema": ["encoders.registry", "encoders", "params", "presets", "metrics", "tasks"],
     "data": ["ledger", "records", "store", "slicing", "datasets", "datasets.*", "ingest", "fetch"],
     "compute": ["encoders.*", "embed", "models", "models.*", "checkpoints", "inputs", "features", "engine",
-                "cells", "slice_data", "train", "evaluate", "plan"],
-    "analysis": ["summary", "plots", "saliency", "report", "results", "policy", "html_report"],
+                "cells", "slice_data", "estimate", "train", "evaluate", "plan"],
+    "analysis": ["summary", "plots", "saliency", "report", "results", "policy", "html_report", "shift", "novelty"],
     "top": ["validate", "roster", "pipeline", "cli", "cli.*"],
 }
 ORDER = list(LAYERS)

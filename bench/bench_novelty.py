@@ -1,0 +1,104 @@
+"""Nearest-neighbour distances for drift.novelty: the LanceDB table (flat scan below INDEX_MIN_ROWS rows, an
+IVF index above) against brute-force NumPy, at a few sizes of the reference (training) side.
+
+Each (backend, size) runs in a fresh process: the wall time of building the table or index plus one batched
+search, the peak resident memory it adds over the data itself, and for LanceDB the recall of the exact nearest
+neighbour (share of queries whose distance equals the brute-force one). Vectors: 384-d, a mixture of 64
+Gaussian clusters (unit-normalised, like MiniLM's pooled vectors). Ratios are against NumPy in the same run.
+
+    python bench/bench_novelty.py                          # sizes 2k, 20k, 100k; 2,000 queries; ~2 min on 2 cores
+    python bench/bench_novelty.py --sizes 2000 --queries 500   # quick
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def vectors(n: int, dim: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(64, dim))
+    x = centres[rng.integers(0, 64, n)] + 0.6 * rng.normal(size=(n, dim))
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _status_mb(field: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024  # kB
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def reset_peak() -> float:
+    """Reset the peak resident memory to the current one (Linux: clear_refs 5) and return it in MB."""
+    Path("/proc/self/clear_refs").write_text("5")
+    return _status_mb("VmRSS")
+
+
+def peak_mb() -> float:
+    return _status_mb("VmHWM")
+
+
+def one(backend: str, size: int, folder: Path) -> dict:
+    """Times and memory of one backend on the vectors `main` saved in `folder` (the import of lancedb,
+    about 1 s, is outside the timing)."""
+    import lancedb  # noqa: F401
+
+    from drift.novelty import LanceNeighbours, NumpyNeighbours, nearest_numpy
+
+    reference, query = np.load(folder / f"reference{size}.npy"), np.load(folder / "queries.npy")
+    queries = len(query)
+    slices = np.zeros(size, np.int32)
+    exact = nearest_numpy(reference, query) if backend == "lancedb" else None
+    before = reset_peak()
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as folder:
+        index = LanceNeighbours(reference, slices, folder) if backend == "lancedb" else NumpyNeighbours(reference, slices)
+        built = time.perf_counter() - start
+        found = index.nearest(query, 0)
+        seconds = time.perf_counter() - start
+    row = {"backend": backend, "reference_rows": size, "queries": queries, "build_s": round(built, 3),
+           "total_s": round(seconds, 3), "peak_extra_mb": round(peak_mb() - before, 1)}
+    if exact is not None:
+        row["recall_at_1"] = float(np.mean(np.abs(found - exact) <= 1e-3 * np.maximum(exact, 1e-6)))
+        row["indexed"] = index.nprobes is not None
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 20000, 100000])
+    parser.add_argument("--queries", type=int, default=2000)
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--one", nargs=3, help=argparse.SUPPRESS)  # backend size folder: run in this process
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(one(args.one[0], int(args.one[1]), Path(args.one[2]))))
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        np.save(Path(folder) / "queries.npy", vectors(args.queries, args.dim, 1))
+        for size in args.sizes:
+            np.save(Path(folder) / f"reference{size}.npy", vectors(size, args.dim, 0))
+            rows = []
+            for backend in ("numpy", "lancedb"):
+                out = subprocess.run([sys.executable, __file__, "--one", backend, str(size), folder],
+                                     capture_output=True, text=True, check=True)
+                rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            rows[1]["time_vs_numpy"] = round(rows[1]["total_s"] / rows[0]["total_s"], 2)
+            rows[1]["search_vs_numpy"] = round((rows[1]["total_s"] - rows[1]["build_s"]) / rows[0]["total_s"], 2)
+            for row in rows:
+                print(json.dumps(row))
+
+
+if __name__ == "__main__":
+    main()
