@@ -49,6 +49,27 @@ def summary_rows(models: dict[str, dict], by: str) -> list[dict]:
             for r in ranking(models, higher, by)]
 
 
+def label_free(root: Path, dataset: str) -> dict[str, dict]:
+    """{model: how well the label-free signals predicted its decay}: Spearman rho over the future cells between
+    the true drop M[i][i] - M[i][j] and the shift, the novel share and the estimate's own drop
+    (tables/<ds>-shift.json), and the estimate's mean absolute error over those cells (metrics/<ds>/<model>.json).
+    Empty when the report has no shift summary (an older report)."""
+    p = dataset_paths(dataset, root)
+    if not p["shift_summary"].exists():
+        return {}
+    correlation = json.loads(p["shift_summary"].read_text()).get("correlation", {})
+    out = {}
+    for model, signals in correlation.items():
+        metrics = p["metrics"] / f"{model}.json"
+        estimate = json.loads(metrics.read_text()).get("estimate") if metrics.exists() else None
+        rho_estimate = next((v["rho"] for k, v in signals.items() if k.startswith("estimate_")), None)
+        out[model] = {"rho_shift": (signals.get("shift") or {}).get("rho"),
+                      "rho_novelty": (signals.get("novelty") or {}).get("rho"), "rho_estimate": rho_estimate,
+                      "estimate_method": (estimate or {}).get("method"),
+                      "estimate_mae": (estimate or {}).get("mae_future")}
+    return out
+
+
 def report_datasets(root: Path) -> list[str]:
     """Datasets with a report: plots/<ds>/<model>/matrix.json exists (plots/deviations, plots/forgetting aside)."""
     return sorted({p.parent.parent.name for p in (Path(root) / PLOTS).glob("*/*/matrix.json")})

@@ -12,7 +12,7 @@ from rich.table import Table
 from drift.cli.common import console, fail, fmt
 from drift.errors import DriftError
 from drift.paths import METRICS
-from drift.results import load_results, summary_rows
+from drift.results import label_free, load_results, summary_rows
 
 def _with_std(stats: dict, key: str) -> str:
     std = stats.get(f"{key}_std")
@@ -89,6 +89,11 @@ def summary(dataset: Optional[str] = typer.Argument(None, help="one dataset; all
     except DriftError as e:
         fail(e)
     out = {name: summary_rows(models, by) for name, models in results.items()}
+    signals = {name: label_free(metrics_dir.parent, name) for name in out}
+    for name, rows in out.items():
+        for row in rows:
+            if row["model"] in signals[name]:
+                row["label_free"] = signals[name][row["model"]]
     if as_json:
         print(json.dumps(out, indent=2))
         return
@@ -102,6 +107,8 @@ def summary(dataset: Optional[str] = typer.Argument(None, help="one dataset; all
         console.print(table)
         if std_left_out:
             console.print("(± seed std left out to fit the terminal: widen it, or use --json)", style="dim")
+        if signals[name]:
+            console.print(label_free_table(rows))
         prior = next((r for r in rows if r["model"] == REFERENCES["prior"]), None)
         for row in rows:
             if prior is not None and row.get("beats_prior") is False:
@@ -111,7 +118,29 @@ def summary(dataset: Optional[str] = typer.Argument(None, help="one dataset; all
     console.print("ID: mean of the diagonal (trained through, tested on held-out rows of the same period). "
                   "Future: mean over later periods. Decay: how much is lost going forward."
                   + (" vs prior / vs linear: ID margin over the reference models baseline-prior / baseline-linear "
-                     "(positive = better); references (ref) are not ranked." if refs else ""), style="dim")
+                     "(positive = better); references (ref) are not ranked." if refs else "")
+                  + (" Without labels: how well the shift, the novel share and the estimated matrix ranked the "
+                     "true drop over future cells (Spearman ρ), and the estimate's error there (MAE)."
+                     if any(signals.values()) else ""), style="dim")
+
+
+def label_free_table(rows: list[dict]) -> Table:
+    """The summary's second table: per model, the label-free signals against its true decay."""
+    from rich import box
+
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True,
+                  title="without labels", title_justify="left", title_style="bold")
+    for column in ("model", "ρ shift", "ρ novel", "ρ estimate", "estimate MAE"):
+        table.add_column(column, justify="left" if column == "model" else "right", no_wrap=True)
+    for row in rows:
+        signal = row.get("label_free")
+        if signal is None:
+            continue
+        method = f" ({signal['estimate_method'].upper()})" if signal.get("estimate_method") else ""
+        table.add_row(row["model"], fmt(signal["rho_shift"], 2), fmt(signal["rho_novelty"], 2),
+                      fmt(signal["rho_estimate"], 2), fmt(signal["estimate_mae"]) + method,
+                      style="dim italic" if row["reference"] else None)
+    return table
 
 
 def dataset_specs(dataset: str, params_path: Path = Path("params.yaml")):
