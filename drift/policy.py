@@ -186,6 +186,15 @@ def load_signal(path: Path, labels: list[str]) -> np.ndarray:
     return out
 
 
+def report_signals(name: str, root: Path) -> tuple[np.ndarray | None, dict]:
+    """The label-free signals the report stage wrote: the shift matrix (or None) and {model: estimate}."""
+    p = dataset_paths(name, root)
+    labels = report_labels(root, name)
+    shift = p["shift"] / "matrix.json"
+    return (load_signal(shift, labels) if shift.exists() and labels else None,
+            {f.parent.name: load_signal(f, labels) for f in sorted(p["plots"].glob("*/estimate.json"))} if labels else {})
+
+
 def report_labels(root: Path, name: str) -> list[str]:
     """The slice labels of a dataset's committed matrices (empty when it has none)."""
     first = next(iter(sorted(dataset_paths(name, root)["plots"].glob("*/matrix.json"))), None)
@@ -197,12 +206,16 @@ def dataset_policies(name: str, root: Path = Path("."), models: list[str] | None
     """Every policy on every model (or `models`) of dataset `name`'s committed report (plots/<ds>/<model>/
     matrix.json, metrics/<ds>/): {"dataset", "metric", "higher_is_better", "cost_unit", "notes", "models":
     {model: replay_policies(...)}}. params: the typed Params (default: root/params.yaml, else the defaults);
-    shift: one K x K array for the dataset; estimates: model -> K x K array; seconds_per_row: overrides
+    shift: one K x K array for the dataset; estimates: model -> K x K array (when None, the report's own:
+    plots/<ds>/shift/matrix.json and plots/<ds>/<model>/estimate.json, if any); seconds_per_row: overrides
     report.policy.seconds_per_row."""
     from drift.params import PolicyParams, TrainParams, load_params
     from drift.results import load_matrix, report_datasets, report_models
 
     root = Path(root)
+    found_shift, found_estimates = report_signals(name, root)
+    shift = found_shift if shift is None else shift
+    estimates = found_estimates if estimates is None else estimates
     if params is None and (root / "params.yaml").exists():
         params = load_params(root / "params.yaml")
     policy = params.report.policy if params is not None else PolicyParams()
@@ -275,11 +288,6 @@ def write_policy_report(name: str, root: Path = Path("."), shift=None, estimates
 
     root = Path(root)
     p = dataset_paths(name, root)
-    labels = report_labels(root, name)
-    if shift is None and (p["plots"] / "shift" / "matrix.json").exists():
-        shift = load_signal(p["plots"] / "shift" / "matrix.json", labels)
-    if estimates is None:
-        estimates = {f.parent.name: load_signal(f, labels) for f in sorted(p["plots"].glob("*/estimate.json"))}
     result = dataset_policies(name, root, shift=shift, estimates=estimates)
     write_json(p["policies"], policy_rows(result))
     pareto_plot(result, p["plots"] / "policies.png")
