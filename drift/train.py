@@ -76,6 +76,21 @@ def deterministic(threads: int) -> None:
     torch.set_num_threads(max(1, int(threads)))
 
 
+def prepare_model(model: torch.nn.Module, inputs: Inputs, rows: np.ndarray, train_targets: torch.Tensor, task):
+    """What a fresh model fixes from its cutoff's training rows before the first step: pixel and target
+    standardisation, the loss with its class weights, and the loss factor `norm`. Returns (loss_fn, norm).
+    Shared by train_one and drift.engine so both train the same thing."""
+    loss_fn = task.loss(train_targets)
+    norm = 1.0
+    pixels = model.inner if isinstance(model, Standardised) else model
+    if isinstance(pixels, PixelStandardised):
+        pixels.fit_inputs(inputs.batch(rows[i:i + 4096]) for i in range(0, len(rows), 4096))
+    if isinstance(model, Standardised):
+        model.fit_scale(train_targets)
+        norm = float(model.scale) ** -2  # the weighted MSE in standardised units: the same steps at any scale
+    return loss_fn, norm
+
+
 def train_one(name: str, inputs: Inputs, rows: np.ndarray, targets: torch.Tensor, task, n_outputs: int,
               cfg: TrainParams | dict, seed: int, modality: str = "text", bar=None) -> torch.nn.Module:
     """One model on the given training rows (`cfg`: the train params, drift.params.TrainParams or its mapping);
@@ -91,14 +106,7 @@ def train_one(name: str, inputs: Inputs, rows: np.ndarray, targets: torch.Tensor
         if bar is not None:
             bar.advance(epochs)
         return model.eval()
-    loss_fn = task.loss(train_targets)
-    norm = 1.0
-    pixels = model.inner if isinstance(model, Standardised) else model
-    if isinstance(pixels, PixelStandardised):
-        pixels.fit_inputs(inputs.batch(rows[i:i + 4096]) for i in range(0, len(rows), 4096))
-    if isinstance(model, Standardised):
-        model.fit_scale(train_targets)
-        norm = float(model.scale) ** -2  # the weighted MSE in standardised units: the same steps at any scale
+    loss_fn, norm = prepare_model(model, inputs, rows, train_targets, task)
     optimizer = make_optimizer(model, modality, cfg)
     lengths = inputs.lengths if inputs.kind == "tokens" else None
     model.train()
@@ -148,12 +156,17 @@ def train_cumulative(name: str, inputs: Inputs, slices: np.ndarray, splits: np.n
             save(k, model)
 
 
-def train_roster(data, models: list[str], cfg: TrainParams | dict, models_dir: Path) -> None:
+def train_roster(data, models: list[str], cfg: TrainParams | dict, models_dir: Path, engine: str | None = None) -> None:
     """Every model of the roster, every seed: f_k for each trainable cutoff, saved under `models_dir`.
 
     The references are seed-independent (closed form): fitted once, the same checkpoint kept for every seed so
-    the evaluate stage averages seeds alike for every model."""
+    the evaluate stage averages seeds alike for every model. `engine` (default: train.engine, else "solo"):
+    "batched" trains every seed and cutoff of a model together (drift/engine.py), equal to "solo" to float
+    tolerance."""
     cfg = TrainParams.of(cfg)
+    engine = engine or getattr(cfg, "engine", "solo")
+    if engine not in ("solo", "batched"):
+        raise DriftError(f"unknown train.engine {engine!r}: valid: batched, solo")
     deterministic(cfg.threads)
     shutil.rmtree(models_dir, ignore_errors=True)
     targets = data.task.target_tensor(data.labels)
@@ -161,6 +174,15 @@ def train_roster(data, models: list[str], cfg: TrainParams | dict, models_dir: P
     for name in models:
         inputs = data.inputs(name)
         closed_form = model_info(name).family == "Reference"
+        if engine == "batched" and not closed_form:
+            from drift.engine import train_cumulative_many
+
+            def save_any(seed, k, model):
+                save_checkpoint(model, checkpoint_path(models_dir, name, seed, k))
+            train_cumulative_many(name, inputs, data.slices, data.splits, targets, data.manifest["slices"],
+                                  data.manifest["task"], len(data.manifest["label_names"]), cfg, seeds, save_any,
+                                  data.modality)
+            continue
         for seed in seeds[:1] if closed_form else seeds:
             def save(k, model, seed=seed):
                 save_checkpoint(model, checkpoint_path(models_dir, name, seed, k))

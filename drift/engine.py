@@ -1,0 +1,314 @@
+"""Many models of one architecture trained as one batched computation, and many checkpoints evaluated in one
+pass over the data (issue 11).
+
+A drift matrix needs a model per (seed, cutoff): Yearbook alone is 21 configurations x 5 seeds x 104 cutoffs of
+0.1-2M-parameter models, each too small to keep a processor busy. `train_many` trains the seeds and cutoffs of
+one model name together: their parameters stacked into one [M, P] tensor, one `torch.func.vmap` forward and
+backward per step, one vectorised Adam/AdamW step over the stack. Each model keeps everything `train_one`
+gives it: its initialisation (drawn after `torch.manual_seed(seed)`), its own rows and its own shuffling (its
+own numpy generator, the same calls to `length_bucketed_batches`), its own loss weights, standardisation and
+number of steps. The result equals `train_one` to float tolerance (tests/test_engine.py compares parameter by
+parameter and prediction by prediction).
+
+How the models share a step:
+- Members of a stack are sorted by their number of steps; at step t the models still training are a prefix of
+  the stack and take their (t+1)-th Adam step; a model whose data is exhausted drops out of the computation.
+- Rows: a model's last batch of an epoch is shorter; its rows are padded (repeating its first row) to the
+  group's longest batch, and the padded outputs never reach the loss. Models without batch norm compute each
+  row alone, so padding cannot change the real rows.
+- Batch norm (CNN, ResNet) mixes the rows of a batch, so its models share a forward only with models of the
+  same batch size (no padded rows); the running statistics are stacked buffers that vmap updates in place.
+- Token heads: models whose batches have very different widths run as separate groups (padding every batch to
+  the widest one would cost more than the batching saves); within a group tokens are padded, which every head
+  ignores exactly (drift/models/text.py).
+
+Which path each family takes (`engine_path`, checked in tests/test_engine.py on every model of the registry):
+  stacked: MLP, CNN, ResNet, ViT (images), FFN, TextCNN, Transformer (text heads), the linear probes
+  solo (train_one, one after another): Recurrent (BiGRU/BiLSTM: packed sequences call .item(), which vmap
+  cannot batch), the references (closed form, no steps), and any model with active dropout.
+Dropout: no model of the registry has dropout. A model with dropout p > 0 takes the solo path, so results stay
+exact: vmap's randomness="different" would draw other masks than the solo run, equal in distribution only.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn as nn
+from torch.func import functional_call, vmap
+
+from drift.checkpoints import build_model
+from drift.inputs import Inputs, length_bucketed_batches
+from drift.params import TrainParams
+from drift.train import make_optimizer, prepare_model, train_one
+
+# input elements (float32) one stack may hold per step: bounds memory, as the solo run is bounded by one batch
+INPUT_BUDGET = 2 ** 26
+# token batches share a forward while the widest is at most this factor wider than the narrowest
+WIDTH_SLACK = 1.5
+
+
+@dataclass(frozen=True)
+class Job:
+    """One model to train, as train_one takes it: its training rows and its seed."""
+    rows: np.ndarray
+    seed: int
+
+
+def engine_path(model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> tuple[str, str]:
+    """('stacked' | 'solo', why) for a built model (and the optimiser make_optimizer gives it)."""
+    if getattr(model, "closed_form", False):
+        return "solo", "closed-form fit, no steps"
+    for module in model.modules():
+        if isinstance(module, nn.RNNBase):
+            return "solo", "recurrent: packed sequences call .item(), which vmap cannot batch"
+        if isinstance(module, nn.modules.dropout._DropoutNd) and module.p > 0:
+            return "solo", "dropout: stacked masks would differ from the solo run's (equal in distribution only)"
+    if optimizer is not None:
+        d = optimizer.defaults
+        if (type(optimizer) not in (torch.optim.Adam, torch.optim.AdamW) or len(optimizer.param_groups) != 1
+                or d.get("amsgrad") or d.get("maximize")):
+            return "solo", f"optimiser {type(optimizer).__name__} with {d}: the engine steps plain Adam/AdamW"
+    if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
+        return "stacked", "batch norm: models share a forward with models of the same batch size"
+    return "stacked", "vmap over stacked parameters"
+
+
+def n_steps(n_rows: int, cfg: TrainParams) -> int:
+    """Optimiser steps of train_one on n rows: ceil(n / batch_size) per epoch (a token pool holds 50 whole
+    batches, so bucketing never adds a batch)."""
+    return cfg.epochs * math.ceil(n_rows / cfg.batch_size)
+
+
+class StackedAdam:
+    """Adam / AdamW over stacked flat parameters [M, P], the formulas of torch.optim's single-tensor Adam
+    (exp_avg.lerp_, exp_avg_sq.mul_.addcmul_, bias corrections, addcdiv; AdamW's decoupled decay
+    p *= 1 - lr * wd before the moments, Adam's L2 decay g += wd * p). The models stepping at a call are the
+    first `n_active` rows, all at the same step number, so the bias corrections are scalars as in torch."""
+
+    def __init__(self, flat: torch.Tensor, lr: float, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, decoupled: bool = False):
+        self.flat, self.lr, self.betas, self.eps = flat, lr, betas, eps
+        self.weight_decay, self.decoupled = weight_decay, decoupled
+        self.exp_avg = torch.zeros_like(flat)
+        self.exp_avg_sq = torch.zeros_like(flat)
+
+    @classmethod
+    def like(cls, optimizer: torch.optim.Optimizer, flat: torch.Tensor) -> StackedAdam:
+        """The stacked twin of a torch Adam/AdamW (its hyperparameters, its kind of weight decay)."""
+        d = optimizer.defaults
+        decoupled = isinstance(optimizer, torch.optim.AdamW) or bool(d.get("decoupled_weight_decay", False))
+        return cls(flat, float(d["lr"]), tuple(d["betas"]), float(d["eps"]), float(d["weight_decay"]), decoupled)
+
+    @torch.no_grad()
+    def step(self, n_active: int, step: int) -> None:
+        p, g = self.flat[:n_active], self.flat.grad[:n_active]
+        m, v = self.exp_avg[:n_active], self.exp_avg_sq[:n_active]
+        beta1, beta2 = self.betas
+        if self.weight_decay:
+            if self.decoupled:
+                p.mul_(1 - self.lr * self.weight_decay)
+            else:
+                g = g.add(p, alpha=self.weight_decay)
+        m.lerp_(g, 1 - beta1)
+        v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+        bias_correction1 = 1 - beta1 ** step
+        bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
+        denom = (v.sqrt() / bias_correction2_sqrt).add_(self.eps)
+        p.addcdiv_(m, denom, value=-self.lr / bias_correction1)
+
+
+@dataclass
+class _Member:
+    """One model of a stack and what train_one would hold for it."""
+    index: int                  # its job's position in the caller's list
+    model: nn.Module
+    loss_fn: object
+    norm: float
+    batches: list[np.ndarray]   # every step's rows, epochs one after another
+    epoch_ends: set[int]        # steps after which an epoch is done (progress bar)
+
+
+def _member(index: int, name: str, inputs: Inputs, job: Job, targets: torch.Tensor, task, n_outputs: int,
+            cfg: TrainParams) -> _Member:
+    """train_one's set-up, draw for draw: the same seed before the model is built, the same generator for the
+    batches of every epoch, the same statistics and loss."""
+    torch.manual_seed(job.seed)
+    rng = np.random.default_rng(job.seed)
+    model = build_model(name, inputs.spec(), n_outputs, task.name)
+    loss_fn, norm = prepare_model(model, inputs, job.rows, targets[torch.from_numpy(job.rows)], task)
+    lengths = inputs.lengths if inputs.kind == "tokens" else None
+    batches, ends = [], set()
+    for _ in range(cfg.epochs):
+        batches += length_bucketed_batches(job.rows, lengths, cfg.batch_size, rng)
+        ends.add(len(batches))
+    return _Member(index, model.train(), loss_fn, norm, batches, ends)
+
+
+def _per_model_elements(inputs: Inputs, rows: np.ndarray, batch_size: int) -> int:
+    if inputs.kind == "tokens":
+        width = int(inputs.lengths[rows].max()) if len(rows) else 1
+        return batch_size * width * inputs.data.shape[1]
+    return batch_size * int(np.prod(inputs.spec().shape))
+
+
+def _groups(members: list[_Member], n_active: int, step: int, inputs: Inputs, by_size: bool) -> list[list[int]]:
+    """The active models (the first n_active) split into groups that share a forward."""
+    active = list(range(n_active))
+    if by_size:  # batch norm: equal batch sizes only
+        sizes: dict[int, list[int]] = {}
+        for i in active:
+            sizes.setdefault(len(members[i].batches[step]), []).append(i)
+        return list(sizes.values())
+    if inputs.kind != "tokens":
+        return [active]
+    lengths = inputs.lengths
+    widths = {i: int(lengths[members[i].batches[step]].max()) for i in active}
+    groups, current = [], []
+    for i in sorted(active, key=widths.get):
+        if current and widths[i] > WIDTH_SLACK * widths[current[0]]:
+            groups.append(current)
+            current = []
+        current.append(i)
+    return groups + [current]
+
+
+def _group_inputs(inputs: Inputs, batches: list[np.ndarray]) -> tuple[torch.Tensor, ...]:
+    """One read of the group's rows: [A, B, ...] per argument, short batches padded with their first row."""
+    size = max(len(b) for b in batches)
+    rows = np.concatenate([np.concatenate([b, np.repeat(b[:1], size - len(b))]) for b in batches])
+    return tuple(x.reshape(len(batches), size, *x.shape[1:]) for x in inputs.batch(rows))
+
+
+class _Stack:
+    """Models of one architecture as one flat parameter tensor [M, P] and stacked buffers, run with vmap."""
+
+    def __init__(self, models: list[nn.Module]):
+        first = models[0]
+        self.names = [n for n, _ in first.named_parameters()]
+        self.shapes = [p.shape for _, p in first.named_parameters()]
+        self.offsets = np.cumsum([0] + [p.numel() for _, p in first.named_parameters()]).tolist()
+        self.flat = torch.stack([nn.utils.parameters_to_vector(m.parameters()) for m in models]).detach()
+        self.flat.requires_grad_(True)
+        self.buffers = {n: torch.stack([dict(m.named_buffers())[n] for m in models]) for n, _ in first.named_buffers()}
+        self.template = copy.deepcopy(first).to("meta")  # the structure only; tensors come from the stack
+
+    def _call(self, flat_row, buffers, *x):
+        params = {n: flat_row[o:o + s.numel()].view(s) for n, s, o in zip(self.names, self.shapes, self.offsets)}
+        return functional_call(self.template, (params, buffers), x)
+
+    def forward(self, group: list[int], xs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """Outputs [A, B, n_outputs] of the models in `group` (indices into the stack) on their inputs."""
+        contiguous = group == list(range(group[0], group[0] + len(group)))
+        if contiguous:  # views: BN's in-place running-stat updates land in the stack directly
+            rows = slice(group[0], group[0] + len(group))
+            return vmap(self._call)(self.flat[rows], {n: b[rows] for n, b in self.buffers.items()}, *xs)
+        index = torch.tensor(group)
+        buffers = {n: b[index] for n, b in self.buffers.items()}
+        out = vmap(self._call)(self.flat[index], buffers, *xs)
+        for n, b in buffers.items():  # copies: write the updated running statistics back
+            self.buffers[n][index] = b
+        return out
+
+    @torch.no_grad()
+    def unstack(self, i: int, model: nn.Module) -> nn.Module:
+        nn.utils.vector_to_parameters(self.flat[i], model.parameters())
+        for n, b in model.named_buffers():
+            b.copy_(self.buffers[n][i])
+        return model
+
+
+def _train_stack(members: list[_Member], inputs: Inputs, targets: torch.Tensor, optimizer, bar) -> None:
+    members.sort(key=lambda m: -len(m.batches))  # stable: the models still training are always a prefix
+    stack = _Stack([m.model for m in members])
+    adam = StackedAdam.like(optimizer, stack.flat)
+    by_size = any(isinstance(x, nn.modules.batchnorm._BatchNorm) for x in members[0].model.modules())
+    n_active = len(members)
+    for t in range(len(members[0].batches)):
+        while len(members[n_active - 1].batches) <= t:
+            n_active -= 1
+        stack.flat.grad = None
+        for group in _groups(members, n_active, t, inputs, by_size):
+            batches = [members[i].batches[t] for i in group]
+            out = stack.forward(group, _group_inputs(inputs, batches))
+            loss = sum(members[i].loss_fn(out[j, :len(b)], targets[torch.from_numpy(b)]) * members[i].norm
+                       for j, (i, b) in enumerate(zip(group, batches)))
+            loss.backward()
+        adam.step(n_active, t + 1)
+        if bar is not None:
+            bar.advance(sum(1 for m in members[:n_active] if t + 1 in m.epoch_ends))
+    for i, m in enumerate(members):
+        stack.unstack(i, m.model)
+
+
+def train_many(name: str, inputs: Inputs, jobs: list[Job], targets: torch.Tensor, task, n_outputs: int,
+               cfg: TrainParams | dict, modality: str = "text", bar=None, max_stack: int = 64) -> list[nn.Module]:
+    """train_one for every job (rows, seed) of one model name, as few batched computations: returns the models
+    in the jobs' order, in eval mode, equal to train_one's to float tolerance. Families that do not stack
+    (engine_path) are trained one after another by train_one itself."""
+    cfg = TrainParams.of(cfg)
+    if not jobs:
+        return []
+    probe = build_model(name, inputs.spec(), n_outputs, task.name)
+    optimizer = None if getattr(probe, "closed_form", False) else make_optimizer(probe, modality, cfg)
+    if engine_path(probe, optimizer)[0] == "solo":
+        return [train_one(name, inputs, job.rows, targets, task, n_outputs, cfg, job.seed, modality, bar)
+                for job in jobs]
+    # jobs of similar length share a stack, so few models idle; a stack holds at most INPUT_BUDGET input elements
+    order = sorted(range(len(jobs)), key=lambda i: -n_steps(len(jobs[i].rows), cfg))
+    per_model = max(_per_model_elements(inputs, job.rows, cfg.batch_size) for job in jobs)
+    size = max(1, min(max_stack, INPUT_BUDGET // max(per_model, 1)))
+    trained: list[nn.Module | None] = [None] * len(jobs)
+    for start in range(0, len(order), size):
+        members = [_member(i, name, inputs, jobs[i], targets, task, n_outputs, cfg) for i in order[start:start + size]]
+        if len(members[0].batches):
+            _train_stack(members, inputs, targets, optimizer, bar)
+        for m in members:
+            trained[m.index] = m.model.eval()
+    return trained
+
+
+@torch.inference_mode()
+def predict_many(models: list[nn.Module], inputs: Inputs, rows: np.ndarray, batch_size: int = 256) -> list[np.ndarray]:
+    """drift.train.predict for every model, reading each batch of rows once for all of them: raw outputs
+    [n, n_outputs] per model, in the rows' order, identical to predict's (same batches, same calls)."""
+    lengths = inputs.lengths if inputs.kind == "tokens" else None
+    perm = np.arange(len(rows)) if lengths is None else np.argsort(lengths[rows], kind="stable")
+    outputs: list[list[torch.Tensor]] = [[] for _ in models]
+    for i in range(0, len(rows), batch_size):
+        x = inputs.batch(rows[perm[i:i + batch_size]])
+        for out, model in zip(outputs, models):
+            out.append(model(*x))
+    results = []
+    for out in outputs:
+        if not out:
+            results.append(np.zeros((0, 1), np.float32))
+            continue
+        ordered = torch.cat(out).float().numpy()
+        result = np.empty_like(ordered)
+        result[perm] = ordered
+        results.append(result)
+    return results
+
+
+def train_cumulative_many(name: str, inputs: Inputs, slices: np.ndarray, splits: np.ndarray, targets: torch.Tensor,
+                          slice_info: list[dict], task_name: str, n_labels: int, cfg: TrainParams | dict,
+                          seeds: list[int], save, modality: str = "text") -> None:
+    """drift.train.train_cumulative for every seed at once: f_k of every (seed, trainable cutoff k) through
+    train_many, the same rows and seeds (seed * 100_003 + k); `save(seed, k, model)` keeps each."""
+    from drift.progress import progress
+    from drift.tasks import get_task
+    from drift.train import trainable_cutoffs
+
+    cfg = TrainParams.of(cfg)
+    task = get_task(task_name)
+    cutoffs = trainable_cutoffs(slice_info)
+    keys = [(seed, k) for seed in seeds for k in cutoffs]
+    jobs = [Job(np.flatnonzero((slices <= k) & (splits == "train")), seed * 100_003 + k) for seed, k in keys]
+    with progress(f"train {name} seeds {','.join(map(str, seeds))} (batched)", total=len(jobs) * cfg.epochs) as bar:
+        models = train_many(name, inputs, jobs, targets, task, task.n_outputs(n_labels), cfg, modality, bar)
+    for (seed, k), model in zip(keys, models):
+        save(seed, k, model)
