@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -202,6 +203,13 @@ class _Stack:
 
     def forward(self, group: list[int], xs: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """Outputs [A, B, n_outputs] of the models in `group` (indices into the stack) on their inputs."""
+        with warnings.catch_warnings():
+            # CPU attention has no batching rule: vmap loops over the models for that one kernel (correct, and
+            # measured in bench/bench_engine.py), and says so at every call
+            warnings.filterwarnings("ignore", message="There is a performance drop")
+            return self._forward(group, xs)
+
+    def _forward(self, group, xs):
         contiguous = group == list(range(group[0], group[0] + len(group)))
         if contiguous:  # views: BN's in-place running-stat updates land in the stack directly
             rows = slice(group[0], group[0] + len(group))

@@ -1,5 +1,6 @@
 """Stage evaluate@<dataset>: every checkpoint on every slice -> one drift matrix per model and seed."""
 from drift.config import load_params, paths, roster, run_stage, write_json
+from drift.engine import predict_many
 from drift.evaluate import evaluate_model
 from drift.slice_data import SliceData
 from drift.train import deterministic, model_info, predict
@@ -16,7 +17,7 @@ def main(argv):
             "dataset": name, "model": model_name, "family": model_info(model_name).family,
             "metric": data.task.metric, "higher_is_better": data.task.higher_is_better,
             "labels": [s["label"] for s in data.manifest["slices"]], "usable": data.usable,
-            "seeds": evaluate_model(data, model_name, p["models"], predict)})
+            "seeds": evaluate_model(data, model_name, p["models"], predict, predict_many)})
 
 
 if __name__ == "__main__":
