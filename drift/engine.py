@@ -39,11 +39,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from torch.func import functional_call, vmap
 
 from drift.checkpoints import build_model
 from drift.inputs import Inputs, length_bucketed_batches
 from drift.params import TrainParams
+from drift.tasks import class_weights, rating_weights
 from drift.train import make_optimizer, prepare_model, train_one
 
 # input elements (float32) one stack may hold per step: bounds memory, as the solo run is bounded by one batch
@@ -105,8 +107,9 @@ class StackedAdam:
         return cls(flat, float(d["lr"]), tuple(d["betas"]), float(d["eps"]), float(d["weight_decay"]), decoupled)
 
     @torch.no_grad()
-    def step(self, n_active: int, step: int) -> None:
-        p, g = self.flat[:n_active], self.flat.grad[:n_active]
+    def step(self, n_active: int, step: int, grad: torch.Tensor) -> None:
+        """Step number `step` for rows [0, n_active) of the stack, their gradients `grad` [n_active, P]."""
+        p, g = self.flat[:n_active], grad
         m, v = self.exp_avg[:n_active], self.exp_avg_sq[:n_active]
         beta1, beta2 = self.betas
         if self.weight_decay:
@@ -177,48 +180,49 @@ def _groups(members: list[_Member], n_active: int, step: int, inputs: Inputs, by
     return groups + [current]
 
 
-def _group_inputs(inputs: Inputs, batches: list[np.ndarray]) -> tuple[torch.Tensor, ...]:
-    """One read of the group's rows: [A, B, ...] per argument, short batches padded with their first row."""
+def _padded_rows(batches: list[np.ndarray]) -> np.ndarray:
+    """[A, B] rows of a group: short batches padded with their first row (outputs that no loss reads)."""
     size = max(len(b) for b in batches)
-    rows = np.concatenate([np.concatenate([b, np.repeat(b[:1], size - len(b))]) for b in batches])
-    return tuple(x.reshape(len(batches), size, *x.shape[1:]) for x in inputs.batch(rows))
+    return np.stack([np.concatenate([b, np.repeat(b[:1], size - len(b))]) for b in batches])
 
 
 class _Stack:
     """Models of one architecture as one flat parameter tensor [M, P] and stacked buffers, run with vmap."""
 
     def __init__(self, models: list[nn.Module]):
-        first = models[0]
-        self.names = [n for n, _ in first.named_parameters()]
-        self.shapes = [p.shape for _, p in first.named_parameters()]
-        self.offsets = np.cumsum([0] + [p.numel() for _, p in first.named_parameters()]).tolist()
+        named = list(models[0].named_parameters())
+        self.names = [n for n, _ in named]
+        self.shapes = [p.shape for _, p in named]
+        self.sizes = [p.numel() for _, p in named]
         self.flat = torch.stack([nn.utils.parameters_to_vector(m.parameters()) for m in models]).detach()
-        self.flat.requires_grad_(True)
-        self.buffers = {n: torch.stack([dict(m.named_buffers())[n] for m in models]) for n, _ in first.named_buffers()}
-        self.template = copy.deepcopy(first).to("meta")  # the structure only; tensors come from the stack
+        self.buffers = {n: torch.stack([dict(m.named_buffers())[n] for m in models])
+                        for n, _ in models[0].named_buffers()}
+        self.template = copy.deepcopy(models[0]).to("meta")  # the structure only; tensors come from the stack
 
-    def _call(self, flat_row, buffers, *x):
-        params = {n: flat_row[o:o + s.numel()].view(s) for n, s, o in zip(self.names, self.shapes, self.offsets)}
+    def _call(self, params, buffers, *x):
         return functional_call(self.template, (params, buffers), x)
 
-    def forward(self, group: list[int], xs: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        """Outputs [A, B, n_outputs] of the models in `group` (indices into the stack) on their inputs."""
+    def forward(self, flat: torch.Tensor, group: list[int], xs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """Outputs [A, B, n_outputs] of the models `group` (rows of the stack; `flat` holds rows 0..) on their
+        inputs [A, B, ...]."""
         with warnings.catch_warnings():
             # CPU attention has no batching rule: vmap loops over the models for that one kernel (correct, and
             # measured in bench/bench_engine.py), and says so at every call
             warnings.filterwarnings("ignore", message="There is a performance drop")
-            return self._forward(group, xs)
+            return self._forward(flat, group, xs)
 
-    def _forward(self, group, xs):
-        contiguous = group == list(range(group[0], group[0] + len(group)))
-        if contiguous:  # views: BN's in-place running-stat updates land in the stack directly
-            rows = slice(group[0], group[0] + len(group))
-            return vmap(self._call)(self.flat[rows], {n: b[rows] for n, b in self.buffers.items()}, *xs)
-        index = torch.tensor(group)
-        buffers = {n: b[index] for n, b in self.buffers.items()}
-        out = vmap(self._call)(self.flat[index], buffers, *xs)
-        for n, b in buffers.items():  # copies: write the updated running statistics back
-            self.buffers[n][index] = b
+    def _forward(self, flat, group, xs):
+        first, count = group[0], len(group)
+        contiguous = group == list(range(first, first + count))
+        rows = (slice(first, first + count) if contiguous else torch.tensor(group))
+        part = flat if contiguous and count == len(flat) else flat[rows]
+        # one split: its backward is one concatenation into the [A, P] gradient
+        params = {n: t.view(count, *s) for n, t, s in zip(self.names, part.split(self.sizes, dim=1), self.shapes)}
+        buffers = {n: b[rows] for n, b in self.buffers.items()}  # views when contiguous: BN updates land in place
+        out = vmap(self._call)(params, buffers, *xs)
+        if not contiguous:  # copies: write the updated running statistics back
+            for n, b in buffers.items():
+                self.buffers[n][rows] = b
         return out
 
     @torch.no_grad()
@@ -229,23 +233,66 @@ class _Stack:
         return model
 
 
-def _train_stack(members: list[_Member], inputs: Inputs, targets: torch.Tensor, optimizer, bar) -> None:
+class _StackedLoss:
+    """The task's loss (drift.tasks.Task.loss) of many models at once, each with its own class or rating weights
+    and its own factor `norm`: per row, averaged over each model's real rows, summed over the models (each
+    model's gradient comes from its own term alone). One chain of operations instead of one per model; the
+    formulas are the task's, checked against train_one on every task in tests/test_engine.py. Another task falls
+    back to each model's own loss function."""
+
+    def __init__(self, task, members: list[_Member], targets: torch.Tensor, jobs_rows: list[np.ndarray]):
+        self.kind, self.targets, self.members = task.name, targets, members
+        self.norm = torch.tensor([m.norm for m in members], dtype=torch.float32)
+        if self.kind == "regression":  # w_r = n / n_r of each model's rows, on the ratings of the whole table
+            self.levels, self.row_level = torch.unique(targets.reshape(-1).float(), return_inverse=True)
+            self.weights = torch.zeros(len(members), len(self.levels))
+            for i, rows in enumerate(jobs_rows):
+                levels, weights = rating_weights(targets[torch.from_numpy(rows)])
+                self.weights[i, torch.searchsorted(self.levels, levels)] = weights
+        if self.kind == "multilabel":
+            self.pos_weight = torch.stack([class_weights(targets[torch.from_numpy(rows)]) for rows in jobs_rows])
+
+    def __call__(self, out: torch.Tensor, group: list[int], rows: np.ndarray, counts: list[int]) -> torch.Tensor:
+        """out [A, B, n_outputs] of the models `group`, on `rows` [A, B] of which the first counts[j] are real."""
+        if self.kind not in ("binary", "regression", "multilabel"):
+            return sum(self.members[i].loss_fn(out[j, :n], self.targets[torch.from_numpy(rows[j, :n])])
+                       * self.members[i].norm for j, (i, n) in enumerate(zip(group, counts)))
+        a, b = rows.shape
+        rows_t, index = torch.from_numpy(rows), torch.tensor(group)
+        y = self.targets[rows_t]
+        if self.kind == "binary":
+            per_row = F.cross_entropy(out.reshape(a * b, -1), y.reshape(-1), reduction="none").view(a, b)
+        elif self.kind == "regression":
+            w = self.weights[index[:, None], self.row_level[rows_t]]
+            per_row = w * (out.reshape(a, b) - y.to(out.dtype)) ** 2
+        else:
+            per_row = F.binary_cross_entropy_with_logits(out, y.to(out.dtype), reduction="none",
+                                                         pos_weight=self.pos_weight[index][:, None, :]).mean(-1)
+        counts_t = torch.tensor(counts)
+        real = torch.arange(b)[None, :] < counts_t[:, None]
+        per_model = torch.where(real, per_row, 0.0).sum(1) / counts_t
+        return (per_model * self.norm[index]).sum()
+
+
+def _train_stack(members: list[_Member], inputs: Inputs, targets: torch.Tensor, task, jobs: list[Job],
+                 optimizer, bar) -> None:
     members.sort(key=lambda m: -len(m.batches))  # stable: the models still training are always a prefix
     stack = _Stack([m.model for m in members])
+    loss_of = _StackedLoss(task, members, targets, [jobs[m.index].rows for m in members])
     adam = StackedAdam.like(optimizer, stack.flat)
     by_size = any(isinstance(x, nn.modules.batchnorm._BatchNorm) for x in members[0].model.modules())
     n_active = len(members)
     for t in range(len(members[0].batches)):
         while len(members[n_active - 1].batches) <= t:
             n_active -= 1
-        stack.flat.grad = None
+        live = stack.flat[:n_active].detach().requires_grad_()  # this step's leaf: its .grad is [A, P] at once
         for group in _groups(members, n_active, t, inputs, by_size):
             batches = [members[i].batches[t] for i in group]
-            out = stack.forward(group, _group_inputs(inputs, batches))
-            loss = sum(members[i].loss_fn(out[j, :len(b)], targets[torch.from_numpy(b)]) * members[i].norm
-                       for j, (i, b) in enumerate(zip(group, batches)))
-            loss.backward()
-        adam.step(n_active, t + 1)
+            rows = _padded_rows(batches)
+            xs = tuple(x.reshape(*rows.shape, *x.shape[1:]) for x in inputs.batch(rows.reshape(-1)))
+            out = stack.forward(live, group, xs)
+            loss_of(out, group, rows, [len(b) for b in batches]).backward()
+        adam.step(n_active, t + 1, live.grad)
         if bar is not None:
             bar.advance(sum(1 for m in members[:n_active] if t + 1 in m.epoch_ends))
     for i, m in enumerate(members):
@@ -273,7 +320,7 @@ def train_many(name: str, inputs: Inputs, jobs: list[Job], targets: torch.Tensor
     for start in range(0, len(order), size):
         members = [_member(i, name, inputs, jobs[i], targets, task, n_outputs, cfg) for i in order[start:start + size]]
         if len(members[0].batches):
-            _train_stack(members, inputs, targets, optimizer, bar)
+            _train_stack(members, inputs, targets, task, jobs, optimizer, bar)
         for m in members:
             trained[m.index] = m.model.eval()
     return trained
