@@ -189,13 +189,13 @@ def _padded_rows(batches: list[np.ndarray]) -> np.ndarray:
 class _Stack:
     """Models of one architecture as one flat parameter tensor [M, P] and stacked buffers, run with vmap."""
 
-    def __init__(self, models: list[nn.Module]):
+    def __init__(self, models: list[nn.Module], device: torch.device):
         named = list(models[0].named_parameters())
         self.names = [n for n, _ in named]
         self.shapes = [p.shape for _, p in named]
         self.sizes = [p.numel() for _, p in named]
-        self.flat = torch.stack([nn.utils.parameters_to_vector(m.parameters()) for m in models]).detach()
-        self.buffers = {n: torch.stack([dict(m.named_buffers())[n] for m in models])
+        self.flat = torch.stack([nn.utils.parameters_to_vector(m.parameters()) for m in models]).detach().to(device)
+        self.buffers = {n: torch.stack([dict(m.named_buffers())[n] for m in models]).to(device)
                         for n, _ in models[0].named_buffers()}
         self.template = copy.deepcopy(models[0]).to("meta")  # the structure only; tensors come from the stack
 
@@ -214,7 +214,7 @@ class _Stack:
     def _forward(self, flat, group, xs):
         first, count = group[0], len(group)
         contiguous = group == list(range(first, first + count))
-        rows = (slice(first, first + count) if contiguous else torch.tensor(group))
+        rows = slice(first, first + count) if contiguous else torch.tensor(group, device=flat.device)
         part = flat if contiguous and count == len(flat) else flat[rows]
         # one split: its backward is one concatenation into the [A, P] gradient
         params = {n: t.view(count, *s) for n, t, s in zip(self.names, part.split(self.sizes, dim=1), self.shapes)}
@@ -227,9 +227,9 @@ class _Stack:
 
     @torch.no_grad()
     def unstack(self, i: int, model: nn.Module) -> nn.Module:
-        nn.utils.vector_to_parameters(self.flat[i], model.parameters())
+        nn.utils.vector_to_parameters(self.flat[i].cpu(), model.parameters())
         for n, b in model.named_buffers():
-            b.copy_(self.buffers[n][i])
+            b.copy_(self.buffers[n][i].cpu())
         return model
 
 
@@ -240,8 +240,9 @@ class _StackedLoss:
     formulas are the task's, checked against train_one on every task in tests/test_engine.py. Another task falls
     back to each model's own loss function."""
 
-    def __init__(self, task, members: list[_Member], targets: torch.Tensor, jobs_rows: list[np.ndarray]):
-        self.kind, self.targets, self.members = task.name, targets, members
+    def __init__(self, task, members: list[_Member], targets: torch.Tensor, jobs_rows: list[np.ndarray],
+                 device: torch.device):
+        self.kind, self.targets, self.members, self.device = task.name, targets, members, device
         self.norm = torch.tensor([m.norm for m in members], dtype=torch.float32)
         if self.kind == "regression":  # w_r = n / n_r of each model's rows, on the ratings of the whole table
             self.levels, self.row_level = torch.unique(targets.reshape(-1).float(), return_inverse=True)
@@ -251,14 +252,17 @@ class _StackedLoss:
                 self.weights[i, torch.searchsorted(self.levels, levels)] = weights
         if self.kind == "multilabel":
             self.pos_weight = torch.stack([class_weights(targets[torch.from_numpy(rows)]) for rows in jobs_rows])
+        for name in ("targets", "norm", "levels", "row_level", "weights", "pos_weight"):
+            if hasattr(self, name):
+                setattr(self, name, getattr(self, name).to(device))
 
     def __call__(self, out: torch.Tensor, group: list[int], rows: np.ndarray, counts: list[int]) -> torch.Tensor:
         """out [A, B, n_outputs] of the models `group`, on `rows` [A, B] of which the first counts[j] are real."""
         if self.kind not in ("binary", "regression", "multilabel"):
-            return sum(self.members[i].loss_fn(out[j, :n], self.targets[torch.from_numpy(rows[j, :n])])
+            return sum(self.members[i].loss_fn(out[j, :n], self.targets[torch.from_numpy(rows[j, :n]).to(self.device)])
                        * self.members[i].norm for j, (i, n) in enumerate(zip(group, counts)))
         a, b = rows.shape
-        rows_t, index = torch.from_numpy(rows), torch.tensor(group)
+        rows_t, index = torch.from_numpy(rows).to(self.device), torch.tensor(group, device=self.device)
         y = self.targets[rows_t]
         if self.kind == "binary":
             per_row = F.cross_entropy(out.reshape(a * b, -1), y.reshape(-1), reduction="none").view(a, b)
@@ -268,17 +272,17 @@ class _StackedLoss:
         else:
             per_row = F.binary_cross_entropy_with_logits(out, y.to(out.dtype), reduction="none",
                                                          pos_weight=self.pos_weight[index][:, None, :]).mean(-1)
-        counts_t = torch.tensor(counts)
-        real = torch.arange(b)[None, :] < counts_t[:, None]
+        counts_t = torch.tensor(counts, device=self.device)
+        real = torch.arange(b, device=self.device)[None, :] < counts_t[:, None]
         per_model = torch.where(real, per_row, 0.0).sum(1) / counts_t
         return (per_model * self.norm[index]).sum()
 
 
 def _train_stack(members: list[_Member], inputs: Inputs, targets: torch.Tensor, task, jobs: list[Job],
-                 optimizer, bar) -> None:
+                 optimizer, bar, device: torch.device) -> None:
     members.sort(key=lambda m: -len(m.batches))  # stable: the models still training are always a prefix
-    stack = _Stack([m.model for m in members])
-    loss_of = _StackedLoss(task, members, targets, [jobs[m.index].rows for m in members])
+    stack = _Stack([m.model for m in members], device)
+    loss_of = _StackedLoss(task, members, targets, [jobs[m.index].rows for m in members], device)
     adam = StackedAdam.like(optimizer, stack.flat)
     by_size = any(isinstance(x, nn.modules.batchnorm._BatchNorm) for x in members[0].model.modules())
     n_active = len(members)
@@ -289,7 +293,7 @@ def _train_stack(members: list[_Member], inputs: Inputs, targets: torch.Tensor, 
         for group in _groups(members, n_active, t, inputs, by_size):
             batches = [members[i].batches[t] for i in group]
             rows = _padded_rows(batches)
-            xs = tuple(x.reshape(*rows.shape, *x.shape[1:]) for x in inputs.batch(rows.reshape(-1)))
+            xs = tuple(x.reshape(*rows.shape, *x.shape[1:]).to(device) for x in inputs.batch(rows.reshape(-1)))
             out = stack.forward(live, group, xs)
             loss_of(out, group, rows, [len(b) for b in batches]).backward()
         adam.step(n_active, t + 1, live.grad)
@@ -300,10 +304,12 @@ def _train_stack(members: list[_Member], inputs: Inputs, targets: torch.Tensor, 
 
 
 def train_many(name: str, inputs: Inputs, jobs: list[Job], targets: torch.Tensor, task, n_outputs: int,
-               cfg: TrainParams | dict, modality: str = "text", bar=None, max_stack: int = 64) -> list[nn.Module]:
+               cfg: TrainParams | dict, modality: str = "text", bar=None, max_stack: int = 64,
+               device: str | torch.device = "cpu") -> list[nn.Module]:
     """train_one for every job (rows, seed) of one model name, as few batched computations: returns the models
     in the jobs' order, in eval mode, equal to train_one's to float tolerance. Families that do not stack
-    (engine_path) are trained one after another by train_one itself."""
+    (engine_path) are trained one after another by train_one itself. `device`: where the stacks compute (a
+    CUDA device, say); the models come back on the CPU like train_one's, and the solo path stays on the CPU."""
     cfg = TrainParams.of(cfg)
     if not jobs:
         return []
@@ -320,7 +326,7 @@ def train_many(name: str, inputs: Inputs, jobs: list[Job], targets: torch.Tensor
     for start in range(0, len(order), size):
         members = [_member(i, name, inputs, jobs[i], targets, task, n_outputs, cfg) for i in order[start:start + size]]
         if len(members[0].batches):
-            _train_stack(members, inputs, targets, task, jobs, optimizer, bar)
+            _train_stack(members, inputs, targets, task, jobs, optimizer, bar, torch.device(device))
         for m in members:
             trained[m.index] = m.model.eval()
     return trained
