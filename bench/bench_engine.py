@@ -81,6 +81,17 @@ def main() -> None:
         print(f"{name:10s} {rows_trained / t_solo:12.0f} {rows_trained / t_many:15.0f} {t_solo / t_many:5.2f}x  "
               f"{len(many) / t_one:15.1f} {len(many) / t_together:13.1f} {t_one / t_together:5.2f}x  {diff:.1e}",
               flush=True)
+        if torch.cuda.is_available():  # the same stacks on the GPU, against the same CPU baseline
+            torch.use_deterministic_algorithms(False)  # cuBLAS wants a workspace setting for deterministic bmm
+            train_many(name, inputs, jobs[:2], targets, task, 2, cfg, modality, device="cuda")  # warm-up
+            torch.cuda.synchronize()
+            on_gpu, t_gpu = timed(lambda: train_many(name, inputs, jobs, targets, task, 2, cfg, modality,
+                                                     device="cuda"))
+            gpu_diff = max(float(np.abs(predict(a, inputs, rows) - predict(b, inputs, rows)).max())
+                           for a, b in zip(solo, on_gpu))
+            print(f"{'':10s} batched on {torch.cuda.get_device_name()}: {rows_trained / t_gpu:.0f} rows/s, "
+                  f"{t_solo / t_gpu:.2f}x the CPU solo run, max |diff| {gpu_diff:.1e}", flush=True)
+            deterministic(args.threads)
 
 
 if __name__ == "__main__":

@@ -195,3 +195,18 @@ def test_train_roster_batched_equals_solo(tmp_path):
     one = evaluate_model(data, "ffn-s", tmp_path / "batched", predict)
     many = evaluate_model(data, "ffn-s", tmp_path / "batched", predict, predict_many, chunk=3)
     assert one == many and set(one) == {"0", "1"}
+
+
+def test_jobs_split_over_several_stacks():
+    """Five jobs, at most two models a stack: three stacks, every model still its train_one twin."""
+    deterministic(1)
+    rng = np.random.default_rng(9)
+    inputs = make_inputs("tokens", rng)
+    targets, n_outputs = make_targets("binary", rng)
+    task = get_task("binary")
+    jobs = [Job(np.sort(rng.choice(N, n, replace=False)), seed) for seed, n in enumerate((20, 90, 33, 60, 120))]
+    many = train_many("ffn-s", inputs, jobs, targets, task, n_outputs, CFG, max_stack=2)
+    rows = np.arange(N)
+    for job, model in zip(jobs, many):
+        solo = train_one("ffn-s", inputs, job.rows, targets, task, n_outputs, CFG, job.seed)
+        np.testing.assert_allclose(predict(model, inputs, rows), predict(solo, inputs, rows), rtol=1e-4, atol=2e-5)
