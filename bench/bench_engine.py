@@ -48,6 +48,7 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--width", type=int, default=384, help="token state width of the text heads")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--max-stack", type=int, default=16, help="models a stack holds at most (train_many)")
     args = ap.parse_args()
 
     deterministic(args.threads)
@@ -63,7 +64,7 @@ def main() -> None:
     rows_trained = args.epochs * sum(len(j.rows) for j in jobs)
     print(f"{args.seeds} seeds x {args.cutoffs} cutoffs = {len(jobs)} models, {rows_trained} rows trained per "
           f"engine, batch {args.batch_size}, {args.epochs} epoch(s), torch threads {torch.get_num_threads()}, "
-          f"CUDA {'available' if torch.cuda.is_available() else 'not available'}")
+          f"at most {args.max_stack} models a stack, CUDA {'available' if torch.cuda.is_available() else 'not available'}")
     print(f"{'model':10s} {'solo rows/s':>12s} {'batched rows/s':>15s} {'ratio':>6s}  {'predict ckpt/s':>15s} "
           f"{'predict_many':>13s} {'ratio':>6s}  max |diff|")
     for name in args.models.split(","):
@@ -72,7 +73,8 @@ def main() -> None:
         modality = "image" if kind == "pixels" else "text"
         solo, t_solo = timed(lambda: [train_one(name, inputs, j.rows, targets, task, 2, cfg, j.seed, modality)
                                       for j in jobs])
-        many, t_many = timed(lambda: train_many(name, inputs, jobs, targets, task, 2, cfg, modality))
+        many, t_many = timed(lambda: train_many(name, inputs, jobs, targets, task, 2, cfg, modality,
+                                                          max_stack=args.max_stack))
         rows = np.arange(n)
         one, t_one = timed(lambda: [predict(m, inputs, rows) for m in many])
         together, t_together = timed(lambda: predict_many(many, inputs, rows))
@@ -86,7 +88,7 @@ def main() -> None:
             train_many(name, inputs, jobs[:2], targets, task, 2, cfg, modality, device="cuda")  # warm-up
             torch.cuda.synchronize()
             on_gpu, t_gpu = timed(lambda: train_many(name, inputs, jobs, targets, task, 2, cfg, modality,
-                                                     device="cuda"))
+                                                     max_stack=len(jobs), device="cuda"))
             gpu_diff = max(float(np.abs(predict(a, inputs, rows) - predict(b, inputs, rows)).max())
                            for a, b in zip(solo, on_gpu))
             print(f"{'':10s} batched on {torch.cuda.get_device_name()}: {rows_trained / t_gpu:.0f} rows/s, "
