@@ -156,17 +156,15 @@ def train_cumulative(name: str, inputs: Inputs, slices: np.ndarray, splits: np.n
             save(k, model)
 
 
-def train_roster(data, models: list[str], cfg: TrainParams | dict, models_dir: Path, engine: str | None = None) -> None:
+def train_roster(data, models: list[str], cfg: TrainParams | dict, models_dir: Path, train_all=None) -> None:
     """Every model of the roster, every seed: f_k for each trainable cutoff, saved under `models_dir`.
 
     The references are seed-independent (closed form): fitted once, the same checkpoint kept for every seed so
-    the evaluate stage averages seeds alike for every model. `engine` (default: train.engine, else "solo"):
-    "batched" trains every seed and cutoff of a model together (drift/engine.py), equal to "solo" to float
-    tolerance."""
+    the evaluate stage averages seeds alike for every model. `train_all`: None trains seed after seed, cutoff
+    after cutoff (train_cumulative); drift.engine.train_cumulative_many trains every seed and cutoff of a model
+    together, equal to it to float tolerance (passed in by the caller, so that this module never imports the
+    engine and every stage importing it does not depend on drift/engine.py)."""
     cfg = TrainParams.of(cfg)
-    engine = engine or getattr(cfg, "engine", "solo")
-    if engine not in ("solo", "batched"):
-        raise DriftError(f"unknown train.engine {engine!r}: valid: batched, solo")
     deterministic(cfg.threads)
     shutil.rmtree(models_dir, ignore_errors=True)
     targets = data.task.target_tensor(data.labels)
@@ -174,14 +172,11 @@ def train_roster(data, models: list[str], cfg: TrainParams | dict, models_dir: P
     for name in models:
         inputs = data.inputs(name)
         closed_form = model_info(name).family == "Reference"
-        if engine == "batched" and not closed_form:
-            from drift.engine import train_cumulative_many
-
+        if train_all is not None and not closed_form:
             def save_any(seed, k, model):
                 save_checkpoint(model, checkpoint_path(models_dir, name, seed, k))
-            train_cumulative_many(name, inputs, data.slices, data.splits, targets, data.manifest["slices"],
-                                  data.manifest["task"], len(data.manifest["label_names"]), cfg, seeds, save_any,
-                                  data.modality)
+            train_all(name, inputs, data.slices, data.splits, targets, data.manifest["slices"], data.manifest["task"],
+                      len(data.manifest["label_names"]), cfg, seeds, save_any, data.modality)
             continue
         for seed in seeds[:1] if closed_form else seeds:
             def save(k, model, seed=seed):

@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 from drift.checkpoints import build_model
-from drift.engine import Job, StackedAdam, engine_path, predict_many, train_many
+from drift.engine import Job, StackedAdam, engine_path, predict_many, train_cumulative_many, train_many
 from drift.evaluate import evaluate_model
 from drift.inputs import Inputs
 from drift.models import InputSpec, list_models
@@ -183,7 +183,7 @@ def test_train_roster_batched_equals_solo(tmp_path):
     data = TinyData(np.random.default_rng(5))
     cfg = dict(CFG, seeds=[0, 1])
     train_roster(data, ["ffn-s", "baseline-prior"], cfg, tmp_path / "solo")
-    train_roster(data, ["ffn-s", "baseline-prior"], cfg, tmp_path / "batched", engine="batched")
+    train_roster(data, ["ffn-s", "baseline-prior"], cfg, tmp_path / "batched", train_all=train_cumulative_many)
     solo = sorted(p.relative_to(tmp_path / "solo") for p in (tmp_path / "solo").rglob("*.pt"))
     assert solo == sorted(p.relative_to(tmp_path / "batched") for p in (tmp_path / "batched").rglob("*.pt"))
     assert len(solo) == 2 * 4 * 2
