@@ -48,12 +48,12 @@ def evaluate_model(data, name: str, models_dir, cache=None, counts: dict | None 
     A cell whose key (drift/cells.py: the checkpoint's bytes, the cell's rows, the metric, the code) is in `cache`
     is read from it; the others are computed and stored, estimates alike (their key adds the cutoff's source rows,
     and each cutoff's calibration is cached too). A checkpoint predicts each slice it still needs as a whole, in
-    the same batches whatever else is missing, so a cell has the same value whether it was computed with its row,
-    its column or the whole matrix. `counts` gains {computed, reused} (scored cells) and {estimates: {...}}."""
+    the same batches whatever else is missing (every checkpoint needing a slice runs over it together, each batch
+    read once), so a cell has the same value whether it was computed with its row, its column or the matrix. `counts` gains {computed, reused} (scored cells) and {estimates: {...}}."""
     from drift.cells import EVAL_CODE, CellCache, cell_key, code_version, file_digest, rows_digest
     from drift.checkpoints import list_checkpoints, load_checkpoint  # torch: the report reads from_json without it
     from drift.estimate import METHODS, calibrate, estimate_cell, source_rows
-    from drift.train import predict
+    from drift.train import predict_many
 
     cache = cache or CellCache(Path(tempfile.mkdtemp(prefix="drift-cells-")))
     counts = counts if counts is not None else {}
@@ -70,6 +70,7 @@ def evaluate_model(data, name: str, models_dir, cache=None, counts: dict | None 
     for seed, checkpoints in list_checkpoints(models_dir, name).items():
         matrix = np.full((k, k), np.nan)
         estimated = {m: np.full((k, k), np.nan) for m in methods}
+        plans = {}  # cutoff -> what is missing and which slices its checkpoint must predict
         for i, path in checkpoints.items():  # every trained cutoff has a row, even one whose slice has no test rows
             checkpoint = file_digest(path)
             source = source_rows(i, data.slices, data.splits, data.usable)
@@ -104,20 +105,30 @@ def evaluate_model(data, name: str, models_dir, cache=None, counts: dict | None 
             needed = {j for j, _, _ in missing + missing_estimates}
             if missing_estimates and not has_calibration:
                 needed |= {int(j) for j in np.unique(data.slices[source])}
-            model = load_checkpoint(name, inputs.spec(), data.n_outputs, task.name, path)
-            out = np.zeros((len(labels), data.n_outputs), np.float32)
-            for j in sorted(needed):
-                out[in_slice[j]] = predict(model, inputs, in_slice[j])
-            for j, rows, key in missing:
-                value = task.score(labels[rows], out[rows])
+            plans[i] = dict(path=path, source=source, missing=missing, missing_estimates=missing_estimates,
+                            calibration_key=calibration_key, calibration=calibration,
+                            has_calibration=has_calibration, needed=needed)
+        # every checkpoint that needs slice j runs over it together: each batch is read once for all of them
+        models = {i: load_checkpoint(name, inputs.spec(), data.n_outputs, task.name, plan["path"])
+                  for i, plan in plans.items()}
+        out = {i: np.zeros((len(labels), data.n_outputs), np.float32) for i in plans}
+        for j in sorted(set().union(*(plan["needed"] for plan in plans.values()))):
+            group = [i for i, plan in plans.items() if j in plan["needed"]]
+            for i, predicted in zip(group, predict_many([models[i] for i in group], inputs, in_slice[j])):
+                out[i][in_slice[j]] = predicted
+        for i, plan in plans.items():
+            for j, rows, key in plan["missing"]:
+                value = task.score(labels[rows], out[i][rows])
                 cache.put_cell(key, None if value is None else float(value))
                 counts["computed"] += 1
                 matrix[i, j] = np.nan if value is None else value
-            if missing_estimates and not has_calibration:
-                calibration = calibrate(task, out[source], labels[source])
-                cache.put_cell(calibration_key, calibration)
-            for j, rows, key in missing_estimates:
-                values = estimate_cell(task, calibration, out[rows]) if calibration is not None else {}
+            calibration = plan["calibration"]
+            if plan["missing_estimates"] and not plan["has_calibration"]:
+                source = plan["source"]
+                calibration = calibrate(task, out[i][source], labels[source])
+                cache.put_cell(plan["calibration_key"], calibration)
+            for j, rows, key in plan["missing_estimates"]:
+                values = estimate_cell(task, calibration, out[i][rows]) if calibration is not None else {}
                 cache.put_cell(key, values)
                 estimate_counts["computed"] += 1
                 for method, value in values.items():

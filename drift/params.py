@@ -327,6 +327,7 @@ class TrainParams(Section):
     weight_decay: Float = 0.01       # AdamW (text heads and probes)
     lr: LearningRate = Field(default_factory=lambda: {"default": LR_DEFAULT, "frozen": 0.01})
     threads: PositiveInt = 1         # fixed torch threads: bit-identical results
+    engine: Annotated[str, _choice("solo", "batched")] = "solo"  # batched: drift/engine.py, equal to float tolerance
     max_tokens: Optional[PositiveInt] = None  # the token heads' position tables; null: embed.max_length
     baselines: list[str] = ["baseline-prior", "baseline-linear"]
     models: Annotated[dict[str, list[str]], _known_keys(DATASET_PARAMS)] = {}  # dataset -> model names

@@ -15,7 +15,11 @@ def main(argv):
     params = load_params()
     validate(params, name)
     data = SliceData(params, name)
-    counts = train_roster(data, roster(params, name), params.train, data.paths["models"], CellCache(cache_dir(params)))
+    train_many = None
+    if params.train.engine == "batched":  # drift/engine.py: every seed and cutoff of a model stacked
+        from drift.engine import train_many
+    counts = train_roster(data, roster(params, name), params.train, data.paths["models"], CellCache(cache_dir(params)),
+                          train_many)
     write_json(data.paths["train_metrics"], {"dataset": name, **counts})
 
 

@@ -1,0 +1,226 @@
+"""drift.engine trains what train_one trains: every family of the registry, several models with different row
+counts (so different step counts) in one stack, compared parameter by parameter and prediction by prediction."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+from drift.checkpoints import build_model
+from drift.engine import Job, StackedAdam, engine_path, train_many
+from drift.cells import row_hashes
+from drift.evaluate import drift_matrix, evaluate_model, to_json
+from drift.inputs import Inputs
+from drift.models import InputSpec, list_models
+from drift.tasks import get_task
+from drift.train import deterministic, make_optimizer, predict, predict_many, train_one, train_roster
+
+N = 240
+CFG = dict(epochs=2, batch_size=16, lr=3e-3, weight_decay=0.05)
+# rows per model: 2, 5 and 7 steps an epoch, last batches of 8, 11 and 4 rows (a batch-norm step on 1 row would
+# amplify rounding beyond any tolerance, in either run)
+ROW_COUNTS = (24, 75, 100)
+
+
+def make_inputs(kind: str, rng) -> Inputs:
+    if kind == "pixels":
+        return Inputs("pixels", rng.integers(0, 256, (N, 3 * 8 * 8), dtype=np.uint8), image_shape=(3, 8, 8))
+    if kind == "pooled":
+        return Inputs("pooled", rng.normal(size=(N, 16)).astype(np.float32))
+    lengths = rng.integers(1, 15, N)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    return Inputs("tokens", rng.normal(size=(offsets[-1], 16)).astype(np.float16), offsets, max_tokens=16)
+
+
+def make_targets(task_name: str, rng) -> tuple[torch.Tensor, int]:
+    if task_name == "binary":
+        return torch.as_tensor(rng.integers(0, 2, N)), 2
+    if task_name == "regression":
+        return torch.as_tensor(rng.integers(1, 6, N).astype(np.float32)), 1
+    return torch.as_tensor(rng.integers(0, 2, (N, 3)).astype(np.float32)), 3
+
+
+def key_bias(name: str, tensor: torch.Tensor) -> slice | None:
+    """The key part of an attention's qkv bias: softmax ignores it (it adds the same q.b to every score), so its
+    true gradient is 0 and Adam turns each run's rounding noise into +-lr steps; the outputs never see it."""
+    return slice(len(tensor) // 3, 2 * len(tensor) // 3) if name.endswith("attn.qkv.bias") else None
+
+
+# every family of the registry, at S size, each task used on several families
+CASES = [("mlp-s", "binary"), ("cnn-s", "regression"), ("resnet-s", "multilabel"), ("vit-s", "binary"),
+         ("ffn-s", "regression"), ("textcnn-s", "multilabel"), ("tx-s", "regression"), ("bigru-s", "binary"),
+         ("probe-bert", "multilabel"), ("probe-dinov2-s", "binary")]
+
+
+@pytest.mark.parametrize("name,task_name", CASES)
+def test_engine_equals_train_one(name, task_name):
+    deterministic(1)
+    rng = np.random.default_rng(7)
+    kind = next(m.input for m in list_models() if m.name == name)
+    inputs = make_inputs(kind, rng)
+    targets, n_outputs = make_targets(task_name, rng)
+    task = get_task(task_name)
+    modality = "image" if kind == "pixels" or name == "probe-dinov2-s" else "text"
+    jobs = [Job(np.sort(rng.choice(N, n, replace=False)), seed) for seed, n in zip((11, 12, 13), ROW_COUNTS)]
+
+    solo = [train_one(name, inputs, j.rows, targets, task, n_outputs, CFG, j.seed, modality) for j in jobs]
+    many = train_many(name, inputs, jobs, targets, task, n_outputs, CFG, modality)
+
+    rows = np.arange(N)
+    for job, a, b in zip(jobs, solo, many):
+        assert not b.training
+        for (key, pa), pb in zip(a.state_dict().items(), b.state_dict().values()):
+            if not pa.is_floating_point():
+                assert torch.equal(pa, pb), key
+                continue
+            skip = key_bias(key, pa)
+            if skip is not None:
+                pa, pb = pa.clone(), pb.clone()
+                pa[skip] = pb[skip] = 0
+            # Adam moves every weight by about lr a step whatever its gradient's size, so a weight whose
+            # gradient is near 0 (a unit just off at a ReLU, a conv filter under batch norm) turns rounding
+            # into a visible part of a step: every weight within a tenth of one step, nearly all within 2e-5
+            diff = (pa - pb).abs()
+            assert diff.max() < CFG["lr"] / 10, f"{name} seed {job.seed}: {key} differs by {diff.max():.2e}"
+            far = int((diff > 2e-5 + 1e-4 * pa.abs()).sum())
+            assert far <= pa.numel() // 1000, f"{name} seed {job.seed}: {key}: {far} of {pa.numel()} differ"
+        np.testing.assert_allclose(predict(a, inputs, rows), predict(b, inputs, rows), rtol=1e-4, atol=2e-5)
+    # the models trained, each its own way: not the initial weights, not one another
+    torch.manual_seed(jobs[0].seed)
+    fresh = build_model(name, inputs.spec(), n_outputs, task_name)
+    moved = [(p - q).abs().max() for p, q in zip(many[0].parameters(), fresh.parameters())]
+    assert max(moved) > 1e-3
+    assert not np.allclose(predict(many[0], inputs, rows), predict(many[1], inputs, rows))
+
+
+def test_every_registry_model_has_a_path():
+    """Recurrent heads and the references go solo, every other family stacks; stated for the whole registry."""
+    paths = {}
+    for info in list_models():
+        spec = {"pixels": InputSpec("pixels", (3, 8, 8)), "tokens": InputSpec("tokens", (16,), max_tokens=16),
+                "pooled": InputSpec("pooled", (16,)), "auto": InputSpec("pooled", (16,))}[info.input]
+        model = build_model(info.name, spec, 2, "binary")
+        optimizer = None if info.family == "Reference" else make_optimizer(model, "text", {})
+        paths[info.name] = engine_path(model, optimizer)[0]
+    solo = {n for n, p in paths.items() if p == "solo"}
+    assert solo == {i.name for i in list_models() if i.family in ("Recurrent", "Reference")}
+    assert {"cnn-l", "resnet-m", "vit-l", "tx-l", "textcnn-l", "ffn-l", "probe-bert"} <= set(paths) - solo
+
+
+def test_dropout_goes_solo():
+    model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.1), nn.Linear(4, 1))
+    assert engine_path(model)[0] == "solo"
+    assert engine_path(nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.0)))[0] == "stacked"
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1)
+    assert engine_path(nn.Linear(4, 1), sgd)[0] == "solo"
+
+
+@pytest.mark.parametrize("kind", ["adam", "adam-l2", "adamw"])
+def test_stacked_adam_matches_torch(kind):
+    """Three models, each its own parameters and gradients; the stacked step against torch.optim per model,
+    the last model dropping out after 3 of 6 steps."""
+    torch.manual_seed(0)
+    shapes = [(5, 3), (3,), (2, 2, 2)]
+    models = [[torch.randn(s, requires_grad=True) for s in shapes] for _ in range(3)]
+    grads = [[[torch.randn(s) * 10 ** float(torch.randint(-6, 1, ())) for s in shapes] for _ in range(3)]
+             for _ in range(6)]
+    make = {"adam": lambda p: torch.optim.Adam(p, lr=0.01),
+            "adam-l2": lambda p: torch.optim.Adam(p, lr=0.01, weight_decay=0.1),
+            "adamw": lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1)}[kind]
+    flat = torch.stack([torch.cat([p.detach().reshape(-1) for p in m]) for m in models])
+    stacked = StackedAdam.like(make([torch.zeros(1, requires_grad=True)]), flat)
+    optimizers = [make(m) for m in models]
+    for step in range(6):
+        n_active = 3 if step < 3 else 2
+        for i in range(n_active):
+            for p, g in zip(models[i], grads[step][i]):
+                p.grad = g.clone()
+            optimizers[i].step()
+        grad = torch.stack([torch.cat([g.reshape(-1) for g in grads[step][i]]) for i in range(n_active)])
+        stacked.step(n_active, step + 1, grad)
+    for i in range(3):
+        torch.testing.assert_close(flat[i], torch.cat([p.detach().reshape(-1) for p in models[i]]),
+                                   rtol=1e-6, atol=1e-7)
+
+
+def test_predict_many_is_predict():
+    deterministic(1)
+    rng = np.random.default_rng(3)
+    for name, kind in (("tx-s", "tokens"), ("bigru-s", "tokens"), ("cnn-s", "pixels")):
+        inputs = make_inputs(kind, rng)
+        models = []
+        for seed in range(3):
+            torch.manual_seed(seed)
+            models.append(build_model(name, inputs.spec(), 2, "binary").eval())
+        rows = rng.permutation(N)[:150]
+        for model, out in zip(models, predict_many(models, inputs, rows, batch_size=32)):
+            assert np.array_equal(out, predict(model, inputs, rows, batch_size=32))
+
+
+class TinyData:
+    """What train_roster and evaluate_model read of a SliceData: four slices of synthetic token rows."""
+
+    def __init__(self, rng):
+        self.task = get_task("regression")
+        self.labels = rng.integers(1, 6, N).astype(np.float32).tolist()
+        self.slices = np.repeat(np.arange(4), N // 4)
+        self.splits = np.where(rng.random(N) < 0.7, "train", "test").astype(object)
+        self.manifest = {"slices": [{"index": i, "usable": True} for i in range(4)], "task": "regression",
+                         "label_names": ["rating"]}
+        self.row_hashes = row_hashes([f"key{i}" for i in range(N)], self.labels, self.splits)
+        self.usable = [True] * 4
+        self.modality = "text"
+        self.n_outputs = 1
+        self._inputs = {"tokens": make_inputs("tokens", rng), "pooled": make_inputs("pooled", rng)}
+
+    def inputs(self, name):
+        return self._inputs["pooled" if name.startswith("baseline") else "tokens"]
+
+    def usable_rows(self):
+        return np.arange(N)
+
+    def input_id(self, name):
+        return "pooled" if name.startswith("baseline") else "tokens"
+
+
+def test_train_roster_batched_equals_solo(tmp_path):
+    data = TinyData(np.random.default_rng(5))
+    cfg = dict(CFG, seeds=[0, 1])
+    solo_counts = train_roster(data, ["ffn-s", "baseline-prior"], cfg, tmp_path / "solo")
+    batched = train_roster(data, ["ffn-s", "baseline-prior"], cfg, tmp_path / "batched", train_many=train_many)
+    # ffn-s: 2 seeds x 4 cutoffs trained; the reference fitted once per cutoff, its seed-1 copies reused
+    assert solo_counts == batched == {"trained": 8 + 4, "reused": 4}
+    solo = sorted(p.relative_to(tmp_path / "solo") for p in (tmp_path / "solo").rglob("*.pt"))
+    assert solo == sorted(p.relative_to(tmp_path / "batched") for p in (tmp_path / "batched").rglob("*.pt"))
+    assert len(solo) == 2 * 4 * 2
+    for rel in solo:
+        a, b = torch.load(tmp_path / "solo" / rel), torch.load(tmp_path / "batched" / rel)
+        for key in a:
+            torch.testing.assert_close(a[key], b[key], rtol=1e-4, atol=2e-5)
+    # the evaluation, reading each batch once for every checkpoint that needs it, gives the matrices of the
+    # protocol computed one checkpoint at a time over every row (drift_matrix)
+    many, _ = evaluate_model(data, "ffn-s", tmp_path / "batched")
+    for seed in ("0", "1"):
+        outputs = {}
+        for k in range(4):
+            model = build_model("ffn-s", data.inputs("ffn-s").spec(), 1, "regression")
+            model.load_state_dict(torch.load(tmp_path / "batched" / "ffn-s" / f"seed{seed}" / f"cutoff{k:03d}.pt"))
+            outputs[k] = predict(model.eval(), data.inputs("ffn-s"), np.arange(N))
+        one = to_json(drift_matrix(outputs, np.array(data.labels), data.slices, data.splits, data.usable, data.task))
+        assert many[seed] == one
+
+
+def test_jobs_split_over_several_stacks():
+    """Five jobs, at most two models a stack: three stacks, every model still its train_one twin."""
+    deterministic(1)
+    rng = np.random.default_rng(9)
+    inputs = make_inputs("tokens", rng)
+    targets, n_outputs = make_targets("binary", rng)
+    task = get_task("binary")
+    jobs = [Job(np.sort(rng.choice(N, n, replace=False)), seed) for seed, n in enumerate((20, 90, 33, 60, 120))]
+    many = train_many("ffn-s", inputs, jobs, targets, task, n_outputs, CFG, max_stack=2)
+    rows = np.arange(N)
+    for job, model in zip(jobs, many):
+        solo = train_one("ffn-s", inputs, job.rows, targets, task, n_outputs, CFG, job.seed)
+        np.testing.assert_allclose(predict(model, inputs, rows), predict(solo, inputs, rows), rtol=1e-4, atol=2e-5)
