@@ -30,10 +30,12 @@ import numpy as np
 
 # the files whose code decides what training computes (models, inputs, losses, the loop) and what a cell scores
 DRIFT = Path(__file__).resolve().parent
-TRAIN_CODE = ["train.py", "engine.py", "checkpoints.py", "inputs.py", "features.py", "records.py", "tasks.py", "metrics.py",
+TRAIN_CODE = ["train.py", "engine.py", "checkpoints.py", "inputs.py", "features.py", "store.py", "records.py", "tasks.py",
+              "metrics.py",
               "models/__init__.py", "models/blocks.py", "models/image.py", "models/text.py", "models/probe.py",
               "models/reference.py"]
-EVAL_CODE = ["evaluate.py", "tasks.py", "metrics.py"]
+# a cell also runs the model's forward over inputs read by the same code as training, then scores (and estimates)
+EVAL_CODE = TRAIN_CODE + ["evaluate.py", "estimate.py", "slicing.py"]
 VERSION = 1  # bump to invalidate every cached checkpoint and cell at once
 
 
