@@ -26,6 +26,7 @@ def tiny_params() -> dict:
     params["embed"].update(max_length=32)
     params["report"]["saliency"]["synth-portraits"]["cells"] = [["2000", "2001"], ["2001", "2002"]]
     params["train"].update(epochs=1, models={"sotu": ["ffn-s", "probe-minilm"], "synth-portraits": ["mlp-s"]})
+    params["report"]["shift"].update(n=40, permutations=20, max_rows=100)  # the label-free part: small, not absent
     return params
 
 
