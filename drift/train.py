@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,8 @@ from drift.cells import TRAIN_CODE, CellCache, checkpoint_key, code_version, pla
 from drift.checkpoints import PixelStandardised, Standardised, build_model, checkpoint_path, save_checkpoint
 from drift.inputs import Inputs, length_bucketed_batches
 from drift.models import get_model_info
-from drift.params import TrainParams
+from drift.executor import check_reachable, run_tasks, workers
+from drift.params import ComputeParams, TrainParams
 from drift.progress import progress
 
 
@@ -115,24 +117,66 @@ def training_id(name: str, modality: str, cfg: TrainParams, inputs: Inputs) -> d
             "max_tokens": inputs.max_tokens, "threads": cfg.threads}
 
 
+@dataclass
+class TrainGroup:
+    """One task of the training grid: the cutoffs of one (model, seed) not in the checkpoint cache, [(k, key)].
+    Small when pickled: SliceData travels as its recipe (params, dataset, repository) and is rebuilt by the worker."""
+    data: object
+    name: str
+    seed: int
+    cfg: TrainParams
+    todo: list[tuple[int, str]]
+    cache_root: Path
+
+
+def cutoff_rows(data, k: int) -> np.ndarray:
+    """The training rows of f_k: the train split of every slice <= k."""
+    return np.flatnonzero((data.slices <= k) & (data.splits == "train"))
+
+
+def train_group(group: TrainGroup) -> list[str]:
+    """Train a group's cutoffs into the checkpoint cache (each written atomically); returns their keys. A cutoff
+    already there (a retried task: the dead attempt finished it) is not trained again. Runs in the stage's
+    process or in a Ray worker, with the same seeds and thread count: the same bytes either way."""
+    data, cfg = group.data, group.cfg
+    deterministic(cfg.threads)
+    inputs, targets = data.inputs(group.name), data.task.target_tensor(data.labels)
+    cache = CellCache(group.cache_root)
+    with progress(f"train {group.name} seed {group.seed}", total=len(group.todo) * cfg.epochs) as bar, \
+            tempfile.TemporaryDirectory(prefix="drift-train-") as tmp:
+        for k, key in group.todo:
+            if cache.checkpoint(key) is not None:
+                bar.advance(cfg.epochs)
+                continue
+            model = train_one(group.name, inputs, cutoff_rows(data, k), targets, data.task, data.n_outputs, cfg,
+                              group.seed * 100_003 + k, data.modality, bar)
+            # saved under its final file name: torch writes the name into the archive, so into the bytes
+            path = Path(tmp) / checkpoint_path(tmp, group.name, group.seed, k).name
+            save_checkpoint(model, path)
+            cache.put_checkpoint(key, path)
+    return [key for _, key in group.todo]
+
+
 def train_roster(data, models: list[str], cfg: TrainParams | dict, models_dir: Path, cache: CellCache | None = None,
-                 ) -> dict:
+                 compute: ComputeParams | dict | None = None) -> dict:
     """Every model of the roster, every seed: f_k for each trainable cutoff, saved under `models_dir`.
 
     A checkpoint whose key (drift/cells.py: model, seed, training rows, inputs, training parameters, code) is in
-    `cache` is copied from it, not trained; what is trained goes into the cache. The references are
-    seed-independent (closed form): their key leaves the seed out, so every seed after the first reuses the first's
-    fit and the evaluate stage averages seeds alike for every model. Returns the counts {trained, reused}."""
+    `cache` is copied from it, not trained; the others are trained into the cache, one task per (model, seed) on
+    the `compute` executor (drift/executor.py), then copied. The references are seed-independent (closed form):
+    their key leaves the seed out, so every seed after the first reuses the first's fit and the evaluate stage
+    averages seeds alike for every model. Returns the counts {trained, reused} and the executor and its workers."""
     cfg = TrainParams.of(cfg)
+    compute = ComputeParams.of(compute or {})
     deterministic(cfg.threads)
     shutil.rmtree(models_dir, ignore_errors=True)
     cache = cache or CellCache(Path(tempfile.mkdtemp(prefix="drift-cells-")))
-    targets = data.task.target_tensor(data.labels)
     code = code_version(TRAIN_CODE)
     cutoffs = trainable_cutoffs(data.manifest["slices"])
     counts = {"trained": 0, "reused": 0}
+    groups, scheduled, copies = [], set(), []  # copies: a reference's fit another seed's task computes
     for name in models:
-        inputs = data.inputs(name)
+        inputs = data.inputs(name)  # builds the feature files here, before any task reads them
         info = get_model_info(name)
         closed_form = info.family == "Reference"
         spec = f"{info!r}|{inputs.spec()!r}|{data.n_outputs}|{data.task.name}"
@@ -140,23 +184,24 @@ def train_roster(data, models: list[str], cfg: TrainParams | dict, models_dir: P
         for seed in cfg.seeds:
             todo = []
             for k in cutoffs:
-                rows = np.flatnonzero((data.slices <= k) & (data.splits == "train"))
-                key = checkpoint_key(spec, None if closed_form else seed, rows_digest(data.row_hashes, rows),
+                key = checkpoint_key(spec, None if closed_form else seed, rows_digest(data.row_hashes, cutoff_rows(data, k)),
                                      input_id, training, code)
-                target = checkpoint_path(models_dir, name, seed, k)
                 cached = cache.checkpoint(key)
-                if cached is not None:
-                    place(cached, target)
+                if cached is not None or key in scheduled:
+                    copies.append((key, checkpoint_path(models_dir, name, seed, k)))
                     counts["reused"] += 1
                 else:
-                    todo.append((k, key, rows, target))
-            if not todo:
-                continue
-            with progress(f"train {name} seed {seed}", total=len(todo) * cfg.epochs) as bar:
-                for k, key, rows, target in todo:
-                    model = train_one(name, inputs, rows, targets, data.task, data.n_outputs, cfg,
-                                      seed * 100_003 + k, data.modality, bar)
-                    save_checkpoint(model, target)
-                    cache.put_checkpoint(key, target)
-                    counts["trained"] += 1
-    return counts
+                    todo.append((k, key))
+                    scheduled.add(key)
+            if todo:
+                groups.append(TrainGroup(data, name, seed, cfg, todo, Path(cache.root).resolve()))
+    if groups:
+        cache.root.mkdir(parents=True, exist_ok=True)
+        check_reachable([cache.root, data.paths["slices"], data.paths["features"]], compute)
+    for group, keys in zip(groups, run_tasks(train_group, groups, compute)):
+        for (k, _), key in zip(group.todo, keys):
+            place(cache.checkpoint(key), checkpoint_path(models_dir, group.name, group.seed, k))
+            counts["trained"] += 1
+    for key, target in copies:
+        place(cache.checkpoint(key), target)
+    return {**counts, "executor": compute.executor, "workers": workers(compute) if groups else 0}

@@ -15,7 +15,8 @@ def main(argv):
     params = load_params()
     validate(params, name)
     data = SliceData(params, name)
-    counts = train_roster(data, roster(params, name), params.train, data.paths["models"], CellCache(cache_dir(params)))
+    counts = train_roster(data, roster(params, name), params.train, data.paths["models"], CellCache(cache_dir(params)),
+                          params.compute)
     write_json(data.paths["train_metrics"], {"dataset": name, **counts})
 
 
