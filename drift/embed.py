@@ -98,11 +98,13 @@ def embed_dataset(slice_path: Path, cfg: EmbedParams | dict, cache_dir: Path, en
 
 def executor_metrics(compute: ComputeParams, todo) -> dict:
     """Which executor computed the rows, and how many encoders ran at once (0: nothing was computed)."""
-    return {"executor": compute.executor, "workers": (compute.embed_actors if compute.executor == "ray" else 1) if todo else 0}
+    actors = compute.embed_actors if compute.executor == "ray" else 1
+    return {"executor": compute.executor, "workers": actors if todo else 0}
 
 
 def embed_pooled(slice_path: Path, encoder, cache_dir: Path, modality: str, chunk_rows: int = CHUNK_ROWS,
-                 cfg: EmbedParams | dict | None = None, compute: ComputeParams | dict | None = None) -> tuple[dict, dict]:
+                 cfg: EmbedParams | dict | None = None,
+                 compute: ComputeParams | dict | None = None) -> tuple[dict, dict]:
     """Pooled vectors only, for an encoder that feeds probes (any text encoder, or a vision encoder on the
     portraits); same store rules: content key + fingerprint, only missing keys, one commit per chunk. On the Ray
     executor the chunks go to a pool of actors, each building the encoder from `cfg` once."""
@@ -118,8 +120,8 @@ def embed_pooled(slice_path: Path, encoder, cache_dir: Path, modality: str, chun
     rows = table.take(pc.index_in(pa.array(todo, pa.string()), value_set=keys))
     label = f"embed {Path(slice_path).stem} with {encoder.spec.name}"
     if compute.executor == "ray" and todo:
-        chunks = [(rows.column("key").slice(start, chunk_rows).to_pylist(), payload_of(rows.slice(start, chunk_rows), payload))
-                  for start in range(0, len(todo), chunk_rows)]
+        parts = [rows.slice(start, chunk_rows) for start in range(0, len(todo), chunk_rows)]
+        chunks = [(part.column("key").to_pylist(), payload_of(part, payload)) for part in parts]
         on_actors(encoder, store, chunks, EmbedParams.of(cfg or {}), compute, label)
     else:
         encode_chunks(encoder, store, rows, payload, chunk_rows, label)

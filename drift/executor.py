@@ -101,7 +101,8 @@ def run_tasks(fn, items, compute: ComputeParams | dict | None) -> list:
         raise
     except ray.exceptions.WorkerCrashedError:
         raise DriftError(f"a Ray worker running {fn.__name__} died {RETRIES + 1} times: see the worker logs "
-                         "(`ray logs`); out of memory? raise compute.cpus_per_task to run fewer tasks per node") from None
+                         "(`ray logs`); out of memory? raise compute.cpus_per_task to run fewer tasks per node"
+                         ) from None
     except BaseException:  # an interrupt (DVC stopped, Ctrl-C): no task left running on the cluster
         for ref in refs:
             ray.cancel(ref, force=True)

@@ -184,8 +184,8 @@ def train_roster(data, models: list[str], cfg: TrainParams | dict, models_dir: P
         for seed in cfg.seeds:
             todo = []
             for k in cutoffs:
-                key = checkpoint_key(spec, None if closed_form else seed, rows_digest(data.row_hashes, cutoff_rows(data, k)),
-                                     input_id, training, code)
+                rows = rows_digest(data.row_hashes, cutoff_rows(data, k))
+                key = checkpoint_key(spec, None if closed_form else seed, rows, input_id, training, code)
                 cached = cache.checkpoint(key)
                 if cached is not None or key in scheduled:
                     copies.append((key, checkpoint_path(models_dir, name, seed, k)))

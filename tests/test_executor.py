@@ -151,7 +151,8 @@ def test_a_path_no_worker_sees_is_one_line_naming_it(cluster, tmp_path):
     from drift.executor import check_reachable
 
     check_reachable([tmp_path], {"executor": "ray"})
-    with pytest.raises(DriftError, match=f"{tmp_path / 'elsewhere'} is not visible from Ray node .*embed.cache_dir"):
+    missing = tmp_path / "elsewhere"
+    with pytest.raises(DriftError, match=f"{missing} is not visible from Ray node .*embed.cache_dir"):
         check_reachable([tmp_path, tmp_path / "elsewhere"], {"executor": "ray"})
 
 
