@@ -8,6 +8,7 @@ every finished chunk and resumes with the rest. The stage's DVC output is a smal
 from __future__ import annotations
 
 import hashlib
+import os
 import queue
 import threading
 import time
@@ -18,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from drift.records import table_images
-from drift.params import EmbedParams
+from drift.params import ComputeParams, EmbedParams
 from drift.progress import progress
 from drift.store import EmbeddingStore, read_slice_table
 
@@ -66,10 +67,12 @@ def store_manifest(encoder, store: EmbeddingStore, keys: pa.Array) -> dict:
             "keys_sha256": hashlib.sha256("\n".join(sorted(pc.unique(keys).to_pylist())).encode()).hexdigest()}
 
 
-def embed_dataset(slice_path: Path, cfg: EmbedParams | dict, cache_dir: Path, encoder=None) -> tuple[dict, dict]:
-    """Embed a text dataset's rows with embed.text_encoder; returns (manifest, metrics)."""
+def embed_dataset(slice_path: Path, cfg: EmbedParams | dict, cache_dir: Path, encoder=None,
+                  compute: ComputeParams | dict | None = None) -> tuple[dict, dict]:
+    """Embed a text dataset's rows with embed.text_encoder; returns (manifest, metrics). On the Ray executor
+    (params `compute`) the missing rows are encoded by a pool of actors (`compute_on_ray`)."""
     started = time.perf_counter()
-    cfg = EmbedParams.of(cfg)
+    cfg, compute = EmbedParams.of(cfg), ComputeParams.of(compute or {})
     table = read_slice_table(slice_path, columns=["key", "text"])
     keys = table.column("key").combine_chunks()
     encoder = encoder or text_encoder(cfg)
@@ -78,23 +81,35 @@ def embed_dataset(slice_path: Path, cfg: EmbedParams | dict, cache_dir: Path, en
                            fields=encoder.fingerprint())
     todo = store.missing(keys)
     texts = table.column("text").take(pc.index_in(pa.array(todo, pa.string()), value_set=keys)).to_pylist()
-    computed, tokens = compute_missing(encoder, store, todo, texts, cfg.chunk_rows,
-                                       f"embed {Path(slice_path).stem} with {encoder.spec.name}")
+    label = f"embed {Path(slice_path).stem} with {encoder.spec.name}"
+    if compute.executor == "ray" and todo:
+        computed, tokens = compute_on_ray(encoder, store, todo, texts, cfg, compute, label)
+    else:
+        computed, tokens = compute_missing(encoder, store, todo, texts, cfg.chunk_rows, label)
     compacted = store.maybe_compact() if computed else None
     unique = len(pc.unique(keys))
     manifest = store_manifest(encoder, store, keys)
     metrics = {"rows": len(keys), "unique": unique, "computed": computed, "cache_hits": unique - computed,
                "tokens": tokens, "batch_size": encoder.batch_size, "compacted": compacted is not None,
                "seconds": round(time.perf_counter() - started, 3), "encoder": encoder.spec.name,
-               "fingerprint": fingerprint[:16]}
+               "fingerprint": fingerprint[:16], **executor_metrics(compute, todo)}
     return manifest, metrics
 
 
-def embed_pooled(slice_path: Path, encoder, cache_dir: Path, modality: str,
-                 chunk_rows: int = CHUNK_ROWS) -> tuple[dict, dict]:
+def executor_metrics(compute: ComputeParams, todo) -> dict:
+    """Which executor computed the rows, and how many encoders ran at once (0: nothing was computed)."""
+    actors = compute.embed_actors if compute.executor == "ray" else 1
+    return {"executor": compute.executor, "workers": actors if todo else 0}
+
+
+def embed_pooled(slice_path: Path, encoder, cache_dir: Path, modality: str, chunk_rows: int = CHUNK_ROWS,
+                 cfg: EmbedParams | dict | None = None,
+                 compute: ComputeParams | dict | None = None) -> tuple[dict, dict]:
     """Pooled vectors only, for an encoder that feeds probes (any text encoder, or a vision encoder on the
-    portraits); same store rules: content key + fingerprint, only missing keys, one commit per chunk."""
+    portraits); same store rules: content key + fingerprint, only missing keys, one commit per chunk. On the Ray
+    executor the chunks go to a pool of actors, each building the encoder from `cfg` once."""
     started = time.perf_counter()
+    compute = ComputeParams.of(compute or {})
     payload = "text" if modality == "text" else "image"
     table = read_slice_table(slice_path, columns=["key", payload])
     keys = table.column("key").combine_chunks()
@@ -103,22 +118,38 @@ def embed_pooled(slice_path: Path, encoder, cache_dir: Path, modality: str,
                            fields=encoder.fingerprint())
     todo = store.missing(keys)
     rows = table.take(pc.index_in(pa.array(todo, pa.string()), value_set=keys))
-    with progress(f"embed {Path(slice_path).stem} with {encoder.spec.name}", total=len(todo)) as bar:
-        for start in range(0, len(todo), chunk_rows):
-            part = rows.slice(start, chunk_rows)
-            if payload == "text":
-                pooled = encoder.encode(part.column("text").to_pylist(), on_batch=bar.advance)[0]
-            else:
-                pooled = encoder.encode(np.ascontiguousarray(table_images(part)), on_batch=bar.advance)
-            store.append(part.column("key").to_pylist(), pooled)
+    label = f"embed {Path(slice_path).stem} with {encoder.spec.name}"
+    if compute.executor == "ray" and todo:
+        parts = [rows.slice(start, chunk_rows) for start in range(0, len(todo), chunk_rows)]
+        chunks = [(part.column("key").to_pylist(), payload_of(part, payload)) for part in parts]
+        on_actors(encoder, store, chunks, EmbedParams.of(cfg or {}), compute, label)
+    else:
+        encode_chunks(encoder, store, rows, payload, chunk_rows, label)
     compacted = store.maybe_compact() if todo else None
     unique = len(pc.unique(keys))
     manifest = {**store_manifest(encoder, store, keys), "with_tokens": False}
     metrics = {"rows": len(keys), "unique": unique, "computed": len(todo), "cache_hits": unique - len(todo),
                "batch_size": encoder.batch_size, "compacted": compacted is not None,
                "seconds": round(time.perf_counter() - started, 3), "encoder": encoder.spec.name,
-               "fingerprint": fingerprint[:16]}
+               "fingerprint": fingerprint[:16], **executor_metrics(compute, todo)}
     return manifest, metrics
+
+
+def payload_of(part: pa.Table, payload: str):
+    """What an encoder takes: the texts, or the images as uint8 [n, C, H, W]."""
+    if payload == "text":
+        return part.column("text").to_pylist()
+    return np.ascontiguousarray(table_images(part))
+
+
+def encode_chunks(encoder, store: EmbeddingStore, rows: pa.Table, payload: str, chunk_rows: int, label: str) -> None:
+    """Pooled vectors of `rows` in this process, one commit per chunk."""
+    with progress(label, total=rows.num_rows) as bar:
+        for start in range(0, rows.num_rows, chunk_rows):
+            part = rows.slice(start, chunk_rows)
+            pooled = encoder.encode(payload_of(part, payload), on_batch=bar.advance)
+            pooled = pooled[0] if isinstance(pooled, tuple) else pooled  # a text encoder: (pooled, tokens, lengths)
+            store.append(part.column("key").to_pylist(), pooled)
 
 
 def compute_missing(encoder, store: EmbeddingStore, keys: list[str], texts: list[str], chunk_rows: int = CHUNK_ROWS,
@@ -149,6 +180,69 @@ def compute_missing(encoder, store: EmbeddingStore, keys: list[str], texts: list
             computed += len(chunk)
             tokens += int(lengths.sum())
     return computed, tokens
+
+
+class EmbedActor:
+    """A Ray actor of the embed stage: its encoder is built once from the `embed` params, then each chunk it is
+    handed is encoded and committed to the store by the actor itself (one Lance commit per chunk; concurrent
+    appends are safe, the table is created under a file lock)."""
+
+    def __init__(self, name: str, cfg: EmbedParams, cache_dir: Path, fingerprint: str, dim: int, with_tokens: bool):
+        from drift.errors import DriftError
+
+        self.encoder = text_encoder(cfg) if with_tokens else embed_encoder(name, cfg)
+        if self.encoder.fingerprint_hash() != fingerprint:  # other weights on this node: never mix them in a table
+            raise DriftError(f"{name} on Ray node {os.uname().nodename} has fingerprint "
+                             f"{self.encoder.fingerprint_hash()[:16]}, the stage's is {fingerprint[:16]}: give every "
+                             "node the same weights (embed.weights on the shared filesystem, or the same HF cache)")
+        self.store = EmbeddingStore(cache_dir, name, fingerprint, dim, with_tokens, fields=self.encoder.fingerprint())
+        self.with_tokens = with_tokens
+
+    def run(self, keys: list[str], payload) -> tuple[int, int]:
+        """Encode and commit one chunk, minus the keys another writer committed meanwhile; (rows, tokens)."""
+        missing = set(self.store.missing(keys))
+        if len(missing) < len(keys):
+            keep = [i for i, key in enumerate(keys) if key in missing]
+            keys = [keys[i] for i in keep]
+            payload = [payload[i] for i in keep] if isinstance(payload, list) else payload[keep]
+        if not keys:
+            return 0, 0
+        if self.with_tokens:
+            pooled, flat, lengths = self.encoder.encode(payload)
+            self.store.append(keys, pooled, flat, lengths)
+            return len(keys), int(lengths.sum())
+        pooled = self.encoder.encode(payload)
+        self.store.append(keys, pooled[0] if isinstance(pooled, tuple) else pooled)
+        return len(keys), 0
+
+
+def on_actors(encoder, store: EmbeddingStore, chunks: list[tuple[list, object]], cfg: EmbedParams,
+              compute: ComputeParams, label: str) -> tuple[int, int]:
+    """Chunks [(keys, payload)] encoded and committed by compute.embed_actors Ray actors (drift/executor.py);
+    returns (rows, tokens) computed. The store's directory must be visible from every node."""
+    from drift.executor import check_reachable, map_actors
+
+    store.path.parent.mkdir(parents=True, exist_ok=True)
+    check_reachable([store.path.parent], compute)
+    args = (encoder.spec.name, cfg, store.path.parent.resolve(), store.fingerprint, store.dim, store.with_tokens)
+    sizes = iter([len(keys) for keys, _ in chunks])  # results come in the chunks' order
+    with progress(label, total=sum(len(keys) for keys, _ in chunks)) as bar:
+        done = map_actors(EmbedActor, args, chunks, compute, compute.embed_actors,
+                          on_result=lambda _: bar.advance(next(sizes)))
+    store.refresh()
+    return sum(n for n, _ in done), sum(t for _, t in done)
+
+
+def compute_on_ray(encoder, store: EmbeddingStore, keys: list[str], texts: list[str], cfg: EmbedParams,
+                   compute: ComputeParams, label: str) -> tuple[int, int]:
+    """compute_missing's chunks (the same order, longest first, and the same whole batches: the same vectors bit
+    for bit) encoded by a pool of Ray actors, each committing its own chunks. After a kill the missing rows are
+    whole chunks of that order, so a resumed run encodes exactly the batches the killed one would have."""
+    order = encoder.length_order(texts)
+    step = max(1, cfg.chunk_rows // encoder.batch_size) * encoder.batch_size
+    chunks = [([keys[i] for i in order[start:start + step]], [texts[i] for i in order[start:start + step]])
+              for start in range(0, len(order), step)]
+    return on_actors(encoder, store, chunks, cfg, compute, label)
 
 
 class Committer:
@@ -184,7 +278,8 @@ class Committer:
             raise self.error
 
 
-def embed_all(slice_path: Path, modality: str, cfg: EmbedParams | dict, cache_dir: Path) -> dict[str, tuple[dict, dict]]:
+def embed_all(slice_path: Path, modality: str, cfg: EmbedParams | dict, cache_dir: Path,
+              compute: ComputeParams | dict | None = None) -> dict[str, tuple[dict, dict]]:
     """Every encoder a dataset's run needs, {encoder: (manifest, metrics)}: for a text dataset the text encoder
     (token states for the heads, pooled vectors), and every encoder in `embed.encoders` of the dataset's modality
     (pooled vectors for its probe). An image dataset with no encoder gets none."""
@@ -193,9 +288,10 @@ def embed_all(slice_path: Path, modality: str, cfg: EmbedParams | dict, cache_di
     cfg = EmbedParams.of(cfg)
     results = {}
     if modality == "text":
-        results[cfg.text_encoder] = embed_dataset(slice_path, cfg, cache_dir)
+        results[cfg.text_encoder] = embed_dataset(slice_path, cfg, cache_dir, compute=compute)
     for name in cfg.encoders:
         if get_encoder_spec(name).modality != modality or name in results:
             continue
-        results[name] = embed_pooled(slice_path, embed_encoder(name, cfg), cache_dir, modality, cfg.chunk_rows)
+        results[name] = embed_pooled(slice_path, embed_encoder(name, cfg), cache_dir, modality, cfg.chunk_rows, cfg,
+                                     compute)
     return results

@@ -15,6 +15,7 @@ Layout (params.yaml's top level):
     embed               the frozen encoders
     train               cumulative training
     report              what the report stage draws beyond the matrices
+    compute             where the heavy work runs: this process, or a Ray cluster (drift/executor.py)
 
 An unknown key anywhere is a one-line DriftError naming it, its section and the closest valid names
 (`unknown parameter train.epoch: did you mean train.epochs? valid: baselines, batch_size, epochs, ...`); a wrong
@@ -333,6 +334,19 @@ class TrainParams(Section):
     models: Annotated[dict[str, list[str]], _known_keys(DATASET_PARAMS)] = {}  # dataset -> model names
 
 
+EXECUTORS = ("local", "ray")  # compute.executor
+
+
+class ComputeParams(Section):
+    """Where train, evaluate and embed run their heavy part (drift/executor.py): the same results either way."""
+    SECTION: ClassVar[str] = "compute"
+    executor: Annotated[str, _choice(*EXECUTORS)] = "local"  # local: in the stage's process; ray: Ray tasks
+    address: Optional[str] = None     # the Ray cluster to join; null: $RAY_ADDRESS, else a local cluster of this machine
+    cpus_per_task: Annotated[Float, Field(gt=0)] = 1.0  # CPUs each training / evaluation task and embed actor holds
+    gpus_per_task: Annotated[Float, Field(ge=0)] = 0.0  # GPUs each holds (fractional: 0.25 packs four on a GPU)
+    embed_actors: PositiveInt = 1     # encoders loaded at once by the embed stage, each fed chunks of rows
+
+
 class SaliencyGrid(Section):
     SECTION: ClassVar[str] = "report.saliency.<dataset>"
     models: Optional[list[str]] = None        # null: every image model of the roster
@@ -381,6 +395,7 @@ class Params(Section):
     embed: EmbedParams = Field(default_factory=EmbedParams)
     train: TrainParams = Field(default_factory=TrainParams)
     report: ReportParams = Field(default_factory=ReportParams)
+    compute: ComputeParams = Field(default_factory=ComputeParams)
 
     @classmethod
     def _before(cls, data: dict) -> dict:

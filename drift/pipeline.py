@@ -27,17 +27,18 @@ STAGES = {
         "inputs": ["records"], "params": ["${key}", "split"], "outs": ["slices", "slice_manifest"]},
     "embed": {
         "comment": "only its inputs, its code and the embed params: a head, seed or epoch change never runs an encoder",
-        "extra": ["requirements.lock"], "inputs": ["slice_manifest"], "params": ["embed"],
+        "extra": ["requirements.lock"], "inputs": ["slice_manifest"], "params": ["embed", "compute"],
         "outs_uncached": ["embeddings"], "outs_persist": ["features"]},
     "train": {
         "extra": ["requirements.lock"], "inputs": ["slice_manifest", "embeddings"],
         "params": ["train.epochs", "train.seeds", "train.batch_size", "train.weight_decay", "train.lr",
                    "train.threads", "train.engine", "train.max_tokens", "train.baselines", "embed.max_length",
-                   "train.models.${key}"],
+                   "train.models.${key}", "compute"],
         "outs": ["models"], "metrics": ["train_metrics"]},
     "evaluate": {
         "extra": ["requirements.lock"], "inputs": ["models", "slice_manifest", "embeddings"],
-        "params": ["train.threads", "train.max_tokens", "train.baselines", "embed.max_length", "train.models.${key}"],
+        "params": ["train.threads", "train.max_tokens", "train.baselines", "embed.max_length", "train.models.${key}",
+                   "compute"],
         "outs": ["eval"], "metrics": ["eval_metrics"]},
     "report": {
         "extra": ["requirements.lock"], "inputs": ["eval", "models", "slice_manifest", "embeddings"],

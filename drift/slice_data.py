@@ -4,6 +4,7 @@ feature files (drift/features.py; built here if the embed stage has not written 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 
@@ -27,9 +28,11 @@ def embedding_manifests(path) -> dict[str, dict]:
 
 
 class SliceData:
-    def __init__(self, params, name: str):
-        """`params`: drift.params.Params (drift.params.load_params), or a params.yaml document."""
-        p = self.paths = require(name, "slice_manifest", "embeddings")
+    def __init__(self, params, name: str, root: str | Path = "."):
+        """`params`: drift.params.Params (drift.params.load_params), or a params.yaml document; `root`: the
+        repository (the working directory of a stage)."""
+        self.root = Path(root).resolve()
+        p = self.paths = require(name, "slice_manifest", "embeddings", root=self.root)
         self.name, self.params = name, as_params(params)
         self.manifest = read_slice_manifest(p["slices"])
         self.task = get_task(self.manifest["task"])
@@ -46,6 +49,15 @@ class SliceData:
         self.encoders = embedding_manifests(p["embeddings"])
         self._inputs: dict[tuple, Inputs] = {}
         self._row_hashes = None
+
+    def __reduce__(self):
+        """Pickled as its recipe (params, name, repository), not its arrays: a Ray task rebuilds it on the worker,
+        which reads the same files (drift/executor.py checks that it can)."""
+        return SliceData, (self.params, self.name, self.root)
+
+    def store_dir(self) -> Path:
+        """The embedding store's directory (embed.cache_dir relative to the repository, not the process)."""
+        return self.root / cache_dir(self.params)
 
     @property
     def row_hashes(self) -> np.ndarray:
@@ -92,7 +104,7 @@ class SliceData:
                                      f"compute: run `dvc repro embed@{self.name}`")
                 manifest = self.encoders[encoder]
             path = ensure_features(kind, self.slice_path, self.table.column("key"), self.paths["features"], manifest,
-                                   cache_dir(self.params), self.keys_sha256)
+                                   self.store_dir(), self.keys_sha256)
             max_tokens = self.params.train.max_tokens or self.params.embed.max_length
             self._inputs[kind, encoder] = open_inputs(kind, path, max_tokens=max_tokens)
         return self._inputs[kind, encoder]

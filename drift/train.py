@@ -20,7 +20,8 @@ from drift.cells import TRAIN_CODE, CellCache, checkpoint_key, code_version, pla
 from drift.checkpoints import PixelStandardised, Standardised, build_model, checkpoint_path, save_checkpoint
 from drift.inputs import Inputs, length_bucketed_batches
 from drift.models import get_model_info
-from drift.params import TrainParams
+from drift.executor import check_reachable, run_tasks, workers
+from drift.params import ComputeParams, TrainParams
 from drift.progress import progress
 
 
@@ -145,66 +146,104 @@ class Job:
     seed: int
 
 
+def cutoff_rows(data, k: int) -> np.ndarray:
+    """The training rows of f_k: the train split of every slice <= k."""
+    return np.flatnonzero((data.slices <= k) & (data.splits == "train"))
+
+
+@dataclass
+class TrainGroup:
+    """One task of the training grid: checkpoints of one model not in the cache, [(seed, k, key)]: one seed's
+    cutoffs, or every seed's when the batched engine stacks them (`train_many`). Small when pickled: SliceData
+    travels as its recipe (params, dataset, repository) and is rebuilt by a Ray worker."""
+    data: object
+    name: str
+    todo: list[tuple[int, int, str]]
+    cfg: TrainParams
+    cache_root: Path
+    train_many: object = None
+
+
+def train_group(group: TrainGroup) -> list[str]:
+    """Train a group's checkpoints into the checkpoint cache (each written atomically); returns their keys. One
+    already there (a retried task: the dead attempt finished it) is not trained again. Runs in the stage's process
+    or in a Ray worker, with the same seeds and thread count: the same bytes either way."""
+    data, cfg, name = group.data, group.cfg, group.name
+    deterministic(cfg.threads)
+    cache = CellCache(group.cache_root)
+    todo = [(seed, k, key) for seed, k, key in group.todo if cache.checkpoint(key) is None]
+    if todo:
+        inputs, targets = data.inputs(name), data.task.target_tensor(data.labels)
+        jobs = [Job(cutoff_rows(data, k), seed * 100_003 + k) for seed, k, _ in todo]
+        seeds = ",".join(str(s) for s in dict.fromkeys(seed for seed, _, _ in todo))
+        with progress(f"train {name} seed {seeds}", total=len(jobs) * cfg.epochs) as bar, \
+                tempfile.TemporaryDirectory(prefix="drift-train-") as tmp:
+            if group.train_many is not None:
+                trained = group.train_many(name, inputs, jobs, targets, data.task, data.n_outputs, cfg,
+                                           data.modality, bar)
+            else:
+                trained = (train_one(name, inputs, job.rows, targets, data.task, data.n_outputs, cfg, job.seed,
+                                     data.modality, bar) for job in jobs)
+            for (seed, k, key), model in zip(todo, trained):
+                # saved under its final file name: torch writes the name into the archive, so into the bytes
+                path = Path(tmp) / checkpoint_path(tmp, name, seed, k).name
+                save_checkpoint(model, path)
+                cache.put_checkpoint(key, path)
+    return [key for _, _, key in group.todo]
+
+
 def train_roster(data, models: list[str], cfg: TrainParams | dict, models_dir: Path, cache: CellCache | None = None,
-                 train_many=None) -> dict:
+                 compute: ComputeParams | dict | None = None, train_many=None) -> dict:
     """Every model of the roster, every seed: f_k for each trainable cutoff, saved under `models_dir`.
 
     A checkpoint whose key (drift/cells.py: model, seed, training rows, inputs, training parameters, code) is in
-    `cache` is copied from it, not trained; what is trained goes into the cache. The references are
-    seed-independent (closed form): their key leaves the seed out, so every seed after the first reuses the first's
-    fit and the evaluate stage averages seeds alike for every model. Returns the counts {trained, reused}.
-
-    `train_many` (drift.engine.train_many, passed by the train stage when train.engine is "batched", so this
-    module never imports the engine) trains every checkpoint of a model that is not cached, all seeds and cutoffs
-    at once, equal to train_one to float tolerance; None trains them one by one."""
+    `cache` is copied from it, not trained; the others are trained into the cache, one task per (model, seed) on
+    the `compute` executor (drift/executor.py), then copied. `train_many` (drift.engine.train_many, passed by the
+    train stage when train.engine is "batched", so this module never imports the engine) trains all of a model's
+    missing checkpoints, every seed and cutoff, as one task of stacked computations, equal to train_one to float
+    tolerance. The references are seed-independent (closed form): their key leaves the seed out, so every seed
+    after the first reuses the first's fit and the evaluate stage averages seeds alike for every model. Returns the
+    counts {trained, reused} and the executor and its workers."""
     cfg = TrainParams.of(cfg)
+    compute = ComputeParams.of(compute or {})
     deterministic(cfg.threads)
     shutil.rmtree(models_dir, ignore_errors=True)
     cache = cache or CellCache(Path(tempfile.mkdtemp(prefix="drift-cells-")))
-    targets = data.task.target_tensor(data.labels)
     code = code_version(TRAIN_CODE)
     cutoffs = trainable_cutoffs(data.manifest["slices"])
     counts = {"trained": 0, "reused": 0}
+    groups, scheduled, copies = [], set(), []  # copies: checkpoints in the cache, or a fit another seed computes
     for name in models:
-        inputs = data.inputs(name)
+        inputs = data.inputs(name)  # builds the feature files here, before any task reads them
         info = get_model_info(name)
         closed_form = info.family == "Reference"
         spec = f"{info!r}|{inputs.spec()!r}|{data.n_outputs}|{data.task.name}"
         training, input_id = training_id(name, data.modality, cfg, inputs), data.input_id(name)
-        todo = []  # (seed, k, key, rows, target) of every checkpoint no run has trained yet
+        batched = train_many is not None and not closed_form
+        model_todo = []
         for seed in cfg.seeds:
+            todo = []
             for k in cutoffs:
-                rows = np.flatnonzero((data.slices <= k) & (data.splits == "train"))
-                key = checkpoint_key(spec, None if closed_form else seed, rows_digest(data.row_hashes, rows),
-                                     input_id, training, code)
-                target = checkpoint_path(models_dir, name, seed, k)
-                cached = cache.checkpoint(key)
-                if cached is None and closed_form and any(t[2] == key for t in todo):
-                    continue  # a later seed of a reference: placed from the first seed's fit below
-                if cached is not None:
-                    place(cached, target)
+                rows = rows_digest(data.row_hashes, cutoff_rows(data, k))
+                key = checkpoint_key(spec, None if closed_form else seed, rows, input_id, training, code)
+                if cache.checkpoint(key) is not None or key in scheduled:
+                    copies.append((key, checkpoint_path(models_dir, name, seed, k)))
                     counts["reused"] += 1
                 else:
-                    todo.append((seed, k, key, rows, target))
-        if todo:
-            jobs = [Job(rows, seed * 100_003 + k) for seed, k, _, rows, _ in todo]
-            with progress(f"train {name} seeds {','.join(str(s) for s in cfg.seeds)}",
-                          total=len(jobs) * cfg.epochs) as bar:
-                if train_many is not None and not closed_form:
-                    trained = train_many(name, inputs, jobs, targets, data.task, data.n_outputs, cfg, data.modality, bar)
-                else:
-                    trained = (train_one(name, inputs, job.rows, targets, data.task, data.n_outputs, cfg, job.seed,
-                                         data.modality, bar) for job in jobs)
-                for (seed, k, key, rows, target), model in zip(todo, trained):
-                    save_checkpoint(model, target)
-                    cache.put_checkpoint(key, target)
-                    counts["trained"] += 1
-        if closed_form:  # every seed holds the same fit (its key has no seed)
-            for seed in cfg.seeds:
-                for k in cutoffs:
-                    target = checkpoint_path(models_dir, name, seed, k)
-                    if not target.exists():
-                        place(checkpoint_path(models_dir, name, cfg.seeds[0], k), target)
-                        counts["reused"] += 1
-    return counts
-
+                    todo.append((seed, k, key))
+                    scheduled.add(key)
+            if todo and not batched:
+                groups.append(TrainGroup(data, name, todo, cfg, Path(cache.root).resolve()))
+            model_todo += todo
+        if model_todo and batched:
+            groups.append(TrainGroup(data, name, model_todo, cfg, Path(cache.root).resolve(), train_many))
+    if groups:
+        cache.root.mkdir(parents=True, exist_ok=True)
+        check_reachable([cache.root, data.paths["slices"], data.paths["features"]], compute)
+    for group, keys in zip(groups, run_tasks(train_group, groups, compute)):
+        for (seed, k, _), key in zip(group.todo, keys):
+            place(cache.checkpoint(key), checkpoint_path(models_dir, group.name, seed, k))
+            counts["trained"] += 1
+    for key, target in copies:
+        place(cache.checkpoint(key), target)
+    return {**counts, "executor": compute.executor, "workers": workers(compute) if groups else 0}

@@ -18,7 +18,7 @@ def main(argv):
     p = require(name, "slice_manifest")
     store = cache_dir(params)
     modality = read_slice_manifest(p["slices"])["modality"]
-    results = embed_all(p["slices"], modality, params.embed, store)
+    results = embed_all(p["slices"], modality, params.embed, store, params.compute)
     manifests = {enc: manifest for enc, (manifest, _) in results.items()}
     write_json(p["embeddings"], {"encoders": manifests})
     # the model inputs as files train and evaluate read batch by batch (rebuilt only when rows or store change)

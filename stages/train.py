@@ -19,7 +19,7 @@ def main(argv):
     if params.train.engine == "batched":  # drift/engine.py: every seed and cutoff of a model stacked
         from drift.engine import train_many
     counts = train_roster(data, roster(params, name), params.train, data.paths["models"], CellCache(cache_dir(params)),
-                          train_many)
+                          params.compute, train_many)
     write_json(data.paths["train_metrics"], {"dataset": name, **counts})
 
 

@@ -71,7 +71,8 @@ def test_the_training_code_list_covers_what_training_imports():
     root = cells.DRIFT.parent
     needed = set(import_closure(root / "drift/train.py", root)) - {"drift/train.py"}
     ignored = {"drift/__init__.py", "drift/errors.py", "drift/params.py", "drift/progress.py", "drift/cells.py",
-               "drift/encoders/__init__.py", "drift/encoders/registry.py", "drift/paths.py"}
+               "drift/encoders/__init__.py", "drift/encoders/registry.py", "drift/paths.py",
+               "drift/executor.py"}  # where tasks run, not what they compute (tests/test_executor.py: same bytes)
     listed = {f"drift/{name}" for name in cells.TRAIN_CODE}
     assert needed - ignored <= listed, needed - ignored - listed
 
@@ -90,7 +91,8 @@ def test_only_new_checkpoints_and_cells_are_computed(project):
     usable = [s["index"] for s in manifest["slices"] if s["usable"]]
     cells_per_model = sum(1 for i in range(len(manifest["slices"])) if manifest["slices"][i]["trainable"]
                           for j in usable)  # every trained row x every usable column (all have test rows here)
-    assert counts(repo, "train") == {"dataset": "sotu", "trained": 3 * cutoffs, "reused": 0}  # ffn-s + 2 references
+    assert counts(repo, "train") == {"dataset": "sotu", "trained": 3 * cutoffs, "reused": 0,  # ffn-s + 2 references
+                                     "executor": "local", "workers": 1}
     assert counts(repo, "evaluate")["computed"] == 3 * cells_per_model and counts(repo, "evaluate")["reused"] == 0
     # the label-free estimates of the same cells (binary task: ATC and DoC), cached alike
     assert counts(repo, "evaluate")["estimates"] == {"computed": 3 * cells_per_model, "reused": 0}

@@ -2,6 +2,8 @@
 counts (so different step counts) in one stack, compared parameter by parameter and prediction by prediction."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -10,7 +12,8 @@ import torch.nn as nn
 from drift.checkpoints import build_model
 from drift.engine import Job, StackedAdam, engine_path, train_many
 from drift.cells import row_hashes
-from drift.evaluate import drift_matrix, evaluate_model, to_json
+from drift.checkpoints import list_checkpoints
+from drift.evaluate import EvalJob, drift_matrix, evaluate_seed, to_json
 from drift.inputs import Inputs
 from drift.models import InputSpec, list_models
 from drift.tasks import get_task
@@ -159,7 +162,7 @@ def test_predict_many_is_predict():
 
 
 class TinyData:
-    """What train_roster and evaluate_model read of a SliceData: four slices of synthetic token rows."""
+    """What train_roster and evaluate_seed read of a SliceData: four slices of synthetic token rows."""
 
     def __init__(self, rng):
         self.task = get_task("regression")
@@ -169,6 +172,7 @@ class TinyData:
         self.manifest = {"slices": [{"index": i, "usable": True} for i in range(4)], "task": "regression",
                          "label_names": ["rating"]}
         self.row_hashes = row_hashes([f"key{i}" for i in range(N)], self.labels, self.splits)
+        self.paths = {"slices": Path("."), "features": Path(".")}  # what the executor checks workers can see
         self.usable = [True] * 4
         self.modality = "text"
         self.n_outputs = 1
@@ -190,7 +194,7 @@ def test_train_roster_batched_equals_solo(tmp_path):
     solo_counts = train_roster(data, ["ffn-s", "baseline-prior"], cfg, tmp_path / "solo")
     batched = train_roster(data, ["ffn-s", "baseline-prior"], cfg, tmp_path / "batched", train_many=train_many)
     # ffn-s: 2 seeds x 4 cutoffs trained; the reference fitted once per cutoff, its seed-1 copies reused
-    assert solo_counts == batched == {"trained": 8 + 4, "reused": 4}
+    assert solo_counts == batched == {"trained": 8 + 4, "reused": 4, "executor": "local", "workers": 1}
     solo = sorted(p.relative_to(tmp_path / "solo") for p in (tmp_path / "solo").rglob("*.pt"))
     assert solo == sorted(p.relative_to(tmp_path / "batched") for p in (tmp_path / "batched").rglob("*.pt"))
     assert len(solo) == 2 * 4 * 2
@@ -200,15 +204,16 @@ def test_train_roster_batched_equals_solo(tmp_path):
             torch.testing.assert_close(a[key], b[key], rtol=1e-4, atol=2e-5)
     # the evaluation, reading each batch once for every checkpoint that needs it, gives the matrices of the
     # protocol computed one checkpoint at a time over every row (drift_matrix)
-    many, _ = evaluate_model(data, "ffn-s", tmp_path / "batched")
+    checkpoints = list_checkpoints(tmp_path / "batched", "ffn-s")
     for seed in ("0", "1"):
+        many, _, _ = evaluate_seed(EvalJob(data, "ffn-s", int(seed), checkpoints[int(seed)], tmp_path / "cells", 1))
         outputs = {}
         for k in range(4):
             model = build_model("ffn-s", data.inputs("ffn-s").spec(), 1, "regression")
             model.load_state_dict(torch.load(tmp_path / "batched" / "ffn-s" / f"seed{seed}" / f"cutoff{k:03d}.pt"))
             outputs[k] = predict(model.eval(), data.inputs("ffn-s"), np.arange(N))
         one = to_json(drift_matrix(outputs, np.array(data.labels), data.slices, data.splits, data.usable, data.task))
-        assert many[seed] == one
+        assert many == one
 
 
 def test_jobs_split_over_several_stacks():

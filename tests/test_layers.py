@@ -20,7 +20,7 @@ LAYERS = {
     "base": ["errors", "progress", "environment", "paths", "stage"],
     "schema": ["encoders.registry", "encoders", "params", "presets", "metrics", "tasks"],
     "data": ["ledger", "records", "store", "slicing", "datasets", "datasets.*", "ingest", "fetch"],
-    "compute": ["encoders.*", "embed", "models", "models.*", "checkpoints", "inputs", "features", "engine",
+    "compute": ["executor", "encoders.*", "embed", "models", "models.*", "checkpoints", "inputs", "features", "engine",
                 "cells", "slice_data", "estimate", "train", "evaluate", "plan"],
     "analysis": ["summary", "plots", "saliency", "report", "results", "policy", "html_report", "shift", "novelty"],
     "top": ["validate", "roster", "pipeline", "cli", "cli.*"],

@@ -1,0 +1,110 @@
+"""Ray executor benchmark: every figure is a ratio of two timings taken in the same run, on the same project.
+
+1. train + evaluate (the stages' own main(), as `dvc repro` runs them) with compute.executor local vs ray, from
+   an empty checkpoint and cell cache each time: Ray's overhead (task dispatch, SliceData rebuilt in each task,
+   workers importing torch); target <= 15%. The local cluster's start, paid once per stage process under
+   `dvc repro` unless the stages join a running cluster (compute.address / $RAY_ADDRESS), is timed apart.
+2. the training grid alone on Ray with 1 vs 2 workers (compute.cpus_per_task 2 vs 1 on this machine's cluster).
+Ray's first run (workers starting, importing torch) and its best of --repeats are shown apart; the outputs of every run are compared with the local run's, byte for byte.
+
+    python bench/bench_ray.py                    # the tiny project (tests/conftest.py tiny_params), ~2 min on 2 cores
+    python bench/bench_ray.py --preset default   # params.yaml as shipped (5 epochs, the full rosters)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from conftest import make_project, only, repro_in_process, tiny_params  # noqa: E402
+
+
+def outputs(repo: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(repo)): p.read_bytes()
+            for folder in ("data/models", "data/eval") for p in sorted((repo / folder).rglob("*")) if p.is_file()}
+
+
+def timed_run(repo: Path, params: dict, cache: Path, datasets, stages, compute: dict,
+              repeats: int) -> tuple[float, dict]:
+    """Seconds of the stages on each repeat, each from an empty checkpoint and cell cache; the last outputs."""
+    params = {**params, "compute": compute}
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    seconds = []
+    for _ in range(repeats):
+        for kind in ("checkpoints", "cells"):
+            shutil.rmtree(cache / kind, ignore_errors=True)
+        start = time.perf_counter()
+        repro_in_process(repo, *datasets, stages=stages)
+        seconds.append(time.perf_counter() - start)
+    return seconds, outputs(repo)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", choices=["tiny", "default"], default="tiny")
+    parser.add_argument("--datasets", nargs="+", default=["synth-portraits", "sotu"])
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+    params = tiny_params() if args.preset == "tiny" else yaml.safe_load((ROOT / "params.yaml").read_text())
+    params = only(params, *args.datasets)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-ray-"))
+    cache = tmp / "cache"
+    try:
+        repo = make_project(tmp / "repo", params, cache)
+        params = yaml.safe_load((repo / "params.yaml").read_text())  # with the cache_dir make_project set
+        repro_in_process(repo, *args.datasets, stages=("ingest", "slice", "embed"))
+
+        both = ("train", "evaluate")
+        local_s, reference = timed_run(repo, params, cache, args.datasets, both, {"executor": "local"}, args.repeats)
+
+        import ray
+
+        from drift.executor import connect, workers
+        start = time.perf_counter()
+        connect({"executor": "ray"})  # a local cluster sized to this machine, as a stage without an address starts
+        cluster_s = time.perf_counter() - start
+        ray_s, got = timed_run(repo, params, cache, args.datasets, both, {"executor": "ray"}, args.repeats)
+        assert got == reference, "ray's outputs differ from local's"
+
+        n = workers({"executor": "ray"})
+        one_s, got_one = timed_run(repo, params, cache, args.datasets, ("train",),
+                                   {"executor": "ray", "cpus_per_task": float(n)}, args.repeats)
+        all_s, got_all = timed_run(repo, params, cache, args.datasets, ("train",),
+                                   {"executor": "ray", "cpus_per_task": 1.0}, args.repeats)
+        assert got_one == got_all
+        trained = {ds: json.loads((repo / f"metrics/train/{ds}.json").read_text())["trained"] for ds in args.datasets}
+        ray.shutdown()
+        local, first, warm = min(local_s), ray_s[0], min(ray_s)
+        result = {
+            "preset": args.preset, "datasets": args.datasets, "cpus": os.cpu_count(), "repeats": args.repeats,
+            "checkpoints_trained": trained,
+            "train_evaluate": {
+                "local_s": round(local, 2), "ray_first_s": round(first, 2), "ray_best_s": round(warm, 2),
+                "ray_overhead_first": round(first / local - 1, 3),  # workers start and import torch
+                "ray_overhead_best": round(warm / local - 1, 3),    # workers already up
+                "cluster_start_s": round(cluster_s, 2),  # once per stage process without compute.address
+                "ray_overhead_first_with_cluster_starts": round((first + 2 * cluster_s) / local - 1, 3),
+                "identical_outputs": True},
+            "train_grid": {"workers_1_s": round(min(one_s), 2), f"workers_{n}_s": round(min(all_s), 2),
+                           "speedup": round(min(one_s) / min(all_s), 2), "identical_outputs": True},
+        }
+        print(json.dumps(result, indent=2))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
