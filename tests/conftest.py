@@ -64,6 +64,24 @@ def make_project(path: Path, params: dict, cache_dir: Path) -> Path:
     return path
 
 
+def drift_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """The `drift` command in this process (Typer's runner), answered like a finished process: returncode,
+    stdout, stderr apart. No Python start per call; tests/test_report.py checks the console script itself once."""
+    from typer.testing import CliRunner
+
+    from drift.cli import app
+
+    old = os.getcwd()
+    os.chdir(cwd or old)
+    try:
+        result = CliRunner().invoke(app, [str(a) for a in args])
+    finally:
+        os.chdir(old)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
+
+
 STAGES = ("ingest", "slice", "embed", "train", "evaluate", "report")
 
 

@@ -85,7 +85,7 @@ def test_only_new_checkpoints_and_cells_are_computed(project):
     params = only(tiny_params(), "sotu")
     params["train"]["models"] = {"sotu": ["ffn-s"]}
     repo = project(params)
-    run(["dvc", "repro"], repo)
+    run(["dvc", "repro", "evaluate@sotu"], repo)  # the counts are train's and evaluate's: no report needed
     manifest = json.loads((repo / "data/slices/sotu.json").read_text())
     cutoffs = sum(s["trainable"] for s in manifest["slices"])
     usable = [s["index"] for s in manifest["slices"] if s["usable"]]
@@ -100,14 +100,14 @@ def test_only_new_checkpoints_and_cells_are_computed(project):
     run(["git", "commit", "-qm", "base"], repo)
 
     # one more model: only its cutoffs train, only its cells are scored
-    run(["dvc", "exp", "run", "-S", "train.models.sotu=[ffn-s,tx-s]"], repo)
+    run(["dvc", "exp", "run", "-S", "train.models.sotu=[ffn-s,tx-s]", "evaluate@sotu"], repo)
     assert counts(repo, "train")["trained"] == cutoffs and counts(repo, "train")["reused"] == 3 * cutoffs
     assert (counts(repo, "evaluate")["computed"], counts(repo, "evaluate")["reused"]) == (cells_per_model,
                                                                                       3 * cells_per_model)
     assert counts(repo, "evaluate")["estimates"] == {"computed": cells_per_model, "reused": 3 * cells_per_model}
 
     # one more seed: only that seed of the trained heads; the references' fit ignores the seed
-    run(["dvc", "exp", "run", "-S", "train.models.sotu=[ffn-s,tx-s]", "-S", "train.seeds=[0,1]"], repo)
+    run(["dvc", "exp", "run", "-S", "train.models.sotu=[ffn-s,tx-s]", "-S", "train.seeds=[0,1]", "evaluate@sotu"], repo)
     assert counts(repo, "train")["trained"] == 2 * cutoffs and counts(repo, "train")["reused"] == 6 * cutoffs
     # the references' seed-1 checkpoints are byte copies of seed 0's: their cells are reused too
     assert counts(repo, "evaluate")["computed"] == 2 * cells_per_model
@@ -115,7 +115,7 @@ def test_only_new_checkpoints_and_cells_are_computed(project):
     # one more time slice: one new cutoff per (model, seed), and only the new row and column of cells
     end = params["sotu"]["slices"]["end"]
     run(["dvc", "exp", "run", "-S", "train.models.sotu=[ffn-s,tx-s]", "-S", "train.seeds=[0,1]",
-         "-S", f"sotu.slices.end={end + 10}"], repo)
+         "-S", f"sotu.slices.end={end + 10}", "evaluate@sotu"], repo)
     grown = json.loads((repo / "data/slices/sotu.json").read_text())
     assert len(grown["slices"]) == len(manifest["slices"]) + 1 and grown["slices"][-1]["trainable"]
     assert grown["slices"][-1]["usable"]

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import drift_cli
 
 DRIFT = str(Path(sys.executable).parent / "drift")
 
@@ -23,8 +23,9 @@ def write_metrics(root: Path):
                                 "higher_is_better": False, "k": 20, "seeds": 3, "family": "FFN"}))
 
 
-def drift(*args, cwd):
-    return subprocess.run([DRIFT, *args], cwd=cwd, capture_output=True, text=True)
+def drift(*args, cwd=None):
+    """The `drift` command, in process (conftest.drift_cli)."""
+    return drift_cli(*args, cwd=cwd)
 
 
 def test_summary_ranks_by_decay_or_as_asked(tmp_path):

@@ -3,14 +3,12 @@ with two commits, read back through `drift compare`, `dvc plots diff`, `drift pl
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import only, run, tiny_params
+from conftest import drift_cli, only, run, tiny_params
 from drift.results import diff_metrics, diff_params
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -20,9 +18,9 @@ def approx(x):
     return pytest.approx(x, abs=1e-12)
 
 
-def drift(*args, cwd):
-    """The `drift` command, run as `python -m drift.cli` (no console script needed)."""
-    return subprocess.run([sys.executable, "-m", "drift.cli", *args], cwd=cwd, capture_output=True, text=True)
+def drift(*args, cwd=None):
+    """The `drift` command, in process (conftest.drift_cli)."""
+    return drift_cli(*args, cwd=cwd)
 
 
 def stats(id_, future, higher=True):

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +10,7 @@ import pytest
 
 from drift.errors import DriftError
 from drift.plots import long_format
+from conftest import drift_cli
 from drift.policy import (dataset_policies, replay_policies, retrain_costs, trained_cutoffs,
                           write_policy_report)
 
@@ -195,9 +193,9 @@ def test_without_a_manifest_each_slice_counts_as_one_row(tmp_path):
     assert any("no slice manifest" in n for n in result["notes"]) and any("ignored" in n for n in result["notes"])
 
 
-def drift(*args, cwd):
-    return subprocess.run([str(Path(sys.executable).parent / "drift"), *args], cwd=cwd, capture_output=True,
-                          text=True, env={**os.environ, "COLUMNS": "80"})
+def drift(*args, cwd=None):
+    """The `drift` command, in process (conftest.drift_cli)."""
+    return drift_cli(*args, cwd=cwd)
 
 
 def test_the_command(tmp_path):
