@@ -34,12 +34,13 @@ browser:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
 	  echo "chromium not installed: the browser test will be skipped"
 
+# one pytest worker per core; a test file's tests stay on one worker (they share its fixtures and temp repos)
 test: install browser
-	. $(BIN)/activate && python -m pytest -q
+	. $(BIN)/activate && python -m pytest -q -n auto --dist loadfile
 
 # the long tests (real vision checkpoints): before changing drift/encoders/ or the probes
 test-slow: install
-	. $(BIN)/activate && python -m pytest -q -m slow
+	. $(BIN)/activate && python -m pytest -q -n auto --dist loadfile -m slow
 
 # Resolve pyproject.toml's dependencies (with the test extra and the torch pair) afresh from the package index,
 # as a fresh install would, without installing anything (pip --dry-run; about a minute), and pin every version
