@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import drift_cli
+from conftest import drift_cli as drift
 
 DRIFT = str(Path(sys.executable).parent / "drift")
 
@@ -21,11 +21,6 @@ def write_metrics(root: Path):
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"id": 0.7, "future": 0.8, "decay": 0.1, "metric": "balanced_mse",
                                 "higher_is_better": False, "k": 20, "seeds": 3, "family": "FFN"}))
-
-
-def drift(*args, cwd=None):
-    """The `drift` command, in process (conftest.drift_cli)."""
-    return drift_cli(*args, cwd=cwd)
 
 
 def test_summary_ranks_by_decay_or_as_asked(tmp_path):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import drift_cli, only, run, tiny_params
+from conftest import drift_cli as drift, only, run, tiny_params
 from drift.results import diff_metrics, diff_params
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -16,11 +16,6 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 def approx(x):
     return pytest.approx(x, abs=1e-12)
-
-
-def drift(*args, cwd=None):
-    """The `drift` command, in process (conftest.drift_cli)."""
-    return drift_cli(*args, cwd=cwd)
 
 
 def stats(id_, future, higher=True):

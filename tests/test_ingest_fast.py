@@ -13,6 +13,7 @@ import pytest
 from drift.datasets import _fast
 from drift.errors import DriftError
 from drift.ingest import ingest
+from test_datasets_real import edit  # a JSON line with fields changed or dropped (...)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 AMAZON = FIXTURES / "amazon2023"
@@ -72,44 +73,34 @@ def with_bad_lines(lines: list[str], edits: dict[int, str | list[str]]) -> str:
     return "\n".join(out) + "\n"
 
 
-def changed(line: str, **changes) -> str:
-    row = json.loads(line)
-    for k, v in changes.items():
-        if v is ...:
-            row.pop(k, None)
-        else:
-            row[k] = v
-    return json.dumps(row)
-
-
 def amazon_bad_file(folder: Path) -> Path:
     lines = (AMAZON / "All_Beauty.jsonl").read_text(encoding="utf-8").splitlines()
     good = lines[40]
     edits = {
         1: "null",                                            # a null first line (pyarrow would crash)
         10: good[:60],                                        # truncated JSON
-        12: changed(good, rating="five"),                     # wrong types
-        14: changed(good, rating="4"),                        # a number in a string: the old path keeps it
-        16: changed(good, title=3),
-        18: changed(good, user_id=7),                         # an int id: the old path keeps it as "7"
-        20: changed(good, user_id=0),
-        22: changed(good, timestamp=1.5e12),
-        24: changed(good, timestamp="1586445693499"),
-        26: changed(good, rating=True),
-        30: changed(good, user_id=...),                       # missing fields
-        32: changed(good, timestamp=...),
-        34: changed(good, rating=...),
-        36: changed(good, title=..., text=...),
-        38: changed(good, parent_asin=""),
-        50: changed(good, timestamp=10**17),                  # bad timestamps
-        52: changed(good, timestamp=-10**15),
-        54: changed(good, timestamp=10**20),
-        56: changed(good, rating=7.5),
-        58: changed(good, title="\u3000", text="\x1c\xa0 \t"),  # Python-whitespace only
-        60: changed(good, title="\u200b"),                   # not whitespace to Python
+        12: edit(good, rating="five"),                     # wrong types
+        14: edit(good, rating="4"),                        # a number in a string: the old path keeps it
+        16: edit(good, title=3),
+        18: edit(good, user_id=7),                         # an int id: the old path keeps it as "7"
+        20: edit(good, user_id=0),
+        22: edit(good, timestamp=1.5e12),
+        24: edit(good, timestamp="1586445693499"),
+        26: edit(good, rating=True),
+        30: edit(good, user_id=...),                       # missing fields
+        32: edit(good, timestamp=...),
+        34: edit(good, rating=...),
+        36: edit(good, title=..., text=...),
+        38: edit(good, parent_asin=""),
+        50: edit(good, timestamp=10**17),                  # bad timestamps
+        52: edit(good, timestamp=-10**15),
+        54: edit(good, timestamp=10**20),
+        56: edit(good, rating=7.5),
+        58: edit(good, title="\u3000", text="\x1c\xa0 \t"),  # Python-whitespace only
+        60: edit(good, title="\u200b"),                   # not whitespace to Python
         70: lines[5],                                         # duplicates
         72: lines[5],
-        74: changed(lines[6], title="another title"),         # same id, other text
+        74: edit(lines[6], title="another title"),         # same id, other text
         80: ["", "   ", lines[79]],                           # blank lines keep the numbering
         82: "null",
         84: "[1, 2]",
@@ -117,8 +108,8 @@ def amazon_bad_file(folder: Path) -> Path:
         88: good.replace('"title": "', '"title": "\\ud800'),  # a lone surrogate
         90: good[:-1] + "} trailing",
         92: "{}",
-        95: changed(good, timestamp=1388534399999),           # just before the span
-        97: changed(good, timestamp=1704067200000),           # at the span's end
+        95: edit(good, timestamp=1388534399999),           # just before the span
+        97: edit(good, timestamp=1704067200000),           # at the span's end
     }
     path = folder / "All_Beauty.jsonl"
     path.write_text(with_bad_lines(lines, edits), encoding="utf-8")
@@ -161,32 +152,32 @@ def test_arxiv_bad_lines_identical(tmp_path, time_field, small_chunks):
     row = json.loads(kept)
 
     def created(s: str) -> str:
-        return changed(kept, versions=[{"version": "v1", "created": s}] + row["versions"][1:])
+        return edit(kept, versions=[{"version": "v1", "created": s}] + row["versions"][1:])
 
     edits = {
         20: kept[:100],
-        22: changed(kept, id=...),
-        24: changed(kept, id=""),
-        26: changed(kept, categories=...),
-        28: changed(kept, categories=["hep-ph"]),
-        30: changed(kept, categories="math.CO\thep-ph"),      # a tab separates categories too
-        32: changed(kept, categories="math.CO"),              # filtered
-        34: changed(kept, versions=...),
-        36: changed(kept, versions=[]),
+        22: edit(kept, id=...),
+        24: edit(kept, id=""),
+        26: edit(kept, categories=...),
+        28: edit(kept, categories=["hep-ph"]),
+        30: edit(kept, categories="math.CO\thep-ph"),      # a tab separates categories too
+        32: edit(kept, categories="math.CO"),              # filtered
+        34: edit(kept, versions=...),
+        36: edit(kept, versions=[]),
         38: created("Fri, 30 Feb 2007 10:00:00 GMT"),         # no such day
         40: created("2 Apr 2007 19:18:42 +0200"),             # another RFC 2822 form: the general parser
         42: created("Mon, 2 Apr 2007 25:18:42 GMT"),
         44: created("yesterday"),
-        46: changed(kept, update_date="2008-02-30"),
-        48: changed(kept, update_date="2008-1-3"),
-        50: changed(kept, update_date=" 2008-01-03 "),
-        52: changed(kept, update_date=...),
-        54: changed(kept, title="  ", abstract="\n\u2028"),  # Python-whitespace only
-        56: changed(kept, title=None, abstract=" x\u3000y\n z "),
-        58: changed(kept, versions="v1"),
-        60: changed(kept, id=1234),
+        46: edit(kept, update_date="2008-02-30"),
+        48: edit(kept, update_date="2008-1-3"),
+        50: edit(kept, update_date=" 2008-01-03 "),
+        52: edit(kept, update_date=...),
+        54: edit(kept, title="  ", abstract="\n\u2028"),  # Python-whitespace only
+        56: edit(kept, title=None, abstract=" x\u3000y\n z "),
+        58: edit(kept, versions="v1"),
+        60: edit(kept, id=1234),
         62: kept,                                             # a duplicate
-        64: changed(kept, versions=[{"version": "v1", "created": "Sun, 1 Apr 1990 20:46:54 GMT"}]),  # out of span
+        64: edit(kept, versions=[{"version": "v1", "created": "Sun, 1 Apr 1990 20:46:54 GMT"}]),  # out of span
     }
     path = tmp_path / "snapshot.json"
     path.write_text(with_bad_lines(lines, edits), encoding="utf-8")

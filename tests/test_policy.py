@@ -10,7 +10,7 @@ import pytest
 
 from drift.errors import DriftError
 from drift.plots import long_format
-from conftest import drift_cli
+from conftest import drift_cli as drift
 from drift.policy import (dataset_policies, replay_policies, retrain_costs, trained_cutoffs,
                           write_policy_report)
 
@@ -191,11 +191,6 @@ def test_without_a_manifest_each_slice_counts_as_one_row(tmp_path):
     assert result["cost_unit"] == "slices x epochs"
     assert by_name(result["models"]["ffn-s"])["always"]["cost"] == (2 + 3) * 2
     assert any("no slice manifest" in n for n in result["notes"]) and any("ignored" in n for n in result["notes"])
-
-
-def drift(*args, cwd=None):
-    """The `drift` command, in process (conftest.drift_cli)."""
-    return drift_cli(*args, cwd=cwd)
 
 
 def test_the_command(tmp_path):

@@ -12,7 +12,7 @@ import pytest
 from drift.results import from_long_format
 from drift.plots import color_limits, long_format
 from drift.report import load_eval, write_report
-from conftest import drift_cli
+from conftest import drift_cli as drift
 
 PNG = b"\x89PNG\r\n\x1a\n"
 LABELS = ["2000", "2001", "2002"]
@@ -248,11 +248,6 @@ def test_diverging_scale_is_zero_centred_and_long_format_round_trips():
 
 
 # --- drift show ------------------------------------------------------------------------------------------------
-
-def drift(*args, cwd=None):
-    """The `drift` command, in process (conftest.drift_cli)."""
-    return drift_cli(*args, cwd=cwd)
-
 
 def test_show_prints_the_matrix_latest_on_top_and_the_numbers(tmp_path):
     report(tmp_path)
