@@ -96,6 +96,11 @@ def train_one(name: str, inputs: Inputs, rows: np.ndarray, targets: torch.Tensor
     return model.eval()
 
 
+# rows x padded width of one prediction batch of token states (256 rows of 128 tokens): the default run's batches
+# (64 tokens) are whole; 512-token rows come 64 at a time, so evaluation's memory does not follow the longest rows
+MAX_BATCH_TOKENS = 256 * 128
+
+
 @torch.inference_mode()
 def predict_many(models: list[torch.nn.Module], inputs: Inputs, rows: np.ndarray, batch_size: int = 256) -> list[np.ndarray]:
     """Raw outputs [n, n_outputs] of every model for the given rows, in their order, reading each batch once for
@@ -104,9 +109,16 @@ def predict_many(models: list[torch.nn.Module], inputs: Inputs, rows: np.ndarray
     models share the batches."""
     lengths = inputs.lengths if inputs.kind == "tokens" else None
     perm = np.arange(len(rows)) if lengths is None else np.argsort(lengths[rows], kind="stable")
-    batches = [rows[perm[i:i + batch_size]] for i in range(0, len(rows), batch_size)]
+    batches, i = [], 0
+    while i < len(rows):  # token batches hold at most MAX_BATCH_TOKENS: wide rows come fewer at a time
+        size = batch_size
+        while lengths is not None and size > 1 and size * lengths[rows[perm[min(i + size, len(rows)) - 1]]] > MAX_BATCH_TOKENS:
+            size //= 2
+        batches.append(rows[perm[i:i + size]])
+        i += size
     outputs: list[list[torch.Tensor]] = [[] for _ in models]
-    for _, x in inputs.prefetch(batches):  # the next batches are read on a background thread
+    # one batch read ahead: with the token cap, memory follows MAX_BATCH_TOKENS, not the longest rows
+    for _, x in inputs.prefetch(batches, depth=1):
         for out, model in zip(outputs, models):
             out.append(model(*x))
     results = []
