@@ -2,7 +2,7 @@
 and the labels of the training periods only.
 
 Each cutoff i calibrates on its source: the held-out test rows of the usable slices <= i (labelled, unseen in
-training). A cell is estimated on the rows M scores it on (drift.slicing.eval_rows), without their labels. The evaluate
+training). A cell is estimated on the rows M scores it on (drift.slicing.eval_rows, scored_cells), without their labels. The evaluate
 stage computes both per cell, and caches both (drift/cells.py): `calibrate` once per checkpoint and source,
 `estimate_cell` per cell.
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from drift.slicing import eval_rows
+from drift.slicing import scored_cells
 
 METHODS = {"binary": ("atc", "doc"), "multilabel": ("doc",), "regression": ()}
 
@@ -129,11 +129,9 @@ def estimated_matrix(outputs: dict[int, np.ndarray], labels: np.ndarray, slices:
         calibration = calibrate(task, out[source], labels[source]) if len(source) else None
         if calibration is None:
             continue
-        for j in range(k):
-            rows = eval_rows(i, j, slices, splits) if usable[j] else []
-            if len(rows):
-                for method, value in estimate_cell(task, calibration, out[rows]).items():
-                    estimates[method][i, j] = value
+        for j, rows in scored_cells(i, usable, slices, splits):
+            for method, value in estimate_cell(task, calibration, out[rows]).items():
+                estimates[method][i, j] = value
     return estimates
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from drift.slicing import eval_rows  # noqa: F401 (the protocol's rows; tests and saliency read it here)
+from drift.slicing import scored_cells
 
 
 def drift_matrix(outputs: dict[int, np.ndarray], labels: np.ndarray, slices: np.ndarray, splits: np.ndarray,
@@ -23,14 +23,10 @@ def drift_matrix(outputs: dict[int, np.ndarray], labels: np.ndarray, slices: np.
     k = len(usable)
     matrix = np.full((k, k), np.nan)
     for i, out in outputs.items():  # every trained cutoff has a row, even one whose slice has no test rows
-        for j in range(k):
-            if not usable[j]:
-                continue
-            rows = eval_rows(i, j, slices, splits)
-            if len(rows):
-                value = task.score(labels[rows], out[rows])
-                if value is not None:
-                    matrix[i, j] = value
+        for j, rows in scored_cells(i, usable, slices, splits):
+            value = task.score(labels[rows], out[rows])
+            if value is not None:
+                matrix[i, j] = value
     return matrix
 
 
@@ -88,12 +84,7 @@ def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
         source = source_rows(i, data.slices, data.splits, data.usable)
         source_digest = rows_digest(hashes, source)
         missing, missing_estimates = [], []
-        for j in range(k):
-            if not data.usable[j]:
-                continue
-            rows = eval_rows(i, j, data.slices, data.splits)
-            if not len(rows):
-                continue
+        for j, rows in scored_cells(i, data.usable, data.slices, data.splits):
             digest = rows_digest(hashes, rows)
             found, value = cache.cell(key := cell_key(checkpoint, digest, task.metric, code))
             if found:

@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from drift.errors import DriftError
-from drift.evaluate import eval_rows, from_json
+from drift.evaluate import from_json
+from drift.slicing import eval_rows
 from drift.paths import dataset_paths
 from drift.plots import heatmap, long_format
 from drift.stage import write_json

@@ -194,3 +194,12 @@ def eval_rows(i: int, j: int, slices: np.ndarray, splits: np.ndarray) -> np.ndar
     when f_i trained on it (j <= i), all of slice j when it is the future (j > i)."""
     in_slice = slices == j
     return np.flatnonzero(in_slice & (splits == "test")) if j <= i else np.flatnonzero(in_slice)
+
+
+def scored_cells(i: int, usable: list[bool], slices: np.ndarray, splits: np.ndarray):
+    """(j, rows) for every cell of row i the drift matrix scores: usable columns whose cell has rows."""
+    for j, ok in enumerate(usable):
+        if ok:
+            rows = eval_rows(i, j, slices, splits)
+            if len(rows):
+                yield j, rows

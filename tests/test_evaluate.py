@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from drift.evaluate import drift_matrix, eval_rows
+from drift.evaluate import drift_matrix
+from drift.slicing import eval_rows
 from drift.tasks import get_task
 
 
