@@ -30,15 +30,16 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from drift.embed import embed_dataset, text_encoder  # noqa: E402
-from drift.records import payload_key  # noqa: E402
-from drift.inputs import Inputs, length_bucketed_batches, load_inputs  # noqa: E402
-from drift.store import EmbeddingStore, _ragged_take, compact_table, read_slice_table, write_slice_table  # noqa: E402
+from drift.data.records import payload_key  # noqa: E402
+from drift.encoders.embed import embed_dataset, text_encoder  # noqa: E402
+from drift.models.inputs import Inputs, length_bucketed_batches, load_inputs  # noqa: E402
+from drift.store.embeddings import EmbeddingStore, _ragged_take, compact_table
+from drift.store.slices import read_slice_table, write_slice_table  # noqa: E402
 
 
 def sotu_paragraphs(n: int, skip: int = 0) -> list[str]:
-    from drift.datasets import sotu
-    from drift.ledger import Ledger
+    from drift.data.datasets import sotu
+    from drift.data.ledger import Ledger
     texts = list(dict.fromkeys(r["text"] for r in sotu.read({"min_words": 30, "start_year": 1853}, Ledger("sotu"))))
     rng = np.random.default_rng(0)
     order = rng.permutation(len(texts))
@@ -118,7 +119,7 @@ def main(argv=None):
 
         # 3. one epoch of ffn-s: from the cache vs encoding every batch
         from drift.models import create_model
-        from drift.tasks import get_task
+        from drift.protocol.tasks import get_task
         table = read_slice_table(path)
         rows = np.arange(table.num_rows)
         targets = get_task("binary").target_tensor(table.column("label").to_pylist())
@@ -137,7 +138,7 @@ def main(argv=None):
                 optimizer.step()
 
         def from_cache():
-            from drift.store import open_store
+            from drift.store.embeddings import open_store
             inputs = load_inputs("tokens", table, open_store(manifest, tmp / "cache"))
             epoch(inputs.batch, inputs.lengths)
 

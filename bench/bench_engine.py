@@ -1,4 +1,4 @@
-"""Rows per second of the batched engine (drift.engine.train_many) against one model at a time (train_one), on
+"""Rows per second of the batched engine (drift.train.engine.train_many) against one model at a time (train_one), on
 the same models, jobs and data, measured in the same run.
 
 Jobs: seeds x cutoffs of one model, cutoff k training on the rows of cutoffs <= k (as train_cumulative does), so
@@ -16,11 +16,11 @@ import time
 import numpy as np
 import torch
 
-from drift.engine import Job, predict_many, train_many
-from drift.inputs import Inputs
 from drift.models import MODELS
-from drift.tasks import get_task
-from drift.train import deterministic, predict, train_one
+from drift.models.inputs import Inputs
+from drift.protocol.tasks import get_task
+from drift.train.engine import Job, predict_many, train_many
+from drift.train.loop import deterministic, predict, train_one
 
 
 def make_inputs(kind: str, n: int, width: int, rng) -> Inputs:

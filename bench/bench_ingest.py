@@ -82,7 +82,7 @@ def child(kind: str, dataset: str, path: str) -> None:
         # the whole ingest stage: reader, time-span filter, duplicate check, Parquet records in batches
         import tempfile
 
-        from drift.ingest import ingest
+        from drift.data.ingest import ingest
 
         p = Path(path)
         cfg = {"source": str(p.parent), "categories": [p.name.removesuffix(".jsonl")]} if dataset == "amazon" \

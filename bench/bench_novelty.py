@@ -1,4 +1,4 @@
-"""Nearest-neighbour distances for drift.novelty: the LanceDB table (flat scan below INDEX_MIN_ROWS rows, an
+"""Nearest-neighbour distances for drift.analysis.novelty: the LanceDB table (flat scan below INDEX_MIN_ROWS rows, an
 IVF index above) against brute-force NumPy, at a few sizes of the reference (training) side.
 
 Each (backend, size) runs in a fresh process: the wall time of building the table or index plus one batched
@@ -54,7 +54,7 @@ def one(backend: str, size: int, folder: Path) -> dict:
     about 1 s, is outside the timing)."""
     import lancedb  # noqa: F401
 
-    from drift.novelty import LanceNeighbours, NumpyNeighbours, nearest_numpy
+    from drift.analysis.novelty import LanceNeighbours, NumpyNeighbours, nearest_numpy
 
     reference, query = np.load(folder / f"reference{size}.npy"), np.load(folder / "queries.npy")
     queries = len(query)

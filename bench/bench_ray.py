@@ -72,7 +72,7 @@ def main():
 
         import ray
 
-        from drift.executor import connect, workers
+        from drift.core.executor import connect, workers
         start = time.perf_counter()
         connect({"executor": "ray"})  # a local cluster sized to this machine, as a stage without an address starts
         cluster_s = time.perf_counter() - start

@@ -4,7 +4,7 @@ A paper-shaped store is built WITHOUT an encoder: random 768-d float16 token sta
 from the token counts (MiniLM tokenizer, cut at 512) of the real Amazon reviews in tests/fixtures/amazon2023,
 random pooled vectors, and a slice table of K slices (70/30 train/test). At 1x, 4x and 16x the base rows:
 
-  build     the feature files from the store (drift.features.write_features), in a process of its own
+  build     the feature files from the store (drift.store.features.write_features), in a process of its own
   train     one epoch of ffn-s (an S-size text head) over the last cutoff's training rows (70% of the rows)
   evaluate  predictions of one ffn-s over every row (what evaluate does per checkpoint)
 
@@ -61,7 +61,8 @@ def build_store(root: Path, rows: int, counts: np.ndarray, k: int, seed: int = 0
     """A slice table of `rows` rows and a store of random states; returns the embeddings manifest."""
     import pyarrow as pa
 
-    from drift.store import EmbeddingStore, write_slice_table
+    from drift.store.embeddings import EmbeddingStore
+    from drift.store.slices import write_slice_table
 
     rng = np.random.default_rng(seed)
     keys = [f"{i:064x}" for i in range(rows)]  # stand-ins for content hashes
@@ -89,12 +90,17 @@ def build_store(root: Path, rows: int, counts: np.ndarray, k: int, seed: int = 0
 def child(mode: str, root: Path) -> dict:
     import torch
 
-    from drift.checkpoints import build_model
-    from drift.features import keys_sha256, write_features
-    from drift.inputs import Inputs, length_bucketed_batches, load_inputs, open_inputs
-    from drift.store import read_slice_table
-    from drift.tasks import get_task
-    from drift.train import deterministic, predict, train_one
+    from drift.models.checkpoints import build_model
+    from drift.models.inputs import (
+        Inputs,
+        length_bucketed_batches,
+        load_inputs,
+        open_inputs,
+    )
+    from drift.protocol.tasks import get_task
+    from drift.store.features import keys_sha256, write_features
+    from drift.store.slices import read_slice_table
+    from drift.train.loop import deterministic, predict, train_one
 
     deterministic(1)
     manifest = json.loads((root / "manifest.json").read_text())
@@ -117,7 +123,7 @@ def child(mode: str, root: Path) -> dict:
         inputs = Inputs("tokens", np.load(features / "tokens.npy", mmap_mode="r"), np.load(features / "offsets.npy"),
                         max_tokens=MAX_TOKENS)
     else:
-        from drift.store import open_store
+        from drift.store.embeddings import open_store
         inputs = load_inputs("tokens", table, open_store(manifest, root / "cache"), max_tokens=MAX_TOKENS)
     train_rows = np.flatnonzero((slices <= slices.max()) & (splits == "train"))
     if what == "train":
@@ -132,9 +138,8 @@ def child(mode: str, root: Path) -> dict:
         predict(model, inputs, rows)
         return {"seconds": time.perf_counter() - start, "rows": len(rows)}
     # load: the last cutoff's training batches, no model; best of 3, interleaved
-    from drift.store import open_store
-    from drift.features import DiskArray
-    from drift.store import _ragged_take
+    from drift.store.embeddings import _ragged_take, open_store
+    from drift.store.features import DiskArray
 
     batches = length_bucketed_batches(train_rows, inputs.lengths, 64, np.random.default_rng(0))
     mapped = np.load(features / "tokens.npy", mmap_mode="r")

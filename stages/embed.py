@@ -1,15 +1,16 @@
 """Stage embed@<dataset>: frozen-encoder embeddings of the dataset's rows, computed only for missing keys
-(drift/embed.py `embed_all`). The output manifest lists every encoder's store table; metrics/embed/ counts
+(drift/encoders/embed.py `embed_all`). The output manifest lists every encoder's store table; metrics/embed/ counts
 the rows computed and found in the store; data/features/<dataset>/ holds the inputs as memory-mappable files."""
 import sys
 from pathlib import Path
 
-from drift.embed import embed_all
-from drift.features import write_features
-from drift.params import load_params
-from drift.paths import EMBED_METRICS
-from drift.stage import require, run_stage, write_json
-from drift.store import cache_dir, read_slice_manifest
+from drift.core.params import load_params
+from drift.core.paths import EMBED_METRICS
+from drift.core.stage import require, run_stage, write_json
+from drift.encoders.embed import embed_all
+from drift.store.features import write_features
+from drift.store.location import cache_dir
+from drift.store.slices import read_slice_manifest
 
 
 def main(argv):

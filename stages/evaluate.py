@@ -1,12 +1,12 @@
 """Stage evaluate@<dataset>: every checkpoint on every slice -> one drift matrix per model and seed
-(drift/evaluate.py `evaluate_roster`); cells already scored come from the cell cache (drift/cells.py), and
+(drift/evaluate/matrices.py `evaluate_roster`); cells already scored come from the cell cache (drift/store/cells.py), and
 metrics/evaluate/<dataset>.json counts the cells computed and reused."""
-from drift.cells import CellCache
-from drift.evaluate import evaluate_roster
-from drift.params import load_params, roster
-from drift.slice_data import SliceData
-from drift.stage import require, run_stage, write_json
-from drift.store import cache_dir
+from drift.core.params import load_params, roster
+from drift.core.stage import require, run_stage, write_json
+from drift.evaluate.matrices import evaluate_roster
+from drift.store.cells import CellCache
+from drift.store.location import cache_dir
+from drift.train.slice_data import SliceData
 
 
 def main(argv):

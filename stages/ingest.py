@@ -1,9 +1,9 @@
 """Stage ingest@<dataset>: source -> canonical records + quarantine + metrics/ingest/<dataset>.json."""
-from drift.ingest import ingest
-from drift.params import dataset_cfg, load_params
-from drift.paths import dataset_paths
-from drift.stage import run_stage, write_json
-from drift.validate import validate_data
+from drift.core.params import dataset_cfg, load_params
+from drift.core.paths import dataset_paths
+from drift.core.stage import run_stage, write_json
+from drift.data.ingest import ingest
+from drift.data.validate import validate_data
 
 
 def main(argv):

@@ -1,11 +1,11 @@
-"""Stage report@<dataset>: metrics/, plots/ and tables/ of one dataset (see drift/report.py for the list)."""
-from drift.params import load_params, roster
-from drift.html_report import write_html_report
-from drift.policy import write_policy_report
-from drift.report import load_eval, write_dataset_report
-from drift.shift import write_shift
-from drift.slice_data import SliceData
-from drift.stage import require, run_stage
+"""Stage report@<dataset>: metrics/, plots/ and tables/ of one dataset (see drift/report/outputs.py for the list)."""
+from drift.analysis.policy import write_policy_report
+from drift.analysis.shift import write_shift
+from drift.core.params import load_params, roster
+from drift.core.stage import require, run_stage
+from drift.report.html import write_html_report
+from drift.report.outputs import load_eval, write_dataset_report
+from drift.train.slice_data import SliceData
 
 
 def main(argv):

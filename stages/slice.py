@@ -1,9 +1,8 @@
 """Stage slice@<dataset>: records -> the time-sliced Lance table with a fixed stratified train/test split."""
-from drift.params import dataset_cfg, load_params
-from drift.records import read_records
-from drift.slicing import slice_dataset
-from drift.stage import require, run_stage
-from drift.store import write_slice_table
+from drift.core.params import dataset_cfg, load_params
+from drift.core.stage import require, run_stage
+from drift.data.records import read_records
+from drift.store.slices import slice_dataset, write_slice_table
 
 
 def main(argv):

@@ -18,21 +18,21 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import torch
+from conftest import run, tiny_params
 from typer.testing import CliRunner
 
-from conftest import run, tiny_params
-from drift.embed import embed_dataset, text_encoder
-from drift.store import open_store
-from drift.records import payload_key
-from drift.store import EmbeddingStore, committed, table_info, write_slice_table
+from drift.data.records import payload_key
+from drift.encoders.embed import embed_dataset, text_encoder
+from drift.store.embeddings import EmbeddingStore, committed, open_store, table_info
+from drift.store.slices import write_slice_table
 
 CFG = {"text_encoder": "minilm-l6", "max_length": 16, "batch_size": 16, "chunk_rows": 32}
 
 
 @lru_cache(maxsize=1)
 def paragraphs() -> tuple[str, ...]:
-    from drift.datasets import sotu
-    from drift.ledger import Ledger
+    from drift.data.datasets import sotu
+    from drift.data.ledger import Ledger
     texts = dict.fromkeys(r["text"] for r in sotu.read({"min_words": 30, "start_year": 1853}, Ledger("sotu")))
     return tuple(texts)
 
@@ -196,7 +196,7 @@ import json, sys, time
 from pathlib import Path
 import torch
 torch.set_num_threads(1)
-from drift.embed import embed_dataset
+from drift.encoders.embed import embed_dataset
 from drift.encoders.text import TextEncoder
 slice_path, cache, out, delay = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 if delay:  # slow each batch down, so the test can kill the run mid-way
@@ -290,7 +290,7 @@ def test_two_processes_embedding_at_once_lose_nothing(tmp_path):
 WRITER = """
 import sys
 import numpy as np
-from drift.store import EmbeddingStore
+from drift.store.embeddings import EmbeddingStore
 cache, worker = sys.argv[1], int(sys.argv[2])
 store = EmbeddingStore(cache, "enc", "c" * 64, dim=8, with_tokens=True)
 for step in range(12):
@@ -332,7 +332,7 @@ def test_a_table_killed_while_being_created_is_created_again(tmp_path):
 
 
 def test_appends_are_picked_up_reading_only_new_fragments(tmp_path, monkeypatch):
-    import drift.store as store_module
+    import drift.store.embeddings as store_module
     store = EmbeddingStore(tmp_path, "enc", "a" * 64, dim=4, with_tokens=False)
     store.append(["a", "b"], np.zeros((2, 4), np.float32))
     reader = EmbeddingStore(tmp_path, "enc", "a" * 64, dim=4, with_tokens=False)
@@ -403,7 +403,7 @@ def test_drift_cache_list_compact_and_gc(tmp_path, monkeypatch, minilm):
 
 
 def test_a_manifest_whose_table_is_gone_is_a_clear_error(tmp_path):
-    from drift.errors import DriftError
+    from drift.core.errors import DriftError
     with pytest.raises(DriftError, match="run `dvc repro -f embed@<dataset>`"):
         open_store({"encoder": "minilm-l6", "fingerprint": "0" * 64, "dim": 384, "rows": 3}, tmp_path)
 

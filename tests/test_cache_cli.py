@@ -6,7 +6,6 @@ import json
 import os
 import time
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +13,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from drift.cli.cache import _size, cache_app, cache_table
-from drift.store import EmbeddingStore, table_info
+from drift.store.embeddings import EmbeddingStore, table_info
 
 LIST_KEYS = {"table", "path", "encoder", "fingerprint", "fingerprint_fields", "committed", "rows", "unique", "dim",
              "tokens", "fragments", "version", "bytes", "updated", "datasets"}

@@ -1,4 +1,4 @@
-"""The checkpoint and cell cache (drift/cells.py): every component of a key changes it, and through `dvc exp
+"""The checkpoint and cell cache (drift/store/cells.py): every component of a key changes it, and through `dvc exp
 run -S` a new model, a new seed or a new time slice trains and scores exactly what is new."""
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-import drift.cells as cells
 from conftest import only, run, tiny_params
+
+import drift.store.cells as cells
 
 BASE = dict(model_spec="ModelInfo(name='ffn-s')|InputSpec(tokens)|2|binary", seed=0, rows="r" * 64,
             inputs="tokens:abc:64", training={"epochs": 5, "batch_size": 64, "weight_decay": 0.01, "lr": 0.001,
@@ -48,33 +48,26 @@ def test_cell_key_components_and_row_content():
     assert cells.rows_digest(hashes, np.array([2, 0])) != digest  # the order (batches follow it)
 
 
-def test_code_version_follows_the_training_code(tmp_path, monkeypatch):
-    before = cells.code_version(cells.TRAIN_CODE)
-    copy = tmp_path / "drift"
-    for name in cells.TRAIN_CODE:
-        source = cells.DRIFT / name
-        if source.exists():
-            (copy / name).parent.mkdir(parents=True, exist_ok=True)
-            (copy / name).write_bytes(source.read_bytes())
-    monkeypatch.setattr(cells, "DRIFT", copy)
-    assert cells.code_version(cells.TRAIN_CODE) == before
-    (copy / "models/text.py").write_text((copy / "models/text.py").read_text() + "\n# a change\n")
-    assert cells.code_version(cells.TRAIN_CODE) != before
-    assert cells.code_version(cells.EVAL_CODE) != cells.code_version(cells.TRAIN_CODE)
+def test_code_version_is_the_stage_closure(tmp_path):
+    # the key's code is the files dvc.yaml lists as the stage's code deps: a copy of exactly those gives the same
+    # version, an edit to any of them another, an edit outside them none
+    from drift.core.closure import ROOT, import_closure
 
+    for stage in ("train", "evaluate"):
+        files = [f"stages/{stage}.py", *import_closure(ROOT / "stages" / f"{stage}.py", ROOT)]
+        for name in files:
+            (tmp_path / stage / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / stage / name).write_bytes((ROOT / name).read_bytes())
+        copy = tmp_path / stage
+        assert cells.code_version(stage, copy) == cells.code_version(stage)
+        (copy / "drift/models/text.py").write_text((copy / "drift/models/text.py").read_text() + "\n# edited\n")
+        assert cells.code_version(stage, copy) != cells.code_version(stage)
+    dvc = __import__("yaml").safe_load((ROOT / "dvc.yaml").read_text())
+    train_deps = {d for d in dvc["stages"]["train"]["do"]["deps"] if d.startswith(("drift/", "stages/"))}
+    assert train_deps == set(files := [f"stages/train.py", *import_closure(ROOT / "stages/train.py", ROOT)])
+    assert "drift/report/html.py" not in files  # the report's code never invalidates a checkpoint
+    assert cells.code_version("train") != cells.code_version("evaluate")
 
-def test_the_training_code_list_covers_what_training_imports():
-    # every drift module train.py and the checkpoints need, directly or not, is in TRAIN_CODE (or below it:
-    # errors, params, progress... decide nothing numerical)
-    from drift.pipeline import import_closure
-
-    root = cells.DRIFT.parent
-    needed = set(import_closure(root / "drift/train.py", root)) - {"drift/train.py"}
-    ignored = {"drift/__init__.py", "drift/errors.py", "drift/params.py", "drift/progress.py", "drift/cells.py",
-               "drift/encoders/__init__.py", "drift/encoders/registry.py", "drift/paths.py",
-               "drift/executor.py"}  # where tasks run, not what they compute (tests/test_executor.py: same bytes)
-    listed = {f"drift/{name}" for name in cells.TRAIN_CODE}
-    assert needed - ignored <= listed, needed - ignored - listed
 
 
 def counts(repo: Path, stage: str) -> dict:

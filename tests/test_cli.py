@@ -156,7 +156,7 @@ def test_summary_table_fits_80_columns_without_cutting(extra, seeds, every_colum
     from rich.console import Console
 
     from drift.cli.pipeline import summary_table
-    from drift.results import summary_rows
+    from drift.report.results import summary_rows
 
     models = {**WITH_REFS, **extra}
     spread = {"id_std": 0.0123, "future_std": 0.0456, "decay_std": 0.0789} if seeds > 1 else {}

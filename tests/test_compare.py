@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import drift_cli as drift
+from conftest import only, run, tiny_params
 
-from conftest import drift_cli as drift, only, run, tiny_params
-from drift.results import diff_metrics, diff_params
+from drift.report.results import diff_metrics, diff_params
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

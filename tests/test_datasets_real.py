@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from drift.datasets import amazon, arxiv, get_dataset, yearbook
-from drift.errors import DriftError
-from drift.ledger import Ledger
+from drift.core.errors import DriftError
+from drift.data.datasets import amazon, arxiv, get_dataset, yearbook
+from drift.data.ledger import Ledger
 
 FIXTURES = Path(__file__).parent / "fixtures"
 AMAZON = FIXTURES / "amazon2023"
@@ -166,7 +166,7 @@ def test_amazon_missing_source(tmp_path):
 
 def test_json_fallback_reads_the_same(tmp_path, monkeypatch):
     """Without orjson the standard json module parses, with the same rows and the same quarantines."""
-    import drift.datasets._io as io_mod
+    import drift.data.datasets._io as io_mod
 
     src = AMAZON / "Software.jsonl"
     lines = src.read_text().splitlines()
@@ -227,7 +227,7 @@ def test_arxiv_custom_categories_order():
 
 
 def test_arxiv_rfc2822_variants():
-    from drift.datasets._io import parse_rfc2822
+    from drift.data.datasets._io import parse_rfc2822
 
     assert parse_rfc2822("Mon, 2 Apr 2007 19:18:42 GMT") == dt.datetime(2007, 4, 2, 19, 18, 42)
     assert parse_rfc2822("Mon, 2 Apr 2007 21:18:42 +0200") == dt.datetime(2007, 4, 2, 19, 18, 42)

@@ -17,11 +17,11 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from drift.encoders import ENCODERS, EncoderSpec, get_encoder_spec
+from drift.core.encoder_registry import ENCODERS, EncoderSpec, get_encoder_spec
+from drift.core.errors import DriftError
 from drift.encoders.load import make_encoder
 from drift.encoders.text import TextEncoder
 from drift.encoders.vision import VisionEncoder, hub_repo, size_kwargs
-from drift.errors import DriftError
 
 TEXTS = ["the union is strong", "a longer paragraph about tariffs, railroads and the currency of the nation today",
          "peace", "we shall pay the debt"]
@@ -415,9 +415,9 @@ def test_pooler_missing_from_the_checkpoint_is_refused(tiny_text, tmp_path):
 
 
 def test_embed_pooling_param(tiny_text):
-    """params.yaml embed.pooling reaches the text encoder (drift.embed.text_encoder, embed_encoder) and its
+    """params.yaml embed.pooling reaches the text encoder (drift.encoders.embed.text_encoder, embed_encoder) and its
     fingerprint; an unknown value stops before any weights load."""
-    from drift.embed import embed_encoder, text_encoder
+    from drift.encoders.embed import embed_encoder, text_encoder
     cfg = {"text_encoder": "bert", "max_length": 32, "weights": {"bert": str(tiny_text["bert"])}}
     default = text_encoder(cfg)
     assert default.spec.pooling == "mean"

@@ -1,4 +1,4 @@
-"""drift.engine trains what train_one trains: every family of the registry, several models with different row
+"""drift.train.engine trains what train_one trains: every family of the registry, several models with different row
 counts (so different step counts) in one stack, compared parameter by parameter and prediction by prediction."""
 from __future__ import annotations
 
@@ -9,15 +9,21 @@ import pytest
 import torch
 import torch.nn as nn
 
-from drift.checkpoints import build_model
-from drift.engine import Job, StackedAdam, engine_path, train_many
-from drift.cells import row_hashes
-from drift.checkpoints import list_checkpoints
-from drift.evaluate import EvalJob, drift_matrix, evaluate_seed, to_json
-from drift.inputs import Inputs
+from drift.evaluate.matrices import EvalJob, drift_matrix, evaluate_seed, to_json
 from drift.models import InputSpec, list_models
-from drift.tasks import get_task
-from drift.train import deterministic, make_optimizer, predict, predict_many, train_one, train_roster
+from drift.models.checkpoints import build_model, list_checkpoints
+from drift.models.inputs import Inputs
+from drift.protocol.tasks import get_task
+from drift.store.cells import row_hashes
+from drift.train.engine import Job, StackedAdam, engine_path, train_many
+from drift.train.loop import (
+    deterministic,
+    make_optimizer,
+    predict,
+    predict_many,
+    train_one,
+    train_roster,
+)
 
 N = 240
 CFG = dict(epochs=2, batch_size=16, lr=3e-3, weight_decay=0.05)

@@ -1,4 +1,4 @@
-"""drift.environment: the record of what a result was computed with."""
+"""drift.core.environment: the record of what a result was computed with."""
 from __future__ import annotations
 
 import hashlib
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from drift import environment as env_module
-from drift.environment import PACKAGES, environment, repository_root
+from drift.core import environment as env_module
+from drift.core.environment import PACKAGES, environment, repository_root
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -79,7 +79,7 @@ def test_no_torch_gives_nulls_not_an_error(monkeypatch):
 
 
 def test_cheap_versions_do_not_import_the_libraries():
-    code = ("import sys; from drift.environment import package_version, PACKAGES; "
+    code = ("import sys; from drift.core.environment import package_version, PACKAGES; "
             "[package_version(p) for p in PACKAGES]; "
             "print(sorted(m for m in ('torch', 'timm', 'transformers', 'lance', 'sklearn', 'dvc') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)

@@ -1,14 +1,21 @@
-"""Label-free estimates of M (drift/estimate.py) on hand-built outputs whose answer is known."""
+"""Label-free estimates of M (drift/evaluate/estimate.py) on hand-built outputs whose answer is known."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from drift.estimate import (atc_estimate, atc_threshold, estimate_error, estimated_matrix, expected_auc,
-                            softmax_confidence, source_rows)
-from drift.evaluate import drift_matrix
-from drift.metrics import binary_auc
-from drift.tasks import get_task
+from drift.evaluate.estimate import (
+    atc_estimate,
+    atc_threshold,
+    estimate_error,
+    estimated_matrix,
+    expected_auc,
+    softmax_confidence,
+    source_rows,
+)
+from drift.evaluate.matrices import drift_matrix
+from drift.protocol.metrics import binary_auc
+from drift.protocol.tasks import get_task
 
 
 def logits_for(confidence: np.ndarray, predicted: np.ndarray) -> np.ndarray:

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from drift.evaluate import drift_matrix
-from drift.slicing import eval_rows
-from drift.tasks import get_task
+from drift.evaluate.matrices import drift_matrix
+from drift.protocol.slicing import eval_rows
+from drift.protocol.tasks import get_task
 
 
 def test_cells_use_test_split_up_to_the_cutoff_and_all_rows_after():

@@ -1,4 +1,4 @@
-"""The heavy work on Ray (drift/executor.py): a real local Ray cluster of two CPUs, never a mock.
+"""The heavy work on Ray (drift/core/executor.py): a real local Ray cluster of two CPUs, never a mock.
 
 The tiny project run with executor local, then with executor ray from an empty cache (embedding, training and
 evaluation all on Ray): the same embeddings, checkpoints and eval JSON, byte for byte. A Ray worker killed (SIGKILL)
@@ -16,12 +16,11 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
-
 from conftest import STAGES, make_project, only, repro_in_process, run, tiny_params
-from drift.errors import DriftError
+
+from drift.core.errors import DriftError
 
 ray = pytest.importorskip("ray")
 DATASETS = ("sotu", "synth-portraits")
@@ -111,7 +110,7 @@ MARKER: Path | None = None  # set by the test below; the function is pickled by 
 def dying_train_group(group):
     """Trains the first cutoff of the first task that runs into the cache, then SIGKILLs its own worker; every
     other attempt (Ray's retry included) is the real train_group."""
-    from drift.train import train_group
+    from drift.train.loop import train_group
 
     try:
         fd = os.open(MARKER, os.O_CREAT | os.O_EXCL | os.O_WRONLY)  # one task only, whichever starts first
@@ -124,7 +123,7 @@ def dying_train_group(group):
 
 
 def test_a_worker_killed_while_training_is_retried_and_resumes(cluster, reference, tmp_path, monkeypatch):
-    import drift.train
+    import drift.train.loop
 
     global MARKER
     local, _, expected = reference
@@ -133,7 +132,7 @@ def test_a_worker_killed_while_training_is_retried_and_resumes(cluster, referenc
     repo, _ = ray_copy(reference, tmp_path, cache)
     repro_in_process(repo, "synth-portraits", stages=("embed",))  # from the store: nothing computed
     MARKER = tmp_path / "killed"
-    monkeypatch.setattr(drift.train, "train_group", dying_train_group)
+    monkeypatch.setattr(drift.train.loop, "train_group", dying_train_group)
     repro_in_process(repo, "synth-portraits", stages=("train", "evaluate"))
 
     killed = json.loads(MARKER.read_text())
@@ -148,7 +147,7 @@ def test_a_worker_killed_while_training_is_retried_and_resumes(cluster, referenc
 
 
 def test_a_path_no_worker_sees_is_one_line_naming_it(cluster, tmp_path):
-    from drift.executor import check_reachable
+    from drift.core.executor import check_reachable
 
     check_reachable([tmp_path], {"executor": "ray"})
     missing = tmp_path / "elsewhere"
@@ -159,7 +158,7 @@ def test_a_path_no_worker_sees_is_one_line_naming_it(cluster, tmp_path):
 def test_a_cluster_that_cannot_be_joined_is_one_line_and_quick():
     # a fresh process: this one may hold the module's cluster
     started = time.perf_counter()
-    result = subprocess.run([sys.executable, "-c", "from drift.executor import connect\n"
+    result = subprocess.run([sys.executable, "-c", "from drift.core.executor import connect\n"
                              "connect({'executor': 'ray', 'address': '127.0.0.1:9'})"],
                             capture_output=True, text=True, env={**os.environ, "RAY_ADDRESS": ""})
     assert result.returncode != 0 and time.perf_counter() - started < 30
@@ -168,14 +167,14 @@ def test_a_cluster_that_cannot_be_joined_is_one_line_and_quick():
 
 
 def test_the_local_executor_runs_in_order_here():
-    from drift.executor import run_tasks, workers
+    from drift.core.executor import run_tasks, workers
 
     assert run_tasks(pid_of, [3, 1, 2], None) == [(3, os.getpid()), (1, os.getpid()), (2, os.getpid())]
     assert workers({"executor": "local"}) == 1
 
 
 def test_ray_tasks_come_back_in_order_from_other_processes(cluster):
-    from drift.executor import run_tasks, workers
+    from drift.core.executor import run_tasks, workers
 
     results = run_tasks(pid_of, list(range(6)), {"executor": "ray"})
     assert [x for x, _ in results] == list(range(6)) and os.getpid() not in {pid for _, pid in results}

@@ -1,4 +1,4 @@
-"""Feature files (drift/features.py) and the batch reader (drift/inputs.py): the same floats reach the models
+"""Feature files (drift/store/features.py) and the batch reader (drift/models/inputs.py): the same floats reach the models
 as from the store held in memory, bit for bit; rebuilt only when the rows or the store table change; the
 prefetching iterator keeps order, bounds its lookahead, raises the reader's errors and stops when left.
 
@@ -14,20 +14,31 @@ import pyarrow as pa
 import pytest
 import torch
 
-from drift.embed import embed_dataset, text_encoder
-from drift.store import open_store
-from drift.errors import DriftError
-from drift.features import DiskArray, ensure_features, is_current, keys_sha256, write_features
-from drift.records import payload_key, record_schema
-from drift.inputs import length_bucketed_batches, load_inputs, open_inputs, prefetched
-from drift.store import read_slice_table, write_slice_table
+from drift.core.errors import DriftError
+from drift.data.records import payload_key, record_schema
+from drift.encoders.embed import embed_dataset, text_encoder
+from drift.models.inputs import (
+    length_bucketed_batches,
+    load_inputs,
+    open_inputs,
+    prefetched,
+)
+from drift.store.embeddings import open_store
+from drift.store.features import (
+    DiskArray,
+    ensure_features,
+    is_current,
+    keys_sha256,
+    write_features,
+)
+from drift.store.slices import read_slice_table, write_slice_table
 
 CFG = {"text_encoder": "minilm-l6", "max_length": 64, "batch_size": 16, "chunk_rows": 16}
 
 
 def paragraphs(n: int, skip: int = 0) -> list[str]:
-    from drift.datasets import sotu
-    from drift.ledger import Ledger
+    from drift.data.datasets import sotu
+    from drift.data.ledger import Ledger
     texts = list(dict.fromkeys(r["text"] for r in sotu.read({"min_words": 5, "start_year": 1853}, Ledger("sotu"))))
     return texts[skip:skip + n]
 
@@ -97,8 +108,8 @@ def test_feature_files_give_the_stores_batches_bit_for_bit(embedded, max_tokens)
 
 
 def test_training_and_prediction_are_bit_identical(embedded):
-    from drift.tasks import get_task
-    from drift.train import predict, train_one
+    from drift.protocol.tasks import get_task
+    from drift.train.loop import predict, train_one
 
     tmp, path, cache, manifest, _ = embedded
     table = read_slice_table(path)
@@ -238,7 +249,8 @@ def test_slice_data_builds_and_reads_the_feature_files(embedded, tmp_path, monke
     import shutil
 
     from conftest import tiny_params
-    from drift.slice_data import SliceData
+
+    from drift.train.slice_data import SliceData
 
     src, path, cache, manifest, _ = embedded
     monkeypatch.chdir(tmp_path)

@@ -1,11 +1,10 @@
-"""drift.fetch against a real HTTP server on 127.0.0.1 serving the fixture files (no network needed), and its
+"""drift.data.fetch against a real HTTP server on 127.0.0.1 serving the fixture files (no network needed), and its
 registration with DVC in temporary git + DVC repositories (real git, real DVC)."""
 from __future__ import annotations
 
 import hashlib
 import http.server
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -16,11 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from drift import fetch as fetch_mod
-from drift.datasets import amazon
-from drift.errors import DriftError
-from drift.fetch import fetch, fetch_dataset
-from drift.ledger import Ledger
+from drift.core.errors import DriftError
+from drift.data import fetch as fetch_mod
+from drift.data.datasets import amazon
+from drift.data.fetch import fetch, fetch_dataset
+from drift.data.ledger import Ledger
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FILES = {
@@ -37,7 +36,7 @@ def sha(data: bytes) -> str:
 
 class Handler(http.server.BaseHTTPRequestHandler):
     """Serves FILES with Range support and an ETag, as file servers do; the server's flags make it misbehave on
-    purpose. HEAD requests (DVC's) are not counted in `requests`; `downloads` counts the GETs of drift.fetch
+    purpose. HEAD requests (DVC's) are not counted in `requests`; `downloads` counts the GETs of drift.data.fetch
     (DVC's GETs read the headers only)."""
 
     def do_HEAD(self):
@@ -222,7 +221,7 @@ def test_fetch_dataset_amazon_then_read(server, tmp_path):
 
 
 def test_fetch_dataset_destinations(server, tmp_path):
-    from drift.fetch import targets
+    from drift.data.fetch import targets
 
     (u, d), = targets("arxiv", {"source": str(tmp_path / "snap.json"), "url": server.url + SNAP})
     assert d == tmp_path / "snap.json"
@@ -251,7 +250,7 @@ def test_fetch_dataset_sha_string_for_many_files(server, tmp_path):
 
 # ---- registration with DVC: temporary git + DVC repositories, real `dvc`, the server above
 
-from drift.fetch import Tracked, fetch_and_track, track_dataset  # noqa: E402
+from drift.data.fetch import Tracked, fetch_and_track, track_dataset  # noqa: E402
 
 # what the README recommends for .gitignore: the pipeline's outputs, not data/ as a whole (DVC looks for no
 # .dvc file under a folder git ignores, and takes `/data/*` for ignoring data/ itself)

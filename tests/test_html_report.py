@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from drift.html_report import write_html_report
-from drift.policy import write_policy_report
+from drift.analysis.policy import write_policy_report
+from drift.report.html import write_html_report
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ("sotu", "synth-portraits")

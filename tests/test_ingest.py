@@ -2,17 +2,16 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from drift.datasets import get_dataset, sotu, synth_portraits
-from drift.errors import DriftError
-from drift.ingest import ingest
-from drift.records import payload_key
-from drift.ledger import Ledger
+from drift.core.errors import DriftError
+from drift.data.datasets import get_dataset, sotu, synth_portraits
+from drift.data.ingest import ingest
+from drift.data.ledger import Ledger
+from drift.data.records import payload_key
 
 
 def paragraphs_in_package() -> int:

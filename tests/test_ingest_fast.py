@@ -1,4 +1,4 @@
-"""The ingest fast path (drift.datasets._fast) against the line-by-line path on the same input: the same
+"""The ingest fast path (drift.data.datasets._fast) against the line-by-line path on the same input: the same
 records (byte for byte), the same quarantine rows in the same order, the same counts, the same strict error."""
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
-from drift.datasets import _fast
-from drift.errors import DriftError
-from drift.ingest import ingest
 from test_datasets_real import edit  # a JSON line with fields changed or dropped (...)
+
+from drift.core.errors import DriftError
+from drift.data.datasets import _fast
+from drift.data.ingest import ingest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 AMAZON = FIXTURES / "amazon2023"
@@ -208,7 +208,7 @@ def test_python_whitespace_list():
 
 
 def test_env_var_selects_the_old_path(tmp_path, monkeypatch):
-    from drift import ingest as ingest_module
+    from drift.data import ingest as ingest_module
 
     monkeypatch.setenv("DRIFT_INGEST_FAST", "0")
     assert ingest_module.fast_default() is False

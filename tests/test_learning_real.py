@@ -18,9 +18,8 @@ from pathlib import Path
 
 import lance
 import numpy as np
-from PIL import Image
-
 from conftest import repro_in_process
+from PIL import Image
 from test_real_pipelines import real_params, results
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -1,4 +1,4 @@
-"""drift.metrics against hand-computed values and scikit-learn (paper Appendix B)."""
+"""drift.protocol.metrics against hand-computed values and scikit-learn (paper Appendix B)."""
 
 import numpy as np
 import pytest
@@ -7,8 +7,14 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from sklearn.metrics import accuracy_score, mean_squared_error, roc_auc_score
 
-from drift.errors import DriftError
-from drift.metrics import METRICS, accuracy, balanced_mse, binary_auc, macro_auc
+from drift.core.errors import DriftError
+from drift.protocol.metrics import (
+    METRICS,
+    accuracy,
+    balanced_mse,
+    binary_auc,
+    macro_auc,
+)
 
 FAST = settings(max_examples=60, deadline=None)
 

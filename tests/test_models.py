@@ -2,10 +2,21 @@
 import pytest
 import torch
 
-from drift.encoders.registry import ENCODERS
-from drift.errors import DriftError
-from drift.models import (ALIASES, BASELINES, MODELS, PAPER_PARAMS, PAPER_PARAMS_ARXIV, InputSpec, count_params,
-                          create_model, format_params, list_models, reference_spec)
+from drift.core.encoder_registry import ENCODERS
+from drift.core.errors import DriftError
+from drift.models import (
+    ALIASES,
+    BASELINES,
+    MODELS,
+    PAPER_PARAMS,
+    PAPER_PARAMS_ARXIV,
+    InputSpec,
+    count_params,
+    create_model,
+    format_params,
+    list_models,
+    reference_spec,
+)
 
 ALL = list(MODELS) + list(ALIASES)
 TRAINED = [m for m in ALL if m not in BASELINES]  # the references are fitted in closed form (test_reference.py)
@@ -59,11 +70,12 @@ def test_params_match_paper(name):
 
 
 def _preset_max_length(preset: str) -> int:
-    import yaml
     from pathlib import Path
+
+    import yaml
     path = Path(__file__).resolve().parents[1] / "params" / f"{preset}.yaml"
     preset = yaml.safe_load(path.read_text())
-    return int(preset["train"].get("max_tokens") or preset["embed"]["max_length"])  # as drift.slice_data sizes them
+    return int(preset["train"].get("max_tokens") or preset["embed"]["max_length"])  # as drift.train.slice_data sizes them
 
 
 @pytest.mark.parametrize("preset, table, arxiv", [("paper-amazon", PAPER_PARAMS, False),

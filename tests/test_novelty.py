@@ -1,13 +1,13 @@
-"""Which rows drifted (drift/novelty.py): the share of novel rows per cell and the most novel examples, by
+"""Which rows drifted (drift/analysis/novelty.py): the share of novel rows per cell and the most novel examples, by
 brute force and through LanceDB, on data whose novel slice is known."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-import drift.novelty
-from drift.errors import DriftError
-from drift.novelty import LanceNeighbours, nearest_numpy, novelty
+import drift.analysis.novelty
+from drift.analysis.novelty import LanceNeighbours, nearest_numpy, novelty
+from drift.core.errors import DriftError
 
 
 def dataset(seed=0, k=5, per=200):
@@ -25,7 +25,7 @@ def test_nearest_numpy_is_the_minimum_distance(monkeypatch):
     reference, queries = rng.normal(size=(30, 4)), rng.normal(size=(7, 4))
     direct = np.sqrt(((queries[:, None] - reference[None]) ** 2).sum(-1)).min(1)
     assert nearest_numpy(reference, queries) == pytest.approx(direct, rel=1e-4)
-    monkeypatch.setattr(drift.novelty, "CHUNK_VALUES", 50)  # blocks of one query
+    monkeypatch.setattr(drift.analysis.novelty, "CHUNK_VALUES", 50)  # blocks of one query
     assert nearest_numpy(reference, queries) == pytest.approx(direct, rel=1e-4)
 
 
@@ -58,7 +58,7 @@ def test_lancedb_gives_the_brute_force_answer():
 
 
 def test_the_ivf_index_finds_nearly_every_nearest_neighbour(monkeypatch, tmp_path):
-    monkeypatch.setattr(drift.novelty, "INDEX_MIN_ROWS", 1000)
+    monkeypatch.setattr(drift.analysis.novelty, "INDEX_MIN_ROWS", 1000)
     rng = np.random.default_rng(3)
     reference, queries = rng.normal(size=(2000, 8)), rng.normal(size=(200, 8))
     index = LanceNeighbours(reference, np.zeros(2000, int), str(tmp_path), nprobes=44)  # all partitions: exact

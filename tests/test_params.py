@@ -1,4 +1,4 @@
-"""The typed schema of params.yaml (drift/params.py): the shipped file and every preset hold up, the schema's
+"""The typed schema of params.yaml (drift/core/params.py): the shipped file and every preset hold up, the schema's
 defaults are params.yaml's values, and an unknown key or a wrong type anywhere is a one-line error before any
 compute."""
 from __future__ import annotations
@@ -8,15 +8,23 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import only, run, tiny_params
-from drift.params import load_params
-from drift.presets import apply_preset
-from drift.roster import validate
-from drift.datasets import DATASETS
-from drift.errors import DriftError
-from drift.params import (DATASET_PARAMS, RUN_CHOICES, EmbedParams, Params, TrainParams, YearbookParams, dataset_params,
-                          load)
+
+from drift.core.errors import DriftError
+from drift.core.params import (
+    DATASET_PARAMS,
+    RUN_CHOICES,
+    EmbedParams,
+    Params,
+    TrainParams,
+    YearbookParams,
+    dataset_params,
+    load,
+    load_params,
+)
+from drift.core.presets import apply_preset
+from drift.data.datasets import DATASETS
+from drift.run.checks import validate
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESETS = sorted(p.stem for p in (ROOT / "params").glob("*.yaml"))
@@ -209,7 +217,7 @@ def test_the_library_validates_plain_mappings_too():
     assert dataset_params("sotu", {}).min_words == 30
     with pytest.raises(DriftError, match=r"^unknown parameter embed\.max_lenght"):
         EmbedParams.of({"max_lenght": 3})
-    from drift.slicing import build_slices
+    from drift.protocol.slicing import build_slices
     with pytest.raises(DriftError, match=r"^unknown parameter dataset\.min_sample: did you mean dataset\.min_samples"):
         build_slices(None, {"min_sample": 3}, {})
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import only, repro_in_process, run, tiny_params
 
 
@@ -89,9 +88,9 @@ BAD = [  # (change, the stage whose check stops it, the one line it prints)
 def test_bad_parameters_stop_before_compute(change, stage, expected):
     """In process: ingest checks the data half of the params (no model registry: editing a model never re-runs
     an ingest), train checks everything; each problem is one line."""
-    from drift.errors import DriftError
-    from drift.roster import validate
-    from drift.validate import validate_data
+    from drift.core.errors import DriftError
+    from drift.data.validate import validate_data
+    from drift.run.checks import validate
 
     params = only(tiny_params(), "sotu")
     change(params)

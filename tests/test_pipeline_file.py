@@ -1,4 +1,4 @@
-"""dvc.yaml is what drift/pipeline.py writes from drift/paths.py: one source for every path."""
+"""dvc.yaml is what drift/run/pipeline.py writes from drift/core/paths.py: one source for every path."""
 from __future__ import annotations
 
 import subprocess
@@ -7,14 +7,14 @@ from pathlib import Path
 
 import yaml
 
-from drift.paths import PATHS, dataset_paths, dvc_path
-from drift.pipeline import STAGES, dvc_yaml
+from drift.core.paths import PATHS, dataset_paths, dvc_path
+from drift.run.pipeline import STAGES, dvc_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_dvc_yaml_is_written_by_the_pipeline_table():
-    result = subprocess.run([sys.executable, "-m", "drift.pipeline", "--check"], cwd=ROOT, capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "drift.run.pipeline", "--check"], cwd=ROOT, capture_output=True,
                             text=True)
     assert result.returncode == 0, result.stderr
 

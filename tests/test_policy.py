@@ -7,12 +7,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from drift.errors import DriftError
-from drift.plots import long_format
 from conftest import drift_cli as drift
-from drift.policy import (dataset_policies, replay_policies, retrain_costs, trained_cutoffs,
-                          write_policy_report)
+
+from drift.analysis.policy import (
+    dataset_policies,
+    replay_policies,
+    retrain_costs,
+    trained_cutoffs,
+    write_policy_report,
+)
+from drift.core.errors import DriftError
+from drift.report.plots import long_format
 
 N = np.nan
 # rows: trained through 0..3, columns: evaluated on 0..3; deployment periods 1, 2, 3 (after f_0)
@@ -148,7 +153,7 @@ def write_committed(root: Path, manifest: bool = True):
                                        "higher_is_better": True, "k": 4, "reference": reference}))
     (root / "plots" / "sotu" / "cohort-mean").mkdir()
     (root / "plots" / "sotu" / "cohort-mean" / "matrix.json").write_text(json.dumps(long_format(IMPROVING, LABELS)))
-    (root / "params.yaml").write_text("datasets: {sotu: drift/datasets/sotu.py}\ntrain: {epochs: 2}\n")
+    (root / "params.yaml").write_text("datasets: {sotu: drift/data/datasets/sotu.py}\ntrain: {epochs: 2}\n")
     if manifest:
         path = root / "data" / "slices" / "sotu.json"
         path.parent.mkdir(parents=True)

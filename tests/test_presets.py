@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from drift.presets import apply_preset
-from drift.roster import validate
-from drift.encoders import get_encoder_spec
+from drift.core.encoder_registry import get_encoder_spec
+from drift.core.presets import apply_preset
 from drift.models import get_model_info
+from drift.run.checks import validate
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -79,7 +79,7 @@ def test_text_presets_read_roberta_token_states(preset, tmp_path):
 
 def test_yearbook_saliency_grid_is_figure_3(tmp_path):
     """Figure 3: CNN-L, ResNet-S, MLP-L trained through 1950 and 1970, each shown on 1960, 1980, 2000."""
-    from drift.slicing import slice_edges
+    from drift.protocol.slicing import slice_edges
 
     params = applied("paper-yearbook", tmp_path)
     grid = params["report"]["saliency"]["yearbook"]

@@ -11,10 +11,10 @@ import json
 import pytest
 import timm
 import torch
+from conftest import only, repro_in_process, run, tiny_params
 from safetensors.torch import save_file
 
-from conftest import only, repro_in_process, run, tiny_params
-from drift.encoders.registry import ENCODERS
+from drift.core.encoder_registry import ENCODERS
 
 
 def probe_params(tmp_path, arch: str) -> dict:

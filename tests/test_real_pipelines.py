@@ -6,9 +6,8 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
-
 from conftest import repro_in_process, run, tiny_params
+from PIL import Image
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

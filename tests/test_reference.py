@@ -8,11 +8,11 @@ import pytest
 import torch
 from sklearn.linear_model import LogisticRegression, Ridge
 
-from drift.errors import DriftError
-from drift.metrics import accuracy, binary_auc, macro_auc
+from drift.core.errors import DriftError
 from drift.models import InputSpec
 from drift.models.reference import LinearBaseline, PriorBaseline
-from drift.tasks import get_task
+from drift.protocol.metrics import accuracy, binary_auc, macro_auc
+from drift.protocol.tasks import get_task
 
 PIXELS = InputSpec("pixels", (3, 4, 4))      # 48 features
 POOLED = InputSpec("pooled", (12,))

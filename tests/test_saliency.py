@@ -6,13 +6,13 @@ import pytest
 import torch
 import torch.nn as nn
 
-from drift.datasets.synth_portraits import make_slice
-from drift.inputs import Inputs
-from drift.checkpoints import build_model, checkpoint_path, save_checkpoint
+from drift.data.datasets.synth_portraits import make_slice
 from drift.models import InputSpec, create_model
-from drift.saliency import saliency_map, select_rows
-from drift.tasks import get_task
-from drift.train import train_one
+from drift.models.checkpoints import build_model, checkpoint_path, save_checkpoint
+from drift.models.inputs import Inputs
+from drift.protocol.tasks import get_task
+from drift.report.saliency import saliency_map, select_rows
+from drift.train.loop import train_one
 
 
 def linear_model(C=2, H=3, W=4, n_outputs=2, seed=0):
@@ -83,13 +83,13 @@ def test_cnn_looks_at_the_eyes_more_than_the_mlp():
 def portraits_root(tmp_path_factory):
     """A synth-portraits slice table (years 2000-2002, the real ingest and slice code) and random-weight
     checkpoints of mlp-s (seeds 0, 1) and cnn-s (seed 0) at every cutoff, laid out as the train stage does."""
-    from drift.paths import dataset_paths
-    from drift.datasets import get_dataset
-    from drift.ingest import ingest
-    from drift.records import read_records
-    from drift.params import dataset_params
-    from drift.slicing import build_slices
-    from drift.store import write_slice_table
+    from drift.core.params import dataset_params
+    from drift.core.paths import dataset_paths
+    from drift.data.datasets import get_dataset
+    from drift.data.ingest import ingest
+    from drift.data.records import read_records
+    from drift.protocol.slicing import build_slices
+    from drift.store.slices import write_slice_table
 
     root = tmp_path_factory.mktemp("saliency")
     name = "synth-portraits"
@@ -115,7 +115,7 @@ def portraits_root(tmp_path_factory):
 
 
 def test_grid_of_cells(portraits_root, tmp_path):
-    from drift.saliency import write_saliency
+    from drift.report.saliency import write_saliency
 
     # the YAML may write labels as numbers: 2000 is the slice "2000"
     cells = [["2000", "2001"], ["2000", "2002"], [2002, 2001]]
@@ -130,8 +130,8 @@ def test_grid_of_cells(portraits_root, tmp_path):
     assert set(result["maps"]) == {(m, c) for m in ("cnn-s", "mlp-s") for c in range(3)}
     assert all(m.shape == (32, 32) and np.isfinite(m).all() for m in result["maps"].values())
     # a panel is the mean over the seeds' checkpoints (mlp-s has two) of their maps on the cell's portraits
-    from drift.inputs import load_inputs
-    from drift.store import read_slice_table
+    from drift.models.inputs import load_inputs
+    from drift.store.slices import read_slice_table
     table = read_slice_table(portraits_root / "data/slices/synth-portraits.lance")
     rows = select_rows(0, 1, table.column("slice").to_numpy(), table.column("split").to_numpy(zero_copy_only=False), 8)
     (x,) = load_inputs("pixels", table).batch(rows)
@@ -147,7 +147,7 @@ def test_grid_of_cells(portraits_root, tmp_path):
 
 
 def test_grid_defaults_to_every_trained_image_model(portraits_root):
-    from drift.saliency import dataset_saliency
+    from drift.report.saliency import dataset_saliency
 
     result = dataset_saliency("synth-portraits", cells=[["2001", "2002"]], n=4, root=portraits_root)
     assert result["models"] == ["cnn-s", "mlp-s"] and len(result["columns"]) == 1
@@ -168,8 +168,8 @@ def test_grid_defaults_to_every_trained_image_model(portraits_root):
     (dict(cells=[["2000", "2001"]], cutoffs=[0]), "not both"),
 ])
 def test_grid_errors_are_one_line(portraits_root, kwargs, message):
-    from drift.errors import DriftError
-    from drift.saliency import dataset_saliency
+    from drift.core.errors import DriftError
+    from drift.report.saliency import dataset_saliency
 
     with pytest.raises(DriftError) as err:
         dataset_saliency("synth-portraits", root=portraits_root, **kwargs)
@@ -182,7 +182,7 @@ def test_default_grid_fits_the_embedded_dataset():
 
     import yaml
 
-    from drift.slicing import slice_edges
+    from drift.protocol.slicing import slice_edges
 
     params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
     grid = params["report"]["saliency"]["synth-portraits"]

@@ -1,4 +1,4 @@
-"""The representation-shift matrix (drift/shift.py): known answers for MMD², its permutation test, BH and the
+"""The representation-shift matrix (drift/analysis/shift.py): known answers for MMD², its permutation test, BH and the
 rank correlation with M's decay."""
 from __future__ import annotations
 
@@ -7,10 +7,19 @@ import json
 import numpy as np
 import pytest
 
-from drift.errors import DriftError
-from drift.plots import heatmap
-from drift.shift import (benjamini_hochberg, decay_correlation, drops, median_bandwidth, mmd2_unbiased,
-                         shift_matrix, shift_rows, standardised_pixels, write_shift)
+from drift.analysis.shift import (
+    benjamini_hochberg,
+    decay_correlation,
+    drops,
+    median_bandwidth,
+    mmd2_unbiased,
+    shift_matrix,
+    shift_rows,
+    standardised_pixels,
+    write_shift,
+)
+from drift.core.errors import DriftError
+from drift.report.plots import heatmap
 
 
 def loop_mmd2(x, y, h):
@@ -152,8 +161,9 @@ def test_write_shift_on_a_real_slice_table_and_store(tmp_path, monkeypatch):
     vectors by key, and finds the moved slice."""
     import pyarrow as pa
 
-    from drift.slice_data import SliceData
-    from drift.store import EmbeddingStore, write_slice_table
+    from drift.store.embeddings import EmbeddingStore
+    from drift.store.slices import write_slice_table
+    from drift.train.slice_data import SliceData
 
     monkeypatch.chdir(tmp_path)
     rng = np.random.default_rng(7)
@@ -175,7 +185,7 @@ def test_write_shift_on_a_real_slice_table_and_store(tmp_path, monkeypatch):
     manifest = {"encoder": "minilm-l6", "fingerprint": "f" * 64, "dim": dim, "rows": k * per, "with_tokens": False}
     (tmp_path / "data/embeddings").mkdir(parents=True)
     (tmp_path / "data/embeddings/toy.json").write_text(json.dumps({"encoders": {"minilm-l6": manifest}}))
-    params = {"datasets": {"sotu": "drift/datasets/sotu.py"}, "embed": {"cache_dir": str(tmp_path / "cache")}}
+    params = {"datasets": {"sotu": "drift/data/datasets/sotu.py"}, "embed": {"cache_dir": str(tmp_path / "cache")}}
     data = SliceData(params, "toy")
 
     true = np.array([[0.9, 0.9, 0.88, 0.6], [0.9, 0.9, 0.89, 0.62], [0.9, 0.9, 0.9, 0.65], [0.9, 0.9, 0.9, 0.9]])

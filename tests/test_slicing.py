@@ -8,9 +8,15 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from drift.errors import DriftError
-from drift.slicing import (assign_slices, build_slices, slice_edges, stratified_sample, stratified_split,
-                           stratum_keys)
+from drift.core.errors import DriftError
+from drift.protocol.slicing import (
+    assign_slices,
+    build_slices,
+    slice_edges,
+    stratified_sample,
+    stratified_split,
+    stratum_keys,
+)
 
 
 def test_units_and_labels():

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from drift.errors import DriftError
-from drift.store import EmbeddingStore
+from drift.core.errors import DriftError
+from drift.store.embeddings import EmbeddingStore
 
 
 def test_append_and_read_back_bit_for_bit(tmp_path):
@@ -37,8 +37,8 @@ def test_missing_rows_are_a_clear_error(tmp_path):
 def test_minilm_matches_sentence_transformers_and_caches(tmp_path):
     from sentence_transformers import SentenceTransformer
 
+    from drift.core.encoder_registry import get_encoder_spec
     from drift.encoders.text import TextEncoder, resolve_weights
-    from drift.encoders import get_encoder_spec
 
     texts = ["The Congress shall have power to lay and collect taxes.", "Peace.",
              "We must balance the budget and reduce the national debt over the coming years."]
@@ -64,11 +64,11 @@ def test_fingerprint_changes_with_every_field():
 def test_embed_computes_only_missing_keys(tmp_path):
     import pyarrow as pa
 
-    from drift.embed import embed_dataset
-    from drift.store import write_slice_table
+    from drift.encoders.embed import embed_dataset
+    from drift.store.slices import write_slice_table
 
     def table(texts):
-        from drift.records import payload_key
+        from drift.data.records import payload_key
         return pa.table({"id": [str(i) for i in range(len(texts))], "key": [payload_key(t) for t in texts],
                          "slice": pa.array([0] * len(texts), pa.int32()), "split": ["train"] * len(texts),
                          "label": [0] * len(texts), "text": texts})

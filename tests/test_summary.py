@@ -1,4 +1,4 @@
-"""drift.summary against values computed by hand (paper Section 4.5, Appendix C.7, Tables 5-10)."""
+"""drift.protocol.summary against values computed by hand (paper Section 4.5, Appendix C.7, Tables 5-10)."""
 
 import numpy as np
 import pytest
@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from drift.errors import DriftError
-from drift.summary import (
+from drift.core.errors import DriftError
+from drift.protocol.summary import (
     below_prior,
     below_prior_message,
     check_order,

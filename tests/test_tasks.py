@@ -1,4 +1,4 @@
-"""drift.tasks: outputs, losses and their class weights, scoring (paper Sections 4.3-4.4)."""
+"""drift.protocol.tasks: outputs, losses and their class weights, scoring (paper Sections 4.3-4.4)."""
 
 import numpy as np
 import pytest
@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from drift.errors import DriftError
-from drift.metrics import accuracy, balanced_mse, macro_auc
-from drift.tasks import TASKS, class_weights, get_task, rating_weights
+from drift.core.errors import DriftError
+from drift.protocol.metrics import accuracy, balanced_mse, macro_auc
+from drift.protocol.tasks import TASKS, class_weights, get_task, rating_weights
 
 FAST = settings(max_examples=40, deadline=None)
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from conftest import only, repro_in_process, tiny_params
 
 

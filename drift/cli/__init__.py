@@ -3,10 +3,10 @@
     pipeline.py   summary, models, fetch, track, preset
     report.py     show, compare, plots, saliency (the report stage's outputs)
     cache.py      cache list | compact | gc (the embedding store)
-    plan.py       plan (the cost of a campaign, drift/plan.py)
-    policy.py     policy (retraining policies replayed from the matrices, drift/policy.py)
+    plan.py       plan (the cost of a campaign, drift/run/plan.py)
+    policy.py     policy (retraining policies replayed from the matrices, drift/analysis/policy.py)
 
-The commands render with Rich; what they read comes from the library (drift.results and the rest), so no
+The commands render with Rich; what they read comes from the library (drift.report.results and the rest), so no
 module here is imported by the library.
 """
 import typer

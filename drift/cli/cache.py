@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.table import Table
 
 from drift.cli.common import fail
-from drift.errors import DriftError
-from drift.paths import PATHS
+from drift.core.errors import DriftError
+from drift.core.paths import PATHS
 
 cache_app = typer.Typer(add_completion=False, invoke_without_command=True,
                         help="The embedding store: list its tables, compact them, delete those no manifest uses.")
@@ -35,13 +35,13 @@ def _size(n: int) -> str:
 
 
 def resolve_cache_dir(option: Optional[Path]) -> Path:
-    from drift.store import default_cache_dir
+    from drift.store.location import default_cache_dir
 
     if option is not None:
         return option.expanduser()
     if Path("params.yaml").exists():
-        from drift.params import load_params
-        from drift.store import cache_dir
+        from drift.core.params import load_params
+        from drift.store.location import cache_dir
         return cache_dir(load_params())
     return default_cache_dir()
 
@@ -86,7 +86,7 @@ def _table_path(cache_dir: Path, name: str) -> Path:
     tables = {p.name: p for p in store_tables(cache_dir)}
     name = name if name.endswith(".lance") else f"{name}.lance"
     if name not in tables:
-        from drift.errors import close_matches
+        from drift.core.errors import close_matches
         raise DriftError(f"no table {name} in {cache_dir}: {close_matches(name, tables) if tables else 'the store is empty'}")
     return tables[name]
 
@@ -149,7 +149,7 @@ def list_tables(ctx: typer.Context,
                 keep_manifests: Optional[List[Path]] = typer.Option(
                     None, "--manifests", help="more manifests to match tables to datasets (repeatable)")):
     """Each table: encoder, fingerprint, rows, dimension, size on disk, fragments, datasets using it."""
-    from drift.store import table_info
+    from drift.store.embeddings import table_info
 
     as_json = _json_flag(ctx, as_json)
     try:
@@ -175,7 +175,7 @@ def compact(ctx: typer.Context,
             cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
             as_json: bool = typer.Option(False, "--json", help="machine-readable output: what each table became")):
     """Delete duplicate keys (two writers at once), merge small fragments, drop files only old versions use."""
-    from drift.store import committed, compact_table
+    from drift.store.embeddings import committed, compact_table
 
     as_json = _json_flag(ctx, as_json)
     console = Console()
@@ -215,7 +215,7 @@ def gc(ctx: typer.Context,
        cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
        as_json: bool = typer.Option(False, "--json", help="machine-readable output: what was (or would be) deleted")):
     """Delete the tables no manifest in data/embeddings/ (or --keep-manifests) refers to."""
-    from drift.store import table_info
+    from drift.store.embeddings import table_info
 
     as_json = _json_flag(ctx, as_json)
     console = Console()

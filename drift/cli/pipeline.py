@@ -10,9 +10,10 @@ import typer
 from rich.table import Table
 
 from drift.cli.common import console, fail, fmt
-from drift.errors import DriftError
-from drift.paths import METRICS
-from drift.results import label_free, load_results, summary_rows
+from drift.core.errors import DriftError
+from drift.core.paths import METRICS
+from drift.report.results import label_free, load_results, summary_rows
+
 
 def _with_std(stats: dict, key: str) -> str:
     std = stats.get(f"{key}_std")
@@ -81,7 +82,7 @@ def summary(dataset: Optional[str] = typer.Argument(None, help="one dataset; all
             metrics_dir: Path = typer.Option(Path(METRICS), help="where the report stage wrote its metrics")):
     """Models ranked by Decay (or --by future / id), with ID, Future, Decay and the margin over the reference
     models (paper Table 5). References (baseline-*) are listed after the ranked models, without a rank."""
-    from drift.summary import REFERENCES, below_prior_message, check_order
+    from drift.protocol.summary import REFERENCES, below_prior_message, check_order
 
     try:
         check_order(by)
@@ -145,11 +146,11 @@ def label_free_table(rows: list[dict]) -> Table:
 
 def dataset_specs(dataset: str, params_path: Path = Path("params.yaml")):
     """(spec of each input kind, n_outputs) for a dataset as params.yaml configures it."""
-    from drift.params import dataset_cfg, load_params
-    from drift.datasets import get_dataset
-    from drift.encoders import get_encoder_spec
+    from drift.core.encoder_registry import get_encoder_spec
+    from drift.core.params import dataset_cfg, load_params
+    from drift.data.datasets import get_dataset
     from drift.models import InputSpec
-    from drift.tasks import get_task
+    from drift.protocol.tasks import get_task
 
     params = load_params(params_path)
     module, cfg = get_dataset(dataset), dataset_cfg(params, dataset)
@@ -167,8 +168,14 @@ def models(dataset: Optional[str] = typer.Option(None, help="count parameters fo
     Counted at the paper's reference setting (images 3x32x32 with 2 classes; text heads on 768-d token states
     with 1 output; probes at their encoder's width), or for DATASET's inputs and outputs. A probe's total
     includes its frozen encoder."""
-    from drift.encoders.registry import ENCODER_PARAMS, ENCODERS
-    from drift.models import InputSpec, count_params, create_model, list_models, reference_spec
+    from drift.core.encoder_registry import ENCODER_PARAMS, ENCODERS
+    from drift.models import (
+        InputSpec,
+        count_params,
+        create_model,
+        list_models,
+        reference_spec,
+    )
 
     try:
         specs = dataset_specs(dataset) if dataset else None
@@ -213,8 +220,8 @@ def fetch(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
           as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Download a corpus from the URL in params (<dataset>.url), with resume and sha256 check, and register each
     file with DVC as an import of its URL (<file>.dvc; outside a DVC repository it is only downloaded)."""
-    from drift.params import dataset_cfg, load_params
-    from drift.fetch import fetch_and_track
+    from drift.core.params import dataset_cfg, load_params
+    from drift.data.fetch import fetch_and_track
 
     try:
         done = fetch_and_track(dataset, dataset_cfg(load_params(params), dataset), dvc=dvc)
@@ -237,8 +244,8 @@ def track(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
           as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Track raw files you put in place yourself with DVC (`dvc add` on what the dataset reads: the arXiv
     snapshot, the Yearbook folder or .tar.gz, each Amazon category file), as `drift fetch` tracks downloads."""
-    from drift.params import dataset_cfg, load_params
-    from drift.fetch import track_dataset
+    from drift.core.params import dataset_cfg, load_params
+    from drift.data.fetch import track_dataset
 
     try:
         done = track_dataset(dataset, dataset_cfg(load_params(params), dataset))
@@ -256,7 +263,7 @@ def track(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
 def preset(name: str = typer.Argument(..., help="a file in params/, e.g. paper-yearbook"),
            params: Path = typer.Option(Path("params.yaml"), help="the params file to update")):
     """Apply a paper preset (params/<name>.yaml) to params.yaml; then `dvc exp run` or `dvc repro`."""
-    from drift.presets import apply_preset
+    from drift.core.presets import apply_preset
 
     try:
         changed = apply_preset(name, params)

@@ -1,4 +1,4 @@
-"""`drift plan`: what a campaign costs before it runs (drift/plan.py counts, measures and projects)."""
+"""`drift plan`: what a campaign costs before it runs (drift/run/plan.py counts, measures and projects)."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,8 @@ import typer
 from rich.table import Table
 
 from drift.cli.common import console, fail
-from drift.errors import DriftError
+from drift.core.errors import DriftError
+
 
 def _count(n) -> str:
     """A count in at most 7 characters: 12,345 or 3.46M."""
@@ -108,7 +109,7 @@ def plan(preset: Optional[str] = typer.Argument(None, help="a preset in params/ 
     """What a campaign costs before it runs: model-seed runs (the paper's Table 1), trainings, training
     row-passes, encoder passes, evaluation cells, and the hours here and on a GPU from rates measured on this
     machine (cached in the drift cache dir, so the second plan is instant)."""
-    from drift.plan import plan as make_plan
+    from drift.run.plan import plan as make_plan
 
     try:
         out = make_plan(preset, params, rows=_parse_pairs(rows, "--rows", int),

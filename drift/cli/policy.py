@@ -1,4 +1,4 @@
-"""`drift policy`: retraining policies replayed from the committed drift matrices (drift/policy.py), no training."""
+"""`drift policy`: retraining policies replayed from the committed drift matrices (drift/analysis/policy.py), no training."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ from rich import box
 from rich.table import Table
 
 from drift.cli.common import console, fail, fmt
-from drift.errors import DriftError
+from drift.core.errors import DriftError
 
 
 def _cost(value: float, unit: str) -> str:
@@ -47,7 +47,7 @@ def policy(dataset: str = typer.Argument(..., help="a dataset with a report (plo
            root: Path = typer.Option(Path("."), "--root", help="the repository's root")):
     """Retraining policies (never, every n, always, on shift, on an estimated drop) replayed from the drift
     matrix: mean and worst score over the deployment periods, retrainings and their cost. Nothing is trained."""
-    from drift.policy import dataset_policies, load_signal, report_labels
+    from drift.analysis.policy import dataset_policies, load_signal, report_labels
 
     try:
         if estimate is not None and model is None:

@@ -1,6 +1,6 @@
 """`drift show`, `drift compare`, `drift plots`, `drift saliency`: the report stage's outputs, drawn for people.
 
-They read what the report stage commits to git (metrics/, plots/) through drift.results, so they work on any
+They read what the report stage commits to git (metrics/, plots/) through drift.report.results, so they work on any
 checkout; `compare` and `plots` read other revisions and DVC experiments through DVC itself.
 """
 from __future__ import annotations
@@ -22,8 +22,16 @@ from rich.table import Table
 from rich.text import Text
 
 from drift.cli.common import console, fail, fmt
-from drift.errors import DriftError, close_matches
-from drift.results import STATS, _open_repo, diff_metrics, diff_params, load_matrix, metrics_at, params_at
+from drift.core.errors import DriftError, close_matches
+from drift.report.results import (
+    STATS,
+    _open_repo,
+    diff_metrics,
+    diff_params,
+    load_matrix,
+    metrics_at,
+    params_at,
+)
 
 LABELS = {"id": "ID", "future": "Future", "decay": "Decay"}
 
@@ -271,10 +279,10 @@ def saliency(dataset: str = typer.Argument(..., help="an image dataset with trai
                  None, "--out", "-o", help="the PNG (default plots_png/<dataset>/saliency.png)"),
              as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Mean gradient saliency maps of the image models (paper Figure 3) as a PNG grid: models × cutoffs."""
-    from drift.paths import dataset_paths
-    from drift.datasets import DATASETS
-    from drift.saliency import write_saliency
-    from drift.store import read_slice_manifest
+    from drift.core.paths import dataset_paths
+    from drift.data.datasets import DATASETS
+    from drift.report.saliency import write_saliency
+    from drift.store.slices import read_slice_manifest
 
     try:
         if dataset not in DATASETS:

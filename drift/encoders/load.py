@@ -1,6 +1,6 @@
 """An encoder of the registry, loaded: TextEncoder (text.py) or VisionEncoder (vision.py) by its modality.
 Apart from the package's __init__ so that reading the registry never reaches torch or transformers."""
-from drift.encoders.registry import get_encoder_spec
+from drift.core.encoder_registry import get_encoder_spec
 
 
 def make_encoder(name: str, **kwargs):
@@ -8,7 +8,9 @@ def make_encoder(name: str, **kwargs):
     (text: max_length, batch_size, dtype, device, weights, pooling; image: batch_size, dtype, device, weights)."""
     spec = get_encoder_spec(name)
     if spec.modality == "text":
-        from drift.encoders.text import TextEncoder  # imported here: one modality's libraries only
+        from drift.encoders.text import (
+            TextEncoder,  # imported here: one modality's libraries only
+        )
         return TextEncoder(name, **kwargs)
     from drift.encoders.vision import VisionEncoder
     return VisionEncoder(name, **kwargs)

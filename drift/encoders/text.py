@@ -14,11 +14,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from drift.encoders.registry import get_encoder_spec
-from drift.errors import DriftError
 # params.yaml embed.pooling: the mean of the last hidden states over real tokens, the first token's state, or the
 # model's own pooler output (BERT, RoBERTa, MPNet have one; DistilBERT, ELECTRA, DeBERTa-v3, ModernBERT do not)
-from drift.params import POOLINGS
+from drift.core.encoder_registry import POOLINGS, get_encoder_spec
+from drift.core.errors import DriftError
 
 PREPROCESS_VERSION = 1  # bump when tokenisation or pooling code changes: every cached row becomes a miss
 
@@ -169,7 +168,7 @@ class TextEncoder:
                     raise
                 self.batch_size //= 2
                 torch.cuda.empty_cache()
-                from drift.progress import stderr
+                from drift.core.progress import stderr
                 stderr.print(f"CUDA out of memory: batch size now {self.batch_size}", highlight=False)
                 continue
             pooled.append(p)

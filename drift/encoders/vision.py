@@ -19,10 +19,9 @@ import torch.nn.functional as F
 from huggingface_hub import try_to_load_from_cache
 from safetensors import safe_open
 
-from drift.encoders.registry import get_encoder_spec
+from drift.core.encoder_registry import DTYPES, get_encoder_spec
+from drift.core.errors import DriftError
 from drift.encoders.text import weights_hash
-from drift.errors import DriftError
-from drift.params import DTYPES
 
 PREPROCESS_VERSION = 1  # bump when resizing, scaling or pooling code changes: every cached row becomes a miss
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # what timm's repos on the Hugging Face hub hold

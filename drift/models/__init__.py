@@ -12,15 +12,15 @@ from dataclasses import dataclass
 
 import torch.nn as nn
 
-from drift.encoders.registry import ENCODERS
-from drift.errors import DriftError, close_matches
+from drift.core.encoder_registry import ENCODERS
+from drift.core.errors import DriftError, close_matches
 from drift.models import image, text
 from drift.models.probe import LinearProbe
 from drift.models.reference import LinearBaseline, PriorBaseline
 
 INPUT_KINDS = ("pixels", "tokens", "pooled")
 # "auto": a reference model reads what the dataset offers: pixels of an image dataset, or the text encoder's
-# pooled vectors of a text dataset (drift.slice_data resolves it)
+# pooled vectors of a text dataset (drift.train.slice_data resolves it)
 
 
 @dataclass(frozen=True)

@@ -78,7 +78,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from drift.errors import DriftError
+from drift.core.errors import DriftError
 
 PRIOR_EPS = 1e-6     # class frequencies / prevalences are clamped to [PRIOR_EPS, 1 - PRIOR_EPS]
 STD_FLOOR = 1e-6     # a feature whose training std is below this is only centred (its std taken as 1)

@@ -1,0 +1,77 @@
+"""What a result was computed with: package versions, platform, torch threads and device, and the lock file.
+
+`environment()` is cheap: versions come from the installed distributions' metadata (importlib.metadata), not
+from importing the packages; only torch is imported, for its thread count and CUDA device. A package that is
+not installed is `None`, never an error. `python -m drift.core.environment` prints it as JSON.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+from importlib import metadata
+from pathlib import Path
+
+# distributions (as pip names them) whose versions can change results; pylance is the `lance` module
+PACKAGES = ("torch", "torchvision", "timm", "transformers", "sentence-transformers", "pylance", "pyarrow",
+            "numpy", "scikit-learn", "dvc")
+LOCK_FILE = "requirements.lock"  # written by `make lock`, installed from by `make install`
+
+
+def package_version(distribution: str) -> str | None:
+    """The installed version of a distribution, None when it is not installed."""
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def repository_root(start: Path | str | None = None) -> Path | None:
+    """The directory holding dvc.yaml: `start` (default: the working directory) or its closest parent that has
+    one, else the checkout this package was imported from; None when neither is in a repository."""
+    candidates = [Path(start or os.getcwd()).resolve()]
+    if start is None:
+        candidates.append(Path(__file__).resolve().parents[2])
+    for candidate in candidates:
+        for directory in (candidate, *candidate.parents):
+            if (directory / "dvc.yaml").is_file():
+                return directory
+    return None
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _torch_runtime() -> dict:
+    try:
+        import torch
+    except Exception:  # not installed, or broken: the record says so rather than failing the stage
+        return {"torch_threads": None, "cuda": False, "cuda_device": None}
+    cuda = bool(torch.cuda.is_available())
+    return {"torch_threads": torch.get_num_threads(), "cuda": cuda,
+            "cuda_device": torch.cuda.get_device_name(torch.cuda.current_device()) if cuda else None}
+
+
+def environment(root: Path | str | None = None) -> dict:
+    """{python, packages: {distribution: version or None}, platform: {machine, system}, torch_threads, cuda,
+    cuda_device, lock_sha256}. `root` is the repository whose lock file is hashed (default: found from the
+    working directory); lock_sha256 is None when there is no lock file."""
+    root = Path(root) if root is not None else repository_root()
+    lock = root / LOCK_FILE if root is not None else None
+    return {
+        "python": platform.python_version(),
+        "packages": {name: package_version(name) for name in PACKAGES},
+        "platform": {"machine": platform.machine(), "system": platform.system()},
+        **_torch_runtime(),
+        "lock_sha256": file_sha256(lock) if lock is not None and lock.is_file() else None,
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(environment(), indent=2))

@@ -1,0 +1,528 @@
+"""The typed schema of params.yaml: every parameter's name, type and default, checked once before any compute.
+
+`load_params` reads params.yaml through `Params`; every stage and CLI command goes through it, and
+the library reads the typed sections (`params.train.epochs`, `params.dataset("sotu").slices`), never a raw
+dict with a default of its own. params.yaml is the source of the run's values: the defaults here only fill the
+keys it leaves out, and equal its values wherever it sets them (tests/test_params.py checks that), except the
+run's choices in RUN_CHOICES, which have no meaningful default.
+
+Layout (params.yaml's top level):
+    datasets            dataset name -> its raw input (the DVC dependency of ingest@<name>); required
+    sotu, synth-portraits, yearbook, amazon, arxiv
+                        one section per dataset (DatasetParams: slices, min_samples, strict, cap_per_slice,
+                        sample; the real corpora add source, url, sha256; plus each reader's own keys)
+    split               the fixed train/test split of every slice
+    embed               the frozen encoders
+    train               cumulative training
+    report              what the report stage draws beyond the matrices
+    compute             where the heavy work runs: this process, or a Ray cluster (drift/core/executor.py)
+
+An unknown key anywhere is a one-line DriftError naming it, its section and the closest valid names
+(`unknown parameter train.epoch: did you mean train.epochs? valid: baselines, batch_size, epochs, ...`); a wrong
+type too (`train.epochs must be an integer, got 'three'`). Names that need a registry with heavy imports (model
+names, model families in train.lr) are checked by drift.data.validate, also before any compute.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import types
+import typing
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Optional, Union
+
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from drift.core.encoder_registry import DTYPES, ENCODERS, POOLINGS
+from drift.core.errors import DriftError, close_matches
+
+TIME_FIELDS = ("first_version", "update_date")  # arxiv.time_field
+LR_DEFAULT = 0.001  # train.lr's `default` when a per-family mapping leaves it out
+
+# keys params.yaml sets as the shipped run's choices: no default here equals them (tests/test_params.py)
+RUN_CHOICES = ("datasets", "train.models", "report.saliency", "amazon.categories")
+
+
+# ---------------------------------------------------------------- types with one-line errors
+
+def _error(what: str, **ctx) -> PydanticCustomError:
+    """`<path> <what>, got <value>`; ctx `sub` names a key below the field, `got` the offending value."""
+    return PydanticCustomError("drift_value", what, ctx)
+
+
+def _number(value):
+    if isinstance(value, bool):
+        raise _error("must be a number")
+    if isinstance(value, str):  # PyYAML reads 1e-3 as a string
+        try:
+            return float(value)
+        except ValueError:
+            raise _error("must be a number") from None
+    return value
+
+
+def _label(value):
+    """Slice labels may be written as numbers: 2001 is the slice "2001"."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _choice(*values: str):
+    def check(value):
+        if value not in values:
+            raise _error("must be one of {choices}", choices=", ".join(values))
+        return value
+    return AfterValidator(check)
+
+
+def _known_keys(valid):
+    def check(mapping):
+        for key in mapping:
+            if key not in valid:
+                raise PydanticCustomError("unknown_key", "unknown parameter {key}",
+                                          {"key": str(key), "valid": sorted(valid)})
+        return mapping
+    return AfterValidator(check)
+
+
+def _edge(value):
+    if isinstance(value, (str, dt.date)) or isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise _error("must be a date (1950-01-01) or a year")
+
+
+def _one_or_many(value):
+    """`categories: Software` means one category."""
+    return [value] if isinstance(value, str) else value
+
+
+def _sha256(value):
+    if value is None or isinstance(value, str):
+        return value or None
+    if isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        return dict(value)
+    raise _error("must be a sha256 string or a mapping file name -> sha256")
+
+
+def _lr(value):
+    """One rate for every model, or {family: rate} with `default` for the other families (LR_DEFAULT if left out)."""
+    if isinstance(value, dict):
+        rates = {}
+        for family, rate in value.items():
+            if not isinstance(family, str):
+                raise _error("must map model families to rates", got=repr(value))
+            try:
+                rates[family.lower()] = float(_number(rate))
+            except (PydanticCustomError, TypeError, ValueError):
+                raise _error("must be a number", sub=family, got=repr(rate)) from None
+        return {"default": LR_DEFAULT, **rates}
+    try:
+        return float(_number(value))
+    except (PydanticCustomError, TypeError, ValueError):
+        raise _error("must be a number or a mapping family -> rate, e.g. {default: 0.001, frozen: 0.01}") from None
+
+
+Int = int  # strict (the models below): an integer, never true/false or a string
+PositiveInt = Annotated[int, Field(ge=1)]
+Float = Annotated[float, BeforeValidator(_number)]
+Label = Annotated[str, BeforeValidator(_label)]
+Edge = Annotated[Any, PlainValidator(_edge)]
+LearningRate = Annotated[Union[float, dict[str, float]], PlainValidator(_lr)]
+Sha256 = Annotated[Optional[Union[str, dict[str, str]]], PlainValidator(_sha256)]
+Names = Annotated[list[str], BeforeValidator(_one_or_many)]
+
+
+def _nullable(annotation) -> bool:
+    return typing.get_origin(annotation) in (Union, types.UnionType) and type(None) in typing.get_args(annotation)
+
+
+def _empty(annotation):
+    """What `key: null` means for a field that cannot be null: an empty list / mapping / section, or nothing."""
+    origin = typing.get_origin(annotation) or annotation
+    if origin is list:
+        return []
+    if origin is dict:
+        return {}
+    if isinstance(origin, type) and issubclass(origin, Section):
+        return {}
+    return None
+
+
+class Section(BaseModel):
+    """A mapping of params.yaml: only its own keys, each of its type; `key: null` on a list, mapping or
+    section means empty (as `or []` did)."""
+    model_config = ConfigDict(strict=True, extra="forbid")
+    SECTION: ClassVar[str] = ""  # where its keys live in params.yaml, for the messages of `of`
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        return sorted(f.alias or n for n, f in cls.model_fields.items())
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known(cls, data):
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            return data  # pydantic says: must be a mapping
+        valid = cls.keys()
+        for key in data:
+            if key not in valid:
+                raise PydanticCustomError("unknown_key", "unknown parameter {key}", {"key": str(key), "valid": valid})
+        data = cls._before(dict(data))
+        for name, field in cls.model_fields.items():
+            key = field.alias or name
+            if key in data and data[key] is None and not _nullable(field.annotation):
+                empty = _empty(field.annotation)
+                if empty is not None:
+                    data[key] = empty
+        return data
+
+    @classmethod
+    def _before(cls, data: dict) -> dict:
+        return data
+
+    @classmethod
+    def of(cls, value, where: str | None = None):
+        """`value` if it is already this section, else the mapping validated (defaults filled): the library's
+        functions take a section or, from tests and scripts, its plain mapping."""
+        if isinstance(value, cls):
+            return value
+        return parse(cls, value, cls.SECTION if where is None else where)
+
+
+# ---------------------------------------------------------------- datasets
+
+class SliceSpec(Section):
+    """{unit: year | half-year | decade, start, end} or {unit: custom, edges, labels}; drift.protocol.slicing.slice_edges
+    checks the combination (one-line errors naming the valid units)."""
+    unit: Optional[str] = None
+    start: Optional[Int] = None
+    end: Optional[Int] = None
+    edges: Optional[list[Edge]] = None
+    labels: Optional[list[Label]] = None
+
+    def spec(self) -> dict:
+        return self.model_dump(exclude_none=True)
+
+
+class SampleSpec(Section):
+    n: Annotated[int, Field(ge=0)]  # rows kept, stratified by slice and label; 0: all
+    seed: Optional[Int] = None      # null: split.seed
+
+
+class DatasetParams(Section):
+    """The keys every dataset has: drift.data.ingest and drift.protocol.slicing read them."""
+    SECTION: ClassVar[str] = "dataset"
+    slices: SliceSpec = Field(default_factory=SliceSpec)
+    min_samples: PositiveInt = 1           # slices with fewer rows stay empty in every matrix
+    strict: bool = False                   # fail at the first bad row instead of quarantining it
+    cap_per_slice: Optional[PositiveInt] = None  # a sample per slice, stratified by label (split.seed)
+    sample: Optional[SampleSpec] = None    # a sample of the whole dataset, stratified by slice and label
+
+
+def _slices(**spec):
+    return Field(default_factory=lambda: SliceSpec(**spec))
+
+
+class CorpusParams(DatasetParams):
+    """A real corpus: its files at `source` (else `datasets.<name>`), downloadable by `drift fetch`."""
+    source: str
+    url: Optional[str] = None
+    sha256: Sha256 = None
+
+
+class SotuParams(DatasetParams):
+    SECTION: ClassVar[str] = "sotu"
+    min_words: Annotated[int, Field(ge=0)] = 30  # shorter paragraphs are filtered (headings, salutations)
+    start_year: Int = 1853                       # the two-party era
+    slices: SliceSpec = _slices(unit="decade", start=1850, end=2030)
+    cap_per_slice: Optional[PositiveInt] = 100
+    min_samples: PositiveInt = 40
+
+
+class SynthPortraitsParams(DatasetParams):
+    SECTION: ClassVar[str] = "synth-portraits"
+    k: PositiveInt = 8                 # time slices, one a year from start_year
+    start_year: Int = 2000
+    per_slice: PositiveInt = 300
+    seed: Int = 0
+    covariate_drift: Float = 0.5       # 0 = off, 1 = strong
+    label_drift: Float = 0.3
+    concept_drift: Float = 1.0
+    global_cue: Float = 0.06
+    noise: Float = 0.12
+    slices: SliceSpec = _slices(unit="year", start=2000, end=2008)
+    min_samples: PositiveInt = 40
+
+
+class YearbookParams(CorpusParams):
+    SECTION: ClassVar[str] = "yearbook"
+    source: str = "data/raw/yearbook/faces_aligned_small_mirrored_co_aligned_cropped_cleaned.tar.gz"  # or the folder
+    slices: SliceSpec = _slices(unit="year", start=1905, end=2014)
+    min_samples: PositiveInt = 1
+
+
+class AmazonParams(CorpusParams):
+    SECTION: ClassVar[str] = "amazon"
+    source: str = "data/raw/amazon"
+    categories: Optional[Names] = None  # null or []: every <Category>.jsonl(.gz) in source
+    slices: SliceSpec = _slices(unit="half-year", start=2014, end=2024)
+    sample: Optional[SampleSpec] = Field(default_factory=lambda: SampleSpec(n=300_000, seed=0))
+    min_samples: PositiveInt = 100
+
+
+class ArxivParams(CorpusParams):
+    SECTION: ClassVar[str] = "arxiv"
+    source: str = "data/raw/arxiv/arxiv-metadata-oai-snapshot.json"
+    categories: Annotated[Names, Field(min_length=1)] = Field(
+        default_factory=lambda: ["cs.LG", "hep-ph", "cs.CV", "cs.AI", "hep-th", "quant-ph", "gr-qc"])
+    time_field: Annotated[str, _choice(*TIME_FIELDS)] = "first_version"
+    slices: SliceSpec = _slices(unit="year", start=2000, end=2026)
+    min_samples: PositiveInt = 100
+
+
+DATASET_PARAMS: dict[str, type[DatasetParams]] = {
+    "sotu": SotuParams, "synth-portraits": SynthPortraitsParams, "yearbook": YearbookParams,
+    "amazon": AmazonParams, "arxiv": ArxivParams,
+}
+
+
+def dataset_params(name: str, value=None) -> DatasetParams:
+    """Dataset `name`'s section: `value` if it is one, else the mapping validated with its defaults."""
+    if name not in DATASET_PARAMS:
+        raise DriftError(f"unknown dataset {name!r}: {close_matches(name, DATASET_PARAMS)}")
+    return DATASET_PARAMS[name].of({} if value is None else value)
+
+
+# ---------------------------------------------------------------- split, embed, train, report
+
+class SplitParams(Section):
+    SECTION: ClassVar[str] = "split"
+    seed: Int = 0
+    test_fraction: Annotated[Float, Field(gt=0, lt=1)] = 0.3
+
+
+class EmbedParams(Section):
+    SECTION: ClassVar[str] = "embed"
+    text_encoder: str = "minilm-l6"   # token states feed the text heads; the pooled vector feeds its probe
+    encoders: list[str] = []          # more frozen encoders whose pooled vectors feed probe-<encoder>
+    weights: Annotated[dict[str, str], _known_keys(ENCODERS)] = {}  # encoder -> local weights file or folder
+    max_length: PositiveInt = 64      # tokens per text
+    pooling: Optional[Annotated[str, _choice(*POOLINGS)]] = "mean"  # null: each encoder's own
+    batch_size: PositiveInt = 32
+    dtype: Annotated[str, _choice(*DTYPES)] = "float32"
+    cache_dir: Optional[str] = None   # null: $DRIFT_CACHE_DIR or ~/.cache/drift
+    device: Optional[str] = None      # null: cuda when available, else cpu
+    chunk_rows: PositiveInt = 512     # rows per commit to the embedding store: the most a killed run can lose
+
+
+class TrainParams(Section):
+    SECTION: ClassVar[str] = "train"
+    epochs: PositiveInt = 5
+    seeds: Annotated[list[Int], Field(min_length=1)] = [0]
+    batch_size: PositiveInt = 64
+    weight_decay: Float = 0.01       # AdamW (text heads and probes)
+    lr: LearningRate = Field(default_factory=lambda: {"default": LR_DEFAULT, "frozen": 0.01})
+    threads: PositiveInt = 1         # fixed torch threads: bit-identical results
+    engine: Annotated[str, _choice("solo", "batched")] = "solo"  # batched: drift/train/engine.py, equal to float tolerance
+    max_tokens: Optional[PositiveInt] = None  # the token heads' position tables; null: embed.max_length
+    baselines: list[str] = ["baseline-prior", "baseline-linear"]
+    models: Annotated[dict[str, list[str]], _known_keys(DATASET_PARAMS)] = {}  # dataset -> model names
+
+
+EXECUTORS = ("local", "ray")  # compute.executor
+
+
+class ComputeParams(Section):
+    """Where train, evaluate and embed run their heavy part (drift/core/executor.py): the same results either way."""
+    SECTION: ClassVar[str] = "compute"
+    executor: Annotated[str, _choice(*EXECUTORS)] = "local"  # local: in the stage's process; ray: Ray tasks
+    address: Optional[str] = None     # the Ray cluster to join; null: $RAY_ADDRESS, else a local cluster of this machine
+    cpus_per_task: Annotated[Float, Field(gt=0)] = 1.0  # CPUs each training / evaluation task and embed actor holds
+    gpus_per_task: Annotated[Float, Field(ge=0)] = 0.0  # GPUs each holds (fractional: 0.25 packs four on a GPU)
+    embed_actors: PositiveInt = 1     # encoders loaded at once by the embed stage, each fed chunks of rows
+
+
+class SaliencyGrid(Section):
+    SECTION: ClassVar[str] = "report.saliency.<dataset>"
+    models: Optional[list[str]] = None        # null: every image model of the roster
+    cells: Optional[list[list[Label]]] = None  # [trained through, evaluated on] slice labels; null: a spread
+    n: PositiveInt = 64                        # portraits averaged per map
+
+
+class PolicyParams(Section):
+    """Retraining policies replayed from the drift matrices (drift/analysis/policy.py): their parameter lists."""
+    SECTION: ClassVar[str] = "report.policy"
+    every: list[PositiveInt] = [2, 3, 4]              # retrain every n periods, one policy per n
+    shift_thresholds: Optional[list[Float]] = None   # retrain when the coming period's shift exceeds one; null: its quartiles
+    drop_thresholds: Optional[list[Float]] = None    # retrain when the estimated score drops by more; null: its quartiles
+    seconds_per_row: Optional[Annotated[Float, Field(gt=0)]] = None  # turns the cost (training rows x epochs) into seconds
+
+
+class ShiftParams(Section):
+    """Drift without labels (drift/analysis/shift.py, drift/analysis/novelty.py): the shift matrix's test and the novel rows."""
+    SECTION: ClassVar[str] = "report.shift"
+    n: Annotated[int, Field(ge=2)] = 200                 # rows per side of each cell's two-sample test
+    permutations: Annotated[int, Field(ge=0)] = 200     # permutation test per cell; 0: no p or q values
+    alpha: Annotated[Float, Field(gt=0, lt=1)] = 0.05   # Benjamini-Hochberg level over the K x K cells
+    seed: Int = 0
+    novelty_quantile: Annotated[Float, Field(gt=0, lt=1)] = 0.95  # novel: farther than this quantile of held-out rows
+    max_rows: PositiveInt = 500                         # query rows per period and per calibration set
+    max_index_rows: PositiveInt = 100_000               # training rows searched for nearest neighbours
+    top: PositiveInt = 5                                # most novel examples shown per period
+
+
+class ReportParams(Section):
+    SECTION: ClassVar[str] = "report"
+    saliency: Annotated[dict[str, SaliencyGrid], _known_keys(DATASET_PARAMS)] = {}
+    policy: PolicyParams = Field(default_factory=PolicyParams)
+    shift: ShiftParams = Field(default_factory=ShiftParams)
+
+
+class Params(Section):
+    """params.yaml."""
+    datasets: Annotated[dict[str, str], _known_keys(DATASET_PARAMS)]
+    sotu: SotuParams = Field(default_factory=SotuParams)
+    synth_portraits: SynthPortraitsParams = Field(default_factory=SynthPortraitsParams, alias="synth-portraits")
+    yearbook: YearbookParams = Field(default_factory=YearbookParams)
+    amazon: AmazonParams = Field(default_factory=AmazonParams)
+    arxiv: ArxivParams = Field(default_factory=ArxivParams)
+    split: SplitParams = Field(default_factory=SplitParams)
+    embed: EmbedParams = Field(default_factory=EmbedParams)
+    train: TrainParams = Field(default_factory=TrainParams)
+    report: ReportParams = Field(default_factory=ReportParams)
+    compute: ComputeParams = Field(default_factory=ComputeParams)
+
+    @classmethod
+    def _before(cls, data: dict) -> dict:
+        if not isinstance(data.get("datasets"), dict):
+            raise PydanticCustomError("drift_plain", "params.yaml `datasets` must map each dataset to its raw "
+                                                     "input, e.g. `sotu: drift/data/datasets/sotu.py`")
+        return data
+
+    @model_validator(mode="after")
+    def _sources(self):
+        """A real corpus's files default to the path its DVC dependency names in `datasets`."""
+        for name, path in self.datasets.items():
+            section = self.dataset(name)
+            if isinstance(section, CorpusParams) and "source" not in section.model_fields_set and path:
+                section.source = path
+        return self
+
+    def dataset(self, name: str) -> DatasetParams:
+        if name not in DATASET_PARAMS:
+            raise DriftError(f"unknown dataset {name!r}: {close_matches(name, DATASET_PARAMS)}")
+        return getattr(self, name.replace("-", "_"))
+
+
+# ---------------------------------------------------------------- one-line errors
+
+WHAT = {
+    "int_type": "an integer", "int_parsing": "an integer", "int_from_float": "an integer",
+    "float_type": "a number", "float_parsing": "a number", "bool_type": "true or false",
+    "bool_parsing": "true or false", "string_type": "a string", "list_type": "a list", "dict_type": "a mapping",
+    "model_type": "a mapping", "model_attributes_type": "a mapping",
+}
+BOUNDS = {"greater_than_equal": ("ge", "at least"), "greater_than": ("gt", "greater than"),
+          "less_than": ("lt", "less than"), "less_than_equal": ("le", "at most")}
+
+
+def _path(loc) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + str(part)
+    return out
+
+
+def message(error: dict, where: str = "") -> str:
+    """One pydantic error as one line of plain words, its location written as params.yaml's dotted keys."""
+    loc = ((where,) if where else ()) + tuple(error["loc"])
+    kind, ctx = error["type"], error.get("ctx") or {}
+    if kind == "drift_plain":
+        return error["msg"]
+    if kind == "unknown_key":
+        section = _path(loc)
+        key = ctx["key"]
+        return (f"unknown parameter {f'{section}.{key}' if section else key}: "
+                f"{close_matches(key, ctx['valid'], prefix=f'{section}.' if section else '')}")
+    path = _path(loc + ((ctx["sub"],) if "sub" in ctx else ()))
+    got = ctx.get("got", repr(error.get("input")))
+    if kind == "drift_value":
+        return f"{path} {error['msg']}, got {got}"
+    if kind == "missing":
+        return f"{path} is missing"
+    if kind in WHAT:
+        return f"{path} must be {WHAT[kind]}, got {got}"
+    if kind in BOUNDS:
+        key, words = BOUNDS[kind]
+        return f"{path} must be {words} {ctx[key]}, got {got}"
+    if kind == "too_short":
+        n = ctx.get("min_length", 1)
+        return f"{path} must list at least {n} item{'s' if n != 1 else ''}, got {got}"
+    return f"{path}: {error['msg']}, got {got}"
+
+
+def parse(model: type[Section], data, where: str = ""):
+    """`data` validated as `model`, or a one-line DriftError (every problem, joined by '; ')."""
+    try:
+        return model.model_validate({} if data is None else data)
+    except ValidationError as e:
+        raise DriftError("; ".join(dict.fromkeys(message(err, where) for err in e.errors()))) from None
+
+
+def plain(data):
+    """A YAML document (ruamel's commented maps and sequences included) as plain dicts and lists."""
+    if isinstance(data, dict):
+        return {k: plain(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [plain(v) for v in data]
+    return data
+
+
+def load(data) -> Params:
+    """params.yaml's document validated: the typed Params, or a one-line DriftError before any compute."""
+    return parse(Params, plain(data))
+
+
+# ---------------------------------------------------------------- reading params.yaml
+
+def load_params(path: str | Path = "params.yaml") -> Params:
+    """params.yaml, typed and checked: the one way every stage and CLI command reads it. An unknown key or a
+    wrong type is a one-line DriftError here, before any compute."""
+    path = Path(path)
+    if not path.exists():
+        raise DriftError(f"no {path} here: run from the repository root (where dvc.yaml is)")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise DriftError(f"{path} is not valid YAML: {' '.join(str(e).split())}") from None
+    return load(data or {})
+
+
+def as_params(params) -> Params:
+    """Params as they are, or a params.yaml document (a mapping) checked into Params."""
+    return params if isinstance(params, Params) else load(params)
+
+
+def dataset_cfg(params, name: str) -> DatasetParams:
+    """Dataset `name`'s section of params.yaml (its `source` defaults to `datasets.<name>`); an unknown name
+    lists the valid ones."""
+    return as_params(params).dataset(name)
+
+
+def roster(params, name: str) -> list[str]:
+    """The models a dataset's run trains and reports: `train.models.<name>`, then the references
+    (`train.baselines`, both by default) that give every matrix a floor."""
+    train = as_params(params).train
+    models = list(train.models.get(name) or [])  # a dataset without models: drift.data.validate says so
+    return models + [b for b in train.baselines if b not in models]

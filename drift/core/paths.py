@@ -1,0 +1,56 @@
+"""Every path the pipeline reads or writes, in one table: the code formats it with a dataset's name, and
+drift/run/pipeline.py writes dvc.yaml from the same table with DVC's `${key}`, so the two cannot disagree.
+
+Paths are relative to the repository root (where dvc.yaml is); `dataset_paths(name, root)` joins a root.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+# name -> template; {name} is the dataset (a foreach key in dvc.yaml)
+PATHS = {
+    # ingest: canonical records and the rows it refused, with reasons
+    "records": "data/records/{name}.parquet",
+    "quarantine": "data/records/{name}.quarantine.parquet",
+    "ingest_metrics": "metrics/ingest/{name}.json",
+    # slice: the slice table (Lance) and its manifest (labels, slices, splits, which are usable)
+    "slices": "data/slices/{name}.lance",
+    "slice_manifest": "data/slices/{name}.json",
+    # embed: which store tables hold this dataset's embeddings (the store itself lives outside the repo)
+    "embeddings": "data/embeddings/{name}.json",
+    # the model inputs as memory-mappable files in slice-table row order, built from the store (drift/store/features.py)
+    "features": "data/features/{name}",
+    # train: one checkpoint per model, seed and cutoff; how many were trained and how many reused (drift/store/cells.py)
+    "models": "data/models/{name}",
+    "train_metrics": "metrics/train/{name}.json",
+    # evaluate: per-seed drift matrices, one JSON per model; cells computed and reused
+    "eval": "data/eval/{name}",
+    "eval_metrics": "metrics/evaluate/{name}.json",
+    # report: small, committed results
+    "metrics": "metrics/{name}",
+    "plots": "plots/{name}",
+    "deviations": "plots/deviations/{name}",
+    "forgetting": "plots/forgetting/{name}.json",
+    "tables": "tables/{name}.json",
+    "tables_md": "tables/{name}.md",
+    "policies": "plots/policies/{name}.json",  # retraining policies replayed from the matrices (drift/analysis/policy.py)
+    "report_html": "reports/{name}.html",  # the whole report as one self-contained page (drift/report/html.py)
+    # report, drift without labels (drift/analysis/shift.py write_shift): plots in long format, then what is not a plot
+    # (the summary with the decay correlations, the most novel rows) beside the tables
+    "shift": "plots/{name}/shift",
+    "shift_summary": "tables/{name}-shift.json",
+}
+EMBED_METRICS = "metrics/embed"  # one JSON per dataset and encoder: rows computed vs found in the store
+METRICS = "metrics"  # every model's ID / Future / Decay lives in metrics/<dataset>/<model>.json
+PLOTS = "plots"
+
+
+def dataset_paths(name: str, root: str | Path = ".") -> dict[str, Path]:
+    """Every path of dataset `name` under `root`."""
+    root = Path(root)
+    return {key: root / template.format(name=name) for key, template in PATHS.items()}
+
+
+def dvc_path(key: str) -> str:
+    """The path as dvc.yaml writes it inside a `foreach` over datasets."""
+    return PATHS[key].format(name="${key}")

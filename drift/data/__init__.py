@@ -1,0 +1,1 @@
+"""From a raw source to canonical records: the dataset readers, the ingest driver and its ledger, downloads."""

@@ -1,0 +1,165 @@
+"""Amazon Reviews 2023 (paper Section 3.1.2, Appendix B.2): predict the 1-5 star rating from the review text.
+
+Source: a folder with one file per product category, `<Category>.jsonl` or `<Category>.jsonl.gz`, as the
+Amazon Reviews 2023 review files (one JSON object per line). Only the fields `rating, title, text,
+parent_asin, user_id, timestamp` are read; `images, asin, helpful_vote, verified_purchase` may be there or not.
+
+cfg keys (the `amazon` section of params.yaml):
+    source      folder of the category files (default data/raw/amazon)
+    categories  category names to read, in order, e.g. [All_Beauty, Software]; default: every file in source
+    url, sha256 download only (drift.data.fetch): URL template with {category}; sha256 as {file name: sha}
+    strict      read by the ingest driver: stop at the first bad row instead of quarantining it
+
+Record: id = "user_id:parent_asin:timestamp", time = `timestamp` (ms since epoch, UTC),
+label = float(rating), text = title + "\\n" + text (kept verbatim, including the source's <br /> tags).
+Bad rows are quarantined with reasons: malformed_json, missing_id, missing_timestamp, bad_timestamp,
+missing_rating, bad_rating, rating_out_of_range, empty_text.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from drift.core.errors import DriftError, close_matches
+from drift.core.params import AmazonParams
+from drift.data.datasets._fast import NON_WHITESPACE, Batch, fast_batches, or_empty
+from drift.data.datasets._io import (
+    EPOCH,
+    from_epoch_ms,
+    iter_json_lines,
+    missing_source,
+    raw_text,
+)
+from drift.data.ledger import Ledger
+
+NAME = "amazon"
+TASK = "regression"
+MODALITY = "text"
+DEFAULT_SOURCE = AmazonParams.model_fields["source"].default  # drift.core.params holds it
+SUFFIXES = (".jsonl", ".jsonl.gz")  # plain first: a user who unpacked a file reads the unpacked one
+
+
+def label_names(cfg) -> list[str]:
+    return []
+
+
+def found_categories(folder: Path) -> list[str]:
+    """Category names of the files in the folder."""
+    names = set()
+    for p in folder.iterdir():
+        for suffix in SUFFIXES:
+            if p.is_file() and p.name.endswith(suffix):
+                names.add(p.name[: -len(suffix)])
+    return sorted(names)
+
+
+def category_files(cfg: AmazonParams | dict) -> list[Path]:
+    """The file of each configured category; all of them checked before any row is read."""
+    cfg = AmazonParams.of(cfg)
+    folder = Path(cfg.source)
+    if not folder.is_dir():
+        raise missing_source(NAME, folder, "the Amazon Reviews 2023 files <Category>.jsonl or <Category>.jsonl.gz")
+    found = found_categories(folder)
+    categories = cfg.categories or found  # none configured: every category file in the folder
+    if not categories:
+        raise DriftError(f"amazon: no <Category>.jsonl or <Category>.jsonl.gz files in {folder}")
+    files = []
+    for cat in categories:
+        path = next((folder / f"{cat}{s}" for s in SUFFIXES if (folder / f"{cat}{s}").is_file()), None)
+        if path is None:
+            hint = close_matches(cat, found) if found else "the folder holds no category files"
+            raise DriftError(f"amazon: no file for category {cat!r} in {folder} "
+                             f"(expected {cat}.jsonl or {cat}.jsonl.gz): {hint}")
+        files.append(path)
+    return files
+
+
+def read(cfg: AmazonParams | dict, ledger: Ledger) -> Iterator[dict]:
+    """The line-by-line reader: the baseline, and the fallback of the fast path for the rows it must see."""
+    for path in category_files(cfg):
+        for lineno, raw, row in iter_json_lines(path):
+            record = row_record(row, f"{path.name}:{lineno}", raw, ledger)
+            if record is not None:
+                yield record
+
+
+def row_record(row, where: str, raw: bytes, ledger: Ledger) -> dict | None:
+    """One parsed line -> its record, or None after quarantining it with its reason."""
+    if not isinstance(row, dict):
+        ledger.quarantine(where, "malformed_json", raw_text(raw))
+        return None
+
+    user, asin = row.get("user_id"), row.get("parent_asin")
+    if not user or not asin:
+        ledger.quarantine(where, "missing_id", raw_text(raw))
+        return None
+
+    ts = row.get("timestamp")
+    if ts is None:
+        ledger.quarantine(where, "missing_timestamp", raw_text(raw))
+        return None
+    time = from_epoch_ms(ts)
+    if time is None:
+        ledger.quarantine(where, "bad_timestamp", raw_text(raw))
+        return None
+
+    rating = row.get("rating")
+    if rating is None:
+        ledger.quarantine(where, "missing_rating", raw_text(raw))
+        return None
+    try:
+        rating = float(rating)
+    except (TypeError, ValueError):
+        ledger.quarantine(where, "bad_rating", raw_text(raw))
+        return None
+    if not 1.0 <= rating <= 5.0:  # also rejects NaN
+        ledger.quarantine(where, "rating_out_of_range", raw_text(raw))
+        return None
+
+    title, body = row.get("title") or "", row.get("text") or ""
+    if not isinstance(title, str) or not isinstance(body, str) or not (title.strip() or body.strip()):
+        ledger.quarantine(where, "empty_text", raw_text(raw))
+        return None
+
+    return {"id": f"{user}:{asin}:{ts}", "time": time, "label": rating, "text": f"{title}\n{body}"}
+
+
+# ---------------------------------------------------------------- fast path (drift.data.datasets._fast)
+
+SCHEMA = pa.schema([("user_id", pa.string()), ("parent_asin", pa.string()), ("timestamp", pa.int64()),
+                    ("rating", pa.float64()), ("title", pa.string()), ("text", pa.string())])
+RECORDS = pa.schema([("id", pa.string()), ("time", pa.timestamp("us")), ("label", pa.float64()),
+                     ("text", pa.string())])
+# the milliseconds from_epoch_ms turns into a datetime (years 1 to 9999); others go to row_record
+MIN_MS = (dt.datetime.min - EPOCH) // dt.timedelta(milliseconds=1)
+MAX_MS = (dt.datetime.max - EPOCH) // dt.timedelta(milliseconds=1)
+
+
+def vectorise(table: pa.Table):
+    """row_record as column operations, for the rows whose every check passes; the rest fall back to it."""
+    user, asin, ts, rating = table["user_id"], table["parent_asin"], table["timestamp"], table["rating"]
+    title, body = or_empty(table["title"]), or_empty(table["text"])
+    good = pc.and_kleene(pc.greater(pc.utf8_length(user), 0), pc.greater(pc.utf8_length(asin), 0))
+    good = pc.and_kleene(good, pc.and_kleene(pc.greater_equal(ts, MIN_MS), pc.less_equal(ts, MAX_MS)))
+    good = pc.and_kleene(good, pc.and_kleene(pc.greater_equal(rating, 1.0), pc.less_equal(rating, 5.0)))
+    good = pc.and_kleene(good, pc.or_(pc.match_substring_regex(title, NON_WHITESPACE),
+                                      pc.match_substring_regex(body, NON_WHITESPACE)))
+    keep = pc.fill_null(good, False)  # a null anywhere (a missing field) is a row for row_record
+    in_range = pc.if_else(keep, ts, 0)  # the product of an out-of-range value is never used; it must not overflow
+    records = pa.table({
+        "id": pc.binary_join_element_wise(user, asin, pc.cast(ts, pa.string()), ":"),
+        "time": pc.cast(pc.multiply(in_range, 1000), pa.timestamp("us")),
+        "label": rating,
+        "text": pc.binary_join_element_wise(title, body, "\n"),
+    }, schema=RECORDS)
+    return records.filter(keep), keep, pc.invert(keep), {}
+
+
+def read_batches(cfg: AmazonParams | dict) -> Iterator[Batch]:
+    """The fast path: Batches of every category file, in order (drift.data.datasets._fast)."""
+    for path in category_files(cfg):
+        yield from fast_batches(path, SCHEMA, vectorise, row_record, RECORDS)

@@ -1,0 +1,213 @@
+"""arXiv (paper Section 3.1.3, Appendix B.3, Section E): multi-label subject classification from title + abstract.
+
+Source: the Kaggle/Cornell metadata snapshot `arxiv-metadata-oai-snapshot.json`, one JSON object per line
+(about 2.9 million lines, 4.5 GB; a `.gz` of it is read too). It is streamed line by line.
+
+cfg keys (the `arxiv` section of params.yaml):
+    source      the snapshot file (default data/raw/arxiv/arxiv-metadata-oai-snapshot.json)
+    categories  the label space, in label order (default: the paper's seven leaf categories)
+    time_field  "first_version" (default: versions[0].created, RFC 2822, when the paper first appeared)
+                or "update_date" ("2008-11-13", the date of the last version)
+    url, sha256 download only (drift.data.fetch): the snapshot's URL and optional sha256
+    strict      read by the ingest driver: stop at the first bad row instead of quarantining it
+
+Record: id = arXiv id, label = [0/1 per category, in cfg order] from the space-separated `categories` field,
+text = title + "\\n" + abstract, each with its whitespace collapsed (the snapshot hard-wraps them).
+A paper with none of the categories is filtered ("no_kept_category"): that check comes first, so the two
+thirds of the snapshot outside the label space are dropped without being judged. Bad rows are quarantined
+with reasons: malformed_json, missing_id, missing_categories, missing_timestamp, bad_timestamp, empty_text.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from drift.core.params import ArxivParams
+from drift.data.datasets._fast import (
+    RARE_WHITESPACE,
+    WS_CLASS,
+    Batch,
+    fast_batches,
+    or_empty,
+)
+from drift.data.datasets._io import (
+    iter_json_lines,
+    missing_source,
+    normalize_ws,
+    parse_date,
+    parse_rfc2822,
+    raw_text,
+)
+from drift.data.ledger import Ledger
+
+NAME = "arxiv"
+TASK = "multilabel"
+MODALITY = "text"
+DEFAULT_SOURCE = ArxivParams.model_fields["source"].default  # drift.core.params holds it
+LEAF_CATEGORIES = ArxivParams.model_fields["categories"].get_default(call_default_factory=True)  # paper Section E
+
+
+def label_names(cfg: ArxivParams | dict) -> list[str]:
+    return list(ArxivParams.of(cfg).categories)
+
+
+def paper_time(row: dict, time_field: str):
+    """(datetime or None, reason if None) from the configured time field."""
+    if time_field == "update_date":
+        value = row.get("update_date")
+        if not value:
+            return None, "missing_timestamp"
+        return parse_date(value), "bad_timestamp"
+    versions = row.get("versions")
+    if not isinstance(versions, list) or not versions or not isinstance(versions[0], dict) \
+            or not versions[0].get("created"):
+        return None, "missing_timestamp"
+    return parse_rfc2822(versions[0]["created"]), "bad_timestamp"
+
+
+def read(cfg: ArxivParams | dict, ledger: Ledger) -> Iterator[dict]:
+    """The line-by-line reader: the baseline, and the fallback of the fast path for the rows it must see."""
+    path, record = snapshot(cfg)
+    for lineno, raw, row in iter_json_lines(path):
+        rec = record(row, f"{path.name}:{lineno}", raw, ledger)
+        if rec is not None:
+            yield rec
+
+
+def snapshot(cfg: ArxivParams | dict):
+    """(the snapshot's path, row_record bound to the configured categories and time field)."""
+    cfg = ArxivParams.of(cfg)  # an unknown time_field stops here, listing TIME_FIELDS
+    path = Path(cfg.source)
+    if not path.is_file():
+        raise missing_source(NAME, path, "the arXiv metadata snapshot (JSON lines)")
+    index = {c: i for i, c in enumerate(label_names(cfg))}
+    return path, functools.partial(row_record, index=index, time_field=cfg.time_field)
+
+
+def row_record(row, where: str, raw: bytes, ledger: Ledger, index: dict[str, int], time_field: str) -> dict | None:
+    """One parsed line -> its record, or None after filtering or quarantining it."""
+    if not isinstance(row, dict):
+        ledger.quarantine(where, "malformed_json", raw_text(raw))
+        return None
+    if not row.get("id"):
+        ledger.quarantine(where, "missing_id", raw_text(raw))
+        return None
+    cats = row.get("categories")
+    if not isinstance(cats, str):
+        ledger.quarantine(where, "missing_categories", raw_text(raw))
+        return None
+
+    label = [0] * len(index)
+    for c in cats.split():
+        i = index.get(c)
+        if i is not None:
+            label[i] = 1
+    if not any(label):
+        ledger.filter("no_kept_category")
+        return None
+
+    time, reason = paper_time(row, time_field)
+    if time is None:
+        ledger.quarantine(where, reason, raw_text(raw))
+        return None
+
+    title, abstract = row.get("title"), row.get("abstract")
+    title = normalize_ws(title) if isinstance(title, str) else ""
+    abstract = normalize_ws(abstract) if isinstance(abstract, str) else ""
+    if not title and not abstract:
+        ledger.quarantine(where, "empty_text", raw_text(raw))
+        return None
+
+    return {"id": str(row["id"]), "time": time, "label": label, "text": f"{title}\n{abstract}"}
+
+
+# ---------------------------------------------------------------- fast path (drift.data.datasets._fast)
+
+SCHEMA = pa.schema([("id", pa.string()), ("categories", pa.string()), ("title", pa.string()),
+                    ("abstract", pa.string()), ("versions", pa.list_(pa.struct([("created", pa.string())]))),
+                    ("update_date", pa.string())])
+# the forms parse_rfc2822's split and parse_date read; a time in any other form goes to row_record
+MONTH_NAMES = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+RFC2822_GMT = (r"^[A-Za-z]{3}, (?P<d>[0-9]{1,2}) (?P<b>" + "|".join(MONTH_NAMES) + r") (?P<Y>[1-9][0-9]{3}) "
+               r"(?P<H>[01][0-9]|2[0-3]):(?P<M>[0-5][0-9]):(?P<S>[0-5][0-9]) GMT$")
+ISO_DATE = r"^(?P<Y>[1-9][0-9]{3})-(?P<m>[0-9]{2})-(?P<d>[0-9]{2})$"
+
+
+def records_schema(n_labels: int) -> pa.Schema:
+    return pa.schema([("id", pa.string()), ("time", pa.timestamp("us")),
+                      ("label", pa.list_(pa.int8(), n_labels)), ("text", pa.string())])
+
+
+def normalized(text) -> pa.ChunkedArray:
+    """normalize_ws on a column of rows without RARE_WHITESPACE: split at runs of ASCII whitespace, joined
+    by one space; null -> "". Three times faster than a regex replace."""
+    return pc.utf8_trim(pc.binary_join(pc.ascii_split_whitespace(or_empty(text)), " "), " ")
+
+
+def column_times(table: pa.Table, time_field: str) -> pa.ChunkedArray:
+    """The time of each row whose time field has the common form; null for the others (row_record's)."""
+    if time_field == "update_date":
+        parts = pc.extract_regex(table["update_date"], ISO_DATE)
+        month = pc.cast(pc.struct_field(parts, "m"), pa.int64())
+        text = pc.binary_join_element_wise(*(pc.struct_field(parts, f) for f in "Ymd"), " ")
+        time = pc.strptime(text, "%Y %m %d", "us", error_is_null=True)
+    else:
+        versions = table["versions"]
+        first = pc.if_else(pc.fill_null(pc.greater(pc.list_value_length(versions), 0), False),
+                           versions, pa.scalar(None, versions.type))  # list_element refuses an empty list
+        parts = pc.extract_regex(pc.struct_field(pc.list_element(first, 0), "created"), RFC2822_GMT)
+        month = pc.index_in(pc.struct_field(parts, "b"), pa.array(MONTH_NAMES))
+        month = pc.add(pc.cast(month, pa.int64()), 1)
+        text = pc.binary_join_element_wise(*(pc.struct_field(parts, f) for f in "YbdHMS"), " ")
+        time = pc.strptime(text, "%Y %b %d %H %M %S", "us", error_is_null=True)
+    # Arrow's strptime rolls Feb 30 over to Mar 2 where datetime() refuses it: such a row goes to row_record
+    day = pc.cast(pc.struct_field(parts, "d"), pa.int64())
+    exact = pc.and_(pc.equal(pc.day(time), day), pc.equal(pc.month(time), month))
+    return pc.if_else(pc.fill_null(exact, False), time, pa.scalar(None, time.type))
+
+
+def vectorise(table: pa.Table, index: dict[str, int], time_field: str):
+    """row_record as column operations: papers outside the label space are filtered here, papers whose
+    checks all pass are kept, the rest (bad or unusual rows) fall back to row_record."""
+    ids, cats = table["id"], table["categories"]
+    labels = [pc.fill_null(pc.match_substring_regex(cats, f"(^|[{WS_CLASS}]){re.escape(c)}([{WS_CLASS}]|$)"),
+                           False) for c in index]
+    any_label = functools.reduce(pc.or_, labels) if labels else pa.repeat(False, table.num_rows)
+    id_and_cats = pc.fill_null(pc.and_(pc.greater(pc.utf8_length(ids), 0), pc.is_valid(cats)), False)
+    filtered = pc.and_(id_and_cats, pc.invert(any_label)).to_numpy()
+    candidate = pc.and_(id_and_cats, any_label)
+    papers = table.filter(candidate)  # the time and the text of the papers in the label space only
+    time = column_times(papers, time_field)
+    title, abstract = normalized(papers["title"]), normalized(papers["abstract"])
+    has_text = pc.or_(pc.greater(pc.utf8_length(title), 0), pc.greater(pc.utf8_length(abstract), 0))
+    rare = pc.or_(pc.fill_null(pc.match_substring_regex(papers["title"], RARE_WHITESPACE), False),
+                  pc.fill_null(pc.match_substring_regex(papers["abstract"], RARE_WHITESPACE), False))
+    kept = pc.fill_null(pc.and_(pc.and_(pc.is_valid(time), has_text), pc.invert(rare)), False)
+    candidate = candidate.to_numpy()
+    flags = np.stack([lab.to_numpy()[candidate] for lab in labels], axis=1).astype(np.int8) if labels \
+        else np.zeros((len(papers), 0), np.int8)
+    records = pa.table({
+        "id": papers["id"],
+        "time": time,
+        "label": pa.FixedSizeListArray.from_arrays(pa.array(flags.reshape(-1), pa.int8()), len(index)),
+        "text": pc.binary_join_element_wise(title, abstract, "\n"),
+    }, schema=records_schema(len(index))).filter(kept)
+    keep = np.zeros(table.num_rows, bool)
+    keep[np.flatnonzero(candidate)[kept.to_numpy()]] = True
+    n_filtered = int(filtered.sum())
+    return records, keep, ~(keep | filtered), {"no_kept_category": n_filtered} if n_filtered else {}
+
+
+def read_batches(cfg: ArxivParams | dict) -> Iterator[Batch]:
+    """The fast path: Batches of the snapshot, in order (drift.data.datasets._fast)."""
+    cfg = ArxivParams.of(cfg)
+    path, record = snapshot(cfg)
+    index = record.keywords["index"]
+    yield from fast_batches(path, SCHEMA, functools.partial(vectorise, index=index, time_field=cfg.time_field),
+                            record, records_schema(len(index)))

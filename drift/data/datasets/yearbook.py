@@ -1,0 +1,134 @@
+"""Yearbook (paper Section 3.1.1, Appendix B.1): classify the sex of US high-school senior portraits, 1905-2013.
+
+Source: the corpus of Ginosar et al., either unpacked, the folder
+`faces_aligned_small_mirrored_co_aligned_cropped_cleaned/` holding `F/` and `M/` grayscale PNGs, or the
+archive `faces_aligned_small_mirrored_co_aligned_cropped_cleaned.tar.gz` read as a stream (nothing extracted).
+If `source` names a folder that is not there but `<source>.tar.gz` is (what `drift fetch yearbook` writes),
+the archive is read.
+
+cfg keys (the `yearbook` section of params.yaml):
+    source      the folder or the .tar.gz
+                (default data/raw/yearbook/faces_aligned_small_mirrored_co_aligned_cropped_cleaned)
+    url, sha256 download only (drift.data.fetch): the .tar.gz's URL and optional sha256
+    strict      read by the ingest driver: stop at the first bad file instead of quarantining it
+
+Record: id = file name, time = January 1st of the year that starts the file name (`1950_...png`),
+label = 0 for F/, 1 for M/, image = uint8 (3, 32, 32): the portrait resized to 32x32 (bilinear, with
+Pillow's antialiasing when shrinking), gray replicated into three channels.
+Bad files are quarantined with reasons: bad_file_name (not `<year>_*.png`), not_in_F_or_M,
+undecodable_image.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import io
+import tarfile
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+from PIL import Image
+
+from drift.core.errors import DriftError
+from drift.core.params import YearbookParams
+from drift.data.datasets._io import missing_source
+from drift.data.ledger import Ledger
+
+NAME = "yearbook"
+TASK = "binary"
+MODALITY = "image"
+DEFAULT_SOURCE = YearbookParams.model_fields["source"].default  # drift.core.params holds it
+LABELS = ["F", "M"]
+SIZE = 32
+
+
+def label_names(cfg) -> list[str]:
+    return list(LABELS)
+
+
+def archive_path(source: Path) -> Path:
+    """Where the .tar.gz of a source lives: the source itself if it is one, else `<source>.tar.gz`."""
+    if source.name.endswith((".tar.gz", ".tgz")):
+        return source
+    return source.with_name(source.name + ".tar.gz")
+
+
+def year_of(name: str) -> dt.datetime | None:
+    """'1950_Ohio_Cleveland_Lincoln_3-4.png' -> datetime(1950, 1, 1); None if it does not start with a year."""
+    if not name.endswith(".png"):
+        return None
+    try:
+        return dt.datetime(int(name.split("_")[0]), 1, 1)
+    except ValueError:  # not an integer, or not a valid year
+        return None
+
+
+def decode(data: bytes) -> np.ndarray | None:
+    """PNG bytes -> uint8 (3, 32, 32), or None if Pillow cannot decode all of it (truncated, not an image)."""
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            img.load()  # decode now: a truncated file fails here, not later
+            img = img.convert("RGB")  # gray replicated into 3 channels; a color file keeps its colors
+            if img.size != (SIZE, SIZE):
+                img = img.resize((SIZE, SIZE), Image.BILINEAR)
+            return np.ascontiguousarray(np.asarray(img, dtype=np.uint8).transpose(2, 0, 1))
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
+        return None
+
+
+def record(where: str, label_dir: str, data: bytes, ledger: Ledger) -> dict | None:
+    """The record for one file (where = its path), or None after quarantining it."""
+    name = where.replace("\\", "/").rsplit("/", 1)[-1]
+    if label_dir not in LABELS:
+        ledger.quarantine(where, "not_in_F_or_M")
+        return None
+    time = year_of(name)
+    if time is None:
+        ledger.quarantine(where, "bad_file_name")
+        return None
+    image = decode(data)
+    if image is None:
+        ledger.quarantine(where, "undecodable_image")
+        return None
+    return {"id": name, "time": time, "label": LABELS.index(label_dir), "image": image}
+
+
+def read_folder(folder: Path, ledger: Ledger) -> Iterator[dict]:
+    dirs = [folder / d for d in LABELS if (folder / d).is_dir()]
+    if not dirs:
+        raise DriftError(f"yearbook: {folder} has no F/ or M/ folder: point yearbook.source at "
+                         f"faces_aligned_small_mirrored_co_aligned_cropped_cleaned/ or its .tar.gz")
+    for d in dirs:
+        for path in sorted(d.iterdir()):  # sorted: the same order on every machine
+            if path.is_file():
+                # read_bytes of a 32x32..200x200 PNG: a few KB at a time
+                rec = record(str(path), d.name, path.read_bytes(), ledger)
+                if rec is not None:
+                    yield rec
+
+
+def read_archive(archive: Path, ledger: Ledger) -> Iterator[dict]:
+    try:
+        # "r|gz": a forward-only stream, one member in memory at a time, no extraction to disk
+        with tarfile.open(archive, mode="r|gz") as tar:
+            for member in tar:
+                if not member.isfile():
+                    continue
+                parts = member.name.split("/")
+                label_dir = parts[-2] if len(parts) >= 2 else ""
+                data = tar.extractfile(member).read()
+                rec = record(f"{archive.name}:{member.name}", label_dir, data, ledger)
+                if rec is not None:
+                    yield rec
+    except (tarfile.TarError, EOFError, OSError) as e:  # a truncated or corrupt archive stops the read
+        raise DriftError(f"yearbook: cannot read {archive}: {e}; delete it and run `drift fetch yearbook` again")
+
+
+def read(cfg: YearbookParams | dict, ledger: Ledger) -> Iterator[dict]:
+    source = Path(YearbookParams.of(cfg).source)
+    if source.is_dir():
+        yield from read_folder(source, ledger)
+    elif archive_path(source).is_file():
+        yield from read_archive(archive_path(source), ledger)
+    else:
+        raise missing_source(NAME, source, "the Yearbook folder (with F/ and M/) or its .tar.gz")

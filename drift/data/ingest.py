@@ -1,0 +1,163 @@
+"""Ingest: a dataset's source → canonical records (docs/architecture.md), every input row accounted for.
+
+Streams the dataset reader into a Parquet file in batches, so memory stays flat whatever the corpus size.
+Rows outside the dataset's time span are filtered here ("time_outside_span"), for every dataset alike.
+Writes records, the quarantine table beside them, and the counts (kept + filtered + quarantined = read).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from drift.core.params import DatasetParams, dataset_params
+from drift.core.progress import progress
+from drift.data.datasets import get_dataset
+from drift.data.datasets._fast import prefetched
+from drift.data.ledger import Ledger
+from drift.data.records import as_utc_naive, payload_key, record_schema
+from drift.protocol.slicing import slice_edges
+
+BATCH_ROWS = 4096
+
+
+def _batch(rows: list[dict], schema: pa.Schema, modality: str) -> pa.RecordBatch:
+    columns = {
+        "id": [r["id"] for r in rows],
+        "key": [payload_key(r[modality]) for r in rows],
+        "time": [r["time"] for r in rows],
+        "label": [r["label"] for r in rows],
+    }
+    if modality == "text":
+        columns["text"] = [r["text"] for r in rows]
+    else:
+        flat = np.stack([np.asarray(r["image"], dtype=np.uint8).reshape(-1) for r in rows])
+        columns["image"] = pa.FixedSizeListArray.from_arrays(pa.array(flat.reshape(-1)), flat.shape[1])
+    return pa.RecordBatch.from_pydict(columns, schema=schema)
+
+
+def fast_default() -> bool:
+    """The fast path unless DRIFT_INGEST_FAST=0 (the line-by-line baseline)."""
+    return os.environ.get("DRIFT_INGEST_FAST", "1") != "0"
+
+
+def ingest(name: str, cfg: DatasetParams | dict, records_path: Path, quarantine_path: Path,
+           fast: bool | None = None) -> dict:
+    """Run one dataset's ingest (`cfg`: its section of params.yaml, drift.core.params or the mapping); returns the
+    counts written to metrics/ingest/<name>.json.
+
+    `fast` (default: fast_default()) reads a dataset that has `read_batches` with Arrow's JSON reader in large
+    chunks (drift.data.datasets._fast); the records, the quarantine and the counts are the line-by-line path's."""
+    dataset = get_dataset(name)
+    fast = fast_default() if fast is None else fast
+    cfg = dataset_params(name, cfg)
+    edges, _ = slice_edges(cfg.slices)  # bad slice spec: fail before any work
+    start, end = edges[0], edges[-1]
+    ledger = Ledger(name, strict=cfg.strict)
+    schema = record_schema(dataset.TASK, dataset.MODALITY, len(dataset.label_names(cfg)))
+    records_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp_path = records_path.with_suffix(".partial")
+    seen_ids: set[str] = set()
+    buffer: list[dict] = []
+    try:
+        with pq.ParquetWriter(tmp_path, schema) as writer, progress(f"ingest {name}") as bar:
+            if fast and hasattr(dataset, "read_batches"):
+                _ingest_batches(dataset.read_batches(cfg), (start, end), ledger, seen_ids, writer, schema, bar)
+                rows = ()
+            else:
+                rows = dataset.read(cfg, ledger)
+            for row in rows:
+                bar.advance()
+                time = row["time"] = as_utc_naive(row["time"]) if row["time"] is not None else None
+                if time is None or not (start <= time < end):
+                    ledger.filter("time_outside_span")
+                    continue
+                if row["id"] in seen_ids:
+                    ledger.quarantine(row["id"], "duplicate_id")
+                    continue
+                seen_ids.add(row["id"])
+                ledger.keep()
+                buffer.append(row)
+                if len(buffer) >= BATCH_ROWS:
+                    writer.write_batch(_batch(buffer, schema, dataset.MODALITY))
+                    buffer = []
+            if buffer:
+                writer.write_batch(_batch(buffer, schema, dataset.MODALITY))
+    except BaseException:
+        tmp_path.unlink(missing_ok=True)  # strict mode or a crash: no half-written file left behind
+        raise
+    tmp_path.replace(records_path)  # a killed ingest never leaves a half-written records file behind
+    bad = pa.table({"where": [r["where"] for r in ledger.bad_rows], "reason": [r["reason"] for r in ledger.bad_rows],
+                    "raw": [r["raw"] for r in ledger.bad_rows]},
+                   schema=pa.schema([("where", pa.string()), ("reason", pa.string()), ("raw", pa.string())]))
+    pq.write_table(bad, quarantine_path)
+    return {"dataset": name, **ledger.counts(), "span": [str(start.date()), str(end.date())]}
+
+
+def _ingest_batches(batches, span, ledger: Ledger, seen_ids: set[str], writer, schema: pa.Schema, bar) -> None:
+    """The driver's loop above on drift.data.datasets._fast Batches: the same span filter, duplicate check and
+    BATCH_ROWS-row batches written, with the reader's bad rows and the duplicates quarantined in line order."""
+    start, end = (pa.scalar(t, pa.timestamp("us")) for t in span)
+    pending: list[pa.Table] = []  # kept rows not yet written, fewer than BATCH_ROWS
+    n_pending = 0
+    # Arrow parses the next chunk and Parquet compresses the last batch while this thread hashes: one core
+    # each; pyarrow releases the GIL. One write in flight and one chunk ahead keep memory bounded.
+    write_thread, last_write = ThreadPoolExecutor(max_workers=1), None
+    for batch in prefetched(batches):
+        table = batch.records
+        bar.advance(table.num_rows + len(batch.bad) + sum(batch.filtered.values()))
+        for rule, n in batch.filtered.items():
+            ledger.filtered[rule] += n
+        in_span = pc.and_(pc.greater_equal(table["time"], start), pc.less(table["time"], end))
+        in_span = pc.fill_null(in_span, False)
+        n_out = table.num_rows - (pc.sum(in_span).as_py() or 0)
+        if n_out:
+            ledger.filtered["time_outside_span"] += n_out  # ledger.filter(), n_out times in one step
+            table = table.filter(in_span)
+        duplicate = []
+        for row_id in table["id"].to_pylist():
+            duplicate.append(row_id in seen_ids)
+            seen_ids.add(row_id)
+        bad = batch.bad
+        if any(duplicate):
+            dup_lines = pc.filter(table["line"], pa.array(duplicate)).to_pylist()
+            dup_ids = pc.filter(table["id"], pa.array(duplicate)).to_pylist()
+            bad = sorted(bad + [(line, row_id, "duplicate_id", None) for line, row_id in zip(dup_lines, dup_ids)],
+                         key=lambda b: b[0])  # stable: one line has one row
+            table = table.filter(pc.invert(pa.array(duplicate)))
+        for _, where, reason, raw in bad:  # in line order, as the line-by-line path quarantines them
+            ledger.quarantine(where, reason, raw)
+        ledger.kept += table.num_rows
+        pending.append(table.drop_columns(["line"]))
+        n_pending += table.num_rows
+        while n_pending >= BATCH_ROWS:
+            ready = pa.concat_tables(pending)
+            record_batch = _arrow_batch(ready.slice(0, BATCH_ROWS), schema)
+            if last_write is not None:
+                last_write.result()
+            last_write = write_thread.submit(writer.write_batch, record_batch)
+            pending, n_pending = [ready.slice(BATCH_ROWS)], n_pending - BATCH_ROWS
+    if last_write is not None:
+        last_write.result()
+    write_thread.shutdown()
+    if n_pending:
+        writer.write_batch(_arrow_batch(pa.concat_tables(pending), schema))
+
+
+def _arrow_batch(table: pa.Table, schema: pa.Schema) -> pa.RecordBatch:
+    """Records of the fast path as the Parquet batch _batch writes: `key` from the text, the record schema."""
+    text = table["text"].combine_chunks()
+    # payload_key on the UTF-8 bytes Arrow already holds: no Python strings made, no encode
+    offsets = np.frombuffer(text.buffers()[1], np.int32)[text.offset: text.offset + len(text) + 1].tolist()
+    data, sha256 = memoryview(text.buffers()[2] or b""), hashlib.sha256
+    keys = [sha256(data[offsets[i]:offsets[i + 1]]).hexdigest() for i in range(len(text))]
+    columns = {"id": table["id"], "key": pa.array(keys, pa.string()), "time": table["time"],
+               "label": table["label"], "text": text}
+    return pa.Table.from_pydict(columns, schema=schema).combine_chunks().to_batches()[0]
+

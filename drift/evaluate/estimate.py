@@ -1,0 +1,144 @@
+"""Label-free estimates of the drift matrix (issue 13): what M[i][j] would read, from f_i's outputs on slice j
+and the labels of the training periods only.
+
+Each cutoff i calibrates on its source: the held-out test rows of the usable slices <= i (labelled, unseen in
+training). A cell is estimated on the rows M scores it on (drift.protocol.slicing.eval_rows, scored_cells), without their labels. The evaluate
+stage computes both per cell, and caches both (drift/store/cells.py): `calibrate` once per checkpoint and source,
+`estimate_cell` per cell.
+
+binary (accuracy), confidence = the larger softmax probability:
+  atc  Average Thresholded Confidence (Garg et al. 2022): the threshold t at which the share of source
+       confidences above t equals the source accuracy; the estimate is the share of target confidences above
+       t (rows tied at t count with the weight that makes the source share exact, so a constant-confidence
+       model, baseline-prior, gets the source accuracy everywhere). For two classes, thresholding the maximum
+       confidence and thresholding the negative entropy pick the same rows: ATC-MC = ATC-NE.
+  doc  Difference of Confidences (Guillory et al. 2021): source accuracy + mean target confidence − mean
+       source confidence, clipped to [0, 1].
+multilabel (macro AUC): no ATC (AUC has no per-row correctness to threshold). doc: the same difference for the
+  AUC the model expects of itself: per class, the AUC if each row's label were drawn with the model's own
+  probability sigmoid(z_c), averaged over the classes the source can score; the estimate is the true source
+  macro AUC + (expected target AUC − expected source AUC). The multilabel heads train with positive weights
+  (eq. 3), so their probabilities are not calibrated: anchoring on the source's true AUC cancels the level,
+  the difference carries the trend. The true metric skips classes absent from slice j, which no label-free
+  estimate can know: a source of error on rare labels.
+regression (balanced MSE): not estimated. A point prediction carries no confidence whose change could stand for
+  the size of the error, and balanced MSE weighs each rating by how often it occurs in slice j, which depends
+  on the unknown labels. `estimated_matrix` returns no method for it, and the report says so.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from drift.protocol.slicing import scored_cells
+
+METHODS = {"binary": ("atc", "doc"), "multilabel": ("doc",), "regression": ()}
+
+
+def softmax_confidence(logits: np.ndarray) -> np.ndarray:
+    """The larger softmax probability of each row of [n, C] logits."""
+    z = np.asarray(logits, dtype=np.float64)
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return 1.0 / e.sum(axis=1)  # exp(max - max) / sum
+
+
+def atc_threshold(confidence: np.ndarray, accuracy: float) -> tuple[float, float]:
+    """(t, w): share(confidence > t) + w * share(confidence == t) equals `accuracy` exactly on these rows."""
+    s = np.sort(np.asarray(confidence, dtype=np.float64))[::-1]
+    k = accuracy * len(s)                     # how many rows should count as above the threshold
+    t = s[max(int(np.ceil(k)) - 1, 0)]
+    above, tied = np.sum(s > t), np.sum(s == t)
+    return float(t), float(np.clip((k - above) / tied, 0.0, 1.0))
+
+
+def atc_estimate(confidence: np.ndarray, threshold: tuple[float, float]) -> float:
+    t, w = threshold
+    return float((np.sum(confidence > t) + w * np.sum(confidence == t)) / len(confidence))
+
+
+def expected_auc(scores: np.ndarray, probability: np.ndarray) -> float | None:
+    """The AUC of one class if row a were positive with probability p_a (independently): the expected number
+    of correctly ordered positive-negative pairs over the expected number of pairs, ties counting one half.
+    O(n log n) by cumulative sums over the rows sorted by score."""
+    scores, p = np.asarray(scores, dtype=np.float64), np.asarray(probability, dtype=np.float64)
+    q = 1.0 - p
+    levels, group = np.unique(scores, return_inverse=True)
+    negatives_in = np.bincount(group, weights=q, minlength=len(levels))   # expected negatives per score level
+    below = np.concatenate([[0.0], np.cumsum(negatives_in)[:-1]])          # ... strictly below each level
+    ordered = np.sum(p * (below[group] + 0.5 * (negatives_in[group] - q)))  # a row is never paired with itself
+    pairs = np.sum(p * (q.sum() - q))
+    return float(ordered / pairs) if pairs > 0 else None
+
+
+def expected_macro_auc(logits: np.ndarray, classes: np.ndarray) -> float | None:
+    z = np.asarray(logits, dtype=np.float64)
+    p = 1.0 / (1.0 + np.exp(-z))
+    values = [expected_auc(z[:, c], p[:, c]) for c in classes]
+    values = [v for v in values if v is not None]
+    return float(np.mean(values)) if values else None
+
+
+def source_rows(i: int, slices: np.ndarray, splits: np.ndarray, usable: list[bool]) -> np.ndarray:
+    """The held-out test rows of the usable slices <= i: what cutoff i calibrates on."""
+    usable_slice = np.asarray(usable, dtype=bool)[slices]
+    return np.flatnonzero((slices <= i) & (splits == "test") & usable_slice)
+
+
+def calibrate(task, source_outputs: np.ndarray, source_labels: np.ndarray) -> dict | None:
+    """What cutoff i's estimates need from its source rows (outputs and labels), as plain numbers; None when
+    the task has no method or the source cannot be scored."""
+    if not METHODS[task.name] or not len(source_outputs):
+        return None
+    true_source = task.score(source_labels, source_outputs)
+    if true_source is None:
+        return None
+    if task.name == "binary":
+        confidence = softmax_confidence(source_outputs)
+        threshold = atc_threshold(confidence, true_source)
+        return {"true": float(true_source), "threshold": [float(t) for t in threshold],
+                "mean_confidence": float(confidence.mean())}
+    y = np.asarray(source_labels).reshape(len(source_labels), -1)
+    classes = np.flatnonzero((y.min(0) == 0) & (y.max(0) == 1))  # the classes the source AUC scored
+    expected = expected_macro_auc(source_outputs, classes)
+    return {"true": float(true_source), "classes": classes.tolist(),
+            "expected": None if expected is None else float(expected)}
+
+
+def estimate_cell(task, calibration: dict, outputs: np.ndarray) -> dict[str, float]:
+    """{method: estimate} of one cell from the model's outputs on its rows (no labels)."""
+    if task.name == "binary":
+        confidence = softmax_confidence(outputs)
+        return {"atc": float(atc_estimate(confidence, tuple(calibration["threshold"]))),
+                "doc": float(np.clip(calibration["true"] + confidence.mean() - calibration["mean_confidence"], 0, 1))}
+    expected = expected_macro_auc(outputs, np.asarray(calibration["classes"], dtype=int))
+    if calibration["expected"] is None or expected is None:
+        return {}
+    return {"doc": float(np.clip(calibration["true"] + expected - calibration["expected"], 0, 1))}
+
+
+def estimated_matrix(outputs: dict[int, np.ndarray], labels: np.ndarray, slices: np.ndarray, splits: np.ndarray,
+                     usable: list[bool], task) -> dict[str, np.ndarray]:
+    """{method: K x K estimate of M (nan = empty)}, like drift.evaluate.matrices.drift_matrix but reading labels only on
+    each cutoff's source rows. A cutoff whose source cannot be scored keeps an empty row. Regression: {}."""
+    methods = METHODS[task.name]
+    k = len(usable)
+    estimates = {m: np.full((k, k), np.nan) for m in methods}
+    labels = np.asarray(labels)
+    for i, out in outputs.items():
+        source = source_rows(i, slices, splits, usable)
+        calibration = calibrate(task, out[source], labels[source]) if len(source) else None
+        if calibration is None:
+            continue
+        for j, rows in scored_cells(i, usable, slices, splits):
+            for method, value in estimate_cell(task, calibration, out[rows]).items():
+                estimates[method][i, j] = value
+    return estimates
+
+
+def estimate_error(estimated: np.ndarray, true: np.ndarray) -> float | None:
+    """Mean absolute error of an estimate over the future cells (j > i) that both fill; None if none."""
+    estimated, true = np.asarray(estimated, dtype=float), np.asarray(true, dtype=float)
+    i, j = np.triu_indices(len(true), 1)
+    difference = np.abs(estimated[i, j] - true[i, j])
+    difference = difference[np.isfinite(difference)]
+    return float(difference.mean()) if len(difference) else None

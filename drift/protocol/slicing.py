@@ -1,0 +1,196 @@
+"""Time slices (paper Section 4.1, Table 2) and the fixed, stratified 70/30 train/test split (Section 4.2).
+
+A slice spec (the `slices:` key of a dataset's params) is one of
+    {unit: year,      start: 1905, end: 2014}      yearly slices [1905, 1906) ... [2013, 2014)
+    {unit: half-year, start: 2014, end: 2024}      "2014-H1", "2014-H2", ...
+    {unit: decade,    start: 1850, end: 2030}      "1850s" ... "2020s"  (start, end multiples of 10)
+    {unit: custom, edges: ["1950-01-01", "1970-07-01", "2000-01-01"], labels: [...]}  K = len(edges) - 1
+`start` is inclusive, `end` exclusive, both years. Times outside [first edge, last edge) belong to no slice.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+
+import numpy as np
+
+from drift.core.errors import DriftError
+from drift.core.params import DatasetParams, SliceSpec, SplitParams
+
+UNITS = ("year", "half-year", "decade", "custom")
+
+
+def slice_edges(spec: SliceSpec | dict) -> tuple[list[dt.datetime], list[str]]:
+    """The K+1 edges and K labels of a slice spec; a spec yielding no slices is a one-line error."""
+    spec = spec.spec() if isinstance(spec, SliceSpec) else spec
+    unit = spec.get("unit")
+    if unit not in UNITS:
+        raise DriftError(f"unknown slice unit {unit!r}: valid: {', '.join(UNITS)}")
+    if unit == "custom":
+        try:
+            edges = [_as_datetime(e) for e in spec["edges"]]
+        except (KeyError, TypeError, ValueError) as e:
+            raise DriftError(f"custom slices need `edges`: a list of dates like 1950-01-01 ({e})") from e
+        if any(b <= a for a, b in zip(edges, edges[1:])):
+            raise DriftError("custom slice edges must increase strictly")
+        labels = spec.get("labels") or [str(e.date()) for e in edges[:-1]]
+    else:
+        try:
+            start, end = int(spec["start"]), int(spec["end"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise DriftError(f"slices of unit {unit!r} need integer `start` and `end` years ({e})") from e
+        if unit == "year":
+            edges = [dt.datetime(y, 1, 1) for y in range(start, end + 1)]
+            labels = [str(y) for y in range(start, end)]
+        elif unit == "decade":
+            if start % 10 or end % 10:
+                raise DriftError(f"decade slices need start and end on a decade (got {start}, {end}): e.g. 1850, 2030")
+            edges = [dt.datetime(y, 1, 1) for y in range(start, end + 1, 10)]
+            labels = [f"{y}s" for y in range(start, end, 10)]
+        else:
+            edges = [dt.datetime(y, m, 1) for y in range(start, end) for m in (1, 7)] + [dt.datetime(end, 1, 1)]
+            labels = [f"{y}-H{h}" for y in range(start, end) for h in (1, 2)]
+    if len(edges) < 2:
+        raise DriftError(f"the slice spec {spec} yields no slices: `end` must come after `start`")
+    if len(labels) != len(edges) - 1:
+        raise DriftError(f"custom slices: {len(labels)} labels for {len(edges) - 1} slices")
+    return edges, [str(label) for label in labels]
+
+
+def _as_datetime(value) -> dt.datetime:
+    if isinstance(value, dt.datetime):
+        return value
+    if isinstance(value, dt.date):
+        return dt.datetime(value.year, value.month, value.day)
+    if isinstance(value, int):
+        return dt.datetime(value, 1, 1)
+    return dt.datetime.fromisoformat(str(value))
+
+
+def assign_slices(times: np.ndarray, edges: list[dt.datetime]) -> np.ndarray:
+    """Slice index of each time (datetime64 array); -1 outside the span."""
+    edge_values = np.array(edges, dtype="datetime64[us]")
+    t = times.astype("datetime64[us]")
+    index = np.searchsorted(edge_values, t, side="right") - 1
+    index[(t < edge_values[0]) | (t >= edge_values[-1])] = -1
+    return index.astype(np.int32)
+
+
+def _row_order(ids, seed: int) -> np.ndarray:
+    """A permutation of rows that depends only on each row's id and the seed: stable under appends."""
+    keys = [hashlib.blake2b(f"{seed}:{i}".encode(), digest_size=8).digest() for i in ids]
+    return np.argsort(np.array([int.from_bytes(k, "big") for k in keys], dtype=np.uint64), kind="stable")
+
+
+def stratum_keys(labels: list) -> list[str]:
+    """The stratum of each label: the class, the rating, or the multi-label pattern."""
+    return [repr(tuple(label)) if isinstance(label, (list, tuple, np.ndarray)) else repr(label) for label in labels]
+
+
+def stratified_split(ids: list[str], strata: list[str], test_fraction: float, seed: int) -> np.ndarray:
+    """'train' / 'test' per row, drawn within each stratum; each stratum of n rows gets n * f test rows, rounded half up."""
+    split = np.full(len(ids), "train", dtype=object)
+    strata = np.asarray(strata, dtype=object)
+    order = _row_order(ids, seed)
+    for stratum in sorted(set(strata.tolist())):
+        rows = order[strata[order] == stratum]  # this stratum's rows, in the seeded order
+        n_test = int(len(rows) * test_fraction + 0.5)  # half up: 4.5 → 5, not banker's 4
+        split[rows[:n_test]] = "test"
+    return split
+
+
+def stratified_sample(ids: list[str], strata: list[str], n: int, seed: int) -> np.ndarray:
+    """Indices of a sample of n rows, allocated to strata in proportion to their size (largest remainders),
+    each stratum's rows chosen in the seeded order. Returned sorted, so row order follows the input."""
+    if n >= len(ids):
+        return np.arange(len(ids))
+    strata = np.asarray(strata, dtype=object)
+    names, counts = np.unique(strata, return_counts=True)
+    quota = counts * n / len(ids)
+    take = np.floor(quota).astype(int)
+    for i in np.argsort(-(quota - take), kind="stable")[: n - take.sum()]:
+        take[i] += 1
+    order = _row_order(ids, seed)
+    chosen = [order[strata[order] == name][:k] for name, k in zip(names, take)]
+    return np.sort(np.concatenate(chosen)) if chosen else np.arange(0)
+
+
+def build_slices(records, cfg: DatasetParams | dict, split_cfg: SplitParams | dict):
+    """Records (pyarrow Table) → (slice table, manifest): slice index and label per row, the per-slice cap or
+    stratified sample, the stratified train/test split, and the slices too small to score (`min_samples`).
+    `cfg`: the dataset's section of params.yaml, `split_cfg`: `split` (drift.core.params, or their mappings)."""
+    import pyarrow as pa
+
+    cfg, split_cfg = DatasetParams.of(cfg), SplitParams.of(split_cfg)
+    edges, labels = slice_edges(cfg.slices)
+    times = records.column("time").to_numpy(zero_copy_only=False)
+    index = assign_slices(times, edges)
+    keep = np.flatnonzero(index >= 0)
+    records, index = records.take(keep), index[keep]
+    ids = records.column("id").to_pylist()
+    label_values = records.column("label").to_pylist()
+    seed = split_cfg.seed
+
+    # optional sampling, stratified by slice and label, reproducible from the seed (Amazon: n = 300,000)
+    strata = [f"{s}|{k}" for s, k in zip(index.tolist(), stratum_keys(label_values))]
+    sample = cfg.sample
+    if sample is not None and sample.n:
+        chosen = stratified_sample(ids, strata, sample.n, seed if sample.seed is None else sample.seed)
+    elif cfg.cap_per_slice:
+        cap = cfg.cap_per_slice
+        chosen = []
+        for s in np.unique(index):
+            rows = np.flatnonzero(index == s)
+            picked = stratified_sample([ids[i] for i in rows], [strata[i] for i in rows], cap, seed)
+            chosen.append(rows[picked])
+        chosen = np.sort(np.concatenate(chosen)) if chosen else np.arange(0)
+    else:
+        chosen = np.arange(len(ids))
+    records, index = records.take(chosen), index[chosen]
+    ids = [ids[i] for i in chosen]
+    strata = [strata[i] for i in chosen]
+
+    split = stratified_split(ids, strata, split_cfg.test_fraction, seed)
+
+    # slices with no row at all are dropped (Yearbook's missing years: K = 104 of 109); slices with some rows
+    # but fewer than min_samples stay, marked unusable: the white bands of the paper's figures
+    counts = np.bincount(index, minlength=len(labels))
+    present = np.flatnonzero(counts > 0)
+    renumber = np.full(len(labels), -1, dtype=np.int32)
+    renumber[present] = np.arange(len(present), dtype=np.int32)
+    label_of = [labels[old] for old in index]
+    index = renumber[index]
+    min_samples = cfg.min_samples
+    n_test = np.bincount(index[split == "test"], minlength=len(present))
+    slices = [{"index": k, "label": labels[old], "start": str(edges[old].date()), "end": str(edges[old + 1].date()),
+               "rows": int(counts[old]), "test": int(n_test[k]), "train": int(counts[old] - n_test[k]),
+               # a row of the matrix needs training rows, a column test rows: a one-portrait year (all in train)
+               # keeps its row (f_k can be trained) and leaves its column empty
+               "trainable": bool(counts[old] >= min_samples and counts[old] - n_test[k] > 0),
+               "usable": bool(counts[old] >= min_samples and n_test[k] > 0)} for k, old in enumerate(present)]
+
+    table = records.append_column("slice", pa.array(index, pa.int32()))
+    table = table.append_column("slice_label", pa.array(label_of, pa.string()))
+    table = table.append_column("split", pa.array(split.tolist(), pa.string()))
+    table = table.sort_by([("slice", "ascending"), ("time", "ascending"), ("id", "ascending")])
+    if not any(s["usable"] for s in slices):
+        raise DriftError(f"no slice has {min_samples} or more rows (min_samples): lower it or widen the slices")
+    return table, slices
+
+
+
+
+def eval_rows(i: int, j: int, slices: np.ndarray, splits: np.ndarray) -> np.ndarray:
+    """Rows that cell (i, j) of the drift matrix is scored on (Section 4.2): the held-out test split of slice j
+    when f_i trained on it (j <= i), all of slice j when it is the future (j > i)."""
+    in_slice = slices == j
+    return np.flatnonzero(in_slice & (splits == "test")) if j <= i else np.flatnonzero(in_slice)
+
+
+def scored_cells(i: int, usable: list[bool], slices: np.ndarray, splits: np.ndarray):
+    """(j, rows) for every cell of row i the drift matrix scores: usable columns whose cell has rows."""
+    for j, ok in enumerate(usable):
+        if ok:
+            rows = eval_rows(i, j, slices, splits)
+            if len(rows):
+                yield j, rows

@@ -1,0 +1,141 @@
+"""Task kinds: what a head outputs, the loss it trains on, the metric its drift matrix holds (paper Sections
+4.3-4.4, Appendix B).
+
+| task       | dataset        | outputs  | loss                                       | metric       | better |
+| ---------- | -------------- | -------- | ------------------------------------------ | ------------ | ------ |
+| binary     | Yearbook       | 2 logits | cross-entropy (two-class softmax)          | accuracy     | higher |
+| regression | Amazon Reviews | 1 value  | weighted MSE, w_r = n / n_r (eq. 4-5)      | balanced_mse | lower  |
+| multilabel | arXiv          | C logits | BCE with logits, w_c = neg / pos (eq. 2-3) | macro_auc    | higher |
+
+The class weights are fixed once per training cutoff from that cutoff's whole (cumulative) training set:
+`loss = task.loss(train_targets)` and then `loss(outputs, targets)` for every batch.
+"""
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from drift.core.errors import DriftError, close_matches
+from drift.protocol.metrics import METRICS
+
+Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def _as_numpy(labels) -> np.ndarray:
+    """Labels as stored (list, numpy, torch, pyarrow; ints, floats or lists of 0/1) -> a numpy array."""
+    if isinstance(labels, torch.Tensor):
+        return labels.detach().cpu().numpy()
+    if hasattr(labels, "to_pylist"):  # pyarrow Array / ChunkedArray
+        labels = labels.to_pylist()
+    arr = np.asarray(labels)
+    if arr.dtype == object:  # ragged or nested sequences, e.g. a column of lists
+        try:
+            arr = np.stack([np.asarray(x, dtype=np.float64) for x in arr])
+        except ValueError as e:
+            raise DriftError(f"labels have unequal lengths or odd types ({e}); check the label column") from e
+    return arr
+
+
+def class_weights(Y: torch.Tensor) -> torch.Tensor:
+    """Multi-label positive weights w_c = |{i: y_ic = 0}| / |{i: y_ic = 1}| (eq. 3). A class with no positives
+    gets 1.0 (nothing to up-weight); a class that is always positive gets 0.0, as the formula says."""
+    Y = Y.reshape(len(Y), -1).to(torch.float64)
+    pos = Y.sum(0)
+    neg = len(Y) - pos
+    return torch.where(pos > 0, neg / pos.clamp(min=1), torch.ones_like(pos)).to(torch.float32)
+
+
+def rating_weights(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Regression weights w_r = n / n_r (eq. 5) for each rating r in the training targets.
+    Returns (levels, weights): the sorted distinct ratings and their weights."""
+    y = y.reshape(-1).to(torch.float32)
+    levels, counts = torch.unique(y, return_counts=True)  # sorted
+    return levels, (len(y) / counts.to(torch.float64)).to(torch.float32)
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str              # "binary" | "regression" | "multilabel"
+    metric: str            # "accuracy" | "balanced_mse" | "macro_auc"
+    higher_is_better: bool
+
+    def n_outputs(self, n_labels: int) -> int:
+        """Width of the head: 2 logits (two-class softmax), 1 rating, or one logit per label."""
+        return {"binary": 2, "regression": 1, "multilabel": n_labels}[self.name]
+
+    def loss(self, train_targets: torch.Tensor) -> Loss:
+        """The training loss of Section 4.3, its weights computed once from the cutoff's whole training set."""
+        if self.name == "binary":
+            return lambda outputs, targets: F.cross_entropy(outputs, targets)
+
+        if len(train_targets) == 0:
+            raise DriftError(f"{self.name} loss: the training set is empty, so its class weights are undefined")
+
+        if self.name == "regression":
+            levels, weights = rating_weights(train_targets)
+
+            def weighted_mse(outputs, targets):
+                # L = 1/n sum_i w_{y_i} (y_i - yhat_i)^2 (eq. 4); a rating unseen in training has weight 0.
+                outputs, targets = outputs.reshape(-1), targets.reshape(-1).to(outputs.dtype)
+                lv, w = levels.to(outputs.device), weights.to(outputs.device, outputs.dtype)
+                idx = torch.searchsorted(lv, targets.to(lv.dtype)).clamp(max=len(lv) - 1)
+                wi = torch.where(lv[idx] == targets.to(lv.dtype), w[idx], torch.zeros_like(w[idx]))
+                return (wi * (outputs - targets) ** 2).mean()
+
+            return weighted_mse
+
+        if self.name == "multilabel":
+            pos_weight = class_weights(train_targets)
+
+            def weighted_bce(outputs, targets):
+                # eq. 2 with w_c on the positive term. PyTorch's mean runs over n*C terms where eq. 2 sums over
+                # classes: a constant factor 1/C, which Adam/AdamW updates do not see.
+                return F.binary_cross_entropy_with_logits(
+                    outputs, targets.to(outputs.dtype), pos_weight=pos_weight.to(outputs.device, outputs.dtype)
+                )
+
+            return weighted_bce
+
+        raise DriftError(f"unknown task {self.name!r}; {close_matches(self.name, TASKS)}")
+
+    def score(self, y, outputs) -> float | None:
+        """The task's metric (Appendix B) on raw model outputs; None when the cell cannot be scored."""
+        return METRICS[self.metric](_as_numpy(y), _as_numpy(outputs))
+
+    def target_tensor(self, labels) -> torch.Tensor:
+        """Labels as stored -> the tensor the loss expects: int64 [n] class ids, float32 [n] ratings, or
+        float32 [n, C] 0/1 label vectors."""
+        y = _as_numpy(labels)
+        if self.name == "binary":
+            if y.size and not np.isin(y, (0, 1)).all():
+                raise DriftError(f"binary labels must be 0 or 1, got values {np.unique(y)[:5].tolist()}")
+            return torch.as_tensor(y.reshape(-1).astype(np.int64))
+        if self.name == "regression":
+            y = y.astype(np.float32).reshape(-1)
+            if not np.isfinite(y).all():
+                raise DriftError("regression labels contain NaN or inf; clean the rating column")
+            return torch.as_tensor(y)
+        if self.name == "multilabel":
+            if y.ndim != 2:
+                raise DriftError(f"multilabel labels must be [n, C] lists of 0/1, got shape {y.shape}")
+            if y.size and not np.isin(y, (0, 1)).all():
+                raise DriftError("multilabel labels must hold only 0 and 1")
+            return torch.as_tensor(y.astype(np.float32))
+        raise DriftError(f"unknown task {self.name!r}; {close_matches(self.name, TASKS)}")
+
+
+TASKS = {
+    "binary": Task("binary", "accuracy", higher_is_better=True),
+    "regression": Task("regression", "balanced_mse", higher_is_better=False),
+    "multilabel": Task("multilabel", "macro_auc", higher_is_better=True),
+}
+
+
+def get_task(name: str) -> Task:
+    """The task called `name`; an unknown name is a DriftError listing the close matches."""
+    if name not in TASKS:
+        raise DriftError(f"unknown task {name!r}; {close_matches(name, TASKS)}")
+    return TASKS[name]

@@ -1,0 +1,217 @@
+"""One dataset's report as a single self-contained HTML page: reports/<dataset>.html.
+
+Built from what the report stage wrote (metrics/<ds>/, plots/<ds>/, plots/policies/<ds>.json, tables/<ds>.json),
+so it reads the same committed files as `drift show` and `dvc plots`. It opens offline and alone: every figure
+is an inline data URI, the CSS is inline, there is no script, and a Content-Security-Policy forbids the page
+any request that is not a data URI, so a figure that would come from elsewhere shows as missing rather than
+leaking a request. Sections: the summary table with the references, every drift matrix and its deviation, the
+cohort mean, the forgetting curves, the families, saliency (image datasets), the retraining policies, and the
+label-free shift and estimated matrices when a report has them (plots/<ds>/shift/, */estimate*.png); any other
+figure of plots/<ds>/ goes under "Other figures", so nothing the report drew is left out.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import json
+import struct
+from pathlib import Path
+
+from drift.core.errors import DriftError
+from drift.core.paths import dataset_paths
+
+CSS = """
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222; margin: 0;
+       background: #fafafa; }
+main { max-width: 1280px; margin: 0 auto; padding: 1rem 1.5rem 3rem; }
+nav { position: sticky; top: 0; background: #fff; border-bottom: 1px solid #ddd; padding: .4rem 1.5rem;
+      font-size: 13px; z-index: 1; }
+nav a { margin-right: .9rem; color: #35608a; text-decoration: none; }
+h1 { font-size: 1.5rem; margin: .6rem 0 .2rem; }
+h2 { font-size: 1.2rem; margin-top: 2rem; border-bottom: 1px solid #ddd; padding-bottom: .2rem; }
+h3 { font-size: 1rem; margin: .8rem 0 .3rem; }
+p.note, .note { color: #555; font-size: 13px; }
+table { border-collapse: collapse; margin: .5rem 0; font-size: 13px; background: #fff; }
+th, td { padding: .25rem .6rem; border-bottom: 1px solid #e4e4e4; text-align: right; white-space: nowrap; }
+th { background: #f0f0f0; }
+td.name, th.name { text-align: left; }
+tr.reference td { color: #777; font-style: italic; }
+tr.best td { font-weight: 600; }
+.grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(380px, 1fr)); gap: 1rem; }
+.pairs { display: grid; grid-template-columns: repeat(auto-fill, minmax(520px, 1fr)); gap: 1rem; }
+figure { margin: 0; background: #fff; border: 1px solid #e4e4e4; padding: .4rem; }
+figure.wide { grid-column: 1 / -1; }
+figcaption { font-size: 12px; color: #555; margin-top: .2rem; }
+img { max-width: 100%; height: auto; display: block; }
+.warn { color: #9a3b00; }
+.scroll { overflow-x: auto; }
+"""
+# no request leaves the page: images only as data URIs, styles only inline, nothing else
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """Width and height from a PNG's IHDR chunk."""
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        raise DriftError("not a PNG file")
+    return struct.unpack(">II", data[16:24])
+
+
+def figure(path: Path, caption: str, wide: bool = False) -> str:
+    """A PNG inlined as a data URI, with its size so the page does not jump while it lays out."""
+    data = path.read_bytes()
+    width, height = png_size(data)
+    uri = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
+    cls = ' class="wide"' if wide else ""
+    return (f'<figure{cls}><img src="{uri}" width="{width}" height="{height}" alt="{html.escape(caption)}">'
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+
+
+def _num(value, sign: bool = False) -> str:
+    return "—" if value is None else f"{value:{'+' if sign else ''}.3f}"
+
+
+def _table(headers: list[str], rows: list[list[str]], row_classes: list[str] | None = None,
+           left: int = 1) -> str:
+    """An HTML table; the first `left` columns are names (left-aligned), cells are already escaped."""
+    head = "".join(f'<th class="name">{h}</th>' if i < left else f"<th>{h}</th>" for i, h in enumerate(headers))
+    body = []
+    for n, row in enumerate(rows):
+        cls = f' class="{row_classes[n]}"' if row_classes and row_classes[n] else ""
+        body.append(f"<tr{cls}>" + "".join(f'<td class="name">{c}</td>' if i < left else f"<td>{c}</td>"
+                                           for i, c in enumerate(row)) + "</tr>")
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+
+
+def _summary(tables: dict) -> str:
+    rows, classes = [], []
+    for r in tables["ranking"]:
+        ref = r.get("reference")
+        rows.append(["ref" if ref else str(r.get("rank") or "—"), html.escape(r["model"]),
+                     html.escape(r.get("family") or ""), _num(r.get("id")), _num(r.get("future")),
+                     _num(r.get("decay")), "" if ref else _num(r.get("margin_prior"), sign=True),
+                     "" if ref else _num(r.get("margin_linear"), sign=True)])
+        classes.append("reference" if ref else "")
+    out = _table(["rank", "model", "family", "ID", "Future", "Decay", "vs prior", "vs linear"], rows, classes,
+                 left=3)
+    for model in tables.get("below_prior") or []:
+        out += f'<p class="warn">{html.escape(model)} does not beat baseline-prior in distribution.</p>'
+    cohort = tables.get("cohort") or {}
+    out += (f'<p class="note">Cohort mean (the models that are not references): ID {_num(cohort.get("id"))}, '
+            f'Future {_num(cohort.get("future"))}, Decay {_num(cohort.get("decay"))}.</p>')
+    return out
+
+
+def _families(tables: dict) -> str:
+    rows = [[str(r.get("rank") or "—"), html.escape(r["family"]), str(r["n_models"]), _num(r.get("id")),
+             _num(r.get("future")), _num(r.get("decay"))] for r in tables.get("families") or []]
+    return _table(["rank", "family", "models", "ID", "Future", "Decay"], rows, left=2) if rows else ""
+
+
+def _policies(rows: list[dict]) -> str:
+    """The policy rows (plots/policies/<ds>.json) as a table: each model's best mean score in bold."""
+    out, classes = [], []
+    for r in rows:
+        out.append([html.escape(r["model"]), html.escape(r["policy"]), _num(r["mean"]), _num(r["worst"]),
+                    str(r["retrainings"]), f"{r['cost']:,.0f}", "yes" if r["pareto"] else ""])
+        classes.append("best" if r.get("best") else "")
+    unit = html.escape(rows[0].get("cost_unit", "")) if rows else ""
+    return _table(["model", "policy", "mean", "worst", "retrains", f"cost ({unit})", "Pareto"], out, classes, left=2)
+
+
+def write_html_report(name: str, root: Path = Path(".")) -> Path:
+    """reports/<name>.html from the report stage's outputs under `root`; returns its path."""
+    root = Path(root)
+    p = dataset_paths(name, root)
+    if not p["tables"].exists():
+        raise DriftError(f"no {p['tables']}: run `dvc repro report@{name}` first")
+    tables = json.loads(p["tables"].read_text())
+    plots = p["plots"]
+    used: set[Path] = set()
+
+    def fig(path: Path, caption: str, wide: bool = False) -> str:
+        if not path.exists():
+            return ""
+        used.add(path.resolve())
+        return figure(path, caption, wide)
+
+    direction = "higher is better" if tables["higher_is_better"] else "lower is better"
+    references = set(tables.get("references") or [])
+    ranked = [r["model"] for r in tables["ranking"]]
+    sections = []
+
+    sections.append(("summary", "Summary", _summary(tables) + (
+        '<p class="note">ID: the diagonal (trained through a period, tested on its held-out rows). Future: the '
+        "later periods. Decay: what is lost going forward (positive = worse, whatever the metric's direction). "
+        "vs prior, vs linear: the ID margin over the reference models (positive = better). References are not "
+        "ranked and not part of the cohort, the deviations or the families.</p>")))
+
+    matrices = []
+    for model in ranked:
+        caption = f"{model}{' (reference)' if model in references else ''}: drift matrix"
+        matrices.append(fig(plots / model / "heatmap.png", caption))
+        matrices.append(fig(plots / model / "deviation.png", f"{model}: deviation from the cohort mean "
+                                                             "(blue: better)"))
+    sections.append(("matrices", "Drift matrices", (
+        '<p class="note">Rows: trained up to; columns: evaluated on; time grows up and to the right; the diagonal '
+        "is dashed; white cells are empty (a slice too small to score). Each model's matrix, then its deviation "
+        "from the cohort mean.</p>" f'<div class="pairs">{"".join(matrices)}</div>')))
+
+    sections.append(("cohort", "Cohort mean", f'<div class="grid">'
+                     f'{fig(plots / "cohort-mean" / "heatmap.png", "cohort mean of the models (Figure 5)")}</div>'))
+    sections.append(("forgetting", "Forgetting curves", fig(plots / "forgetting.png", "score against the gap "
+                     "j − i, per model and per family (Figures 4, 11)", wide=True)))
+    sections.append(("families", "Families", _families(tables) + fig(plots / "families.png",
+                                                                     "family averages (Table 10)")))
+    if (plots / "saliency.png").exists():
+        sections.append(("saliency", "Saliency", fig(plots / "saliency.png", "mean gradient saliency of the image "
+                                                     "models per training cutoff (Figure 3)", wide=True)))
+
+    policy_rows = json.loads(p["policies"].read_text()) if p["policies"].exists() else None
+    if policy_rows is not None or (plots / "policies.png").exists():
+        body = ('<p class="note">Retraining policies replayed from each drift matrix (drift/analysis/policy.py): the model '
+                "deployed in period j after retraining at cutoff t is f_t, so its score there is M[t][j]. Mean and "
+                "worst score over the deployment periods; cost: training rows through the cutoff × epochs (each slice "
+                "one row when the slice manifest was absent), summed over the retrainings (the first model, shared "
+                "by all, not counted). Bold: each model's best mean score.</p>")
+        body += fig(plots / "policies.png", "mean (dot) and worst period (ring) against the retraining cost; "
+                                            "orange: the Pareto front", wide=True)
+        body += _policies(policy_rows) if policy_rows else ""
+        sections.append(("policies", "Retraining policies", body))
+    else:
+        sections.append(("policies", "Retraining policies",
+                         '<p class="note">No policy comparison in this report (plots/policies/'
+                         f'{html.escape(name)}.json): re-run <code>dvc repro report@{html.escape(name)}</code>.</p>'))
+
+    shift = sorted((plots / "shift").glob("*.png")) if (plots / "shift").is_dir() else []
+    estimates = sorted(plots.glob("*/estimate*.png")) + sorted(plots.glob("estimate*/*.png"))
+    if shift or estimates:
+        body = "".join(fig(f, f"label-free shift: {f.stem}") for f in shift)
+        body += "".join(fig(f, f"{f.parent.name}: estimated matrix ({f.stem})") for f in estimates)
+        sections.append(("shift", "Label-free shift and estimates", f'<div class="grid">{body}</div>'))
+
+    others = [f for f in sorted(plots.rglob("*.png")) if f.resolve() not in used]
+    if others:
+        body = "".join(fig(f, str(f.relative_to(plots))) for f in others)
+        sections.append(("other", "Other figures", f'<div class="grid">{body}</div>'))
+
+    env = tables.get("environment") or {}
+    versions = ", ".join(f"{k} {v}" for k, v in sorted((env.get("packages") or {}).items())
+                         if k in ("torch", "numpy", "timm", "transformers", "lance", "pylance", "dvc"))
+    footer = (f'<p class="note">Python {html.escape(str(env.get("python", "?")))}; {html.escape(versions)}; '
+              f'requirements.lock sha256 {html.escape(str(env.get("lock_sha256", "?"))[:12])}…</p>')
+
+    nav = "".join(f'<a href="#{key}">{title}</a>' for key, title, _ in sections)
+    body = "".join(f'<section id="{key}"><h2>{title}</h2>{content}</section>' for key, title, content in sections)
+    page = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{html.escape(name)}: drift report</title><style>{CSS}</style></head><body>"
+            f"<nav>{nav}</nav><main><h1>{html.escape(name)}: drift report</h1>"
+            f'<p class="note">{html.escape(tables["metric"])} ({direction}); {len(tables.get("labels") or [])} '
+            f"slices, {html.escape(', '.join((tables.get('labels') or [])[:1] + (tables.get('labels') or [])[-1:]))}"
+            f"; models ranked by {html.escape(tables.get('ranked_by', 'decay'))}.</p>{body}{footer}</main>"
+            f"</body></html>\n")
+    p["report_html"].parent.mkdir(parents=True, exist_ok=True)
+    p["report_html"].write_text(page)
+    return p["report_html"]

@@ -1,0 +1,289 @@
+"""The report of one dataset: everything people read about its drift matrices (Section 4.5, Sections 5, C-E).
+
+From the evaluate stage's per-seed matrices (data/eval/<ds>/<model>.json) it writes, all small and committed
+to git (DVC outputs with cache: false), so every checkout and `dvc plots diff` can read them:
+
+  metrics/<ds>/<model>.json          ID, Future, Decay, metric, direction, K, seeds, family, spread over seeds
+  plots/<ds>/<model>/matrix.json     the seed-averaged matrix in long format (heatmap template)
+  plots/<ds>/<model>/heatmap.png     the same in the paper's orientation
+  plots/<ds>/<model>/deviation.png   its deviation from the cohort mean, zero-centred diverging scale
+  plots/<ds>/cohort-mean/            the cohort-mean matrix (matrix.json + heatmap.png), Figure 5
+  plots/<ds>/forgetting.png          forgetting curves per model and per family, Figure 4 / 11
+  plots/<ds>/families.png            family averages as bars, Table 10
+  plots/<ds>/saliency.png            gradient saliency grid of the image models, Figure 3 (image datasets)
+  plots/deviations/<ds>/<model>.json the deviation in long format (diverging heatmap template)
+  plots/forgetting/<ds>.json         forgetting curves as rows {gap, value, model} (line template)
+  tables/<ds>.json, tables/<ds>.md   ranking (Table 5), per-cutoff rows (Tables 6-9), families (Table 10),
+                                     per-model mean deviation from the cohort
+
+Rankings are by Decay, smallest first (Tables 5, 13, 21), unless `by` says "future" or "id". Reference models
+(family "Reference", baseline-*) get their metrics file ("reference": true), matrix and heatmap like any model,
+are listed after the ranked models without a rank, and are left out of the cohort mean, the deviations, the
+family tables and bars and the family curves. Every other model's metrics carry its in-distribution margin
+over each reference (margin_prior, margin_linear; positive = better) and beats_prior; a model that does not beat
+baseline-prior is named on stderr and under "below_prior" in the tables.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from drift.core.environment import environment
+from drift.core.errors import DriftError
+from drift.core.params import SaliencyGrid
+from drift.core.paths import dataset_paths
+from drift.core.stage import write_json
+from drift.evaluate.estimate import estimate_error
+from drift.evaluate.matrices import from_json
+from drift.protocol.summary import (
+    DEFAULT_ORDER,
+    REFERENCES,
+    STATS,
+    below_prior,
+    below_prior_message,
+    check_order,
+    cohort_mean,
+    cutoff_table,
+    deviations,
+    family_curves,
+    family_table,
+    forgetting_curve,
+    id_future_decay,
+    is_reference,
+    mean_over_seeds,
+    ranking,
+    reference_margins,
+    seed_spread,
+)
+from drift.report.plots import (
+    curve_rows,
+    family_bars,
+    forgetting_plot,
+    heatmap,
+    long_format,
+)
+
+COHORT = "cohort-mean"  # the cohort mean's folder among the models' in plots/<ds>/
+
+
+def load_eval(eval_dir: Path, models: list[str]) -> dict[str, dict]:
+    """model -> the evaluate stage's JSON, plus "per_seed" (matrices) and "matrix" (their cell-wise mean)."""
+    results = {}
+    for model in models:
+        path = eval_dir / f"{model}.json"
+        if not path.exists():
+            raise DriftError(f"no drift matrices at {path}: run `dvc repro evaluate@{eval_dir.name}` first")
+        result = json.loads(path.read_text())
+        result["per_seed"] = [from_json(m) for m in result["seeds"].values()]
+        if not result["per_seed"]:
+            raise DriftError(f"{path} holds no seed: re-run `dvc repro evaluate@{eval_dir.name}`")
+        result["matrix"] = mean_over_seeds(result["per_seed"])
+        results[model] = result
+    return results
+
+
+def model_metrics(result: dict) -> dict:
+    """The metrics/<ds>/<model>.json of one model: ID, Future, Decay of the seed-averaged matrix and their
+    spread, and whether it is a reference model (the margins over the references are added by write_report)."""
+    higher = result["higher_is_better"]
+    spread = seed_spread(result["per_seed"], higher)
+    return {
+        **id_future_decay(result["matrix"], higher), "metric": result["metric"], "higher_is_better": higher,
+        "k": len(result["labels"]), "seeds": len(result["per_seed"]), "family": result["family"],
+        "reference": is_reference(result.get("model", ""), result),
+        **{f"{s}_std": spread[s]["std"] for s in STATS},
+        **{f"{s}_ci95": [spread[s]["ci_low"], spread[s]["ci_high"]] for s in STATS},
+    }
+
+
+def label_free_estimate(result: dict) -> tuple[str, np.ndarray] | None:
+    """(method, seed-averaged estimated matrix) of an evaluation: ATC where the task has it, else DoC."""
+    estimated = result.get("estimated") or {}
+    method = "atc" if "atc" in estimated else "doc" if "doc" in estimated else None
+    if method is None or not estimated[method]:
+        return None
+    return method, mean_over_seeds([from_json(m) for m in estimated[method].values()])
+
+
+def fmt(value) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def _title(name: str, model: str, stats: dict) -> str:
+    return (f"{name} · {model} · ID {fmt(stats['id'])} · Future {fmt(stats['future'])} · "
+            f"Decay {fmt(stats['decay'])}")
+
+
+def write_report(name: str, results: dict[str, dict], root: Path = Path("."), n_cutoffs: int = 4,
+                 by: str = DEFAULT_ORDER) -> dict:
+    """Write every output of the module docstring except the saliency grid; returns the tables. Tables are
+    ranked by `by` (decay, future or id). A model that does not beat baseline-prior in distribution is named on
+    stderr, one line each."""
+    check_order(by)
+    if not results:
+        raise DriftError(f"train.models.{name} lists no models: nothing to report")
+    p = dataset_paths(name, root)
+    for out in (p["metrics"], p["plots"], p["deviations"]):
+        shutil.rmtree(out, ignore_errors=True)  # a model dropped from the roster leaves nothing behind
+    first = next(iter(results.values()))
+    labels, metric, higher = first["labels"], first["metric"], first["higher_is_better"]
+    for model, r in results.items():
+        if r["labels"] != labels or r["metric"] != metric:
+            raise DriftError(f"{model}'s drift matrices are over other slices or another metric than "
+                             f"{next(iter(results))}'s: re-run `dvc repro evaluate@{name}`")
+    matrices = {m: r["matrix"] for m, r in results.items()}
+    families = {m: r["family"] for m, r in results.items()}
+    references = [m for m, r in results.items() if is_reference(m, r)]
+    cohort_matrices = {m: M for m, M in matrices.items() if m not in references}  # the references are no part
+
+    # per model: metrics (with the margins over the references), matrix, heatmap
+    metrics = {model: model_metrics({"model": model, **r}) for model, r in results.items()}
+    margins = reference_margins(metrics, higher)
+    env = environment(root)
+    for model, r in results.items():
+        # what produced the numbers: the lock file's hash here, every version in tables/<ds>.json "environment"
+        metrics[model].update(margins.get(model, {}), lock_sha256=env["lock_sha256"])
+        estimated = label_free_estimate(r)
+        if estimated is not None:  # the matrix estimated without the future's labels, beside M, and its error
+            method, matrix = estimated
+            metrics[model]["estimate"] = {"method": method, "mae_future": estimate_error(matrix, r["matrix"])}
+            write_json(p["plots"] / model / "estimate.json", long_format(matrix, labels))
+            heatmap(matrix, labels, p["plots"] / model / "estimate.png",
+                    f"{name} · {model} · estimated without labels ({method.upper()})", metric, higher)
+        write_json(p["metrics"] / f"{model}.json", metrics[model])
+        write_json(p["plots"] / model / "matrix.json", long_format(r["matrix"], labels))
+        heatmap(r["matrix"], labels, p["plots"] / model / "heatmap.png", _title(name, model, metrics[model]),
+                metric, higher)
+
+    # cohort mean and deviations (Section 4.5, Figures 5-10), over the models that are not references
+    p["deviations"].mkdir(parents=True, exist_ok=True)
+    cohort_stats, deviation_rows = {s: None for s in STATS}, []
+    if cohort_matrices:
+        cohort = cohort_mean(cohort_matrices)
+        cohort_stats = id_future_decay(cohort, higher)
+        write_json(p["plots"] / COHORT / "matrix.json", long_format(cohort, labels))
+        heatmap(cohort, labels, p["plots"] / COHORT / "heatmap.png",
+                _title(name, f"cohort mean of {len(cohort_matrices)} models", cohort_stats), metric, higher)
+    for model, delta in (deviations(cohort_matrices) if cohort_matrices else {}).items():
+        write_json(p["deviations"] / f"{model}.json", long_format(delta, labels, higher_is_better=higher))
+        heatmap(delta, labels, p["plots"] / model / "deviation.png",
+                f"{name} · {model} − cohort mean (blue: better)", metric, higher, diverging=True)
+        deviation_rows.append({"model": model, **id_future_decay(delta, higher)})
+
+    # forgetting curves (Figure 4 / 11): references as dashed lines, not in the family curves
+    curves = {m: forgetting_curve(M) for m, M in matrices.items()}
+    by_family = family_curves({m: c for m, c in curves.items() if m not in references}, families)
+    write_json(p["forgetting"], curve_rows(curves))
+    forgetting_plot(curves, by_family, p["plots"] / "forgetting.png", f"{name}: forgetting curves", metric,
+                    references=references)
+
+    # tables (Tables 5-10), ranked by `by`; references after the ranked models, in no family average
+    ranked = [{**r, "family": families[r["model"]],
+               **{f"{s}_std": metrics[r["model"]][f"{s}_std"] for s in STATS}, **margins.get(r["model"], {})}
+              for r in ranking(metrics, higher, by)]
+    per_cutoff = [{**r, "family": families[r["model"]]}
+                  for r in cutoff_table(matrices, labels, higher, n_cutoffs, by, references)]
+    below = below_prior(metrics, higher)
+    tables = {
+        "dataset": name, "metric": metric, "higher_is_better": higher, "labels": labels,
+        "ranked_by": by,
+        "ranking": ranked,
+        "references": references,
+        "below_prior": below,
+        "families": family_table(ranked, higher, by=by),
+        "cutoffs": per_cutoff,
+        "family_cutoffs": family_table(per_cutoff, higher, by=by),
+        "cohort": cohort_stats,
+        "deviations": deviation_rows,
+        "environment": env,
+    }
+    write_json(p["tables"], tables)
+    p["tables_md"].write_text(tables_markdown(tables))
+    if tables["families"]:
+        family_bars(tables["families"], p["plots"] / "families.png",
+                    f"{name}: family averages, ranked by {ORDER_LABELS[by]}", metric)
+    prior = metrics.get(REFERENCES["prior"])
+    for model in below:
+        print(below_prior_message(name, model, metrics[model]["id"], prior["id"], metric, higher), file=sys.stderr)
+    return tables
+
+
+# -----------------------------------------------------------------------------
+# the tables as markdown, for reading on a git host
+
+ORDER_LABELS = {"decay": "Decay", "future": "Future", "id": "ID"}
+# markdown column -> the key of the row it shows
+_MD_KEYS = {"vs prior": "margin_prior", "vs linear": "margin_linear"}
+
+
+def _md(rows: list[dict], columns: list[str]) -> str:
+    def cell(r, c):
+        if c == "rank" and r.get("reference"):
+            return "ref"
+        v = r.get(_MD_KEYS.get(c, c))
+        if c in _MD_KEYS:
+            return "" if r.get("reference") else "—" if v is None else f"{v:+.3f}"
+        return fmt(v) if isinstance(v, float) or v is None else str(v)
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(r, c) for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _order_note(by: str) -> str:
+    return {"decay": "ranked by Decay, smallest first", "future": "ranked by Future, best first",
+            "id": "ranked by ID, best first"}[by]
+
+
+def tables_markdown(t: dict) -> str:
+    direction = "higher is better" if t["higher_is_better"] else "lower is better"
+    by = t.get("ranked_by", DEFAULT_ORDER)
+    ranking_md = _md(t["ranking"], ["rank", "model", "family", "id", "future", "decay", "future_std", "decay_std",
+                                    "vs prior", "vs linear"])
+    prior = next((r for r in t["ranking"] if r["model"] == REFERENCES["prior"]), None)
+    warnings = [below_prior_message(t["dataset"], r["model"], r["id"], prior["id"], t["metric"],
+                                    t["higher_is_better"])
+                for r in t["ranking"] if prior is not None and r["model"] in t.get("below_prior", [])]
+    parts = [
+        f"# {t['dataset']}: {t['metric']} ({direction})",
+        "ID: the diagonal (trained through, tested on held-out rows of the same period). Future: the later "
+        "periods. Decay: what is lost going forward (positive = worse). vs prior, vs linear: the ID margin over "
+        "the reference models baseline-prior and baseline-linear (positive = better); references (rank ref) are "
+        "not ranked and not in the families or the cohort mean.",
+        f"## Models, {_order_note(by)} (Table 5)",
+        ranking_md + ("\n\n" + "\n".join(f"- {w}" for w in warnings) if warnings else ""),
+        "## Families (Table 10)", _md(t["families"], ["rank", "family", "n_models", "id", "future", "decay"]),
+        f"## Per cutoff (Tables 6-9): the diagonal cell and the later cells of one row, {_order_note(by)}",
+        _md(t["cutoffs"], ["cutoff_label", "rank", "model", "family", "id", "future", "decay"]),
+        "## Families per cutoff", _md(t["family_cutoffs"], ["cutoff_label", "rank", "family", "id", "future", "decay"]),
+        "## Mean deviation from the cohort mean (cells every model fills)",
+        _md(t["deviations"], ["model", "id", "future", "decay"]),
+    ]
+    return "\n\n".join(parts) + "\n"
+
+
+def write_dataset_report(name: str, models: list[str], root: Path = Path("."), saliency: bool = True,
+                         by: str = DEFAULT_ORDER, saliency_grid: dict | None = None) -> dict:
+    """The report stage: read the eval JSON, write the report, and for an image dataset the saliency grid
+    (`saliency_grid`: params.yaml report.saliency.<dataset>, drift.core.params.SaliencyGrid or its mapping {models,
+    cells, n}; default every image model at a few cutoffs spread over the timeline)."""
+    p = dataset_paths(name, root)
+    tables = write_report(name, load_eval(p["eval"], models), root, by=by)
+    manifest = root / "data" / "slices" / f"{name}.json"
+    image = manifest.exists() and json.loads(manifest.read_text()).get("modality") == "image"
+    if saliency and image:  # torch is imported only here: text reports stay quick
+        from drift.models import get_model_info
+        from drift.report.saliency import write_saliency
+
+        pixels = [m for m in models if get_model_info(m).input == "pixels"]  # probes on frozen encoders have no pixels
+        grid = SaliencyGrid.of(saliency_grid or {}, f"report.saliency.{name}")
+        chosen = [m for m in grid.models or pixels if m in pixels]
+        for m in sorted(set(grid.models or []) - set(pixels)):
+            print(f"warning: saliency grid skips {m}: not an image model of train.models.{name}", file=sys.stderr)
+        if chosen:
+            write_saliency(name, p["plots"] / "saliency.png", models=chosen,
+                           cells=grid.cells, n=grid.n, root=root)
+    return tables

@@ -1,0 +1,191 @@
+"""Pictures of drift matrices in the paper's style, and the data DVC's plot templates read.
+
+Heatmaps: train slice on rows, evaluation slice on columns, time growing up and to the right from a lower-left
+origin, the diagonal dashed, empty cells white. Sequential scale for M (reversed when lower is better, so the
+good end has the same colour everywhere); a zero-centred diverging scale for deviations (blue: better than the
+cohort, red: worse, whatever the metric's direction). Also forgetting curves (Figure 4 / 11), family bars
+(Table 10 as a picture) and saliency grids (Figure 3).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
+import numpy as np  # noqa: E402
+
+METRIC_LABELS = {"accuracy": "Accuracy", "balanced_mse": "Balanced MSE (lower is better)", "macro_auc": "Macro AUC"}
+
+
+def long_format(matrix: np.ndarray, labels: list[str], **extra) -> list[dict]:
+    """Rows {"train", "eval", "value", **extra} for the DVC heatmap templates; empty cells are null."""
+    return [{"train": labels[i], "eval": labels[j], "value": None if np.isnan(v) else round(float(v), 6), **extra}
+            for i, row in enumerate(matrix) for j, v in enumerate(row)]
+
+
+def curve_rows(curves: dict) -> list[dict]:
+    """Rows {"gap", "value", "model"} for the DVC line template, from model -> (gaps, values)."""
+    return [{"gap": int(g), "value": round(float(v), 6), "model": model}
+            for model, (gaps, values) in curves.items() for g, v in zip(gaps, values)]
+
+
+def _tick_positions(k: int, most: int = 12) -> np.ndarray:
+    step = max(1, int(np.ceil(k / most)))
+    return np.arange(0, k, step)
+
+
+def color_limits(matrix: np.ndarray, diverging: bool) -> tuple[float | None, float | None]:
+    """Colour range: symmetric around 0 for deviations (so 0 is the neutral colour), the data's own otherwise."""
+    if not diverging:
+        return None, None
+    finite = np.abs(matrix[np.isfinite(matrix)])
+    bound = float(finite.max()) if len(finite) and finite.max() > 0 else 1.0
+    return -bound, bound
+
+
+def heatmap(matrix: np.ndarray, labels: list[str], path: Path, title: str, metric: str,
+            higher_is_better: bool = True, diverging: bool = False, marks: np.ndarray | None = None) -> None:
+    """marks: a K x K boolean array; a small dot in each True cell (e.g. a significant test)."""
+    k = len(labels)
+    fig, ax = plt.subplots(figsize=(5.2 + 0.05 * k, 4.4 + 0.05 * k), dpi=120)
+    masked = np.ma.masked_invalid(matrix)
+    vmin, vmax = color_limits(matrix, diverging)
+    name = ("RdBu" if diverging else "viridis") + ("" if higher_is_better else "_r")
+    cmap = plt.get_cmap(name).with_extremes(bad="white")  # empty cells: white bands, never a score's colour
+    image = ax.imshow(masked, origin="lower", cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
+    ax.plot([-0.5, k - 0.5], [-0.5, k - 0.5], "k--", linewidth=1)
+    if marks is not None:
+        rows, columns = np.nonzero(marks)
+        ax.scatter(columns, rows, s=max(2.0, 120.0 / k), c="white", edgecolors="black", linewidths=0.4)
+    ticks = _tick_positions(k)
+    ax.set_xticks(ticks, [labels[t] for t in ticks], rotation=45, ha="right", fontsize=8)
+    ax.set_yticks(ticks, [labels[t] for t in ticks], fontsize=8)
+    ax.set_xlabel("Evaluated on")
+    ax.set_ylabel("Trained up to")
+    ax.set_title(title, fontsize=10)
+    bar = fig.colorbar(image, ax=ax)
+    bar.set_label(("Δ " if diverging else "") + METRIC_LABELS.get(metric, metric))
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def _save(fig, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def forgetting_plot(curves: dict, family_curves: dict, path: Path, title: str, metric: str,
+                    references=()) -> None:
+    """Forgetting curves (Figure 11): each model (left) and averaged within each family (right).
+    curves / family_curves: name -> (gaps, values); references: the reference models among curves, drawn as
+    grey dashed or dotted lines without markers (they are in no family)."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), dpi=120, sharey=True)
+    for ax, group, heading in ((axes[0], curves, "per model"), (axes[1], family_curves, "per family")):
+        for name, (gaps, values) in group.items():
+            if group is curves and name in references:  # one dash pattern per reference, in grey
+                dash = ("--", ":", "-.")[list(references).index(name) % 3]
+                ax.plot(gaps, values, linestyle=dash, linewidth=1.4, color="0.4", label=f"{name} (reference)")
+                continue
+            ax.plot(gaps, values, marker="o", markersize=3, linewidth=1.5, label=name)
+        ax.set_xlabel("Slices since the training cutoff (gap j − i)")
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+        ax.set_title(heading, fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, ncol=2 if len(group) > 8 else 1)
+    axes[0].set_ylabel(METRIC_LABELS.get(metric, metric))
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def family_bars(rows: list[dict], path: Path, title: str, metric: str) -> None:
+    """Family averages (Table 10) as bars: ID and Future side by side, Decay written above; rows from
+    summary.family_table, in their rank order."""
+    names = [r["family"] for r in rows]
+    x = np.arange(len(rows))
+    nan_if_none = lambda v: np.nan if v is None else v  # noqa: E731
+    fig, ax = plt.subplots(figsize=(max(4.5, 1.3 * len(rows) + 2), 4), dpi=120)
+    for offset, key, color in ((-0.2, "id", "#4c72b0"), (0.2, "future", "#dd8452")):
+        ax.bar(x + offset, [nan_if_none(r[key]) for r in rows], width=0.4, color=color,
+               label="ID" if key == "id" else "Future")
+    for i, r in enumerate(rows):
+        top = max(nan_if_none(r["id"]), nan_if_none(r["future"]))
+        if r["decay"] is not None and np.isfinite(top):
+            ax.annotate(f"decay {r['decay']:.3f}", (i, top), xytext=(0, 4), textcoords="offset points",
+                        ha="center", fontsize=8)
+    ax.set_xticks(x, [f"{n}\n({r['n_models']})" for n, r in zip(names, rows)], fontsize=8)
+    ax.set_ylabel(METRIC_LABELS.get(metric, metric))
+    ax.set_title(title, fontsize=10)
+    ax.margins(y=0.25)
+    ax.legend(fontsize=8, ncol=2, loc="upper right")
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def saliency_grid(maps: dict, models: list[str], columns: list[dict], path: Path, title: str,
+                  portraits: dict | None = None) -> None:
+    """Figure 3: rows = models, columns = training cutoffs, each panel a mean saliency map scaled to its own
+    [0, 1] (low to high). maps: (model, column index) -> [H, W]; columns: {"title"} per column;
+    portraits: column index -> mean input image [C, H, W] in [0, 1], drawn as a first row for orientation."""
+    top = 1 if portraits else 0
+    n_rows, n_cols = len(models) + top, len(columns)
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(1.9 * n_cols + 0.8, 1.9 * n_rows + 0.6), dpi=120,
+                             squeeze=False)
+    for c, column in enumerate(columns):
+        axes[0, c].set_title(column["title"], fontsize=8)
+        if portraits:
+            image = np.asarray(portraits[c])
+            axes[0, c].imshow(image.transpose(1, 2, 0) if image.shape[0] in (3, 4) else image[0], cmap="gray")
+        for r, model in enumerate(models):
+            ax = axes[r + top, c]
+            m = maps.get((model, c))
+            if m is not None:
+                span = float(m.max() - m.min())
+                ax.imshow((m - m.min()) / span if span > 0 else np.zeros_like(m), cmap="inferno", vmin=0, vmax=1)
+    for r in range(n_rows):
+        axes[r, 0].set_ylabel("mean input" if top and r == 0 else models[r - top], fontsize=8)
+        for ax in axes[r]:
+            ax.set_xticks([])
+            ax.set_yticks([])
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def pareto_plot(result: dict, path: Path) -> None:
+    """Retraining policies (drift/analysis/policy.py): one panel per model, mean score (filled) and worst period
+    (hollow, joined by a thin line) against the retraining cost; the Pareto front of the mean as a step line,
+    the best policy's name in bold. result: policy.dataset_policies."""
+    models = list(result["models"])
+    higher = result["higher_is_better"]
+    cols = min(3, max(1, len(models)))
+    rows = int(np.ceil(len(models) / cols)) or 1
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows + 0.4), dpi=120, squeeze=False)
+    for ax, model in zip(axes.flat, models):
+        policies = [p for p in result["models"][model]["policies"] if p["mean"] is not None]
+        for p in policies:
+            color = "#dd8452" if p["pareto"] else "#4c72b0"
+            ax.plot([p["cost"], p["cost"]], [p["mean"], p["worst"]], color=color, linewidth=0.6, alpha=0.6)
+            ax.plot(p["cost"], p["mean"], "o", color=color, markersize=5)
+            ax.plot(p["cost"], p["worst"], "o", mfc="none", color=color, markersize=4)
+            ax.annotate(p["name"], (p["cost"], p["mean"]), xytext=(3, 3), textcoords="offset points", fontsize=6,
+                        fontweight="bold" if p["best"] else "normal")
+        front = sorted((p["cost"], p["mean"]) for p in policies if p["pareto"])
+        if front:
+            ax.step(*zip(*front), where="post", color="#dd8452", linewidth=1, alpha=0.8)
+        ax.set_title(model + (" (reference)" if result["models"][model].get("reference") else ""), fontsize=9)
+        ax.set_xlabel(f"retraining cost ({result['cost_unit']})", fontsize=8)
+        ax.set_ylabel(METRIC_LABELS.get(result["metric"], result["metric"]), fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(models):]:
+        ax.axis("off")
+    better = "higher" if higher else "lower"
+    fig.suptitle(f"{result['dataset']}: retraining policies replayed from the drift matrix (dot: mean, ring: worst "
+                 f"period; orange: Pareto front; {better} is better)", fontsize=9)
+    fig.tight_layout()
+    _save(fig, path)

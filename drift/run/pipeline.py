@@ -1,0 +1,121 @@
+"""dvc.yaml, written from one table: each stage's script, parameters, inputs and outputs (named by
+drift/core/paths.py) and its code dependencies (the stage script's import closure inside drift/, computed here).
+
+    python -m drift.run.pipeline            write dvc.yaml
+    python -m drift.run.pipeline --check    exit 1 when dvc.yaml differs from what this writes (a test runs it)
+
+Edit this table, not dvc.yaml: a path changed in drift/core/paths.py or an import added to a stage's modules
+reaches dvc.yaml the next time this runs, and tests/test_pipeline_file.py fails until it has.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from drift.core.closure import ROOT, import_closure
+from drift.core.paths import EMBED_METRICS, dvc_path
+
+# stage -> what it reads and writes; inputs/outputs are drift/core/paths.py names, `extra` deps are literal
+STAGES = {
+    "ingest": {
+        "comment": "${item} is the dataset's raw input (params.yaml `datasets`): new or changed files re-run ingest",
+        "extra": ["${item}"], "inputs": [], "params": ["${key}"],
+        "outs": ["records", "quarantine"], "metrics": ["ingest_metrics"]},
+    "slice": {
+        "inputs": ["records"], "params": ["${key}", "split"], "outs": ["slices", "slice_manifest"]},
+    "embed": {
+        "comment": "only its inputs, its code and the embed params: a head, seed or epoch change never runs an encoder",
+        "extra": ["requirements.lock"], "inputs": ["slice_manifest"], "params": ["embed", "compute"],
+        "outs_uncached": ["embeddings"], "outs_persist": ["features"]},
+    "train": {
+        "extra": ["requirements.lock"], "inputs": ["slice_manifest", "embeddings"],
+        "params": ["train.epochs", "train.seeds", "train.batch_size", "train.weight_decay", "train.lr",
+                   "train.threads", "train.engine", "train.max_tokens", "train.baselines", "embed.max_length",
+                   "train.models.${key}", "compute"],
+        "outs": ["models"], "metrics": ["train_metrics"]},
+    "evaluate": {
+        "extra": ["requirements.lock"], "inputs": ["models", "slice_manifest", "embeddings"],
+        "params": ["train.threads", "train.max_tokens", "train.baselines", "embed.max_length", "train.models.${key}",
+                   "compute"],
+        "outs": ["eval"], "metrics": ["eval_metrics"]},
+    "report": {
+        "extra": ["requirements.lock"], "inputs": ["eval", "models", "slice_manifest", "embeddings"],
+        "params": ["train.baselines", "train.epochs", "report", "train.models.${key}", "train.max_tokens",
+                   "embed.max_length", "embed.text_encoder", "embed.encoders"],
+        "metrics_dirs": ["metrics"],
+        "plots": [("plots", "drift_heatmap", "eval", "train"), ("deviations", "drift_deviation", "eval", "train"),
+                  ("forgetting", "drift_lines", "gap", "value"), ("policies", "drift_policies", "cost", "mean")],
+        "outs_uncached": ["tables", "tables_md", "shift_summary", "report_html"]},
+}
+
+HEADER = """\
+# Written by `python -m drift.run.pipeline` from drift/run/pipeline.py (stages) and drift/core/paths.py (paths): edit those,
+# then run it again; tests/test_pipeline_file.py fails while this file differs from what it writes.
+# One stage family per step of docs/architecture.md, each a thin script in stages/ calling drift/. `foreach` makes
+# ingest@sotu, slice@sotu, ... for every dataset in params.yaml `datasets` (name: raw input). Code deps are each
+# stage script's import closure inside drift/; requirements.lock is a dep too: new package versions can change
+# results.
+"""
+
+
+# ---------------------------------------------------------------- dvc.yaml
+
+def _flow(items: list[str], indent: int) -> str:
+    """A YAML flow list, wrapped at 118 columns with its items aligned after the bracket at column `indent`."""
+    lines, line = [], ""
+    for item in items:
+        piece = (f'"{item}"' if "$" in item else item) + ", "
+        if line and indent + 1 + len(line) + len(piece) > 119:
+            lines.append(line.rstrip())
+            line = ""
+        line += piece
+    lines.append(line.rstrip().rstrip(","))
+    return "[" + ("\n" + " " * (indent + 1)).join(lines) + "]"
+
+
+def dvc_yaml(root: Path = ROOT) -> str:
+    out = [HEADER, "stages:"]
+    for name, stage in STAGES.items():
+        script = f"stages/{name}.py"
+        deps = [script] + import_closure(root / script, root) + stage.get("extra", [])
+        deps += [dvc_path(key) for key in stage["inputs"]]
+        out += [f"  {name}:", "    foreach: ${datasets}", "    do:", f"      cmd: python {script} ${{key}}"]
+        if stage.get("comment"):
+            out.append(f"      # {stage['comment']}")
+        out.append(f"      deps: {_flow(deps, 12)}")
+        out.append(f"      params: {_flow(stage['params'], 14)}")
+        if stage.get("outs"):
+            out.append(f"      outs: {_flow([dvc_path(k) for k in stage['outs']], 12)}")
+        if stage.get("outs_uncached"):
+            out.append("      outs:")
+            out += [f"        - {dvc_path(k)}: {{cache: false}}" for k in stage["outs_uncached"]]
+            # kept between runs (not removed first) and not copied into DVC's cache: GBs rebuilt only when stale
+            out += [f"        - {dvc_path(k)}: {{cache: false, persist: true}}" for k in stage.get("outs_persist", [])]
+        metrics = [dvc_path(k) for k in stage.get("metrics", []) + stage.get("metrics_dirs", [])]
+        if metrics:
+            out.append("      metrics:")
+            out += [f"        - {m}: {{cache: false}}" for m in metrics]
+        if stage.get("plots"):
+            out.append("      plots:")
+            out += [f"        - {dvc_path(k)}: {{cache: false, template: {t}, x: {x}, y: {y}}}"
+                    for k, t, x, y in stage["plots"]]
+        out.append("")
+    out += ["metrics:", f"  - {EMBED_METRICS}", ""]
+    return "\n".join(out)
+
+
+def main(argv: list[str]) -> int:
+    path = ROOT / "dvc.yaml"
+    text = dvc_yaml()
+    if "--check" in argv:
+        if path.read_text() != text:
+            print(f"{path} differs from what drift/run/pipeline.py writes: run `python -m drift.run.pipeline`", file=sys.stderr)
+            return 1
+        return 0
+    path.write_text(text)
+    print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,49 @@
+"""The slice table (`data/slices/<dataset>.lance`): the canonical records with `slice`, `slice_label` and `split`,
+and the small JSON manifest beside it (`<dataset>.json`: slices, task, a content digest), so that what downstream
+stages depend on is deterministic even though Lance file names are random."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import lance
+import pyarrow as pa
+
+from drift.core.errors import DriftError
+from drift.core.params import DatasetParams, SplitParams, dataset_params
+from drift.data.datasets import get_dataset
+from drift.protocol.slicing import build_slices
+
+
+def write_slice_table(table: pa.Table, path: Path, manifest: dict) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    lance.write_dataset(table, str(path), mode="overwrite" if Path(path).exists() else "create")
+    digest = hashlib.sha256()
+    for name in ("id", "key", "slice", "split", "label"):
+        digest.update(name.encode())
+        digest.update(json.dumps(table.column(name).to_pylist()).encode())
+    manifest = {**manifest, "rows": table.num_rows, "digest": digest.hexdigest()}
+    path.with_suffix(".json").write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def read_slice_manifest(path: Path) -> dict:
+    manifest_path = Path(path).with_suffix(".json")
+    if not manifest_path.exists():
+        raise DriftError(f"no slice table at {path}: run `dvc repro slice@<dataset>` first")
+    return json.loads(manifest_path.read_text())
+
+
+def read_slice_table(path: Path, columns: list[str] | None = None) -> pa.Table:
+    if not Path(path).exists():
+        raise DriftError(f"no slice table at {path}: run `dvc repro slice@<dataset>` first")
+    return lance.dataset(str(path)).to_table(columns=columns)
+
+
+def slice_dataset(records, name: str, cfg: DatasetParams | dict, split_cfg: SplitParams | dict):
+    """Dataset `name`'s records -> (the slice table, its manifest: task, modality, label names, slices)."""
+    dataset, cfg = get_dataset(name), dataset_params(name, cfg)
+    table, slices = build_slices(records, cfg, split_cfg)
+    manifest = {"dataset": name, "task": dataset.TASK, "modality": dataset.MODALITY,
+                "label_names": dataset.label_names(cfg), "min_samples": cfg.min_samples, "slices": slices}
+    return table, manifest

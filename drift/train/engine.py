@@ -1,0 +1,330 @@
+"""Many models of one architecture trained as one batched computation, and many checkpoints evaluated in one
+pass over the data (issue 11).
+
+A drift matrix needs a model per (seed, cutoff): Yearbook alone is 21 configurations x 5 seeds x 104 cutoffs of
+0.1-2M-parameter models, each too small to keep a processor busy. `train_many` trains the seeds and cutoffs of
+one model name together: their parameters stacked into one [M, P] tensor, one `torch.func.vmap` forward and
+backward per step, one vectorised Adam/AdamW step over the stack. Each model keeps everything `train_one`
+gives it: its initialisation (drawn after `torch.manual_seed(seed)`), its own rows and its own shuffling (its
+own numpy generator, the same calls to `length_bucketed_batches`), its own loss weights, standardisation and
+number of steps. The result equals `train_one` to float tolerance (tests/test_engine.py compares parameter by
+parameter and prediction by prediction).
+
+How the models share a step:
+- Members of a stack are sorted by their number of steps; at step t the models still training are a prefix of
+  the stack and take their (t+1)-th Adam step; a model whose data is exhausted drops out of the computation.
+- Rows: a model's last batch of an epoch is shorter; its rows are padded (repeating its first row) to the
+  group's longest batch, and the padded outputs never reach the loss. Models without batch norm compute each
+  row alone, so padding cannot change the real rows.
+- Batch norm (CNN, ResNet) mixes the rows of a batch, so its models share a forward only with models of the
+  same batch size (no padded rows); the running statistics are stacked buffers that vmap updates in place.
+- Token heads: models whose batches have very different widths run as separate groups (padding every batch to
+  the widest one would cost more than the batching saves); within a group tokens are padded, which every head
+  ignores exactly (drift/models/text.py).
+
+Which path each family takes (`engine_path`, checked in tests/test_engine.py on every model of the registry):
+  stacked: MLP, CNN, ResNet, ViT (images), FFN, TextCNN, Transformer (text heads), the linear probes
+  solo (train_one, one after another): Recurrent (BiGRU/BiLSTM: packed sequences call .item(), which vmap
+  cannot batch), the references (closed form, no steps), and any model with active dropout.
+Dropout: no model of the registry has dropout. A model with dropout p > 0 takes the solo path, so results stay
+exact: vmap's randomness="different" would draw other masks than the solo run, equal in distribution only.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.func import functional_call, vmap
+
+from drift.core.params import TrainParams
+from drift.models.checkpoints import build_model
+from drift.models.inputs import Inputs, length_bucketed_batches
+from drift.protocol.tasks import class_weights, rating_weights
+from drift.train.loop import (  # Job: what train_many takes
+    Job,
+    make_optimizer,
+    prepare_model,
+    train_one,
+)
+
+# input elements (float32) one stack may hold per step: bounds memory, as the solo run is bounded by one batch
+INPUT_BUDGET = 2 ** 26
+# token batches share a forward while the widest is at most this factor wider than the narrowest
+WIDTH_SLACK = 1.5
+
+
+def engine_path(model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> tuple[str, str]:
+    """('stacked' | 'solo', why) for a built model (and the optimiser make_optimizer gives it)."""
+    if getattr(model, "closed_form", False):
+        return "solo", "closed-form fit, no steps"
+    for module in model.modules():
+        if isinstance(module, nn.RNNBase):
+            return "solo", "recurrent: packed sequences call .item(), which vmap cannot batch"
+        if isinstance(module, nn.modules.dropout._DropoutNd) and module.p > 0:
+            return "solo", "dropout: stacked masks would differ from the solo run's (equal in distribution only)"
+    if optimizer is not None:
+        d = optimizer.defaults
+        if (type(optimizer) not in (torch.optim.Adam, torch.optim.AdamW) or len(optimizer.param_groups) != 1
+                or d.get("amsgrad") or d.get("maximize")):
+            return "solo", f"optimiser {type(optimizer).__name__} with {d}: the engine steps plain Adam/AdamW"
+    if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
+        return "stacked", "batch norm: models share a forward with models of the same batch size"
+    return "stacked", "vmap over stacked parameters"
+
+
+def n_steps(n_rows: int, cfg: TrainParams) -> int:
+    """Optimiser steps of train_one on n rows: ceil(n / batch_size) per epoch (a token pool holds 50 whole
+    batches, so bucketing never adds a batch)."""
+    return cfg.epochs * math.ceil(n_rows / cfg.batch_size)
+
+
+class StackedAdam:
+    """Adam / AdamW over stacked flat parameters [M, P], the formulas of torch.optim's single-tensor Adam
+    (exp_avg.lerp_, exp_avg_sq.mul_.addcmul_, bias corrections, addcdiv; AdamW's decoupled decay
+    p *= 1 - lr * wd before the moments, Adam's L2 decay g += wd * p). The models stepping at a call are the
+    first `n_active` rows, all at the same step number, so the bias corrections are scalars as in torch."""
+
+    def __init__(self, flat: torch.Tensor, lr: float, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, decoupled: bool = False):
+        self.flat, self.lr, self.betas, self.eps = flat, lr, betas, eps
+        self.weight_decay, self.decoupled = weight_decay, decoupled
+        self.exp_avg = torch.zeros_like(flat)
+        self.exp_avg_sq = torch.zeros_like(flat)
+
+    @classmethod
+    def like(cls, optimizer: torch.optim.Optimizer, flat: torch.Tensor) -> StackedAdam:
+        """The stacked twin of a torch Adam/AdamW (its hyperparameters, its kind of weight decay)."""
+        d = optimizer.defaults
+        decoupled = isinstance(optimizer, torch.optim.AdamW) or bool(d.get("decoupled_weight_decay", False))
+        return cls(flat, float(d["lr"]), tuple(d["betas"]), float(d["eps"]), float(d["weight_decay"]), decoupled)
+
+    @torch.no_grad()
+    def step(self, n_active: int, step: int, grad: torch.Tensor) -> None:
+        """Step number `step` for rows [0, n_active) of the stack, their gradients `grad` [n_active, P]."""
+        p, g = self.flat[:n_active], grad
+        m, v = self.exp_avg[:n_active], self.exp_avg_sq[:n_active]
+        beta1, beta2 = self.betas
+        if self.weight_decay:
+            if self.decoupled:
+                p.mul_(1 - self.lr * self.weight_decay)
+            else:
+                g = g.add(p, alpha=self.weight_decay)
+        m.lerp_(g, 1 - beta1)
+        v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+        bias_correction1 = 1 - beta1 ** step
+        bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
+        denom = (v.sqrt() / bias_correction2_sqrt).add_(self.eps)
+        p.addcdiv_(m, denom, value=-self.lr / bias_correction1)
+
+
+@dataclass
+class _Member:
+    """One model of a stack and what train_one would hold for it."""
+    index: int                  # its job's position in the caller's list
+    model: nn.Module
+    loss_fn: object
+    norm: float
+    batches: list[np.ndarray]   # every step's rows, epochs one after another
+    epoch_ends: set[int]        # steps after which an epoch is done (progress bar)
+
+
+def _member(index: int, name: str, inputs: Inputs, job: Job, targets: torch.Tensor, task, n_outputs: int,
+            cfg: TrainParams) -> _Member:
+    """train_one's set-up, draw for draw: the same seed before the model is built, the same generator for the
+    batches of every epoch, the same statistics and loss."""
+    torch.manual_seed(job.seed)
+    rng = np.random.default_rng(job.seed)
+    model = build_model(name, inputs.spec(), n_outputs, task.name)
+    loss_fn, norm = prepare_model(model, inputs, job.rows, targets[torch.from_numpy(job.rows)], task)
+    lengths = inputs.lengths if inputs.kind == "tokens" else None
+    batches, ends = [], set()
+    for _ in range(cfg.epochs):
+        batches += length_bucketed_batches(job.rows, lengths, cfg.batch_size, rng)
+        ends.add(len(batches))
+    return _Member(index, model.train(), loss_fn, norm, batches, ends)
+
+
+def _per_model_elements(inputs: Inputs, rows: np.ndarray, batch_size: int) -> int:
+    if inputs.kind == "tokens":
+        width = int(inputs.lengths[rows].max()) if len(rows) else 1
+        return batch_size * width * inputs.data.shape[1]
+    return batch_size * int(np.prod(inputs.spec().shape))
+
+
+def _groups(members: list[_Member], n_active: int, step: int, inputs: Inputs, by_size: bool) -> list[list[int]]:
+    """The active models (the first n_active) split into groups that share a forward."""
+    active = list(range(n_active))
+    if by_size:  # batch norm: equal batch sizes only
+        sizes: dict[int, list[int]] = {}
+        for i in active:
+            sizes.setdefault(len(members[i].batches[step]), []).append(i)
+        return list(sizes.values())
+    if inputs.kind != "tokens":
+        return [active]
+    lengths = inputs.lengths
+    widths = {i: int(lengths[members[i].batches[step]].max()) for i in active}
+    groups, current = [], []
+    for i in sorted(active, key=widths.get):
+        if current and widths[i] > WIDTH_SLACK * widths[current[0]]:
+            groups.append(current)
+            current = []
+        current.append(i)
+    return groups + [current]
+
+
+def _padded_rows(batches: list[np.ndarray]) -> np.ndarray:
+    """[A, B] rows of a group: short batches padded with their first row (outputs that no loss reads)."""
+    size = max(len(b) for b in batches)
+    return np.stack([np.concatenate([b, np.repeat(b[:1], size - len(b))]) for b in batches])
+
+
+class _Stack:
+    """Models of one architecture as one flat parameter tensor [M, P] and stacked buffers, run with vmap."""
+
+    def __init__(self, models: list[nn.Module], device: torch.device):
+        named = list(models[0].named_parameters())
+        self.names = [n for n, _ in named]
+        self.shapes = [p.shape for _, p in named]
+        self.sizes = [p.numel() for _, p in named]
+        self.flat = torch.stack([nn.utils.parameters_to_vector(m.parameters()) for m in models]).detach().to(device)
+        self.buffers = {n: torch.stack([dict(m.named_buffers())[n] for m in models]).to(device)
+                        for n, _ in models[0].named_buffers()}
+        self.template = copy.deepcopy(models[0]).to("meta")  # the structure only; tensors come from the stack
+
+    def _call(self, params, buffers, *x):
+        return functional_call(self.template, (params, buffers), x)
+
+    def forward(self, flat: torch.Tensor, group: list[int], xs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """Outputs [A, B, n_outputs] of the models `group` (rows of the stack; `flat` holds rows 0..) on their
+        inputs [A, B, ...]."""
+        with warnings.catch_warnings():
+            # CPU attention has no batching rule: vmap loops over the models for that one kernel (correct, and
+            # measured in bench/bench_engine.py), and says so at every call
+            warnings.filterwarnings("ignore", message="There is a performance drop")
+            return self._forward(flat, group, xs)
+
+    def _forward(self, flat, group, xs):
+        first, count = group[0], len(group)
+        contiguous = group == list(range(first, first + count))
+        rows = slice(first, first + count) if contiguous else torch.tensor(group, device=flat.device)
+        part = flat if contiguous and count == len(flat) else flat[rows]
+        # one split: its backward is one concatenation into the [A, P] gradient
+        params = {n: t.view(count, *s) for n, t, s in zip(self.names, part.split(self.sizes, dim=1), self.shapes)}
+        buffers = {n: b[rows] for n, b in self.buffers.items()}  # views when contiguous: BN updates land in place
+        out = vmap(self._call)(params, buffers, *xs)
+        if not contiguous:  # copies: write the updated running statistics back
+            for n, b in buffers.items():
+                self.buffers[n][rows] = b
+        return out
+
+    @torch.no_grad()
+    def unstack(self, i: int, model: nn.Module) -> nn.Module:
+        nn.utils.vector_to_parameters(self.flat[i].cpu(), model.parameters())
+        for n, b in model.named_buffers():
+            b.copy_(self.buffers[n][i].cpu())
+        return model
+
+
+class _StackedLoss:
+    """The task's loss (drift.protocol.tasks.Task.loss) of many models at once, each with its own class or rating weights
+    and its own factor `norm`: per row, averaged over each model's real rows, summed over the models (each
+    model's gradient comes from its own term alone). One chain of operations instead of one per model; the
+    formulas are the task's, checked against train_one on every task in tests/test_engine.py. Another task falls
+    back to each model's own loss function."""
+
+    def __init__(self, task, members: list[_Member], targets: torch.Tensor, jobs_rows: list[np.ndarray],
+                 device: torch.device):
+        self.kind, self.targets, self.members, self.device = task.name, targets, members, device
+        self.norm = torch.tensor([m.norm for m in members], dtype=torch.float32)
+        if self.kind == "regression":  # w_r = n / n_r of each model's rows, on the ratings of the whole table
+            self.levels, self.row_level = torch.unique(targets.reshape(-1).float(), return_inverse=True)
+            self.weights = torch.zeros(len(members), len(self.levels))
+            for i, rows in enumerate(jobs_rows):
+                levels, weights = rating_weights(targets[torch.from_numpy(rows)])
+                self.weights[i, torch.searchsorted(self.levels, levels)] = weights
+        if self.kind == "multilabel":
+            self.pos_weight = torch.stack([class_weights(targets[torch.from_numpy(rows)]) for rows in jobs_rows])
+        for name in ("targets", "norm", "levels", "row_level", "weights", "pos_weight"):
+            if hasattr(self, name):
+                setattr(self, name, getattr(self, name).to(device))
+
+    def __call__(self, out: torch.Tensor, group: list[int], rows: np.ndarray, counts: list[int]) -> torch.Tensor:
+        """out [A, B, n_outputs] of the models `group`, on `rows` [A, B] of which the first counts[j] are real."""
+        if self.kind not in ("binary", "regression", "multilabel"):
+            return sum(self.members[i].loss_fn(out[j, :n], self.targets[torch.from_numpy(rows[j, :n]).to(self.device)])
+                       * self.members[i].norm for j, (i, n) in enumerate(zip(group, counts)))
+        a, b = rows.shape
+        rows_t, index = torch.from_numpy(rows).to(self.device), torch.tensor(group, device=self.device)
+        y = self.targets[rows_t]
+        if self.kind == "binary":
+            per_row = F.cross_entropy(out.reshape(a * b, -1), y.reshape(-1), reduction="none").view(a, b)
+        elif self.kind == "regression":
+            w = self.weights[index[:, None], self.row_level[rows_t]]
+            per_row = w * (out.reshape(a, b) - y.to(out.dtype)) ** 2
+        else:
+            per_row = F.binary_cross_entropy_with_logits(out, y.to(out.dtype), reduction="none",
+                                                         pos_weight=self.pos_weight[index][:, None, :]).mean(-1)
+        counts_t = torch.tensor(counts, device=self.device)
+        real = torch.arange(b, device=self.device)[None, :] < counts_t[:, None]
+        per_model = torch.where(real, per_row, 0.0).sum(1) / counts_t
+        return (per_model * self.norm[index]).sum()
+
+
+def _train_stack(members: list[_Member], inputs: Inputs, targets: torch.Tensor, task, jobs: list[Job],
+                 optimizer, bar, device: torch.device) -> None:
+    members.sort(key=lambda m: -len(m.batches))  # stable: the models still training are always a prefix
+    stack = _Stack([m.model for m in members], device)
+    loss_of = _StackedLoss(task, members, targets, [jobs[m.index].rows for m in members], device)
+    adam = StackedAdam.like(optimizer, stack.flat)
+    by_size = any(isinstance(x, nn.modules.batchnorm._BatchNorm) for x in members[0].model.modules())
+    n_active = len(members)
+    for t in range(len(members[0].batches)):
+        while len(members[n_active - 1].batches) <= t:
+            n_active -= 1
+        live = stack.flat[:n_active].detach().requires_grad_()  # this step's leaf: its .grad is [A, P] at once
+        for group in _groups(members, n_active, t, inputs, by_size):
+            batches = [members[i].batches[t] for i in group]
+            rows = _padded_rows(batches)
+            xs = tuple(x.reshape(*rows.shape, *x.shape[1:]).to(device) for x in inputs.batch(rows.reshape(-1)))
+            out = stack.forward(live, group, xs)
+            loss_of(out, group, rows, [len(b) for b in batches]).backward()
+        adam.step(n_active, t + 1, live.grad)
+        if bar is not None:
+            bar.advance(sum(1 for m in members[:n_active] if t + 1 in m.epoch_ends))
+    for i, m in enumerate(members):
+        stack.unstack(i, m.model)
+
+
+def train_many(name: str, inputs: Inputs, jobs: list[Job], targets: torch.Tensor, task, n_outputs: int,
+               cfg: TrainParams | dict, modality: str = "text", bar=None, max_stack: int = 16,
+               device: str | torch.device = "cpu") -> list[nn.Module]:
+    """train_one for every job (rows, seed) of one model name, as few batched computations: returns the models
+    in the jobs' order, in eval mode, equal to train_one's to float tolerance. Families that do not stack
+    (engine_path) are trained one after another by train_one itself. `device`: where the stacks compute (a
+    CUDA device, say); the models come back on the CPU like train_one's, and the solo path stays on the CPU."""
+    cfg = TrainParams.of(cfg)
+    if not jobs:
+        return []
+    probe = build_model(name, inputs.spec(), n_outputs, task.name)
+    optimizer = None if getattr(probe, "closed_form", False) else make_optimizer(probe, modality, cfg)
+    if engine_path(probe, optimizer)[0] == "solo":
+        return [train_one(name, inputs, job.rows, targets, task, n_outputs, cfg, job.seed, modality, bar)
+                for job in jobs]
+    # jobs of similar length share a stack, so few models idle; a stack holds at most INPUT_BUDGET input elements
+    order = sorted(range(len(jobs)), key=lambda i: -n_steps(len(jobs[i].rows), cfg))
+    per_model = max(_per_model_elements(inputs, job.rows, cfg.batch_size) for job in jobs)
+    size = max(1, min(max_stack, INPUT_BUDGET // max(per_model, 1)))
+    trained: list[nn.Module | None] = [None] * len(jobs)
+    for start in range(0, len(order), size):
+        members = [_member(i, name, inputs, jobs[i], targets, task, n_outputs, cfg) for i in order[start:start + size]]
+        if len(members[0].batches):
+            _train_stack(members, inputs, targets, task, jobs, optimizer, bar, torch.device(device))
+        for m in members:
+            trained[m.index] = m.model.eval()
+    return trained

@@ -1,0 +1,273 @@
+"""Cumulative training over cutoffs (paper Sections 4.1 and 4.3).
+
+For each model, seed and trainable slice k, a fresh model f_k is trained on the train split of every slice <= k
+for a fixed number of epochs; the final checkpoint is the model. Every model of an image dataset trains with
+Adam, every model of a text dataset with AdamW; one learning rate per task (`train.lr`), or per family as an
+explicit option. The references (`baseline-*`) are fitted in closed form on the same rows. Bit-identical for a
+seed on CPU (`deterministic`).
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from drift.core.executor import check_reachable, run_tasks, workers
+from drift.core.params import ComputeParams, TrainParams
+from drift.core.progress import progress
+from drift.models import get_model_info
+from drift.models.checkpoints import (
+    PixelStandardised,
+    Standardised,
+    build_model,
+    checkpoint_path,
+    save_checkpoint,
+)
+from drift.models.inputs import Inputs, length_bucketed_batches
+from drift.store.cells import (
+    CellCache,
+    checkpoint_key,
+    code_version,
+    place,
+    rows_digest,
+)
+
+
+def learning_rate(lr_cfg, family: str) -> float:
+    """One rate per task (a number, the paper's protocol), or per family as an explicit option:
+    {default: ..., vit: ..., frozen: ...} (train.lr as drift.core.params reads it: `default` always there)."""
+    if isinstance(lr_cfg, (int, float)):
+        return float(lr_cfg)
+    return float(lr_cfg[family.lower()] if family.lower() in lr_cfg else lr_cfg["default"])
+
+
+def make_optimizer(model: torch.nn.Module, modality: str, cfg: TrainParams | dict) -> torch.optim.Optimizer:
+    """Adam for every model of an image dataset (its probes too), AdamW for every model of a text dataset:
+    the optimiser follows the modality, not the input (paper Section 4.3)."""
+    cfg = TrainParams.of(cfg)
+    lr = learning_rate(cfg.lr, getattr(model, "family", "default"))
+    if modality == "image":
+        return torch.optim.Adam(model.parameters(), lr=lr)
+    return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=cfg.weight_decay)
+
+
+def deterministic(threads: int) -> None:
+    """Bit-identical runs for a seed: deterministic kernels and a fixed thread count (a reduction split over
+    another number of threads adds in another order)."""
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(max(1, int(threads)))
+
+
+def prepare_model(model: torch.nn.Module, inputs: Inputs, rows: np.ndarray, train_targets: torch.Tensor, task):
+    """What a fresh model fixes from its cutoff's training rows before the first step: pixel and target
+    standardisation, the loss with its class weights, and the loss factor `norm`. Returns (loss_fn, norm).
+    Shared by train_one and drift.train.engine so both train the same thing."""
+    loss_fn = task.loss(train_targets)
+    norm = 1.0
+    pixels = model.inner if isinstance(model, Standardised) else model
+    if isinstance(pixels, PixelStandardised):
+        pixels.fit_inputs(inputs.batch(rows[i:i + 4096]) for i in range(0, len(rows), 4096))
+    if isinstance(model, Standardised):
+        model.fit_scale(train_targets)
+        norm = float(model.scale) ** -2  # the weighted MSE in standardised units: the same steps at any scale
+    return loss_fn, norm
+
+
+def train_one(name: str, inputs: Inputs, rows: np.ndarray, targets: torch.Tensor, task, n_outputs: int,
+              cfg: TrainParams | dict, seed: int, modality: str = "text", bar=None) -> torch.nn.Module:
+    """One model on the given training rows (`cfg`: the train params, drift.core.params.TrainParams or its mapping);
+    returns it in eval mode."""
+    cfg = TrainParams.of(cfg)
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    model = build_model(name, inputs.spec(), n_outputs, task.name)
+    epochs = cfg.epochs
+    train_targets = targets[torch.from_numpy(rows)]
+    if getattr(model, "closed_form", False):  # the references: fitted once on all training rows
+        model.fit(inputs.batch(rows)[0], train_targets, task.name)
+        if bar is not None:
+            bar.advance(epochs)
+        return model.eval()
+    loss_fn, norm = prepare_model(model, inputs, rows, train_targets, task)
+    optimizer = make_optimizer(model, modality, cfg)
+    lengths = inputs.lengths if inputs.kind == "tokens" else None
+    model.train()
+    for _ in range(epochs):
+        # the next batches are read from disk on a background thread while this one trains
+        for batch, x in inputs.prefetch(length_bucketed_batches(rows, lengths, cfg.batch_size, rng)):
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn(model(*x), targets[torch.from_numpy(batch)]) * norm
+            loss.backward()
+            optimizer.step()
+        if bar is not None:
+            bar.advance()
+    return model.eval()
+
+
+# rows x padded width of one prediction batch of token states (256 rows of 128 tokens): the default run's batches
+# (64 tokens) are whole; 512-token rows come 64 at a time, so evaluation's memory does not follow the longest rows
+MAX_BATCH_TOKENS = 256 * 128
+
+
+@torch.inference_mode()
+def predict_many(models: list[torch.nn.Module], inputs: Inputs, rows: np.ndarray, batch_size: int = 256) -> list[np.ndarray]:
+    """Raw outputs [n, n_outputs] of every model for the given rows, in their order, reading each batch once for
+    all of them (evaluation runs every checkpoint that needs a slice over it together). Token rows run sorted by
+    length (little padding), then go back to the caller's order; a model's outputs do not depend on which other
+    models share the batches."""
+    lengths = inputs.lengths if inputs.kind == "tokens" else None
+    perm = np.arange(len(rows)) if lengths is None else np.argsort(lengths[rows], kind="stable")
+    batches, i = [], 0
+    while i < len(rows):  # token batches hold at most MAX_BATCH_TOKENS: wide rows come fewer at a time
+        size = batch_size
+        while lengths is not None and size > 1 and size * lengths[rows[perm[min(i + size, len(rows)) - 1]]] > MAX_BATCH_TOKENS:
+            size //= 2
+        batches.append(rows[perm[i:i + size]])
+        i += size
+    outputs: list[list[torch.Tensor]] = [[] for _ in models]
+    # one batch read ahead: with the token cap, memory follows MAX_BATCH_TOKENS, not the longest rows
+    for _, x in inputs.prefetch(batches, depth=1):
+        for out, model in zip(outputs, models):
+            out.append(model(*x))
+    results = []
+    for out in outputs:
+        if not out:
+            results.append(np.zeros((0, 1), np.float32))
+            continue
+        ordered = torch.cat(out).float().numpy()
+        result = np.empty_like(ordered)
+        result[perm] = ordered
+        results.append(result)
+    return results
+
+
+def predict(model: torch.nn.Module, inputs: Inputs, rows: np.ndarray, batch_size: int = 256) -> np.ndarray:
+    """Raw outputs [n, n_outputs] of one model for the given rows, in their order."""
+    return predict_many([model], inputs, rows, batch_size)[0]
+
+
+def trainable_cutoffs(slice_info: list[dict]) -> list[int]:
+    """The cutoffs k that get a model f_k: slices with enough rows and at least one training row."""
+    return [s["index"] for s in slice_info if s.get("trainable", s["usable"])]
+
+
+def training_id(name: str, modality: str, cfg: TrainParams, inputs: Inputs) -> dict:
+    """The training parameters that decide what a checkpoint of `name` holds (the cell cache's key part)."""
+    family = get_model_info(name).family
+    return {"epochs": cfg.epochs, "batch_size": cfg.batch_size, "weight_decay": cfg.weight_decay,
+            "lr": learning_rate(cfg.lr, family), "optimizer": "adam" if modality == "image" else "adamw",
+            "max_tokens": inputs.max_tokens, "threads": cfg.threads, "engine": cfg.engine}
+
+
+@dataclass
+class Job:
+    """One model to train, as train_one takes it: its training rows and its seed."""
+    rows: np.ndarray
+    seed: int
+
+
+def cutoff_rows(data, k: int) -> np.ndarray:
+    """The training rows of f_k: the train split of every slice <= k."""
+    return np.flatnonzero((data.slices <= k) & (data.splits == "train"))
+
+
+@dataclass
+class TrainGroup:
+    """One task of the training grid: checkpoints of one model not in the cache, [(seed, k, key)]: one seed's
+    cutoffs, or every seed's when the batched engine stacks them (`train_many`). Small when pickled: SliceData
+    travels as its recipe (params, dataset, repository) and is rebuilt by a Ray worker."""
+    data: object
+    name: str
+    todo: list[tuple[int, int, str]]
+    cfg: TrainParams
+    cache_root: Path
+    train_many: object = None
+
+
+def train_group(group: TrainGroup) -> list[str]:
+    """Train a group's checkpoints into the checkpoint cache (each written atomically); returns their keys. One
+    already there (a retried task: the dead attempt finished it) is not trained again. Runs in the stage's process
+    or in a Ray worker, with the same seeds and thread count: the same bytes either way."""
+    data, cfg, name = group.data, group.cfg, group.name
+    deterministic(cfg.threads)
+    cache = CellCache(group.cache_root)
+    todo = [(seed, k, key) for seed, k, key in group.todo if cache.checkpoint(key) is None]
+    if todo:
+        inputs, targets = data.inputs(name), data.task.target_tensor(data.labels)
+        jobs = [Job(cutoff_rows(data, k), seed * 100_003 + k) for seed, k, _ in todo]
+        seeds = ",".join(str(s) for s in dict.fromkeys(seed for seed, _, _ in todo))
+        with progress(f"train {name} seed {seeds}", total=len(jobs) * cfg.epochs) as bar, \
+                tempfile.TemporaryDirectory(prefix="drift-train-") as tmp:
+            if group.train_many is not None:
+                trained = group.train_many(name, inputs, jobs, targets, data.task, data.n_outputs, cfg,
+                                           data.modality, bar)
+            else:
+                trained = (train_one(name, inputs, job.rows, targets, data.task, data.n_outputs, cfg, job.seed,
+                                     data.modality, bar) for job in jobs)
+            for (seed, k, key), model in zip(todo, trained):
+                # saved under its final file name: torch writes the name into the archive, so into the bytes
+                path = Path(tmp) / checkpoint_path(tmp, name, seed, k).name
+                save_checkpoint(model, path)
+                cache.put_checkpoint(key, path)
+    return [key for _, _, key in group.todo]
+
+
+def train_roster(data, models: list[str], cfg: TrainParams | dict, models_dir: Path, cache: CellCache | None = None,
+                 compute: ComputeParams | dict | None = None, train_many=None) -> dict:
+    """Every model of the roster, every seed: f_k for each trainable cutoff, saved under `models_dir`.
+
+    A checkpoint whose key (drift/store/cells.py: model, seed, training rows, inputs, training parameters, code) is in
+    `cache` is copied from it, not trained; the others are trained into the cache, one task per (model, seed) on
+    the `compute` executor (drift/core/executor.py), then copied. `train_many` (drift.train.engine.train_many, passed by the
+    train stage when train.engine is "batched", so this module never imports the engine) trains all of a model's
+    missing checkpoints, every seed and cutoff, as one task of stacked computations, equal to train_one to float
+    tolerance. The references are seed-independent (closed form): their key leaves the seed out, so every seed
+    after the first reuses the first's fit and the evaluate stage averages seeds alike for every model. Returns the
+    counts {trained, reused} and the executor and its workers."""
+    cfg = TrainParams.of(cfg)
+    compute = ComputeParams.of(compute or {})
+    deterministic(cfg.threads)
+    shutil.rmtree(models_dir, ignore_errors=True)
+    cache = cache or CellCache(Path(tempfile.mkdtemp(prefix="drift-cells-")))
+    code = code_version("train")
+    cutoffs = trainable_cutoffs(data.manifest["slices"])
+    counts = {"trained": 0, "reused": 0}
+    groups, scheduled, copies = [], set(), []  # copies: checkpoints in the cache, or a fit another seed computes
+    for name in models:
+        inputs = data.inputs(name)  # builds the feature files here, before any task reads them
+        info = get_model_info(name)
+        closed_form = info.family == "Reference"
+        spec = f"{info!r}|{inputs.spec()!r}|{data.n_outputs}|{data.task.name}"
+        training, input_id = training_id(name, data.modality, cfg, inputs), data.input_id(name)
+        batched = train_many is not None and not closed_form
+        model_todo = []
+        for seed in cfg.seeds:
+            todo = []
+            for k in cutoffs:
+                rows = rows_digest(data.row_hashes, cutoff_rows(data, k))
+                key = checkpoint_key(spec, None if closed_form else seed, rows, input_id, training, code)
+                if cache.checkpoint(key) is not None or key in scheduled:
+                    copies.append((key, checkpoint_path(models_dir, name, seed, k)))
+                    counts["reused"] += 1
+                else:
+                    todo.append((seed, k, key))
+                    scheduled.add(key)
+            if todo and not batched:
+                groups.append(TrainGroup(data, name, todo, cfg, Path(cache.root).resolve()))
+            model_todo += todo
+        if model_todo and batched:
+            groups.append(TrainGroup(data, name, model_todo, cfg, Path(cache.root).resolve(), train_many))
+    if groups:
+        cache.root.mkdir(parents=True, exist_ok=True)
+        check_reachable([cache.root, data.paths["slices"], data.paths["features"]], compute)
+    for group, keys in zip(groups, run_tasks(train_group, groups, compute)):
+        for (seed, k, _), key in zip(group.todo, keys):
+            place(cache.checkpoint(key), checkpoint_path(models_dir, group.name, seed, k))
+            counts["trained"] += 1
+    for key, target in copies:
+        place(cache.checkpoint(key), target)
+    return {**counts, "executor": compute.executor, "workers": workers(compute) if groups else 0}
