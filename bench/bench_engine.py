@@ -16,11 +16,12 @@ import time
 import numpy as np
 import torch
 
+from drift.evaluate.predict import predict, predict_many
 from drift.models import MODELS
 from drift.models.inputs import Inputs
 from drift.protocol.tasks import get_task
-from drift.train.engine import Job, predict_many, train_many
-from drift.train.loop import deterministic, predict, train_one
+from drift.train.engine import Job, train_many
+from drift.train.loop import deterministic, train_one
 
 
 def make_inputs(kind: str, n: int, width: int, rng) -> Inputs:

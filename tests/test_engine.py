@@ -9,21 +9,16 @@ import pytest
 import torch
 import torch.nn as nn
 
-from drift.evaluate.matrices import EvalJob, drift_matrix, evaluate_seed, to_json
+from drift.evaluate.matrices import EvalJob, evaluate_seed
+from drift.evaluate.predict import predict, predict_many
 from drift.models import InputSpec, list_models
 from drift.models.checkpoints import build_model, list_checkpoints
 from drift.models.inputs import Inputs
+from drift.protocol.matrix import drift_matrix, to_json
 from drift.protocol.tasks import get_task
-from drift.store.cells import row_hashes
+from drift.store.cells import code_version, row_hashes
 from drift.train.engine import Job, StackedAdam, engine_path, train_many
-from drift.train.loop import (
-    deterministic,
-    make_optimizer,
-    predict,
-    predict_many,
-    train_one,
-    train_roster,
-)
+from drift.train.loop import deterministic, make_optimizer, train_one, train_roster
 
 N = 240
 CFG = dict(epochs=2, batch_size=16, lr=3e-3, weight_decay=0.05)
@@ -212,7 +207,8 @@ def test_train_roster_batched_equals_solo(tmp_path):
     # protocol computed one checkpoint at a time over every row (drift_matrix)
     checkpoints = list_checkpoints(tmp_path / "batched", "ffn-s")
     for seed in ("0", "1"):
-        many, _, _ = evaluate_seed(EvalJob(data, "ffn-s", int(seed), checkpoints[int(seed)], tmp_path / "cells", 1))
+        many, _, _ = evaluate_seed(EvalJob(data, "ffn-s", int(seed), checkpoints[int(seed)], tmp_path / "cells", 1,
+                                                 code_version("evaluate")))
         outputs = {}
         for k in range(4):
             model = build_model("ffn-s", data.inputs("ffn-s").spec(), 1, "regression")
@@ -235,3 +231,26 @@ def test_jobs_split_over_several_stacks():
     for job, model in zip(jobs, many):
         solo = train_one("ffn-s", inputs, job.rows, targets, task, n_outputs, CFG, job.seed)
         np.testing.assert_allclose(predict(model, inputs, rows), predict(solo, inputs, rows), rtol=1e-4, atol=2e-5)
+
+
+def test_the_evaluate_stage_runs_the_protocols_definition(tmp_path, monkeypatch):
+    """Editing the rows a cell is scored on (drift.protocol.matrix.eval_rows) changes what evaluation computes:
+    the definition is the code that runs, the cache and the batched prediction only feed it."""
+    import drift.protocol.matrix as matrix
+
+    data = TinyData(np.random.default_rng(5))
+    train_roster(data, ["ffn-s"], dict(CFG, seeds=[0]), tmp_path / "models")
+    checkpoints = list_checkpoints(tmp_path / "models", "ffn-s")[0]
+
+    def run(cells):
+        return evaluate_seed(EvalJob(data, "ffn-s", 0, checkpoints, tmp_path / cells, 1, code_version("evaluate")))
+
+    paper, _, counts = run("cells")
+    assert counts["computed"] == 16 and run("cells")[2]["reused"] == 16  # every cell of the 4 x 4 matrix, then cached
+    real = matrix.eval_rows
+    monkeypatch.setattr(matrix, "eval_rows", lambda i, j, slices, splits: real(i, j, slices, np.where(
+        splits == "test", "train", "test")))  # past cells on the training rows instead of the held-out ones
+    edited, _, _ = run("other-cells")
+    past = [(i, j) for i in range(4) for j in range(i + 1)]
+    assert all(edited[i][j] != paper[i][j] for i, j in past)
+    assert all(edited[i][j] == paper[i][j] for i in range(4) for j in range(i + 1, 4))  # the future is all of slice j

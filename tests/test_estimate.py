@@ -13,7 +13,7 @@ from drift.evaluate.estimate import (
     softmax_confidence,
     source_rows,
 )
-from drift.evaluate.matrices import drift_matrix
+from drift.protocol.matrix import drift_matrix
 from drift.protocol.metrics import binary_auc
 from drift.protocol.tasks import get_task
 

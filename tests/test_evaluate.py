@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from drift.evaluate.matrices import drift_matrix
-from drift.protocol.slicing import eval_rows
+from drift.protocol.matrix import drift_matrix, eval_rows
 from drift.protocol.tasks import get_task
 
 

@@ -108,8 +108,9 @@ def test_feature_files_give_the_stores_batches_bit_for_bit(embedded, max_tokens)
 
 
 def test_training_and_prediction_are_bit_identical(embedded):
+    from drift.evaluate.predict import predict
     from drift.protocol.tasks import get_task
-    from drift.train.loop import predict, train_one
+    from drift.train.loop import train_one
 
     tmp, path, cache, manifest, _ = embedded
     table = read_slice_table(path)

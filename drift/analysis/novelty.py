@@ -24,7 +24,7 @@ import tempfile
 import numpy as np
 
 from drift.core.errors import DriftError
-from drift.protocol.slicing import eval_rows
+from drift.protocol.matrix import eval_rows
 
 INDEX_MIN_ROWS = 50_000  # below this a flat scan is exact and quick (bench/bench_novelty.py)
 CHUNK_VALUES = 1 << 24   # brute force: distances computed per block of at most this many pairs (64 MB float32)

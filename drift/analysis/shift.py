@@ -26,8 +26,7 @@ import numpy as np
 from drift.core.errors import DriftError
 from drift.core.paths import dataset_paths
 from drift.core.stage import write_json
-from drift.evaluate.matrices import from_json
-from drift.protocol.slicing import eval_rows
+from drift.protocol.matrix import eval_rows, from_json
 from drift.protocol.summary import mean_over_seeds
 from drift.report.plots import heatmap, long_format
 

@@ -2,7 +2,7 @@
 and the labels of the training periods only.
 
 Each cutoff i calibrates on its source: the held-out test rows of the usable slices <= i (labelled, unseen in
-training). A cell is estimated on the rows M scores it on (drift.protocol.slicing.eval_rows, scored_cells), without their labels. The evaluate
+training). A cell is estimated on the rows M scores it on (drift.protocol.matrix.scored_cells), without their labels. The evaluate
 stage computes both per cell, and caches both (drift/store/cells.py): `calibrate` once per checkpoint and source,
 `estimate_cell` per cell.
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from drift.protocol.slicing import scored_cells
+from drift.protocol.matrix import scored_cells
 
 METHODS = {"binary": ("atc", "doc"), "multilabel": ("doc",), "regression": ()}
 
@@ -116,21 +116,31 @@ def estimate_cell(task, calibration: dict, outputs: np.ndarray) -> dict[str, flo
     return {"doc": float(np.clip(calibration["true"] + expected - calibration["expected"], 0, 1))}
 
 
-def estimated_matrix(outputs: dict[int, np.ndarray], labels: np.ndarray, slices: np.ndarray, splits: np.ndarray,
-                     usable: list[bool], task) -> dict[str, np.ndarray]:
-    """{method: K x K estimate of M (nan = empty)}, like drift.evaluate.matrices.drift_matrix but reading labels only on
-    each cutoff's source rows. A cutoff whose source cannot be scored keeps an empty row. Regression: {}."""
+def estimated_matrix(outputs: dict[int, np.ndarray | None], labels: np.ndarray, slices: np.ndarray,
+                     splits: np.ndarray, usable: list[bool], task, known: dict | None = None,
+                     calibrations: dict | None = None) -> dict[str, np.ndarray]:
+    """{method: K x K estimate of M (nan = empty)} over the cells drift_matrix scores, reading labels only on each
+    cutoff's source rows. `known` {(i, j): {method: value}} and `calibrations` {i: calibration} hold what was
+    computed before (the cell cache), taken as they are. A cutoff whose source cannot be scored keeps an empty
+    row. Regression: {}."""
     methods = METHODS[task.name]
-    k = len(usable)
-    estimates = {m: np.full((k, k), np.nan) for m in methods}
+    known, calibrations = known or {}, calibrations or {}
+    estimates = {m: np.full((len(usable), len(usable)), np.nan) for m in methods}
     labels = np.asarray(labels)
-    for i, out in outputs.items():
-        source = source_rows(i, slices, splits, usable)
-        calibration = calibrate(task, out[source], labels[source]) if len(source) else None
-        if calibration is None:
-            continue
-        for j, rows in scored_cells(i, usable, slices, splits):
-            for method, value in estimate_cell(task, calibration, out[rows]).items():
+    for i, out in outputs.items() if methods else ():
+        cells = list(scored_cells(i, usable, slices, splits))
+        if any((i, j) not in known for j, _ in cells):
+            if i in calibrations:
+                calibration = calibrations[i]
+            else:
+                source = source_rows(i, slices, splits, usable)
+                calibration = calibrate(task, out[source], labels[source])
+        for j, rows in cells:
+            if (i, j) in known:
+                values = known[i, j]
+            else:
+                values = estimate_cell(task, calibration, out[rows]) if calibration is not None else {}
+            for method, value in values.items():
                 estimates[method][i, j] = value
     return estimates
 

@@ -1,41 +1,16 @@
-"""The temporal drift matrix (paper Sections 4.1 and 4.2).
-
-M[i][j] = perf(f_i, D_j): for j <= i on the held-out test split of slice j (those periods were trained on),
-for j > i on all of slice j (unseen by construction). Rows and columns of slices too small to score
-(`usable: false`) stay empty, and so does any cell the metric cannot score: null, never zero.
-"""
+"""The evaluate stage's work: every checkpoint of a (model, seed) over the slices -> its drift matrix and the
+label-free estimates of the same cells, in three steps around the protocol's definition
+(drift/protocol/matrix.py `drift_matrix`): look up the cells the cache holds, predict what is missing
+(batched), then let the definition score the rest and store it."""
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from drift.protocol.slicing import scored_cells
-
-
-def drift_matrix(outputs: dict[int, np.ndarray], labels: np.ndarray, slices: np.ndarray, splits: np.ndarray,
-                 usable: list[bool], task) -> np.ndarray:
-    """K x K matrix (nan = empty) from each cutoff's raw outputs over all rows of the slice table.
-
-    outputs[i] holds f_i's outputs for every row (row order of the slice table)."""
-    k = len(usable)
-    matrix = np.full((k, k), np.nan)
-    for i, out in outputs.items():  # every trained cutoff has a row, even one whose slice has no test rows
-        for j, rows in scored_cells(i, usable, slices, splits):
-            value = task.score(labels[rows], out[rows])
-            if value is not None:
-                matrix[i, j] = value
-    return matrix
-
-
-def to_json(matrix: np.ndarray) -> list[list[float | None]]:
-    return [[None if np.isnan(v) else round(float(v), 6) for v in row] for row in matrix]
-
-
-def from_json(rows: list[list[float | None]]) -> np.ndarray:
-    return np.array([[np.nan if v is None else v for v in row] for row in rows], dtype=float)
+from drift.protocol.matrix import drift_matrix, scored_cells, to_json
 
 
 @dataclass
@@ -51,99 +26,120 @@ class EvalJob:
     code: str  # drift.store.cells.code_version("evaluate"), computed where the checkout is
 
 
-def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
-    """The drift matrix of one model and seed as JSON rows, the label-free estimates of the same cells
-    {method: JSON rows} (drift/evaluate/estimate.py; none for regression), and the counts {computed, reused, estimates}.
+@dataclass
+class CutoffPlan:
+    """What cutoff i still needs: its cells {j: key} and estimate cells {j: key} missing from the cache, its
+    calibration (cached or not) and the slices its checkpoint must predict."""
+    path: Path
+    checkpoint: str
+    missing: dict = field(default_factory=dict)
+    missing_estimates: dict = field(default_factory=dict)
+    calibration_key: str = ""
+    calibration: object = None
+    has_calibration: bool = False
+    needed: set = field(default_factory=set)
 
-    A cell whose key (drift/store/cells.py: the checkpoint's bytes, the cell's rows, the metric, the code) is in the
-    cache is read from it; the others are computed and stored (atomically), estimates alike (their key adds the
-    cutoff's source rows, and each cutoff's calibration is cached too). A checkpoint predicts each slice it still
-    needs as a whole, in the same batches whatever else is missing (every checkpoint needing a slice runs over it
-    together, each batch read once), so a cell has the same value whether it was computed with its row, its column
-    or the whole matrix, in the stage's process or in a Ray worker."""
-    from drift.evaluate.estimate import METHODS, calibrate, estimate_cell, source_rows
-    from drift.models.checkpoints import (
-        load_checkpoint,  # torch: the report reads from_json without it
-    )
-    from drift.store.cells import (
-        CellCache,
-        cell_key,
-        file_digest,
-        rows_digest,
-    )
-    from drift.train.loop import deterministic, predict_many
 
-    data, name = job.data, job.name
-    deterministic(job.threads)
-    cache = CellCache(job.cache_root)
-    counts = {"computed": 0, "reused": 0, "estimates": {"computed": 0, "reused": 0}}
-    estimate_counts = counts["estimates"]
-    labels = np.array(data.labels)
-    inputs, task, hashes = data.inputs(name), data.task, data.row_hashes
-    methods = METHODS[task.name]
-    code = job.code
-    k = len(data.usable)
-    in_slice = [np.flatnonzero(data.slices == j) for j in range(k)]
-    matrix = np.full((k, k), np.nan)
-    estimated = {m: np.full((k, k), np.nan) for m in methods}
-    plans = {}  # cutoff -> what is missing and which slices its checkpoint must predict
-    for i, path in job.checkpoints.items():  # every trained cutoff has a row, even one whose slice has no test rows
-        checkpoint = file_digest(path)
+def look_up(job: EvalJob, cache, methods) -> tuple[dict, dict, dict]:
+    """(cells the cache holds {(i, j): value}, estimates it holds {(i, j): {method: value}}, {i: CutoffPlan} of
+    the cutoffs with anything missing). A cell's key: the checkpoint's bytes, the cell's rows, the metric, the code;
+    an estimate's adds the cutoff's source rows."""
+    from drift.evaluate.estimate import source_rows
+    from drift.store.cells import cell_key, file_digest, rows_digest
+
+    data, code = job.data, job.code
+    hashes = data.row_hashes
+    known, known_estimates, plans = {}, {}, {}
+    for i, path in job.checkpoints.items():
+        plan = CutoffPlan(path, file_digest(path))
         source = source_rows(i, data.slices, data.splits, data.usable)
         source_digest = rows_digest(hashes, source)
-        missing, missing_estimates = [], []
         for j, rows in scored_cells(i, data.usable, data.slices, data.splits):
             digest = rows_digest(hashes, rows)
-            found, value = cache.cell(key := cell_key(checkpoint, digest, task.metric, code))
+            found, value = cache.cell(key := cell_key(plan.checkpoint, digest, job.data.task.metric, code))
             if found:
-                counts["reused"] += 1
-                matrix[i, j] = np.nan if value is None else value
+                known[i, j] = value
             else:
-                missing.append((j, rows, key))
-            if not methods:
-                continue
-            found, values = cache.cell(key := cell_key(checkpoint, digest + source_digest, "estimates", code))
-            if found:
-                estimate_counts["reused"] += 1
-                for method, value in (values or {}).items():
-                    estimated[method][i, j] = value
-            else:
-                missing_estimates.append((j, rows, key))
-        if not missing and not missing_estimates:
+                plan.missing[j] = key
+            if methods:
+                found, values = cache.cell(key := cell_key(plan.checkpoint, digest + source_digest, "estimates", code))
+                if found:
+                    known_estimates[i, j] = values or {}
+                else:
+                    plan.missing_estimates[j] = key
+        if not plan.missing and not plan.missing_estimates:
             continue
-        calibration_key = cell_key(checkpoint, source_digest, "calibration", code)
-        has_calibration, calibration = cache.cell(calibration_key)
-        needed = {j for j, _, _ in missing + missing_estimates}
-        if missing_estimates and not has_calibration:
-            needed |= {int(j) for j in np.unique(data.slices[source])}
-        plans[i] = dict(path=path, source=source, missing=missing, missing_estimates=missing_estimates,
-                        calibration_key=calibration_key, calibration=calibration, has_calibration=has_calibration,
-                        needed=needed)
-    # every checkpoint that needs slice j runs over it together: each batch is read once for all of them
-    models = {i: load_checkpoint(name, inputs.spec(), data.n_outputs, task.name, plan["path"])
+        plan.calibration_key = cell_key(plan.checkpoint, source_digest, "calibration", code)
+        plan.has_calibration, plan.calibration = cache.cell(plan.calibration_key)
+        plan.needed = set(plan.missing) | set(plan.missing_estimates)
+        if plan.missing_estimates and not plan.has_calibration:
+            plan.needed |= {int(j) for j in np.unique(data.slices[source])}
+        plans[i] = plan
+    return known, known_estimates, plans
+
+
+def predict_needed(job: EvalJob, plans: dict) -> dict[int, np.ndarray | None]:
+    """{cutoff: outputs over every row of the slice table} filled on the slices its plan needs (None for a cutoff
+    the cache answers whole). Every checkpoint that needs slice j runs over it together: each batch is read once,
+    in the same batches whatever else is missing, so a cell's value does not depend on what was cached."""
+    from drift.evaluate.predict import predict_many
+    from drift.models.checkpoints import (
+        load_checkpoint,  # lazy: torch; the report reads matrices without it
+    )
+
+    data = job.data
+    inputs = data.inputs(job.name)
+    models = {i: load_checkpoint(job.name, inputs.spec(), data.n_outputs, data.task.name, plan.path)
               for i, plan in plans.items()}
-    out = {i: np.zeros((len(labels), data.n_outputs), np.float32) for i in plans}
-    for j in sorted(set().union(*(plan["needed"] for plan in plans.values()))):
-        group = [i for i, plan in plans.items() if j in plan["needed"]]
-        for i, predicted in zip(group, predict_many([models[i] for i in group], inputs, in_slice[j])):
-            out[i][in_slice[j]] = predicted
+    outputs = {i: None for i in job.checkpoints}
+    outputs.update({i: np.zeros((len(data.labels), data.n_outputs), np.float32) for i in plans})
+    for j in sorted(set().union(*(plan.needed for plan in plans.values()))):
+        rows = np.flatnonzero(data.slices == j)
+        group = [i for i, plan in plans.items() if j in plan.needed]
+        for i, predicted in zip(group, predict_many([models[i] for i in group], inputs, rows)):
+            outputs[i][rows] = predicted
+    return outputs
+
+
+def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
+    """The drift matrix of one model and seed as JSON rows, the label-free estimates of the same cells
+    {method: JSON rows} (drift/evaluate/estimate.py; none for regression), and the counts {computed, reused,
+    estimates}. Cached cells are read, the rest predicted and scored by the protocol's drift_matrix, then stored
+    (atomically); the same values in the stage's process or in a Ray worker."""
+    from drift.evaluate.estimate import (
+        METHODS,
+        calibrate,
+        estimated_matrix,
+        source_rows,
+    )
+    from drift.store.cells import CellCache
+    from drift.train.loop import deterministic
+
+    data = job.data
+    deterministic(job.threads)
+    cache = CellCache(job.cache_root)
+    methods = METHODS[data.task.name]
+    labels = np.array(data.labels)
+    known, known_estimates, plans = look_up(job, cache, methods)
+    outputs = predict_needed(job, plans) if plans else {i: None for i in job.checkpoints}
+    matrix = drift_matrix(outputs, labels, data.slices, data.splits, data.usable, data.task, known=known)
+    calibrations = {}
     for i, plan in plans.items():
-        for j, rows, key in plan["missing"]:
-            value = task.score(labels[rows], out[i][rows])
-            cache.put_cell(key, None if value is None else float(value))
-            counts["computed"] += 1
-            matrix[i, j] = np.nan if value is None else value
-        calibration = plan["calibration"]
-        if plan["missing_estimates"] and not plan["has_calibration"]:
-            source = plan["source"]
-            calibration = calibrate(task, out[i][source], labels[source])
-            cache.put_cell(plan["calibration_key"], calibration)
-        for j, rows, key in plan["missing_estimates"]:
-            values = estimate_cell(task, calibration, out[i][rows]) if calibration is not None else {}
-            cache.put_cell(key, values)
-            estimate_counts["computed"] += 1
-            for method, value in values.items():
-                estimated[method][i, j] = value
+        for j, key in plan.missing.items():
+            cache.put_cell(key, None if np.isnan(matrix[i, j]) else float(matrix[i, j]))
+        if plan.missing_estimates and not plan.has_calibration:
+            source = source_rows(i, data.slices, data.splits, data.usable)
+            plan.calibration = calibrate(data.task, outputs[i][source], labels[source])
+            cache.put_cell(plan.calibration_key, plan.calibration)
+        calibrations[i] = plan.calibration
+    estimated = estimated_matrix(outputs, labels, data.slices, data.splits, data.usable, data.task,
+                                 known=known_estimates, calibrations=calibrations)
+    for i, plan in plans.items():
+        for j, key in plan.missing_estimates.items():
+            cache.put_cell(key, {m: float(estimated[m][i, j]) for m in methods if not np.isnan(estimated[m][i, j])})
+    n_estimates = sum(len(plan.missing_estimates) for plan in plans.values())
+    counts = {"computed": sum(len(plan.missing) for plan in plans.values()), "reused": len(known),
+              "estimates": {"computed": n_estimates, "reused": len(known_estimates)}}
     return to_json(matrix), {m: to_json(estimated[m]) for m in methods}, counts
 
 

@@ -176,21 +176,3 @@ def build_slices(records, cfg: DatasetParams | dict, split_cfg: SplitParams | di
     if not any(s["usable"] for s in slices):
         raise DriftError(f"no slice has {min_samples} or more rows (min_samples): lower it or widen the slices")
     return table, slices
-
-
-
-
-def eval_rows(i: int, j: int, slices: np.ndarray, splits: np.ndarray) -> np.ndarray:
-    """Rows that cell (i, j) of the drift matrix is scored on (Section 4.2): the held-out test split of slice j
-    when f_i trained on it (j <= i), all of slice j when it is the future (j > i)."""
-    in_slice = slices == j
-    return np.flatnonzero(in_slice & (splits == "test")) if j <= i else np.flatnonzero(in_slice)
-
-
-def scored_cells(i: int, usable: list[bool], slices: np.ndarray, splits: np.ndarray):
-    """(j, rows) for every cell of row i the drift matrix scores: usable columns whose cell has rows."""
-    for j, ok in enumerate(usable):
-        if ok:
-            rows = eval_rows(i, j, slices, splits)
-            if len(rows):
-                yield j, rows

@@ -38,7 +38,7 @@ from drift.core.params import SaliencyGrid
 from drift.core.paths import dataset_paths
 from drift.core.stage import write_json
 from drift.evaluate.estimate import estimate_error
-from drift.evaluate.matrices import from_json
+from drift.protocol.matrix import from_json
 from drift.protocol.summary import (
     DEFAULT_ORDER,
     REFERENCES,

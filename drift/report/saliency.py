@@ -35,7 +35,7 @@ def select_rows(cutoff: int, eval_slice: int, slices: np.ndarray, splits: np.nda
                 seed: int = 0) -> np.ndarray:
     """Up to n portraits of the evaluation slice, scored as the drift matrix scores that cell (test split of a
     trained-on slice, all of a later one), drawn once from `seed` and kept in table order."""
-    from drift.protocol.slicing import eval_rows
+    from drift.protocol.matrix import eval_rows
 
     rows = eval_rows(cutoff, eval_slice, slices, splits)
     if len(rows) > n:

@@ -340,7 +340,7 @@ def _synthetic_targets(task, n_rows: int, n_outputs: int):
 
 def measure_model(model_name: str, spec: BenchInput, threads: int, seconds: float = 1.0) -> dict:
     """Rows/s of one model on this CPU: training steps (forward, backward, optimiser step, as drift.train.loop runs
-    them) and evaluation (forward only, batches of 256, as drift.train.loop.predict), each timed for about
+    them) and evaluation (forward only, batches of 256, as drift.evaluate.predict.predict), each timed for about
     `seconds` after one warm-up batch (at least one batch). Deterministic kernels at `threads` threads, as
     the train stage runs (drift.train.loop.deterministic): measured on cnn-s they cost up to 4x on this CPU."""
     import numpy as np

@@ -1,0 +1,48 @@
+"""The temporal drift matrix (paper Sections 4.1-4.2): M[i][j] = perf(f_i, D_j).
+
+Cell (i, j) is scored on the held-out test split of slice j when f_i trained on it (j <= i), on all of slice j
+when it is the future (j > i). Rows and columns of unusable slices stay empty, and so does any cell the metric
+cannot score: null, never zero. `drift_matrix` is the definition the evaluate stage runs; the cell cache and
+batched prediction (drift/evaluate/matrices.py) only decide which outputs it is given.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def eval_rows(i: int, j: int, slices: np.ndarray, splits: np.ndarray) -> np.ndarray:
+    """Rows cell (i, j) is scored on: slice j's test split when j <= i, all of slice j when j > i."""
+    in_slice = slices == j
+    return np.flatnonzero(in_slice & (splits == "test")) if j <= i else np.flatnonzero(in_slice)
+
+
+def scored_cells(i: int, usable: list[bool], slices: np.ndarray, splits: np.ndarray):
+    """(j, rows) for every cell of row i the drift matrix scores: usable columns whose cell has rows."""
+    for j, ok in enumerate(usable):
+        if ok:
+            rows = eval_rows(i, j, slices, splits)
+            if len(rows):
+                yield j, rows
+
+
+def drift_matrix(outputs: dict[int, np.ndarray | None], labels: np.ndarray, slices: np.ndarray, splits: np.ndarray,
+                 usable: list[bool], task, known: dict[tuple[int, int], float | None] | None = None) -> np.ndarray:
+    """K x K matrix (nan = empty): row i from f_i's outputs (`outputs[i]`, one row per slice-table row; every
+    trained cutoff has a row, even one whose slice has no test rows). `known` holds cells scored before (the
+    cell cache), taken as they are: outputs[i] need only be filled on the rows of the cells not in it."""
+    known = known or {}
+    matrix = np.full((len(usable), len(usable)), np.nan)
+    for i, out in outputs.items():
+        for j, rows in scored_cells(i, usable, slices, splits):
+            value = known[i, j] if (i, j) in known else task.score(labels[rows], out[rows])
+            if value is not None:
+                matrix[i, j] = value
+    return matrix
+
+
+def to_json(matrix: np.ndarray) -> list[list[float | None]]:
+    return [[None if np.isnan(v) else round(float(v), 6) for v in row] for row in matrix]
+
+
+def from_json(rows: list[list[float | None]]) -> np.ndarray:
+    return np.array([[np.nan if v is None else v for v in row] for row in rows], dtype=float)
