@@ -3,13 +3,13 @@ Decay from the published matrices, and one of our evaluations is set beside a pu
 from __future__ import annotations
 
 import json
-import tomllib
 from pathlib import Path
 
 import numpy as np
 import pytest
-
+import tomllib
 from conftest import ROOT, drift_cli
+
 from drift.core.errors import DriftError
 from drift.core.stage import write_json
 from drift.evaluate.matrices import to_json

@@ -6,9 +6,7 @@ Face cache, always with local_files_only: nothing downloads and nothing waits on
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import inspect
-import json
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +16,7 @@ import torch
 # model's own pooler output (BERT, RoBERTa, MPNet have one; DistilBERT, ELECTRA, DeBERTa-v3, ModernBERT do not)
 from drift.core.encoder_registry import POOLINGS, get_encoder_spec
 from drift.core.errors import DriftError
+from drift.encoders.fingerprint import Fingerprinted
 
 PREPROCESS_VERSION = 1  # bump when tokenisation or pooling code changes: every cached row becomes a miss
 
@@ -54,26 +53,9 @@ def resolve_weights(spec, weights: str | None = None) -> Path:
             f"(`hf download {spec.hub_id}`)") from e
 
 
-def weights_hash(path: Path) -> str:
-    """sha256 over the weight files' names and bytes (one file, or those under a directory): a retrained or
-    re-downloaded checkpoint is a new key."""
-    digest = hashlib.sha256()
-    if path.is_file():
-        files = [path]
-    else:
-        files = sorted(p for p in path.rglob("*")
-                       if p.suffix in {".safetensors", ".bin", ".pt", ".pth"} and p.is_file())
-    if not files:
-        raise DriftError(f"no weight files (.safetensors, .bin, .pt, .pth) in {path}")
-    for f in files:
-        digest.update(f.name.encode())
-        with open(f, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 22), b""):
-                digest.update(chunk)
-    return digest.hexdigest()
 
 
-class TextEncoder:
+class TextEncoder(Fingerprinted):
     """Runs a frozen text encoder over texts, sorted by length so batches carry little padding.
 
     `pooling` overrides the registry's ("mean", "cls" or "pooler", see POOLINGS); self.spec is the spec this
@@ -112,17 +94,10 @@ class TextEncoder:
         modules = self.path / "modules.json"
         self.normalize = modules.exists() and "Normalize" in modules.read_text()
         self.dim = int(self.model.config.hidden_size)
-        self._weights_sha256 = None
 
-    def fingerprint(self) -> dict:
-        if self._weights_sha256 is None:  # hashing a checkpoint takes a while: once per encoder
-            self._weights_sha256 = weights_hash(self.path)
-        return {"encoder": self.spec.name, "hub_id": self.spec.hub_id, "weights_sha256": self._weights_sha256,
-                "pooling": self.spec.pooling, "normalize": self.normalize, "layer": "last",
+    def fingerprint_fields(self) -> dict:
+        return {"pooling": self.spec.pooling, "normalize": self.normalize, "layer": "last",
                 "max_length": self.max_length, "dtype": self.dtype, "preprocess_version": PREPROCESS_VERSION}
-
-    def fingerprint_hash(self) -> str:
-        return hashlib.sha256(json.dumps(self.fingerprint(), sort_keys=True).encode()).hexdigest()
 
     @torch.inference_mode()
     def encode_flat(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -6,9 +6,7 @@ own timm data config (mean, std); the small inputs are resized to the registry's
 """
 from __future__ import annotations
 
-import hashlib
 import inspect
-import json
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +19,7 @@ from safetensors import safe_open
 
 from drift.core.encoder_registry import DTYPES, get_encoder_spec
 from drift.core.errors import DriftError
-from drift.encoders.text import weights_hash
+from drift.encoders.fingerprint import Fingerprinted
 
 PREPROCESS_VERSION = 1  # bump when resizing, scaling or pooling code changes: every cached row becomes a miss
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # what timm's repos on the Hugging Face hub hold
@@ -101,7 +99,7 @@ def head_pooling(model: torch.nn.Module) -> str:
     return str(getattr(pool, "pool_type", pool))  # SelectAdaptivePool2d keeps its kind in pool_type
 
 
-class VisionEncoder:
+class VisionEncoder(Fingerprinted):
     """Runs a frozen timm encoder over uint8 images [n, C, H, W]; returns the pooled float32 [n, D]."""
 
     def __init__(self, name: str, batch_size: int = 64, dtype: str = "float32", device: str | None = None,
@@ -123,18 +121,11 @@ class VisionEncoder:
         self.std = [float(s) for s in config["std"]]
         self._mean = torch.tensor(self.mean, device=self.device).view(1, 3, 1, 1)
         self._std = torch.tensor(self.std, device=self.device).view(1, 3, 1, 1)
-        self._weights_sha256 = None
 
-    def fingerprint(self) -> dict:
-        if self._weights_sha256 is None:  # hashing a checkpoint takes a while: once per encoder
-            self._weights_sha256 = weights_hash(self.path)
-        return {"encoder": self.spec.name, "hub_id": self.spec.hub_id, "weights_sha256": self._weights_sha256,
-                "pooling": f"timm:{head_pooling(self.model)}", "image_size": self.image_size,
+    def fingerprint_fields(self) -> dict:
+        return {"pooling": f"timm:{head_pooling(self.model)}", "image_size": self.image_size,
                 "resize": "bilinear", "mean": self.mean, "std": self.std, "dtype": self.dtype,
                 "preprocess_version": PREPROCESS_VERSION}
-
-    def fingerprint_hash(self) -> str:
-        return hashlib.sha256(json.dumps(self.fingerprint(), sort_keys=True).encode()).hexdigest()
 
     def preprocess(self, images: np.ndarray) -> torch.Tensor:
         """uint8 [n, C, H, W] -> normalised float [n, 3, S, S] on the device."""

@@ -17,6 +17,7 @@ from drift.core.errors import DriftError, close_matches
 from drift.models import image, text
 from drift.models.probe import LinearProbe
 from drift.models.reference import LinearBaseline, PriorBaseline
+from drift.protocol.summary import REFERENCES
 
 INPUT_KINDS = ("pixels", "tokens", "pooled")
 # "auto": a reference model reads what the dataset offers: pixels of an image dataset, or the text encoder's
@@ -57,9 +58,9 @@ for _name, (_cls, _family, _display, _size, _kw) in text.HEADS.items():
 for _enc in ENCODERS.values():
     _register(f"probe-{_enc.name}", "Frozen", "-", "pooled", _enc.display, LinearProbe)
 # references in every matrix, fitted in closed form through the same protocol (drift/models/reference.py)
-_register("baseline-prior", "Reference", "-", "auto", "Prior", PriorBaseline)
-_register("baseline-linear", "Reference", "-", "auto", "Linear", LinearBaseline)
-BASELINES = ("baseline-prior", "baseline-linear")
+_register(REFERENCES["prior"], "Reference", "-", "auto", "Prior", PriorBaseline)
+_register(REFERENCES["linear"], "Reference", "-", "auto", "Linear", LinearBaseline)
+BASELINES = tuple(REFERENCES.values())
 
 
 def _resolve(name: str) -> str:

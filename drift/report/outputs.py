@@ -272,7 +272,7 @@ def write_dataset_report(name: str, models: list[str], root: Path = Path("."), s
     cells, n}; default every image model at a few cutoffs spread over the timeline)."""
     p = dataset_paths(name, root)
     tables = write_report(name, load_eval(p["eval"], models), root, by=by)
-    manifest = root / "data" / "slices" / f"{name}.json"
+    manifest = p["slice_manifest"]
     image = manifest.exists() and json.loads(manifest.read_text()).get("modality") == "image"
     if saliency and image:  # torch is imported only here: text reports stay quick
         from drift.models import get_model_info

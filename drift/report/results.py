@@ -11,8 +11,8 @@ import numpy as np
 
 from drift.core.errors import DriftError, close_matches
 from drift.core.paths import METRICS, PLOTS, dataset_paths
+from drift.protocol.summary import STATS
 
-STATS = ("id", "future", "decay")
 
 
 def load_results(metrics_dir: Path, dataset: str | None = None) -> dict[str, dict[str, dict]]:
