@@ -1,4 +1,4 @@
-"""Which rows drifted (issue 13): each row of a period, how far it sits from the nearest training row of a
+"""Which rows drifted: each row of a period, how far it sits from the nearest training row of a
 cutoff, on the same features as the shift matrix (drift.analysis.shift.shift_features).
 
 Cutoff i's training rows (train split of slices <= i) are the reference. Its threshold is the `quantile` (0.95)

@@ -1,4 +1,4 @@
-"""Retraining policies replayed from the drift matrix, without training anything (issue 13).
+"""Retraining policies replayed from the drift matrix, without training anything.
 
 Under cumulative retraining the model deployed in period j after retraining at cutoff t < j is exactly f_t, and
 its score there is exactly M[t][j]. So every policy that decides, at the start of each period, whether to

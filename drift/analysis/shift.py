@@ -1,4 +1,4 @@
-"""Drift without labels: how far the inputs of slice j sit from what f_i was trained on (issue 13).
+"""Drift without labels: how far the inputs of slice j sit from what f_i was trained on.
 
 Cell (i, j) of the shift matrix compares the training rows of slices <= i (f_i's training set) with the rows
 cell (i, j) of the drift matrix M is scored on (the test split of slice j when j <= i, all of slice j after),

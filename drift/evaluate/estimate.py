@@ -1,4 +1,4 @@
-"""Label-free estimates of the drift matrix (issue 13): what M[i][j] would read, from f_i's outputs on slice j
+"""Label-free estimates of the drift matrix: what M[i][j] would read, from f_i's outputs on slice j
 and the labels of the training periods only.
 
 Each cutoff i calibrates on its source: the held-out test rows of the usable slices <= i (labelled, unseen in

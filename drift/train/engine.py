@@ -1,5 +1,5 @@
 """Many models of one architecture trained as one batched computation, and many checkpoints evaluated in one
-pass over the data (issue 11).
+pass over the data.
 
 A drift matrix needs a model per (seed, cutoff): Yearbook alone is 21 configurations x 5 seeds x 104 cutoffs of
 0.1-2M-parameter models, each too small to keep a processor busy. `train_many` trains the seeds and cutoffs of
