@@ -1,20 +1,12 @@
 """Drift without labels: how far the inputs of slice j sit from what f_i was trained on.
 
-Cell (i, j) of the shift matrix compares the training rows of slices <= i (f_i's training set) with the rows
-cell (i, j) of the drift matrix M is scored on (the test split of slice j when j <= i, all of slice j after),
-on the pooled vectors of the dataset's text encoder (an image dataset: a vision encoder's pooled vectors when
-embed.encoders has one, else its pixels, flattened and standardised per feature).
-
-The statistic is the unbiased MMD² (Gretton et al. 2012, eq. 3) with an RBF kernel k(x, y) = exp(-|x-y|² / h),
-h the median squared distance between rows of the dataset (median heuristic). One h for the whole dataset, so
-the K² values share a scale and can be ranked against the decay of M; the test stays exact whatever h is, since
-h does not depend on which rows sit on which side. Each side is a seeded subsample of at most n rows; the
-p-value comes from `permutations` random relabellings of the pooled rows (all of them scored with one matrix
-product on the pooled kernel), and Benjamini-Hochberg controls the false discovery rate over the cells.
-Cost per cell: O((2n)² (D + permutations)).
-
-decay_correlation ranks the shift and a label-free estimate of M (drift.evaluate.estimate) against M's true drop.
-"""
+Cell (i, j) of the shift matrix compares f_i's training rows (train split of slices <= i) with the rows cell
+(i, j) of M is scored on, on the pooled vectors of the dataset's text encoder (an image dataset: a vision
+encoder's pooled vectors when embed.encoders has one, else its pixels standardised per feature). The statistic
+is the unbiased MMD² (Gretton et al. 2012, eq. 3), RBF kernel with one median-heuristic bandwidth per dataset,
+on seeded subsamples of at most n rows a side; p-values from `permutations` relabellings, Benjamini-Hochberg
+over the cells; O((2n)² (D + permutations)) per cell. decay_correlation ranks the shift and a label-free
+estimate of M (drift.evaluate.estimate) against M's true drop."""
 from __future__ import annotations
 
 import sys

@@ -1,15 +1,11 @@
 """Where a stage's heavy work runs: in the stage's own process, or as Ray tasks (params `compute`).
 
-DVC stays the orchestrator. A stage splits its work into independent items (a (model, seed) group of cutoffs to
-train, one to evaluate), hands them to `run_tasks` and waits; the results come back in the items' order, so the
-stage writes exactly what the local executor writes. Every task writes what it computes atomically into the
-caches beside the embedding store (drift/store/cells.py, drift/store/), so a task Ray retries after its worker died
-finds what the dead attempt finished and computes the rest.
-
-Ray is started once per process: a local cluster sized to this machine (compute.address null and no $RAY_ADDRESS),
-or the cluster at compute.address / $RAY_ADDRESS. Workers read the repository's files and the store by path, so
-`check_reachable` stats them from every node before any compute.
-"""
+DVC stays the orchestrator: a stage hands independent items (a (model, seed) group of cutoffs to train, one to
+evaluate) to `run_tasks` and gets the results back in the items' order, so it writes exactly what the local
+executor writes. Every task writes atomically into the caches beside the embedding store, so a task Ray
+retries finds what a dead attempt finished. Ray starts once per process: a local cluster sized to this machine
+(no compute.address, no $RAY_ADDRESS) or the cluster there; `check_reachable` stats the repository's files and
+the store from every node before any compute."""
 from __future__ import annotations
 
 import logging
