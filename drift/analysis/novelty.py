@@ -10,6 +10,7 @@ query rows and `max_index_rows` training rows."""
 from __future__ import annotations
 
 import tempfile
+import time
 
 import numpy as np
 
@@ -46,6 +47,7 @@ class LanceNeighbours:
     """The reference rows in a LanceDB table (under `folder`), searched with the filter `slice <= cutoff`."""
 
     def __init__(self, vectors: np.ndarray, slices: np.ndarray, folder: str, nprobes: int | None = None):
+        # lazy: lancedb, only for the lancedb backend
         import lancedb
         import pyarrow as pa
 
@@ -56,7 +58,7 @@ class LanceNeighbours:
         self.table = lancedb.connect(folder).create_table("reference", table)
         self.nprobes = None
         if len(vectors) >= INDEX_MIN_ROWS:
-            from lancedb.index import IvfFlat
+            from lancedb.index import IvfFlat  # lazy: lancedb, only for the lancedb backend
 
             partitions = int(np.sqrt(len(vectors)))
             self.table.create_index("vector", config=IvfFlat(distance_type="l2", num_partitions=partitions))
@@ -87,8 +89,6 @@ def novelty(features: np.ndarray, slices: np.ndarray, splits: np.ndarray, cutoff
     """{"share": K x K share of novel rows (nan = empty), "threshold": {cutoff: distance},
     "examples": [{"period", "cutoff", "rows", "ids", "distances"}] (the `top` most novel rows of each usable
     period j, against the last cutoff before j), "reference_rows", "seconds_search"}."""
-    import time
-
     if not 0 < quantile < 1:
         raise DriftError(f"report.shift.novelty_quantile must lie strictly between 0 and 1, got {quantile}")
     if backend not in ("lancedb", "numpy"):

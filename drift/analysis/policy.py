@@ -16,8 +16,10 @@ from pathlib import Path
 import numpy as np
 
 from drift.core.errors import DriftError, close_matches
+from drift.core.params import PolicyParams, TrainParams, load_params
 from drift.core.paths import dataset_paths
 from drift.core.stage import write_json
+from drift.report.results import from_long_format, load_matrix, report_datasets, report_models
 
 QUARTILES = (25, 50, 75)  # default thresholds: the quartiles of the signal over the cells a policy can consult
 
@@ -153,8 +155,6 @@ def mark_pareto(policies: list[dict], higher: bool) -> None:
 
 def load_signal(path: Path, labels: list[str]) -> np.ndarray:
     """A K x K signal (shift or estimate) from a long-format JSON {train, eval, value} over the same labels."""
-    from drift.report.results import from_long_format
-
     path = Path(path)
     if not path.exists():
         raise DriftError(f"no {path}: give a long-format JSON of rows {{train, eval, value}}")
@@ -195,9 +195,6 @@ def dataset_policies(name: str, root: Path = Path("."), models: list[str] | None
     shift: one K x K array for the dataset; estimates: model -> K x K array (when None, the report's own:
     plots/<ds>/shift/matrix.json and plots/<ds>/<model>/estimate.json, if any); seconds_per_row: overrides
     report.policy.seconds_per_row."""
-    from drift.core.params import PolicyParams, TrainParams, load_params
-    from drift.report.results import load_matrix, report_datasets, report_models
-
     root = Path(root)
     found_shift, found_estimates = report_signals(name, root)
     shift = found_shift if shift is None else shift
@@ -270,6 +267,7 @@ def write_policy_report(name: str, root: Path = Path("."), shift=None, estimates
     plots/policies/<ds>.json (policy_rows, for a DVC plot). shift / estimates as for dataset_policies; when None,
     the shift (plots/<ds>/shift/matrix.json) and estimates (plots/<ds>/<model>/estimate.json) found in the
     report are used, if any."""
+    # lazy: matplotlib, only when the Pareto plot is drawn (not for `drift policy`)
     from drift.report.plots import pareto_plot
 
     root = Path(root)

@@ -14,14 +14,22 @@ import time
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import spearmanr
 
+from drift.analysis.novelty import novelty
+from drift.core.encoder_registry import ENCODERS
 from drift.core.errors import DriftError
 from drift.core.paths import dataset_paths
 from drift.core.stage import write_json
+from drift.data.records import table_images
 from drift.evaluate.matrices import from_json
 from drift.protocol.slicing import eval_rows
 from drift.protocol.summary import mean_over_seeds
 from drift.report.plots import heatmap, long_format
+from drift.store.embeddings import open_store
+from drift.store.location import cache_dir
+from drift.store.slices import read_slice_table
+from drift.train.loop import trainable_cutoffs
 
 MEDIAN_SAMPLE = 1000  # rows whose pairwise distances set the bandwidth
 
@@ -144,12 +152,6 @@ def shift_features(data) -> tuple[np.ndarray, str]:
     """(features of every row of the slice table, what they are) for a drift.train.slice_data.SliceData: the text
     encoder's pooled vectors; for an image dataset a vision encoder's (the first of embed.encoders that was
     embedded), else its standardised pixels."""
-    from drift.core.encoder_registry import ENCODERS
-    from drift.data.records import table_images
-    from drift.store.embeddings import open_store
-    from drift.store.location import cache_dir
-    from drift.store.slices import read_slice_table
-
     if data.modality == "image":
         vision = [e for e in data.params.embed.encoders if e in data.encoders and ENCODERS[e].modality == "image"]
         if not vision:
@@ -182,16 +184,12 @@ def write_shift(data, root: Path = Path("."), n: int = 200, permutations: int = 
     evals: {model: its eval JSON}; each model's decay_correlation (shift, novelty, and the estimates when the
     JSON has an "estimated" entry {method: {seed: rows}}). Returns what tables/<ds>-shift.json holds, plus the
     arrays under "result" (drift.analysis.shift.shift_matrix) and "novelty" (drift.analysis.novelty.novelty)."""
-    from drift.analysis.novelty import novelty
-    from drift.train.loop import trainable_cutoffs
-
     start = time.perf_counter()
     features, source = shift_features(data)
     cutoffs = trainable_cutoffs(data.manifest["slices"])
     result = shift_matrix(features, data.slices, data.splits, cutoffs, data.usable, n=n, permutations=permutations,
                           alpha=alpha, seed=seed)
     seconds = time.perf_counter() - start
-    from drift.store.slices import read_slice_table
 
     ids = read_slice_table(data.slice_path, columns=["id"]).column("id").to_pylist()
     found = novelty(features, data.slices, data.splits, cutoffs, data.usable, ids=ids, quantile=novelty_quantile,
@@ -248,8 +246,6 @@ def future_cells(k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _spearman(a: np.ndarray, b: np.ndarray) -> dict:
-    from scipy.stats import spearmanr
-
     i, j = future_cells(len(a))
     x, y = a[i, j], b[i, j]
     keep = np.isfinite(x) & np.isfinite(y)

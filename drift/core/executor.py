@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from pathlib import Path
 
 from drift.core.errors import DriftError
@@ -26,7 +27,7 @@ def address(compute: ComputeParams) -> str | None:
 
 def connect(compute: ComputeParams | dict | None = None):
     """The `ray` module, initialised once per process; a one-line DriftError when the cluster cannot be joined."""
-    import ray
+    import ray  # lazy: ray, only with compute.executor ray
 
     if ray.is_initialized():
         return ray
@@ -52,8 +53,6 @@ def connect(compute: ComputeParams | dict | None = None):
 def reachable(where: str, timeout: float = 5.0) -> None:
     """A TCP connection to host:port (or ray://host:port) first: Ray itself retries an unreachable address for
     minutes. "auto" (the cluster `ray start` began on this machine) is left to Ray."""
-    import socket
-
     host, _, port = where.removeprefix("ray://").rpartition(":")
     if where == "auto" or not port.isdigit():
         return
@@ -110,7 +109,7 @@ def map_actors(cls, args: tuple, calls: list[tuple], compute: ComputeParams | di
     """cls(*args) built once in each of `actors` Ray actors (compute.cpus_per_task / gpus_per_task each), then
     its run(*call) for every call, each on the next free actor; results in the calls' order, on_result(result)
     as each is taken. A dead actor is restarted and its call retried."""
-    from ray.util import ActorPool
+    from ray.util import ActorPool  # lazy: ray, only with compute.executor ray
 
     compute = ComputeParams.of(compute or {})
     ray = connect(compute)
@@ -143,6 +142,7 @@ def check_reachable(paths, compute: ComputeParams | dict | None) -> None:
     compute = ComputeParams.of(compute or {})
     if compute.executor == "local":
         return
+    # lazy: ray, only with compute.executor ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     ray = connect(compute)

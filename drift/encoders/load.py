@@ -8,10 +8,8 @@ def make_encoder(name: str, **kwargs):
     (text: max_length, batch_size, dtype, device, weights, pooling; image: batch_size, dtype, device, weights)."""
     spec = get_encoder_spec(name)
     if spec.modality == "text":
-        from drift.encoders.text import (
-            TextEncoder,  # imported here: one modality's libraries only
-        )
+        from drift.encoders.text import TextEncoder  # lazy: one modality's libraries only
         return TextEncoder(name, **kwargs)
-    from drift.encoders.vision import VisionEncoder
+    from drift.encoders.vision import VisionEncoder  # lazy: one modality's libraries only
     return VisionEncoder(name, **kwargs)
 

@@ -260,6 +260,7 @@ def write_dataset_report(name: str, models: list[str], root: Path = Path("."), s
     manifest = root / "data" / "slices" / f"{name}.json"
     image = manifest.exists() and json.loads(manifest.read_text()).get("modality") == "image"
     if saliency and image:  # torch is imported only here: text reports stay quick
+        # lazy: torch, only for an image dataset's saliency
         from drift.models import get_model_info
         from drift.report.saliency import write_saliency
 

@@ -16,10 +16,12 @@ import shutil
 import sys
 from pathlib import Path
 
+import lance
 import numpy as np
 import pyarrow as pa
 
 from drift.core.errors import DriftError
+from drift.store.embeddings import open_store
 
 FORMAT = 1
 CHUNK_BYTES = 64 << 20  # store reads of about this many bytes of token states at a time, while building
@@ -199,8 +201,6 @@ def build_embeddings(store, keys: pa.Array, out: Path, keys_hash: str | None = N
 
 def build_pixels(slice_path: Path, out: Path, keys_hash: str, rows_per_read: int = 4096) -> dict:
     """The slice table's images as uint8 [n, C, H, W], read from the table in batches; returns the header."""
-    import lance
-
     ds = lance.dataset(str(slice_path))
     meta = ds.schema.metadata or {}
     shape = tuple(int(x) for x in meta.get(b"image_shape", b"3,32,32").decode().split(","))
@@ -245,8 +245,6 @@ def ensure_features(kind: str, slice_path: Path, keys, out_dir: Path, manifest: 
         return path
     path = Path(out_dir) / manifest["encoder"]
     if not is_current(path, keys_hash, manifest):
-        from drift.store.embeddings import open_store
-
         print(f"features: writing {path} from the store table {manifest['store']}", file=sys.stderr)
         build_embeddings(open_store(manifest, cache_dir), _keys_array(keys), path, keys_hash)
     return path
@@ -263,8 +261,6 @@ def write_features(slice_path: Path, encoders: dict, cache_dir: Path, out_dir: P
     ({encoder: manifest}, as data/embeddings/<dataset>.json holds under "encoders"), and the pixels of an
     image dataset, under out_dir (data/features/<dataset>). Directories of encoders no longer listed are
     removed, so the directory is exactly this run's output. Returns {name: header}."""
-    import lance
-
     out_dir = Path(out_dir)
     keys = _keys_array(lance.dataset(str(slice_path)).to_table(columns=["key"]).column("key"))
     keys_hash = keys_sha256(keys)
