@@ -6,6 +6,7 @@ from drift.core.stage import run_stage, write_json
 from drift.run.checks import validate
 from drift.store.cells import CellCache
 from drift.store.location import cache_dir
+from drift.train.engine import train_many
 from drift.train.loop import train_roster
 from drift.train.slice_data import SliceData
 
@@ -15,11 +16,9 @@ def main(argv):
     params = load_params()
     validate(params, name)
     data = SliceData(params, name)
-    train_many = None
-    if params.train.engine == "batched":  # drift/train/engine.py: every seed and cutoff of a model stacked
-        from drift.train.engine import train_many
+    batched = train_many if params.train.engine == "batched" else None  # every seed and cutoff of a model stacked
     counts = train_roster(data, roster(params, name), params.train, data.paths["models"], CellCache(cache_dir(params)),
-                          params.compute, train_many)
+                          params.compute, batched)
     write_json(data.paths["train_metrics"], {"dataset": name, **counts})
 
 

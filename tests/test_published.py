@@ -12,8 +12,8 @@ from conftest import ROOT, drift_cli
 
 from drift.core.errors import DriftError
 from drift.core.stage import write_json
-from drift.evaluate.matrices import to_json
 from drift.models import get_model_info
+from drift.protocol.matrix import to_json
 from drift.report.published import (
     DATA,
     DATASETS,

@@ -1,25 +1,16 @@
-"""Which rows drifted (issue 13): each row of a period, how far it sits from the nearest training row of a
+"""Which rows drifted: each row of a period, how far it sits from the nearest training row of a
 cutoff, on the same features as the shift matrix (drift.analysis.shift.shift_features).
 
-Cutoff i's training rows (train split of slices <= i) are the reference. Its threshold is the `quantile` (0.95)
-of the nearest-neighbour distances of its held-out rows (test split of the usable slices <= i): a row farther
-than that from everything f_i trained on is novel. Cell (i, j) is the share of novel rows among the rows M
-scores cell (i, j) on (about 1 − quantile when slice j looks like f_i's training set). Per period j, the rows
-farthest from the last cutoff before j are the examples the report shows.
-
-Nearest neighbours come from a LanceDB table of the training rows' vectors (one per call, in a temporary
-folder, with an IVF index once it holds `INDEX_MIN_ROWS` rows), queried in one batch per cutoff with the
-filter `slice <= i`, or by brute force in NumPy (`backend`, default numpy). Measured (bench/bench_novelty.py,
-2,000 queries of 384-d, one pass as the report makes it): NumPy is exact and faster at every size tried, 7x at
-2k reference rows, 3.7x at 20k (LanceDB's flat scan), 2.7x at 100k where LanceDB's IVF index searches 3.7x
-faster than NumPy but takes 17 s to build, with a recall@1 of 0.994; peak memory 37/224/340 MB for NumPy,
-138/321/900 MB for LanceDB. The index pays off only when it is kept and searched again.
-Every side is bounded: at most `max_rows` query rows per period and per calibration set, at most
-`max_index_rows` training rows in the table (seeded subsamples).
-"""
+Cutoff i's reference is its training rows (train split of slices <= i); its threshold is the `quantile` (0.95)
+of the nearest-neighbour distances of its held-out rows (test split of the usable slices <= i). Cell (i, j) is
+the share of novel rows (farther than the threshold) among the rows M scores cell (i, j) on; per period j, the
+rows farthest from the last cutoff before j are the examples the report shows. Neighbours come by brute force
+in NumPy (default) or from a LanceDB table (`backend`); every side is a seeded subsample of at most `max_rows`
+query rows and `max_index_rows` training rows."""
 from __future__ import annotations
 
 import tempfile
+import time
 
 import numpy as np
 
@@ -56,6 +47,7 @@ class LanceNeighbours:
     """The reference rows in a LanceDB table (under `folder`), searched with the filter `slice <= cutoff`."""
 
     def __init__(self, vectors: np.ndarray, slices: np.ndarray, folder: str, nprobes: int | None = None):
+        # lazy: lancedb, only for the lancedb backend
         import lancedb
         import pyarrow as pa
 
@@ -66,7 +58,9 @@ class LanceNeighbours:
         self.table = lancedb.connect(folder).create_table("reference", table)
         self.nprobes = None
         if len(vectors) >= INDEX_MIN_ROWS:
-            from lancedb.index import IvfFlat
+            from lancedb.index import (
+                IvfFlat,  # lazy: lancedb, only for the lancedb backend
+            )
 
             partitions = int(np.sqrt(len(vectors)))
             self.table.create_index("vector", config=IvfFlat(distance_type="l2", num_partitions=partitions))
@@ -97,8 +91,6 @@ def novelty(features: np.ndarray, slices: np.ndarray, splits: np.ndarray, cutoff
     """{"share": K x K share of novel rows (nan = empty), "threshold": {cutoff: distance},
     "examples": [{"period", "cutoff", "rows", "ids", "distances"}] (the `top` most novel rows of each usable
     period j, against the last cutoff before j), "reference_rows", "seconds_search"}."""
-    import time
-
     if not 0 < quantile < 1:
         raise DriftError(f"report.shift.novelty_quantile must lie strictly between 0 and 1, got {quantile}")
     if backend not in ("lancedb", "numpy"):

@@ -1,27 +1,13 @@
-"""Retraining policies replayed from the drift matrix, without training anything (issue 13).
+"""Retraining policies replayed from the drift matrix, without training anything.
 
 Under cumulative retraining the model deployed in period j after retraining at cutoff t < j is exactly f_t, and
-its score there is exactly M[t][j]. So every policy that decides, at the start of each period, whether to
-retrain on everything labelled so far is replayed from the matrix alone:
-
-  never            the first trained cutoff f_t0, forever
-  every n          retrain once the deployed model has served n periods (n = 1 is `always`)
-  always           retrain on the latest labelled period: f_{j-1} in period j
-  shift > τ        retrain when the label-free shift S[t][j] of the coming period j from the deployed model's
-                   training cutoff t exceeds τ (S from drift/analysis/shift.py, any K x K array, nan = empty)
-  drop > τ         retrain when the label-free estimate of the deployed model's score on the coming period,
-                   E[t][j], is worse than its in-distribution score by more than τ, in the metric's direction
-                   (E from drift/evaluate/estimate.py; the reference is E[t][t], or the measured M[t][t] when E has none)
-
-A retraining at period j deploys the latest trained cutoff before j (a slice too small to train on has no row:
-the previous model stays, and nothing is paid). Deployment periods are t0+1 .. K-1 for every policy, so all are
-scored over the same periods; a period whose cell is empty (no test rows) is not scored.
-
-Cost: no training time is measured per cutoff, so the cost of retraining at cutoff t is the training rows of
-slices <= t (slice manifest, `slices[k]["train"]`) times the epochs (1 for a closed-form reference), optionally
-times a seconds-per-row figure. The first model, shared by every policy, is not counted. Without a manifest each
-slice counts as one row ("slice-epochs"), which the output says.
-"""
+its score there is M[t][j], so every policy that decides at each period's start whether to retrain is replayed
+from the matrix: never (f_t0 forever), every n (retrain after n periods served; n = 1 is always), always
+(f_{j-1} in period j), shift > τ (the label-free S[t][j] of drift/analysis/shift.py), drop > τ (the estimate
+E[t][j] of drift/evaluate/estimate.py worse than E[t][t], else M[t][t], by more than τ). A retraining deploys
+the latest trained cutoff before j; every policy is scored over periods t0+1 .. K-1, empty cells skipped. Cost:
+the training rows of slices <= t times the epochs (optionally seconds per row), the first model not counted;
+without a slice manifest each slice counts as one row ("slice-epochs")."""
 from __future__ import annotations
 
 import json
@@ -30,8 +16,15 @@ from pathlib import Path
 import numpy as np
 
 from drift.core.errors import DriftError, close_matches
+from drift.core.params import PolicyParams, TrainParams, load_params
 from drift.core.paths import dataset_paths
 from drift.core.stage import write_json
+from drift.report.results import (
+    from_long_format,
+    load_matrix,
+    report_datasets,
+    report_models,
+)
 
 QUARTILES = (25, 50, 75)  # default thresholds: the quartiles of the signal over the cells a policy can consult
 
@@ -167,8 +160,6 @@ def mark_pareto(policies: list[dict], higher: bool) -> None:
 
 def load_signal(path: Path, labels: list[str]) -> np.ndarray:
     """A K x K signal (shift or estimate) from a long-format JSON {train, eval, value} over the same labels."""
-    from drift.report.results import from_long_format
-
     path = Path(path)
     if not path.exists():
         raise DriftError(f"no {path}: give a long-format JSON of rows {{train, eval, value}}")
@@ -209,9 +200,6 @@ def dataset_policies(name: str, root: Path = Path("."), models: list[str] | None
     shift: one K x K array for the dataset; estimates: model -> K x K array (when None, the report's own:
     plots/<ds>/shift/matrix.json and plots/<ds>/<model>/estimate.json, if any); seconds_per_row: overrides
     report.policy.seconds_per_row."""
-    from drift.core.params import PolicyParams, TrainParams, load_params
-    from drift.report.results import load_matrix, report_datasets, report_models
-
     root = Path(root)
     found_shift, found_estimates = report_signals(name, root)
     shift = found_shift if shift is None else shift
@@ -284,6 +272,7 @@ def write_policy_report(name: str, root: Path = Path("."), shift=None, estimates
     plots/policies/<ds>.json (policy_rows, for a DVC plot). shift / estimates as for dataset_policies; when None,
     the shift (plots/<ds>/shift/matrix.json) and estimates (plots/<ds>/<model>/estimate.json) found in the
     report are used, if any."""
+    # lazy: matplotlib, only when the Pareto plot is drawn (not for `drift policy`)
     from drift.report.plots import pareto_plot
 
     root = Path(root)

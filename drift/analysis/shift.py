@@ -1,20 +1,12 @@
-"""Drift without labels: how far the inputs of slice j sit from what f_i was trained on (issue 13).
+"""Drift without labels: how far the inputs of slice j sit from what f_i was trained on.
 
-Cell (i, j) of the shift matrix compares the training rows of slices <= i (f_i's training set) with the rows
-cell (i, j) of the drift matrix M is scored on (the test split of slice j when j <= i, all of slice j after),
-on the pooled vectors of the dataset's text encoder (an image dataset: a vision encoder's pooled vectors when
-embed.encoders has one, else its pixels, flattened and standardised per feature).
-
-The statistic is the unbiased MMD² (Gretton et al. 2012, eq. 3) with an RBF kernel k(x, y) = exp(-|x-y|² / h),
-h the median squared distance between rows of the dataset (median heuristic). One h for the whole dataset, so
-the K² values share a scale and can be ranked against the decay of M; the test stays exact whatever h is, since
-h does not depend on which rows sit on which side. Each side is a seeded subsample of at most n rows; the
-p-value comes from `permutations` random relabellings of the pooled rows (all of them scored with one matrix
-product on the pooled kernel), and Benjamini-Hochberg controls the false discovery rate over the cells.
-Cost per cell: O((2n)² (D + permutations)).
-
-decay_correlation ranks the shift and a label-free estimate of M (drift.evaluate.estimate) against M's true drop.
-"""
+Cell (i, j) of the shift matrix compares f_i's training rows (train split of slices <= i) with the rows cell
+(i, j) of M is scored on, on the pooled vectors of the dataset's text encoder (an image dataset: a vision
+encoder's pooled vectors when embed.encoders has one, else its pixels standardised per feature). The statistic
+is the unbiased MMD² (Gretton et al. 2012, eq. 3), RBF kernel with one median-heuristic bandwidth per dataset,
+on seeded subsamples of at most n rows a side; p-values from `permutations` relabellings, Benjamini-Hochberg
+over the cells; O((2n)² (D + permutations)) per cell. decay_correlation ranks the shift and a label-free
+estimate of M (drift.evaluate.estimate) against M's true drop."""
 from __future__ import annotations
 
 import sys
@@ -22,13 +14,21 @@ import time
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import spearmanr
 
+from drift.analysis.novelty import novelty
+from drift.core.encoder_registry import ENCODERS
 from drift.core.errors import DriftError
 from drift.core.paths import dataset_paths
 from drift.core.stage import write_json
+from drift.data.records import table_images
 from drift.protocol.matrix import eval_rows, from_json
 from drift.protocol.summary import mean_over_seeds
 from drift.report.plots import heatmap, long_format
+from drift.store.embeddings import open_store
+from drift.store.location import cache_dir
+from drift.store.slices import read_slice_table
+from drift.train.loop import trainable_cutoffs
 
 MEDIAN_SAMPLE = 1000  # rows whose pairwise distances set the bandwidth
 
@@ -151,12 +151,6 @@ def shift_features(data) -> tuple[np.ndarray, str]:
     """(features of every row of the slice table, what they are) for a drift.train.slice_data.SliceData: the text
     encoder's pooled vectors; for an image dataset a vision encoder's (the first of embed.encoders that was
     embedded), else its standardised pixels."""
-    from drift.core.encoder_registry import ENCODERS
-    from drift.data.records import table_images
-    from drift.store.embeddings import open_store
-    from drift.store.location import cache_dir
-    from drift.store.slices import read_slice_table
-
     if data.modality == "image":
         vision = [e for e in data.params.embed.encoders if e in data.encoders and ENCODERS[e].modality == "image"]
         if not vision:
@@ -189,16 +183,12 @@ def write_shift(data, root: Path = Path("."), n: int = 200, permutations: int = 
     evals: {model: its eval JSON}; each model's decay_correlation (shift, novelty, and the estimates when the
     JSON has an "estimated" entry {method: {seed: rows}}). Returns what tables/<ds>-shift.json holds, plus the
     arrays under "result" (drift.analysis.shift.shift_matrix) and "novelty" (drift.analysis.novelty.novelty)."""
-    from drift.analysis.novelty import novelty
-    from drift.train.loop import trainable_cutoffs
-
     start = time.perf_counter()
     features, source = shift_features(data)
     cutoffs = trainable_cutoffs(data.manifest["slices"])
     result = shift_matrix(features, data.slices, data.splits, cutoffs, data.usable, n=n, permutations=permutations,
                           alpha=alpha, seed=seed)
     seconds = time.perf_counter() - start
-    from drift.store.slices import read_slice_table
 
     ids = read_slice_table(data.slice_path, columns=["id"]).column("id").to_pylist()
     found = novelty(features, data.slices, data.splits, cutoffs, data.usable, ids=ids, quantile=novelty_quantile,
@@ -255,8 +245,6 @@ def future_cells(k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _spearman(a: np.ndarray, b: np.ndarray) -> dict:
-    from scipy.stats import spearmanr
-
     i, j = future_cells(len(a))
     x, y = a[i, j], b[i, j]
     keep = np.isfinite(x) & np.isfinite(y)

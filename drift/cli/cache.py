@@ -13,12 +13,15 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from drift.cli.common import fail
-from drift.core.errors import DriftError
+from drift.core.errors import DriftError, close_matches
+from drift.core.params import load_params
 from drift.core.paths import PATHS
+from drift.store.location import cache_dir, default_cache_dir
 
 cache_app = typer.Typer(add_completion=False, invoke_without_command=True,
                         help="The embedding store: list its tables, compact them, delete those no manifest uses.")
@@ -35,13 +38,9 @@ def _size(n: int) -> str:
 
 
 def resolve_cache_dir(option: Optional[Path]) -> Path:
-    from drift.store.location import default_cache_dir
-
     if option is not None:
         return option.expanduser()
     if Path("params.yaml").exists():
-        from drift.core.params import load_params
-        from drift.store.location import cache_dir
         return cache_dir(load_params())
     return default_cache_dir()
 
@@ -86,7 +85,6 @@ def _table_path(cache_dir: Path, name: str) -> Path:
     tables = {p.name: p for p in store_tables(cache_dir)}
     name = name if name.endswith(".lance") else f"{name}.lance"
     if name not in tables:
-        from drift.core.errors import close_matches
         raise DriftError(f"no table {name} in {cache_dir}: {close_matches(name, tables) if tables else 'the store is empty'}")
     return tables[name]
 
@@ -123,8 +121,6 @@ FINGERPRINT_CHARS = 8
 
 
 def cache_table(rows: list[dict]) -> Table:
-    from rich import box
-
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
     for column, right in (("encoder", False), ("fingerprint", False), ("rows", True), ("dim", True),
                           ("size", True), ("frags", True), ("datasets", False)):
@@ -149,7 +145,9 @@ def list_tables(ctx: typer.Context,
                 keep_manifests: Optional[List[Path]] = typer.Option(
                     None, "--manifests", help="more manifests to match tables to datasets (repeatable)")):
     """Each table: encoder, fingerprint, rows, dimension, size on disk, fragments, datasets using it."""
-    from drift.store.embeddings import table_info
+    from drift.store.embeddings import (
+        table_info,  # lazy: lance, kept out of `drift --help`
+    )
 
     as_json = _json_flag(ctx, as_json)
     try:
@@ -175,7 +173,10 @@ def compact(ctx: typer.Context,
             cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
             as_json: bool = typer.Option(False, "--json", help="machine-readable output: what each table became")):
     """Delete duplicate keys (two writers at once), merge small fragments, drop files only old versions use."""
-    from drift.store.embeddings import committed, compact_table
+    from drift.store.embeddings import (  # lazy: lance, kept out of `drift --help`
+        committed,
+        compact_table,
+    )
 
     as_json = _json_flag(ctx, as_json)
     console = Console()
@@ -215,7 +216,9 @@ def gc(ctx: typer.Context,
        cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
        as_json: bool = typer.Option(False, "--json", help="machine-readable output: what was (or would be) deleted")):
     """Delete the tables no manifest in data/embeddings/ (or --keep-manifests) refers to."""
-    from drift.store.embeddings import table_info
+    from drift.store.embeddings import (
+        table_info,  # lazy: lance, kept out of `drift --help`
+    )
 
     as_json = _json_flag(ctx, as_json)
     console = Console()

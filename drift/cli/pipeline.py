@@ -7,11 +7,21 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich import box
+from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 from drift.cli.common import console, fail, fmt
+from drift.core.encoder_registry import ENCODER_PARAMS, ENCODERS, get_encoder_spec
 from drift.core.errors import DriftError
+from drift.core.params import dataset_cfg, load_params
 from drift.core.paths import METRICS
+from drift.core.presets import apply_preset
+from drift.data.datasets import get_dataset
+from drift.data.fetch import fetch_and_track, track_dataset
+from drift.protocol.summary import REFERENCES, below_prior_message, check_order
 from drift.report.results import label_free, load_results, summary_rows
 
 
@@ -25,8 +35,6 @@ ORDER_TITLES = {"decay": "ranked by Decay (smallest first)", "future": "ranked b
 
 
 def _margin(row: dict, key: str):
-    from rich.text import Text
-
     if row["reference"]:
         return Text("")
     value = row.get(f"margin_{key}")
@@ -39,10 +47,6 @@ def summary_table(rows: list[dict], width: int) -> tuple[Table, bool]:
     """The Rich table of one dataset's summary rows that fits `width` columns without cutting any column:
     with the ± seed std and the "vs linear" column when they fit, dropping "vs linear" first, then the
     family, then the std. Returns (table, whether the std was left out for width)."""
-    from rich import box
-    from rich.console import Console
-    from rich.measure import Measurement
-
     has = {key: any(f"margin_{key}" in r and r[f"margin_{key}"] is not None for r in rows)
            or any(r["model"] == f"baseline-{key}" for r in rows) for key in ("prior", "linear")}
     has_std = any(r.get(f"{s}_std") is not None for r in rows for s in ("id", "future", "decay"))
@@ -82,8 +86,6 @@ def summary(dataset: Optional[str] = typer.Argument(None, help="one dataset; all
             metrics_dir: Path = typer.Option(Path(METRICS), help="where the report stage wrote its metrics")):
     """Models ranked by Decay (or --by future / id), with ID, Future, Decay and the margin over the reference
     models (paper Table 5). References (baseline-*) are listed after the ranked models, without a rank."""
-    from drift.protocol.summary import REFERENCES, below_prior_message, check_order
-
     try:
         check_order(by)
         results = load_results(metrics_dir, dataset)
@@ -127,8 +129,6 @@ def summary(dataset: Optional[str] = typer.Argument(None, help="one dataset; all
 
 def label_free_table(rows: list[dict]) -> Table:
     """The summary's second table: per model, the label-free signals against its true decay."""
-    from rich import box
-
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True,
                   title="without labels", title_justify="left", title_style="bold")
     for column in ("model", "ρ shift", "ρ novel", "ρ estimate", "estimate MAE"):
@@ -146,9 +146,7 @@ def label_free_table(rows: list[dict]) -> Table:
 
 def dataset_specs(dataset: str, params_path: Path = Path("params.yaml")):
     """(spec of each input kind, n_outputs) for a dataset as params.yaml configures it."""
-    from drift.core.encoder_registry import get_encoder_spec
-    from drift.core.params import dataset_cfg, load_params
-    from drift.data.datasets import get_dataset
+    # lazy: torch, kept out of `drift --help`
     from drift.models import InputSpec
     from drift.protocol.tasks import get_task
 
@@ -168,7 +166,7 @@ def models(dataset: Optional[str] = typer.Option(None, help="count parameters fo
     Counted at the paper's reference setting (images 3x32x32 with 2 classes; text heads on 768-d token states
     with 1 output; probes at their encoder's width), or for DATASET's inputs and outputs. A probe's total
     includes its frozen encoder."""
-    from drift.core.encoder_registry import ENCODER_PARAMS, ENCODERS
+    # lazy: torch, kept out of `drift --help`
     from drift.models import (
         InputSpec,
         count_params,
@@ -220,9 +218,6 @@ def fetch(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
           as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Download a corpus from the URL in params (<dataset>.url), with resume and sha256 check, and register each
     file with DVC as an import of its URL (<file>.dvc; outside a DVC repository it is only downloaded)."""
-    from drift.core.params import dataset_cfg, load_params
-    from drift.data.fetch import fetch_and_track
-
     try:
         done = fetch_and_track(dataset, dataset_cfg(load_params(params), dataset), dvc=dvc)
     except DriftError as e:
@@ -244,9 +239,6 @@ def track(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
           as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Track raw files you put in place yourself with DVC (`dvc add` on what the dataset reads: the arXiv
     snapshot, the Yearbook folder or .tar.gz, each Amazon category file), as `drift fetch` tracks downloads."""
-    from drift.core.params import dataset_cfg, load_params
-    from drift.data.fetch import track_dataset
-
     try:
         done = track_dataset(dataset, dataset_cfg(load_params(params), dataset))
     except DriftError as e:
@@ -263,7 +255,6 @@ def track(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
 def preset(name: str = typer.Argument(..., help="a file in params/, e.g. paper-yearbook"),
            params: Path = typer.Option(Path("params.yaml"), help="the params file to update")):
     """Apply a paper preset (params/<name>.yaml) to params.yaml; then `dvc exp run` or `dvc repro`."""
-    from drift.core.presets import apply_preset
 
     try:
         changed = apply_preset(name, params)

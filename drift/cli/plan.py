@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich import box
 from rich.table import Table
 
 from drift.cli.common import console, fail
@@ -30,8 +31,6 @@ def _hours(h) -> str:
 def plan_tables(out: dict) -> list:
     """The Rich renderables of `drift plan`: counts per dataset, projected hours per device (with the paper's
     Table 1 where it has the dataset), and the measured rates; each fits 80 columns."""
-    from rich import box
-
     def table(*columns):
         t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
         for i, column in enumerate(columns):
@@ -109,7 +108,9 @@ def plan(preset: Optional[str] = typer.Argument(None, help="a preset in params/ 
     """What a campaign costs before it runs: model-seed runs (the paper's Table 1), trainings, training
     row-passes, encoder passes, evaluation cells, and the hours here and on a GPU from rates measured on this
     machine (cached in the drift cache dir, so the second plan is instant)."""
-    from drift.run.plan import plan as make_plan
+    from drift.run.plan import (
+        plan as make_plan,  # lazy: torch, kept out of `drift --help`
+    )
 
     try:
         out = make_plan(preset, params, rows=_parse_pairs(rows, "--rows", int),

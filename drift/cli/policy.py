@@ -9,6 +9,7 @@ import typer
 from rich import box
 from rich.table import Table
 
+from drift.analysis.policy import dataset_policies, load_signal, report_labels
 from drift.cli.common import console, fail, fmt
 from drift.core.errors import DriftError
 
@@ -47,8 +48,6 @@ def policy(dataset: str = typer.Argument(..., help="a dataset with a report (plo
            root: Path = typer.Option(Path("."), "--root", help="the repository's root")):
     """Retraining policies (never, every n, always, on shift, on an estimated drop) replayed from the drift
     matrix: mean and worst score over the deployment periods, retrainings and their cost. Nothing is trained."""
-    from drift.analysis.policy import dataset_policies, load_signal, report_labels
-
     try:
         if estimate is not None and model is None:
             raise DriftError("--estimate is one model's estimated matrix: name the model too "

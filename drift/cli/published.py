@@ -12,8 +12,14 @@ from rich.table import Table
 from drift.cli.common import console, fail, fmt
 from drift.core.errors import DriftError
 from drift.protocol.summary import check_order
-from drift.report.published import (compare, load_published, our_result, published_model, published_ranking,
-                                    resolve_dataset)
+from drift.report.published import (
+    compare,
+    load_published,
+    our_result,
+    published_model,
+    published_ranking,
+    resolve_dataset,
+)
 
 LABELS = {"id": "ID", "future": "Future", "decay": "Decay"}
 

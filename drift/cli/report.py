@@ -23,6 +23,8 @@ from rich.text import Text
 
 from drift.cli.common import console, fail, fmt
 from drift.core.errors import DriftError, close_matches
+from drift.core.paths import dataset_paths
+from drift.data.datasets import DATASETS
 from drift.report.results import (
     STATS,
     _open_repo,
@@ -39,6 +41,7 @@ LABELS = {"id": "ID", "future": "Future", "decay": "Decay"}
 def _cell_colors(matrix: np.ndarray, higher_is_better: bool, diverging: bool):
     """value -> (background hex, foreground) with the PNGs' colour maps: viridis (reversed when lower is
     better) over the matrix's range, or a red-blue map symmetric around zero for deviations."""
+    # lazy: matplotlib, kept out of `drift --help`
     import matplotlib
     from matplotlib.colors import to_hex
 
@@ -198,7 +201,7 @@ def render_plots(revs: list[str], out: Path, root: Path = Path("."), targets: li
     so the plots and comparisons are visible without the Vega CDN. Vega plots become <out>/<plot path>.png
     (one picture with every revision); image plots are copied as <out>/<plot path>@<rev>.png.
     Returns [{"plot", "kind", "revisions", "file"}]."""
-    import vl_convert
+    import vl_convert  # lazy: vl_convert, only to render Vega-Lite plots
 
     with tempfile.TemporaryDirectory() as tmp:
         if revs:
@@ -279,10 +282,12 @@ def saliency(dataset: str = typer.Argument(..., help="an image dataset with trai
                  None, "--out", "-o", help="the PNG (default plots_png/<dataset>/saliency.png)"),
              as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Mean gradient saliency maps of the image models (paper Figure 3) as a PNG grid: models × cutoffs."""
-    from drift.core.paths import dataset_paths
-    from drift.data.datasets import DATASETS
-    from drift.report.saliency import write_saliency
-    from drift.store.slices import read_slice_manifest
+    from drift.report.saliency import (
+        write_saliency,  # lazy: torch, kept out of `drift --help`
+    )
+    from drift.store.slices import (
+        read_slice_manifest,  # lazy: lance, kept out of `drift --help`
+    )
 
     try:
         if dataset not in DATASETS:

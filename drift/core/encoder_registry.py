@@ -1,17 +1,11 @@
 """Frozen encoders of the study (paper Tables 4, 12, 20), by registry name.
 
 `source` says which library loads the weights: "sentence-transformers" and "hf" (transformers AutoModel) for
-text, "timm" for vision. Weights come from a local directory or the Hugging Face cache, never a download at
-run time. `pooling` is how the pooled vector is made: "mean" = mean of the last hidden states over real tokens,
-"cls" = the first token, "timm" = the model's own head pooling (CLS token, attention pool or global average,
-as its timm config sets) taken before the classifier.
-
-Every text encoder pools by the mean. The encoders stay frozen, never fine-tuned, and the first token of a
-masked-language model is only trained as a sentence summary when fine-tuned (BERT's next-sentence head aside;
-RoBERTa, DeBERTa, ELECTRA, ModernBERT have none): the mean over tokens is the stronger frozen readout (Reimers
-and Gurevych 2019, Table 1) and is how MiniLM's sentence-transformers model pools. TextEncoder(pooling="cls")
-overrides it. `dim` and `image_size` are checked against timm in tests/test_encoders.py.
-"""
+text, "timm" for vision; weights come from a local directory or the Hugging Face cache, never a download at
+run time. `pooling` makes the pooled vector: "mean" of the last hidden states over real tokens (every text
+encoder; TextEncoder(pooling="cls") overrides it), "cls" the first token, "timm" the model's own head pooling
+taken before the classifier. The encoders stay frozen, never fine-tuned. `dim` and `image_size` are checked
+against timm in tests/test_encoders.py."""
 from __future__ import annotations
 
 from dataclasses import dataclass

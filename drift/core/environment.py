@@ -50,7 +50,7 @@ def file_sha256(path: Path) -> str:
 
 def _torch_runtime() -> dict:
     try:
-        import torch
+        import torch  # lazy: torch kept out of torch-free stages
     except Exception:  # not installed, or broken: the record says so rather than failing the stage
         return {"torch_threads": None, "cuda": False, "cuda_device": None}
     cuda = bool(torch.cuda.is_available())

@@ -1,19 +1,16 @@
 """Where a stage's heavy work runs: in the stage's own process, or as Ray tasks (params `compute`).
 
-DVC stays the orchestrator. A stage splits its work into independent items (a (model, seed) group of cutoffs to
-train, one to evaluate), hands them to `run_tasks` and waits; the results come back in the items' order, so the
-stage writes exactly what the local executor writes. Every task writes what it computes atomically into the
-caches beside the embedding store (drift/store/cells.py, drift/store/), so a task Ray retries after its worker died
-finds what the dead attempt finished and computes the rest.
-
-Ray is started once per process: a local cluster sized to this machine (compute.address null and no $RAY_ADDRESS),
-or the cluster at compute.address / $RAY_ADDRESS. Workers read the repository's files and the store by path, so
-`check_reachable` stats them from every node before any compute.
-"""
+DVC stays the orchestrator: a stage hands independent items (a (model, seed) group of cutoffs to train, one to
+evaluate) to `run_tasks` and gets the results back in the items' order, so it writes exactly what the local
+executor writes. Every task writes atomically into the caches beside the embedding store, so a task Ray
+retries finds what a dead attempt finished. Ray starts once per process: a local cluster sized to this machine
+(no compute.address, no $RAY_ADDRESS) or the cluster there; `check_reachable` stats the repository's files and
+the store from every node before any compute."""
 from __future__ import annotations
 
 import logging
 import os
+import socket
 from pathlib import Path
 
 from drift.core.errors import DriftError
@@ -30,7 +27,7 @@ def address(compute: ComputeParams) -> str | None:
 
 def connect(compute: ComputeParams | dict | None = None):
     """The `ray` module, initialised once per process; a one-line DriftError when the cluster cannot be joined."""
-    import ray
+    import ray  # lazy: ray, only with compute.executor ray
 
     if ray.is_initialized():
         return ray
@@ -56,8 +53,6 @@ def connect(compute: ComputeParams | dict | None = None):
 def reachable(where: str, timeout: float = 5.0) -> None:
     """A TCP connection to host:port (or ray://host:port) first: Ray itself retries an unreachable address for
     minutes. "auto" (the cluster `ray start` began on this machine) is left to Ray."""
-    import socket
-
     host, _, port = where.removeprefix("ray://").rpartition(":")
     if where == "auto" or not port.isdigit():
         return
@@ -114,7 +109,7 @@ def map_actors(cls, args: tuple, calls: list[tuple], compute: ComputeParams | di
     """cls(*args) built once in each of `actors` Ray actors (compute.cpus_per_task / gpus_per_task each), then
     its run(*call) for every call, each on the next free actor; results in the calls' order, on_result(result)
     as each is taken. A dead actor is restarted and its call retried."""
-    from ray.util import ActorPool
+    from ray.util import ActorPool  # lazy: ray, only with compute.executor ray
 
     compute = ComputeParams.of(compute or {})
     ray = connect(compute)
@@ -147,6 +142,7 @@ def check_reachable(paths, compute: ComputeParams | dict | None) -> None:
     compute = ComputeParams.of(compute or {})
     if compute.executor == "local":
         return
+    # lazy: ray, only with compute.executor ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     ray = connect(compute)

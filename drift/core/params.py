@@ -1,27 +1,12 @@
 """The typed schema of params.yaml: every parameter's name, type and default, checked once before any compute.
 
-`load_params` reads params.yaml through `Params`; every stage and CLI command goes through it, and
-the library reads the typed sections (`params.train.epochs`, `params.dataset("sotu").slices`), never a raw
-dict with a default of its own. params.yaml is the source of the run's values: the defaults here only fill the
-keys it leaves out, and equal its values wherever it sets them (tests/test_params.py checks that), except the
-run's choices in RUN_CHOICES, which have no meaningful default.
-
-Layout (params.yaml's top level):
-    datasets            dataset name -> its raw input (the DVC dependency of ingest@<name>); required
-    sotu, synth-portraits, yearbook, amazon, arxiv
-                        one section per dataset (DatasetParams: slices, min_samples, strict, cap_per_slice,
-                        sample; the real corpora add source, url, sha256; plus each reader's own keys)
-    split               the fixed train/test split of every slice
-    embed               the frozen encoders
-    train               cumulative training
-    report              what the report stage draws beyond the matrices
-    compute             where the heavy work runs: this process, or a Ray cluster (drift/core/executor.py)
-
-An unknown key anywhere is a one-line DriftError naming it, its section and the closest valid names
-(`unknown parameter train.epoch: did you mean train.epochs? valid: baselines, batch_size, epochs, ...`); a wrong
-type too (`train.epochs must be an integer, got 'three'`). Names that need a registry with heavy imports (model
-names, model families in train.lr) are checked by drift.data.validate, also before any compute.
-"""
+`load_params` reads params.yaml through `Params`; every stage and CLI command goes through it, and the library
+reads the typed sections (`params.train.epochs`, `params.dataset("sotu").slices`), never a raw dict with a
+default of its own. The defaults only fill the keys params.yaml leaves out and equal its values where it sets
+them (tests/test_params.py), except the run's choices in RUN_CHOICES. Top level: datasets (name -> raw input),
+one section per dataset (DatasetParams), split, embed, train, report, compute. An unknown key or a wrong type
+is a one-line DriftError naming it and the closest valid names; names that need a registry with heavy imports
+(models, model families in train.lr) are checked by drift.data.validate, also before any compute."""
 from __future__ import annotations
 
 import datetime as dt

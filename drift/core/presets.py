@@ -14,7 +14,7 @@ def apply_preset(name: str, params_path: Path = Path("params.yaml"), presets: Pa
 
     Mappings merge key by key; lists and values replace; `datasets` is replaced whole, so a preset chooses
     which datasets the pipeline runs."""
-    from ruamel.yaml import YAML
+    from ruamel.yaml import YAML  # lazy: ruamel.yaml, only when a preset is applied
 
     available = list_presets(presets)
     if name not in available:

@@ -1,30 +1,12 @@
 """Downloads of the real corpora, for users with a network (`drift fetch <dataset>`); nothing else downloads.
-Each download is then registered with DVC, so `dvc push` / `dvc pull` carry the raw data and `dvc update`
-notices a new upstream version; `drift track <dataset>` registers raw files a user put there by hand.
+Each download is registered with DVC, so `dvc push` / `dvc pull` carry the raw data and `dvc update` notices a
+new upstream version; `drift track <dataset>` registers raw files a user put there by hand.
 
-`fetch` resumes: bytes go to `<dest>.part`, a new attempt asks the server for the rest with a Range request
-(and starts over if the server ignores it), and only a complete file, with its sha256 checked when one is
-given, is renamed to `dest`. Network errors are retried a few times, each retry resuming; timeouts bound
-every connect and every read. Only the standard library's urllib is used.
-
-Why we download instead of `dvc import-url <url> <dest>` (checked against DVC 3.67.1 with dvc-http 2.32, whose
-HTTP filesystem is fsspec's over aiohttp, against a local HTTP server):
-- no resume: DVC reads the body in one GET into a temporary file; a connection dropped mid-body fails the
-  import ("Response payload is not completed") and throws the bytes away, with no Range request and no retry
-  of the body. The arXiv snapshot and the large Amazon categories are several GB.
-- no published checksum: DVC records the server's ETag (or Content-MD5; without either, a fingerprint of the
-  size and Last-Modified) and the md5 of what it received; it never checks a sha256 a dataset publishes.
-- one URL, one file: the Amazon `{category}` template and the .tar.gz beside the Yearbook folder are ours.
-What DVC does instead of us: after our download, `dvc import-url --no-download <url> <dest>` writes
-`<dest>.dvc` with the URL and its ETag (DVC refuses to import onto an existing file, and `--force` deletes it,
-so the file waits in `<dest>.part` meanwhile), and `dvc commit` hashes the file we downloaded into the DVC
-cache. That is the `.dvc` file a plain `dvc import-url` writes, frozen as imports are: `dvc push` / `dvc pull`
-carry the file, `dvc update <dest>.dvc` downloads a changed upstream with DVC's own downloader (without
-resume), and the ingest stage keeps depending on the raw path (a `.dvc`-tracked path may be a stage's
-dependency; inside a stage's *output* DVC would not even look for .dvc files). A file there before is
-imported only if its size is the server's (else `dvc add`: an import would claim it is the server's). Outside
-a DVC repository (no `.dvc/` above the destination) files are only downloaded, with a note.
-"""
+`fetch` resumes (bytes go to `<dest>.part`; a new attempt asks for the rest with a Range request), checks the
+sha256 when one is given, retries network errors and bounds every connect and read; standard-library urllib only.
+After the download `dvc import-url --no-download <url> <dest>` writes `<dest>.dvc` and `dvc commit` hashes the
+file into the DVC cache: the `.dvc` file a plain `dvc import-url` writes. A file there before is imported only
+if its size is the server's (else `dvc add`); outside a DVC repository files are only downloaded, with a note."""
 from __future__ import annotations
 
 import hashlib

@@ -18,6 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from drift.core.encoder_registry import get_encoder_spec
+from drift.core.errors import DriftError
+from drift.core.executor import check_reachable, map_actors
 from drift.core.params import ComputeParams, EmbedParams
 from drift.core.progress import progress
 from drift.data.records import table_images
@@ -31,8 +34,6 @@ def encoder_kwargs(name: str, cfg: EmbedParams | dict) -> dict:
     """The constructor arguments the `embed` params (drift.core.params.EmbedParams, or its mapping) give encoder `name`:
     batch size, dtype, device, weights, and for a text encoder max_length and pooling (embed.pooling: null keeps
     the encoder's own; vision encoders pool as their timm head does)."""
-    from drift.core.encoder_registry import get_encoder_spec
-
     cfg = EmbedParams.of(cfg)
     kwargs = {"batch_size": cfg.batch_size, "dtype": cfg.dtype, "device": cfg.device,
               "weights": cfg.weights.get(name)}  # an encoder without local weights: the Hugging Face cache
@@ -45,7 +46,9 @@ def encoder_kwargs(name: str, cfg: EmbedParams | dict) -> dict:
 
 def text_encoder(cfg: EmbedParams | dict):
     """The TextEncoder the `embed` params describe (embed.text_encoder, its token states and pooled vector)."""
-    from drift.encoders.text import TextEncoder
+    from drift.encoders.text import (
+        TextEncoder,  # lazy: torch, only when rows are missing from the store
+    )
 
     cfg = EmbedParams.of(cfg)
     kwargs = encoder_kwargs(cfg.text_encoder, cfg)
@@ -56,7 +59,9 @@ def text_encoder(cfg: EmbedParams | dict):
 
 def embed_encoder(name: str, cfg: EmbedParams | dict):
     """Encoder `name` (text or vision, for its probe) as the `embed` params describe it."""
-    from drift.encoders.load import make_encoder
+    from drift.encoders.load import (
+        make_encoder,  # lazy: torch, only when rows are missing from the store
+    )
 
     return make_encoder(name, **encoder_kwargs(name, cfg))
 
@@ -189,8 +194,6 @@ class EmbedActor:
     appends are safe, the table is created under a file lock)."""
 
     def __init__(self, name: str, cfg: EmbedParams, cache_dir: Path, fingerprint: str, dim: int, with_tokens: bool):
-        from drift.core.errors import DriftError
-
         self.encoder = text_encoder(cfg) if with_tokens else embed_encoder(name, cfg)
         if self.encoder.fingerprint_hash() != fingerprint:  # other weights on this node: never mix them in a table
             raise DriftError(f"{name} on Ray node {os.uname().nodename} has fingerprint "
@@ -221,8 +224,6 @@ def on_actors(encoder, store: EmbeddingStore, chunks: list[tuple[list, object]],
               compute: ComputeParams, label: str) -> tuple[int, int]:
     """Chunks [(keys, payload)] encoded and committed by compute.embed_actors Ray actors (drift/core/executor.py);
     returns (rows, tokens) computed. The store's directory must be visible from every node."""
-    from drift.core.executor import check_reachable, map_actors
-
     store.path.parent.mkdir(parents=True, exist_ok=True)
     check_reachable([store.path.parent], compute)
     args = (encoder.spec.name, cfg, store.path.parent.resolve(), store.fingerprint, store.dim, store.with_tokens)
@@ -284,8 +285,6 @@ def embed_all(slice_path: Path, modality: str, cfg: EmbedParams | dict, cache_di
     """Every encoder a dataset's run needs, {encoder: (manifest, metrics)}: for a text dataset the text encoder
     (token states for the heads, pooled vectors), and every encoder in `embed.encoders` of the dataset's modality
     (pooled vectors for its probe). An image dataset with no encoder gets none."""
-    from drift.core.encoder_registry import get_encoder_spec
-
     cfg = EmbedParams.of(cfg)
     results = {}
     if modality == "text":

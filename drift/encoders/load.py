@@ -9,9 +9,11 @@ def make_encoder(name: str, **kwargs):
     spec = get_encoder_spec(name)
     if spec.modality == "text":
         from drift.encoders.text import (
-            TextEncoder,  # imported here: one modality's libraries only
+            TextEncoder,  # lazy: one modality's libraries only
         )
         return TextEncoder(name, **kwargs)
-    from drift.encoders.vision import VisionEncoder
+    from drift.encoders.vision import (
+        VisionEncoder,  # lazy: one modality's libraries only
+    )
     return VisionEncoder(name, **kwargs)
 

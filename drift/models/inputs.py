@@ -17,6 +17,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 import torch
 
+from drift.data.records import table_images
 from drift.models import InputSpec
 from drift.store.features import DiskArray, open_features
 
@@ -151,8 +152,6 @@ def load_inputs(kind: str, table, store=None, max_tokens: int = 512) -> Inputs:
     """Inputs of every row of the slice table, in its row order, held in memory (the report's saliency maps
     read a few rows this way; train and evaluate read the feature files, open_inputs)."""
     if kind == "pixels":
-        from drift.data.records import table_images
-
         images = table_images(table)
         return Inputs("pixels", images.reshape(len(images), -1), image_shape=images.shape[1:])
     keys = table.column("key")  # an Arrow column: the store looks keys up without Python strings

@@ -1,18 +1,11 @@
 """Per-cell performance metrics of the drift matrix (paper Section 4.4 and Appendix B).
 
-Each metric takes numpy arrays (true labels, raw model outputs) and returns a python float, or None when
-the cell cannot be scored (no examples, or for macro AUC no class with both positives and negatives). An
-unscorable cell stays empty in the drift matrix; it is never filled with zero.
-
-- accuracy      Yearbook, binary (B.1): fraction of argmax predictions equal to the label. Higher is better.
-- balanced_mse  Amazon Reviews, ratings (B.2): MSE within each rating present, averaged equally over the
-                ratings present. Lower is better.
-- macro_auc     arXiv, multi-label (B.3): ROC AUC per class, averaged uniformly over the classes that can be
-                scored in the slice. Higher is better.
-
-Model outputs must be finite: NaN or inf (a diverged model) raises a DriftError rather than producing a
-silently wrong or silently missing cell.
-"""
+Each metric takes numpy arrays (true labels, raw model outputs) and returns a python float, or None when the
+cell cannot be scored (no examples; for macro AUC no class with both positives and negatives): such a cell
+stays empty in the drift matrix, never zero. accuracy (Yearbook, B.1; higher is better): the share of argmax
+predictions equal to the label. balanced_mse (Amazon Reviews, B.2; lower is better): the MSE within each rating
+present, averaged equally over them. macro_auc (arXiv, B.3; higher is better): ROC AUC per class, averaged over
+the classes the slice can score. NaN or inf outputs (a diverged model) raise a DriftError."""
 
 import numpy as np
 

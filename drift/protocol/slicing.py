@@ -13,6 +13,7 @@ import datetime as dt
 import hashlib
 
 import numpy as np
+import pyarrow as pa
 
 from drift.core.errors import DriftError
 from drift.core.params import DatasetParams, SliceSpec, SplitParams
@@ -119,8 +120,6 @@ def build_slices(records, cfg: DatasetParams | dict, split_cfg: SplitParams | di
     """Records (pyarrow Table) → (slice table, manifest): slice index and label per row, the per-slice cap or
     stratified sample, the stratified train/test split, and the slices too small to score (`min_samples`).
     `cfg`: the dataset's section of params.yaml, `split_cfg`: `split` (drift.core.params, or their mappings)."""
-    import pyarrow as pa
-
     cfg, split_cfg = DatasetParams.of(cfg), SplitParams.of(split_cfg)
     edges, labels = slice_edges(cfg.slices)
     times = records.column("time").to_numpy(zero_copy_only=False)

@@ -1,27 +1,12 @@
 """Summaries of drift matrices (paper Section 4.5, Appendix C.7, the tables of Sections C-E).
 
-A drift matrix M is a float array [K, K]: row i is the training cutoff (the model trained on slices <= i),
-column j the evaluation slice, np.nan an empty cell (a slice too small, or a run that did not finish or
-could not be scored). Matrices read from JSON with null cells can be passed as lists: None becomes nan.
-
-Every statistic is taken over the filled cells only, and is None (never nan) when none is filled:
-
-    ID(M)     = mean_i M_ii                               in-distribution (eq. 6)
-    Future(M) = mean_{j>i} M_ij                           forward generalization (eq. 7)
-    Decay(M)  = ID - Future  (higher is better: accuracy, macro AUC)
-              = Future - ID  (lower is better: balanced MSE)     so a positive decay is always a loss (eq. 8)
-
-Seeds are averaged cell by cell (`mean_over_seeds`) before any of these are taken.
-
-Rankings (Tables 5, 13, 21) order models by Decay, smallest first: the most robust model leads, a negative
-decay (better on later periods) before any positive one, whatever the metric's direction. `by="future"` or
-`by="id"` order by that score instead, the better one first (direction-aware).
-
-Reference models (family "Reference", named baseline-*: a prior predictor and a linear model) go through the
-same protocol but are not part of the cohort: they are listed after the ranked models without a rank and left
-out of the cohort mean, the deviations and the family averages. Every other model is measured against them by
-its in-distribution margin (`reference_margins`).
-"""
+M is a float array [K, K]: row i the model trained on slices <= i, column j the evaluation slice, nan (None in
+JSON) an empty cell. Over the filled cells only, None when none is: ID(M) = mean_i M_ii (eq. 6), Future(M) =
+mean_{j>i} M_ij (eq. 7), Decay(M) = ID - Future, or Future - ID when lower is better, so a positive decay is
+always a loss (eq. 8). Seeds are averaged cell by cell first (`mean_over_seeds`). Rankings (Tables 5, 13, 21)
+order by Decay, smallest first (`by="future"` or `"id"`: that score, the better first). Reference models
+(family "Reference", baseline-*) come after the ranked models without a rank and stay out of the cohort mean,
+the deviations and the family averages; every other model carries its margin over them (`reference_margins`)."""
 
 import numpy as np
 

@@ -1,5 +1,4 @@
-"""Task kinds: what a head outputs, the loss it trains on, the metric its drift matrix holds (paper Sections
-4.3-4.4, Appendix B).
+"""Task kinds: what a head outputs, its loss and its drift-matrix metric (paper Sections 4.3-4.4, Appendix B).
 
 | task       | dataset        | outputs  | loss                                       | metric       | better |
 | ---------- | -------------- | -------- | ------------------------------------------ | ------------ | ------ |
@@ -8,8 +7,7 @@
 | multilabel | arXiv          | C logits | BCE with logits, w_c = neg / pos (eq. 2-3) | macro_auc    | higher |
 
 The class weights are fixed once per training cutoff from that cutoff's whole (cumulative) training set:
-`loss = task.loss(train_targets)` and then `loss(outputs, targets)` for every batch.
-"""
+`loss = task.loss(train_targets)` and then `loss(outputs, targets)` for every batch."""
 
 from dataclasses import dataclass
 from typing import Callable

@@ -1,28 +1,13 @@
 """The report of one dataset: everything people read about its drift matrices (Section 4.5, Sections 5, C-E).
 
-From the evaluate stage's per-seed matrices (data/eval/<ds>/<model>.json) it writes, all small and committed
-to git (DVC outputs with cache: false), so every checkout and `dvc plots diff` can read them:
-
-  metrics/<ds>/<model>.json          ID, Future, Decay, metric, direction, K, seeds, family, spread over seeds
-  plots/<ds>/<model>/matrix.json     the seed-averaged matrix in long format (heatmap template)
-  plots/<ds>/<model>/heatmap.png     the same in the paper's orientation
-  plots/<ds>/<model>/deviation.png   its deviation from the cohort mean, zero-centred diverging scale
-  plots/<ds>/cohort-mean/            the cohort-mean matrix (matrix.json + heatmap.png), Figure 5
-  plots/<ds>/forgetting.png          forgetting curves per model and per family, Figure 4 / 11
-  plots/<ds>/families.png            family averages as bars, Table 10
-  plots/<ds>/saliency.png            gradient saliency grid of the image models, Figure 3 (image datasets)
-  plots/deviations/<ds>/<model>.json the deviation in long format (diverging heatmap template)
-  plots/forgetting/<ds>.json         forgetting curves as rows {gap, value, model} (line template)
-  tables/<ds>.json, tables/<ds>.md   ranking (Table 5), per-cutoff rows (Tables 6-9), families (Table 10),
-                                     per-model mean deviation from the cohort
-
-Rankings are by Decay, smallest first (Tables 5, 13, 21), unless `by` says "future" or "id". Reference models
-(family "Reference", baseline-*) get their metrics file ("reference": true), matrix and heatmap like any model,
-are listed after the ranked models without a rank, and are left out of the cohort mean, the deviations, the
-family tables and bars and the family curves. Every other model's metrics carry its in-distribution margin
-over each reference (margin_prior, margin_linear; positive = better) and beats_prior; a model that does not beat
-baseline-prior is named on stderr and under "below_prior" in the tables.
-"""
+From the evaluate stage's per-seed matrices (data/eval/<ds>/<model>.json) it writes small files committed to
+git (DVC outputs, cache: false): metrics/<ds>/<model>.json (ID, Future, Decay, seed spread, margins over the
+references); plots/<ds>/<model>/ matrix.json, heatmap.png, deviation.png; the cohort mean (Figure 5), forgetting
+curves (Figures 4, 11), family bars (Table 10) and the image models' saliency (Figure 3) under plots/<ds>/; the
+long-format JSON of plots/deviations/ and plots/forgetting/; tables/<ds>.json and .md (Tables 5-10). Rankings
+are by Decay, smallest first, unless `by` says "future" or "id". Reference models get their files but no rank
+and no part in the cohort, deviations or families; a model that does not beat baseline-prior is named on
+stderr and under "below_prior" in the tables."""
 from __future__ import annotations
 
 import json
@@ -275,6 +260,7 @@ def write_dataset_report(name: str, models: list[str], root: Path = Path("."), s
     manifest = p["slice_manifest"]
     image = manifest.exists() and json.loads(manifest.read_text()).get("modality") == "image"
     if saliency and image:  # torch is imported only here: text reports stay quick
+        # lazy: torch, only for an image dataset's saliency
         from drift.models import get_model_info
         from drift.report.saliency import write_saliency
 

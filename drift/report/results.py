@@ -11,16 +11,19 @@ import numpy as np
 
 from drift.core.errors import DriftError, close_matches
 from drift.core.paths import METRICS, PLOTS, dataset_paths
-from drift.protocol.summary import STATS
-
+from drift.data.datasets import DATASETS
+from drift.protocol.summary import (
+    STATS,
+    id_future_decay,
+    is_reference,
+    ranking,
+    reference_margins,
+)
 
 
 def load_results(metrics_dir: Path, dataset: str | None = None) -> dict[str, dict[str, dict]]:
     """{dataset: {model: metrics}} from metrics/<dataset>/<model>.json (what `dvc metrics show` reads)."""
-    from drift.data.datasets import DATASETS
-
     if dataset is not None and dataset not in DATASETS:
-        from drift.core.errors import close_matches
         raise DriftError(f"unknown dataset {dataset!r}: {close_matches(dataset, DATASETS)}")
     results = {}
     for folder in sorted(p for p in metrics_dir.glob("*") if p.is_dir() and p.name in DATASETS):
@@ -39,8 +42,6 @@ def summary_rows(models: dict[str, dict], by: str) -> list[dict]:
     """One dataset's metrics (model -> metrics) as summary rows in rank order: each model's metrics with
     model, rank (None for a reference), reference, ranked_by and, for the models that are not references,
     margin_prior, margin_linear and beats_prior (recomputed from the IDs, so older metrics files get them too)."""
-    from drift.protocol.summary import is_reference, ranking, reference_margins
-
     higher = next(iter(models.values()))["higher_is_better"]
     margins = reference_margins(models, higher)
     return [{**models[r["model"]], "model": r["model"], "rank": r["rank"],
@@ -95,8 +96,9 @@ def from_long_format(rows: list[dict]) -> tuple[list[str], np.ndarray]:
 
 def _is_reference(root: Path, dataset: str, model: str) -> bool:
     """A reference model (baseline-*), by its metrics file when there is one."""
-    from drift.protocol.summary import is_reference
-    from drift.report.outputs import COHORT
+    from drift.report.outputs import (
+        COHORT,  # lazy: matplotlib, kept out of the cli's reads
+    )
 
     if model == COHORT:
         return False
@@ -107,8 +109,9 @@ def _is_reference(root: Path, dataset: str, model: str) -> bool:
 def load_matrix(root: Path, dataset: str, model: str, deviation: bool = False) -> dict:
     """One model's seed-averaged matrix (or its deviation from the cohort mean) and its metrics, from the
     committed plots/ and metrics/ files."""
-    from drift.protocol.summary import id_future_decay
-    from drift.report.outputs import COHORT
+    from drift.report.outputs import (
+        COHORT,  # lazy: matplotlib, kept out of the cli's reads
+    )
 
     datasets = report_datasets(root)
     if not datasets:
@@ -145,6 +148,7 @@ def load_matrix(root: Path, dataset: str, model: str, deviation: bool = False) -
 
 
 def _open_repo(root: Path):
+    # lazy: dvc, only to read another revision
     from dvc.exceptions import NotDvcRepoError
     from dvc.repo import Repo
 
@@ -157,7 +161,7 @@ def _open_repo(root: Path):
 def metrics_at(repo, rev: str) -> dict[str, dict[str, dict]]:
     """{dataset: {model: metrics}} of the drift metrics (metrics/<ds>/<model>.json) at a git revision, a DVC
     experiment or "workspace", read through DVC's own API (what `dvc metrics show` reads)."""
-    from dvc.exceptions import DvcException
+    from dvc.exceptions import DvcException  # lazy: dvc, only to read another revision
 
     try:
         shown = repo.metrics.show(revs=[rev], hide_workspace=False, on_error="return")
@@ -208,8 +212,6 @@ def diff_metrics(a: dict[str, dict[str, dict]], b: dict[str, dict[str, dict]]) -
     """Per dataset, one row per model in either revision: status (changed, unchanged, added, removed), and for
     ID, Future and Decay the value at a, at b, the change b - a and whether it is an improvement. Reference
     models (baseline-*) are rows like any other, marked "reference": true and listed after the others."""
-    from drift.protocol.summary import is_reference
-
     out = {}
     for dataset in sorted(set(a) | set(b)):
         rows = []

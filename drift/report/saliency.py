@@ -13,6 +13,15 @@ import numpy as np
 import torch
 
 from drift.core.errors import DriftError
+from drift.core.paths import dataset_paths
+from drift.models import get_model_info
+from drift.models.checkpoints import list_checkpoints, load_checkpoint
+from drift.models.inputs import load_inputs
+from drift.protocol.matrix import eval_rows
+from drift.protocol.summary import cutoff_indices
+from drift.protocol.tasks import get_task
+from drift.report.plots import saliency_grid
+from drift.store.slices import read_slice_manifest, read_slice_table
 
 
 def saliency_map(model: torch.nn.Module, x: torch.Tensor, target, batch_size: int = 256) -> np.ndarray:
@@ -35,8 +44,6 @@ def select_rows(cutoff: int, eval_slice: int, slices: np.ndarray, splits: np.nda
                 seed: int = 0) -> np.ndarray:
     """Up to n portraits of the evaluation slice, scored as the drift matrix scores that cell (test split of a
     trained-on slice, all of a later one), drawn once from `seed` and kept in table order."""
-    from drift.protocol.matrix import eval_rows
-
     rows = eval_rows(cutoff, eval_slice, slices, splits)
     if len(rows) > n:
         rows = np.sort(np.random.default_rng(seed).choice(rows, size=n, replace=False))
@@ -45,8 +52,6 @@ def select_rows(cutoff: int, eval_slice: int, slices: np.ndarray, splits: np.nda
 
 def _checkpoints(model_dir: Path) -> dict[int, list[Path]]:
     """cutoff -> its checkpoint in every seed folder (drift.models.checkpoints names them)."""
-    from drift.models.checkpoints import list_checkpoints
-
     found: dict[int, list[Path]] = {}
     for per_cutoff in list_checkpoints(model_dir.parent, model_dir.name).values():
         for k, path in per_cutoff.items():
@@ -91,14 +96,6 @@ def dataset_saliency(name: str, models: list[str] | None = None, cells: list | N
     Returns {"models", "columns": [{cutoff, cutoff_label, eval, eval_label, n, title}], "maps": {(model, c): [H, W]},
     "portraits": {c: mean image [C, H, W]}}.
     """
-    from drift.core.paths import dataset_paths
-    from drift.models import get_model_info
-    from drift.models.checkpoints import load_checkpoint
-    from drift.models.inputs import load_inputs
-    from drift.protocol.summary import cutoff_indices
-    from drift.protocol.tasks import get_task
-    from drift.store.slices import read_slice_manifest, read_slice_table
-
     if cells is not None and (cutoffs is not None or eval_slice is not None):
         raise DriftError("saliency: give the grid as cells, or as cutoffs and an eval slice, not both")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
@@ -169,8 +166,6 @@ def write_saliency(name: str, path: Path, models: list[str] | None = None, cells
     models, cells, n are params.yaml's report.saliency.<name> (write_saliency(name, path,
     **params.report.saliency[name].model_dump(), root=root)); cutoffs / eval_slice (slice indices) are the
     alternative without cells."""
-    from drift.report.plots import saliency_grid
-
     result = dataset_saliency(name, models=models, cells=cells, n=n, seed=seed, root=root, cutoffs=cutoffs,
                               eval_slice=eval_slice)
     saliency_grid(result["maps"], result["models"], result["columns"], Path(path),

@@ -1,17 +1,12 @@
 """What a campaign costs before it runs (`drift plan`): counts, a measured throughput, projected hours.
 
-Three parts, kept apart so each can be checked alone:
-  counting     pure functions of the params and the slice counts: model-seed runs (the paper's Table 1),
-               trainings, training row-passes, encoder passes, evaluation cells and rows;
-  benchmark    forward+backward and forward-only rows/s of one model per family on this machine, at its real
-               input shape, cached per machine, torch version and model so a second plan is instant;
-  projection   counts / rates = hours here, and on a GPU from a stated or given speed-up over this CPU.
-
-Where the slice counts come from, in order: the slice manifest data/slices/<ds>.json (exact), else the params
-(a sample size, a cap per slice, the testbed's rows per slice), else a stated assumption (KNOWN_CORPORA); rows
-are then spread evenly over the slices, which the output says. Encoders and ingest are counted, not timed:
-Table 1 leaves preprocessing out too.
-"""
+Three parts, each checked alone: counting (pure functions of the params and slice counts: the model-seed runs of
+the paper's Table 1, trainings, training row-passes, encoder passes, evaluation cells and rows), benchmark
+(forward+backward and forward-only rows/s of one model per family at its real input shape, cached per machine,
+torch version and model), projection (counts / rates = hours here, and on a GPU from a stated or given speed-up
+over this CPU). Slice counts come from the slice manifest (exact), else the params, else a stated assumption
+(KNOWN_CORPORA), rows spread evenly over the slices, as the output says. Encoders and ingest are counted, not
+timed: Table 1 leaves preprocessing out too."""
 from __future__ import annotations
 
 import datetime as dt

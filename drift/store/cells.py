@@ -1,23 +1,13 @@
 """The checkpoint and cell cache: train and evaluate compute only what nothing has computed before.
 
-A checkpoint f_k of (model, seed) is fully determined by
-    the model:       its registry entry (class and arguments), the input it reads and the outputs it has
-    the seed:        the run's seed (not for the closed-form references: their fit ignores it)
-    the rows:        the content keys, labels and split of its cutoff's training rows, in table order (the batch
-                     order follows it), and the encoder fingerprint of the embeddings it reads
-    the training:    epochs, batch size, weight decay, the learning rate of its family, the optimiser (modality),
-                     the token cap, the engine, the thread count (a reduction's order)
-    the code:        the train stage's script and its import closure (code_version), dvc.yaml's code deps
-so `checkpoint_key` hashes exactly those. A cell M[i][j] is a checkpoint's score on slice j's rows (its test split
-when j <= i, all of it when j > i): `cell_key` hashes the checkpoint's key, those rows' content keys and labels,
-the task's metric and the evaluation code. Changing any component changes the key, so nothing stale is reused;
-tests/test_cells.py changes each one in turn.
-
-The cache lives beside the embedding store (embed.cache_dir), outside the workspace, so DVC's removal of a
-stage's outputs before it runs, `dvc exp run --temp` copies and other checkouts all find it:
-    <cache_dir>/checkpoints/<key[:2]>/<key>.pt     a state dict, written atomically
-    <cache_dir>/cells/<key[:2]>/<key>.json         one cell's score (null when the metric cannot score it)
-"""
+`checkpoint_key` hashes what determines a checkpoint f_k of (model, seed): the registry entry, input and outputs;
+the seed (not for the closed-form references); the content keys, labels and split of the cutoff's training rows
+in table order and the encoder fingerprint; epochs, batch size, weight decay, learning rate, optimiser, token
+cap, engine and thread count; the train stage's import closure. `cell_key` hashes the checkpoint's key, the
+content keys and labels of the rows M scores the cell on, the metric and the evaluation code; any change changes
+the key (tests/test_cells.py). The cache lives beside the embedding store (embed.cache_dir), outside the
+workspace, so DVC's output removal, `dvc exp run --temp` and other checkouts all find it: <cache_dir>/checkpoints/
+<key[:2]>/<key>.pt (a state dict), <cache_dir>/cells/<key[:2]>/<key>.json (a score, null if unscorable)."""
 from __future__ import annotations
 
 import hashlib

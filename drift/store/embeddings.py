@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import fcntl
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import lance
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from lance import LanceOperation
+from lance.commit import CommitConflictError
 
 from drift.core.errors import DriftError
 
@@ -267,9 +270,6 @@ def dedupe_table(path: Path, attempts: int = 5) -> int:
     The deletion is committed against the version the duplicates were found in. A delete by row address must
     never be re-applied to another version, so a conflicting commit (a compaction rewrote those fragments
     meanwhile) fails, and we look again from the latest version."""
-    from lance import LanceOperation
-    from lance.commit import CommitConflictError
-
     for _ in range(attempts):
         ds = lance.dataset(str(path))
         found = ds.scanner(columns=["key"], with_row_address=True, scan_in_order=True).to_table()
@@ -298,8 +298,6 @@ def dedupe_table(path: Path, attempts: int = 5) -> int:
 
 def compact_table(path: Path, dedupe: bool = True, cleanup: bool = True) -> dict:
     """Dedupe keys, merge small fragments, then delete the files only older versions use."""
-    from datetime import timedelta
-
     path = Path(path)
     before = table_info(path, count_unique=False)
     if not before["committed"]:

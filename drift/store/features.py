@@ -1,25 +1,12 @@
 """Feature files: the model inputs of one dataset as plain .npy files, read batch by batch from disk.
 
-`data/features/<dataset>/<encoder>/` holds, in the row order of the slice table:
-  tokens.npy   float16 [n_tokens, D]  the token states of every row, back to back (text encoder only)
-  offsets.npy  int64   [n + 1]        row i's tokens are tokens[offsets[i]:offsets[i + 1]]
-  pooled.npy   float32 [n, D]         the pooled vectors (float32 as the store keeps them: the same floats)
-  header.json                         shapes, dtypes, the store's fingerprint and table, a hash of the keys
-and `data/features/<dataset>/pixels/` holds pixels.npy (uint8 [n, C, H, W]) and its header.json.
-They are built once from the store (`write_features`, streaming: keys in chunks, files written sequentially)
-and rebuilt only when the header no longer matches: another encoder fingerprint, or other rows (keys are
-content hashes, so fingerprint + keys in order fix every byte).
-
-Why files read with pread, not the Lance store, not np.memmap (measured by bench/bench_scale.py: 768-d float16
-states, Amazon review lengths, 1,000 to 16,000 rows, warm page cache): producing a cutoff's training batches
-(x, mask) from these files runs at 0.93-0.95x the speed of the same files memory-mapped, while taking the same
-rows from the Lance store batch by batch runs at 0.08-0.15x of a memory map's ragged take. A memory map, though,
-keeps every page it touched mapped, so a process's resident memory grows with the file over an epoch (train
-peak RSS 1.14 GB -> 2.69 GB from 1,000 to 16,000 rows); preadv copies each batch out of the page cache into a
-buffer of the batch's size, so the reader's peak follows the batch size and the prefetch depth, not the dataset
-(1.03 GB -> 1.18 GB).
-The files are standard .npy, so `np.load(path, mmap_mode="r")` opens them too.
-"""
+`data/features/<dataset>/<encoder>/` holds, in slice-table row order, tokens.npy (float16 [n_tokens, D], text
+encoders only), offsets.npy (int64 [n + 1]: row i is tokens[offsets[i]:offsets[i + 1]]), pooled.npy (float32
+[n, D], the store's floats) and header.json (shapes, dtypes, the store's fingerprint and table, a hash of the
+keys); `pixels/` holds pixels.npy (uint8 [n, C, H, W]) and its header. `write_features` builds them once from
+the store, streaming, and again only when the header no longer matches (another fingerprint or other rows).
+Readers take a batch at a time with preadv, so memory follows the batch size, not the dataset; the files are
+standard .npy, so `np.load(path, mmap_mode="r")` opens them too."""
 from __future__ import annotations
 
 import hashlib
@@ -29,10 +16,12 @@ import shutil
 import sys
 from pathlib import Path
 
+import lance
 import numpy as np
 import pyarrow as pa
 
 from drift.core.errors import DriftError
+from drift.store.embeddings import open_store
 
 FORMAT = 1
 CHUNK_BYTES = 64 << 20  # store reads of about this many bytes of token states at a time, while building
@@ -212,8 +201,6 @@ def build_embeddings(store, keys: pa.Array, out: Path, keys_hash: str | None = N
 
 def build_pixels(slice_path: Path, out: Path, keys_hash: str, rows_per_read: int = 4096) -> dict:
     """The slice table's images as uint8 [n, C, H, W], read from the table in batches; returns the header."""
-    import lance
-
     ds = lance.dataset(str(slice_path))
     meta = ds.schema.metadata or {}
     shape = tuple(int(x) for x in meta.get(b"image_shape", b"3,32,32").decode().split(","))
@@ -258,8 +245,6 @@ def ensure_features(kind: str, slice_path: Path, keys, out_dir: Path, manifest: 
         return path
     path = Path(out_dir) / manifest["encoder"]
     if not is_current(path, keys_hash, manifest):
-        from drift.store.embeddings import open_store
-
         print(f"features: writing {path} from the store table {manifest['store']}", file=sys.stderr)
         build_embeddings(open_store(manifest, cache_dir), _keys_array(keys), path, keys_hash)
     return path
@@ -276,8 +261,6 @@ def write_features(slice_path: Path, encoders: dict, cache_dir: Path, out_dir: P
     ({encoder: manifest}, as data/embeddings/<dataset>.json holds under "encoders"), and the pixels of an
     image dataset, under out_dir (data/features/<dataset>). Directories of encoders no longer listed are
     removed, so the directory is exactly this run's output. Returns {name: header}."""
-    import lance
-
     out_dir = Path(out_dir)
     keys = _keys_array(lance.dataset(str(slice_path)).to_table(columns=["key"]).column("key"))
     keys_hash = keys_sha256(keys)

@@ -1,34 +1,12 @@
 """Many models of one architecture trained as one batched computation, and many checkpoints evaluated in one
-pass over the data (issue 11).
+pass over the data (`train.engine: batched`).
 
-A drift matrix needs a model per (seed, cutoff): Yearbook alone is 21 configurations x 5 seeds x 104 cutoffs of
-0.1-2M-parameter models, each too small to keep a processor busy. `train_many` trains the seeds and cutoffs of
-one model name together: their parameters stacked into one [M, P] tensor, one `torch.func.vmap` forward and
-backward per step, one vectorised Adam/AdamW step over the stack. Each model keeps everything `train_one`
-gives it: its initialisation (drawn after `torch.manual_seed(seed)`), its own rows and its own shuffling (its
-own numpy generator, the same calls to `length_bucketed_batches`), its own loss weights, standardisation and
-number of steps. The result equals `train_one` to float tolerance (tests/test_engine.py compares parameter by
-parameter and prediction by prediction).
-
-How the models share a step:
-- Members of a stack are sorted by their number of steps; at step t the models still training are a prefix of
-  the stack and take their (t+1)-th Adam step; a model whose data is exhausted drops out of the computation.
-- Rows: a model's last batch of an epoch is shorter; its rows are padded (repeating its first row) to the
-  group's longest batch, and the padded outputs never reach the loss. Models without batch norm compute each
-  row alone, so padding cannot change the real rows.
-- Batch norm (CNN, ResNet) mixes the rows of a batch, so its models share a forward only with models of the
-  same batch size (no padded rows); the running statistics are stacked buffers that vmap updates in place.
-- Token heads: models whose batches have very different widths run as separate groups (padding every batch to
-  the widest one would cost more than the batching saves); within a group tokens are padded, which every head
-  ignores exactly (drift/models/text.py).
-
-Which path each family takes (`engine_path`, checked in tests/test_engine.py on every model of the registry):
-  stacked: MLP, CNN, ResNet, ViT (images), FFN, TextCNN, Transformer (text heads), the linear probes
-  solo (train_one, one after another): Recurrent (BiGRU/BiLSTM: packed sequences call .item(), which vmap
-  cannot batch), the references (closed form, no steps), and any model with active dropout.
-Dropout: no model of the registry has dropout. A model with dropout p > 0 takes the solo path, so results stay
-exact: vmap's randomness="different" would draw other masks than the solo run, equal in distribution only.
-"""
+`train_many` trains the seeds and cutoffs of one model name together: parameters stacked into one [M, P]
+tensor, one `torch.func.vmap` forward and backward per step, one vectorised Adam/AdamW step over the stack.
+Each model keeps everything `train_one` gives it (initialisation, rows, shuffling, loss weights,
+standardisation, number of steps) and equals it to float tolerance (tests/test_engine.py). `engine_path` names
+each family's path: stacked (MLP, CNN, ResNet, ViT, FFN, TextCNN, Transformer, the linear probes) or solo
+through `train_one` (recurrent heads, the references, any model with dropout p > 0)."""
 from __future__ import annotations
 
 import copy

@@ -1,20 +1,13 @@
 """The registry of datasets. Each dataset is one module here that reads its source into canonical records.
 
-A dataset module defines:
-
-    NAME      the registry name ("sotu", "amazon", ...)
-    TASK      "binary" | "regression" | "multilabel"   (drift.protocol.tasks)
-    MODALITY  "text" | "image"
-    def label_names(cfg) -> list[str]      class names (binary: 2, multilabel: C); [] for regression
-    def read(cfg, ledger: Ledger) -> Iterator[dict]
-        Streams the source named by cfg (the dataset's section of params.yaml: its drift.core.params model, every
-        default filled; a plain mapping is validated into one) and yields one dict per kept
-        row: {"id": str, "time": datetime.datetime (UTC, naive), "label": int | float | list[int],
-              "text": str} for text, or "image": numpy uint8 array (3, 32, 32) for images.
-        Rows a rule drops call ledger.filter(rule); bad rows call ledger.quarantine(where, reason, raw).
-        It never filters by time: the ingest driver applies the time span of cfg.slices for every dataset.
-        A missing source raises DriftError with where to put the files or how to fetch them.
-"""
+A dataset module defines NAME (the registry name), TASK ("binary" | "regression" | "multilabel",
+drift.protocol.tasks), MODALITY ("text" | "image"), `label_names(cfg) -> list[str]` ([] for regression) and
+`read(cfg, ledger: Ledger) -> Iterator[dict]`: it streams the source cfg names (the dataset's section of
+params.yaml as its drift.core.params model, every default filled) and yields per kept row {"id": str, "time":
+naive UTC datetime, "label": int | float | list[int], and "text": str or "image": uint8 array (3, 32, 32)}.
+Rows a rule drops call ledger.filter(rule), bad rows ledger.quarantine(where, reason, raw). It never filters by
+time (the ingest driver applies cfg.slices); a missing source raises DriftError saying where to put the files
+or how to fetch them."""
 from __future__ import annotations
 
 import importlib

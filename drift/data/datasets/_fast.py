@@ -1,22 +1,12 @@
-"""The fast path of the JSON-lines readers: Arrow's multi-threaded JSON parser on large byte chunks, the
-checks and the field extraction as column operations, and the line-by-line reader only for the rows it must see.
+"""The fast path of the JSON-lines readers (amazon, arxiv): Arrow's multi-threaded JSON parser on large byte
+chunks, the checks and field extraction as column operations, the line-by-line reader only for rows it must see.
 
-A reader that has a fast path (amazon, arxiv) defines three things:
-    SCHEMA       the Arrow schema of the fields it reads (pyarrow.json refuses a value of another JSON type,
-                 so a chunk with a wrong type, a duplicate key or broken JSON fails to parse instead of being
-                 coerced; polars' reader turns a number into a string silently, which is why it is not used)
-    vectorise    table -> (records, keep, fallback, filtered): the records of the rows kept, which rows those
-                 are, the rows whose outcome the columns cannot decide exactly, and {rule: n} for the rows a
-                 rule drops (masks as boolean arrays, one entry per row of the table)
-    record       (value, where, raw, ledger) -> record or None: the old path's per-row function
-
-Every `fallback` row goes through `record` with a collector in place of the ledger, so
-its quarantine reason, `where` and raw text are exactly the old path's. A chunk Arrow cannot parse is cut in
-halves until the pieces parse; a piece of LEAF_LINES or fewer that still fails is read line by line.
-The reader yields one Batch per piece, in file order; drift.data.ingest merges the batches' bad rows with its own
-(duplicate ids) by line, so the quarantine lists rows in the old path's order and strict mode stops at the
-same row.
-"""
+A reader with a fast path defines SCHEMA (the Arrow schema of its fields: a wrong type, a duplicate key or broken
+JSON fails the chunk's parse), `vectorise` (table -> records kept, keep and fallback masks, {rule: n} filtered)
+and `record` (the line reader's per-row function). Fallback rows go through `record`, so their quarantine
+reason, `where` and raw text are the line reader's; a chunk that does not parse is halved until it does, and a
+piece of LEAF_LINES or fewer is read line by line. Batches come in file order and drift.data.ingest merges
+their bad rows by line, so the quarantine order and strict mode's stopping row are the line reader's."""
 from __future__ import annotations
 
 import io

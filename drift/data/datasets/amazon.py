@@ -1,20 +1,12 @@
 """Amazon Reviews 2023 (paper Section 3.1.2, Appendix B.2): predict the 1-5 star rating from the review text.
 
-Source: a folder with one file per product category, `<Category>.jsonl` or `<Category>.jsonl.gz`, as the
-Amazon Reviews 2023 review files (one JSON object per line). Only the fields `rating, title, text,
-parent_asin, user_id, timestamp` are read; `images, asin, helpful_vote, verified_purchase` may be there or not.
-
-cfg keys (the `amazon` section of params.yaml):
-    source      folder of the category files (default data/raw/amazon)
-    categories  category names to read, in order, e.g. [All_Beauty, Software]; default: every file in source
-    url, sha256 download only (drift.data.fetch): URL template with {category}; sha256 as {file name: sha}
-    strict      read by the ingest driver: stop at the first bad row instead of quarantining it
-
-Record: id = "user_id:parent_asin:timestamp", time = `timestamp` (ms since epoch, UTC),
-label = float(rating), text = title + "\\n" + text (kept verbatim, including the source's <br /> tags).
-Bad rows are quarantined with reasons: malformed_json, missing_id, missing_timestamp, bad_timestamp,
-missing_rating, bad_rating, rating_out_of_range, empty_text.
-"""
+Source: a folder of `<Category>.jsonl` or `.jsonl.gz` review files (one JSON object per line); only `rating,
+title, text, parent_asin, user_id, timestamp` are read. cfg (params.yaml `amazon`): source (default
+data/raw/amazon), categories (default every file in source), url and sha256 (drift.data.fetch only: a URL
+template with {category}, {file name: sha}), strict (the ingest driver). Record: id =
+"user_id:parent_asin:timestamp", time = `timestamp` (ms since epoch, UTC), label = float(rating), text = title +
+"\\n" + text, verbatim (<br /> tags included). Quarantine reasons: malformed_json, missing_id,
+missing_timestamp, bad_timestamp, missing_rating, bad_rating, rating_out_of_range, empty_text."""
 from __future__ import annotations
 
 import datetime as dt

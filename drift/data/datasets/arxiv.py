@@ -1,22 +1,12 @@
 """arXiv (paper Section 3.1.3, Appendix B.3, Section E): multi-label subject classification from title + abstract.
 
-Source: the Kaggle/Cornell metadata snapshot `arxiv-metadata-oai-snapshot.json`, one JSON object per line
-(about 2.9 million lines, 4.5 GB; a `.gz` of it is read too). It is streamed line by line.
-
-cfg keys (the `arxiv` section of params.yaml):
-    source      the snapshot file (default data/raw/arxiv/arxiv-metadata-oai-snapshot.json)
-    categories  the label space, in label order (default: the paper's seven leaf categories)
-    time_field  "first_version" (default: versions[0].created, RFC 2822, when the paper first appeared)
-                or "update_date" ("2008-11-13", the date of the last version)
-    url, sha256 download only (drift.data.fetch): the snapshot's URL and optional sha256
-    strict      read by the ingest driver: stop at the first bad row instead of quarantining it
-
-Record: id = arXiv id, label = [0/1 per category, in cfg order] from the space-separated `categories` field,
-text = title + "\\n" + abstract, each with its whitespace collapsed (the snapshot hard-wraps them).
-A paper with none of the categories is filtered ("no_kept_category"): that check comes first, so the two
-thirds of the snapshot outside the label space are dropped without being judged. Bad rows are quarantined
-with reasons: malformed_json, missing_id, missing_categories, missing_timestamp, bad_timestamp, empty_text.
-"""
+Source: the Kaggle/Cornell snapshot `arxiv-metadata-oai-snapshot.json` (or its .gz), one JSON object per line,
+streamed (about 2.9 million lines, 4.5 GB). cfg (params.yaml `arxiv`): source, categories (the label space in
+label order; default the paper's seven leaf categories), time_field ("first_version", the default:
+versions[0].created; or "update_date"), url and sha256 (drift.data.fetch only), strict (the ingest driver).
+Record: id = arXiv id, label = 0/1 per category in cfg order, text = title + "\\n" + abstract, whitespace
+collapsed. A paper with none of the categories is filtered first ("no_kept_category"); quarantine reasons:
+malformed_json, missing_id, missing_categories, missing_timestamp, bad_timestamp, empty_text."""
 from __future__ import annotations
 
 import functools

@@ -1,21 +1,13 @@
 """Synthetic portraits with controllable drift: the testbed for the paper's Section 5.1 claim.
 
-Each image is 3x32x32: a background, a face-like ellipse, and two small "eye" marks. The class (0/1) is
-told by two cues:
-- a local cue: the eye marks are vertical bars for class 1 and horizontal bars for class 0, placed with a
-  small random shift. Models with a locality prior (CNNs) pick it up quickly; it is strong.
-- a weak, stable global cue: class 1 faces are slightly brighter, with enough noise that it alone reaches
-  well under the local cue's accuracy. It never drifts.
-
-Drift over the K time slices (t runs from 0 at the first slice to 1 at the last), each from 0 (off) to 1:
-- covariate_drift: the background's colour and stripe pattern change with t (style, not class).
-- label_drift: the share of class 1 moves from 0.5 - label_drift/2 to 0.5 + label_drift/2.
-- concept_drift: the eye marks of both classes rotate by concept_drift * t * 90 degrees, so at full drift
-  class 1's late cue looks like class 0's early one: P(y | local cue) changes while the global cue holds.
-
-Deterministic from `seed`. cfg keys (params.yaml `synth-portraits:`): k, per_slice, seed, start_year,
-covariate_drift, label_drift, concept_drift, global_cue, noise. Slice t is dated Jan 1 of start_year + t.
-"""
+Each 3x32x32 image holds a background, a face-like ellipse and two small "eye" marks. The class (0/1) is told by
+a strong local cue (eye marks vertical for class 1, horizontal for class 0, slightly shifted: a locality prior
+picks it up quickly) and a weak global cue that never drifts (class 1 faces slightly brighter, noisy). Drift over
+the slices, t from 0 to 1, each knob from 0 (off) to 1: covariate_drift (background colour and stripes change),
+label_drift (the share of class 1 moves from 0.5 - label_drift/2 to 0.5 + label_drift/2), concept_drift (both
+classes' marks rotate by concept_drift * t * 90 degrees: P(y | local cue) changes, the global cue holds).
+Deterministic from `seed`; cfg (params.yaml `synth-portraits`): k, per_slice, seed, start_year, covariate_drift,
+label_drift, concept_drift, global_cue, noise. Slice t is dated Jan 1 of start_year + t."""
 from __future__ import annotations
 
 import datetime as dt

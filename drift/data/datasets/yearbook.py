@@ -1,23 +1,12 @@
 """Yearbook (paper Section 3.1.1, Appendix B.1): classify the sex of US high-school senior portraits, 1905-2013.
 
-Source: the corpus of Ginosar et al., either unpacked, the folder
-`faces_aligned_small_mirrored_co_aligned_cropped_cleaned/` holding `F/` and `M/` grayscale PNGs, or the
-archive `faces_aligned_small_mirrored_co_aligned_cropped_cleaned.tar.gz` read as a stream (nothing extracted).
-If `source` names a folder that is not there but `<source>.tar.gz` is (what `drift fetch yearbook` writes),
-the archive is read.
-
-cfg keys (the `yearbook` section of params.yaml):
-    source      the folder or the .tar.gz
-                (default data/raw/yearbook/faces_aligned_small_mirrored_co_aligned_cropped_cleaned)
-    url, sha256 download only (drift.data.fetch): the .tar.gz's URL and optional sha256
-    strict      read by the ingest driver: stop at the first bad file instead of quarantining it
-
-Record: id = file name, time = January 1st of the year that starts the file name (`1950_...png`),
-label = 0 for F/, 1 for M/, image = uint8 (3, 32, 32): the portrait resized to 32x32 (bilinear, with
-Pillow's antialiasing when shrinking), gray replicated into three channels.
-Bad files are quarantined with reasons: bad_file_name (not `<year>_*.png`), not_in_F_or_M,
-undecodable_image.
-"""
+Source (Ginosar et al.): the folder `faces_aligned_small_mirrored_co_aligned_cropped_cleaned/` of `F/` and `M/`
+grayscale PNGs, or its `.tar.gz` read as a stream, nothing extracted (read when the folder `source` names is
+absent, as `drift fetch yearbook` leaves it). cfg (params.yaml `yearbook`): source, url and sha256
+(drift.data.fetch only), strict (the ingest driver). Record: id = file name, time = January 1st of the year that
+starts the file name (`1950_...png`), label = 0 for F/, 1 for M/, image = uint8 (3, 32, 32): resized to 32x32
+(bilinear, Pillow's antialiasing when shrinking), gray in three channels. Quarantine reasons: bad_file_name
+(not `<year>_*.png`), not_in_F_or_M, undecodable_image."""
 from __future__ import annotations
 
 import datetime as dt
