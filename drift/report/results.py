@@ -17,7 +17,7 @@ STATS = ("id", "future", "decay")
 
 def load_results(metrics_dir: Path, dataset: str | None = None) -> dict[str, dict[str, dict]]:
     """{dataset: {model: metrics}} from metrics/<dataset>/<model>.json (what `dvc metrics show` reads)."""
-    from drift.data.datasets import DATASETS
+    from drift.core.datasets import DATASETS
 
     if dataset is not None and dataset not in DATASETS:
         from drift.core.errors import close_matches
