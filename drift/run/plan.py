@@ -27,7 +27,7 @@ import yaml
 from drift.core.datasets import dataset_info
 from drift.core.errors import DriftError, close_matches
 from drift.core.presets import PRESETS, list_presets, merge_preset
-from drift.data.datasets import dataset_cfg, get_dataset
+from drift.data.datasets import dataset_cfg, get_dataset, load
 from drift.models import get_model_info
 
 # The paper's Table 1 (Appendix B) totals; each corpus's row is its module's PAPER_COST (drift/data/datasets/),
@@ -52,8 +52,6 @@ DEVICE_PEAK_FLOPS = {
 
 def plan_params(preset: str | None, params_path: Path = Path("params.yaml"), presets: Path = PRESETS):
     """Params (drift.core.params.Params) of params.yaml, with preset `preset` merged in memory (nothing written)."""
-    from drift.core.params import load
-
     params_path = Path(params_path)
     if not params_path.exists():
         raise DriftError(f"no {params_path} here: run from the repository root (where dvc.yaml is)")
