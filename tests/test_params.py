@@ -10,12 +10,18 @@ import pytest
 import yaml
 from conftest import only, run, tiny_params
 
-from drift.core.errors import DriftError
 from drift.core.datasets import DATASETS
+from drift.core.errors import DriftError
 from drift.core.params import RUN_CHOICES, EmbedParams, Params, TrainParams
 from drift.core.params import load as load_core
 from drift.core.presets import apply_preset
-from drift.data.datasets import dataset_cfg, dataset_params, get_dataset, load, load_params
+from drift.data.datasets import (
+    dataset_cfg,
+    dataset_params,
+    get_dataset,
+    load,
+    load_params,
+)
 from drift.data.datasets.yearbook import YearbookParams
 from drift.run.checks import validate
 

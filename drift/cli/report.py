@@ -279,8 +279,8 @@ def saliency(dataset: str = typer.Argument(..., help="an image dataset with trai
                  None, "--out", "-o", help="the PNG (default plots_png/<dataset>/saliency.png)"),
              as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Mean gradient saliency maps of the image models (paper Figure 3) as a PNG grid: models × cutoffs."""
-    from drift.core.paths import dataset_paths
     from drift.core.datasets import DATASETS
+    from drift.core.paths import dataset_paths
     from drift.report.saliency import write_saliency
     from drift.store.slices import read_slice_manifest
 

@@ -19,15 +19,22 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from urllib.parse import urlparse
 from typing import ClassVar, Iterator, Optional
+from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field
 
 from drift.core.errors import DriftError, close_matches
-from drift.core.params import CorpusParams, Names, PositiveInt, SampleSpec, SliceSpec, slices_field
+from drift.core.params import (
+    CorpusParams,
+    Names,
+    PositiveInt,
+    SampleSpec,
+    SliceSpec,
+    slices_field,
+)
 from drift.data.datasets._fast import NON_WHITESPACE, Batch, fast_batches, or_empty
 from drift.data.datasets._io import (
     EPOCH,
@@ -37,7 +44,6 @@ from drift.data.datasets._io import (
     raw_text,
 )
 from drift.data.ledger import Ledger
-
 
 
 class AmazonParams(CorpusParams):

@@ -30,7 +30,14 @@ import pyarrow.compute as pc
 from pydantic import Field
 
 from drift.core.errors import DriftError
-from drift.core.params import CorpusParams, Names, PositiveInt, SliceSpec, choice, slices_field
+from drift.core.params import (
+    CorpusParams,
+    Names,
+    PositiveInt,
+    SliceSpec,
+    choice,
+    slices_field,
+)
 from drift.data.datasets._fast import (
     RARE_WHITESPACE,
     WS_CLASS,

@@ -22,7 +22,6 @@ from drift.core.errors import DriftError
 from drift.core.params import DatasetParams, Int, PositiveInt, SliceSpec, slices_field
 
 
-
 class SotuParams(DatasetParams):
     """params.yaml `sotu:`."""
     SECTION: ClassVar[str] = "sotu"

@@ -19,13 +19,18 @@ covariate_drift, label_drift, concept_drift, global_cue, noise. Slice t is dated
 from __future__ import annotations
 
 import datetime as dt
-
 from typing import ClassVar
 
 import numpy as np
 
-from drift.core.params import DatasetParams, Float, Int, PositiveInt, SliceSpec, slices_field
-
+from drift.core.params import (
+    DatasetParams,
+    Float,
+    Int,
+    PositiveInt,
+    SliceSpec,
+    slices_field,
+)
 
 
 class SynthPortraitsParams(DatasetParams):

@@ -35,7 +35,6 @@ from drift.data.datasets._io import missing_source
 from drift.data.ledger import Ledger
 
 
-
 class YearbookParams(CorpusParams):
     """params.yaml `yearbook:`."""
     SECTION: ClassVar[str] = "yearbook"
