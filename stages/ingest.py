@@ -1,7 +1,7 @@
 """Stage ingest@<dataset>: source -> canonical records + quarantine + metrics/ingest/<dataset>.json."""
-from drift.core.params import dataset_cfg, load_params
 from drift.core.paths import dataset_paths
 from drift.core.stage import run_stage, write_json
+from drift.data.datasets import dataset_cfg, load_params
 from drift.data.ingest import ingest
 from drift.data.validate import validate_data
 
@@ -9,9 +9,10 @@ from drift.data.validate import validate_data
 def main(argv):
     name = argv[0]
     params = load_params()
-    validate_data(params, name)  # bad names or slices stop here, before any compute (models: at train)
+    cfg = dataset_cfg(params, name)
+    validate_data(params, name, cfg)  # bad names or slices stop here, before any compute (models: at train)
     p = dataset_paths(name)
-    counts = ingest(name, dataset_cfg(params, name), p["records"], p["quarantine"])
+    counts = ingest(name, cfg, p["records"], p["quarantine"])
     write_json(p["ingest_metrics"], counts)
 
 

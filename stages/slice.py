@@ -1,5 +1,6 @@
-"""Stage slice@<dataset>: records -> the time-sliced Lance table with a fixed stratified train/test split."""
-from drift.core.params import dataset_cfg, load_params
+"""Stage slice@<dataset>: records -> the time-sliced Lance table with a fixed stratified train/test split; the
+dataset's slicing keys and label names come with the records (ingest writes them), not from its reader."""
+from drift.core.params import load_params
 from drift.core.stage import require, run_stage
 from drift.data.records import read_records
 from drift.store.slices import slice_dataset, write_slice_table
@@ -9,7 +10,7 @@ def main(argv):
     name = argv[0]
     params = load_params()
     p = require(name, "records")
-    table, manifest = slice_dataset(read_records(p["records"]), name, dataset_cfg(params, name), params.split)
+    table, manifest = slice_dataset(read_records(p["records"]), name, params.split)
     write_slice_table(table, p["slices"], manifest)
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from drift.core.datasets import DATASETS
 from drift.core.errors import DriftError
 from drift.data.datasets import amazon, arxiv, get_dataset, yearbook
 from drift.data.ledger import Ledger
@@ -23,7 +24,7 @@ ARXIV = FIXTURES / "arxiv" / "arxiv-metadata-sample.json"
 
 def run(module, cfg: dict, strict: bool = False) -> tuple[list[dict], Ledger]:
     """Reads everything the way the ingest driver does: keep() per yielded row."""
-    ledger = Ledger(module.NAME, strict=strict)
+    ledger = Ledger(module.__name__.rsplit(".", 1)[-1], strict=strict)
     rows = []
     for row in module.read(cfg, ledger):
         ledger.keep()
@@ -58,8 +59,8 @@ def edit(line: str, **changes) -> str:
 def test_registry_and_contract():
     for name, task, modality in [("yearbook", "binary", "image"), ("amazon", "regression", "text"),
                                  ("arxiv", "multilabel", "text")]:
-        m = get_dataset(name)
-        assert (m.NAME, m.TASK, m.MODALITY) == (name, task, modality)
+        assert DATASETS[name][:2] == (task, modality)
+        assert get_dataset(name).__name__ == f"drift.data.datasets.{DATASETS[name].module}"
     assert yearbook.label_names({}) == ["F", "M"]
     assert amazon.label_names({}) == []
     assert arxiv.label_names({}) == ["cs.LG", "hep-ph", "cs.CV", "cs.AI", "hep-th", "quant-ph", "gr-qc"]

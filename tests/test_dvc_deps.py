@@ -75,3 +75,48 @@ def test_closure_follows_function_level_and_package_imports(tmp_path):
     files = {str(f.relative_to(ROOT)) for f in closure(ROOT / "stages/train.py")}
     assert {"drift/train/loop.py", "drift/models/checkpoints.py", "drift/models/__init__.py", "drift/models/reference.py",
             "drift/__init__.py"} <= files
+
+
+def resolved_deps() -> dict[tuple[str, str], list[str]]:
+    """{(stage, dataset): its deps} for every dataset of the table, `${item.*}` and `${key}` filled in from the
+    `datasets` entry params.yaml would give it (drift/core/datasets.py names its reader)."""
+    from drift.core.datasets import DATASETS
+
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    out = {}
+    for dataset, info in DATASETS.items():
+        item = {"${item.reader}": info.reader, "${item.input}": f"data/raw/{dataset}", "${key}": dataset}
+        for name, stage in stages.items():
+            deps = []
+            for dep in stage["do"]["deps"]:
+                for var, value in item.items():
+                    dep = dep.replace(var, value)
+                deps.append(dep)
+            out[name, dataset] = deps
+    return out
+
+
+def test_a_reader_edit_reruns_only_its_datasets_ingest():
+    """Editing drift/data/datasets/<module>.py changes what one stage depends on: ingest of its dataset. No
+    other dataset's ingest, no slice, embed, train, evaluate or report."""
+    from drift.core.datasets import DATASETS
+
+    deps = resolved_deps()
+    for dataset, info in DATASETS.items():
+        reader = ROOT / info.reader
+        assert reader.exists()
+        depending = {key for key, paths in deps.items() if covered(reader, paths)}
+        assert depending == {("ingest", dataset)}, f"{info.reader} is a dep of {sorted(depending)}"
+        # and ingest@<dataset> depends on everything its reader imports
+        lacking = [str(f.relative_to(ROOT)) for f in closure(reader) if not covered(f, deps["ingest", dataset])]
+        assert not lacking, f"ingest@{dataset} misses {lacking}, which its reader imports"
+
+
+def test_only_ingest_imports_a_reader():
+    """The later stages read task, modality and label names from the table or the slice manifest."""
+    from drift.core.datasets import DATASETS
+
+    readers = {ROOT / info.reader for info in DATASETS.values()}
+    for script in sorted((ROOT / "stages").glob("*.py")):
+        if script.stem != "ingest":
+            assert not closure(script) & readers, f"{script.name} imports a reader"

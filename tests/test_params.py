@@ -10,20 +10,19 @@ import pytest
 import yaml
 from conftest import only, run, tiny_params
 
+from drift.core.datasets import DATASETS
 from drift.core.errors import DriftError
-from drift.core.params import (
-    DATASET_PARAMS,
-    RUN_CHOICES,
-    EmbedParams,
-    Params,
-    TrainParams,
-    YearbookParams,
+from drift.core.params import RUN_CHOICES, EmbedParams, Params, TrainParams
+from drift.core.params import load as load_core
+from drift.core.presets import apply_preset
+from drift.data.datasets import (
+    dataset_cfg,
     dataset_params,
+    get_dataset,
     load,
     load_params,
 )
-from drift.core.presets import apply_preset
-from drift.data.datasets import DATASETS
+from drift.data.datasets.yearbook import YearbookParams
 from drift.run.checks import validate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,9 +79,28 @@ def test_a_preset_that_breaks_params_is_refused_and_nothing_is_written(tmp_path)
 
 
 def test_a_section_per_dataset():
-    assert set(DATASET_PARAMS) == set(DATASETS)
     params = load(shipped())
-    assert all(isinstance(params.dataset(name), DATASET_PARAMS[name]) for name in DATASETS)
+    assert all(isinstance(dataset_cfg(params, name), get_dataset(name).PARAMS) for name in DATASETS)
+    assert set(DATASETS) <= set(Params.keys())  # the schema's dataset sections are the table's
+
+
+def test_the_core_schema_keeps_a_dataset_section_as_written_and_its_module_types_it():
+    data = changed(lambda p: p["sotu"].update(min_word=20))
+    assert load_core(data).section("sotu")["min_word"] == 20  # train, evaluate, report: no reader to type it
+    with pytest.raises(DriftError, match=r"^unknown parameter sotu\.min_word: did you mean sotu\.min_words\?"):
+        load(data)  # ingest and the CLI: its module's params class
+
+
+def test_an_old_datasets_entry_names_the_new_form():
+    message = error(changed(lambda p: p["datasets"].update(sotu="drift/data/datasets/sotu.py")))
+    assert message == ("params.yaml `datasets.sotu: drift/data/datasets/sotu.py` is the old form: write "
+                       "`sotu: {input: drift/data/datasets/sotu.py, reader: drift/data/datasets/sotu.py}`")
+
+
+def test_a_reader_other_than_the_tables_is_refused():
+    message = error(changed(lambda p: p["datasets"]["sotu"].update(reader="drift/data/datasets/arxiv.py")))
+    assert message == ("datasets.sotu.reader is drift/data/datasets/arxiv.py, but sotu's reader is "
+                       "drift/data/datasets/sotu.py: write that")
 
 
 # ---------------------------------------------------------------- one source of values
@@ -109,6 +127,7 @@ def test_schema_defaults_are_the_values_of_params_yaml():
     """params.yaml is the source of values; the schema's defaults only fill keys it leaves out, so they must
     equal it wherever it sets a key (but for RUN_CHOICES: the run's choices, with no meaningful default)."""
     defaults = Params.model_validate({"datasets": {}}).model_dump(by_alias=True)
+    defaults.update({name: get_dataset(name).PARAMS().model_dump() for name in DATASETS})
     differ = {path: (value, _at(defaults, path)) for path, value in _leaves(shipped())
               if _at(defaults, path) != value}
     assert not differ, f"params.yaml value vs schema default: {differ}"
@@ -123,17 +142,19 @@ def test_a_missing_key_takes_the_schema_default():
     params = shipped()
     del params["embed"]["max_length"], params["train"]["epochs"], params["sotu"]
     typed = load(params)
-    assert typed.embed.max_length == 64 and typed.train.epochs == 5 and typed.sotu.min_words == 30
-    assert typed.sotu.slices.spec() == {"unit": "decade", "start": 1850, "end": 2030}
+    sotu = dataset_cfg(typed, "sotu")
+    assert typed.embed.max_length == 64 and typed.train.epochs == 5 and sotu.min_words == 30
+    assert sotu.slices.spec() == {"unit": "decade", "start": 1850, "end": 2030}
 
 
 def test_a_corpus_reads_from_its_datasets_entry_unless_source_is_set():
     params = shipped()
-    params["datasets"] = {"yearbook": "elsewhere/yearbook.tar.gz", "amazon": "elsewhere/amazon"}
+    params["datasets"] = {"yearbook": {"input": "elsewhere/yearbook.tar.gz", "reader": DATASETS["yearbook"].reader},
+                          "amazon": {"input": "elsewhere/amazon", "reader": DATASETS["amazon"].reader}}
     del params["yearbook"]["source"]
     typed = load(params)
-    assert typed.yearbook.source == "elsewhere/yearbook.tar.gz"
-    assert typed.amazon.source == "data/raw/amazon"  # set in its section: the section wins
+    assert dataset_cfg(typed, "yearbook").source == "elsewhere/yearbook.tar.gz"
+    assert dataset_cfg(typed, "amazon").source == "data/raw/amazon"  # set in its section: the section wins
     assert YearbookParams().source == shipped()["yearbook"]["source"]
 
 
@@ -144,7 +165,7 @@ def test_null_means_empty():
     params["sotu"] = None
     typed = load(params)
     assert typed.train.baselines == [] and typed.embed.encoders == []
-    assert typed.sotu == DATASET_PARAMS["sotu"]()
+    assert dataset_cfg(typed, "sotu") == get_dataset("sotu").PARAMS()
 
 
 # ---------------------------------------------------------------- unknown keys, at every level
@@ -165,7 +186,7 @@ def test_null_means_empty():
      "unknown parameter split.test_frac: did you mean split.test_fraction?"),
     (lambda p: p["train"]["models"].update(sotuu=["ffn-s"]),
      "unknown parameter train.models.sotuu: did you mean train.models.sotu?"),
-    (lambda p: p["datasets"].update(yearbok="data/raw/yearbook"),
+    (lambda p: p["datasets"].update(yearbok={"input": "data/raw/yearbook", "reader": "x.py"}),
      "unknown parameter datasets.yearbok: did you mean datasets.yearbook?"),
     (lambda p: p["report"]["saliency"]["synth-portraits"].update(cell=[]),
      "unknown parameter report.saliency.synth-portraits.cell: did you mean report.saliency.synth-portraits.cells?"),
@@ -201,7 +222,7 @@ def test_an_unknown_family_in_lr_stops_validate():
     (lambda p: p["arxiv"].update(time_field="published"),
      "arxiv.time_field must be one of first_version, update_date, got 'published'"),
     (lambda p: p.update(train=5), "train must be a mapping, got 5"),
-    (lambda p: p.pop("datasets"), "params.yaml `datasets` must map each dataset to its raw input"),
+    (lambda p: p.pop("datasets"), "params.yaml `datasets` must map each dataset to its input and reader"),
 ])
 def test_wrong_types_are_one_line_errors(change, expected):
     assert error(changed(change)).startswith(expected)

@@ -83,13 +83,11 @@ def test_cnn_looks_at_the_eyes_more_than_the_mlp():
 def portraits_root(tmp_path_factory):
     """A synth-portraits slice table (years 2000-2002, the real ingest and slice code) and random-weight
     checkpoints of mlp-s (seeds 0, 1) and cnn-s (seed 0) at every cutoff, laid out as the train stage does."""
-    from drift.core.params import dataset_params
     from drift.core.paths import dataset_paths
-    from drift.data.datasets import get_dataset
+    from drift.data.datasets import dataset_params
     from drift.data.ingest import ingest
     from drift.data.records import read_records
-    from drift.protocol.slicing import build_slices
-    from drift.store.slices import write_slice_table
+    from drift.store.slices import slice_dataset, write_slice_table
 
     root = tmp_path_factory.mktemp("saliency")
     name = "synth-portraits"
@@ -98,11 +96,8 @@ def portraits_root(tmp_path_factory):
                                 "slices": {"unit": "year", "start": 2000, "end": 2003}, "min_samples": 10})
     p = dataset_paths(name, root)
     ingest(name, cfg, p["records"], p["quarantine"])
-    table, slices = build_slices(read_records(p["records"]), cfg, {"seed": 0, "test_fraction": 0.3})
-    dataset = get_dataset(name)
-    p["slices"].parent.mkdir(parents=True, exist_ok=True)
-    write_slice_table(table, p["slices"], {"dataset": name, "task": dataset.TASK, "modality": dataset.MODALITY,
-                                           "label_names": dataset.label_names(cfg), "slices": slices})
+    table, manifest = slice_dataset(read_records(p["records"]), name, {"seed": 0, "test_fraction": 0.3})
+    write_slice_table(table, p["slices"], manifest)
     for model_name, seeds in (("mlp-s", (0, 1)), ("cnn-s", (0,))):
         for seed in seeds:
             for cutoff in range(3):

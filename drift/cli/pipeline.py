@@ -16,7 +16,6 @@ from rich.text import Text
 from drift.cli.common import console, fail, fmt
 from drift.core.encoder_registry import ENCODER_PARAMS, ENCODERS, get_encoder_spec
 from drift.core.errors import DriftError
-from drift.core.params import dataset_cfg, load_params
 from drift.core.paths import METRICS
 from drift.core.presets import apply_preset
 from drift.data.datasets import get_dataset
@@ -146,14 +145,15 @@ def label_free_table(rows: list[dict]) -> Table:
 
 def dataset_specs(dataset: str, params_path: Path = Path("params.yaml")):
     """(spec of each input kind, n_outputs) for a dataset as params.yaml configures it."""
-    # lazy: torch, kept out of `drift --help`
+    from drift.core.datasets import dataset_info
+    from drift.data.datasets import dataset_cfg, load_params
     from drift.models import InputSpec
     from drift.protocol.tasks import get_task
 
     params = load_params(params_path)
-    module, cfg = get_dataset(dataset), dataset_cfg(params, dataset)
-    n_outputs = get_task(module.TASK).n_outputs(len(module.label_names(cfg)))
-    if module.MODALITY == "image":
+    info, cfg = dataset_info(dataset), dataset_cfg(params, dataset)
+    n_outputs = get_task(info.task).n_outputs(len(get_dataset(dataset).label_names(cfg)))
+    if info.modality == "image":
         return {"pixels": InputSpec("pixels", (3, 32, 32))}, n_outputs, "image"
     dim = get_encoder_spec(params.embed.text_encoder).dim
     return {"tokens": InputSpec("tokens", (dim,)), "pooled": InputSpec("pooled", (dim,))}, n_outputs, "text"
@@ -218,6 +218,8 @@ def fetch(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
           as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Download a corpus from the URL in params (<dataset>.url), with resume and sha256 check, and register each
     file with DVC as an import of its URL (<file>.dvc; outside a DVC repository it is only downloaded)."""
+    from drift.data.datasets import dataset_cfg, load_params
+
     try:
         done = fetch_and_track(dataset, dataset_cfg(load_params(params), dataset), dvc=dvc)
     except DriftError as e:
@@ -239,6 +241,8 @@ def track(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
           as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Track raw files you put in place yourself with DVC (`dvc add` on what the dataset reads: the arXiv
     snapshot, the Yearbook folder or .tar.gz, each Amazon category file), as `drift fetch` tracks downloads."""
+    from drift.data.datasets import dataset_cfg, load_params
+
     try:
         done = track_dataset(dataset, dataset_cfg(load_params(params), dataset))
     except DriftError as e:
@@ -255,9 +259,10 @@ def track(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
 def preset(name: str = typer.Argument(..., help="a file in params/, e.g. paper-yearbook"),
            params: Path = typer.Option(Path("params.yaml"), help="the params file to update")):
     """Apply a paper preset (params/<name>.yaml) to params.yaml; then `dvc exp run` or `dvc repro`."""
+    from drift.data.datasets import load
 
     try:
-        changed = apply_preset(name, params)
+        changed = apply_preset(name, params, check=load)
     except DriftError as e:
         fail(e)
     console.print(f"applied {name}: {', '.join(changed) or 'nothing changed'}")

@@ -24,7 +24,6 @@ from rich.text import Text
 from drift.cli.common import console, fail, fmt
 from drift.core.errors import DriftError, close_matches
 from drift.core.paths import dataset_paths
-from drift.data.datasets import DATASETS
 from drift.report.results import (
     STATS,
     _open_repo,
@@ -282,12 +281,9 @@ def saliency(dataset: str = typer.Argument(..., help="an image dataset with trai
                  None, "--out", "-o", help="the PNG (default plots_png/<dataset>/saliency.png)"),
              as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Mean gradient saliency maps of the image models (paper Figure 3) as a PNG grid: models × cutoffs."""
-    from drift.report.saliency import (
-        write_saliency,  # lazy: torch, kept out of `drift --help`
-    )
-    from drift.store.slices import (
-        read_slice_manifest,  # lazy: lance, kept out of `drift --help`
-    )
+    from drift.core.datasets import DATASETS
+    from drift.report.saliency import write_saliency
+    from drift.store.slices import read_slice_manifest
 
     try:
         if dataset not in DATASETS:

@@ -1,12 +1,12 @@
 """The typed schema of params.yaml: every parameter's name, type and default, checked once before any compute.
 
 `load_params` reads params.yaml through `Params`; every stage and CLI command goes through it, and the library
-reads the typed sections (`params.train.epochs`, `params.dataset("sotu").slices`), never a raw dict with a
-default of its own. The defaults only fill the keys params.yaml leaves out and equal its values where it sets
-them (tests/test_params.py), except the run's choices in RUN_CHOICES. Top level: datasets (name -> raw input),
-one section per dataset (DatasetParams), split, embed, train, report, compute. An unknown key or a wrong type
-is a one-line DriftError naming it and the closest valid names; names that need a registry with heavy imports
-(models, model families in train.lr) are checked by drift.data.validate, also before any compute."""
+reads the typed sections (`params.train.epochs`), never a raw dict with a default of its own. The defaults only
+fill the keys params.yaml leaves out and equal its values where it sets them (tests/test_params.py), except the
+run's choices in RUN_CHOICES. Top level: datasets (name -> {input, reader}), one section per dataset (kept as
+written here and typed by its module's PARAMS: drift.data.datasets.dataset_cfg), split, embed, train, report,
+compute. An unknown key or a wrong type is a one-line DriftError naming it and the closest valid names; names
+that need a registry with heavy imports (models, families in train.lr) are checked before any compute too."""
 from __future__ import annotations
 
 import datetime as dt
@@ -24,14 +24,15 @@ from pydantic import (
     Field,
     PlainValidator,
     ValidationError,
+    create_model,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
+from drift.core.datasets import DATASETS, dataset_info
 from drift.core.encoder_registry import DTYPES, ENCODERS, POOLINGS
 from drift.core.errors import DriftError, close_matches
 
-TIME_FIELDS = ("first_version", "update_date")  # arxiv.time_field
 LR_DEFAULT = 0.001  # train.lr's `default` when a per-family mapping leaves it out
 
 # keys params.yaml sets as the shipped run's choices: no default here equals them (tests/test_params.py)
@@ -61,7 +62,7 @@ def _label(value):
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
-def _choice(*values: str):
+def choice(*values: str):
     def check(value):
         if value not in values:
             raise _error("must be one of {choices}", choices=", ".join(values))
@@ -215,7 +216,8 @@ class DatasetParams(Section):
     sample: Optional[SampleSpec] = None    # a sample of the whole dataset, stratified by slice and label
 
 
-def _slices(**spec):
+def slices_field(**spec):
+    """A dataset section's default `slices` (its params class in drift/data/datasets/<module>.py)."""
     return Field(default_factory=lambda: SliceSpec(**spec))
 
 
@@ -224,69 +226,6 @@ class CorpusParams(DatasetParams):
     source: str
     url: Optional[str] = None
     sha256: Sha256 = None
-
-
-class SotuParams(DatasetParams):
-    SECTION: ClassVar[str] = "sotu"
-    min_words: Annotated[int, Field(ge=0)] = 30  # shorter paragraphs are filtered (headings, salutations)
-    start_year: Int = 1853                       # the two-party era
-    slices: SliceSpec = _slices(unit="decade", start=1850, end=2030)
-    cap_per_slice: Optional[PositiveInt] = 100
-    min_samples: PositiveInt = 40
-
-
-class SynthPortraitsParams(DatasetParams):
-    SECTION: ClassVar[str] = "synth-portraits"
-    k: PositiveInt = 8                 # time slices, one a year from start_year
-    start_year: Int = 2000
-    per_slice: PositiveInt = 300
-    seed: Int = 0
-    covariate_drift: Float = 0.5       # 0 = off, 1 = strong
-    label_drift: Float = 0.3
-    concept_drift: Float = 1.0
-    global_cue: Float = 0.06
-    noise: Float = 0.12
-    slices: SliceSpec = _slices(unit="year", start=2000, end=2008)
-    min_samples: PositiveInt = 40
-
-
-class YearbookParams(CorpusParams):
-    SECTION: ClassVar[str] = "yearbook"
-    source: str = "data/raw/yearbook/faces_aligned_small_mirrored_co_aligned_cropped_cleaned.tar.gz"  # or the folder
-    slices: SliceSpec = _slices(unit="year", start=1905, end=2014)
-    min_samples: PositiveInt = 1
-
-
-class AmazonParams(CorpusParams):
-    SECTION: ClassVar[str] = "amazon"
-    source: str = "data/raw/amazon"
-    categories: Optional[Names] = None  # null or []: every <Category>.jsonl(.gz) in source
-    slices: SliceSpec = _slices(unit="half-year", start=2014, end=2024)
-    sample: Optional[SampleSpec] = Field(default_factory=lambda: SampleSpec(n=300_000, seed=0))
-    min_samples: PositiveInt = 100
-
-
-class ArxivParams(CorpusParams):
-    SECTION: ClassVar[str] = "arxiv"
-    source: str = "data/raw/arxiv/arxiv-metadata-oai-snapshot.json"
-    categories: Annotated[Names, Field(min_length=1)] = Field(
-        default_factory=lambda: ["cs.LG", "hep-ph", "cs.CV", "cs.AI", "hep-th", "quant-ph", "gr-qc"])
-    time_field: Annotated[str, _choice(*TIME_FIELDS)] = "first_version"
-    slices: SliceSpec = _slices(unit="year", start=2000, end=2026)
-    min_samples: PositiveInt = 100
-
-
-DATASET_PARAMS: dict[str, type[DatasetParams]] = {
-    "sotu": SotuParams, "synth-portraits": SynthPortraitsParams, "yearbook": YearbookParams,
-    "amazon": AmazonParams, "arxiv": ArxivParams,
-}
-
-
-def dataset_params(name: str, value=None) -> DatasetParams:
-    """Dataset `name`'s section: `value` if it is one, else the mapping validated with its defaults."""
-    if name not in DATASET_PARAMS:
-        raise DriftError(f"unknown dataset {name!r}: {close_matches(name, DATASET_PARAMS)}")
-    return DATASET_PARAMS[name].of({} if value is None else value)
 
 
 # ---------------------------------------------------------------- split, embed, train, report
@@ -303,9 +242,9 @@ class EmbedParams(Section):
     encoders: list[str] = []          # more frozen encoders whose pooled vectors feed probe-<encoder>
     weights: Annotated[dict[str, str], _known_keys(ENCODERS)] = {}  # encoder -> local weights file or folder
     max_length: PositiveInt = 64      # tokens per text
-    pooling: Optional[Annotated[str, _choice(*POOLINGS)]] = "mean"  # null: each encoder's own
+    pooling: Optional[Annotated[str, choice(*POOLINGS)]] = "mean"  # null: each encoder's own
     batch_size: PositiveInt = 32
-    dtype: Annotated[str, _choice(*DTYPES)] = "float32"
+    dtype: Annotated[str, choice(*DTYPES)] = "float32"
     cache_dir: Optional[str] = None   # null: $DRIFT_CACHE_DIR or ~/.cache/drift
     device: Optional[str] = None      # null: cuda when available, else cpu
     chunk_rows: PositiveInt = 512     # rows per commit to the embedding store: the most a killed run can lose
@@ -319,10 +258,10 @@ class TrainParams(Section):
     weight_decay: Float = 0.01       # AdamW (text heads and probes)
     lr: LearningRate = Field(default_factory=lambda: {"default": LR_DEFAULT, "frozen": 0.01})
     threads: PositiveInt = 1         # fixed torch threads: bit-identical results
-    engine: Annotated[str, _choice("solo", "batched")] = "solo"  # batched: drift/train/engine.py, equal to float tolerance
+    engine: Annotated[str, choice("solo", "batched")] = "solo"  # batched: drift/train/engine.py, equal to float tolerance
     max_tokens: Optional[PositiveInt] = None  # the token heads' position tables; null: embed.max_length
     baselines: list[str] = ["baseline-prior", "baseline-linear"]
-    models: Annotated[dict[str, list[str]], _known_keys(DATASET_PARAMS)] = {}  # dataset -> model names
+    models: Annotated[dict[str, list[str]], _known_keys(DATASETS)] = {}  # dataset -> model names
 
 
 EXECUTORS = ("local", "ray")  # compute.executor
@@ -331,7 +270,7 @@ EXECUTORS = ("local", "ray")  # compute.executor
 class ComputeParams(Section):
     """Where train, evaluate and embed run their heavy part (drift/core/executor.py): the same results either way."""
     SECTION: ClassVar[str] = "compute"
-    executor: Annotated[str, _choice(*EXECUTORS)] = "local"  # local: in the stage's process; ray: Ray tasks
+    executor: Annotated[str, choice(*EXECUTORS)] = "local"  # local: in the stage's process; ray: Ray tasks
     address: Optional[str] = None     # the Ray cluster to join; null: $RAY_ADDRESS, else a local cluster of this machine
     cpus_per_task: Annotated[Float, Field(gt=0)] = 1.0  # CPUs each training / evaluation task and embed actor holds
     gpus_per_task: Annotated[Float, Field(ge=0)] = 0.0  # GPUs each holds (fractional: 0.25 packs four on a GPU)
@@ -369,19 +308,20 @@ class ShiftParams(Section):
 
 class ReportParams(Section):
     SECTION: ClassVar[str] = "report"
-    saliency: Annotated[dict[str, SaliencyGrid], _known_keys(DATASET_PARAMS)] = {}
+    saliency: Annotated[dict[str, SaliencyGrid], _known_keys(DATASETS)] = {}
     policy: PolicyParams = Field(default_factory=PolicyParams)
     shift: ShiftParams = Field(default_factory=ShiftParams)
 
 
-class Params(Section):
-    """params.yaml."""
-    datasets: Annotated[dict[str, str], _known_keys(DATASET_PARAMS)]
-    sotu: SotuParams = Field(default_factory=SotuParams)
-    synth_portraits: SynthPortraitsParams = Field(default_factory=SynthPortraitsParams, alias="synth-portraits")
-    yearbook: YearbookParams = Field(default_factory=YearbookParams)
-    amazon: AmazonParams = Field(default_factory=AmazonParams)
-    arxiv: ArxivParams = Field(default_factory=ArxivParams)
+class DatasetEntry(Section):
+    """One dataset of the run (params.yaml `datasets.<name>`): what its ingest depends on beyond the stage's code."""
+    SECTION: ClassVar[str] = "datasets.<name>"
+    input: Optional[str] = None  # its raw input: new or changed files re-run its ingest; null: none beyond its reader
+    reader: str                  # its reader, drift/data/datasets/<module>.py (drift/core/datasets.py names it)
+
+
+class _Params(Section):
+    datasets: Annotated[dict[str, DatasetEntry], _known_keys(DATASETS)]
     split: SplitParams = Field(default_factory=SplitParams)
     embed: EmbedParams = Field(default_factory=EmbedParams)
     train: TrainParams = Field(default_factory=TrainParams)
@@ -390,24 +330,36 @@ class Params(Section):
 
     @classmethod
     def _before(cls, data: dict) -> dict:
-        if not isinstance(data.get("datasets"), dict):
-            raise PydanticCustomError("drift_plain", "params.yaml `datasets` must map each dataset to its raw "
-                                                     "input, e.g. `sotu: drift/data/datasets/sotu.py`")
+        datasets = data.get("datasets")
+        if not isinstance(datasets, dict):
+            raise PydanticCustomError("drift_plain", "params.yaml `datasets` must map each dataset to its input and "
+                                                     "reader, e.g. `sotu: {input: null, reader: drift/data/datasets/sotu.py}`")
+        for name, entry in datasets.items():
+            if not isinstance(entry, dict) and name in DATASETS:
+                raise PydanticCustomError(
+                    "drift_plain", f"params.yaml `datasets.{name}: {entry}` is the old form: write "
+                    f"`{name}: {{input: {entry}, reader: {DATASETS[name].reader}}}`")
         return data
 
     @model_validator(mode="after")
-    def _sources(self):
-        """A real corpus's files default to the path its DVC dependency names in `datasets`."""
-        for name, path in self.datasets.items():
-            section = self.dataset(name)
-            if isinstance(section, CorpusParams) and "source" not in section.model_fields_set and path:
-                section.source = path
+    def _readers(self):
+        for name, entry in self.datasets.items():
+            if entry.reader != DATASETS[name].reader:
+                raise DriftError(f"datasets.{name}.reader is {entry.reader}, but {name}'s reader is "
+                                 f"{DATASETS[name].reader}: write that")
         return self
 
-    def dataset(self, name: str) -> DatasetParams:
-        if name not in DATASET_PARAMS:
-            raise DriftError(f"unknown dataset {name!r}: {close_matches(name, DATASET_PARAMS)}")
+    def section(self, name: str) -> dict:
+        """Dataset `name`'s section of params.yaml as written (drift.data.datasets.dataset_cfg types it)."""
+        dataset_info(name)
         return getattr(self, name.replace("-", "_"))
+
+
+# params.yaml: the sections above, and one mapping per dataset of the table (drift/core/datasets.py), kept as
+# written: its params class lives with its reader (drift/data/datasets/<module>.py), which types and checks it
+Params = create_model(
+    "Params", __base__=_Params, __doc__="params.yaml.",
+    **{name.replace("-", "_"): (dict[str, Any], Field(default_factory=dict, alias=name)) for name in DATASETS})
 
 
 # ---------------------------------------------------------------- one-line errors
@@ -497,12 +449,6 @@ def load_params(path: str | Path = "params.yaml") -> Params:
 def as_params(params) -> Params:
     """Params as they are, or a params.yaml document (a mapping) checked into Params."""
     return params if isinstance(params, Params) else load(params)
-
-
-def dataset_cfg(params, name: str) -> DatasetParams:
-    """Dataset `name`'s section of params.yaml (its `source` defaults to `datasets.<name>`); an unknown name
-    lists the valid ones."""
-    return as_params(params).dataset(name)
 
 
 def roster(params, name: str) -> list[str]:

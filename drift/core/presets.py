@@ -9,8 +9,11 @@ from drift.core.params import load, plain
 PRESETS = Path("params")
 
 
-def apply_preset(name: str, params_path: Path = Path("params.yaml"), presets: Path = PRESETS) -> list[str]:
-    """Merge params/<name>.yaml into params.yaml, keeping its comments; returns the keys changed.
+def apply_preset(name: str, params_path: Path = Path("params.yaml"), presets: Path = PRESETS,
+                 check=load) -> list[str]:
+    """Merge params/<name>.yaml into params.yaml, keeping its comments; returns the keys changed. `check`
+    validates the merged document before it is written (the CLI passes drift.data.datasets.load, which
+    types the dataset sections too).
 
     Mappings merge key by key; lists and values replace; `datasets` is replaced whole, so a preset chooses
     which datasets the pipeline runs."""
@@ -25,7 +28,7 @@ def apply_preset(name: str, params_path: Path = Path("params.yaml"), presets: Pa
     preset = yaml_rt.load((presets / f"{name}.yaml").read_text())
     changed = merge_preset(params, preset)
     try:
-        load(plain(params))  # the merged params must hold up before they are written
+        check(plain(params))  # the merged params must hold up before they are written
     except DriftError as e:
         raise DriftError(f"params.yaml with preset {name} applied: {e}") from None
     with open(params_path, "w") as f:

@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import urlparse
 
+from drift.core.datasets import DATASETS
 from drift.core.errors import DriftError
+from drift.data.datasets import get_dataset
 
 CHUNK = 1 << 20
 USER_AGENT = "drift-fetch/0.1 (+urllib)"
@@ -172,41 +174,17 @@ def _plain(cfg) -> dict:
     return cfg.model_dump() if hasattr(cfg, "model_dump") else dict(cfg or {})
 
 
-def targets(name: str, cfg: dict) -> list[tuple[str, Path]]:
-    """(url, destination) of each file a dataset's cfg asks for; destinations are where `read` looks."""
-    cfg = _plain(cfg)
-    from drift.data.datasets import amazon, arxiv, yearbook
-    from drift.data.datasets._io import source_path
+def targets(name: str, cfg) -> list[tuple[str, Path]]:
+    """(url, destination) of each file a dataset's cfg asks for (its module's `download_targets`); destinations
+    are where its reader looks."""
+    module = get_dataset(name)
+    if not hasattr(module, "download_targets"):
+        raise DriftError(f"{name}: nothing to download (fetch knows {', '.join(_corpora('download_targets'))})")
+    return module.download_targets(cfg)
 
-    url = cfg.get("url")
-    if name == "amazon":
-        if not url:
-            raise DriftError("amazon: no download URL: set amazon.url in params.yaml to a template with "
-                             "{category}, e.g. https://.../review_categories/{category}.jsonl.gz")
-        categories = cfg.get("categories")
-        if isinstance(categories, str):
-            categories = [categories]
-        if not categories:
-            raise DriftError("amazon: set amazon.categories in params.yaml to the categories to download")
-        if "{category}" not in url and len(categories) > 1:
-            raise DriftError(f"amazon.url has no {{category}} in it: {url}")
-        folder = source_path(cfg, amazon.DEFAULT_SOURCE)
-        out = []
-        for cat in categories:
-            u = url.format(category=cat)
-            out.append((u, folder / Path(urlparse(u).path).name))
-        return out
-    if name == "yearbook":
-        if not url:
-            raise DriftError("yearbook: no download URL: set yearbook.url in params.yaml to the URL of "
-                             "faces_aligned_small_mirrored_co_aligned_cropped_cleaned.tar.gz")
-        return [(url, yearbook.archive_path(source_path(cfg, yearbook.DEFAULT_SOURCE)))]
-    if name == "arxiv":
-        if not url:
-            raise DriftError("arxiv: no download URL: set arxiv.url in params.yaml to the URL of "
-                             "arxiv-metadata-oai-snapshot.json (JSON lines, not the zip)")
-        return [(url, source_path(cfg, arxiv.DEFAULT_SOURCE))]
-    raise DriftError(f"{name}: nothing to download (fetch knows amazon, arxiv, yearbook)")
+
+def _corpora(function: str) -> list[str]:
+    return [n for n in DATASETS if hasattr(get_dataset(n), function)]
 
 
 def fetch_dataset(name: str, cfg: dict, progress=True, timeout: float = 30) -> list[Path]:
@@ -387,47 +365,15 @@ def fetch_and_track(name: str, cfg: dict, progress=True, timeout: float = 30, dv
     return out
 
 
-def track_paths(name: str, cfg: dict) -> list[Path]:
-    """What `drift track` registers: the raw inputs the dataset's reader reads, one-line errors if missing.
-
-    Amazon's category files are tracked one by one, as `drift fetch amazon` registers them: DVC cannot track a
-    folder whose files have .dvc files of their own, nor import a file into a folder it tracks."""
-    from drift.data.datasets import amazon, arxiv, yearbook
-    from drift.data.datasets._io import missing_source, source_path
-
-    cfg = _plain(cfg)
-    if name == "amazon":
-        folder = source_path(cfg, amazon.DEFAULT_SOURCE)
-        if not folder.is_dir():
-            raise missing_source(name, folder, "the Amazon Reviews 2023 files <Category>.jsonl or <Category>.jsonl.gz")
-        categories = cfg.get("categories") or amazon.found_categories(folder)
-        if isinstance(categories, str):
-            categories = [categories]
-        if not categories:
-            raise DriftError(f"amazon: no <Category>.jsonl or <Category>.jsonl.gz files in {folder}: put them "
-                             f"there, or download them with `drift fetch amazon`")
-        paths = []
-        for cat in categories:
-            path = next((folder / f"{cat}{s}" for s in amazon.SUFFIXES if (folder / f"{cat}{s}").is_file()), None)
-            if path is None:
-                raise DriftError(f"amazon: {folder / cat}.jsonl (or .jsonl.gz) not found: put it there, or "
-                                 f"download it with `drift fetch amazon`")
-            paths.append(path)
-        return paths
-    if name == "yearbook":
-        source = source_path(cfg, yearbook.DEFAULT_SOURCE)
-        if source.is_dir():
-            return [source]
-        if yearbook.archive_path(source).is_file():
-            return [yearbook.archive_path(source)]
-        raise missing_source(name, source, "the Yearbook folder (with F/ and M/) or its .tar.gz")
-    if name == "arxiv":
-        path = source_path(cfg, arxiv.DEFAULT_SOURCE)
-        if not path.is_file():
-            raise missing_source(name, path, "the arXiv metadata snapshot (JSON lines)")
-        return [path]
-    raise DriftError(f"{name}: nothing to track: its input ships with the package or is generated "
-                     f"(track knows amazon, arxiv, yearbook)")
+def track_paths(name: str, cfg) -> list[Path]:
+    """What `drift track` registers: the raw inputs the dataset's reader reads (its module's `raw_inputs`),
+    one-line errors if missing. DVC cannot track a folder whose files have .dvc files of their own, nor import
+    a file into a folder it tracks: a reader lists the files `drift fetch` registers one by one."""
+    module = get_dataset(name)
+    if not hasattr(module, "raw_inputs"):
+        raise DriftError(f"{name}: nothing to track: its input ships with the package or is generated "
+                         f"(track knows {', '.join(_corpora('raw_inputs'))})")
+    return module.raw_inputs(cfg)
 
 
 def track_dataset(name: str, cfg: dict) -> list[Tracked]:

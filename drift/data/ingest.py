@@ -16,9 +16,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from drift.core.params import DatasetParams, dataset_params
+from drift.core.datasets import dataset_info
+from drift.core.params import DatasetParams
 from drift.core.progress import progress
-from drift.data.datasets import get_dataset
+from drift.data.datasets import dataset_params, get_dataset
 from drift.data.datasets._fast import prefetched
 from drift.data.ledger import Ledger
 from drift.data.records import as_utc_naive, payload_key, record_schema
@@ -49,18 +50,20 @@ def fast_default() -> bool:
 
 def ingest(name: str, cfg: DatasetParams | dict, records_path: Path, quarantine_path: Path,
            fast: bool | None = None) -> dict:
-    """Run one dataset's ingest (`cfg`: its section of params.yaml, drift.core.params or the mapping); returns the
+    """Run one dataset's ingest (`cfg`: its section of params.yaml, its module's PARAMS or the mapping); returns the
     counts written to metrics/ingest/<name>.json.
 
     `fast` (default: fast_default()) reads a dataset that has `read_batches` with Arrow's JSON reader in large
     chunks (drift.data.datasets._fast); the records, the quarantine and the counts are the line-by-line path's."""
-    dataset = get_dataset(name)
+    dataset, info = get_dataset(name), dataset_info(name)
     fast = fast_default() if fast is None else fast
     cfg = dataset_params(name, cfg)
     edges, _ = slice_edges(cfg.slices)  # bad slice spec: fail before any work
     start, end = edges[0], edges[-1]
     ledger = Ledger(name, strict=cfg.strict)
-    schema = record_schema(dataset.TASK, dataset.MODALITY, len(dataset.label_names(cfg)))
+    label_names = dataset.label_names(cfg)
+    slicing = cfg.model_dump(include=set(DatasetParams.model_fields))  # what the slice stage reads
+    schema = record_schema(info.task, info.modality, len(label_names), label_names=label_names, slicing=slicing)
     records_path.parent.mkdir(parents=True, exist_ok=True)
     tmp_path = records_path.with_suffix(".partial")
     seen_ids: set[str] = set()
@@ -85,10 +88,10 @@ def ingest(name: str, cfg: DatasetParams | dict, records_path: Path, quarantine_
                 ledger.keep()
                 buffer.append(row)
                 if len(buffer) >= BATCH_ROWS:
-                    writer.write_batch(_batch(buffer, schema, dataset.MODALITY))
+                    writer.write_batch(_batch(buffer, schema, info.modality))
                     buffer = []
             if buffer:
-                writer.write_batch(_batch(buffer, schema, dataset.MODALITY))
+                writer.write_batch(_batch(buffer, schema, info.modality))
     except BaseException:
         tmp_path.unlink(missing_ok=True)  # strict mode or a crash: no half-written file left behind
         raise

@@ -2,18 +2,22 @@
 
 One row per example: id (the source's), key (sha256 of the payload: the embedding store's key), time (UTC,
 naive), label (binary int, regression float, multilabel fixed-size int8 list), and the payload: `text`, or
-`image` (uint8, flattened; the schema's metadata holds its shape). The schema's metadata also names the task
-and modality.
+`image` (uint8, flattened; the schema's metadata holds its shape). The schema's metadata also names the task,
+the modality, the label names and the dataset's slicing keys (records_manifest): the slice stage reads them
+there, so it needs no dataset reader.
 """
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from drift.core.errors import DriftError
 
 
 def payload_key(payload) -> str:
@@ -24,12 +28,19 @@ def payload_key(payload) -> str:
     return hashlib.sha256(repr(array.shape).encode() + array.tobytes()).hexdigest()
 
 
-def record_schema(task: str, modality: str, n_labels: int, image_shape=(3, 32, 32)) -> pa.Schema:
+def record_schema(task: str, modality: str, n_labels: int, image_shape=(3, 32, 32), label_names=None,
+                  slicing: dict | None = None) -> pa.Schema:
+    """`label_names` and `slicing` (the dataset section's DatasetParams keys, every default filled) travel in
+    the metadata as JSON."""
     label = {"binary": pa.int64(), "regression": pa.float64(),
              "multilabel": pa.list_(pa.int8(), n_labels)}[task]
     payload = (pa.field("text", pa.string()) if modality == "text"
                else pa.field("image", pa.list_(pa.uint8(), int(np.prod(image_shape)))))
     meta = {"task": task, "modality": modality, "image_shape": ",".join(map(str, image_shape))}
+    if label_names is not None:
+        meta["label_names"] = json.dumps(list(label_names))
+    if slicing is not None:
+        meta["slicing"] = json.dumps(slicing, default=str)
     return pa.schema([pa.field("id", pa.string()), pa.field("key", pa.string()),
                       pa.field("time", pa.timestamp("us")), pa.field("label", label), payload], metadata=meta)
 
@@ -42,6 +53,16 @@ def table_images(table: pa.Table) -> np.ndarray:
 
 def read_records(path: Path) -> pa.Table:
     return pq.read_table(path)
+
+
+def records_manifest(table: pa.Table) -> dict:
+    """What ingest wrote in the records' metadata: task, modality, label_names, slicing."""
+    meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+    if "slicing" not in meta:
+        raise DriftError("these records carry no label names or slicing keys (written before they did): "
+                         "run `dvc repro ingest@<dataset>` again")
+    return {"task": meta["task"], "modality": meta["modality"], "label_names": json.loads(meta["label_names"]),
+            "slicing": json.loads(meta["slicing"])}
 
 
 def as_utc_naive(value: dt.datetime) -> dt.datetime:

@@ -11,7 +11,6 @@ import numpy as np
 
 from drift.core.errors import DriftError, close_matches
 from drift.core.paths import METRICS, PLOTS, dataset_paths
-from drift.data.datasets import DATASETS
 from drift.protocol.summary import (
     STATS,
     id_future_decay,
@@ -23,6 +22,8 @@ from drift.protocol.summary import (
 
 def load_results(metrics_dir: Path, dataset: str | None = None) -> dict[str, dict[str, dict]]:
     """{dataset: {model: metrics}} from metrics/<dataset>/<model>.json (what `dvc metrics show` reads)."""
+    from drift.core.datasets import DATASETS
+
     if dataset is not None and dataset not in DATASETS:
         raise DriftError(f"unknown dataset {dataset!r}: {close_matches(dataset, DATASETS)}")
     results = {}

@@ -1,14 +1,14 @@
 """Whether the models of a dataset's run can run on it: known names, the right modality, the encoders their
 probes read, the families train.lr names. With drift/data/validate.py (the data), everything that can be checked
-before any compute; the train stage runs `validate`, the ingest stage only the data part (no torch there).
+before any compute; the train stage runs `validate`, the ingest stage the data part (no torch there).
 """
 from __future__ import annotations
 
+from drift.core.datasets import dataset_info
 from drift.core.encoder_registry import get_encoder_spec
 from drift.core.errors import DriftError, close_matches
 from drift.core.params import as_params, roster
-from drift.data.datasets import get_dataset
-from drift.data.validate import validate_data
+from drift.data.validate import validate_names
 from drift.models import MODELS, get_model_info
 
 
@@ -32,12 +32,13 @@ def check_roster(models: list[str], modality: str, text_encoder: str | None, enc
 
 
 def validate(params, name: str) -> None:
-    """Everything about one dataset's run that can be checked without computing, beyond the schema
-    (drift.core.params): validate_data, then the models of the roster and the families of train.lr."""
+    """What the train stage checks before any compute, beyond the schema (drift.core.params): validate_names,
+    then the models of the roster (against the dataset's modality in drift/core/datasets.py) and the families
+    of train.lr. The dataset's section and slices are ingest's (drift.data.validate.validate_data)."""
     params = as_params(params)
-    validate_data(params, name)
+    validate_names(params, name)
     embed = params.embed
-    check_roster(roster(params, name), get_dataset(name).MODALITY, embed.text_encoder, embed.encoders)
+    check_roster(roster(params, name), dataset_info(name).modality, embed.text_encoder, embed.encoders)
     if isinstance(params.train.lr, dict):
         families = {"default"} | {info.family.lower() for info in MODELS.values()}
         for family in params.train.lr:

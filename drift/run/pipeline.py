@@ -13,16 +13,18 @@ import sys
 from pathlib import Path
 
 from drift.core.closure import ROOT, import_closure
+from drift.core.datasets import DATASETS
 from drift.core.paths import EMBED_METRICS, dvc_path
 
 # stage -> what it reads and writes; inputs/outputs are drift/core/paths.py names, `extra` deps are literal
 STAGES = {
     "ingest": {
-        "comment": "${item} is the dataset's raw input (params.yaml `datasets`): new or changed files re-run ingest",
-        "extra": ["${item}"], "inputs": [], "params": ["${key}"],
+        "comment": "its own reader and raw input (params.yaml `datasets`): a change re-runs this dataset's ingest only",
+        "readers": True, "extra": ["${item.reader}", "${item.input}"], "inputs": [], "params": ["${key}"],
         "outs": ["records", "quarantine"], "metrics": ["ingest_metrics"]},
     "slice": {
-        "inputs": ["records"], "params": ["${key}", "split"], "outs": ["slices", "slice_manifest"]},
+        "comment": "the dataset's slicing keys and label names come with its records (ingest writes them there)",
+        "inputs": ["records"], "params": ["split"], "outs": ["slices", "slice_manifest"]},
     "embed": {
         "comment": "only its inputs, its code and the embed params: a head, seed or epoch change never runs an encoder",
         "extra": ["requirements.lock"], "inputs": ["slice_manifest"], "params": ["embed", "compute"],
@@ -52,9 +54,9 @@ HEADER = """\
 # Written by `python -m drift.run.pipeline` from drift/run/pipeline.py (stages) and drift/core/paths.py (paths): edit those,
 # then run it again; tests/test_pipeline_file.py fails while this file differs from what it writes.
 # One stage family per step of docs/architecture.md, each a thin script in stages/ calling drift/. `foreach` makes
-# ingest@sotu, slice@sotu, ... for every dataset in params.yaml `datasets` (name: raw input). Code deps are each
-# stage script's import closure inside drift/; requirements.lock is a dep too: new package versions can change
-# results.
+# ingest@sotu, slice@sotu, ... for every dataset in params.yaml `datasets` (name: {input, reader}). Code deps
+# are each stage script's import closure inside drift/ (ingest's adds what the readers import, and its own
+# reader per dataset); requirements.lock is a dep too: new package versions can change results.
 """
 
 
@@ -77,7 +79,12 @@ def dvc_yaml(root: Path = ROOT) -> str:
     out = [HEADER, "stages:"]
     for name, stage in STAGES.items():
         script = f"stages/{name}.py"
-        deps = [script] + import_closure(root / script, root) + stage.get("extra", [])
+        code = set(import_closure(root / script, root))
+        if stage.get("readers"):  # what the readers import, but no reader: each item names its own
+            readers = {info.reader for info in DATASETS.values()}
+            for reader in readers:
+                code |= set(import_closure(root / reader, root)) - readers
+        deps = [script] + sorted(code) + stage.get("extra", [])
         deps += [dvc_path(key) for key in stage["inputs"]]
         out += [f"  {name}:", "    foreach: ${datasets}", "    do:", f"      cmd: python {script} ${{key}}"]
         if stage.get("comment"):

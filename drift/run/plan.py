@@ -5,7 +5,7 @@ the paper's Table 1, trainings, training row-passes, encoder passes, evaluation 
 (forward+backward and forward-only rows/s of one model per family at its real input shape, cached per machine,
 torch version and model), projection (counts / rates = hours here, and on a GPU from a stated or given speed-up
 over this CPU). Slice counts come from the slice manifest (exact), else the params, else a stated assumption
-(KNOWN_CORPORA), rows spread evenly over the slices, as the output says. Encoders and ingest are counted, not
+(the dataset module's PAPER_ROWS), rows spread evenly over the slices, as the output says. Encoders and ingest are counted, not
 timed: Table 1 leaves preprocessing out too."""
 from __future__ import annotations
 
@@ -19,30 +19,18 @@ from pathlib import Path
 
 import yaml
 
+from drift.core.datasets import dataset_info
 from drift.core.errors import DriftError, close_matches
 from drift.core.presets import PRESETS, list_presets, merge_preset
+from drift.data.datasets import dataset_cfg, get_dataset, load
 from drift.models import get_model_info
 
-# The paper's Table 1 (Appendix B): model-seed configurations, A100 GPU-hours of the train and evaluation stages
-# (sums of W&B _runtime of finished stages), and 4-GPU node-hours.
-PAPER_TABLE1 = {
-    "yearbook": {"model_seed_runs": 105, "train_gpu_h": 23.7, "eval_gpu_h": 9.3, "node_h": 8.2},
-    "amazon": {"model_seed_runs": 57, "train_gpu_h": 116.6, "eval_gpu_h": 136.7, "node_h": 63.3},
-    "arxiv": {"model_seed_runs": 60, "train_gpu_h": 272.3, "eval_gpu_h": 101.9, "node_h": 93.5},
-}
+# The paper's Table 1 (Appendix B) totals; each corpus's row is its module's PAPER_COST (drift/data/datasets/),
+# and its rows and non-empty slices, when no slice manifest says, its PAPER_ROWS.
 PAPER_TOTAL = {"model_seed_runs": 222, "train_gpu_h": 412.6, "eval_gpu_h": 247.9, "node_h": 165.1}
 
-# Rows and non-empty slices of the paper's corpora when no slice manifest says: stated, with their source.
-KNOWN_CORPORA = {
-    "yearbook": {"rows": 37_921, "non_empty": 104,
-                 "source": "paper: 37,921 portraits (Section 3.1.1), K = 104 non-empty years (Appendix B.1)"},
-    "arxiv": {"rows": 955_596, "non_empty": None,
-              "source": "assumed: a third of the snapshot's 2,866,787 records (Section 3.1.3) carry one of the "
-                        "seven categories (drift/data/datasets/arxiv.py); the paper gives no subsample size"},
-}
-
-# Typical tokens per row of a text dataset (before embed.max_length cuts them): the benchmark's sequence length.
-TYPICAL_TOKENS = {"amazon": 100, "arxiv": 220, "sotu": 90}
+# Typical tokens per row of a text dataset (its module's TYPICAL_TOKENS, else this) before embed.max_length cuts them
+DEFAULT_TOKENS = 100
 TYPICAL_TOKENS_SOURCE = ("assumed typical lengths: Amazon review title+text ~100 RoBERTa tokens, arXiv "
                          "title+abstract ~220, a State of the Union paragraph ~90; cut at embed.max_length")
 
@@ -59,8 +47,6 @@ DEVICE_PEAK_FLOPS = {
 
 def plan_params(preset: str | None, params_path: Path = Path("params.yaml"), presets: Path = PRESETS):
     """Params (drift.core.params.Params) of params.yaml, with preset `preset` merged in memory (nothing written)."""
-    from drift.core.params import load
-
     params_path = Path(params_path)
     if not params_path.exists():
         raise DriftError(f"no {params_path} here: run from the repository root (where dvc.yaml is)")
@@ -115,14 +101,13 @@ def dataset_shape(params, name: str, manifest_dir: Path = Path("data/slices"),
                   rows_override: int | None = None) -> DatasetShape:
     """The slice counts of dataset `name`: its slice manifest when one matches the params, else its params,
     else a stated assumption, spread evenly over the slices."""
-    from drift.data.datasets import get_dataset
     from drift.protocol.slicing import slice_edges
 
-    module = get_dataset(name)
-    cfg = params.dataset(name)
+    module, info = get_dataset(name), dataset_info(name)
+    cfg = dataset_cfg(params, name)
     _, labels = slice_edges(cfg.slices)
     n_labels = len(module.label_names(cfg))
-    shape = dict(name=name, modality=module.MODALITY, task=module.TASK, n_labels=n_labels, edges=len(labels))
+    shape = dict(name=name, modality=info.modality, task=info.task, n_labels=n_labels, edges=len(labels))
     test_fraction, min_samples = params.split.test_fraction, cfg.min_samples
 
     manifest_path = Path(manifest_dir) / f"{name}.json"
@@ -135,7 +120,7 @@ def dataset_shape(params, name: str, manifest_dir: Path = Path("data/slices"),
                                   bool(s["usable"])) for s in manifest["slices"]]
             return DatasetShape(**shape, slices=slices, source="manifest", note=f"slice manifest {manifest_path}")
 
-    known = KNOWN_CORPORA.get(name, {})
+    known = getattr(module, "PAPER_ROWS", {})
     non_empty = known.get("non_empty") or len(labels)
     if rows_override is not None:
         rows, source, note = rows_override, "--rows", f"--rows {name}={rows_override}"
@@ -144,9 +129,9 @@ def dataset_shape(params, name: str, manifest_dir: Path = Path("data/slices"),
     elif getattr(cfg, "cap_per_slice", None):
         rows = cfg.cap_per_slice * len(labels)
         source, note = "params", f"{name}.cap_per_slice x {len(labels)} slices (at most)"
-    elif name == "synth-portraits":  # the generator makes per_slice rows in each of its k years
-        non_empty = min(cfg.k, len(labels))
-        rows, source, note = cfg.per_slice * non_empty, "params", f"{name}.per_slice x k = {non_empty}"
+    elif hasattr(module, "planned_rows"):  # a generator: rows follow from its params
+        rows, non_empty, note = module.planned_rows(cfg, len(labels))
+        source = "params"
     elif known:
         rows, note = known["rows"], known["source"]
         source = "paper" if note.startswith("paper") else "assumed"
@@ -285,7 +270,7 @@ def bench_input(params, dataset: dict, name: str, model: str) -> BenchInput:
         encoder = info.name.removeprefix("probe-") if info.input == "pooled" else params.embed.text_encoder
         return BenchInput("pooled", (get_encoder_spec(encoder).dim,), 0, **common)
     max_tokens = params.train.max_tokens or params.embed.max_length
-    tokens = min(TYPICAL_TOKENS.get(name, 100), params.embed.max_length, max_tokens)
+    tokens = min(getattr(get_dataset(name), "TYPICAL_TOKENS", DEFAULT_TOKENS), params.embed.max_length, max_tokens)
     dim = get_encoder_spec(params.embed.text_encoder).dim
     return BenchInput("tokens", (dim,), tokens, max_tokens=max_tokens, **common)
 
@@ -529,8 +514,8 @@ def plan(preset: str | None = None, params_path: Path = Path("params.yaml"), pre
     params = plan_params(preset, params_path, presets)
     counts = count_campaign(params, manifest_dir, rows)
     for name, dataset in counts["datasets"].items():
-        if name in PAPER_TABLE1:
-            dataset["paper"] = PAPER_TABLE1[name]
+        if hasattr(get_dataset(name), "PAPER_COST"):
+            dataset["paper"] = get_dataset(name).PAPER_COST
     out = {"preset": preset, "params": str(params_path)}
     if not bench:
         for dataset in [counts, *counts["datasets"].values()]:

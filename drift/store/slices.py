@@ -11,8 +11,8 @@ import lance
 import pyarrow as pa
 
 from drift.core.errors import DriftError
-from drift.core.params import DatasetParams, SplitParams, dataset_params
-from drift.data.datasets import get_dataset
+from drift.core.params import SplitParams
+from drift.data.records import records_manifest
 from drift.protocol.slicing import build_slices
 
 
@@ -40,10 +40,12 @@ def read_slice_table(path: Path, columns: list[str] | None = None) -> pa.Table:
     return lance.dataset(str(path)).to_table(columns=columns)
 
 
-def slice_dataset(records, name: str, cfg: DatasetParams | dict, split_cfg: SplitParams | dict):
-    """Dataset `name`'s records -> (the slice table, its manifest: task, modality, label names, slices)."""
-    dataset, cfg = get_dataset(name), dataset_params(name, cfg)
-    table, slices = build_slices(records, cfg, split_cfg)
-    manifest = {"dataset": name, "task": dataset.TASK, "modality": dataset.MODALITY,
-                "label_names": dataset.label_names(cfg), "min_samples": cfg.min_samples, "slices": slices}
+def slice_dataset(records, name: str, split_cfg: SplitParams | dict):
+    """Dataset `name`'s records -> (the slice table, its manifest: task, modality, label names, slices), sliced
+    by the dataset's keys ingest wrote in the records (drift.data.records.records_manifest)."""
+    described = records_manifest(records)
+    slicing = described["slicing"]
+    table, slices = build_slices(records, slicing, split_cfg)
+    manifest = {"dataset": name, "task": described["task"], "modality": described["modality"],
+                "label_names": described["label_names"], "min_samples": slicing["min_samples"], "slices": slices}
     return table, manifest

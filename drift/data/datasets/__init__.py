@@ -1,4 +1,4 @@
-"""The registry of datasets. Each dataset is one module here that reads its source into canonical records.
+"""The dataset readers: one module per dataset of drift/core/datasets.py's table, read only by the ingest stage.
 
 A dataset module defines NAME (the registry name), TASK ("binary" | "regression" | "multilabel",
 drift.protocol.tasks), MODALITY ("text" | "image"), `label_names(cfg) -> list[str]` ([] for regression) and
@@ -11,21 +11,56 @@ or how to fetch them."""
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from types import ModuleType
 
-from drift.core.errors import DriftError, close_matches
+from drift.core.datasets import DATASETS, dataset_info
+from drift.core.params import DatasetParams, Params, as_params, parse
+from drift.core.params import load as load_core
+from drift.core.params import load_params as load_core_params
 
-# name -> module path; imported lazily so `drift --help` stays fast
-DATASETS = {
-    "sotu": "drift.data.datasets.sotu",
-    "synth-portraits": "drift.data.datasets.synth_portraits",
-    "yearbook": "drift.data.datasets.yearbook",
-    "amazon": "drift.data.datasets.amazon",
-    "arxiv": "drift.data.datasets.arxiv",
-}
+PACKAGE = __name__  # the readers' modules: PACKAGE.<module of the table>
 
 
 def get_dataset(name: str) -> ModuleType:
-    if name not in DATASETS:
-        raise DriftError(f"unknown dataset {name!r}: {close_matches(name, DATASETS)}")
-    return importlib.import_module(DATASETS[name])
+    """Dataset `name`'s module (imported on first use: only ingest and the CLI import readers)."""
+    return importlib.import_module(f"{PACKAGE}.{dataset_info(name).module}")
+
+
+def dataset_params(name: str, value=None) -> DatasetParams:
+    """Dataset `name`'s section: `value` if it is one, else the mapping validated with its defaults."""
+    model = get_dataset(name).PARAMS
+    return value if isinstance(value, model) else parse(model, {} if value is None else value, name)
+
+
+def dataset_cfg(params, name: str) -> DatasetParams:
+    """Dataset `name`'s section of params.yaml typed by its module's PARAMS; a real corpus's `source` defaults
+    to its `datasets.<name>.input`. An unknown name lists the valid ones."""
+    params = as_params(params)
+    section = params.section(name)
+    cfg = parse(get_dataset(name).PARAMS, section, name)
+    entry = params.datasets.get(name)
+    if "source" in type(cfg).model_fields and "source" not in section and entry is not None and entry.input:
+        cfg.source = entry.input
+    return cfg
+
+
+def check_datasets(params) -> Params:
+    """Every dataset section params.yaml writes, typed by its module: an unknown key or a wrong type in any is a
+    one-line DriftError."""
+    params = as_params(params)
+    written = {n for n in DATASETS if n.replace("-", "_") in params.model_fields_set}
+    for name in sorted(written | set(params.datasets)):
+        dataset_cfg(params, name)
+    return params
+
+
+def load(data) -> Params:
+    """drift.core.params.load, with every dataset's section checked by its module too."""
+    return check_datasets(load_core(data))
+
+
+def load_params(path: str | Path = "params.yaml") -> Params:
+    """drift.core.params.load_params, with every dataset's section checked by its module too: what the ingest
+    stage and the CLI read."""
+    return check_datasets(load_core_params(path))

@@ -11,13 +11,22 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Iterator
+from typing import ClassVar, Iterator, Optional
+from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pydantic import Field
 
 from drift.core.errors import DriftError, close_matches
-from drift.core.params import AmazonParams
+from drift.core.params import (
+    CorpusParams,
+    Names,
+    PositiveInt,
+    SampleSpec,
+    SliceSpec,
+    slices_field,
+)
 from drift.data.datasets._fast import NON_WHITESPACE, Batch, fast_batches, or_empty
 from drift.data.datasets._io import (
     EPOCH,
@@ -28,10 +37,22 @@ from drift.data.datasets._io import (
 )
 from drift.data.ledger import Ledger
 
-NAME = "amazon"
-TASK = "regression"
-MODALITY = "text"
-DEFAULT_SOURCE = AmazonParams.model_fields["source"].default  # drift.core.params holds it
+
+class AmazonParams(CorpusParams):
+    """params.yaml `amazon:`."""
+    SECTION: ClassVar[str] = "amazon"
+    source: str = "data/raw/amazon"
+    categories: Optional[Names] = None  # null or []: every <Category>.jsonl(.gz) in source
+    slices: SliceSpec = slices_field(unit="half-year", start=2014, end=2024)
+    sample: Optional[SampleSpec] = Field(default_factory=lambda: SampleSpec(n=300_000, seed=0))
+    min_samples: PositiveInt = 100
+
+
+PARAMS = AmazonParams
+DEFAULT_SOURCE = AmazonParams.model_fields["source"].default
+# drift plan: the paper's Table 1 row (Appendix B); a review's title + text, in tokens (assumed)
+PAPER_COST = {"model_seed_runs": 57, "train_gpu_h": 116.6, "eval_gpu_h": 136.7, "node_h": 63.3}
+TYPICAL_TOKENS = 100
 SUFFIXES = (".jsonl", ".jsonl.gz")  # plain first: a user who unpacked a file reads the unpacked one
 
 
@@ -54,7 +75,7 @@ def category_files(cfg: AmazonParams | dict) -> list[Path]:
     cfg = AmazonParams.of(cfg)
     folder = Path(cfg.source)
     if not folder.is_dir():
-        raise missing_source(NAME, folder, "the Amazon Reviews 2023 files <Category>.jsonl or <Category>.jsonl.gz")
+        raise missing_source("amazon", folder, "the Amazon Reviews 2023 files <Category>.jsonl or <Category>.jsonl.gz")
     found = found_categories(folder)
     categories = cfg.categories or found  # none configured: every category file in the folder
     if not categories:
@@ -155,3 +176,37 @@ def read_batches(cfg: AmazonParams | dict) -> Iterator[Batch]:
     """The fast path: Batches of every category file, in order (drift.data.datasets._fast)."""
     for path in category_files(cfg):
         yield from fast_batches(path, SCHEMA, vectorise, row_record, RECORDS)
+
+
+def download_targets(cfg) -> list[tuple[str, Path]]:
+    """`drift fetch amazon`: (url, destination) of each category file; `url` is a template with {category}."""
+    cfg = AmazonParams.of(cfg)
+    if not cfg.url:
+        raise DriftError("amazon: no download URL: set amazon.url in params.yaml to a template with "
+                         "{category}, e.g. https://.../review_categories/{category}.jsonl.gz")
+    if not cfg.categories:
+        raise DriftError("amazon: set amazon.categories in params.yaml to the categories to download")
+    if "{category}" not in cfg.url and len(cfg.categories) > 1:
+        raise DriftError(f"amazon.url has no {{category}} in it: {cfg.url}")
+    urls = [cfg.url.format(category=cat) for cat in cfg.categories]
+    return [(u, Path(cfg.source) / Path(urlparse(u).path).name) for u in urls]
+
+
+def raw_inputs(cfg) -> list[Path]:
+    """`drift track amazon`: the category files one by one, as `drift fetch amazon` registers them."""
+    cfg = AmazonParams.of(cfg)
+    folder = Path(cfg.source)
+    if not folder.is_dir():
+        raise missing_source("amazon", folder, "the Amazon Reviews 2023 files <Category>.jsonl or <Category>.jsonl.gz")
+    categories = cfg.categories or found_categories(folder)
+    if not categories:
+        raise DriftError(f"amazon: no <Category>.jsonl or <Category>.jsonl.gz files in {folder}: put them "
+                         f"there, or download them with `drift fetch amazon`")
+    paths = []
+    for cat in categories:
+        path = next((folder / f"{cat}{s}" for s in SUFFIXES if (folder / f"{cat}{s}").is_file()), None)
+        if path is None:
+            raise DriftError(f"amazon: {folder / cat}.jsonl (or .jsonl.gz) not found: put it there, or "
+                             f"download it with `drift fetch amazon`")
+        paths.append(path)
+    return paths

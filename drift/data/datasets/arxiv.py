@@ -12,13 +12,22 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
-from typing import Iterator
+from typing import Annotated, ClassVar, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pydantic import Field
 
-from drift.core.params import ArxivParams
+from drift.core.errors import DriftError
+from drift.core.params import (
+    CorpusParams,
+    Names,
+    PositiveInt,
+    SliceSpec,
+    choice,
+    slices_field,
+)
 from drift.data.datasets._fast import (
     RARE_WHITESPACE,
     WS_CLASS,
@@ -36,10 +45,28 @@ from drift.data.datasets._io import (
 )
 from drift.data.ledger import Ledger
 
-NAME = "arxiv"
-TASK = "multilabel"
-MODALITY = "text"
-DEFAULT_SOURCE = ArxivParams.model_fields["source"].default  # drift.core.params holds it
+TIME_FIELDS = ("first_version", "update_date")  # arxiv.time_field
+
+
+class ArxivParams(CorpusParams):
+    """params.yaml `arxiv:`."""
+    SECTION: ClassVar[str] = "arxiv"
+    source: str = "data/raw/arxiv/arxiv-metadata-oai-snapshot.json"
+    categories: Annotated[Names, Field(min_length=1)] = Field(
+        default_factory=lambda: ["cs.LG", "hep-ph", "cs.CV", "cs.AI", "hep-th", "quant-ph", "gr-qc"])
+    time_field: Annotated[str, choice(*TIME_FIELDS)] = "first_version"
+    slices: SliceSpec = slices_field(unit="year", start=2000, end=2026)
+    min_samples: PositiveInt = 100
+
+
+PARAMS = ArxivParams
+DEFAULT_SOURCE = ArxivParams.model_fields["source"].default
+# drift plan: the paper's Table 1 row (Appendix B), the corpus size it assumes, a title + abstract in tokens
+PAPER_COST = {"model_seed_runs": 60, "train_gpu_h": 272.3, "eval_gpu_h": 101.9, "node_h": 93.5}
+PAPER_ROWS = {"rows": 955_596, "non_empty": None,
+              "source": "assumed: a third of the snapshot's 2,866,787 records (Section 3.1.3) carry one of the "
+                        "seven categories (drift/data/datasets/arxiv.py); the paper gives no subsample size"}
+TYPICAL_TOKENS = 220
 LEAF_CATEGORIES = ArxivParams.model_fields["categories"].get_default(call_default_factory=True)  # paper Section E
 
 
@@ -75,7 +102,7 @@ def snapshot(cfg: ArxivParams | dict):
     cfg = ArxivParams.of(cfg)  # an unknown time_field stops here, listing TIME_FIELDS
     path = Path(cfg.source)
     if not path.is_file():
-        raise missing_source(NAME, path, "the arXiv metadata snapshot (JSON lines)")
+        raise missing_source("arxiv", path, "the arXiv metadata snapshot (JSON lines)")
     index = {c: i for i, c in enumerate(label_names(cfg))}
     return path, functools.partial(row_record, index=index, time_field=cfg.time_field)
 
@@ -201,3 +228,20 @@ def read_batches(cfg: ArxivParams | dict) -> Iterator[Batch]:
     index = record.keywords["index"]
     yield from fast_batches(path, SCHEMA, functools.partial(vectorise, index=index, time_field=cfg.time_field),
                             record, records_schema(len(index)))
+
+
+def download_targets(cfg) -> list[tuple[str, Path]]:
+    """`drift fetch arxiv`: the snapshot's (url, destination)."""
+    cfg = ArxivParams.of(cfg)
+    if not cfg.url:
+        raise DriftError("arxiv: no download URL: set arxiv.url in params.yaml to the URL of "
+                         "arxiv-metadata-oai-snapshot.json (JSON lines, not the zip)")
+    return [(cfg.url, Path(cfg.source))]
+
+
+def raw_inputs(cfg) -> list[Path]:
+    """`drift track arxiv`: the snapshot."""
+    path = Path(ArxivParams.of(cfg).source)
+    if not path.is_file():
+        raise missing_source("arxiv", path, "the arXiv metadata snapshot (JSON lines)")
+    return [path]

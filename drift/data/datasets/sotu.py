@@ -14,13 +14,26 @@ import csv
 import datetime as dt
 import re
 from pathlib import Path
+from typing import Annotated, ClassVar, Optional
+
+from pydantic import Field
 
 from drift.core.errors import DriftError
-from drift.core.params import SotuParams
+from drift.core.params import DatasetParams, Int, PositiveInt, SliceSpec, slices_field
 
-NAME = "sotu"
-TASK = "binary"
-MODALITY = "text"
+
+class SotuParams(DatasetParams):
+    """params.yaml `sotu:`."""
+    SECTION: ClassVar[str] = "sotu"
+    min_words: Annotated[int, Field(ge=0)] = 30  # shorter paragraphs are filtered (headings, salutations)
+    start_year: Int = 1853                       # the two-party era
+    slices: SliceSpec = slices_field(unit="decade", start=1850, end=2030)
+    cap_per_slice: Optional[PositiveInt] = 100
+    min_samples: PositiveInt = 40
+
+
+PARAMS = SotuParams
+TYPICAL_TOKENS = 90  # a paragraph, in tokens (drift plan's assumption)
 PARTIES = ["Democratic", "Republican"]
 
 

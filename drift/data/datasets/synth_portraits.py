@@ -11,14 +11,37 @@ label_drift, concept_drift, global_cue, noise. Slice t is dated Jan 1 of start_y
 from __future__ import annotations
 
 import datetime as dt
+from typing import ClassVar
 
 import numpy as np
 
-from drift.core.params import SynthPortraitsParams
+from drift.core.params import (
+    DatasetParams,
+    Float,
+    Int,
+    PositiveInt,
+    SliceSpec,
+    slices_field,
+)
 
-NAME = "synth-portraits"
-TASK = "binary"
-MODALITY = "image"
+
+class SynthPortraitsParams(DatasetParams):
+    """params.yaml `synth-portraits:`."""
+    SECTION: ClassVar[str] = "synth-portraits"
+    k: PositiveInt = 8                 # time slices, one a year from start_year
+    start_year: Int = 2000
+    per_slice: PositiveInt = 300
+    seed: Int = 0
+    covariate_drift: Float = 0.5       # 0 = off, 1 = strong
+    label_drift: Float = 0.3
+    concept_drift: Float = 1.0
+    global_cue: Float = 0.06
+    noise: Float = 0.12
+    slices: SliceSpec = slices_field(unit="year", start=2000, end=2008)
+    min_samples: PositiveInt = 40
+
+
+PARAMS = SynthPortraitsParams
 SIZE = 32
 CUE = 7  # side of an eye mark, pixels
 
@@ -78,3 +101,10 @@ def read(cfg: SynthPortraitsParams | dict, ledger):
         when = dt.datetime(cfg.start_year + t_index, 1, 1)
         for i, (image, label) in enumerate(zip(images, labels)):
             yield {"id": f"synth-{t_index:03d}-{i:05d}", "time": when, "label": int(label), "image": image}
+
+
+def planned_rows(cfg, n_slices: int) -> tuple[int, int, str]:
+    """drift plan: (rows, non-empty slices, how it knows): the generator makes per_slice rows in each of its k years."""
+    cfg = SynthPortraitsParams.of(cfg)
+    non_empty = min(cfg.k, n_slices)
+    return cfg.per_slice * non_empty, non_empty, f"synth-portraits.per_slice x k = {non_empty}"

@@ -13,20 +13,31 @@ import datetime as dt
 import io
 import tarfile
 from pathlib import Path
-from typing import Iterator
+from typing import ClassVar, Iterator
 
 import numpy as np
 from PIL import Image
 
 from drift.core.errors import DriftError
-from drift.core.params import YearbookParams
+from drift.core.params import CorpusParams, PositiveInt, SliceSpec, slices_field
 from drift.data.datasets._io import missing_source
 from drift.data.ledger import Ledger
 
-NAME = "yearbook"
-TASK = "binary"
-MODALITY = "image"
-DEFAULT_SOURCE = YearbookParams.model_fields["source"].default  # drift.core.params holds it
+
+class YearbookParams(CorpusParams):
+    """params.yaml `yearbook:`."""
+    SECTION: ClassVar[str] = "yearbook"
+    source: str = "data/raw/yearbook/faces_aligned_small_mirrored_co_aligned_cropped_cleaned.tar.gz"  # or the folder
+    slices: SliceSpec = slices_field(unit="year", start=1905, end=2014)
+    min_samples: PositiveInt = 1
+
+
+PARAMS = YearbookParams
+DEFAULT_SOURCE = YearbookParams.model_fields["source"].default
+# drift plan: the paper's Table 1 row (Appendix B) and its corpus size
+PAPER_COST = {"model_seed_runs": 105, "train_gpu_h": 23.7, "eval_gpu_h": 9.3, "node_h": 8.2}
+PAPER_ROWS = {"rows": 37_921, "non_empty": 104,
+              "source": "paper: 37,921 portraits (Section 3.1.1), K = 104 non-empty years (Appendix B.1)"}
 LABELS = ["F", "M"]
 SIZE = 32
 
@@ -120,4 +131,23 @@ def read(cfg: YearbookParams | dict, ledger: Ledger) -> Iterator[dict]:
     elif archive_path(source).is_file():
         yield from read_archive(archive_path(source), ledger)
     else:
-        raise missing_source(NAME, source, "the Yearbook folder (with F/ and M/) or its .tar.gz")
+        raise missing_source("yearbook", source, "the Yearbook folder (with F/ and M/) or its .tar.gz")
+
+
+def download_targets(cfg) -> list[tuple[str, Path]]:
+    """`drift fetch yearbook`: the archive's (url, destination)."""
+    cfg = YearbookParams.of(cfg)
+    if not cfg.url:
+        raise DriftError("yearbook: no download URL: set yearbook.url in params.yaml to the URL of "
+                         "faces_aligned_small_mirrored_co_aligned_cropped_cleaned.tar.gz")
+    return [(cfg.url, archive_path(Path(cfg.source)))]
+
+
+def raw_inputs(cfg) -> list[Path]:
+    """`drift track yearbook`: the folder with F/ and M/, or its .tar.gz."""
+    source = Path(YearbookParams.of(cfg).source)
+    if source.is_dir():
+        return [source]
+    if archive_path(source).is_file():
+        return [archive_path(source)]
+    raise missing_source("yearbook", source, "the Yearbook folder (with F/ and M/) or its .tar.gz")

@@ -1,0 +1,40 @@
+"""The dataset table: every dataset's name, task, modality and reader module, the one list of datasets.
+
+The params schema takes its dataset names from here (drift.core.params), the ingest stage imports the reader
+(drift.data.datasets.get_dataset) and every later stage reads task and modality from here or the slice
+manifest. The module is named by its file stem under drift/data/datasets/, not as a dotted path: the import
+closure (drift/core/closure.py) would count a dotted name as an import, and every stage would depend on
+every reader again.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from drift.core.errors import DriftError, close_matches
+
+READERS = "drift/data/datasets"  # the reader of a dataset: READERS/<module>.py
+
+
+class Dataset(NamedTuple):
+    task: str      # binary | regression | multilabel (drift.protocol.tasks)
+    modality: str  # text | image
+    module: str    # its reader, drift/data/datasets/<module>.py
+
+    @property
+    def reader(self) -> str:
+        return f"{READERS}/{self.module}.py"
+
+
+DATASETS: dict[str, Dataset] = {
+    "sotu": Dataset("binary", "text", "sotu"),
+    "synth-portraits": Dataset("binary", "image", "synth_portraits"),
+    "yearbook": Dataset("binary", "image", "yearbook"),
+    "amazon": Dataset("regression", "text", "amazon"),
+    "arxiv": Dataset("multilabel", "text", "arxiv"),
+}
+
+
+def dataset_info(name: str) -> Dataset:
+    if name not in DATASETS:
+        raise DriftError(f"unknown dataset {name!r}: {close_matches(name, DATASETS)}")
+    return DATASETS[name]
