@@ -18,7 +18,7 @@ def main(argv):
     train_many = None
     if params.train.engine == "batched":  # drift/train/engine.py: every seed and cutoff of a model stacked
         from drift.train.engine import train_many
-    counts = train_roster(data, roster(params, name), params.train, data.paths["models"], CellCache(cache_dir(params)),
+    counts = train_roster(data, roster(params.train, name), params.train, data.paths["models"], CellCache(cache_dir(params.embed)),
                           params.compute, train_many)
     write_json(data.paths["train_metrics"], {"dataset": name, **counts})
 

@@ -14,6 +14,7 @@ from drift.core.errors import DriftError
 from drift.core.params import (
     DATASET_PARAMS,
     RUN_CHOICES,
+    DatasetParams,
     EmbedParams,
     Params,
     TrainParams,
@@ -212,14 +213,19 @@ def test_numbers_may_be_written_as_yaml_1_1_strings():
     assert load(changed(lambda p: p["train"].update(lr="1e-3", weight_decay="0"))).train.lr == 0.001
 
 
+def test_the_token_cap_is_train_max_tokens_else_embed_max_length():
+    assert load(shipped()).max_tokens == 64  # train.max_tokens null: embed.max_length
+    assert load(changed(lambda p: p["train"].update(max_tokens=128))).max_tokens == 128
+    assert load(changed(lambda p: p["embed"].update(max_length=32))).max_tokens == 32
+
+
 def test_the_library_validates_plain_mappings_too():
     assert TrainParams.of({"epochs": 2}).lr == {"default": 0.001, "frozen": 0.01}
     assert dataset_params("sotu", {}).min_words == 30
     with pytest.raises(DriftError, match=r"^unknown parameter embed\.max_lenght"):
         EmbedParams.of({"max_lenght": 3})
-    from drift.protocol.slicing import build_slices
     with pytest.raises(DriftError, match=r"^unknown parameter dataset\.min_sample: did you mean dataset\.min_samples"):
-        build_slices(None, {"min_sample": 3}, {})
+        DatasetParams.of({"min_sample": 3})
 
 
 # ---------------------------------------------------------------- end to end: a stage refuses before compute

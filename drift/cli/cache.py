@@ -42,7 +42,7 @@ def resolve_cache_dir(option: Optional[Path]) -> Path:
     if Path("params.yaml").exists():
         from drift.core.params import load_params
         from drift.store.location import cache_dir
-        return cache_dir(load_params())
+        return cache_dir(load_params().embed)
     return default_cache_dir()
 
 

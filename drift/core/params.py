@@ -419,6 +419,12 @@ class Params(Section):
                 section.source = path
         return self
 
+    @property
+    def max_tokens(self) -> int:
+        """The token cap of the text heads (their position tables, the token rows they read): train.max_tokens,
+        else embed.max_length, the tokens the encoder keeps."""
+        return self.train.max_tokens or self.embed.max_length
+
     def dataset(self, name: str) -> DatasetParams:
         if name not in DATASET_PARAMS:
             raise DriftError(f"unknown dataset {name!r}: {close_matches(name, DATASET_PARAMS)}")
@@ -472,7 +478,7 @@ def message(error: dict, where: str = "") -> str:
     return f"{path}: {error['msg']}, got {got}"
 
 
-def parse(model: type[Section], data, where: str = ""):
+def parse(model: type[Section], data: Any, where: str = ""):
     """`data` validated as `model`, or a one-line DriftError (every problem, joined by '; ')."""
     try:
         return model.model_validate({} if data is None else data)
@@ -480,7 +486,7 @@ def parse(model: type[Section], data, where: str = ""):
         raise DriftError("; ".join(dict.fromkeys(message(err, where) for err in e.errors()))) from None
 
 
-def plain(data):
+def plain(data: Any) -> Any:
     """A YAML document (ruamel's commented maps and sequences included) as plain dicts and lists."""
     if isinstance(data, dict):
         return {k: plain(v) for k, v in data.items()}
@@ -489,7 +495,7 @@ def plain(data):
     return data
 
 
-def load(data) -> Params:
+def load(data: dict) -> Params:
     """params.yaml's document validated: the typed Params, or a one-line DriftError before any compute."""
     return parse(Params, plain(data))
 
@@ -520,9 +526,8 @@ def dataset_cfg(params, name: str) -> DatasetParams:
     return as_params(params).dataset(name)
 
 
-def roster(params, name: str) -> list[str]:
+def roster(train: TrainParams, name: str) -> list[str]:
     """The models a dataset's run trains and reports: `train.models.<name>`, then the references
     (`train.baselines`, both by default) that give every matrix a floor."""
-    train = as_params(params).train
     models = list(train.models.get(name) or [])  # a dataset without models: drift.data.validate says so
     return models + [b for b in train.baselines if b not in models]

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from drift.core.params import DatasetParams, dataset_params
+from drift.core.params import DatasetParams
 from drift.core.progress import progress
 from drift.data.datasets import get_dataset
 from drift.data.datasets._fast import prefetched
@@ -47,16 +47,15 @@ def fast_default() -> bool:
     return os.environ.get("DRIFT_INGEST_FAST", "1") != "0"
 
 
-def ingest(name: str, cfg: DatasetParams | dict, records_path: Path, quarantine_path: Path,
+def ingest(name: str, cfg: DatasetParams, records_path: Path, quarantine_path: Path,
            fast: bool | None = None) -> dict:
-    """Run one dataset's ingest (`cfg`: its section of params.yaml, drift.core.params or the mapping); returns the
+    """Run one dataset's ingest (`cfg`: its section of params.yaml, drift.core.params.Params.dataset); returns the
     counts written to metrics/ingest/<name>.json.
 
     `fast` (default: fast_default()) reads a dataset that has `read_batches` with Arrow's JSON reader in large
     chunks (drift.data.datasets._fast); the records, the quarantine and the counts are the line-by-line path's."""
     dataset = get_dataset(name)
     fast = fast_default() if fast is None else fast
-    cfg = dataset_params(name, cfg)
     edges, _ = slice_edges(cfg.slices)  # bad slice spec: fail before any work
     start, end = edges[0], edges[-1]
     ledger = Ledger(name, strict=cfg.strict)

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 from drift.core.encoder_registry import get_encoder_spec
 from drift.core.errors import DriftError
-from drift.core.params import as_params, dataset_cfg
+from drift.core.params import Params
 from drift.data.datasets import get_dataset
 from drift.protocol.slicing import slice_edges
 
 
-def validate_data(params, name: str) -> None:
+def validate_data(params: Params, name: str) -> None:
     """The dataset's section, its slices, the saliency cells and the encoder names: all an ingest needs."""
-    params = as_params(params)
-    cfg = dataset_cfg(params, name)
+    cfg = params.dataset(name)
     get_dataset(name)
     _, labels = slice_edges(cfg.slices)
     grid = params.report.saliency.get(name)  # an image dataset without a grid draws a default one

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from drift.core.encoder_registry import get_encoder_spec
 from drift.core.errors import DriftError, close_matches
-from drift.core.params import as_params, roster
+from drift.core.params import Params, roster
 from drift.data.datasets import get_dataset
 from drift.data.validate import validate_data
 from drift.models import MODELS, get_model_info
@@ -31,13 +31,12 @@ def check_roster(models: list[str], modality: str, text_encoder: str | None, enc
                                  f"add it to embed.encoders (now {list(encoders)}) or drop {name}")
 
 
-def validate(params, name: str) -> None:
+def validate(params: Params, name: str) -> None:
     """Everything about one dataset's run that can be checked without computing, beyond the schema
     (drift.core.params): validate_data, then the models of the roster and the families of train.lr."""
-    params = as_params(params)
     validate_data(params, name)
     embed = params.embed
-    check_roster(roster(params, name), get_dataset(name).MODALITY, embed.text_encoder, embed.encoders)
+    check_roster(roster(params.train, name), get_dataset(name).MODALITY, embed.text_encoder, embed.encoders)
     if isinstance(params.train.lr, dict):
         families = {"default"} | {info.family.lower() for info in MODELS.values()}
         for family in params.train.lr:

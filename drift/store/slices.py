@@ -11,7 +11,7 @@ import lance
 import pyarrow as pa
 
 from drift.core.errors import DriftError
-from drift.core.params import DatasetParams, SplitParams, dataset_params
+from drift.core.params import DatasetParams, SplitParams
 from drift.data.datasets import get_dataset
 from drift.protocol.slicing import build_slices
 
@@ -40,9 +40,10 @@ def read_slice_table(path: Path, columns: list[str] | None = None) -> pa.Table:
     return lance.dataset(str(path)).to_table(columns=columns)
 
 
-def slice_dataset(records, name: str, cfg: DatasetParams | dict, split_cfg: SplitParams | dict):
-    """Dataset `name`'s records -> (the slice table, its manifest: task, modality, label names, slices)."""
-    dataset, cfg = get_dataset(name), dataset_params(name, cfg)
+def slice_dataset(records, name: str, cfg: DatasetParams, split_cfg: SplitParams):
+    """Dataset `name`'s records -> (the slice table, its manifest: task, modality, label names, slices); `cfg`: its
+    section of params.yaml (drift.core.params.Params.dataset)."""
+    dataset = get_dataset(name)
     table, slices = build_slices(records, cfg, split_cfg)
     manifest = {"dataset": name, "task": dataset.TASK, "modality": dataset.MODALITY,
                 "label_names": dataset.label_names(cfg), "min_samples": cfg.min_samples, "slices": slices}
