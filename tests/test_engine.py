@@ -15,7 +15,7 @@ from drift.models import InputSpec, list_models
 from drift.models.checkpoints import build_model, list_checkpoints
 from drift.models.inputs import Inputs
 from drift.protocol.tasks import get_task
-from drift.store.cells import row_hashes
+from drift.store.cells import code_version, row_hashes
 from drift.train.engine import Job, StackedAdam, engine_path, train_many
 from drift.train.loop import (
     deterministic,
@@ -213,7 +213,8 @@ def test_train_roster_batched_equals_solo(tmp_path):
     # protocol computed one checkpoint at a time over every row (drift_matrix)
     checkpoints = list_checkpoints(tmp_path / "batched", "ffn-s")
     for seed in ("0", "1"):
-        many, _, _ = evaluate_seed(EvalJob(data, "ffn-s", int(seed), checkpoints[int(seed)], tmp_path / "cells", 1))
+        many, _, _ = evaluate_seed(EvalJob(data, "ffn-s", int(seed), checkpoints[int(seed)], tmp_path / "cells", 1,
+                                             code_version("evaluate")))
         outputs = {}
         for k in range(4):
             model = build_model("ffn-s", data.inputs("ffn-s").spec(), 1, "regression")

@@ -193,8 +193,8 @@ class Section(BaseModel):
 
     @classmethod
     def of(cls, value, where: str | None = None):
-        """`value` if it is already this section, else the mapping validated (defaults filled): the library's
-        functions take a section or, from tests and scripts, its plain mapping."""
+        """`value` if it is already this section, else the mapping validated (defaults filled), with one-line
+        errors: for an entry point that takes a user's mapping. Library functions take the typed section."""
         if isinstance(value, cls):
             return value
         return parse(cls, value, cls.SECTION if where is None else where)
