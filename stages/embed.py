@@ -17,7 +17,7 @@ def main(argv):
     name = argv[0]
     params = load_params()
     p = require(name, "slice_manifest")
-    store = cache_dir(params)
+    store = cache_dir(params.embed)
     modality = read_slice_manifest(p["slices"])["modality"]
     results = embed_all(p["slices"], modality, params.embed, store, params.compute)
     manifests = {enc: manifest for enc, (manifest, _) in results.items()}

@@ -13,11 +13,11 @@ def main(argv):
     params = load_params()
     p = require(name, "eval")
     grid = params.report.saliency.get(name)  # None: the default grid of an image dataset
-    models = roster(params, name)
+    models = roster(params.train, name)
     write_dataset_report(name, models, saliency_grid=grid)
     # drift without labels: the shift matrix and the novel rows, correlated with each model's true decay
     write_shift(SliceData(params, name), **params.report.shift.model_dump(), evals=load_eval(p["eval"], models))
-    write_policy_report(name)  # retraining policies replayed from the matrices
+    write_policy_report(name, params.report.policy, params.train.epochs)  # replayed from the matrices
     write_html_report(name)  # reports/<name>.html: everything above in one offline page
 
 

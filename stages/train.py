@@ -17,8 +17,8 @@ def main(argv):
     validate(params, name)
     data = SliceData(params, name)
     batched = train_many if params.train.engine == "batched" else None  # every seed and cutoff of a model stacked
-    counts = train_roster(data, roster(params, name), params.train, data.paths["models"], CellCache(cache_dir(params)),
-                          params.compute, batched)
+    counts = train_roster(data, roster(params.train, name), params.train, data.paths["models"],
+                          CellCache(cache_dir(params.embed)), params.compute, batched)
     write_json(data.paths["train_metrics"], {"dataset": name, **counts})
 
 

@@ -21,12 +21,14 @@ import torch
 from conftest import run, tiny_params
 from typer.testing import CliRunner
 
+from drift.core.params import EmbedParams
 from drift.data.records import payload_key
 from drift.encoders.embed import embed_dataset, text_encoder
 from drift.store.embeddings import EmbeddingStore, committed, open_store, table_info
 from drift.store.slices import write_slice_table
 
-CFG = {"text_encoder": "minilm-l6", "max_length": 16, "batch_size": 16, "chunk_rows": 32}
+EMBED = {"text_encoder": "minilm-l6", "max_length": 16, "batch_size": 16, "chunk_rows": 32}
+CFG = EmbedParams(**EMBED)
 
 
 @lru_cache(maxsize=1)
@@ -66,9 +68,9 @@ def test_every_fingerprint_field_is_a_miss_and_nothing_else_is(tmp_path, minilm,
 
     # batch size, chunking and device are not part of the key: all hits
     minilm.batch_size = 2
-    again, metrics = embed_dataset(path, {**CFG, "chunk_rows": 1}, cache, encoder=minilm)
+    again, metrics = embed_dataset(path, EmbedParams(**{**EMBED, "chunk_rows": 1}), cache, encoder=minilm)
     assert (metrics["computed"], metrics["cache_hits"]) == (0, 3) and again == base
-    minilm.batch_size = CFG["batch_size"]
+    minilm.batch_size = CFG.batch_size
 
     def miss(change, undo):
         change()
@@ -98,7 +100,7 @@ def test_every_fingerprint_field_is_a_miss_and_nothing_else_is(tmp_path, minilm,
     data = bytearray((original / "model.safetensors").read_bytes())
     data[-1] ^= 1  # last byte of the last tensor: still loads, a different checkpoint
     (copy / "model.safetensors").write_bytes(bytes(data))
-    changed = text_encoder({**CFG, "weights": {"minilm-l6": str(copy)}})
+    changed = text_encoder(EmbedParams(**EMBED, weights={"minilm-l6": str(copy)}))
     manifest, metrics = embed_dataset(path, CFG, cache, encoder=changed)
     assert metrics["computed"] == 3
     assert manifest["fingerprint_fields"]["weights_sha256"] != base["fingerprint_fields"]["weights_sha256"]
@@ -183,7 +185,7 @@ def test_batch_size_halves_on_cuda_out_of_memory(minilm, monkeypatch):
         pooled, flat, lengths = minilm.encode(texts)
         assert minilm.batch_size == 4  # halved twice, and kept for the rest of the run
     finally:
-        minilm.batch_size = CFG["batch_size"]
+        minilm.batch_size = CFG.batch_size
     assert sizes == [10, 8, 4, 4, 2]
     np.testing.assert_allclose(pooled, expected[0], atol=1e-5)
     assert (lengths == expected[2]).all() and flat.shape == expected[1].shape
@@ -196,13 +198,14 @@ import json, sys, time
 from pathlib import Path
 import torch
 torch.set_num_threads(1)
+from drift.core.params import EmbedParams
 from drift.encoders.embed import embed_dataset
 from drift.encoders.text import TextEncoder
 slice_path, cache, out, delay = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 if delay:  # slow each batch down, so the test can kill the run mid-way
     real = TextEncoder.encode_flat
     TextEncoder.encode_flat = lambda self, texts: (time.sleep(delay), real(self, texts))[1]
-cfg = json.loads(sys.argv[5])
+cfg = EmbedParams(**json.loads(sys.argv[5]))
 manifest, metrics = embed_dataset(Path(slice_path), cfg, Path(cache))
 Path(out).write_text(json.dumps({"manifest": manifest, "metrics": metrics}))
 """
@@ -212,7 +215,7 @@ def driver(tmp_path: Path, slice_path: Path, cache: Path, name: str, delay: floa
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)
     return subprocess.Popen([sys.executable, str(script), str(slice_path), str(cache), str(tmp_path / f"{name}.json"),
-                             str(delay), json.dumps(CFG)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             str(delay), json.dumps(EMBED)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def finish(process: subprocess.Popen, tmp_path: Path, name: str) -> dict:

@@ -417,16 +417,17 @@ def test_pooler_missing_from_the_checkpoint_is_refused(tiny_text, tmp_path):
 def test_embed_pooling_param(tiny_text):
     """params.yaml embed.pooling reaches the text encoder (drift.encoders.embed.text_encoder, embed_encoder) and its
     fingerprint; an unknown value stops before any weights load."""
+    from drift.core.params import EmbedParams
     from drift.encoders.embed import embed_encoder, text_encoder
     cfg = {"text_encoder": "bert", "max_length": 32, "weights": {"bert": str(tiny_text["bert"])}}
-    default = text_encoder(cfg)
+    default = text_encoder(EmbedParams(**cfg))
     assert default.spec.pooling == "mean"
-    assert text_encoder({**cfg, "pooling": "mean"}).fingerprint_hash() == default.fingerprint_hash()
-    pooler = text_encoder({**cfg, "pooling": "pooler"})
+    assert text_encoder(EmbedParams(**cfg, pooling="mean")).fingerprint_hash() == default.fingerprint_hash()
+    pooler = text_encoder(EmbedParams(**cfg, pooling="pooler"))
     assert pooler.spec.pooling == "pooler" and pooler.fingerprint_hash() != default.fingerprint_hash()
-    assert embed_encoder("bert", {**cfg, "pooling": "cls"}).fingerprint()["pooling"] == "cls"
+    assert embed_encoder("bert", EmbedParams(**cfg, pooling="cls")).fingerprint()["pooling"] == "cls"
     with pytest.raises(DriftError) as err:
-        text_encoder({**cfg, "pooling": "max", "weights": {"bert": "/nonexistent/weights"}})
+        text_encoder(EmbedParams.of({**cfg, "pooling": "max", "weights": {"bert": "/nonexistent/weights"}}))
     assert str(err.value) == "embed.pooling must be one of mean, cls, pooler, got 'max'"
 
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn as nn
 
+from drift.core.params import TrainParams
 from drift.evaluate.matrices import EvalJob, evaluate_seed
 from drift.evaluate.predict import predict, predict_many
 from drift.models import InputSpec, list_models
@@ -21,7 +22,7 @@ from drift.train.engine import Job, StackedAdam, engine_path, train_many
 from drift.train.loop import deterministic, make_optimizer, train_one, train_roster
 
 N = 240
-CFG = dict(epochs=2, batch_size=16, lr=3e-3, weight_decay=0.05)
+CFG = TrainParams(epochs=2, batch_size=16, lr=3e-3, weight_decay=0.05)
 # rows per model: 2, 5 and 7 steps an epoch, last batches of 8, 11 and 4 rows (a batch-norm step on 1 row would
 # amplify rounding beyond any tolerance, in either run)
 ROW_COUNTS = (24, 75, 100)
@@ -86,7 +87,7 @@ def test_engine_equals_train_one(name, task_name):
             # gradient is near 0 (a unit just off at a ReLU, a conv filter under batch norm) turns rounding
             # into a visible part of a step: every weight within a tenth of one step, nearly all within 2e-5
             diff = (pa - pb).abs()
-            assert diff.max() < CFG["lr"] / 10, f"{name} seed {job.seed}: {key} differs by {diff.max():.2e}"
+            assert diff.max() < CFG.lr / 10, f"{name} seed {job.seed}: {key} differs by {diff.max():.2e}"
             far = int((diff > 2e-5 + 1e-4 * pa.abs()).sum())
             assert far <= pa.numel() // 1000, f"{name} seed {job.seed}: {key}: {far} of {pa.numel()} differ"
         np.testing.assert_allclose(predict(a, inputs, rows), predict(b, inputs, rows), rtol=1e-4, atol=2e-5)
@@ -105,7 +106,7 @@ def test_every_registry_model_has_a_path():
         spec = {"pixels": InputSpec("pixels", (3, 8, 8)), "tokens": InputSpec("tokens", (16,), max_tokens=16),
                 "pooled": InputSpec("pooled", (16,)), "auto": InputSpec("pooled", (16,))}[info.input]
         model = build_model(info.name, spec, 2, "binary")
-        optimizer = None if info.family == "Reference" else make_optimizer(model, "text", {})
+        optimizer = None if info.family == "Reference" else make_optimizer(model, "text", TrainParams())
         paths[info.name] = engine_path(model, optimizer)[0]
     solo = {n for n, p in paths.items() if p == "solo"}
     assert solo == {i.name for i in list_models() if i.family in ("Recurrent", "Reference")}
@@ -191,7 +192,7 @@ class TinyData:
 
 def test_train_roster_batched_equals_solo(tmp_path):
     data = TinyData(np.random.default_rng(5))
-    cfg = dict(CFG, seeds=[0, 1])
+    cfg = TrainParams(**{**CFG.model_dump(), "seeds": [0, 1]})
     solo_counts = train_roster(data, ["ffn-s", "baseline-prior"], cfg, tmp_path / "solo")
     batched = train_roster(data, ["ffn-s", "baseline-prior"], cfg, tmp_path / "batched", train_many=train_many)
     # ffn-s: 2 seeds x 4 cutoffs trained; the reference fitted once per cutoff, its seed-1 copies reused

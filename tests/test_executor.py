@@ -21,6 +21,7 @@ import yaml
 from conftest import STAGES, make_project, only, repro_in_process, run, tiny_params
 
 from drift.core.errors import DriftError
+from drift.core.params import ComputeParams
 
 ray = pytest.importorskip("ray")
 DATASETS = ("sotu", "synth-portraits")
@@ -149,17 +150,18 @@ def test_a_worker_killed_while_training_is_retried_and_resumes(cluster, referenc
 def test_a_path_no_worker_sees_is_one_line_naming_it(cluster, tmp_path):
     from drift.core.executor import check_reachable
 
-    check_reachable([tmp_path], {"executor": "ray"})
+    check_reachable([tmp_path], ComputeParams(executor="ray"))
     missing = tmp_path / "elsewhere"
     with pytest.raises(DriftError, match=f"{missing} is not visible from Ray node .*embed.cache_dir"):
-        check_reachable([tmp_path, tmp_path / "elsewhere"], {"executor": "ray"})
+        check_reachable([tmp_path, tmp_path / "elsewhere"], ComputeParams(executor="ray"))
 
 
 def test_a_cluster_that_cannot_be_joined_is_one_line_and_quick():
     # a fresh process: this one may hold the module's cluster
     started = time.perf_counter()
     result = subprocess.run([sys.executable, "-c", "from drift.core.executor import connect\n"
-                             "connect({'executor': 'ray', 'address': '127.0.0.1:9'})"],
+                             "from drift.core.params import ComputeParams\n"
+                             "connect(ComputeParams(executor='ray', address='127.0.0.1:9'))"],
                             capture_output=True, text=True, env={**os.environ, "RAY_ADDRESS": ""})
     assert result.returncode != 0 and time.perf_counter() - started < 30
     assert "DriftError: cannot join the Ray cluster at 127.0.0.1:9" in result.stderr
@@ -169,16 +171,17 @@ def test_a_cluster_that_cannot_be_joined_is_one_line_and_quick():
 def test_the_local_executor_runs_in_order_here():
     from drift.core.executor import run_tasks, workers
 
-    assert run_tasks(pid_of, [3, 1, 2], None) == [(3, os.getpid()), (1, os.getpid()), (2, os.getpid())]
-    assert workers({"executor": "local"}) == 1
+    assert run_tasks(pid_of, [3, 1, 2], ComputeParams()) == [(3, os.getpid()), (1, os.getpid()), (2, os.getpid())]
+    assert workers(ComputeParams(executor="local")) == 1
 
 
 def test_ray_tasks_come_back_in_order_from_other_processes(cluster):
     from drift.core.executor import run_tasks, workers
 
-    results = run_tasks(pid_of, list(range(6)), {"executor": "ray"})
+    results = run_tasks(pid_of, list(range(6)), ComputeParams(executor="ray"))
     assert [x for x, _ in results] == list(range(6)) and os.getpid() not in {pid for _, pid in results}
-    assert workers({"executor": "ray", "cpus_per_task": 1}) == 2 and workers({"executor": "ray", "cpus_per_task": 2}) == 1
+    assert workers(ComputeParams(executor="ray", cpus_per_task=1.0)) == 2
+    assert workers(ComputeParams(executor="ray", cpus_per_task=2.0)) == 1
 
 
 def pid_of(x):

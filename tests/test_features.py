@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from drift.core.errors import DriftError
+from drift.core.params import EmbedParams, TrainParams, load
 from drift.data.records import payload_key, record_schema
 from drift.encoders.embed import embed_dataset, text_encoder
 from drift.models.inputs import (
@@ -33,7 +34,7 @@ from drift.store.features import (
 )
 from drift.store.slices import read_slice_table, write_slice_table
 
-CFG = {"text_encoder": "minilm-l6", "max_length": 64, "batch_size": 16, "chunk_rows": 16}
+CFG = EmbedParams(text_encoder="minilm-l6", max_length=64, batch_size=16, chunk_rows=16)
 
 
 def paragraphs(n: int, skip: int = 0) -> list[str]:
@@ -124,7 +125,7 @@ def test_training_and_prediction_are_bit_identical(embedded):
         for inputs in (load_inputs(kind, table, store, max_tokens=16),
                        open_inputs(kind, tmp / "features" / "minilm-l6", max_tokens=16)):
             model = train_one(name, inputs, rows, targets, task, task.n_outputs(2),
-                              {"epochs": 2, "batch_size": 8, "lr": 1e-3}, seed=3)
+                              TrainParams(epochs=2, batch_size=8, lr=1e-3), seed=3)
             models.append((model, predict(model, inputs, np.arange(60), batch_size=16)))
         (a, pa_), (b, pb) = models
         assert all(same_bits(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values())), name
@@ -262,7 +263,7 @@ def test_slice_data_builds_and_reads_the_feature_files(embedded, tmp_path, monke
     (tmp_path / "data" / "embeddings" / "sotu.json").write_text(json.dumps({"encoders": {"minilm-l6": manifest}}))
     params = tiny_params()
     params["embed"].update(cache_dir=str(cache), max_length=64)
-    data = SliceData(params, "sotu")
+    data = SliceData(load(params), "sotu")
     inputs = data.inputs("ffn-s")
     assert isinstance(inputs.data, DiskArray) and (tmp_path / "data/features/sotu/minilm-l6/header.json").exists()
     assert data.inputs("probe-minilm").kind == "pooled"

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from drift.analysis.policy import write_policy_report
+from drift.core.params import load_params
 from drift.report.html import write_html_report
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,8 +152,9 @@ def committed(tmp_path_factory) -> Path:
     for name in ("metrics", "plots", "tables"):
         shutil.copytree(ROOT / name, root / name)
     shutil.copy(ROOT / "params.yaml", root / "params.yaml")
+    params = load_params(root / "params.yaml")
     for name in DATASETS:
-        write_policy_report(name, root)
+        write_policy_report(name, params.report.policy, params.train.epochs, root)
         write_html_report(name, root)
     return root
 

@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from drift.core.errors import DriftError
+from drift.core.params import dataset_params
 from drift.data.datasets import get_dataset, sotu, synth_portraits
 from drift.data.ingest import ingest
 from drift.data.ledger import Ledger
@@ -22,7 +23,7 @@ def paragraphs_in_package() -> int:
 
 def test_sotu_every_paragraph_accounted_for(tmp_path):
     cfg = {"min_words": 30, "start_year": 1853, "slices": {"unit": "decade", "start": 1850, "end": 2030}}
-    counts = ingest("sotu", cfg, tmp_path / "r.parquet", tmp_path / "q.parquet")
+    counts = ingest("sotu", dataset_params("sotu", cfg), tmp_path / "r.parquet", tmp_path / "q.parquet")
     assert counts["read"] == paragraphs_in_package()
     assert counts["kept"] + counts["filtered"] + counts["quarantined"] == counts["read"]
     assert counts["filtered_by_rule"]["before_start_year"] > 0 and counts["filtered_by_rule"]["short_paragraph"] > 0
@@ -43,7 +44,7 @@ def test_sotu_every_paragraph_accounted_for(tmp_path):
 
 def test_time_span_filter_is_counted(tmp_path):
     cfg = {"min_words": 30, "start_year": 1853, "slices": {"unit": "decade", "start": 1900, "end": 1950}}
-    counts = ingest("sotu", cfg, tmp_path / "r.parquet", tmp_path / "q.parquet")
+    counts = ingest("sotu", dataset_params("sotu", cfg), tmp_path / "r.parquet", tmp_path / "q.parquet")
     assert counts["filtered_by_rule"]["time_outside_span"] > 0
     years = [t.year for t in pq.read_table(tmp_path / "r.parquet").column("time").to_pylist()]
     assert 1900 <= min(years) and max(years) < 1950
@@ -69,12 +70,12 @@ def test_duplicate_ids_are_quarantined_and_strict_stops(tmp_path, monkeypatch):
             {"id": "b", "time": dt.datetime(1990, 1, 1), "label": 1, "text": "z"}]
     monkeypatch.setattr(sotu, "read", lambda cfg, ledger: iter(rows))
     cfg = {"slices": {"unit": "year", "start": 2000, "end": 2002}}
-    counts = ingest("sotu", cfg, tmp_path / "r.parquet", tmp_path / "q.parquet")
+    counts = ingest("sotu", dataset_params("sotu", cfg), tmp_path / "r.parquet", tmp_path / "q.parquet")
     assert (counts["read"], counts["kept"], counts["filtered"], counts["quarantined"]) == (3, 1, 1, 1)
     bad = pq.read_table(tmp_path / "q.parquet").to_pylist()
     assert bad == [{"where": "a", "reason": "duplicate_id", "raw": None}]
     with pytest.raises(DriftError, match="bad input at a: duplicate_id"):
-        ingest("sotu", {**cfg, "strict": True}, tmp_path / "r2.parquet", tmp_path / "q2.parquet")
+        ingest("sotu", dataset_params("sotu", {**cfg, "strict": True}), tmp_path / "r2.parquet", tmp_path / "q2.parquet")
     assert not (tmp_path / "r2.parquet").exists() and not (tmp_path / "r2.partial").exists()
 
 

@@ -12,6 +12,7 @@ import pytest
 from test_datasets_real import edit  # a JSON line with fields changed or dropped (...)
 
 from drift.core.errors import DriftError
+from drift.core.params import dataset_params
 from drift.data.datasets import _fast
 from drift.data.ingest import ingest
 
@@ -26,7 +27,7 @@ def both_paths(tmp_path: Path, name: str, cfg: dict) -> dict:
     out = {}
     for fast in (False, True):
         records, quarantine = tmp_path / f"records-{fast}.parquet", tmp_path / f"quarantine-{fast}.parquet"
-        counts = ingest(name, cfg, records, quarantine, fast=fast)
+        counts = ingest(name, dataset_params(name, cfg), records, quarantine, fast=fast)
         out[fast] = counts, records, pq.read_table(quarantine).to_pylist()
     (old_counts, old_records, old_bad), (new_counts, new_records, new_bad) = out[False], out[True]
     assert new_counts == old_counts
@@ -195,7 +196,7 @@ def test_strict_stops_at_the_same_row(tmp_path, small_chunks):
     messages = []
     for fast in (False, True):
         with pytest.raises(DriftError) as err:
-            ingest("amazon", {"source": str(folder), "strict": True, "slices": WIDE_SPAN},
+            ingest("amazon", dataset_params("amazon", {"source": str(folder), "strict": True, "slices": WIDE_SPAN}),
                    tmp_path / "r.parquet", tmp_path / "q.parquet", fast=fast)
         messages.append(str(err.value))
         assert not (tmp_path / "r.parquet").exists()

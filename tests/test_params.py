@@ -12,7 +12,13 @@ from conftest import only, run, tiny_params
 
 from drift.core.datasets import DATASETS
 from drift.core.errors import DriftError
-from drift.core.params import RUN_CHOICES, EmbedParams, Params, TrainParams
+from drift.core.params import (
+    RUN_CHOICES,
+    DatasetParams,
+    EmbedParams,
+    Params,
+    TrainParams,
+)
 from drift.core.params import load as load_core
 from drift.core.presets import apply_preset
 from drift.data.datasets import (
@@ -233,14 +239,19 @@ def test_numbers_may_be_written_as_yaml_1_1_strings():
     assert load(changed(lambda p: p["train"].update(lr="1e-3", weight_decay="0"))).train.lr == 0.001
 
 
+def test_the_token_cap_is_train_max_tokens_else_embed_max_length():
+    assert load(shipped()).max_tokens == 64  # train.max_tokens null: embed.max_length
+    assert load(changed(lambda p: p["train"].update(max_tokens=128))).max_tokens == 128
+    assert load(changed(lambda p: p["embed"].update(max_length=32))).max_tokens == 32
+
+
 def test_the_library_validates_plain_mappings_too():
     assert TrainParams.of({"epochs": 2}).lr == {"default": 0.001, "frozen": 0.01}
     assert dataset_params("sotu", {}).min_words == 30
     with pytest.raises(DriftError, match=r"^unknown parameter embed\.max_lenght"):
         EmbedParams.of({"max_lenght": 3})
-    from drift.protocol.slicing import build_slices
     with pytest.raises(DriftError, match=r"^unknown parameter dataset\.min_sample: did you mean dataset\.min_samples"):
-        build_slices(None, {"min_sample": 3}, {})
+        DatasetParams.of({"min_sample": 3})
 
 
 # ---------------------------------------------------------------- end to end: a stage refuses before compute

@@ -17,6 +17,7 @@ from drift.analysis.policy import (
     write_policy_report,
 )
 from drift.core.errors import DriftError
+from drift.core.params import load_params
 from drift.report.plots import long_format
 
 N = np.nan
@@ -165,7 +166,9 @@ def test_dataset_policies_and_the_report(tmp_path):
     write_committed(tmp_path)
     shift = np.zeros((4, 4))
     shift[0, 2] = 5.0
-    result = write_policy_report("sotu", tmp_path, shift=shift)
+    params = load_params(tmp_path / "params.yaml")
+    policy, epochs = params.report.policy, params.train.epochs
+    result = write_policy_report("sotu", policy, epochs, tmp_path, shift=shift)
     assert list(result["models"]) == ["baseline-prior", "ffn-s"]  # not the cohort mean
     assert result["cost_unit"] == "rows x epochs"
     ffn, prior = by_name(result["models"]["ffn-s"]), by_name(result["models"]["baseline-prior"])
@@ -182,17 +185,19 @@ def test_dataset_policies_and_the_report(tmp_path):
     assert always == {"model": "ffn-s", "policy": "always", "cost": 180, "mean": 0.6, "worst": 0.5,
                       "retrainings": 2, "pareto": True, "best": True, "cost_unit": "rows x epochs"}
     # seconds from a given figure
-    seconds = dataset_policies("sotu", tmp_path, ["ffn-s"], seconds_per_row=0.5)
+    seconds = dataset_policies("sotu", policy, epochs, tmp_path, ["ffn-s"], seconds_per_row=0.5)
     assert seconds["cost_unit"] == "seconds" and by_name(seconds["models"]["ffn-s"])["always"]["cost"] == 90
     with pytest.raises(DriftError, match="unknown model 'ffn' for sotu: did you mean ffn-s"):
-        dataset_policies("sotu", tmp_path, ["ffn"])
+        dataset_policies("sotu", policy, epochs, tmp_path, ["ffn"])
     with pytest.raises(DriftError, match="unknown dataset 'sotuu'"):
-        dataset_policies("sotuu", tmp_path)
+        dataset_policies("sotuu", policy, epochs, tmp_path)
 
 
 def test_without_a_manifest_each_slice_counts_as_one_row(tmp_path):
     write_committed(tmp_path, manifest=False)
-    result = dataset_policies("sotu", tmp_path, ["ffn-s"], seconds_per_row=0.5)
+    params = load_params(tmp_path / "params.yaml")
+    result = dataset_policies("sotu", params.report.policy, params.train.epochs, tmp_path, ["ffn-s"],
+                              seconds_per_row=0.5)
     assert result["cost_unit"] == "slices x epochs"
     assert by_name(result["models"]["ffn-s"])["always"]["cost"] == (2 + 3) * 2
     assert any("no slice manifest" in n for n in result["notes"]) and any("ignored" in n for n in result["notes"])

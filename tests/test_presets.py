@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from drift.core.encoder_registry import get_encoder_spec
+from drift.core.params import SliceSpec, load
 from drift.core.presets import apply_preset
 from drift.models import get_model_info
 from drift.run.checks import validate
@@ -57,7 +58,7 @@ def test_preset_runs_the_papers_cohort(preset, tmp_path):
     # every probe's encoder is computed by the embed stage, and they are the paper's
     encoders = params["embed"]["encoders"]
     assert {i.name.removeprefix("probe-") for i in probes} == set(encoders) == PROBES[preset]
-    validate(params, dataset)
+    validate(load(params), dataset)
 
 
 @pytest.mark.parametrize("preset", PAPER)
@@ -86,5 +87,5 @@ def test_yearbook_saliency_grid_is_figure_3(tmp_path):
     assert grid["models"] == ["cnn-l", "resnet-s", "mlp-l"]
     assert [tuple(c) for c in grid["cells"]] == [(c, e) for c in ("1950", "1970") for e in ("1960", "1980", "2000")]
     assert set(grid["models"]) <= set(params["train"]["models"]["yearbook"])
-    _, labels = slice_edges(params["yearbook"]["slices"])
+    _, labels = slice_edges(SliceSpec(**params["yearbook"]["slices"]))
     assert {label for cell in grid["cells"] for label in cell} <= set(labels)

@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn as nn
 
+from drift.core.params import SliceSpec, TrainParams
 from drift.data.datasets.synth_portraits import make_slice
 from drift.models import InputSpec, create_model
 from drift.models.checkpoints import build_model, checkpoint_path, save_checkpoint
@@ -68,7 +69,7 @@ def test_cnn_looks_at_the_eyes_more_than_the_mlp():
     share = {}
     for name in ("cnn-s", "mlp-s"):
         model = train_one(name, inputs, train, targets, get_task("binary"), 2,
-                          {"epochs": 4, "batch_size": 32, "lr": 1e-3}, seed=0)
+                          TrainParams(epochs=4, batch_size=32, lr=1e-3), seed=0)
         (x,) = inputs.batch(test)
         m = saliency_map(model, x, labels[test])
         assert np.isfinite(m).all() and m.min() >= 0 and m.std() > 0      # finite and not uniform
@@ -181,7 +182,7 @@ def test_default_grid_fits_the_embedded_dataset():
 
     params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
     grid = params["report"]["saliency"]["synth-portraits"]
-    _, labels = slice_edges(params["synth-portraits"]["slices"])
+    _, labels = slice_edges(SliceSpec(**params["synth-portraits"]["slices"]))
     assert labels == [str(y) for y in range(2000, 2008)]
     assert set(grid["models"]) <= set(params["train"]["models"]["synth-portraits"])
     assert grid["cells"] and all(len(c) == 2 and {str(x) for x in c} <= set(labels) for c in grid["cells"])

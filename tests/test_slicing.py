@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 from drift.core.errors import DriftError
+from drift.core.params import DatasetParams, SliceSpec, SplitParams
 from drift.protocol.slicing import (
     assign_slices,
     build_slices,
@@ -20,14 +21,14 @@ from drift.protocol.slicing import (
 
 
 def test_units_and_labels():
-    edges, labels = slice_edges({"unit": "year", "start": 1905, "end": 2014})
+    edges, labels = slice_edges(SliceSpec(unit="year", start=1905, end=2014))
     assert len(labels) == 109 and labels[0] == "1905" and edges[-1] == dt.datetime(2014, 1, 1)
-    edges, labels = slice_edges({"unit": "half-year", "start": 2014, "end": 2024})
+    edges, labels = slice_edges(SliceSpec(unit="half-year", start=2014, end=2024))
     assert len(labels) == 20 and labels[:3] == ["2014-H1", "2014-H2", "2015-H1"]
     assert edges[1] == dt.datetime(2014, 7, 1)
-    _, labels = slice_edges({"unit": "decade", "start": 1850, "end": 2030})
+    _, labels = slice_edges(SliceSpec(unit="decade", start=1850, end=2030))
     assert len(labels) == 18 and labels[-1] == "2020s"
-    edges, labels = slice_edges({"unit": "custom", "edges": ["1950-01-01", "1970-07-01", 2000]})
+    edges, labels = slice_edges(SliceSpec(unit="custom", edges=["1950-01-01", "1970-07-01", 2000]))
     assert labels == ["1950-01-01", "1970-07-01"] and edges[-1] == dt.datetime(2000, 1, 1)
 
 
@@ -40,12 +41,12 @@ def test_units_and_labels():
 ])
 def test_bad_specs_fail_with_one_line(spec, message):
     with pytest.raises(DriftError, match=message) as error:
-        slice_edges(spec)
+        slice_edges(SliceSpec(**spec))
     assert "\n" not in str(error.value)
 
 
 def test_assign_slices_edges_are_half_open():
-    edges, _ = slice_edges({"unit": "half-year", "start": 2014, "end": 2015})
+    edges, _ = slice_edges(SliceSpec(unit="half-year", start=2014, end=2015))
     times = np.array(["2013-12-31T23:59:59", "2014-01-01", "2014-06-30T23:59", "2014-07-01", "2015-01-01"],
                      dtype="datetime64[us]")
     assert assign_slices(times, edges).tolist() == [-1, 0, 0, 1, -1]
@@ -83,25 +84,25 @@ def _records(n_per_year: dict[int, int]) -> pa.Table:
 def test_build_slices_marks_small_slices_and_caps():
     records = _records({2000: 50, 2001: 5, 2002: 40, 1999: 7})
     cfg = {"slices": {"unit": "year", "start": 2000, "end": 2003}, "min_samples": 10, "cap_per_slice": 30}
-    table, slices = build_slices(records, cfg, {"seed": 0, "test_fraction": 0.3})
+    table, slices = build_slices(records, DatasetParams(**cfg), SplitParams(seed=0, test_fraction=0.3))
     assert [s["rows"] for s in slices] == [30, 5, 30]
     assert [s["usable"] for s in slices] == [True, False, True]
     assert [s["test"] for s in slices] == [10, 2, 10]  # 30% of each label stratum, rounded per stratum
     assert table.num_rows == 65 and set(table.column("slice").to_pylist()) == {0, 1, 2}
-    again, _ = build_slices(records, cfg, {"seed": 0, "test_fraction": 0.3})
+    again, _ = build_slices(records, DatasetParams(**cfg), SplitParams(seed=0, test_fraction=0.3))
     assert again.equals(table)
 
 
 def test_build_slices_without_any_usable_slice_fails():
     with pytest.raises(DriftError, match="min_samples"):
-        build_slices(_records({2000: 5}), {"slices": {"unit": "year", "start": 2000, "end": 2001},
-                                           "min_samples": 10}, {})
+        build_slices(_records({2000: 5}), DatasetParams(slices=SliceSpec(unit="year", start=2000, end=2001),
+                                                        min_samples=10), SplitParams())
 
 
 def test_empty_slices_are_dropped_small_ones_kept_as_bands():
     records = _records({2000: 30, 2002: 4, 2003: 30})  # 2001 has no row at all
     cfg = {"slices": {"unit": "year", "start": 2000, "end": 2004}, "min_samples": 10}
-    table, slices = build_slices(records, cfg, {"seed": 0})
+    table, slices = build_slices(records, DatasetParams(**cfg), SplitParams(seed=0))
     assert [(s["label"], s["usable"]) for s in slices] == [("2000", True), ("2002", False), ("2003", True)]
     assert sorted(set(table.column("slice").to_pylist())) == [0, 1, 2]
     assert set(zip(table.column("slice").to_pylist(), table.column("slice_label").to_pylist())) == {
@@ -113,7 +114,7 @@ def test_a_one_row_year_is_trainable_but_has_no_column():
     (a row of the matrix) but nothing can be scored on that year's test split (its column stays empty)."""
     records = _records({2000: 30, 2001: 1, 2002: 30})
     cfg = {"slices": {"unit": "year", "start": 2000, "end": 2003}, "min_samples": 1}
-    _, slices = build_slices(records, cfg, {"seed": 0, "test_fraction": 0.3})
+    _, slices = build_slices(records, DatasetParams(**cfg), SplitParams(seed=0, test_fraction=0.3))
     # 15 rows per label: 30% is 4.5, rounded half up per stratum to 5 test rows each
     assert [(s["train"], s["test"]) for s in slices] == [(20, 10), (1, 0), (20, 10)]
     assert [s["trainable"] for s in slices] == [True, True, True]

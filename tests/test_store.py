@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from drift.core.errors import DriftError
+from drift.core.params import EmbedParams
 from drift.store.embeddings import EmbeddingStore
 
 
@@ -73,7 +74,7 @@ def test_embed_computes_only_missing_keys(tmp_path):
                          "slice": pa.array([0] * len(texts), pa.int32()), "split": ["train"] * len(texts),
                          "label": [0] * len(texts), "text": texts})
 
-    cfg = {"text_encoder": "minilm-l6", "max_length": 32, "batch_size": 4}
+    cfg = EmbedParams(text_encoder="minilm-l6", max_length=32, batch_size=4)
     path = tmp_path / "d.lance"
     write_slice_table(table(["one fish", "two fish", "red fish", "two fish"]), path, {})
     manifest, metrics = embed_dataset(path, cfg, tmp_path / "cache")

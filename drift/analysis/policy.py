@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from drift.core.errors import DriftError, close_matches
-from drift.core.params import PolicyParams, TrainParams, load_params
+from drift.core.params import PolicyParams
 from drift.core.paths import dataset_paths
 from drift.core.stage import write_json
 from drift.report.results import (
@@ -192,22 +192,19 @@ def report_labels(root: Path, name: str) -> list[str]:
     return list(dict.fromkeys(r["train"] for r in json.loads(first.read_text()))) if first else []
 
 
-def dataset_policies(name: str, root: Path = Path("."), models: list[str] | None = None, params=None,
-                     shift=None, estimates: dict | None = None, seconds_per_row: float | None = None) -> dict:
+def dataset_policies(name: str, policy: PolicyParams, epochs: int, root: Path = Path("."),
+                     models: list[str] | None = None, shift=None, estimates: dict | None = None,
+                     seconds_per_row: float | None = None) -> dict:
     """Every policy on every model (or `models`) of dataset `name`'s committed report (plots/<ds>/<model>/
     matrix.json, metrics/<ds>/): {"dataset", "metric", "higher_is_better", "cost_unit", "notes", "models":
-    {model: replay_policies(...)}}. params: the typed Params (default: root/params.yaml, else the defaults);
-    shift: one K x K array for the dataset; estimates: model -> K x K array (when None, the report's own:
-    plots/<ds>/shift/matrix.json and plots/<ds>/<model>/estimate.json, if any); seconds_per_row: overrides
+    {model: replay_policies(...)}}. policy: params.yaml's report.policy; epochs: train.epochs (the cost of a
+    retraining); shift: one K x K array for the dataset; estimates: model -> K x K array (when None, the report's
+    own: plots/<ds>/shift/matrix.json and plots/<ds>/<model>/estimate.json, if any); seconds_per_row: overrides
     report.policy.seconds_per_row."""
     root = Path(root)
     found_shift, found_estimates = report_signals(name, root)
     shift = found_shift if shift is None else shift
     estimates = found_estimates if estimates is None else estimates
-    if params is None and (root / "params.yaml").exists():
-        params = load_params(root / "params.yaml")
-    policy = params.report.policy if params is not None else PolicyParams()
-    epochs = (params.train if params is not None else TrainParams()).epochs
     if seconds_per_row is None:
         seconds_per_row = policy.seconds_per_row
     if seconds_per_row is not None and not seconds_per_row > 0:
@@ -267,9 +264,11 @@ def policy_rows(result: dict) -> list[dict]:
             for model, r in result["models"].items() for p in r["policies"]]
 
 
-def write_policy_report(name: str, root: Path = Path("."), shift=None, estimates: dict | None = None) -> dict:
+def write_policy_report(name: str, policy: PolicyParams, epochs: int, root: Path = Path("."), shift=None,
+                        estimates: dict | None = None) -> dict:
     """The report stage's policy comparison: plots/<ds>/policies.png (score against cost, per model) and
-    plots/policies/<ds>.json (policy_rows, for a DVC plot). shift / estimates as for dataset_policies; when None,
+    plots/policies/<ds>.json (policy_rows, for a DVC plot). policy, epochs, shift / estimates as for
+    dataset_policies; when None,
     the shift (plots/<ds>/shift/matrix.json) and estimates (plots/<ds>/<model>/estimate.json) found in the
     report are used, if any."""
     # lazy: matplotlib, only when the Pareto plot is drawn (not for `drift policy`)
@@ -277,7 +276,7 @@ def write_policy_report(name: str, root: Path = Path("."), shift=None, estimates
 
     root = Path(root)
     p = dataset_paths(name, root)
-    result = dataset_policies(name, root, shift=shift, estimates=estimates)
+    result = dataset_policies(name, policy, epochs, root, shift=shift, estimates=estimates)
     write_json(p["policies"], policy_rows(result))
     pareto_plot(result, p["plots"] / "policies.png")
     return result

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.stats import spearmanr
@@ -29,6 +30,9 @@ from drift.store.embeddings import open_store
 from drift.store.location import cache_dir
 from drift.store.slices import read_slice_table
 from drift.train.loop import trainable_cutoffs
+
+if TYPE_CHECKING:  # the annotation only: SliceData brings torch
+    from drift.train.slice_data import SliceData
 
 MEDIAN_SAMPLE = 1000  # rows whose pairwise distances set the bandwidth
 
@@ -147,7 +151,7 @@ def standardised_pixels(images: np.ndarray) -> np.ndarray:
     return (x - x.mean(0)) / np.where(std > 0, std, 1.0)
 
 
-def shift_features(data) -> tuple[np.ndarray, str]:
+def shift_features(data: SliceData) -> tuple[np.ndarray, str]:
     """(features of every row of the slice table, what they are) for a drift.train.slice_data.SliceData: the text
     encoder's pooled vectors; for an image dataset a vision encoder's (the first of embed.encoders that was
     embedded), else its standardised pixels."""
@@ -162,11 +166,11 @@ def shift_features(data) -> tuple[np.ndarray, str]:
         if encoder not in data.encoders:
             raise DriftError(f"the shift matrix reads the pooled vectors of {encoder}, which embed@{data.name} did "
                              f"not compute: run `dvc repro embed@{data.name}`")
-    store = open_store(data.encoders[encoder], cache_dir(data.params))
+    store = open_store(data.encoders[encoder], cache_dir(data.params.embed))
     return store.read_pooled(data.table.column("key")), f"{encoder} pooled"
 
 
-def write_shift(data, root: Path = Path("."), n: int = 200, permutations: int = 200, alpha: float = 0.05,
+def write_shift(data: SliceData, root: Path = Path("."), n: int = 200, permutations: int = 200, alpha: float = 0.05,
                 seed: int = 0, novelty_quantile: float = 0.95, max_rows: int = 500, max_index_rows: int = 100_000,
                 top: int = 5, evals: dict[str, dict] | None = None) -> dict:
     """The label-free part of a dataset's report, for a drift.train.slice_data.SliceData:

@@ -41,7 +41,7 @@ def resolve_cache_dir(option: Optional[Path]) -> Path:
     if option is not None:
         return option.expanduser()
     if Path("params.yaml").exists():
-        return cache_dir(load_params())
+        return cache_dir(load_params().embed)
     return default_cache_dir()
 
 

@@ -12,6 +12,7 @@ from rich.table import Table
 from drift.analysis.policy import dataset_policies, load_signal, report_labels
 from drift.cli.common import console, fail, fmt
 from drift.core.errors import DriftError
+from drift.core.params import PolicyParams, TrainParams, load_params
 
 
 def _cost(value: float, unit: str) -> str:
@@ -49,12 +50,16 @@ def policy(dataset: str = typer.Argument(..., help="a dataset with a report (plo
     """Retraining policies (never, every n, always, on shift, on an estimated drop) replayed from the drift
     matrix: mean and worst score over the deployment periods, retrainings and their cost. Nothing is trained."""
     try:
+        params_path = root / "params.yaml"  # its report.policy and train.epochs; without one, the defaults
+        params = load_params(params_path) if params_path.exists() else None
+        policy_params = params.report.policy if params else PolicyParams()
+        epochs = (params.train if params else TrainParams()).epochs
         if estimate is not None and model is None:
             raise DriftError("--estimate is one model's estimated matrix: name the model too "
                              "(drift policy <dataset> <model> --estimate FILE)")
         labels = report_labels(root, dataset) if shift is not None or estimate is not None else []
         result = dataset_policies(
-            dataset, root, [model] if model else None,
+            dataset, policy_params, epochs, root, [model] if model else None,
             shift=load_signal(shift, labels) if shift is not None and labels else None,
             estimates={model: load_signal(estimate, labels)} if estimate is not None and labels else None,
             seconds_per_row=seconds_per_row)

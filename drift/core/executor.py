@@ -25,13 +25,12 @@ def address(compute: ComputeParams) -> str | None:
     return compute.address or os.environ.get("RAY_ADDRESS") or None
 
 
-def connect(compute: ComputeParams | dict | None = None):
+def connect(compute: ComputeParams):
     """The `ray` module, initialised once per process; a one-line DriftError when the cluster cannot be joined."""
     import ray  # lazy: ray, only with compute.executor ray
 
     if ray.is_initialized():
         return ray
-    compute = ComputeParams.of(compute or {})
     where = address(compute)
     try:
         if where:
@@ -60,9 +59,8 @@ def reachable(where: str, timeout: float = 5.0) -> None:
         pass
 
 
-def workers(compute: ComputeParams | dict | None) -> int:
+def workers(compute: ComputeParams) -> int:
     """How many tasks run at once: 1 locally, else as many as the cluster's CPUs (and GPUs) hold."""
-    compute = ComputeParams.of(compute or {})
     if compute.executor == "local":
         return 1
     total = connect(compute).cluster_resources()
@@ -76,11 +74,10 @@ def resources(compute: ComputeParams) -> dict:
     return {"num_cpus": compute.cpus_per_task, "num_gpus": compute.gpus_per_task}
 
 
-def run_tasks(fn, items, compute: ComputeParams | dict | None) -> list:
+def run_tasks(fn, items, compute: ComputeParams) -> list:
     """[fn(item) for item in items]: in order in this process (executor local), or as Ray remote tasks holding
     compute.cpus_per_task / gpus_per_task each, retried when their worker dies, gathered in the items' order.
     `fn` must be a module-level function (workers import it) and each item picklable and small."""
-    compute = ComputeParams.of(compute or {})
     items = list(items)
     if compute.executor == "local" or not items:
         return [fn(item) for item in items]
@@ -104,14 +101,13 @@ def run_tasks(fn, items, compute: ComputeParams | dict | None) -> list:
         raise
 
 
-def map_actors(cls, args: tuple, calls: list[tuple], compute: ComputeParams | dict | None, actors: int,
+def map_actors(cls, args: tuple, calls: list[tuple], compute: ComputeParams, actors: int,
                on_result=None) -> list:
     """cls(*args) built once in each of `actors` Ray actors (compute.cpus_per_task / gpus_per_task each), then
     its run(*call) for every call, each on the next free actor; results in the calls' order, on_result(result)
     as each is taken. A dead actor is restarted and its call retried."""
     from ray.util import ActorPool  # lazy: ray, only with compute.executor ray
 
-    compute = ComputeParams.of(compute or {})
     ray = connect(compute)
     actor = ray.remote(max_restarts=RETRIES, max_task_retries=RETRIES, **resources(compute))(cls)
     handles = [actor.remote(*args) for _ in range(max(1, min(actors, len(calls))))]
@@ -136,10 +132,9 @@ def _missing(paths: list[str]) -> list[str]:
     return [p for p in paths if not os.path.exists(p)]
 
 
-def check_reachable(paths, compute: ComputeParams | dict | None) -> None:
+def check_reachable(paths, compute: ComputeParams) -> None:
     """Before compute on a cluster: every node with CPUs must see `paths` (the embedding store's directory, the
     stage's inputs) at the same place; one line naming the first path a node cannot see and what makes it visible."""
-    compute = ComputeParams.of(compute or {})
     if compute.executor == "local":
         return
     # lazy: ray, only with compute.executor ray

@@ -179,8 +179,8 @@ class Section(BaseModel):
 
     @classmethod
     def of(cls, value, where: str | None = None):
-        """`value` if it is already this section, else the mapping validated (defaults filled): the library's
-        functions take a section or, from tests and scripts, its plain mapping."""
+        """`value` if it is already this section, else the mapping validated (defaults filled), with one-line
+        errors: for an entry point that takes a user's mapping. Library functions take the typed section."""
         if isinstance(value, cls):
             return value
         return parse(cls, value, cls.SECTION if where is None else where)
@@ -349,6 +349,12 @@ class _Params(Section):
                                  f"{DATASETS[name].reader}: write that")
         return self
 
+    @property
+    def max_tokens(self) -> int:
+        """The token cap of the text heads (their position tables, the token rows they read): train.max_tokens,
+        else embed.max_length, the tokens the encoder keeps."""
+        return self.train.max_tokens or self.embed.max_length
+
     def section(self, name: str) -> dict:
         """Dataset `name`'s section of params.yaml as written (drift.data.datasets.dataset_cfg types it)."""
         dataset_info(name)
@@ -409,7 +415,7 @@ def message(error: dict, where: str = "") -> str:
     return f"{path}: {error['msg']}, got {got}"
 
 
-def parse(model: type[Section], data, where: str = ""):
+def parse(model: type[Section], data: Any, where: str = ""):
     """`data` validated as `model`, or a one-line DriftError (every problem, joined by '; ')."""
     try:
         return model.model_validate({} if data is None else data)
@@ -417,7 +423,7 @@ def parse(model: type[Section], data, where: str = ""):
         raise DriftError("; ".join(dict.fromkeys(message(err, where) for err in e.errors()))) from None
 
 
-def plain(data):
+def plain(data: Any) -> Any:
     """A YAML document (ruamel's commented maps and sequences included) as plain dicts and lists."""
     if isinstance(data, dict):
         return {k: plain(v) for k, v in data.items()}
@@ -426,7 +432,7 @@ def plain(data):
     return data
 
 
-def load(data) -> Params:
+def load(data: dict) -> Params:
     """params.yaml's document validated: the typed Params, or a one-line DriftError before any compute."""
     return parse(Params, plain(data))
 
@@ -451,9 +457,8 @@ def as_params(params) -> Params:
     return params if isinstance(params, Params) else load(params)
 
 
-def roster(params, name: str) -> list[str]:
+def roster(train: TrainParams, name: str) -> list[str]:
     """The models a dataset's run trains and reports: `train.models.<name>`, then the references
     (`train.baselines`, both by default) that give every matrix a floor."""
-    train = as_params(params).train
     models = list(train.models.get(name) or [])  # a dataset without models: drift.data.validate says so
     return models + [b for b in train.baselines if b not in models]

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from drift.core.datasets import dataset_info
 from drift.core.params import DatasetParams
 from drift.core.progress import progress
-from drift.data.datasets import dataset_params, get_dataset
+from drift.data.datasets import get_dataset
 from drift.data.datasets._fast import prefetched
 from drift.data.ledger import Ledger
 from drift.data.records import as_utc_naive, payload_key, record_schema
@@ -48,16 +48,15 @@ def fast_default() -> bool:
     return os.environ.get("DRIFT_INGEST_FAST", "1") != "0"
 
 
-def ingest(name: str, cfg: DatasetParams | dict, records_path: Path, quarantine_path: Path,
+def ingest(name: str, cfg: DatasetParams, records_path: Path, quarantine_path: Path,
            fast: bool | None = None) -> dict:
-    """Run one dataset's ingest (`cfg`: its section of params.yaml, its module's PARAMS or the mapping); returns the
+    """Run one dataset's ingest (`cfg`: its section of params.yaml as its module's PARAMS); returns the
     counts written to metrics/ingest/<name>.json.
 
     `fast` (default: fast_default()) reads a dataset that has `read_batches` with Arrow's JSON reader in large
     chunks (drift.data.datasets._fast); the records, the quarantine and the counts are the line-by-line path's."""
     dataset, info = get_dataset(name), dataset_info(name)
     fast = fast_default() if fast is None else fast
-    cfg = dataset_params(name, cfg)
     edges, _ = slice_edges(cfg.slices)  # bad slice spec: fail before any work
     start, end = edges[0], edges[-1]
     ledger = Ledger(name, strict=cfg.strict)

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from drift.core.encoder_registry import get_encoder_spec
 from drift.core.errors import DriftError
-from drift.core.params import DatasetParams, as_params
+from drift.core.params import DatasetParams, Params
 from drift.protocol.slicing import slice_edges
 
 
-def validate_names(params, name: str) -> None:
+def validate_names(params: Params, name: str) -> None:
     """The names of the run that need no dataset section: a roster for `name`, known encoders."""
-    params = as_params(params)
     if not params.train.models.get(name):
         raise DriftError(f"train.models.{name} lists no models: add some (`drift models` lists them)")
     embed = params.embed
@@ -21,10 +20,9 @@ def validate_names(params, name: str) -> None:
         get_encoder_spec(encoder)  # unknown names stop here, listing the valid ones
 
 
-def validate_data(params, name: str, cfg: DatasetParams) -> None:
+def validate_data(params: Params, name: str, cfg: DatasetParams) -> None:
     """The dataset's section `cfg` (drift.data.datasets.dataset_cfg), its slices, the saliency cells, and
     validate_names: all an ingest needs."""
-    params = as_params(params)
     _, labels = slice_edges(cfg.slices)
     grid = params.report.saliency.get(name)  # an image dataset without a grid draws a default one
     for cell in (grid.cells or []) if grid else []:

@@ -30,11 +30,10 @@ from drift.store.slices import read_slice_table
 CHUNK_ROWS = EmbedParams.model_fields["chunk_rows"].default  # rows per commit: the most a killed run can lose
 
 
-def encoder_kwargs(name: str, cfg: EmbedParams | dict) -> dict:
-    """The constructor arguments the `embed` params (drift.core.params.EmbedParams, or its mapping) give encoder `name`:
+def encoder_kwargs(name: str, cfg: EmbedParams) -> dict:
+    """The constructor arguments the `embed` params give encoder `name`:
     batch size, dtype, device, weights, and for a text encoder max_length and pooling (embed.pooling: null keeps
     the encoder's own; vision encoders pool as their timm head does)."""
-    cfg = EmbedParams.of(cfg)
     kwargs = {"batch_size": cfg.batch_size, "dtype": cfg.dtype, "device": cfg.device,
               "weights": cfg.weights.get(name)}  # an encoder without local weights: the Hugging Face cache
     if get_encoder_spec(name).modality == "text":
@@ -44,20 +43,19 @@ def encoder_kwargs(name: str, cfg: EmbedParams | dict) -> dict:
     return kwargs
 
 
-def text_encoder(cfg: EmbedParams | dict):
+def text_encoder(cfg: EmbedParams):
     """The TextEncoder the `embed` params describe (embed.text_encoder, its token states and pooled vector)."""
     from drift.encoders.text import (
         TextEncoder,  # lazy: torch, only when rows are missing from the store
     )
 
-    cfg = EmbedParams.of(cfg)
     kwargs = encoder_kwargs(cfg.text_encoder, cfg)
     if "max_length" not in kwargs:  # a vision encoder named here: TextEncoder says so in one line
         kwargs["max_length"] = cfg.max_length
     return TextEncoder(cfg.text_encoder, **kwargs)
 
 
-def embed_encoder(name: str, cfg: EmbedParams | dict):
+def embed_encoder(name: str, cfg: EmbedParams):
     """Encoder `name` (text or vision, for its probe) as the `embed` params describe it."""
     from drift.encoders.load import (
         make_encoder,  # lazy: torch, only when rows are missing from the store
@@ -73,12 +71,12 @@ def store_manifest(encoder, store: EmbeddingStore, keys: pa.Array) -> dict:
             "keys_sha256": hashlib.sha256("\n".join(sorted(pc.unique(keys).to_pylist())).encode()).hexdigest()}
 
 
-def embed_dataset(slice_path: Path, cfg: EmbedParams | dict, cache_dir: Path, encoder=None,
-                  compute: ComputeParams | dict | None = None) -> tuple[dict, dict]:
+def embed_dataset(slice_path: Path, cfg: EmbedParams, cache_dir: Path, encoder=None,
+                  compute: ComputeParams | None = None) -> tuple[dict, dict]:
     """Embed a text dataset's rows with embed.text_encoder; returns (manifest, metrics). On the Ray executor
-    (params `compute`) the missing rows are encoded by a pool of actors (`compute_on_ray`)."""
+    (params `compute`; None: this process) the missing rows are encoded by a pool of actors (`compute_on_ray`)."""
     started = time.perf_counter()
-    cfg, compute = EmbedParams.of(cfg), ComputeParams.of(compute or {})
+    compute = compute or ComputeParams()
     table = read_slice_table(slice_path, columns=["key", "text"])
     keys = table.column("key").combine_chunks()
     encoder = encoder or text_encoder(cfg)
@@ -108,14 +106,14 @@ def executor_metrics(compute: ComputeParams, todo) -> dict:
     return {"executor": compute.executor, "workers": actors if todo else 0}
 
 
-def embed_pooled(slice_path: Path, encoder, cache_dir: Path, modality: str, chunk_rows: int = CHUNK_ROWS,
-                 cfg: EmbedParams | dict | None = None,
-                 compute: ComputeParams | dict | None = None) -> tuple[dict, dict]:
+def embed_pooled(slice_path: Path, encoder, cache_dir: Path, modality: str, cfg: EmbedParams,
+                 compute: ComputeParams | None = None) -> tuple[dict, dict]:
     """Pooled vectors only, for an encoder that feeds probes (any text encoder, or a vision encoder on the
-    portraits); same store rules: content key + fingerprint, only missing keys, one commit per chunk. On the Ray
-    executor the chunks go to a pool of actors, each building the encoder from `cfg` once."""
+    portraits); same store rules: content key + fingerprint, only missing keys, one commit per chunk of
+    embed.chunk_rows. On the Ray executor the chunks go to a pool of actors, each building the encoder from `cfg`
+    once."""
     started = time.perf_counter()
-    compute = ComputeParams.of(compute or {})
+    compute, chunk_rows = compute or ComputeParams(), cfg.chunk_rows
     payload = "text" if modality == "text" else "image"
     table = read_slice_table(slice_path, columns=["key", payload])
     keys = table.column("key").combine_chunks()
@@ -128,7 +126,7 @@ def embed_pooled(slice_path: Path, encoder, cache_dir: Path, modality: str, chun
     if compute.executor == "ray" and todo:
         parts = [rows.slice(start, chunk_rows) for start in range(0, len(todo), chunk_rows)]
         chunks = [(part.column("key").to_pylist(), payload_of(part, payload)) for part in parts]
-        on_actors(encoder, store, chunks, EmbedParams.of(cfg or {}), compute, label)
+        on_actors(encoder, store, chunks, cfg, compute, label)
     else:
         encode_chunks(encoder, store, rows, payload, chunk_rows, label)
     compacted = store.maybe_compact() if todo else None
@@ -280,18 +278,16 @@ class Committer:
             raise self.error
 
 
-def embed_all(slice_path: Path, modality: str, cfg: EmbedParams | dict, cache_dir: Path,
-              compute: ComputeParams | dict | None = None) -> dict[str, tuple[dict, dict]]:
+def embed_all(slice_path: Path, modality: str, cfg: EmbedParams, cache_dir: Path,
+              compute: ComputeParams | None = None) -> dict[str, tuple[dict, dict]]:
     """Every encoder a dataset's run needs, {encoder: (manifest, metrics)}: for a text dataset the text encoder
     (token states for the heads, pooled vectors), and every encoder in `embed.encoders` of the dataset's modality
     (pooled vectors for its probe). An image dataset with no encoder gets none."""
-    cfg = EmbedParams.of(cfg)
     results = {}
     if modality == "text":
         results[cfg.text_encoder] = embed_dataset(slice_path, cfg, cache_dir, compute=compute)
     for name in cfg.encoders:
         if get_encoder_spec(name).modality != modality or name in results:
             continue
-        results[name] = embed_pooled(slice_path, embed_encoder(name, cfg), cache_dir, modality, cfg.chunk_rows, cfg,
-                                     compute)
+        results[name] = embed_pooled(slice_path, embed_encoder(name, cfg), cache_dir, modality, cfg, compute)
     return results

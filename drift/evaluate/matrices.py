@@ -10,14 +10,29 @@ from pathlib import Path
 
 import numpy as np
 
+from drift.core.executor import check_reachable, run_tasks, workers
+from drift.core.params import ComputeParams
+from drift.evaluate.estimate import METHODS, calibrate, estimated_matrix, source_rows
+from drift.evaluate.predict import predict_many
+from drift.models import get_model_info
+from drift.models.checkpoints import list_checkpoints, load_checkpoint
 from drift.protocol.matrix import drift_matrix, scored_cells, to_json
+from drift.store.cells import (
+    CellCache,
+    cell_key,
+    code_version,
+    file_digest,
+    rows_digest,
+)
+from drift.train.loop import deterministic
+from drift.train.slice_data import SliceData
 
 
 @dataclass
 class EvalJob:
     """One task of the evaluation: every cell of one (model, seed), from its checkpoints {cutoff: path}.
     SliceData travels as its recipe (params, dataset, repository) and is rebuilt by the worker."""
-    data: object
+    data: SliceData
     name: str
     seed: int
     checkpoints: dict[int, Path]
@@ -44,8 +59,6 @@ def look_up(job: EvalJob, cache, methods) -> tuple[dict, dict, dict]:
     """(cells the cache holds {(i, j): value}, estimates it holds {(i, j): {method: value}}, {i: CutoffPlan} of
     the cutoffs with anything missing). A cell's key: the checkpoint's bytes, the cell's rows, the metric, the code;
     an estimate's adds the cutoff's source rows."""
-    from drift.evaluate.estimate import source_rows
-    from drift.store.cells import cell_key, file_digest, rows_digest
 
     data, code = job.data, job.code
     hashes = data.row_hashes
@@ -82,10 +95,6 @@ def predict_needed(job: EvalJob, plans: dict) -> dict[int, np.ndarray | None]:
     """{cutoff: outputs over every row of the slice table} filled on the slices its plan needs (None for a cutoff
     the cache answers whole). Every checkpoint that needs slice j runs over it together: each batch is read once,
     in the same batches whatever else is missing, so a cell's value does not depend on what was cached."""
-    from drift.evaluate.predict import predict_many
-    from drift.models.checkpoints import (
-        load_checkpoint,  # lazy: torch; the report reads matrices without it
-    )
 
     data = job.data
     inputs = data.inputs(job.name)
@@ -106,14 +115,6 @@ def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
     {method: JSON rows} (drift/evaluate/estimate.py; none for regression), and the counts {computed, reused,
     estimates}. Cached cells are read, the rest predicted and scored by the protocol's drift_matrix, then stored
     (atomically); the same values in the stage's process or in a Ray worker."""
-    from drift.evaluate.estimate import (
-        METHODS,
-        calibrate,
-        estimated_matrix,
-        source_rows,
-    )
-    from drift.store.cells import CellCache
-    from drift.train.loop import deterministic
 
     data = job.data
     deterministic(job.threads)
@@ -143,22 +144,15 @@ def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
     return to_json(matrix), {m: to_json(estimated[m]) for m in methods}, counts
 
 
-def evaluate_roster(data, models: list[str], models_dir, threads: int = 1, cache=None,
-                    compute=None) -> tuple[dict, dict]:
+def evaluate_roster(data: SliceData, models: list[str], models_dir: Path, threads: int = 1, cache=None,
+                    compute: ComputeParams | None = None) -> tuple[dict, dict]:
     """({model: its evaluation}, counts): per-seed drift matrices with what a reader needs to interpret them
     (metric, direction, slice labels, which slices are usable), and their label-free estimates. One task per
     (model, seed) on the `compute` executor (drift/core/executor.py); counts: cells {computed, reused}, estimates
     alike, and the executor and its workers."""
-    from drift.core.executor import check_reachable, run_tasks, workers
-    from drift.core.params import ComputeParams
-    from drift.evaluate.estimate import METHODS
-    from drift.models import get_model_info
-    from drift.models.checkpoints import list_checkpoints
-    from drift.store.cells import CellCache, code_version
-    from drift.train.loop import deterministic
 
     deterministic(threads)
-    compute = ComputeParams.of(compute or {})
+    compute = compute or ComputeParams()
     cache = cache or CellCache(Path(tempfile.mkdtemp(prefix="drift-cells-")))
     models_dir = Path(models_dir).resolve()
     labels = [s["label"] for s in data.manifest["slices"]]

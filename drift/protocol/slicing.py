@@ -21,9 +21,9 @@ from drift.core.params import DatasetParams, SliceSpec, SplitParams
 UNITS = ("year", "half-year", "decade", "custom")
 
 
-def slice_edges(spec: SliceSpec | dict) -> tuple[list[dt.datetime], list[str]]:
+def slice_edges(spec: SliceSpec) -> tuple[list[dt.datetime], list[str]]:
     """The K+1 edges and K labels of a slice spec; a spec yielding no slices is a one-line error."""
-    spec = spec.spec() if isinstance(spec, SliceSpec) else spec
+    spec = spec.spec()
     unit = spec.get("unit")
     if unit not in UNITS:
         raise DriftError(f"unknown slice unit {unit!r}: valid: {', '.join(UNITS)}")
@@ -116,11 +116,10 @@ def stratified_sample(ids: list[str], strata: list[str], n: int, seed: int) -> n
     return np.sort(np.concatenate(chosen)) if chosen else np.arange(0)
 
 
-def build_slices(records, cfg: DatasetParams | dict, split_cfg: SplitParams | dict):
+def build_slices(records, cfg: DatasetParams, split_cfg: SplitParams):
     """Records (pyarrow Table) → (slice table, manifest): slice index and label per row, the per-slice cap or
     stratified sample, the stratified train/test split, and the slices too small to score (`min_samples`).
-    `cfg`: the dataset's section of params.yaml, `split_cfg`: `split` (drift.core.params, or their mappings)."""
-    cfg, split_cfg = DatasetParams.of(cfg), SplitParams.of(split_cfg)
+    `cfg`: the dataset's section of params.yaml, `split_cfg`: `split`."""
     edges, labels = slice_edges(cfg.slices)
     times = records.column("time").to_numpy(zero_copy_only=False)
     index = assign_slices(times, edges)

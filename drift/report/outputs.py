@@ -251,10 +251,10 @@ def tables_markdown(t: dict) -> str:
 
 
 def write_dataset_report(name: str, models: list[str], root: Path = Path("."), saliency: bool = True,
-                         by: str = DEFAULT_ORDER, saliency_grid: dict | None = None) -> dict:
+                         by: str = DEFAULT_ORDER, saliency_grid: SaliencyGrid | None = None) -> dict:
     """The report stage: read the eval JSON, write the report, and for an image dataset the saliency grid
-    (`saliency_grid`: params.yaml report.saliency.<dataset>, drift.core.params.SaliencyGrid or its mapping {models,
-    cells, n}; default every image model at a few cutoffs spread over the timeline)."""
+    (`saliency_grid`: params.yaml report.saliency.<dataset>; None: every image model at a few cutoffs spread over
+    the timeline)."""
     p = dataset_paths(name, root)
     tables = write_report(name, load_eval(p["eval"], models), root, by=by)
     manifest = p["slice_manifest"]
@@ -265,7 +265,7 @@ def write_dataset_report(name: str, models: list[str], root: Path = Path("."), s
         from drift.report.saliency import write_saliency
 
         pixels = [m for m in models if get_model_info(m).input == "pixels"]  # probes on frozen encoders have no pixels
-        grid = SaliencyGrid.of(saliency_grid or {}, f"report.saliency.{name}")
+        grid = saliency_grid or SaliencyGrid()
         chosen = [m for m in grid.models or pixels if m in pixels]
         for m in sorted(set(grid.models or []) - set(pixels)):
             print(f"warning: saliency grid skips {m}: not an image model of train.models.{name}", file=sys.stderr)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from drift.core.datasets import dataset_info
 from drift.core.encoder_registry import get_encoder_spec
 from drift.core.errors import DriftError, close_matches
-from drift.core.params import as_params, roster
+from drift.core.params import Params, roster
 from drift.data.validate import validate_names
 from drift.models import MODELS, get_model_info
 
@@ -31,14 +31,13 @@ def check_roster(models: list[str], modality: str, text_encoder: str | None, enc
                                  f"add it to embed.encoders (now {list(encoders)}) or drop {name}")
 
 
-def validate(params, name: str) -> None:
+def validate(params: Params, name: str) -> None:
     """What the train stage checks before any compute, beyond the schema (drift.core.params): validate_names,
     then the models of the roster (against the dataset's modality in drift/core/datasets.py) and the families
     of train.lr. The dataset's section and slices are ingest's (drift.data.validate.validate_data)."""
-    params = as_params(params)
     validate_names(params, name)
     embed = params.embed
-    check_roster(roster(params, name), dataset_info(name).modality, embed.text_encoder, embed.encoders)
+    check_roster(roster(params.train, name), dataset_info(name).modality, embed.text_encoder, embed.encoders)
     if isinstance(params.train.lr, dict):
         families = {"default"} | {info.family.lower() for info in MODELS.values()}
         for family in params.train.lr:

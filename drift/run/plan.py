@@ -21,6 +21,7 @@ import yaml
 
 from drift.core.datasets import dataset_info
 from drift.core.errors import DriftError, close_matches
+from drift.core.params import EmbedParams, Params, TrainParams
 from drift.core.presets import PRESETS, list_presets, merge_preset
 from drift.data.datasets import dataset_cfg, get_dataset, load
 from drift.models import get_model_info
@@ -97,7 +98,7 @@ def even_slices(rows: int, n_slices: int, test_fraction: float, min_samples: int
     return out
 
 
-def dataset_shape(params, name: str, manifest_dir: Path = Path("data/slices"),
+def dataset_shape(params: Params, name: str, manifest_dir: Path = Path("data/slices"),
                   rows_override: int | None = None) -> DatasetShape:
     """The slice counts of dataset `name`: its slice manifest when one matches the params, else its params,
     else a stated assumption, spread evenly over the slices."""
@@ -192,18 +193,17 @@ def count_dataset(shape: DatasetShape, models: list[str], references: list[str],
     }
 
 
-def dataset_encoders(params, modality: str) -> list[str]:
+def dataset_encoders(embed: EmbedParams, modality: str) -> list[str]:
     """The encoders the embed stage runs for a dataset: the text encoder (text datasets), then every encoder of
     embed.encoders of the dataset's modality, each once."""
     from drift.core.encoder_registry import get_encoder_spec
 
-    embed = params.embed
     names = [embed.text_encoder] if modality == "text" else []
     names += [e for e in embed.encoders if get_encoder_spec(e).modality == modality]
     return list(dict.fromkeys(names))
 
 
-def count_campaign(params, manifest_dir: Path = Path("data/slices"), rows: dict[str, int] | None = None) -> dict:
+def count_campaign(params: Params, manifest_dir: Path = Path("data/slices"), rows: dict[str, int] | None = None) -> dict:
     """The counts of every dataset in params `datasets`, and their totals."""
     rows = rows or {}
     unknown = [name for name in rows if name not in params.datasets]
@@ -216,7 +216,7 @@ def count_campaign(params, manifest_dir: Path = Path("data/slices"), rows: dict[
         shape = dataset_shape(params, name, manifest_dir, rows.get(name))
         models = list(train.models.get(name) or [])
         references = [b for b in train.baselines if b not in models]
-        encoders = dataset_encoders(params, shape.modality)
+        encoders = dataset_encoders(params.embed, shape.modality)
         counts = count_dataset(shape, models, references, len(train.seeds), train.epochs, len(encoders))
         datasets[name] = {"modality": shape.modality, "task": shape.task, "n_labels": shape.n_labels,
                           "encoders": encoders, **counts}
@@ -252,7 +252,7 @@ class BenchInput:
         return f"{self.shape[0]}-d x{self.tokens} tok" if self.kind == "tokens" else f"{self.shape[0]}-d pooled"
 
 
-def bench_input(params, dataset: dict, name: str, model: str) -> BenchInput:
+def bench_input(params: Params, dataset: dict, name: str, model: str) -> BenchInput:
     """The input `model` reads on dataset `name` (a count_campaign entry) under these params."""
     from drift.core.encoder_registry import get_encoder_spec
     from drift.protocol.tasks import get_task
@@ -269,7 +269,7 @@ def bench_input(params, dataset: dict, name: str, model: str) -> BenchInput:
     if kind == "pooled":
         encoder = info.name.removeprefix("probe-") if info.input == "pooled" else params.embed.text_encoder
         return BenchInput("pooled", (get_encoder_spec(encoder).dim,), 0, **common)
-    max_tokens = params.train.max_tokens or params.embed.max_length
+    max_tokens = params.max_tokens
     tokens = min(getattr(get_dataset(name), "TYPICAL_TOKENS", DEFAULT_TOKENS), params.embed.max_length, max_tokens)
     dim = get_encoder_spec(params.embed.text_encoder).dim
     return BenchInput("tokens", (dim,), tokens, max_tokens=max_tokens, **common)
@@ -345,7 +345,7 @@ def measure_model(model_name: str, spec: BenchInput, threads: int, seconds: floa
         if getattr(model, "closed_form", False):  # the references: one closed-form fit, not timed per step
             return {"train_rows_per_s": None, "eval_rows_per_s": None}
         loss_fn = task.loss(targets)
-        optimizer = make_optimizer(model, spec.modality, {"lr": 1e-3, "weight_decay": 0.01})
+        optimizer = make_optimizer(model, spec.modality, TrainParams(lr=1e-3, weight_decay=0.01))
         batch = rows[:spec.batch_size]
 
         def train_step():
@@ -440,7 +440,7 @@ def bench_model_for(family_models: list[str]) -> str:
     return next((m for m in family_models if get_model_info(m).size == "S"), family_models[0])
 
 
-def benchmark(params, counts: dict, cache: BenchCache, every_model: bool = False, seconds: float = 1.0) -> dict:
+def benchmark(params: Params, counts: dict, cache: BenchCache, every_model: bool = False, seconds: float = 1.0) -> dict:
     """Rates of every trained model of each dataset (counts: count_campaign's), from the cache or measured:
     {dataset: {model: {"measured_as", "input", "train_rows_per_s", "eval_rows_per_s"}}}, plus the CPU's matmul
     FLOP/s under "cpu_flops". By default one model per family is measured (its S size) and its family's other

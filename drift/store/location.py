@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from drift.core.params import EmbedParams
+
 
 def default_cache_dir() -> Path:
     """Where embeddings live: $DRIFT_CACHE_DIR, else ~/.cache/drift (outside any workspace, so queued and
@@ -13,7 +15,7 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("DRIFT_CACHE_DIR") or Path.home() / ".cache" / "drift").expanduser()
 
 
-def cache_dir(params) -> Path:
-    """The store's directory: `embed.cache_dir` of params (drift.core.params.Params), else the user's cache."""
-    configured = params.embed.cache_dir
+def cache_dir(embed: EmbedParams) -> Path:
+    """The store's directory: `embed.cache_dir`, else the user's cache."""
+    configured = embed.cache_dir
     return Path(configured).expanduser() if configured else default_cache_dir()

@@ -11,7 +11,7 @@ import lance
 import pyarrow as pa
 
 from drift.core.errors import DriftError
-from drift.core.params import SplitParams
+from drift.core.params import DatasetParams, SplitParams
 from drift.data.records import records_manifest
 from drift.protocol.slicing import build_slices
 
@@ -40,12 +40,12 @@ def read_slice_table(path: Path, columns: list[str] | None = None) -> pa.Table:
     return lance.dataset(str(path)).to_table(columns=columns)
 
 
-def slice_dataset(records, name: str, split_cfg: SplitParams | dict):
+def slice_dataset(records, name: str, split_cfg: SplitParams):
     """Dataset `name`'s records -> (the slice table, its manifest: task, modality, label names, slices), sliced
     by the dataset's keys ingest wrote in the records (drift.data.records.records_manifest)."""
     described = records_manifest(records)
-    slicing = described["slicing"]
+    slicing = DatasetParams.of(described["slicing"])  # read back from the records file: validated here, once
     table, slices = build_slices(records, slicing, split_cfg)
     manifest = {"dataset": name, "task": described["task"], "modality": described["modality"],
-                "label_names": described["label_names"], "min_samples": slicing["min_samples"], "slices": slices}
+                "label_names": described["label_names"], "min_samples": slicing.min_samples, "slices": slices}
     return table, manifest

@@ -280,13 +280,12 @@ def _train_stack(members: list[_Member], inputs: Inputs, targets: torch.Tensor, 
 
 
 def train_many(name: str, inputs: Inputs, jobs: list[Job], targets: torch.Tensor, task, n_outputs: int,
-               cfg: TrainParams | dict, modality: str = "text", bar=None, max_stack: int = 16,
+               cfg: TrainParams, modality: str = "text", bar=None, max_stack: int = 16,
                device: str | torch.device = "cpu") -> list[nn.Module]:
     """train_one for every job (rows, seed) of one model name, as few batched computations: returns the models
     in the jobs' order, in eval mode, equal to train_one's to float tolerance. Families that do not stack
     (engine_path) are trained one after another by train_one itself. `device`: where the stacks compute (a
     CUDA device, say); the models come back on the CPU like train_one's, and the solo path stays on the CPU."""
-    cfg = TrainParams.of(cfg)
     if not jobs:
         return []
     probe = build_model(name, inputs.spec(), n_outputs, task.name)

@@ -35,6 +35,7 @@ from drift.store.cells import (
     place,
     rows_digest,
 )
+from drift.train.slice_data import SliceData
 
 
 def learning_rate(lr_cfg, family: str) -> float:
@@ -45,10 +46,9 @@ def learning_rate(lr_cfg, family: str) -> float:
     return float(lr_cfg[family.lower()] if family.lower() in lr_cfg else lr_cfg["default"])
 
 
-def make_optimizer(model: torch.nn.Module, modality: str, cfg: TrainParams | dict) -> torch.optim.Optimizer:
+def make_optimizer(model: torch.nn.Module, modality: str, cfg: TrainParams) -> torch.optim.Optimizer:
     """Adam for every model of an image dataset (its probes too), AdamW for every model of a text dataset:
     the optimiser follows the modality, not the input (paper Section 4.3)."""
-    cfg = TrainParams.of(cfg)
     lr = learning_rate(cfg.lr, getattr(model, "family", "default"))
     if modality == "image":
         return torch.optim.Adam(model.parameters(), lr=lr)
@@ -78,10 +78,8 @@ def prepare_model(model: torch.nn.Module, inputs: Inputs, rows: np.ndarray, trai
 
 
 def train_one(name: str, inputs: Inputs, rows: np.ndarray, targets: torch.Tensor, task, n_outputs: int,
-              cfg: TrainParams | dict, seed: int, modality: str = "text", bar=None) -> torch.nn.Module:
-    """One model on the given training rows (`cfg`: the train params, drift.core.params.TrainParams or its mapping);
-    returns it in eval mode."""
-    cfg = TrainParams.of(cfg)
+              cfg: TrainParams, seed: int, modality: str = "text", bar=None) -> torch.nn.Module:
+    """One model on the given training rows (`cfg`: the train params); returns it in eval mode."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model = build_model(name, inputs.spec(), n_outputs, task.name)
@@ -128,7 +126,7 @@ class Job:
     seed: int
 
 
-def cutoff_rows(data, k: int) -> np.ndarray:
+def cutoff_rows(data: SliceData, k: int) -> np.ndarray:
     """The training rows of f_k: the train split of every slice <= k."""
     return np.flatnonzero((data.slices <= k) & (data.splits == "train"))
 
@@ -138,7 +136,7 @@ class TrainGroup:
     """One task of the training grid: checkpoints of one model not in the cache, [(seed, k, key)]: one seed's
     cutoffs, or every seed's when the batched engine stacks them (`train_many`). Small when pickled: SliceData
     travels as its recipe (params, dataset, repository) and is rebuilt by a Ray worker."""
-    data: object
+    data: SliceData
     name: str
     todo: list[tuple[int, int, str]]
     cfg: TrainParams
@@ -174,20 +172,19 @@ def train_group(group: TrainGroup) -> list[str]:
     return [key for _, _, key in group.todo]
 
 
-def train_roster(data, models: list[str], cfg: TrainParams | dict, models_dir: Path, cache: CellCache | None = None,
-                 compute: ComputeParams | dict | None = None, train_many=None) -> dict:
+def train_roster(data: SliceData, models: list[str], cfg: TrainParams, models_dir: Path,
+                 cache: CellCache | None = None, compute: ComputeParams | None = None, train_many=None) -> dict:
     """Every model of the roster, every seed: f_k for each trainable cutoff, saved under `models_dir`.
 
     A checkpoint whose key (drift/store/cells.py: model, seed, training rows, inputs, training parameters, code) is in
     `cache` is copied from it, not trained; the others are trained into the cache, one task per (model, seed) on
-    the `compute` executor (drift/core/executor.py), then copied. `train_many` (drift.train.engine.train_many, passed by the
+    the `compute` executor (drift/core/executor.py; None: this process), then copied. `train_many` (drift.train.engine.train_many, passed by the
     train stage when train.engine is "batched", so this module never imports the engine) trains all of a model's
     missing checkpoints, every seed and cutoff, as one task of stacked computations, equal to train_one to float
     tolerance. The references are seed-independent (closed form): their key leaves the seed out, so every seed
     after the first reuses the first's fit and the evaluate stage averages seeds alike for every model. Returns the
     counts {trained, reused} and the executor and its workers."""
-    cfg = TrainParams.of(cfg)
-    compute = ComputeParams.of(compute or {})
+    compute = compute or ComputeParams()
     deterministic(cfg.threads)
     shutil.rmtree(models_dir, ignore_errors=True)
     cache = cache or CellCache(Path(tempfile.mkdtemp(prefix="drift-cells-")))

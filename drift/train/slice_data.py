@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from drift.core.errors import DriftError
-from drift.core.params import as_params
+from drift.core.params import Params
 from drift.core.stage import require
 from drift.models import get_model_info
 from drift.models.inputs import Inputs, open_inputs
@@ -29,12 +29,12 @@ def embedding_manifests(path) -> dict[str, dict]:
 
 
 class SliceData:
-    def __init__(self, params, name: str, root: str | Path = "."):
-        """`params`: drift.core.params.Params (drift.core.params.load_params), or a params.yaml document; `root`: the
-        repository (the working directory of a stage)."""
+    def __init__(self, params: Params, name: str, root: str | Path = "."):
+        """`params`: params.yaml as the stage loaded it (drift.core.params.load_params); `root`: the repository (the
+        working directory of a stage)."""
         self.root = Path(root).resolve()
         p = self.paths = require(name, "slice_manifest", "embeddings", root=self.root)
-        self.name, self.params = name, as_params(params)
+        self.name, self.params = name, params
         self.manifest = read_slice_manifest(p["slices"])
         self.task = get_task(self.manifest["task"])
         self.n_outputs = self.task.n_outputs(len(self.manifest["label_names"]))
@@ -58,7 +58,7 @@ class SliceData:
 
     def store_dir(self) -> Path:
         """The embedding store's directory (embed.cache_dir relative to the repository, not the process)."""
-        return self.root / cache_dir(self.params)
+        return self.root / cache_dir(self.params.embed)
 
     @property
     def row_hashes(self) -> np.ndarray:
@@ -73,7 +73,7 @@ class SliceData:
         kind, encoder = self.input_kind(model_name), self.encoder_for(model_name)
         if encoder is None:
             return kind
-        return f"{kind}:{self.encoders[encoder]['fingerprint']}:{self.params.train.max_tokens or self.params.embed.max_length}"
+        return f"{kind}:{self.encoders[encoder]['fingerprint']}:{self.params.max_tokens}"
 
     def usable_rows(self) -> np.ndarray:
         return np.flatnonzero(np.isin(self.slices, [s["index"] for s in self.manifest["slices"] if s["usable"]]))
@@ -106,6 +106,5 @@ class SliceData:
                 manifest = self.encoders[encoder]
             path = ensure_features(kind, self.slice_path, self.table.column("key"), self.paths["features"], manifest,
                                    self.store_dir(), self.keys_sha256)
-            max_tokens = self.params.train.max_tokens or self.params.embed.max_length
-            self._inputs[kind, encoder] = open_inputs(kind, path, max_tokens=max_tokens)
+            self._inputs[kind, encoder] = open_inputs(kind, path, max_tokens=self.params.max_tokens)
         return self._inputs[kind, encoder]

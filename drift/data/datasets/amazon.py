@@ -70,9 +70,8 @@ def found_categories(folder: Path) -> list[str]:
     return sorted(names)
 
 
-def category_files(cfg: AmazonParams | dict) -> list[Path]:
+def category_files(cfg: AmazonParams) -> list[Path]:
     """The file of each configured category; all of them checked before any row is read."""
-    cfg = AmazonParams.of(cfg)
     folder = Path(cfg.source)
     if not folder.is_dir():
         raise missing_source("amazon", folder, "the Amazon Reviews 2023 files <Category>.jsonl or <Category>.jsonl.gz")
@@ -91,7 +90,7 @@ def category_files(cfg: AmazonParams | dict) -> list[Path]:
     return files
 
 
-def read(cfg: AmazonParams | dict, ledger: Ledger) -> Iterator[dict]:
+def read(cfg: AmazonParams, ledger: Ledger) -> Iterator[dict]:
     """The line-by-line reader: the baseline, and the fallback of the fast path for the rows it must see."""
     for path in category_files(cfg):
         for lineno, raw, row in iter_json_lines(path):
@@ -172,7 +171,7 @@ def vectorise(table: pa.Table):
     return records.filter(keep), keep, pc.invert(keep), {}
 
 
-def read_batches(cfg: AmazonParams | dict) -> Iterator[Batch]:
+def read_batches(cfg: AmazonParams) -> Iterator[Batch]:
     """The fast path: Batches of every category file, in order (drift.data.datasets._fast)."""
     for path in category_files(cfg):
         yield from fast_batches(path, SCHEMA, vectorise, row_record, RECORDS)
@@ -180,7 +179,6 @@ def read_batches(cfg: AmazonParams | dict) -> Iterator[Batch]:
 
 def download_targets(cfg) -> list[tuple[str, Path]]:
     """`drift fetch amazon`: (url, destination) of each category file; `url` is a template with {category}."""
-    cfg = AmazonParams.of(cfg)
     if not cfg.url:
         raise DriftError("amazon: no download URL: set amazon.url in params.yaml to a template with "
                          "{category}, e.g. https://.../review_categories/{category}.jsonl.gz")
@@ -194,7 +192,6 @@ def download_targets(cfg) -> list[tuple[str, Path]]:
 
 def raw_inputs(cfg) -> list[Path]:
     """`drift track amazon`: the category files one by one, as `drift fetch amazon` registers them."""
-    cfg = AmazonParams.of(cfg)
     folder = Path(cfg.source)
     if not folder.is_dir():
         raise missing_source("amazon", folder, "the Amazon Reviews 2023 files <Category>.jsonl or <Category>.jsonl.gz")

@@ -70,8 +70,8 @@ TYPICAL_TOKENS = 220
 LEAF_CATEGORIES = ArxivParams.model_fields["categories"].get_default(call_default_factory=True)  # paper Section E
 
 
-def label_names(cfg: ArxivParams | dict) -> list[str]:
-    return list(ArxivParams.of(cfg).categories)
+def label_names(cfg: ArxivParams) -> list[str]:
+    return list(cfg.categories)
 
 
 def paper_time(row: dict, time_field: str):
@@ -88,7 +88,7 @@ def paper_time(row: dict, time_field: str):
     return parse_rfc2822(versions[0]["created"]), "bad_timestamp"
 
 
-def read(cfg: ArxivParams | dict, ledger: Ledger) -> Iterator[dict]:
+def read(cfg: ArxivParams, ledger: Ledger) -> Iterator[dict]:
     """The line-by-line reader: the baseline, and the fallback of the fast path for the rows it must see."""
     path, record = snapshot(cfg)
     for lineno, raw, row in iter_json_lines(path):
@@ -97,9 +97,8 @@ def read(cfg: ArxivParams | dict, ledger: Ledger) -> Iterator[dict]:
             yield rec
 
 
-def snapshot(cfg: ArxivParams | dict):
+def snapshot(cfg: ArxivParams):
     """(the snapshot's path, row_record bound to the configured categories and time field)."""
-    cfg = ArxivParams.of(cfg)  # an unknown time_field stops here, listing TIME_FIELDS
     path = Path(cfg.source)
     if not path.is_file():
         raise missing_source("arxiv", path, "the arXiv metadata snapshot (JSON lines)")
@@ -221,9 +220,8 @@ def vectorise(table: pa.Table, index: dict[str, int], time_field: str):
     return records, keep, ~(keep | filtered), {"no_kept_category": n_filtered} if n_filtered else {}
 
 
-def read_batches(cfg: ArxivParams | dict) -> Iterator[Batch]:
+def read_batches(cfg: ArxivParams) -> Iterator[Batch]:
     """The fast path: Batches of the snapshot, in order (drift.data.datasets._fast)."""
-    cfg = ArxivParams.of(cfg)
     path, record = snapshot(cfg)
     index = record.keywords["index"]
     yield from fast_batches(path, SCHEMA, functools.partial(vectorise, index=index, time_field=cfg.time_field),
@@ -232,7 +230,6 @@ def read_batches(cfg: ArxivParams | dict) -> Iterator[Batch]:
 
 def download_targets(cfg) -> list[tuple[str, Path]]:
     """`drift fetch arxiv`: the snapshot's (url, destination)."""
-    cfg = ArxivParams.of(cfg)
     if not cfg.url:
         raise DriftError("arxiv: no download URL: set arxiv.url in params.yaml to the URL of "
                          "arxiv-metadata-oai-snapshot.json (JSON lines, not the zip)")
@@ -241,7 +238,7 @@ def download_targets(cfg) -> list[tuple[str, Path]]:
 
 def raw_inputs(cfg) -> list[Path]:
     """`drift track arxiv`: the snapshot."""
-    path = Path(ArxivParams.of(cfg).source)
+    path = Path(cfg.source)
     if not path.is_file():
         raise missing_source("arxiv", path, "the arXiv metadata snapshot (JSON lines)")
     return [path]

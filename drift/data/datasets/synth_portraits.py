@@ -59,10 +59,9 @@ def _bar(angle: float, size: int = 7) -> np.ndarray:
     return (dist <= 0.7).astype(np.float32)
 
 
-def make_slice(t_index: int, cfg: SynthPortraitsParams | dict) -> tuple[np.ndarray, np.ndarray]:
+def make_slice(t_index: int, cfg: SynthPortraitsParams) -> tuple[np.ndarray, np.ndarray]:
     """Images uint8 [n, 3, 32, 32] and labels int [n] of slice t_index, reproducible from cfg.seed (`cfg`: the
     synth-portraits section of params.yaml, drift.core.params or its mapping)."""
-    cfg = SynthPortraitsParams.of(cfg)
     k, n = cfg.k, cfg.per_slice
     t = t_index / max(k - 1, 1)
     rng = np.random.default_rng([cfg.seed, t_index])
@@ -94,8 +93,7 @@ def make_slice(t_index: int, cfg: SynthPortraitsParams | dict) -> tuple[np.ndarr
     return (np.clip(images, 0, 1) * 255).round().astype(np.uint8), labels
 
 
-def read(cfg: SynthPortraitsParams | dict, ledger):
-    cfg = SynthPortraitsParams.of(cfg)
+def read(cfg: SynthPortraitsParams, ledger):
     for t_index in range(cfg.k):
         images, labels = make_slice(t_index, cfg)
         when = dt.datetime(cfg.start_year + t_index, 1, 1)
@@ -105,6 +103,5 @@ def read(cfg: SynthPortraitsParams | dict, ledger):
 
 def planned_rows(cfg, n_slices: int) -> tuple[int, int, str]:
     """drift plan: (rows, non-empty slices, how it knows): the generator makes per_slice rows in each of its k years."""
-    cfg = SynthPortraitsParams.of(cfg)
     non_empty = min(cfg.k, n_slices)
     return cfg.per_slice * non_empty, non_empty, f"synth-portraits.per_slice x k = {non_empty}"

@@ -124,8 +124,8 @@ def read_archive(archive: Path, ledger: Ledger) -> Iterator[dict]:
         raise DriftError(f"yearbook: cannot read {archive}: {e}; delete it and run `drift fetch yearbook` again")
 
 
-def read(cfg: YearbookParams | dict, ledger: Ledger) -> Iterator[dict]:
-    source = Path(YearbookParams.of(cfg).source)
+def read(cfg: YearbookParams, ledger: Ledger) -> Iterator[dict]:
+    source = Path(cfg.source)
     if source.is_dir():
         yield from read_folder(source, ledger)
     elif archive_path(source).is_file():
@@ -136,7 +136,6 @@ def read(cfg: YearbookParams | dict, ledger: Ledger) -> Iterator[dict]:
 
 def download_targets(cfg) -> list[tuple[str, Path]]:
     """`drift fetch yearbook`: the archive's (url, destination)."""
-    cfg = YearbookParams.of(cfg)
     if not cfg.url:
         raise DriftError("yearbook: no download URL: set yearbook.url in params.yaml to the URL of "
                          "faces_aligned_small_mirrored_co_aligned_cropped_cleaned.tar.gz")
@@ -145,7 +144,7 @@ def download_targets(cfg) -> list[tuple[str, Path]]:
 
 def raw_inputs(cfg) -> list[Path]:
     """`drift track yearbook`: the folder with F/ and M/, or its .tar.gz."""
-    source = Path(YearbookParams.of(cfg).source)
+    source = Path(cfg.source)
     if source.is_dir():
         return [source]
     if archive_path(source).is_file():
