@@ -25,6 +25,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from drift.core.params import EmbedParams  # noqa: E402
 from drift.data.records import payload_key  # noqa: E402
 from drift.encoders.embed import embed_dataset, text_encoder  # noqa: E402
 from drift.models.inputs import Inputs, length_bucketed_batches, load_inputs  # noqa: E402
@@ -35,7 +36,8 @@ from drift.store.slices import read_slice_table, write_slice_table  # noqa: E402
 def sotu_paragraphs(n: int, skip: int = 0) -> list[str]:
     from drift.data.datasets import sotu
     from drift.data.ledger import Ledger
-    texts = list(dict.fromkeys(r["text"] for r in sotu.read({"min_words": 30, "start_year": 1853}, Ledger("sotu"))))
+    rows = sotu.read(sotu.SotuParams(min_words=30, start_year=1853), Ledger("sotu"))
+    texts = list(dict.fromkeys(r["text"] for r in rows))
     rng = np.random.default_rng(0)
     order = rng.permutation(len(texts))
     return [texts[i] for i in order[skip:skip + n]]
@@ -87,7 +89,7 @@ def main(argv=None):
         parser.set_defaults(**QUICK)
         args = parser.parse_args(argv)
 
-    cfg = {"text_encoder": "minilm-l6", "max_length": args.max_length, "batch_size": args.batch_size}
+    cfg = EmbedParams(text_encoder="minilm-l6", max_length=args.max_length, batch_size=args.batch_size)
     texts = sotu_paragraphs(args.rows)
     figures = {}
     tmp = Path(tempfile.mkdtemp(prefix="bench-cache-"))

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from drift.evaluate.predict import predict, predict_many
+from drift.core.params import TrainParams
 from drift.models import MODELS
 from drift.models.inputs import Inputs
 from drift.protocol.tasks import get_task
@@ -68,7 +69,7 @@ def main(argv=None) -> None:
     deterministic(args.threads)
     rng = np.random.default_rng(0)
     n = args.rows * args.cutoffs
-    cfg = dict(epochs=args.epochs, batch_size=args.batch_size, lr=1e-3)
+    cfg = TrainParams(epochs=args.epochs, batch_size=args.batch_size, lr=1e-3)
     task = get_task("binary")
     targets = torch.as_tensor(rng.integers(0, 2, n))
     # cutoff k: the first (k + 1) * rows rows, a random subset order within

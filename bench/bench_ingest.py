@@ -80,6 +80,7 @@ def child(kind: str, dataset: str, path: str) -> None:
         # the whole ingest stage: reader, time-span filter, duplicate check, Parquet records in batches
         import tempfile
 
+        from drift.data.datasets import dataset_params
         from drift.data.ingest import ingest
 
         p = Path(path)
@@ -89,8 +90,8 @@ def child(kind: str, dataset: str, path: str) -> None:
         import_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory() as out:
-            counts = ingest(dataset, cfg, Path(out) / "records.parquet", Path(out) / "quarantine.parquet",
-                            fast=kind != "line")
+            counts = ingest(dataset, dataset_params(dataset, cfg), Path(out) / "records.parquet",
+                            Path(out) / "quarantine.parquet", fast=kind != "line")
             seconds = time.perf_counter() - t0
             digest = hashlib.sha256((Path(out) / "records.parquet").read_bytes()).hexdigest()
         lines, kept = counts["read"], counts["kept"]

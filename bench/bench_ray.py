@@ -78,13 +78,14 @@ def main(argv=None):
         import ray
 
         from drift.core.executor import connect, workers
+        from drift.core.params import ComputeParams
         start = time.perf_counter()
-        connect({"executor": "ray"})  # a local cluster sized to this machine, as a stage without an address starts
+        connect(ComputeParams(executor="ray"))  # a local cluster of this machine, as a stage without an address starts
         cluster_s = time.perf_counter() - start
         ray_s, got = timed_run(repo, params, cache, args.datasets, both, {"executor": "ray"}, args.repeats)
         assert got == reference, "ray's outputs differ from local's"
 
-        n = workers({"executor": "ray"})
+        n = workers(ComputeParams(executor="ray"))
         one_s, got_one = timed_run(repo, params, cache, args.datasets, ("train",),
                                    {"executor": "ray", "cpus_per_task": float(n)}, args.repeats)
         all_s, got_all = timed_run(repo, params, cache, args.datasets, ("train",),

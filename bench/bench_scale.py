@@ -74,6 +74,7 @@ def build_store(root: Path, rows: int, counts: np.ndarray, k: int, seed: int = 0
 def child(mode: str, root: Path) -> dict:
     import torch
 
+    from drift.core.params import TrainParams
     from drift.evaluate.predict import predict
     from drift.models.checkpoints import build_model
     from drift.models.inputs import (
@@ -113,7 +114,8 @@ def child(mode: str, root: Path) -> dict:
     train_rows = np.flatnonzero((slices <= slices.max()) & (splits == "train"))
     if what == "train":
         start = time.perf_counter()
-        train_one("ffn-s", inputs, train_rows, targets, task, task.n_outputs(2), {"epochs": 1, "batch_size": 64, "lr": 1e-3}, seed=0)
+        cfg = TrainParams(epochs=1, batch_size=64, lr=1e-3)
+        train_one("ffn-s", inputs, train_rows, targets, task, task.n_outputs(2), cfg, seed=0)
         return {"seconds": time.perf_counter() - start, "rows": len(train_rows)}
     if what == "evaluate":
         torch.manual_seed(0)
