@@ -240,7 +240,7 @@ def test_the_evaluate_stage_runs_the_protocols_definition(tmp_path, monkeypatch)
     import drift.protocol.matrix as matrix
 
     data = TinyData(np.random.default_rng(5))
-    train_roster(data, ["ffn-s"], dict(CFG, seeds=[0]), tmp_path / "models")
+    train_roster(data, ["ffn-s"], CFG.model_copy(update={"seeds": [0]}), tmp_path / "models")
     checkpoints = list_checkpoints(tmp_path / "models", "ffn-s")[0]
 
     def run(cells):

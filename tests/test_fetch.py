@@ -216,7 +216,7 @@ def test_fetch_dataset_amazon_then_read(server, tmp_path):
     assert fetch_dataset("amazon", gz, progress=False) == [src / "Gift_Cards.jsonl.gz"]
     # what fetch wrote is where the reader looks
     ledger = Ledger("amazon")
-    rows = list(amazon.read({"source": str(src), "categories": ["Software", "Gift_Cards"]}, ledger))
+    rows = list(amazon.read(amazon.PARAMS(source=str(src), categories=["Software", "Gift_Cards"]), ledger))
     assert len(rows) == 300
 
 
