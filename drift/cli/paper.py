@@ -65,8 +65,8 @@ def paper(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv (th
     over the cells both fill and the rank correlation of the two Decay rankings."""
     if not has_published(dataset):
         if dataset in OURS:
-            console.print(f"{dataset} has no published run: the paper's datasets are {', '.join(DATASETS)}",
-                          highlight=False)
+            console.print(f"{dataset}: no published run (the paper's datasets: {', '.join(DATASETS)})",
+                          highlight=False, soft_wrap=True)
             return
         fail(DriftError(f"unknown dataset {dataset!r}: {close_matches(dataset, sorted(OURS))}"))
     try:

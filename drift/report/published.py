@@ -163,10 +163,10 @@ def _in_published_unit(ours: dict, data: dict) -> np.ndarray:
 
 
 def compare(ours: dict, dataset: str, model: str) -> dict:
-    """Our result (`our_result`'s dict) beside the published matrix of `model`, in the published unit: ours and
-    theirs ID / Future / Decay (each over its own slices) and their differences (ours - published), and, over
-    the slices both have (aligned by label), the cell-wise difference with its mean absolute value over the
-    cells both fill and the largest cell. The slices only one side has are named in `slices`."""
+    """Our result (`our_result`'s dict) beside the published matrix of `model`, in the published unit, over the
+    slices both have (aligned by label, in the published order; those only one side has are named in `slices`):
+    ours and theirs ID / Future / Decay and their differences (ours - published), and the cell-wise difference
+    with its mean absolute value over the cells both fill and the largest cell."""
     data = load_published(dataset)
     pub = published_model(data, model)
     mine = _in_published_unit(ours, data)
@@ -175,8 +175,8 @@ def compare(ours: dict, dataset: str, model: str) -> dict:
     i_pub = [data["slices"].index(x) for x in slices["shared"]]
     a, b = mine[np.ix_(i_ours, i_ours)], pub["matrix"][np.ix_(i_pub, i_pub)]
     diff = a - b
-    stats_ours = id_future_decay(mine, data["higher_is_better"])
-    stats_pub = id_future_decay(pub["matrix"], data["higher_is_better"])
+    stats_ours = id_future_decay(a, data["higher_is_better"])
+    stats_pub = id_future_decay(b, data["higher_is_better"])
     filled = np.isfinite(diff)
     worst = None
     if filled.any():
@@ -217,7 +217,8 @@ def compare_run(root: Path, dataset: str) -> dict:
     published = {r["model"]: r for r in published_ranking(name)}
     mine = {m: our_result(root, name, m) for m in our_models(root, name)}
     compared = {m: compare(r, name, m) for m, r in mine.items() if m in published}
-    stats = {m: id_future_decay(_in_published_unit(r, data), higher) for m, r in mine.items()}
+    stats = {m: compared[m]["ours"] if m in compared else id_future_decay(_in_published_unit(r, data), higher)
+             for m, r in mine.items()}
     our_rank = {r["model"]: r["rank"] for r in ranking(stats, higher, "decay")}
 
     def ours_of(m: str) -> dict | None:
