@@ -16,7 +16,12 @@ from drift.core.stage import write_json
 from drift.models import get_model_info
 from drift.protocol.matrix import to_json
 from drift.protocol.summary import cutoff_table, family_table, id_future_decay
-from drift.report.published import DATASETS, load_published, load_tables, print_tolerance
+from drift.report.published import (
+    DATASETS,
+    load_published,
+    load_tables,
+    print_tolerance,
+)
 
 PRINTED = ROOT / "tests" / "fixtures" / "paper"
 THEIRS = {"yearbook": "yearbook", "amazon": "amazon_reviews", "arxiv": "arxiv"}

@@ -2,13 +2,12 @@
 Decay from the published matrices, and one of our evaluations is set beside a published run, cell by cell."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tomllib
-from conftest import ROOT, drift_cli
+from conftest import ROOT
 
 from drift.core.errors import DriftError
 from drift.core.stage import write_json

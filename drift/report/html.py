@@ -22,7 +22,14 @@ import numpy as np
 
 from drift.core.errors import DriftError
 from drift.core.paths import dataset_paths
-from drift.report.published import compare, compare_run, has_published, load_published, our_result, published_model
+from drift.report.published import (
+    compare,
+    compare_run,
+    has_published,
+    load_published,
+    our_result,
+    published_model,
+)
 
 CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222; margin: 0;
@@ -126,7 +133,9 @@ def _policies(rows: list[dict]) -> str:
 def _paper(name: str, root: Path) -> str:
     """The run beside the paper's published one: the table of `drift paper`, then for each model both have our
     matrix, theirs and the difference over the slices both have, in the published unit."""
-    from drift.report.plots import heatmap  # lazy: matplotlib, only when a report is written
+    from drift.report.plots import (
+        heatmap,  # lazy: matplotlib, only when a report is written
+    )
 
     result = compare_run(root, name)
     d = result["printed_decimals"]

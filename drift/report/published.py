@@ -140,7 +140,9 @@ def our_result(root: Path, dataset: str, model: str) -> dict:
 def our_models(root: Path, dataset: str) -> list[str]:
     """The models of `dataset` with results in the workspace under `root`: an evaluation
     (data/eval/<ds>/<model>.json) or a report matrix (plots/<ds>/<model>/matrix.json), the cohort mean aside."""
-    from drift.report.outputs import COHORT  # lazy: the report stage's imports, kept out of the cli's reads
+    from drift.report.outputs import (
+        COHORT,  # lazy: the report stage's imports, kept out of the cli's reads
+    )
 
     p = dataset_paths(dataset, root)
     evaluated = {f.stem for f in p["eval"].glob("*.json")}
