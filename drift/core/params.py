@@ -352,7 +352,7 @@ class _Params(Section):
 
     @property
     def max_tokens(self) -> int:
-        """The token cap of the text heads (their position tables, the token rows they read): train.max_tokens,
+        """The token cap of the text heads (the token rows they read): train.max_tokens,
         else embed.max_length, the tokens the encoder keeps."""
         return self.train.max_tokens or self.embed.max_length
 
