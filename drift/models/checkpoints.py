@@ -82,9 +82,10 @@ class PixelStandardised(_Wrapped):
         return self.inner((x - self.mean[:, None, None]) / self.std[:, None, None])
 
 
-def build_model(name: str, spec: InputSpec, n_outputs: int, task_name: str) -> nn.Module:
-    """The module a checkpoint of `name` holds for this task (untrained)."""
-    model = create_model(name, spec, n_outputs)
+def build_model(name: str, spec: InputSpec, n_outputs: int, task_name: str, dropout: float = 0.0) -> nn.Module:
+    """The module a checkpoint of `name` holds for this task (untrained); `dropout` changes no parameter, so a
+    checkpoint loads into the model built with any p."""
+    model = create_model(name, spec, n_outputs, dropout)
     if getattr(model, "closed_form", False):  # the references standardise in their own closed form
         return model
     if spec.kind == "pixels":

@@ -82,7 +82,7 @@ def train_one(name: str, inputs: Inputs, rows: np.ndarray, targets: torch.Tensor
     """One model on the given training rows (`cfg`: the train params); returns it in eval mode."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    model = build_model(name, inputs.spec(), n_outputs, task.name)
+    model = build_model(name, inputs.spec(), n_outputs, task.name, cfg.dropout)
     epochs = cfg.epochs
     train_targets = targets[torch.from_numpy(rows)]
     if getattr(model, "closed_form", False):  # the references: fitted once on all training rows
@@ -116,7 +116,8 @@ def training_id(name: str, modality: str, cfg: TrainParams, inputs: Inputs) -> d
     family = get_model_info(name).family
     return {"epochs": cfg.epochs, "batch_size": cfg.batch_size, "weight_decay": cfg.weight_decay,
             "lr": learning_rate(cfg.lr, family), "optimizer": "adam" if modality == "image" else "adamw",
-            "max_tokens": inputs.max_tokens, "threads": cfg.threads, "engine": cfg.engine}
+            "max_tokens": inputs.max_tokens, "threads": cfg.threads, "engine": cfg.engine,
+            **({"dropout": cfg.dropout} if cfg.dropout and get_model_info(name).dropout else {})}
 
 
 @dataclass
