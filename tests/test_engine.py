@@ -13,7 +13,7 @@ from drift.core.params import TrainParams
 from drift.evaluate.matrices import EvalJob, evaluate_seed
 from drift.evaluate.predict import predict, predict_many
 from drift.models import InputSpec, list_models
-from drift.models.checkpoints import build_model, list_checkpoints
+from drift.models.checkpoints import PixelStandardised, Standardised, build_model, list_checkpoints
 from drift.models.inputs import Inputs
 from drift.protocol.matrix import drift_matrix, to_json
 from drift.protocol.tasks import get_task
@@ -255,3 +255,29 @@ def test_the_evaluate_stage_runs_the_protocols_definition(tmp_path, monkeypatch)
     past = [(i, j) for i in range(4) for j in range(i + 1)]
     assert all(edited[i][j] != paper[i][j] for i, j in past)
     assert all(edited[i][j] == paper[i][j] for i in range(4) for j in range(i + 1, 4))  # the future is all of slice j
+
+
+@pytest.mark.parametrize("name,task_name", [("ffn-s", "regression"), ("cnn-s", "binary"), ("tx-s", "multilabel"),
+                                            ("probe-bert", "regression")])
+def test_gradient_clipping_batched_equals_solo(name, task_name):
+    """train.grad_clip clips each stacked model's own gradient norm, as clip_grad_norm_ in train_one; with a
+    bound this tight every step is clipped, so a clip over the whole stack (or none) would not match."""
+    deterministic(1)
+    rng = np.random.default_rng(3)
+    kind = next(m.input for m in list_models() if m.name == name)
+    inputs = make_inputs(kind, rng)
+    targets, n_outputs = make_targets(task_name, rng)
+    task = get_task(task_name)
+    modality = "image" if kind == "pixels" else "text"
+    jobs = [Job(np.sort(rng.choice(N, n, replace=False)), seed) for seed, n in zip((21, 22, 23), ROW_COUNTS)]
+    clipped = TrainParams(**{**CFG.model_dump(), "grad_clip": 0.05, "standardise_targets": False,
+                             "standardise_pixels": False})
+    solo = [train_one(name, inputs, j.rows, targets, task, n_outputs, clipped, j.seed, modality) for j in jobs]
+    many = train_many(name, inputs, jobs, targets, task, n_outputs, clipped, modality)
+    free = train_one(name, inputs, jobs[0].rows, targets, task, n_outputs,
+                     TrainParams(**{**clipped.model_dump(), "grad_clip": None}), jobs[0].seed, modality)
+    rows = np.arange(N)
+    for a, b in zip(solo, many):
+        assert not isinstance(a, Standardised) and not isinstance(a, PixelStandardised)
+        np.testing.assert_allclose(predict(a, inputs, rows), predict(b, inputs, rows), rtol=1e-4, atol=2e-5)
+    assert np.abs(predict(free, inputs, rows) - predict(solo[0], inputs, rows)).max() > 1e-3  # the clip binds
