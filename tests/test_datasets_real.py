@@ -26,7 +26,7 @@ def run(module, cfg: dict, strict: bool = False) -> tuple[list[dict], Ledger]:
     """Reads everything the way the ingest driver does: keep() per yielded row."""
     ledger = Ledger(module.__name__.rsplit(".", 1)[-1], strict=strict)
     rows = []
-    for row in module.read(cfg, ledger):
+    for row in module.read(module.PARAMS.of(cfg), ledger):  # a reader takes its typed section
         ledger.keep()
         rows.append(row)
     return rows, ledger
@@ -63,8 +63,8 @@ def test_registry_and_contract():
         assert get_dataset(name).__name__ == f"drift.data.datasets.{DATASETS[name].module}"
     assert yearbook.label_names({}) == ["F", "M"]
     assert amazon.label_names({}) == []
-    assert arxiv.label_names({}) == ["cs.LG", "hep-ph", "cs.CV", "cs.AI", "hep-th", "quant-ph", "gr-qc"]
-    assert arxiv.label_names({"categories": ["gr-qc", "cs.LG"]}) == ["gr-qc", "cs.LG"]
+    assert arxiv.label_names(arxiv.PARAMS.of({})) == ["cs.LG", "hep-ph", "cs.CV", "cs.AI", "hep-th", "quant-ph", "gr-qc"]
+    assert arxiv.label_names(arxiv.PARAMS.of({"categories": ["gr-qc", "cs.LG"]})) == ["gr-qc", "cs.LG"]
 
 
 # ---------------------------------------------------------------------------------------------- amazon
@@ -223,7 +223,7 @@ def test_arxiv_custom_categories_order():
     rows, ledger = run(arxiv, {"source": str(ARXIV), "categories": ["gr-qc", "astro-ph"]})
     r = next(r for r in rows if r["id"] == "0704.0221")
     assert r["label"] == [1, 1]
-    assert arxiv.label_names({"categories": ["gr-qc", "astro-ph"]}) == ["gr-qc", "astro-ph"]
+    assert arxiv.label_names(arxiv.PARAMS.of({"categories": ["gr-qc", "astro-ph"]})) == ["gr-qc", "astro-ph"]
     assert ledger.read == 300
 
 

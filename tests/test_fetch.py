@@ -216,7 +216,7 @@ def test_fetch_dataset_amazon_then_read(server, tmp_path):
     assert fetch_dataset("amazon", gz, progress=False) == [src / "Gift_Cards.jsonl.gz"]
     # what fetch wrote is where the reader looks
     ledger = Ledger("amazon")
-    rows = list(amazon.read({"source": str(src), "categories": ["Software", "Gift_Cards"]}, ledger))
+    rows = list(amazon.read(amazon.PARAMS.of({"source": str(src), "categories": ["Software", "Gift_Cards"]}), ledger))
     assert len(rows) == 300
 
 
@@ -237,7 +237,8 @@ def test_fetch_dataset_destinations(server, tmp_path):
 @pytest.mark.parametrize("name", ["amazon", "arxiv", "yearbook"])
 def test_fetch_dataset_without_url_names_the_param(name):
     with pytest.raises(DriftError) as e:
-        fetch_dataset(name, {"categories": ["Software"]} if name == "amazon" else {}, progress=False)
+        fetch_dataset(name, {"categories": ["Software"], "url": None} if name == "amazon" else {"url": None},
+                      progress=False)
     assert f"{name}.url" in str(e.value) and "\n" not in str(e.value)
 
 
