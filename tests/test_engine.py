@@ -240,7 +240,7 @@ def test_the_evaluate_stage_runs_the_protocols_definition(tmp_path, monkeypatch)
     import drift.protocol.matrix as matrix
 
     data = TinyData(np.random.default_rng(5))
-    train_roster(data, ["ffn-s"], dict(CFG, seeds=[0]), tmp_path / "models")
+    train_roster(data, ["ffn-s"], TrainParams(**{**CFG.model_dump(), "seeds": [0]}), tmp_path / "models")
     checkpoints = list_checkpoints(tmp_path / "models", "ffn-s")[0]
 
     def run(cells):
@@ -281,3 +281,23 @@ def test_gradient_clipping_batched_equals_solo(name, task_name):
         assert not isinstance(a, Standardised) and not isinstance(a, PixelStandardised)
         np.testing.assert_allclose(predict(a, inputs, rows), predict(b, inputs, rows), rtol=1e-4, atol=2e-5)
     assert np.abs(predict(free, inputs, rows) - predict(solo[0], inputs, rows)).max() > 1e-3  # the clip binds
+
+
+@pytest.mark.parametrize("targets_on,pixels_on", [(True, True), (False, True), (True, False), (False, False)])
+def test_checkpoints_say_which_standardisation_they_hold(tmp_path, targets_on, pixels_on):
+    """train.standardise_targets / standardise_pixels off build the bare model; a checkpoint read back gets the
+    wrappers it was saved with (evaluate needs no parameter to read a paper preset's checkpoints)."""
+    from drift.models.checkpoints import load_checkpoint, save_checkpoint
+
+    spec = InputSpec("pixels", (3, 8, 8))
+    model = build_model("mlp-s", spec, 1, "regression", targets_on, pixels_on)
+    assert isinstance(model, Standardised) == targets_on
+    assert isinstance(model.inner if targets_on else model, PixelStandardised) == pixels_on
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.01)
+    save_checkpoint(model, tmp_path / "m.pt")
+    back = load_checkpoint("mlp-s", spec, 1, "regression", tmp_path / "m.pt")
+    assert type(back) is type(model)
+    x = torch.rand(4, 3, 8, 8) * 255
+    torch.testing.assert_close(back(x), model.eval()(x))

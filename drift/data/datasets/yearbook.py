@@ -26,7 +26,7 @@ from drift.data.ledger import Ledger
 
 # the archive as the paper's authors share it (learning-mechanisms/drift-happens, drift_happens/dataset/yearbook/const.py)
 PUBLIC_URL = "https://e.pcloud.link/publink/show?code=XZ6lzcZJymgTsmpuDk25aekFFPR2fL7VPfV"
-RESIZE = {"bilinear": Image.BILINEAR, "area": Image.BOX}  # yearbook.resize: Pillow's filter
+RESIZE = ("bilinear", "area")  # yearbook.resize
 
 
 class YearbookParams(CorpusParams):
@@ -76,11 +76,30 @@ def decode(data: bytes, resize: str = "bilinear") -> np.ndarray | None:
         with Image.open(io.BytesIO(data)) as img:
             img.load()  # decode now: a truncated file fails here, not later
             img = img.convert("RGB")  # gray replicated into 3 channels; a color file keeps its colors
+            if img.size != (SIZE, SIZE) and resize == "area":
+                return area_resize(np.asarray(img, dtype=np.uint8))
             if img.size != (SIZE, SIZE):
-                img = img.resize((SIZE, SIZE), RESIZE[resize])
+                img = img.resize((SIZE, SIZE), Image.BILINEAR)
             return np.ascontiguousarray(np.asarray(img, dtype=np.uint8).transpose(2, 0, 1))
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
         return None
+
+
+def area_weights(n_in: int, n_out: int) -> np.ndarray:
+    """[n_out, n_in]: the share of each input pixel in each output pixel, by the length they overlap."""
+    edges = np.arange(n_out + 1) * (n_in / n_out)
+    lo, hi = edges[:-1, None], edges[1:, None]
+    left = np.arange(n_in)[None, :]
+    overlap = np.clip(np.minimum(hi, left + 1) - np.maximum(lo, left), 0, None)
+    return overlap / (n_in / n_out)
+
+
+def area_resize(pixels: np.ndarray) -> np.ndarray:
+    """[H, W, 3] uint8 -> [3, 32, 32] uint8, each output pixel the mean of the input area it covers (OpenCV's
+    INTER_AREA when shrinking), rounded to the nearest integer."""
+    wy, wx = area_weights(pixels.shape[0], SIZE), area_weights(pixels.shape[1], SIZE)
+    out = np.einsum("yh,hwc,xw->cyx", wy, pixels.astype(np.float64), wx)
+    return np.ascontiguousarray(np.clip(np.rint(out), 0, 255).astype(np.uint8))
 
 
 def record(where: str, label_dir: str, data: bytes, ledger: Ledger, resize: str = "bilinear") -> dict | None:
