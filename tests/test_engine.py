@@ -14,12 +14,24 @@ from drift.evaluate.matrices import EvalJob, evaluate_seed
 from drift.evaluate.predict import predict, predict_many
 from drift.models import InputSpec, list_models
 from drift.models.blocks import Dropout
-from drift.models.checkpoints import build_model, list_checkpoints
+from drift.models.checkpoints import (
+    PixelStandardised,
+    Standardised,
+    build_model,
+    list_checkpoints,
+)
 from drift.models.inputs import Inputs
 from drift.protocol.matrix import drift_matrix, to_json
 from drift.protocol.tasks import get_task
 from drift.store.cells import code_version, row_hashes
-from drift.train.engine import Job, StackedAdam, _Stack, engine_path, mask_generator, train_many
+from drift.train.engine import (
+    Job,
+    StackedAdam,
+    _Stack,
+    engine_path,
+    mask_generator,
+    train_many,
+)
 from drift.train.loop import deterministic, make_optimizer, train_one, train_roster
 
 N = 240
@@ -317,3 +329,47 @@ def test_train_many_with_dropout_follows_each_seed(name):
         for pa, pb in zip(a.parameters(), b.parameters()):
             assert torch.equal(pa, pb)
     assert np.abs(out[0] - predict(plain[0], inputs, every)).max() > 1e-3
+@pytest.mark.parametrize("name,task_name", [("ffn-s", "regression"), ("cnn-s", "binary"), ("tx-s", "multilabel"),
+                                            ("probe-bert", "regression")])
+def test_gradient_clipping_batched_equals_solo(name, task_name):
+    """train.grad_clip clips each stacked model's own gradient norm, as clip_grad_norm_ in train_one; with a
+    bound this tight every step is clipped, so a clip over the whole stack (or none) would not match."""
+    deterministic(1)
+    rng = np.random.default_rng(3)
+    kind = next(m.input for m in list_models() if m.name == name)
+    inputs = make_inputs(kind, rng)
+    targets, n_outputs = make_targets(task_name, rng)
+    task = get_task(task_name)
+    modality = "image" if kind == "pixels" else "text"
+    jobs = [Job(np.sort(rng.choice(N, n, replace=False)), seed) for seed, n in zip((21, 22, 23), ROW_COUNTS)]
+    clipped = TrainParams(**{**CFG.model_dump(), "grad_clip": 0.05, "standardise_targets": False,
+                             "standardise_pixels": False})
+    solo = [train_one(name, inputs, j.rows, targets, task, n_outputs, clipped, j.seed, modality) for j in jobs]
+    many = train_many(name, inputs, jobs, targets, task, n_outputs, clipped, modality)
+    free = train_one(name, inputs, jobs[0].rows, targets, task, n_outputs,
+                     TrainParams(**{**clipped.model_dump(), "grad_clip": None}), jobs[0].seed, modality)
+    rows = np.arange(N)
+    for a, b in zip(solo, many):
+        assert not isinstance(a, Standardised) and not isinstance(a, PixelStandardised)
+        np.testing.assert_allclose(predict(a, inputs, rows), predict(b, inputs, rows), rtol=1e-4, atol=2e-5)
+    assert np.abs(predict(free, inputs, rows) - predict(solo[0], inputs, rows)).max() > 1e-3  # the clip binds
+
+
+@pytest.mark.parametrize("targets_on,pixels_on", [(True, True), (False, True), (True, False), (False, False)])
+def test_checkpoints_say_which_standardisation_they_hold(tmp_path, targets_on, pixels_on):
+    """train.standardise_targets / standardise_pixels off build the bare model; a checkpoint read back gets the
+    wrappers it was saved with (evaluate needs no parameter to read a paper preset's checkpoints)."""
+    from drift.models.checkpoints import load_checkpoint, save_checkpoint
+
+    spec = InputSpec("pixels", (3, 8, 8))
+    model = build_model("mlp-s", spec, 1, "regression", standardise_targets=targets_on, standardise_pixels=pixels_on)
+    assert isinstance(model, Standardised) == targets_on
+    assert isinstance(model.inner if targets_on else model, PixelStandardised) == pixels_on
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.01)
+    save_checkpoint(model, tmp_path / "m.pt")
+    back = load_checkpoint("mlp-s", spec, 1, "regression", tmp_path / "m.pt")
+    assert type(back) is type(model)
+    x = torch.rand(4, 3, 8, 8) * 255
+    torch.testing.assert_close(back(x), model.eval()(x))

@@ -230,10 +230,14 @@ class CorpusParams(DatasetParams):
 
 # ---------------------------------------------------------------- split, embed, train, report
 
+STRATA = ("slice", "label")  # split.stratify: what the train/test split of a slice is stratified by
+
+
 class SplitParams(Section):
     SECTION: ClassVar[str] = "split"
     seed: Int = 0
     test_fraction: Annotated[Float, Field(gt=0, lt=1)] = 0.3
+    stratify: Annotated[list[Annotated[str, choice(*STRATA)]], Field(min_length=1)] = ["slice", "label"]  # [slice]: by time alone
 
 
 class EmbedParams(Section):
@@ -261,6 +265,9 @@ class TrainParams(Section):
     engine: Annotated[str, choice("solo", "batched")] = "solo"  # batched: drift/train/engine.py, equal to float tolerance
     max_tokens: Optional[PositiveInt] = None  # token rows are cut here; null: embed.max_length
     dropout: Annotated[Float, Field(ge=0, lt=1)] = 0.0  # p of the models with dropout layers (ViT, text heads); 0: off
+    grad_clip: Optional[Annotated[Float, Field(gt=0)]] = None  # each model's gradient norm clipped to this; null: none
+    standardise_targets: bool = True   # regression heads train on targets standardised per cutoff (Standardised)
+    standardise_pixels: bool = True    # image models read pixels standardised per channel (PixelStandardised)
     baselines: list[str] = ["baseline-prior", "baseline-linear"]
     models: Annotated[dict[str, list[str]], _known_keys(DATASETS)] = {}  # dataset -> model names
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -114,6 +116,29 @@ def _download(url: str, part: Path, timeout: float, progress) -> None:
             raise _Transient(f"connection closed after {size} of {total} bytes")
 
 
+# a pCloud public link (`<host>/publink/show?code=...`) is a page naming the file's direct, expiring link
+PCLOUD_LINK = re.compile(r'"downloadlink":\s*("(?:[^"\\]|\\.)*")')
+
+
+def direct_url(url: str, dest: Path, timeout: float = 30) -> str:
+    """The URL the file itself comes from: a pCloud public link's direct link (read from its page), else `url`."""
+    parsed = urlparse(url)
+    if not (parsed.path.endswith("/publink/show") and "code=" in parsed.query):
+        return url
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers={"User-Agent": USER_AGENT}),
+                                    timeout=timeout) as resp:
+            page = resp.read(1 << 20).decode("utf-8", "replace")
+    except (urllib.error.URLError, OSError) as e:
+        raise DriftError(f"cannot open {url}: {getattr(e, 'reason', e)}; open it in a browser, download the "
+                         f"file and put it at {dest}") from None
+    found = PCLOUD_LINK.search(page)
+    if found is None:
+        raise DriftError(f"{url} names no download link (the share may have moved): open it in a browser, "
+                         f"download the file and put it at {dest}")
+    return json.loads(found.group(1))
+
+
 def fetch(url: str, dest: Path, sha256: str | None = None, timeout: float = 30, progress=True,
           retries: int = 3) -> Path:
     """Downloads `url` to `dest` (resuming from `dest.part`), checks its sha256 if given, returns `dest`.
@@ -132,6 +157,7 @@ def fetch(url: str, dest: Path, sha256: str | None = None, timeout: float = 30, 
         return dest
 
     dest.parent.mkdir(parents=True, exist_ok=True)
+    url = direct_url(url, dest, timeout)
     part = dest.with_name(dest.name + ".part")
     bar = _progress(progress, dest.name)
     if bar:

@@ -123,7 +123,8 @@ def _member(index: int, name: str, inputs: Inputs, job: Job, targets: torch.Tens
     batches of every epoch, the same statistics and loss."""
     torch.manual_seed(job.seed)
     rng = np.random.default_rng(job.seed)
-    model = build_model(name, inputs.spec(), n_outputs, task.name, cfg.dropout)
+    model = build_model(name, inputs.spec(), n_outputs, task.name, cfg.dropout,
+                        cfg.standardise_targets, cfg.standardise_pixels)
     loss_fn, norm = prepare_model(model, inputs, job.rows, targets[torch.from_numpy(job.rows)], task)
     lengths = inputs.lengths if inputs.kind == "tokens" else None
     batches, ends = [], set()
@@ -293,7 +294,7 @@ class _StackedLoss:
 
 
 def _train_stack(members: list[_Member], inputs: Inputs, targets: torch.Tensor, task, jobs: list[Job],
-                 optimizer, bar, device: torch.device) -> None:
+                 optimizer, bar, device: torch.device, grad_clip: float | None = None) -> None:
     members.sort(key=lambda m: -len(m.batches))  # stable: the models still training are always a prefix
     stack = _Stack([m.model for m in members], device)
     loss_of = _StackedLoss(task, members, targets, [jobs[m.index].rows for m in members], device)
@@ -310,6 +311,9 @@ def _train_stack(members: list[_Member], inputs: Inputs, targets: torch.Tensor, 
             xs = tuple(x.reshape(*rows.shape, *x.shape[1:]).to(device) for x in inputs.batch(rows.reshape(-1)))
             out = stack.forward(live, group, xs, stack.noise(xs, [members[i].masks for i in group]))
             loss_of(out, group, rows, [len(b) for b in batches]).backward()
+        if grad_clip is not None:  # each model's own gradient norm, as clip_grad_norm_ in train_one
+            norms = live.grad.norm(dim=1, keepdim=True)
+            live.grad.mul_(torch.clamp(grad_clip / (norms + 1e-6), max=1.0))
         adam.step(n_active, t + 1, live.grad)
         if bar is not None:
             bar.advance(sum(1 for m in members[:n_active] if t + 1 in m.epoch_ends))
@@ -326,7 +330,8 @@ def train_many(name: str, inputs: Inputs, jobs: list[Job], targets: torch.Tensor
     CUDA device, say); the models come back on the CPU like train_one's, and the solo path stays on the CPU."""
     if not jobs:
         return []
-    probe = build_model(name, inputs.spec(), n_outputs, task.name, cfg.dropout)
+    probe = build_model(name, inputs.spec(), n_outputs, task.name, cfg.dropout,
+                        cfg.standardise_targets, cfg.standardise_pixels)
     optimizer = None if getattr(probe, "closed_form", False) else make_optimizer(probe, modality, cfg)
     if engine_path(probe, optimizer)[0] == "solo":
         return [train_one(name, inputs, job.rows, targets, task, n_outputs, cfg, job.seed, modality, bar)
@@ -339,7 +344,7 @@ def train_many(name: str, inputs: Inputs, jobs: list[Job], targets: torch.Tensor
     for start in range(0, len(order), size):
         members = [_member(i, name, inputs, jobs[i], targets, task, n_outputs, cfg) for i in order[start:start + size]]
         if len(members[0].batches):
-            _train_stack(members, inputs, targets, task, jobs, optimizer, bar, torch.device(device))
+            _train_stack(members, inputs, targets, task, jobs, optimizer, bar, torch.device(device), cfg.grad_clip)
         for m in members:
             trained[m.index] = m.model.eval()
     return trained
