@@ -9,6 +9,7 @@ import ast
 import hashlib
 import json
 import sys
+from functools import lru_cache
 from pathlib import Path
 
 from drift.core.environment import library_versions
@@ -24,20 +25,34 @@ def module_file(module: str, root: Path = ROOT) -> Path | None:
     return None
 
 
-def imported_modules(path: Path, root: Path = ROOT) -> set[str]:
-    """drift.* modules a file imports anywhere in it, imports inside functions included; a string naming a
-    drift module (the dataset registry's "drift.data.datasets.amazon", imported by importlib) counts too."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+@lru_cache(maxsize=4096)
+def _imports(path: str, mtime_ns: int, size: int, root: Path) -> tuple[frozenset, frozenset]:
+    """(drift modules, other top-level modules) a file imports: parsed once per version of the file."""
+    found, external = set(), set()
+    for node in ast.walk(ast.parse(Path(path).read_text())):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.split(".")[0] == "drift"}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "drift":
-            found.add(node.module)
-            found |= {f"{node.module}.{a.name}" for a in node.names if module_file(f"{node.module}.{a.name}", root)}
+            external |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            external.add(node.module.split(".")[0])
+            if node.module.split(".")[0] == "drift":
+                found.add(node.module)
+                found |= {f"{node.module}.{a.name}" for a in node.names if module_file(f"{node.module}.{a.name}", root)}
         elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("drift.")
               and node.value.replace(".", "").replace("_", "").isalnum() and module_file(node.value, root)):
             found.add(node.value)
-    return found
+    return frozenset(found), frozenset(m for m in external if m != "drift" and m not in sys.stdlib_module_names)
+
+
+def _parsed(path: Path, root: Path) -> tuple[frozenset, frozenset]:
+    stat = Path(path).stat()
+    return _imports(str(path), stat.st_mtime_ns, stat.st_size, Path(root))
+
+
+def imported_modules(path: Path, root: Path = ROOT) -> set[str]:
+    """drift.* modules a file imports anywhere in it, imports inside functions included; a string naming a
+    drift module (the dataset registry's "drift.data.datasets.amazon", imported by importlib) counts too."""
+    return set(_parsed(path, root)[0])
 
 
 def import_closure(script: Path, root: Path = ROOT, exclude=()) -> list[str]:
@@ -68,14 +83,7 @@ def module_closure(module: str, root: Path = ROOT, exclude=()) -> list[str]:
 
 def external_imports(files, root: Path = ROOT) -> set[str]:
     """The top-level modules outside drift/ and the standard library that these files import, anywhere in them."""
-    found = set()
-    for name in files:
-        for node in ast.walk(ast.parse((Path(root) / name).read_text())):
-            if isinstance(node, ast.Import):
-                found |= {a.name.split(".")[0] for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                found.add(node.module.split(".")[0])
-    return {m for m in found if m != "drift" and m not in sys.stdlib_module_names}
+    return set().union(*(_parsed(Path(root) / name, root)[1] for name in files))
 
 
 def code_digest(files, root: Path = ROOT) -> str:

@@ -23,6 +23,7 @@ PACKAGES = ("torch", "torchvision", "timm", "transformers", "sentence-transforme
 LOCK_FILE = "requirements.lock"  # written by `make lock`, installed from by `make install`
 
 
+@lru_cache(maxsize=None)  # installed versions do not change under a running process
 def package_version(distribution: str) -> str | None:
     """The installed version of a distribution, None when it is not installed."""
     try:
@@ -36,7 +37,8 @@ def _module_distributions() -> dict[str, list[str]]:
     return metadata.packages_distributions()  # scans every installed distribution: once per process
 
 
-def _requirements(distribution: str) -> list[str]:
+@lru_cache(maxsize=None)
+def _requirements(distribution: str) -> tuple[str, ...]:
     """The distributions `distribution` requires when installed without extras (one level)."""
     names = []
     for line in metadata.requires(distribution) or []:
@@ -46,7 +48,7 @@ def _requirements(distribution: str) -> list[str]:
             continue
         if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
             names.append(requirement.name)
-    return names
+    return tuple(names)
 
 
 def _canonical(name: str) -> str:

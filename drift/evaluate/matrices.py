@@ -139,6 +139,7 @@ def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
     for i, plan in plans.items():
         for j, key in plan.missing_estimates.items():
             cache.put_cell(plan.checkpoint, key, {m: float(estimated[m][i, j]) for m in methods if not np.isnan(estimated[m][i, j])})
+    cache.sync()
     n_estimates = sum(len(plan.missing_estimates) for plan in plans.values())
     counts = {"computed": sum(len(plan.missing) for plan in plans.values()), "reused": len(known),
               "estimates": {"computed": n_estimates, "reused": len(known_estimates)}, "corrupt": cache.corrupt}

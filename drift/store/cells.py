@@ -18,7 +18,7 @@ import numpy as np
 
 from drift.core.closure import ROOT, code_digest, import_closure, imported_modules, module_closure, module_path
 from drift.core.errors import DriftError
-from drift.store.integrity import sha256_bytes, write_atomic
+from drift.store.integrity import fsync_dir, sha256_bytes, write_atomic
 
 VERSION = 2  # bump to invalidate every cached checkpoint and cell at once
 MAGIC = b"drift-checkpoint 1"
@@ -94,6 +94,7 @@ class CellCache:
     def __init__(self, root: Path):
         self.root = Path(root)
         self.corrupt: list[str] = []
+        self._unsynced: set[Path] = set()
 
     def checkpoint_path(self, key: str) -> Path:
         return self.root / "checkpoints" / key[:2] / f"{key}.ckpt"
@@ -152,7 +153,17 @@ class CellCache:
         return True, record["score"]
 
     def put_cell(self, checkpoint: str, key: str, score) -> None:
-        write_atomic(self.cell_path(checkpoint, key), json.dumps(_cell_record(key, score)).encode())
+        """Atomic (a rename) and checksummed; durable after `sync()` (an fsync per cell costs 3 ms: one per
+        directory instead, and a cell torn by a power cut fails its checksum)."""
+        path = self.cell_path(checkpoint, key)
+        write_atomic(path, json.dumps(_cell_record(key, score)).encode(), durable=False)
+        self._unsynced.add(path.parent)
+
+    def sync(self) -> None:
+        """fsync the directories of the cells written since the last call."""
+        for directory in sorted(self._unsynced):
+            fsync_dir(directory)
+        self._unsynced.clear()
 
 
 def corrupt_line(stage: str, corrupt: list[str], what: str) -> str | None:

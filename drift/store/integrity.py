@@ -2,7 +2,8 @@
 still holds what was written.
 
 `write_atomic` writes a temporary file beside the target, fsyncs it, renames it over the target and fsyncs the
-directory: a killed run, a full disk or a power cut leaves the old file or the new one, never part of one.
+directory: a killed run, a full disk or a power cut leaves the old file or the new one, never part of one
+(cells, small and many, fsync their directories once per task instead: docs/decisions).
 `sha256_file` is the plain sha256 of a file (`sha256sum` gives the same), read in large blocks."""
 from __future__ import annotations
 
@@ -22,20 +23,24 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes, durable: bool = True) -> None:
+    """`data` at `path`, whole or not at all. durable=False skips both fsyncs (a caller that checksums what it
+    reads and fsyncs the directories once for many small files: a torn file after a power cut fails its checksum)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
 def fsync_file(path: Path) -> None:
