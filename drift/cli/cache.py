@@ -1,13 +1,16 @@
-"""`drift cache`: the embedding store's tables, their compaction, and garbage collection.
+"""`drift cache`: the embedding store's tables, their compaction, verification, and garbage collection.
 
 A table is in use when an embedding manifest (`data/embeddings/<dataset>.json`, the embed stage's output)
-names it. Manifests of other repositories, branches or experiments are not seen unless passed with
---keep-manifests: `gc` deletes only what no manifest it was shown refers to.
+names it. A checkpoint is in use when a checkpoint list (`data/models/<dataset>/checkpoints.json`, the train
+stage's) names its key: the workspace's, those of the `dvc exp` refs (read from the DVC cache) and of the
+repositories passed with --keep-manifests; a cell is in use when its checkpoint is. `gc` deletes only what none of
+these refers to, and nothing written within --grace-minutes. `verify` checks every entry against its checksum.
 """
 from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import List, Optional
@@ -21,6 +24,7 @@ from drift.cli.common import fail
 from drift.core.errors import DriftError, close_matches
 from drift.core.params import load_params
 from drift.core.paths import PATHS
+from drift.store.cells import CHECKPOINT_KEYS, MAGIC, cell_problem, checkpoint_problem
 from drift.store.location import cache_dir, default_cache_dir
 
 cache_app = typer.Typer(add_completion=False, invoke_without_command=True,
@@ -28,6 +32,8 @@ cache_app = typer.Typer(add_completion=False, invoke_without_command=True,
 
 CACHE_DIR_HELP = "the store (default: embed.cache_dir of ./params.yaml, else $DRIFT_CACHE_DIR, else ~/.cache/drift)"
 MANIFESTS = Path(PATHS["embeddings"]).parent  # every dataset's embedding manifest
+MODELS = Path(PATHS["models"]).parent  # every dataset's checkpoints, and their list of cache keys
+FEATURES = Path(PATHS["features"]).parent
 
 
 def _size(n: int) -> str:
@@ -215,7 +221,9 @@ def gc(ctx: typer.Context,
        grace_minutes: float = typer.Option(60, help="keep tables written this recently (an embed may be running)"),
        cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
        as_json: bool = typer.Option(False, "--json", help="machine-readable output: what was (or would be) deleted")):
-    """Delete the tables no manifest in data/embeddings/ (or --keep-manifests) refers to."""
+    """Delete the tables no manifest in data/embeddings/ (or --keep-manifests) refers to, and the checkpoints and
+    cells no checkpoint list (data/models/*/checkpoints.json here, in the `dvc exp` refs, or in a repository
+    passed with --keep-manifests) refers to."""
     from drift.store.embeddings import (
         table_info,  # lazy: lance, kept out of `drift --help`
     )
@@ -250,10 +258,187 @@ def gc(ctx: typer.Context,
             path.with_name(path.name + ".lock").unlink(missing_ok=True)
         deleted.append({"table": path.name, "bytes": info["bytes"]})
     freed = sum(d["bytes"] for d in deleted)
+    keys, listed = checkpoint_refs([Path("."), *[p for p in keep_manifests or [] if Path(p).is_dir()]])
+    if listed:
+        collected = collect_checkpoints(where, keys, grace_minutes, dry_run)
+    else:  # no checkpoint list seen: deleting every checkpoint would be a guess
+        collected = {"checkpoints": [], "cells": [], "bytes": 0, "skipped": f"no ./{MODELS}/*/{CHECKPOINT_KEYS}"}
     if as_json:
         _emit({"cache_dir": str(where), "dry_run": dry_run, "deleted": deleted, "freed_bytes": freed,
-               "kept_recent": recent, "in_use": sorted(refs)})
+               "kept_recent": recent, "in_use": sorted(refs),
+               "checkpoints": {**collected, "in_use": len(keys), "listed_by": listed}})
         return
     verb = "would free" if dry_run else "freed"
     console.print(f"{len(deleted)} table(s) {'to delete' if dry_run else 'deleted'}, {verb} {_size(freed)}; "
                   f"{len(refs)} in use")
+    if not listed:
+        console.print(f"checkpoints and cells kept: no ./{MODELS}/*/{CHECKPOINT_KEYS} (run from the repository root)")
+        return
+    console.print(f"{len(collected['checkpoints'])} checkpoint(s) and the cells of {len(collected['cells'])} "
+                  f"{'to delete' if dry_run else 'deleted'}, {verb} {_size(collected['bytes'])}; {len(keys)} "
+                  f"checkpoint(s) in use ({len(listed)} list(s))")
+
+
+# ---------------------------------------------------------------- checkpoints and cells
+
+
+def checkpoint_files(where: Path) -> list[Path]:
+    return sorted((where / "checkpoints").glob("*/*.ckpt"))
+
+
+def cell_dirs(where: Path) -> list[Path]:
+    return sorted(p for p in (where / "cells").glob("*/*") if p.is_dir())
+
+
+def checkpoint_digest(path: Path) -> str | None:
+    """The sha256 of a cached checkpoint's bytes, from its header line (what its cells are filed under)."""
+    try:
+        with open(path, "rb") as f:
+            parts = f.readline().split(b" ")
+    except OSError:
+        return None
+    return parts[2].decode() if len(parts) == 4 and b" ".join(parts[:2]) == MAGIC else None
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
+
+
+def _dvc_cached(repo: Path, md5: str) -> Path:
+    return repo / ".dvc" / "cache" / "files" / "md5" / md5[:2] / md5[2:]
+
+
+def experiment_keys(repo: Path) -> set[str]:
+    """Checkpoint keys the `dvc exp` refs of `repo` list: each experiment's dvc.lock names its data/models/<ds>
+    directory, whose listing and checkpoints.json the DVC cache holds. Whatever cannot be read is skipped."""
+    import yaml  # lazy: only with experiments to read
+
+    keys: set[str] = set()
+    try:
+        commits = _git(repo, "for-each-ref", "refs/exps", "--format=%(objectname)").split()
+    except (OSError, subprocess.CalledProcessError):
+        return keys
+    for commit in commits:
+        try:
+            lock = yaml.safe_load(_git(repo, "show", f"{commit}:dvc.lock")) or {}
+        except (OSError, subprocess.CalledProcessError, yaml.YAMLError):
+            continue
+        for stage in (lock.get("stages") or {}).values():
+            for out in stage.get("outs") or []:
+                if not str(out.get("path", "")).startswith(f"{MODELS}/") or not str(out.get("md5", "")).endswith(".dir"):
+                    continue
+                try:
+                    listing = json.loads(_dvc_cached(repo, out["md5"][:-4]).with_suffix(".dir").read_text())
+                    entry = next(e for e in listing if e.get("relpath") == CHECKPOINT_KEYS)
+                    keys |= set(json.loads(_dvc_cached(repo, entry["md5"]).read_text()).values())
+                except (OSError, ValueError, StopIteration, KeyError):
+                    continue
+    return keys
+
+
+def checkpoint_refs(repos: list[Path]) -> tuple[set[str], list[str]]:
+    """(checkpoint keys in use, where they were read): each repository's data/models/*/checkpoints.json and its
+    `dvc exp` refs."""
+    keys, seen = set(), []
+    for repo in repos:
+        for listing in sorted((Path(repo) / MODELS).glob(f"*/{CHECKPOINT_KEYS}")):
+            try:
+                keys |= set(json.loads(listing.read_text()).values())
+                seen.append(str(listing))
+            except (OSError, ValueError):
+                continue
+        found = experiment_keys(Path(repo))
+        if found:
+            keys |= found
+            seen.append(f"{repo}: dvc exp refs")
+    return keys, seen
+
+
+def _age_minutes(path: Path) -> float:
+    return (time.time() - path.stat().st_mtime) / 60
+
+
+def _tree_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else path.stat().st_size
+
+
+def collect_checkpoints(where: Path, keep: set[str], grace_minutes: float, dry_run: bool) -> dict:
+    """Delete the checkpoints whose key is not in `keep`, then the cells of every checkpoint no longer kept."""
+    result = {"checkpoints": [], "cells": [], "bytes": 0}
+    live = set()
+    for path in checkpoint_files(where):
+        if path.stem in keep or _age_minutes(path) < grace_minutes:
+            live.add(checkpoint_digest(path))
+            continue
+        result["bytes"] += path.stat().st_size
+        result["checkpoints"].append(str(path))
+        if not dry_run:
+            path.unlink(missing_ok=True)
+    for directory in cell_dirs(where):
+        if directory.name in live or _age_minutes(directory) < grace_minutes:
+            continue
+        result["bytes"] += _tree_bytes(directory)
+        result["cells"].append(str(directory))
+        if not dry_run:
+            shutil.rmtree(directory, ignore_errors=True)
+    return result
+
+
+@cache_app.command()
+def verify(ctx: typer.Context,
+           cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
+           as_json: bool = typer.Option(False, "--json", help="machine-readable output: what was checked, what is corrupt")):
+    """Check every cache: the store's tables (every row read), the cached checkpoints and cells (their sha256),
+    and this workspace's feature files (size and sha256 against their header). Exit 1 when anything is corrupt."""
+    from drift.store.embeddings import (  # lazy: lance, kept out of `drift --help`
+        committed,
+    )
+    from drift.store.features import (
+        file_problem,  # lazy: lance, kept out of `drift --help`
+    )
+
+    import lance  # lazy: kept out of `drift --help`
+
+    as_json = _json_flag(ctx, as_json)
+    try:
+        where = resolve_cache_dir(_cache_dir_option(ctx, cache_dir))
+    except DriftError as e:
+        fail(e)
+    corrupt: list[dict] = []
+    checked = {"tables": 0, "checkpoints": 0, "cells": 0, "features": 0}
+    for path in store_tables(where):
+        if not committed(path):
+            continue  # a killed first write: never served, `drift cache gc` removes it
+        checked["tables"] += 1
+        try:
+            dataset = lance.dataset(str(path))
+            rows = sum(batch.num_rows for batch in dataset.to_batches())
+            if rows != dataset.count_rows():
+                corrupt.append({"path": str(path), "problem": f"{rows} rows read, {dataset.count_rows()} committed"})
+        except Exception as e:  # any failure to read a table is what verify reports
+            corrupt.append({"path": str(path), "problem": " ".join(str(e).split())[:200]})
+    for path in checkpoint_files(where):
+        checked["checkpoints"] += 1
+        if problem := checkpoint_problem(path.read_bytes()):
+            corrupt.append({"path": str(path), "problem": problem})
+    for directory in cell_dirs(where):
+        for path in sorted(directory.glob("*.json")):
+            checked["cells"] += 1
+            if problem := cell_problem(path):
+                corrupt.append({"path": str(path), "problem": problem})
+    for directory in sorted(p for p in FEATURES.glob("*/*") if p.is_dir()):
+        checked["features"] += 1
+        if problem := file_problem(directory):
+            corrupt.append({"path": str(directory), "problem": problem})
+    if as_json:
+        _emit({"cache_dir": str(where), "checked": checked, "corrupt": corrupt})
+    else:
+        console = Console()
+        for c in corrupt:
+            console.print(f"corrupt {c['path']}: {c['problem']}", overflow="fold", highlight=False)
+        console.print(f"checked {checked['tables']} table(s), {checked['checkpoints']} checkpoint(s), "
+                      f"{checked['cells']} cell(s) in {where} and {checked['features']} feature folder(s) in "
+                      f"./{FEATURES}: {len(corrupt)} corrupt" + (" (the stages recompute them on their next run)"
+                                                                 if corrupt else ""), highlight=False)
+    if corrupt:
+        raise typer.Exit(1)

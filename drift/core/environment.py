@@ -10,8 +10,12 @@ import hashlib
 import json
 import os
 import platform
+import re
+from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
 
 # distributions (as pip names them) whose versions can change results; pylance is the `lance` module
 PACKAGES = ("torch", "torchvision", "timm", "transformers", "sentence-transformers", "pylance", "pyarrow",
@@ -19,12 +23,49 @@ PACKAGES = ("torch", "torchvision", "timm", "transformers", "sentence-transforme
 LOCK_FILE = "requirements.lock"  # written by `make lock`, installed from by `make install`
 
 
+@lru_cache(maxsize=None)  # installed versions do not change under a running process
 def package_version(distribution: str) -> str | None:
     """The installed version of a distribution, None when it is not installed."""
     try:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
         return None
+
+
+@lru_cache(maxsize=1)
+def _module_distributions() -> dict[str, list[str]]:
+    return metadata.packages_distributions()  # scans every installed distribution: once per process
+
+
+@lru_cache(maxsize=None)
+def _requirements(distribution: str) -> tuple[str, ...]:
+    """The distributions `distribution` requires when installed without extras (one level)."""
+    names = []
+    for line in metadata.requires(distribution) or []:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+            names.append(requirement.name)
+    return tuple(names)
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def library_versions(modules) -> dict[str, str | None]:
+    """{distribution: version} of the installed distributions that provide these top-level modules, and of
+    those they require (one level, no extras: transformers brings tokenizers and safetensors). A module that no
+    distribution provides is left out; a required distribution that is not installed is None."""
+    found: dict[str, str | None] = {}
+    for module in sorted(modules):
+        for distribution in _module_distributions().get(module, []):
+            found[_canonical(distribution)] = package_version(distribution)
+            for required in _requirements(distribution):
+                found.setdefault(_canonical(required), package_version(required))
+    return dict(sorted(found.items()))
 
 
 def repository_root(start: Path | str | None = None) -> Path | None:

@@ -1,12 +1,16 @@
-"""An encoder's fingerprint: what decides its outputs (its name and weights' bytes, plus each modality's pooling,
-length, sizes and dtype), hashed into the key of its table in the embedding store. Another fingerprint is another
-table: nothing computed under other settings is served."""
+"""An encoder's fingerprint: what decides its outputs (its name and weights' bytes; its code: the encoder module's
+import closure inside drift/, as dvc.yaml's code deps are computed; the versions of the libraries that code
+imports and of those they require; plus each modality's pooling, length, sizes and dtype), hashed into the key of
+its table in the embedding store. Another fingerprint is another table: nothing computed under other settings or
+other code is served."""
 from __future__ import annotations
 
 import hashlib
 import json
 from pathlib import Path
 
+from drift.core.closure import code_digest, external_imports, module_closure
+from drift.core.environment import library_versions
 from drift.core.errors import DriftError
 
 
@@ -29,16 +33,27 @@ def weights_hash(path: Path) -> str:
     return digest.hexdigest()
 
 
+def code_fields(module: str) -> dict:
+    """{code_sha256, libraries} of an encoder module: its closure's files and library versions (the digest
+    covers both), and the versions themselves, readable in the table's metadata."""
+    files = module_closure(module)
+    return {"code_sha256": code_digest(files), "libraries": library_versions(external_imports(files))}
+
+
 class Fingerprinted:
-    """Mixin of the frozen encoders: `fingerprint()` = the spec's name, hub id and weights' sha256 (hashed once)
-    plus the encoder's own `fingerprint_fields()`; `fingerprint_hash()` its sha256."""
+    """Mixin of the frozen encoders: `fingerprint()` = the spec's name, hub id and weights' sha256 (hashed once),
+    the code and library versions of the encoder's module, plus its own `fingerprint_fields()`;
+    `fingerprint_hash()` its sha256."""
     _weights_sha256: str | None = None
+    _code: dict | None = None
 
     def fingerprint(self) -> dict:
         if self._weights_sha256 is None:  # hashing a checkpoint takes a while: once per encoder
             self._weights_sha256 = weights_hash(self.path)
+        if self._code is None:
+            self._code = code_fields(type(self).__module__)
         return {"encoder": self.spec.name, "hub_id": self.spec.hub_id, "weights_sha256": self._weights_sha256,
-                **self.fingerprint_fields()}
+                **self._code, **self.fingerprint_fields()}
 
     def fingerprint_hash(self) -> str:
         return hashlib.sha256(json.dumps(self.fingerprint(), sort_keys=True).encode()).hexdigest()

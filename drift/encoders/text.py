@@ -19,7 +19,6 @@ from drift.core.errors import DriftError
 from drift.core.progress import stderr
 from drift.encoders.fingerprint import Fingerprinted
 
-PREPROCESS_VERSION = 1  # bump when tokenisation or pooling code changes: every cached row becomes a miss
 
 
 def check_pooling(pooling, name: str | None = None) -> str:
@@ -103,7 +102,7 @@ class TextEncoder(Fingerprinted):
 
     def fingerprint_fields(self) -> dict:
         return {"pooling": self.spec.pooling, "normalize": self.normalize, "layer": "last",
-                "max_length": self.max_length, "dtype": self.dtype, "preprocess_version": PREPROCESS_VERSION}
+                "max_length": self.max_length, "dtype": self.dtype}
 
     @torch.inference_mode()
     def encode_flat(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

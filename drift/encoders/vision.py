@@ -21,7 +21,6 @@ from drift.core.encoder_registry import DTYPES, get_encoder_spec
 from drift.core.errors import DriftError
 from drift.encoders.fingerprint import Fingerprinted
 
-PREPROCESS_VERSION = 1  # bump when resizing, scaling or pooling code changes: every cached row becomes a miss
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # what timm's repos on the Hugging Face hub hold
 
 
@@ -124,8 +123,7 @@ class VisionEncoder(Fingerprinted):
 
     def fingerprint_fields(self) -> dict:
         return {"pooling": f"timm:{head_pooling(self.model)}", "image_size": self.image_size,
-                "resize": "bilinear", "mean": self.mean, "std": self.std, "dtype": self.dtype,
-                "preprocess_version": PREPROCESS_VERSION}
+                "resize": "bilinear", "mean": self.mean, "std": self.std, "dtype": self.dtype}
 
     def preprocess(self, images: np.ndarray) -> torch.Tensor:
         """uint8 [n, C, H, W] -> normalised float [n, 3, S, S] on the device."""

@@ -14,7 +14,7 @@ from drift.core.executor import check_reachable, run_tasks, workers
 from drift.core.params import ComputeParams
 from drift.evaluate.estimate import METHODS, calibrate, estimated_matrix, source_rows
 from drift.evaluate.predict import predict_many
-from drift.models import get_model_info
+from drift.models import get_model_info, model_module, model_modules
 from drift.models.checkpoints import list_checkpoints, load_checkpoint
 from drift.protocol.matrix import drift_matrix, scored_cells, to_json
 from drift.store.cells import (
@@ -38,7 +38,7 @@ class EvalJob:
     checkpoints: dict[int, Path]
     cache_root: Path
     threads: int
-    code: str  # drift.store.cells.code_version("evaluate"), computed where the checkout is
+    code: str  # drift.store.cells.code_version("evaluate", its model's module), computed where the checkout is
 
 
 @dataclass
@@ -69,13 +69,14 @@ def look_up(job: EvalJob, cache, methods) -> tuple[dict, dict, dict]:
         source_digest = rows_digest(hashes, source)
         for j, rows in scored_cells(i, data.usable, data.slices, data.splits):
             digest = rows_digest(hashes, rows)
-            found, value = cache.cell(key := cell_key(plan.checkpoint, digest, job.data.task.metric, code))
+            found, value = cache.cell(plan.checkpoint, key := cell_key(plan.checkpoint, digest, job.data.task.metric, code))
             if found:
                 known[i, j] = value
             else:
                 plan.missing[j] = key
             if methods:
-                found, values = cache.cell(key := cell_key(plan.checkpoint, digest + source_digest, "estimates", code))
+                found, values = cache.cell(plan.checkpoint,
+                                            key := cell_key(plan.checkpoint, digest + source_digest, "estimates", code))
                 if found:
                     known_estimates[i, j] = values or {}
                 else:
@@ -83,7 +84,7 @@ def look_up(job: EvalJob, cache, methods) -> tuple[dict, dict, dict]:
         if not plan.missing and not plan.missing_estimates:
             continue
         plan.calibration_key = cell_key(plan.checkpoint, source_digest, "calibration", code)
-        plan.has_calibration, plan.calibration = cache.cell(plan.calibration_key)
+        plan.has_calibration, plan.calibration = cache.cell(plan.checkpoint, plan.calibration_key)
         plan.needed = set(plan.missing) | set(plan.missing_estimates)
         if plan.missing_estimates and not plan.has_calibration:
             plan.needed |= {int(j) for j in np.unique(data.slices[source])}
@@ -127,20 +128,21 @@ def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
     calibrations = {}
     for i, plan in plans.items():
         for j, key in plan.missing.items():
-            cache.put_cell(key, None if np.isnan(matrix[i, j]) else float(matrix[i, j]))
+            cache.put_cell(plan.checkpoint, key, None if np.isnan(matrix[i, j]) else float(matrix[i, j]))
         if plan.missing_estimates and not plan.has_calibration:
             source = source_rows(i, data.slices, data.splits, data.usable)
             plan.calibration = calibrate(data.task, outputs[i][source], labels[source])
-            cache.put_cell(plan.calibration_key, plan.calibration)
+            cache.put_cell(plan.checkpoint, plan.calibration_key, plan.calibration)
         calibrations[i] = plan.calibration
     estimated = estimated_matrix(outputs, labels, data.slices, data.splits, data.usable, data.task,
                                  known=known_estimates, calibrations=calibrations)
     for i, plan in plans.items():
         for j, key in plan.missing_estimates.items():
-            cache.put_cell(key, {m: float(estimated[m][i, j]) for m in methods if not np.isnan(estimated[m][i, j])})
+            cache.put_cell(plan.checkpoint, key, {m: float(estimated[m][i, j]) for m in methods if not np.isnan(estimated[m][i, j])})
+    cache.sync()
     n_estimates = sum(len(plan.missing_estimates) for plan in plans.values())
     counts = {"computed": sum(len(plan.missing) for plan in plans.values()), "reused": len(known),
-              "estimates": {"computed": n_estimates, "reused": len(known_estimates)}}
+              "estimates": {"computed": n_estimates, "reused": len(known_estimates)}, "corrupt": cache.corrupt}
     return to_json(matrix), {m: to_json(estimated[m]) for m in methods}, counts
 
 
@@ -149,22 +151,25 @@ def evaluate_roster(data: SliceData, models: list[str], models_dir: Path, thread
     """({model: its evaluation}, counts): per-seed drift matrices with what a reader needs to interpret them
     (metric, direction, slice labels, which slices are usable), and their label-free estimates. One task per
     (model, seed) on the `compute` executor (drift/core/executor.py); counts: cells {computed, reused}, estimates
-    alike, and the executor and its workers."""
+    alike, recomputed {corrupt} (cached cells that failed their checksum, listed in `corrupt`), and the executor
+    and its workers."""
 
     deterministic(threads)
     compute = compute or ComputeParams()
     cache = cache or CellCache(Path(tempfile.mkdtemp(prefix="drift-cells-")))
     models_dir = Path(models_dir).resolve()
     labels = [s["label"] for s in data.manifest["slices"]]
-    jobs, code = [], code_version("evaluate")
+    jobs = []
     for name in models:
+        code = code_version("evaluate", model_module(name), model_modules())  # its own head's module, not the others'
         data.inputs(name)  # builds the feature files here, before any task reads them
         for seed, checkpoints in list_checkpoints(models_dir, name).items():
             jobs.append(EvalJob(data, name, seed, checkpoints, Path(cache.root).resolve(), threads, code))
     if jobs:
         cache.root.mkdir(parents=True, exist_ok=True)
         check_reachable([cache.root, models_dir, data.paths["slices"], data.paths["features"]], compute)
-    counts = {"computed": 0, "reused": 0, "estimates": {"computed": 0, "reused": 0}}
+    counts = {"computed": 0, "reused": 0, "estimates": {"computed": 0, "reused": 0}, "recomputed": {"corrupt": 0},
+              "corrupt": []}
     results = {name: {"dataset": data.name, "model": name, "family": get_model_info(name).family,
                       "metric": data.task.metric, "higher_is_better": data.task.higher_is_better,
                       "labels": labels, "usable": data.usable, "seeds": {},
@@ -177,5 +182,7 @@ def evaluate_roster(data: SliceData, models: list[str], models_dir: Path, thread
         for key in ("computed", "reused"):
             counts[key] += done[key]
             counts["estimates"][key] += done["estimates"][key]
+        counts["corrupt"] += done["corrupt"]
+        counts["recomputed"]["corrupt"] += len(done["corrupt"])
     counts.update(executor=compute.executor, workers=workers(compute) if jobs else 0)
     return results, counts

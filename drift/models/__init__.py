@@ -79,6 +79,17 @@ def get_model_info(name: str) -> ModelInfo:
     return MODELS[_resolve(name)]
 
 
+def model_module(name: str) -> str:
+    """The module defining a model's class (drift.models.text for the text heads): what its cache key covers
+    of the model code (drift/store/cells.py `code_version`)."""
+    return _BUILD[_resolve(name)][0].__module__
+
+
+def model_modules() -> list[str]:
+    """Every module defining a model class of the registry."""
+    return sorted({cls.__module__ for cls, _ in _BUILD.values()})
+
+
 def list_models() -> list[ModelInfo]:
     """Every model (aliases left out), images first, then text heads, then probes."""
     return list(MODELS.values())

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from drift.core.errors import DriftError
 from drift.models import InputSpec, create_model
 
 
@@ -124,7 +125,11 @@ def save_checkpoint(model: nn.Module, path: Path) -> None:
 
 
 def load_checkpoint(name: str, spec: InputSpec, n_outputs: int, task_name: str, path: Path) -> nn.Module:
-    state = torch.load(path, weights_only=True)
+    try:
+        state = torch.load(path, weights_only=True)
+    except (RuntimeError, EOFError, ValueError, OSError) as e:  # a damaged file in the workspace (the cache verifies its own)
+        raise DriftError(f"checkpoint {path} is unreadable ({' '.join(str(e).split())[:120]}): run "
+                         f"`dvc repro -f train@<dataset>` to place it again from the checkpoint cache") from e
     targets, pixels = _wrappers(state)  # the checkpoint says which wrappers it was trained in
     model = build_model(name, spec, n_outputs, task_name, standardise_targets=targets, standardise_pixels=pixels)
     model.load_state_dict(state)

@@ -2,9 +2,10 @@
 
 `data/features/<dataset>/<encoder>/` holds, in slice-table row order, tokens.npy (float16 [n_tokens, D], text
 encoders only), offsets.npy (int64 [n + 1]: row i is tokens[offsets[i]:offsets[i + 1]]), pooled.npy (float32
-[n, D], the store's floats) and header.json (shapes, dtypes, the store's fingerprint and table, a hash of the
-keys); `pixels/` holds pixels.npy (uint8 [n, C, H, W]) and its header. `write_features` builds them once from
-the store, streaming, and again only when the header no longer matches (another fingerprint or other rows).
+[n, D], the store's floats) and header.json (shapes, dtypes, each file's size and sha256, the store's
+fingerprint and table, a hash of the keys); `pixels/` holds pixels.npy (uint8 [n, C, H, W]) and its header.
+`write_features` builds them once from the store, streaming, and again when the header no longer matches
+(another fingerprint or other rows) or a file no longer matches its size or sha256 (checked on every open).
 Readers take a batch at a time with preadv, so memory follows the batch size, not the dataset; the files are
 standard .npy, so `np.load(path, mmap_mode="r")` opens them too."""
 from __future__ import annotations
@@ -22,8 +23,9 @@ import pyarrow as pa
 
 from drift.core.errors import DriftError
 from drift.store.embeddings import open_store
+from drift.store.integrity import fsync_dir, fsync_file, sha256_file
 
-FORMAT = 1
+FORMAT = 2  # 2: each file's size and sha256 in the header
 CHUNK_BYTES = 64 << 20  # store reads of about this many bytes of token states at a time, while building
 
 
@@ -155,9 +157,42 @@ def _replace_dir(tmp: Path, target: Path) -> None:
         os.rename(tmp, target)
 
 
-def _header(keys_hash: str, rows: int, files: dict, **extra) -> dict:
-    return {"format": FORMAT, "rows": rows, "keys_sha256": keys_hash, **extra,
-            "files": {name: {"dtype": np.dtype(dtype).name, "shape": list(shape)} for name, (dtype, shape) in files.items()}}
+def _header(directory: Path, keys_hash: str, rows: int, files: dict, **extra) -> dict:
+    """The header of a finished directory: each file's dtype, shape, size and sha256 (each file fsynced)."""
+    described = {}
+    for name, (dtype, shape) in files.items():
+        file = Path(directory) / f"{name}.npy"
+        fsync_file(file)
+        described[name] = {"dtype": np.dtype(dtype).name, "shape": list(shape), "bytes": file.stat().st_size,
+                           "sha256": sha256_file(file)}
+    return {"format": FORMAT, "rows": rows, "keys_sha256": keys_hash, **extra, "files": described}
+
+
+def _finish(tmp: Path, out: Path, header: dict) -> None:
+    with open(tmp / "header.json", "w") as f:
+        f.write(json.dumps(header, indent=2) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    fsync_dir(tmp)
+    _replace_dir(tmp, out)
+    fsync_dir(out.parent)
+
+
+def file_problem(path: Path, header: dict | None = None) -> str | None:
+    """Why the feature files at `path` are not what their header says (a missing file, another size, another
+    sha256), None when they are."""
+    header = header if header is not None else read_header(path)
+    if header is None:
+        return "no header.json"
+    for name, entry in header.get("files", {}).items():
+        file = Path(path) / f"{name}.npy"
+        if not file.is_file():
+            return f"{file} is missing"
+        if file.stat().st_size != entry.get("bytes"):
+            return f"{file} holds {file.stat().st_size} bytes where {entry.get('bytes')} were written"
+        if sha256_file(file) != entry.get("sha256"):
+            return f"{file} does not match its sha256"
+    return None
 
 
 def build_embeddings(store, keys: pa.Array, out: Path, keys_hash: str | None = None) -> dict:
@@ -192,10 +227,9 @@ def build_embeddings(store, keys: pa.Array, out: Path, keys_hash: str | None = N
     with _open_npy(tmp / "pooled.npy", np.float32, (n, dim)) as f:
         for start in range(0, n, step):
             _write(f, store.read_pooled(keys.slice(start, step)))
-    header = _header(keys_hash, n, files, encoder=store.encoder, fingerprint=store.fingerprint,
+    header = _header(tmp, keys_hash, n, files, encoder=store.encoder, fingerprint=store.fingerprint,
                      store=store.path.name, dim=dim)
-    (tmp / "header.json").write_text(json.dumps(header, indent=2) + "\n")
-    _replace_dir(tmp, out)
+    _finish(tmp, out, header)
     return header
 
 
@@ -216,19 +250,24 @@ def build_pixels(slice_path: Path, out: Path, keys_hash: str, rows_per_read: int
             written += batch.num_rows
     if written != n:
         raise DriftError(f"{slice_path} changed while its pixels were read: run the build again")
-    header = _header(keys_hash, n, {"pixels": (np.uint8, (n, *shape))}, image_shape=list(shape))
-    (tmp / "header.json").write_text(json.dumps(header, indent=2) + "\n")
-    _replace_dir(tmp, out)
+    header = _header(tmp, keys_hash, n, {"pixels": (np.uint8, (n, *shape))}, image_shape=list(shape))
+    _finish(tmp, out, header)
     return header
 
 
 def is_current(path: Path, keys_hash: str, manifest: dict | None = None) -> bool:
-    """The feature files at `path` were built for these rows (and this encoder's store table)."""
+    """The feature files at `path` were built for these rows (and this encoder's store table), and each still
+    holds what was written (size and sha256; a damaged one is named on stderr, and rebuilt by the caller)."""
     header = read_header(path)
     if header is None or header.get("format") != FORMAT or header.get("keys_sha256") != keys_hash:
         return False
-    if manifest is not None:
-        return header.get("fingerprint") == manifest["fingerprint"] and header.get("store") == manifest["store"]
+    if manifest is not None and (header.get("fingerprint") != manifest["fingerprint"]
+                                 or header.get("store") != manifest["store"]):
+        return False
+    problem = file_problem(path, header)
+    if problem:
+        print(f"features: {problem}: rebuilding {path}", file=sys.stderr)
+        return False
     return True
 
 

@@ -8,6 +8,7 @@ seed on CPU (`deterministic`).
 """
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ import torch
 from drift.core.executor import check_reachable, run_tasks, workers
 from drift.core.params import ComputeParams, TrainParams
 from drift.core.progress import progress
-from drift.models import get_model_info
+from drift.models import get_model_info, model_module, model_modules
 from drift.models.checkpoints import (
     PixelStandardised,
     Standardised,
@@ -29,10 +30,10 @@ from drift.models.checkpoints import (
 )
 from drift.models.inputs import Inputs, length_bucketed_batches
 from drift.store.cells import (
+    CHECKPOINT_KEYS,
     CellCache,
     checkpoint_key,
     code_version,
-    place,
     rows_digest,
 )
 from drift.train.slice_data import SliceData
@@ -159,7 +160,7 @@ def train_group(group: TrainGroup) -> list[str]:
     data, cfg, name = group.data, group.cfg, group.name
     deterministic(cfg.threads)
     cache = CellCache(group.cache_root)
-    todo = [(seed, k, key) for seed, k, key in group.todo if cache.checkpoint(key) is None]
+    todo = [(seed, k, key) for seed, k, key in group.todo if not cache.has_checkpoint(key)]
     if todo:
         inputs, targets = data.inputs(name), data.task.target_tensor(data.labels)
         jobs = [Job(cutoff_rows(data, k), seed * 100_003 + k) for seed, k, _ in todo]
@@ -190,13 +191,13 @@ def train_roster(data: SliceData, models: list[str], cfg: TrainParams, models_di
     train stage when train.engine is "batched", so this module never imports the engine) trains all of a model's
     missing checkpoints, every seed and cutoff, as one task of stacked computations, equal to train_one to float
     tolerance. The references are seed-independent (closed form): their key leaves the seed out, so every seed
-    after the first reuses the first's fit and the evaluate stage averages seeds alike for every model. Returns the
-    counts {trained, reused} and the executor and its workers."""
+    after the first reuses the first's fit and the evaluate stage averages seeds alike for every model. A cached
+    checkpoint that fails its checksum is trained again. Returns the counts {trained, reused, recomputed:
+    {corrupt}}, the executor and its workers, and `corrupt`: the damaged cache files found."""
     compute = compute or ComputeParams()
     deterministic(cfg.threads)
     shutil.rmtree(models_dir, ignore_errors=True)
     cache = cache or CellCache(Path(tempfile.mkdtemp(prefix="drift-cells-")))
-    code = code_version("train")
     cutoffs = trainable_cutoffs(data.manifest["slices"])
     counts = {"trained": 0, "reused": 0}
     groups, scheduled, copies = [], set(), []  # copies: checkpoints in the cache, or a fit another seed computes
@@ -206,6 +207,7 @@ def train_roster(data: SliceData, models: list[str], cfg: TrainParams, models_di
         closed_form = info.family == "Reference"
         spec = f"{info!r}|{inputs.spec()!r}|{data.n_outputs}|{data.task.name}"
         training, input_id = training_id(name, data.modality, cfg, inputs), data.input_id(name)
+        code = code_version("train", model_module(name), model_modules())  # its own head's module, not the others'
         batched = train_many is not None and not closed_form
         model_todo = []
         for seed in cfg.seeds:
@@ -213,7 +215,7 @@ def train_roster(data: SliceData, models: list[str], cfg: TrainParams, models_di
             for k in cutoffs:
                 rows = rows_digest(data.row_hashes, cutoff_rows(data, k))
                 key = checkpoint_key(spec, None if closed_form else seed, rows, input_id, training, code)
-                if cache.checkpoint(key) is not None or key in scheduled:
+                if key in scheduled or cache.has_checkpoint(key):
                     copies.append((key, checkpoint_path(models_dir, name, seed, k)))
                     counts["reused"] += 1
                 else:
@@ -229,8 +231,15 @@ def train_roster(data: SliceData, models: list[str], cfg: TrainParams, models_di
         check_reachable([cache.root, data.paths["slices"], data.paths["features"]], compute)
     for group, keys in zip(groups, run_tasks(train_group, groups, compute)):
         for (seed, k, _), key in zip(group.todo, keys):
-            place(cache.checkpoint(key), checkpoint_path(models_dir, group.name, seed, k))
+            cache.place(key, checkpoint_path(models_dir, group.name, seed, k))
             counts["trained"] += 1
     for key, target in copies:
-        place(cache.checkpoint(key), target)
-    return {**counts, "executor": compute.executor, "workers": workers(compute) if groups else 0}
+        cache.place(key, target)
+    # which cache entries this workspace uses: what `drift cache gc` keeps
+    keys = {str(target.relative_to(models_dir)): key for key, target in copies}
+    keys.update({str(checkpoint_path(models_dir, g.name, seed, k).relative_to(models_dir)): key
+                 for g in groups for seed, k, key in g.todo})
+    models_dir.mkdir(parents=True, exist_ok=True)
+    (models_dir / CHECKPOINT_KEYS).write_text(json.dumps(dict(sorted(keys.items())), indent=0) + "\n")
+    return {**counts, "recomputed": {"corrupt": len(cache.corrupt)}, "corrupt": cache.corrupt,
+            "executor": compute.executor, "workers": workers(compute) if groups else 0}
