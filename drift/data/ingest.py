@@ -69,7 +69,7 @@ def ingest(name: str, cfg: DatasetParams, records_path: Path, quarantine_path: P
     buffer: list[dict] = []
     try:
         with pq.ParquetWriter(tmp_path, schema) as writer, progress(f"ingest {name}") as bar:
-            if fast and hasattr(dataset, "read_batches"):
+            if fast and hasattr(dataset, "read_batches") and info.modality == "text":  # Batches hold text
                 _ingest_batches(dataset.read_batches(cfg), (start, end), ledger, seen_ids, writer, schema, bar)
                 rows = ()
             else:
