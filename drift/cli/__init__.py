@@ -1,6 +1,7 @@
 """The `drift` command (console entry point drift.cli:app). Each module adds its commands:
 
     pipeline.py   summary, models, fetch, track, preset
+    init.py       init (a table of your own added to params.yaml)
     report.py     show, compare, plots, saliency (the report stage's outputs)
     cache.py      cache list | compact | gc (the embedding store)
     plan.py       plan (the cost of a campaign, drift/run/plan.py)
@@ -12,11 +13,11 @@ module here is imported by the library.
 """
 import typer
 
-from drift.cli import cache, pipeline, plan, policy, published, report
+from drift.cli import cache, init, pipeline, plan, policy, published, report
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Measure how models decay over time: summaries of the DVC pipeline's drift matrices.")
-for command in pipeline.COMMANDS + report.COMMANDS + plan.COMMANDS + policy.COMMANDS + published.COMMANDS:
+for command in pipeline.COMMANDS + init.COMMANDS + report.COMMANDS + plan.COMMANDS + policy.COMMANDS + published.COMMANDS:
     app.command()(command)
 app.add_typer(cache.cache_app, name="cache")
 
