@@ -170,7 +170,7 @@ def propose(name: str, source: str, time: str | None = None, text: list[str] | N
     rest = [c for c in rest if c not in label]
     if not text and not image:
         images = [c for c in rest if _is_image(frame[c])]
-        texts = [c for c in rest if _is_text(frame[c])]
+        texts = [c for c in rest if _is_text(frame[c]) and encodings[c] is None]  # another time is no input
         if images and texts:
             raise Ambiguous(f"which input: the text in {', '.join(texts)} or the image in {', '.join(images)}? "
                             f"answer with --text <columns> or --image <column>")

@@ -264,7 +264,7 @@ def read_image(value, encoding: str, root: Path) -> np.ndarray:
             array = array.transpose(1, 2, 0)  # CHW -> HWC
         if array.ndim == 3 and array.shape[-1] == 1:
             array = array[..., 0]
-        if array.ndim not in (2, 3) or (array.ndim == 3 and array.shape[-1] != 3):
+        if array.ndim not in (2, 3) or (array.ndim == 3 and array.shape[-1] != 3) or min(array.shape[:2]) < 4:
             raise ValueError(f"an image array of shape {array.shape}: expected H x W, H x W x 3 or 3 x 32 x 32")
         image = Image.fromarray(np.clip(array, 0, 255).astype(np.uint8))
     else:
