@@ -188,6 +188,7 @@ def write_report(name: str, results: dict[str, dict], root: Path = Path("."), n_
         "cutoffs": per_cutoff,
         "family_cutoffs": family_table(per_cutoff, higher, by=by),
         "cohort": cohort_stats,
+        "protocols": {m: metrics[m]["protocols"] for m in metrics},  # the peers' summaries (drift.protocol.peers)
         "deviations": deviation_rows,
         "environment": env,
     }
