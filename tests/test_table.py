@@ -38,7 +38,8 @@ def ticket_rows(per_year: int = 60, seed: int = 0) -> list[dict]:
     for year in YEARS:
         for i in range(per_year):
             c = classes[(i + year) % 3]
-            words = rng.choice(WORDS[c].split(), 6).tolist() + rng.choice("the a my please help now".split(), 3).tolist()
+            words = rng.choice(WORDS[c].split(), 6).tolist()
+            words += rng.choice("the a my please help now".split(), 3).tolist()
             day = dt.datetime(year, 1 + i % 12, 1 + i % 28, 9, i % 60)
             rows.append({"ticket_id": f"T{year}-{i}", "opened": day, "subject": f"issue {year}-{i}",
                          "body": " ".join(rng.permutation(words)), "category": c})
@@ -49,7 +50,8 @@ def plant_bad(rows: list[dict]) -> list[dict]:
     """Five bad rows: a duplicate id, an unreadable time, no time, an empty input, a label outside the classes."""
     good = rows[0]
     return rows + [dict(good), {**good, "ticket_id": "B1", "opened": "not a time"},
-                   {**good, "ticket_id": "B2", "opened": None}, {**good, "ticket_id": "B3", "subject": None, "body": None},
+                   {**good, "ticket_id": "B2", "opened": None},
+                   {**good, "ticket_id": "B3", "subject": None, "body": None},
                    {**good, "ticket_id": "B4", "category": "refunds??"}]
 
 
@@ -156,7 +158,8 @@ def test_binary_regression_and_multilabel_labels(tmp_path):
     write_jsonl(tmp_path / "t.jsonl", rows)
     base = {"source": str(tmp_path / "t.jsonl"), "time": "when", "time_encoding": "year", "text": "text",
             "slices": {"unit": "year", "start": 2019, "end": 2022}}
-    for task, label, reason, label_of_first in [("binary", "y", "missing_label", 0), ("regression", "score", "bad_label", 0.0),
+    for task, label, reason, label_of_first in [("binary", "y", "missing_label", 0),
+                                                ("regression", "score", "bad_label", 0.0),
                                                 ("multilabel", ["a", "b"], "bad_label", [0, 1])]:
         counts, records, _ = run_ingest(tmp_path, {**base, "task": task, "label": label})
         assert counts["kept"] == 30 and counts["quarantined_by_reason"] == {reason: 1}, task
@@ -239,7 +242,8 @@ def test_drift_init_asks_when_ambiguous_and_writes_the_section(tmp_path):
     written = yaml.safe_load((tmp_path / "params.yaml").read_text())
     assert (tmp_path / "params.yaml").read_text().startswith("# my comment")
     sec = written["tickets"]
-    assert (sec["time"], sec["label"], sec["task"], sec["text"]) == ("opened", "category", "multiclass", ["subject", "body"])
+    chosen = (sec["time"], sec["label"], sec["task"], sec["text"])
+    assert chosen == ("opened", "category", "multiclass", ["subject", "body"])
     assert sec["classes"] == sorted(WORDS) and sec["id"] == "ticket_id"
     assert sec["slices"] == {"unit": "year", "start": 2019, "end": 2022}
     assert written["datasets"]["tickets"]["reader"] == "drift/data/datasets/table.py"
@@ -306,7 +310,7 @@ def test_dvc_repro_runs_a_multiclass_text_table_and_an_image_table(project):
         assert metrics[head]["metric"] == "accuracy"
         assert metrics[head]["id"] > metrics["baseline-prior"]["id"] + 0.2, (name, metrics[head]["id"])
         assert set(metrics[head]["protocols"]) == {"wild-time", "clear"}
-        assert (repo / "reports" / f"{name}.html").exists()
+        assert "Other protocols" in (repo / "reports" / f"{name}.html").read_text()
     assert metrics_of(repo, "tickets")["also"]["macro_f1"]["id"] > 0.5
     evaluation = json.loads((repo / "data/eval/tickets/ffn-s.json").read_text())
     assert set(evaluation["estimated"]) == {"atc", "doc"}

@@ -120,8 +120,8 @@ def predict_needed(job: EvalJob, plans: dict) -> dict[int, np.ndarray | None]:
 
 def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
     """The drift matrix of one model and seed as JSON rows, the label-free estimates of the same cells
-    {method: JSON rows} (drift/evaluate/estimate.py; none for regression), and the counts {computed, reused,
-    estimates}. Cached cells are read, the rest predicted and scored by the protocol's drift_matrix, then stored
+    {method: JSON rows} (drift/evaluate/estimate.py; none for regression), the counts {computed, reused,
+    estimates}, and the task's `also` metrics' matrices {metric: JSON rows} (multiclass: macro_f1). Cached cells are read, the rest predicted and scored by the protocol's drift_matrix, then stored
     (atomically); the same values in the stage's process or in a Ray worker."""
 
     data = job.data
@@ -158,7 +158,8 @@ def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
     n_estimates = sum(len(plan.missing_estimates) for plan in plans.values())
     counts = {"computed": sum(len(plan.missing) for plan in plans.values()), "reused": len(known),
               "estimates": {"computed": n_estimates, "reused": len(known_estimates)}}
-    return to_json(matrix), {m: to_json(estimated[m]) for m in methods}, counts, {m: to_json(v) for m, v in also.items()}
+    also_json = {m: to_json(v) for m, v in also.items()}
+    return to_json(matrix), {m: to_json(estimated[m]) for m in methods}, counts, also_json
 
 
 def evaluate_roster(data: SliceData, models: list[str], models_dir: Path, threads: int = 1, cache=None,

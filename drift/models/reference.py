@@ -2,9 +2,10 @@
 cutoffs, same training rows): `PriorBaseline`, the training labels' prior, and `LinearBaseline`, scikit-learn's
 LogisticRegression / Ridge (C = 1e-2) on the standardised flattened input, weighted like the loss: binary unweighted
 (2 logits [-z/2, z/2]), multiclass multinomial, unweighted (its prior: the majority class), ratings w_r = n / n_r,
-each label's positives neg / pos; a label (or class) with a single class present keeps its prior logits. Both carry `closed_form = True`: `fit(x, targets, task_name)` once with every training row
-of the cutoff (x as the heads receive it: pixels [n, C, H, W] already / 255 or pooled [n, D]; targets as
-`Task.target_tensor` returns them), never by gradient. Their state is torch buffers and frozen parameters, so a
+each label's positives neg / pos; a label (or class) with a single class present keeps its prior logits. Both
+carry `closed_form = True`: `fit(x, targets, task_name)` once with every training row of the cutoff (x as the
+heads receive it: pixels [n, C, H, W] already / 255 or pooled [n, D]; targets as `Task.target_tensor` returns
+them), never by gradient. Their state is torch buffers and frozen parameters, so a
 state_dict round trip predicts with no refit; forward returns float32 [B, n_outputs]. No random numbers: a refit is
 bit-identical on the same machine and thread count.
 """

@@ -109,7 +109,8 @@ def _families(tables: dict) -> str:
 
 
 PEERS = [("wild-time", "eval_fix_average", "Eval-Fix avg"), ("wild-time", "eval_fix_worst", "Eval-Fix worst"),
-         ("wild-time", "eval_stream_average", "Eval-Stream avg"), ("wild-time", "eval_stream_worst", "Eval-Stream worst"),
+         ("wild-time", "eval_stream_average", "Eval-Stream avg"),
+         ("wild-time", "eval_stream_worst", "Eval-Stream worst"),
          ("clear", "in_domain", "in-domain"), ("clear", "next_domain", "next-domain"),
          ("clear", "backward_transfer", "backward"), ("clear", "forward_transfer", "forward")]
 

@@ -1,6 +1,6 @@
 """The dataset readers: one module per dataset of drift/core/datasets.py's table, read only by the ingest stage.
 
-A dataset module defines NAME (the registry name), TASK ("binary" | "regression" | "multilabel",
+A dataset module defines NAME (the registry name), TASK ("binary" | "multiclass" | "regression" | "multilabel",
 drift.protocol.tasks), MODALITY ("text" | "image"), `label_names(cfg) -> list[str]` ([] for regression) and
 `read(cfg, ledger: Ledger) -> Iterator[dict]`: it streams the source cfg names (the dataset's section of
 params.yaml as its drift.core.params model, every default filled) and yields per kept row {"id": str, "time":

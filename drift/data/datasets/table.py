@@ -39,7 +39,7 @@ IMAGE_ENCODINGS = ("bytes", "path", "array")
 FORMATS = ("parquet", "csv", "jsonl", "arrow")
 SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl",
             ".ndjson": "jsonl", ".json": "jsonl", ".arrow": "arrow"}
-HF_MARKERS = ("state.json", "dataset_info.json")     # what `datasets.Dataset.save_to_disk` writes beside its Arrow files
+HF_MARKERS = ("state.json", "dataset_info.json")     # what `Dataset.save_to_disk` writes beside its Arrow files
 
 
 class TableParams(DatasetParams):
@@ -340,8 +340,8 @@ def parsed_batches(cfg: TableParams, chunk_rows: int = CHUNK_ROWS) -> Iterator[t
                 if images is None:
                     kept = kept.with_columns(text=payload.filter(good))
                 else:
-                    kept = kept.with_columns(image=pl.Series([images[i] for i in np.flatnonzero(good.to_numpy()).tolist()],
-                                                             dtype=pl.Object))
+                    kept_images = [images[i] for i in np.flatnonzero(good.to_numpy()).tolist()]
+                    kept = kept.with_columns(image=pl.Series(kept_images, dtype=pl.Object))
                 line += n
                 yield kept, bad
 
