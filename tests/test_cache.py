@@ -60,7 +60,6 @@ def minilm():
 def test_every_fingerprint_field_is_a_miss_and_nothing_else_is(tmp_path, minilm, monkeypatch):
     import dataclasses
 
-    import drift.encoders.text as text
 
     path = slice_table(tmp_path / "d.lance", paragraphs()[:3])
     cache = tmp_path / "cache"

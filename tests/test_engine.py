@@ -228,7 +228,7 @@ def test_train_roster_batched_equals_solo(tmp_path):
     # protocol computed one checkpoint at a time over every row (drift_matrix)
     checkpoints = list_checkpoints(tmp_path / "batched", "ffn-s")
     for seed in ("0", "1"):
-        many, _, _ = evaluate_seed(EvalJob(data, "ffn-s", int(seed), checkpoints[int(seed)], tmp_path / "cells", 1,
+        many, _, _, _ = evaluate_seed(EvalJob(data, "ffn-s", int(seed), checkpoints[int(seed)], tmp_path / "cells", 1,
                                                  code_version("evaluate")))
         outputs = {}
         for k in range(4):
@@ -266,12 +266,12 @@ def test_the_evaluate_stage_runs_the_protocols_definition(tmp_path, monkeypatch)
     def run(cells):
         return evaluate_seed(EvalJob(data, "ffn-s", 0, checkpoints, tmp_path / cells, 1, code_version("evaluate")))
 
-    paper, _, counts = run("cells")
+    paper, _, counts, _ = run("cells")
     assert counts["computed"] == 16 and run("cells")[2]["reused"] == 16  # every cell of the 4 x 4 matrix, then cached
     real = matrix.eval_rows
     monkeypatch.setattr(matrix, "eval_rows", lambda i, j, slices, splits: real(i, j, slices, np.where(
         splits == "test", "train", "test")))  # past cells on the training rows instead of the held-out ones
-    edited, _, _ = run("other-cells")
+    edited, _, _, _ = run("other-cells")
     past = [(i, j) for i in range(4) for j in range(i + 1)]
     assert all(edited[i][j] != paper[i][j] for i, j in past)
     assert all(edited[i][j] == paper[i][j] for i in range(4) for j in range(i + 1, 4))  # the future is all of slice j

@@ -14,6 +14,7 @@ from drift.protocol.metrics import (
     balanced_mse,
     binary_auc,
     macro_auc,
+    macro_f1,
 )
 
 FAST = settings(max_examples=60, deadline=None)
@@ -159,4 +160,5 @@ def test_non_finite_outputs_raise():
 
 
 def test_registry():
-    assert METRICS == {"accuracy": accuracy, "balanced_mse": balanced_mse, "macro_auc": macro_auc}
+    assert METRICS == {"accuracy": accuracy, "balanced_mse": balanced_mse, "macro_auc": macro_auc,
+                       "macro_f1": macro_f1}

@@ -18,6 +18,7 @@ FAST = settings(max_examples=40, deadline=None)
 def test_registry_matches_design_table():
     assert [(t.name, t.metric, t.higher_is_better) for t in TASKS.values()] == [
         ("binary", "accuracy", True),
+        ("multiclass", "accuracy", True),
         ("regression", "balanced_mse", False),
         ("multilabel", "macro_auc", True),
     ]

@@ -1,22 +1,15 @@
-"""The `drift` command (console entry point drift.cli:app). Each module adds its commands:
-
-    pipeline.py   summary, models, fetch, track, preset
-    report.py     show, compare, plots, saliency (the report stage's outputs)
-    cache.py      cache list | compact | gc (the embedding store)
-    plan.py       plan (the cost of a campaign, drift/run/plan.py)
-    policy.py     policy (retraining policies replayed from the matrices, drift/analysis/policy.py)
-    paper.py      paper (the authors' published results, and the workspace's run beside them)
-
-The commands render with Rich; what they read comes from the library (drift.report.results and the rest), so no
-module here is imported by the library.
-"""
+"""The `drift` command (console entry point drift.cli:app), one module per command group, rendering only (what
+they read comes from the library; no module here is imported by it): pipeline.py (summary, models, fetch, track,
+preset), init.py (a table of your own into params.yaml), report.py (show, compare, plots, saliency), cache.py
+(cache list | verify | compact | gc), plan.py (the cost of a campaign), policy.py (retraining policies), paper.py
+(the authors' published results beside the workspace's run)."""
 import typer
 
-from drift.cli import cache, paper, pipeline, plan, policy, report
+from drift.cli import cache, init, paper, pipeline, plan, policy, report
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Measure how models decay over time: summaries of the DVC pipeline's drift matrices.")
-for command in pipeline.COMMANDS + report.COMMANDS + plan.COMMANDS + policy.COMMANDS + paper.COMMANDS:
+for command in pipeline.COMMANDS + init.COMMANDS + report.COMMANDS + plan.COMMANDS + policy.COMMANDS + paper.COMMANDS:
     app.command()(command)
 app.add_typer(cache.cache_app, name="cache")
 

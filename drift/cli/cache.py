@@ -390,14 +390,14 @@ def verify(ctx: typer.Context,
            as_json: bool = typer.Option(False, "--json", help="machine-readable output: what was checked, what is corrupt")):
     """Check every cache: the store's tables (every row read), the cached checkpoints and cells (their sha256),
     and this workspace's feature files (size and sha256 against their header). Exit 1 when anything is corrupt."""
+    import lance  # lazy: kept out of `drift --help`
+
     from drift.store.embeddings import (  # lazy: lance, kept out of `drift --help`
         committed,
     )
     from drift.store.features import (
         file_problem,  # lazy: lance, kept out of `drift --help`
     )
-
-    import lance  # lazy: kept out of `drift --help`
 
     as_json = _json_flag(ctx, as_json)
     try:

@@ -20,6 +20,7 @@ from drift.core.paths import METRICS
 from drift.core.presets import apply_preset
 from drift.data.datasets import get_dataset
 from drift.data.fetch import fetch_and_track, track_dataset
+from drift.protocol.peers import check_protocol
 from drift.protocol.summary import REFERENCES, below_prior_message, check_order
 from drift.report.results import label_free, load_results, summary_rows
 
@@ -82,14 +83,24 @@ def summary(dataset: Optional[str] = typer.Argument(None, help="one dataset; all
             by: str = typer.Option("decay", "--by", help="rank by decay (smallest first, the paper's Tables 5, "
                                    "13, 21), future or id (the better first)"),
             as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
-            metrics_dir: Path = typer.Option(Path(METRICS), help="where the report stage wrote its metrics")):
+            metrics_dir: Path = typer.Option(Path(METRICS), help="where the report stage wrote its metrics"),
+            protocol: str = typer.Option("ours", "--protocol", help="ours (ID / Future / Decay), wild-time "
+                                         "(Eval-Fix, Eval-Stream) or clear (in-domain, next-domain, backward and "
+                                         "forward transfer): each a summary of the same matrices")):
     """Models ranked by Decay (or --by future / id), with ID, Future, Decay and the margin over the reference
-    models (paper Table 5). References (baseline-*) are listed after the ranked models, without a rank."""
+    models (paper Table 5). References (baseline-*) are listed after the ranked models, without a rank.
+    --protocol wild-time | clear: the peers' summaries of the same matrices instead."""
     try:
         check_order(by)
+        check_protocol(protocol)
         results = load_results(metrics_dir, dataset)
+        if protocol != "ours":
+            peers = {name: peer_rows(name, models, protocol) for name, models in results.items()}
     except DriftError as e:
         fail(e)
+    if protocol != "ours":
+        print_peers(peers, protocol, as_json)
+        return
     out = {name: summary_rows(models, by) for name, models in results.items()}
     signals = {name: label_free(metrics_dir.parent, name) for name in out}
     for name, rows in out.items():
@@ -126,6 +137,53 @@ def summary(dataset: Optional[str] = typer.Argument(None, help="one dataset; all
                      if any(signals.values()) else ""), style="dim")
 
 
+PEER_COLUMNS = {
+    "wild-time": {"eval_fix_average": "Eval-Fix avg", "eval_fix_worst": "Eval-Fix worst",
+                  "eval_stream_average": "Eval-Stream avg", "eval_stream_worst": "Eval-Stream worst"},
+    "clear": {"in_domain": "in-domain", "next_domain": "next-domain", "backward_transfer": "backward",
+              "forward_transfer": "forward"},
+}
+PEER_NOTES = {
+    "wild-time": "Eval-Fix: trained through the split period, scored on every later one (average, worst). "
+                 "Eval-Stream: each period's model on the next period (average, worst).",
+    "clear": "in-domain: the diagonal; next-domain: the next period (super-diagonal); backward: the periods "
+             "before the training cutoff (below the diagonal); forward: those after it (above).",
+}
+
+
+def peer_rows(dataset: str, models: dict[str, dict], protocol: str) -> list[dict]:
+    """One row per model of a peer protocol's summary, from metrics/<ds>/<model>.json's `protocols`."""
+    rows = []
+    for model, metrics in models.items():
+        if protocol not in (metrics.get("protocols") or {}):
+            raise DriftError(f"metrics/{dataset}/{model}.json has no {protocol} summary (written before it did): "
+                             f"run `dvc repro report@{dataset}`")
+        rows.append({"model": model, "metric": metrics["metric"], "higher_is_better": metrics["higher_is_better"],
+                     "reference": metrics.get("reference", False), **metrics["protocols"][protocol]})
+    return sorted(rows, key=lambda r: (r["reference"], r["model"]))
+
+
+def print_peers(peers: dict[str, list[dict]], protocol: str, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(peers, indent=2))
+        return
+    for name, rows in peers.items():
+        first = rows[0]
+        direction = "higher is better" if first["higher_is_better"] else "lower is better"
+        split = f", Eval-Fix trained through period {first['eval_fix_split']}" if protocol == "wild-time" else ""
+        console.print(f"[bold]{name}[/bold]: {first['metric']} ({direction}), {protocol}{split}", highlight=False,
+                      soft_wrap=True)
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+        table.add_column("model", no_wrap=True)
+        for title in PEER_COLUMNS[protocol].values():
+            table.add_column(title, justify="right", no_wrap=True)
+        for row in rows:
+            table.add_row(row["model"], *[fmt(row[k]) for k in PEER_COLUMNS[protocol]],
+                          style="dim italic" if row["reference"] else None)
+        console.print(table)
+    console.print(PEER_NOTES[protocol], style="dim")
+
+
 def label_free_table(rows: list[dict]) -> Table:
     """The summary's second table: per model, the label-free signals against its true decay."""
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True,
@@ -145,14 +203,13 @@ def label_free_table(rows: list[dict]) -> Table:
 
 def dataset_specs(dataset: str, params_path: Path = Path("params.yaml")):
     """(spec of each input kind, n_outputs) for a dataset as params.yaml configures it."""
-    from drift.core.datasets import dataset_info
     from drift.data.datasets import dataset_cfg, load_params
     from drift.models import InputSpec
     from drift.protocol.tasks import get_task
 
     params = load_params(params_path)
-    info, cfg = dataset_info(dataset), dataset_cfg(params, dataset)
-    n_outputs = get_task(info.task).n_outputs(len(get_dataset(dataset).label_names(cfg)))
+    info, cfg = params.info(dataset), dataset_cfg(params, dataset)
+    n_outputs = get_task(info.task).n_outputs(len(get_dataset(dataset, cfg).label_names(cfg)))
     if info.modality == "image":
         return {"pixels": InputSpec("pixels", (3, 32, 32))}, n_outputs, "image"
     dim = get_encoder_spec(params.embed.text_encoder).dim

@@ -4,7 +4,8 @@ The params schema takes its dataset names from here (drift.core.params), the ing
 (drift.data.datasets.get_dataset) and every later stage reads task and modality from here or the slice
 manifest. The module is named by its file stem under drift/data/datasets/, not as a dotted path: the import
 closure (drift/core/closure.py) would count a dotted name as an import, and every stage would depend on
-every reader again.
+every reader again. A dataset of the user's own is configured, not coded: `datasets.<name>.reader` is
+TABLE_READER and its section names task and input (drift/data/datasets/table.py); its row comes from there.
 """
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from typing import NamedTuple
 from drift.core.errors import DriftError, close_matches
 
 READERS = "drift/data/datasets"  # the reader of a dataset: READERS/<module>.py
+TABLE_MODULE = "table"           # the reader of every configured table
+TABLE_READER = f"{READERS}/{TABLE_MODULE}.py"
 
 
 class Dataset(NamedTuple):
-    task: str      # binary | regression | multilabel (drift.protocol.tasks)
+    task: str      # binary | multiclass | regression | multilabel (drift.protocol.tasks)
     modality: str  # text | image
     module: str    # its reader, drift/data/datasets/<module>.py
 
@@ -34,7 +37,13 @@ DATASETS: dict[str, Dataset] = {
 }
 
 
-def dataset_info(name: str) -> Dataset:
-    if name not in DATASETS:
-        raise DriftError(f"unknown dataset {name!r}: {close_matches(name, DATASETS)}")
-    return DATASETS[name]
+def dataset_info(name: str, section=None) -> Dataset:
+    """Dataset `name`'s row: a built-in one's, or, given its section (a mapping as written or the typed
+    TableParams), a configured table's: its `task`, and modality image when it names an `image` column."""
+    if name in DATASETS:
+        return DATASETS[name]
+    if section is not None:
+        get = section.get if isinstance(section, dict) else lambda key: getattr(section, key, None)
+        return Dataset(get("task") or "", "image" if get("image") else "text", TABLE_MODULE)
+    raise DriftError(f"unknown dataset {name!r}: {close_matches(name, DATASETS)} (or a table of your own: "
+                     f"`drift init {name} <file>`)")

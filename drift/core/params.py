@@ -24,12 +24,13 @@ from pydantic import (
     Field,
     PlainValidator,
     ValidationError,
+    ValidationInfo,
     create_model,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
-from drift.core.datasets import DATASETS, dataset_info
+from drift.core.datasets import DATASETS, TABLE_READER, dataset_info
 from drift.core.encoder_registry import DTYPES, ENCODERS, POOLINGS
 from drift.core.errors import DriftError, close_matches
 
@@ -78,6 +79,25 @@ def _known_keys(valid):
                                           {"key": str(key), "valid": sorted(valid)})
         return mapping
     return AfterValidator(check)
+
+
+def configured_tables(data) -> list[str]:
+    """The datasets of a params.yaml document configured as tables: `datasets.<name>.reader` is TABLE_READER
+    and the name is not one of the table's built-in datasets."""
+    datasets = data.get("datasets") if isinstance(data, dict) else None
+    if not isinstance(datasets, dict):
+        return []
+    return [name for name, entry in datasets.items() if name not in DATASETS and isinstance(entry, dict)
+            and entry.get("reader") == TABLE_READER]
+
+
+def _known_datasets(mapping, info: ValidationInfo):
+    """A key naming a dataset: one of the table's, or a table configured in this params.yaml (load's context)."""
+    valid = sorted([*DATASETS, *((info.context or {}).get("tables", ()))])
+    for key in mapping:
+        if key not in valid:
+            raise PydanticCustomError("unknown_key", "unknown parameter {key}", {"key": str(key), "valid": valid})
+    return mapping
 
 
 def _edge(value):
@@ -160,7 +180,7 @@ class Section(BaseModel):
             data = {}
         if not isinstance(data, dict):
             return data  # pydantic says: must be a mapping
-        valid = cls.keys()
+        valid = cls._valid_keys(data)
         for key in data:
             if key not in valid:
                 raise PydanticCustomError("unknown_key", "unknown parameter {key}", {"key": str(key), "valid": valid})
@@ -172,6 +192,10 @@ class Section(BaseModel):
                 if empty is not None:
                     data[key] = empty
         return data
+
+    @classmethod
+    def _valid_keys(cls, data: dict) -> list[str]:
+        return cls.keys()
 
     @classmethod
     def _before(cls, data: dict) -> dict:
@@ -269,7 +293,7 @@ class TrainParams(Section):
     standardise_targets: bool = True   # regression heads train on targets standardised per cutoff (Standardised)
     standardise_pixels: bool = True    # image models read pixels standardised per channel (PixelStandardised)
     baselines: list[str] = ["baseline-prior", "baseline-linear"]
-    models: Annotated[dict[str, list[str]], _known_keys(DATASETS)] = {}  # dataset -> model names
+    models: Annotated[dict[str, list[str]], AfterValidator(_known_datasets)] = {}  # dataset -> model names
 
 
 EXECUTORS = ("local", "ray")  # compute.executor
@@ -316,7 +340,7 @@ class ShiftParams(Section):
 
 class ReportParams(Section):
     SECTION: ClassVar[str] = "report"
-    saliency: Annotated[dict[str, SaliencyGrid], _known_keys(DATASETS)] = {}
+    saliency: Annotated[dict[str, SaliencyGrid], AfterValidator(_known_datasets)] = {}
     policy: PolicyParams = Field(default_factory=PolicyParams)
     shift: ShiftParams = Field(default_factory=ShiftParams)
 
@@ -329,15 +353,23 @@ class DatasetEntry(Section):
 
 
 class _Params(Section):
-    datasets: Annotated[dict[str, DatasetEntry], _known_keys(DATASETS)]
+    datasets: Annotated[dict[str, DatasetEntry], AfterValidator(_known_datasets)]
     split: SplitParams = Field(default_factory=SplitParams)
     embed: EmbedParams = Field(default_factory=EmbedParams)
     train: TrainParams = Field(default_factory=TrainParams)
     report: ReportParams = Field(default_factory=ReportParams)
     compute: ComputeParams = Field(default_factory=ComputeParams)
+    # the sections of the datasets configured as tables (configured_tables), as written; not a params.yaml key
+    tables: dict[str, dict[str, Any]] = {}
+
+    @classmethod
+    def _valid_keys(cls, data: dict) -> list[str]:
+        return [k for k in cls.keys() if k != "tables"] + configured_tables(data)
 
     @classmethod
     def _before(cls, data: dict) -> dict:
+        tables = configured_tables(data)
+        data["tables"] = {name: data.pop(name, None) or {} for name in tables}
         datasets = data.get("datasets")
         if not isinstance(datasets, dict):
             raise PydanticCustomError("drift_plain", "params.yaml `datasets` must map each dataset to its input and "
@@ -352,6 +384,8 @@ class _Params(Section):
     @model_validator(mode="after")
     def _readers(self):
         for name, entry in self.datasets.items():
+            if name in self.tables:
+                continue
             if entry.reader != DATASETS[name].reader:
                 raise DriftError(f"datasets.{name}.reader is {entry.reader}, but {name}'s reader is "
                                  f"{DATASETS[name].reader}: write that")
@@ -365,8 +399,14 @@ class _Params(Section):
 
     def section(self, name: str) -> dict:
         """Dataset `name`'s section of params.yaml as written (drift.data.datasets.dataset_cfg types it)."""
+        if name in self.tables:
+            return self.tables[name]
         dataset_info(name)
         return getattr(self, name.replace("-", "_"))
+
+    def info(self, name: str):
+        """Dataset `name`'s row of the dataset table: a built-in one's, or a configured table's from its section."""
+        return dataset_info(name, self.tables.get(name))
 
 
 # params.yaml: the sections above, and one mapping per dataset of the table (drift/core/datasets.py), kept as
@@ -423,10 +463,10 @@ def message(error: dict, where: str = "") -> str:
     return f"{path}: {error['msg']}, got {got}"
 
 
-def parse(model: type[Section], data: Any, where: str = ""):
+def parse(model: type[Section], data: Any, where: str = "", context: dict | None = None):
     """`data` validated as `model`, or a one-line DriftError (every problem, joined by '; ')."""
     try:
-        return model.model_validate({} if data is None else data)
+        return model.model_validate({} if data is None else data, context=context)
     except ValidationError as e:
         raise DriftError("; ".join(dict.fromkeys(message(err, where) for err in e.errors()))) from None
 
@@ -442,7 +482,8 @@ def plain(data: Any) -> Any:
 
 def load(data: dict) -> Params:
     """params.yaml's document validated: the typed Params, or a one-line DriftError before any compute."""
-    return parse(Params, plain(data))
+    data = plain(data)
+    return parse(Params, data, context={"tables": configured_tables(data)})
 
 
 # ---------------------------------------------------------------- reading params.yaml

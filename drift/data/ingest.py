@@ -55,7 +55,7 @@ def ingest(name: str, cfg: DatasetParams, records_path: Path, quarantine_path: P
 
     `fast` (default: fast_default()) reads a dataset that has `read_batches` with Arrow's JSON reader in large
     chunks (drift.data.datasets._fast); the records, the quarantine and the counts are the line-by-line path's."""
-    dataset, info = get_dataset(name), dataset_info(name)
+    dataset, info = get_dataset(name, cfg), dataset_info(name, cfg)
     fast = fast_default() if fast is None else fast
     edges, _ = slice_edges(cfg.slices)  # bad slice spec: fail before any work
     start, end = edges[0], edges[-1]
@@ -69,7 +69,7 @@ def ingest(name: str, cfg: DatasetParams, records_path: Path, quarantine_path: P
     buffer: list[dict] = []
     try:
         with pq.ParquetWriter(tmp_path, schema) as writer, progress(f"ingest {name}") as bar:
-            if fast and hasattr(dataset, "read_batches"):
+            if fast and hasattr(dataset, "read_batches") and info.modality == "text":  # Batches hold text
                 _ingest_batches(dataset.read_batches(cfg), (start, end), ledger, seen_ids, writer, schema, bar)
                 rows = ()
             else:

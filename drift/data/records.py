@@ -1,7 +1,7 @@
 """Canonical records: the table every dataset reader's rows become (ingest) and every later stage reads.
 
 One row per example: id (the source's), key (sha256 of the payload: the embedding store's key), time (UTC,
-naive), label (binary int, regression float, multilabel fixed-size int8 list), and the payload: `text`, or
+naive), label (binary or multiclass int, regression float, multilabel fixed-size int8 list), and the payload: `text`, or
 `image` (uint8, flattened; the schema's metadata holds its shape). The schema's metadata also names the task,
 the modality, the label names and the dataset's slicing keys (records_manifest): the slice stage reads them
 there, so it needs no dataset reader.
@@ -32,7 +32,7 @@ def record_schema(task: str, modality: str, n_labels: int, image_shape=(3, 32, 3
                   slicing: dict | None = None) -> pa.Schema:
     """`label_names` and `slicing` (the dataset section's DatasetParams keys, every default filled) travel in
     the metadata as JSON."""
-    label = {"binary": pa.int64(), "regression": pa.float64(),
+    label = {"binary": pa.int64(), "multiclass": pa.int64(), "regression": pa.float64(),
              "multilabel": pa.list_(pa.int8(), n_labels)}[task]
     payload = (pa.field("text", pa.string()) if modality == "text"
                else pa.field("image", pa.list_(pa.uint8(), int(np.prod(image_shape)))))

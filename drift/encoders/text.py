@@ -20,7 +20,6 @@ from drift.core.progress import stderr
 from drift.encoders.fingerprint import Fingerprinted
 
 
-
 def check_pooling(pooling, name: str | None = None) -> str:
     """`pooling` if it is a valid embed.pooling, else a one-line error listing the valid ones (before any compute)."""
     if pooling not in POOLINGS:

@@ -4,7 +4,7 @@ labels of the training periods only.
 Cutoff i calibrates on its source, the held-out test rows of the usable slices <= i (`calibrate`, once per
 checkpoint and source); a cell is estimated on the rows M scores it on (drift.protocol.matrix.scored_cells),
 without their labels (`estimate_cell`); the evaluate stage caches both (drift/store/cells.py).
-binary (accuracy), on the larger softmax probability: atc, Average Thresholded Confidence (Garg et al. 2022),
+binary and multiclass (accuracy), on the largest softmax probability: atc, Average Thresholded Confidence (Garg et al. 2022),
 and doc, Difference of Confidences (Guillory et al. 2021), clipped to [0, 1]. multilabel (macro AUC): doc on the
 AUC the model expects of itself, anchored on the source's true macro AUC. regression (balanced MSE): not
 estimated; `estimated_matrix` returns no method for it, and the report says so."""
@@ -14,7 +14,7 @@ import numpy as np
 
 from drift.protocol.matrix import scored_cells
 
-METHODS = {"binary": ("atc", "doc"), "multilabel": ("doc",), "regression": ()}
+METHODS = {"binary": ("atc", "doc"), "multiclass": ("atc", "doc"), "multilabel": ("doc",), "regression": ()}
 
 
 def softmax_confidence(logits: np.ndarray) -> np.ndarray:
@@ -75,7 +75,7 @@ def calibrate(task, source_outputs: np.ndarray, source_labels: np.ndarray) -> di
     true_source = task.score(source_labels, source_outputs)
     if true_source is None:
         return None
-    if task.name == "binary":
+    if task.name in ("binary", "multiclass"):
         confidence = softmax_confidence(source_outputs)
         threshold = atc_threshold(confidence, true_source)
         return {"true": float(true_source), "threshold": [float(t) for t in threshold],
@@ -89,7 +89,7 @@ def calibrate(task, source_outputs: np.ndarray, source_labels: np.ndarray) -> di
 
 def estimate_cell(task, calibration: dict, outputs: np.ndarray) -> dict[str, float]:
     """{method: estimate} of one cell from the model's outputs on its rows (no labels)."""
-    if task.name == "binary":
+    if task.name in ("binary", "multiclass"):
         confidence = softmax_confidence(outputs)
         return {"atc": float(atc_estimate(confidence, tuple(calibration["threshold"]))),
                 "doc": float(np.clip(calibration["true"] + confidence.mean() - calibration["mean_confidence"], 0, 1))}

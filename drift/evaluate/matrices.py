@@ -5,7 +5,7 @@ label-free estimates of the same cells, in three steps around the protocol's def
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +49,7 @@ class CutoffPlan:
     checkpoint: str
     missing: dict = field(default_factory=dict)
     missing_estimates: dict = field(default_factory=dict)
+    missing_also: dict = field(default_factory=dict)  # {(metric, j): key} of the task's `also` metrics
     calibration_key: str = ""
     calibration: object = None
     has_calibration: bool = False
@@ -63,6 +64,7 @@ def look_up(job: EvalJob, cache, methods) -> tuple[dict, dict, dict]:
     data, code = job.data, job.code
     hashes = data.row_hashes
     known, known_estimates, plans = {}, {}, {}
+    known_also = {metric: {} for metric in data.task.also}
     for i, path in job.checkpoints.items():
         plan = CutoffPlan(path, file_digest(path))
         source = source_rows(i, data.slices, data.splits, data.usable)
@@ -74,6 +76,12 @@ def look_up(job: EvalJob, cache, methods) -> tuple[dict, dict, dict]:
                 known[i, j] = value
             else:
                 plan.missing[j] = key
+            for metric in data.task.also:
+                found, value = cache.cell(plan.checkpoint, key := cell_key(plan.checkpoint, digest, metric, code))
+                if found:
+                    known_also[metric][i, j] = value
+                else:
+                    plan.missing_also[metric, j] = key
             if methods:
                 found, values = cache.cell(plan.checkpoint,
                                             key := cell_key(plan.checkpoint, digest + source_digest, "estimates", code))
@@ -81,15 +89,15 @@ def look_up(job: EvalJob, cache, methods) -> tuple[dict, dict, dict]:
                     known_estimates[i, j] = values or {}
                 else:
                     plan.missing_estimates[j] = key
-        if not plan.missing and not plan.missing_estimates:
+        if not plan.missing and not plan.missing_estimates and not plan.missing_also:
             continue
         plan.calibration_key = cell_key(plan.checkpoint, source_digest, "calibration", code)
         plan.has_calibration, plan.calibration = cache.cell(plan.checkpoint, plan.calibration_key)
-        plan.needed = set(plan.missing) | set(plan.missing_estimates)
+        plan.needed = set(plan.missing) | set(plan.missing_estimates) | {j for _, j in plan.missing_also}
         if plan.missing_estimates and not plan.has_calibration:
             plan.needed |= {int(j) for j in np.unique(data.slices[source])}
         plans[i] = plan
-    return known, known_estimates, plans
+    return known, known_estimates, plans, known_also
 
 
 def predict_needed(job: EvalJob, plans: dict) -> dict[int, np.ndarray | None]:
@@ -113,8 +121,8 @@ def predict_needed(job: EvalJob, plans: dict) -> dict[int, np.ndarray | None]:
 
 def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
     """The drift matrix of one model and seed as JSON rows, the label-free estimates of the same cells
-    {method: JSON rows} (drift/evaluate/estimate.py; none for regression), and the counts {computed, reused,
-    estimates}. Cached cells are read, the rest predicted and scored by the protocol's drift_matrix, then stored
+    {method: JSON rows} (drift/evaluate/estimate.py; none for regression), the counts {computed, reused,
+    estimates}, and the task's `also` metrics' matrices {metric: JSON rows} (multiclass: macro_f1). Cached cells are read, the rest predicted and scored by the protocol's drift_matrix, then stored
     (atomically); the same values in the stage's process or in a Ray worker."""
 
     data = job.data
@@ -122,9 +130,18 @@ def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
     cache = CellCache(job.cache_root)
     methods = METHODS[data.task.name]
     labels = np.array(data.labels)
-    known, known_estimates, plans = look_up(job, cache, methods)
+    known, known_estimates, plans, known_also = look_up(job, cache, methods)
     outputs = predict_needed(job, plans) if plans else {i: None for i in job.checkpoints}
     matrix = drift_matrix(outputs, labels, data.slices, data.splits, data.usable, data.task, known=known)
+    also = {}
+    for metric in data.task.also:  # the same cells scored by another metric (multiclass: macro-F1)
+        scorer = replace(data.task, metric=metric)
+        also[metric] = drift_matrix(outputs, labels, data.slices, data.splits, data.usable, scorer,
+                                    known=known_also[metric])
+        for i, plan in plans.items():
+            for (m, j), key in plan.missing_also.items():
+                if m == metric:
+                    cache.put_cell(plan.checkpoint, key, None if np.isnan(also[metric][i, j]) else float(also[metric][i, j]))
     calibrations = {}
     for i, plan in plans.items():
         for j, key in plan.missing.items():
@@ -143,7 +160,8 @@ def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
     n_estimates = sum(len(plan.missing_estimates) for plan in plans.values())
     counts = {"computed": sum(len(plan.missing) for plan in plans.values()), "reused": len(known),
               "estimates": {"computed": n_estimates, "reused": len(known_estimates)}, "corrupt": cache.corrupt}
-    return to_json(matrix), {m: to_json(estimated[m]) for m in methods}, counts
+    also_json = {m: to_json(v) for m, v in also.items()}
+    return to_json(matrix), {m: to_json(estimated[m]) for m in methods}, counts, also_json
 
 
 def evaluate_roster(data: SliceData, models: list[str], models_dir: Path, threads: int = 1, cache=None,
@@ -174,9 +192,13 @@ def evaluate_roster(data: SliceData, models: list[str], models_dir: Path, thread
                       "metric": data.task.metric, "higher_is_better": data.task.higher_is_better,
                       "labels": labels, "usable": data.usable, "seeds": {},
                       "estimated": {m: {} for m in METHODS[data.task.name]}} for name in models}
-    for job, (matrix, estimated, done) in zip(jobs, run_tasks(evaluate_seed, jobs, compute)):
+    for result in results.values() if data.task.also else ():
+        result["also"] = {metric: {} for metric in data.task.also}  # {metric: {seed: matrix}}
+    for job, (matrix, estimated, done, also) in zip(jobs, run_tasks(evaluate_seed, jobs, compute)):
         result = results[job.name]
         result["seeds"][str(job.seed)] = matrix
+        for metric, rows in also.items():
+            result["also"][metric][str(job.seed)] = rows
         for method, rows in estimated.items():
             result["estimated"][method][str(job.seed)] = rows
         for key in ("computed", "reused"):

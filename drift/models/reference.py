@@ -1,10 +1,11 @@
 """Closed-form reference baselines for every drift matrix, fitted through the same protocol as the heads (same
 cutoffs, same training rows): `PriorBaseline`, the training labels' prior, and `LinearBaseline`, scikit-learn's
 LogisticRegression / Ridge (C = 1e-2) on the standardised flattened input, weighted like the loss: binary unweighted
-(2 logits [-z/2, z/2]), ratings w_r = n / n_r, each label's positives neg / pos; a label with a single class present
-keeps its prior logits. Both carry `closed_form = True`: `fit(x, targets, task_name)` once with every training row
-of the cutoff (x as the heads receive it: pixels [n, C, H, W] already / 255 or pooled [n, D]; targets as
-`Task.target_tensor` returns them), never by gradient. Their state is torch buffers and frozen parameters, so a
+(2 logits [-z/2, z/2]), multiclass multinomial, unweighted (its prior: the majority class), ratings w_r = n / n_r,
+each label's positives neg / pos; a label (or class) with a single class present keeps its prior logits. Both
+carry `closed_form = True`: `fit(x, targets, task_name)` once with every training row of the cutoff (x as the
+heads receive it: pixels [n, C, H, W] already / 255 or pooled [n, D]; targets as `Task.target_tensor` returns
+them), never by gradient. Their state is torch buffers and frozen parameters, so a
 state_dict round trip predicts with no refit; forward returns float32 [B, n_outputs]. No random numbers: a refit is
 bit-identical on the same machine and thread count.
 """
@@ -26,7 +27,7 @@ STD_FLOOR = 1e-6     # a feature whose training std is below this is only centre
 C_DEFAULT = 1e-2     # inverse L2 strength against the summed loss (scikit-learn's C); docs/decisions.md
 MAX_ITER_DEFAULT = 200
 TOL = 1e-5           # L-BFGS stops when every gradient entry of the mean loss is below this
-TASK_NAMES = ("binary", "regression", "multilabel")
+TASK_NAMES = ("binary", "multiclass", "regression", "multilabel")
 f64 = torch.float64
 
 
@@ -47,11 +48,14 @@ def _check(task_name: str, targets, n_outputs: int, n_rows: int | None) -> torch
         want = y.shape[1]
     else:
         y = y.reshape(-1)
-        want = 2 if task_name == "binary" else 1
+        want = {"binary": 2, "multiclass": n_outputs}.get(task_name, 1)
     if want != n_outputs:
         raise DriftError(f"{task_name} reference baseline built with n_outputs={n_outputs}, "
                          f"but the targets need {want}")
-    if task_name != "regression" and not ((y == 0) | (y == 1)).all():
+    if task_name == "multiclass":
+        if not ((y >= 0) & (y < n_outputs) & (y == y.round())).all():
+            raise DriftError(f"multiclass targets must be class ids 0..{n_outputs - 1}")
+    elif task_name != "regression" and not ((y == 0) | (y == 1)).all():
         raise DriftError(f"{task_name} targets must be 0 or 1")
     return y
 
@@ -61,13 +65,14 @@ def _logit(p: torch.Tensor) -> torch.Tensor:
     return torch.log(p) - torch.log1p(-p)
 
 
-def prior_row(y: torch.Tensor, task_name: str) -> torch.Tensor:
+def prior_row(y: torch.Tensor, task_name: str, n_outputs: int = 2) -> torch.Tensor:
     """The prior's output row (float64 [n_outputs]) from checked targets (see _check). binary: log class
     frequencies (a tie goes to class 0: argmax takes the first); regression: the w_r = n / n_r weighted mean, which is
     the plain mean of the distinct ratings; multilabel: each label's prevalence as a logit. Frequencies are clamped
     to [PRIOR_EPS, 1 - PRIOR_EPS], so no output is inf."""
-    if task_name == "binary":
-        freq = torch.stack([(y == 0).sum(), (y == 1).sum()]).to(f64) / len(y)
+    if task_name in ("binary", "multiclass"):  # multiclass: the majority class wins every argmax
+        n_classes = 2 if task_name == "binary" else n_outputs
+        freq = torch.bincount(y.to(torch.int64), minlength=n_classes).to(f64) / len(y)
         return torch.log(freq.clamp(PRIOR_EPS, 1.0))
     if task_name == "regression":
         # sum_i w_i y_i / sum_i w_i with w_i = n / n_{y_i}: every distinct rating counts once
@@ -88,7 +93,7 @@ class PriorBaseline(nn.Module):
     @torch.no_grad()
     def fit(self, x: torch.Tensor | None, targets: torch.Tensor, task_name: str) -> "PriorBaseline":
         y = _check(task_name, targets, self.n_outputs, None if x is None else len(x))
-        self.logits.copy_(prior_row(y, task_name))
+        self.logits.copy_(prior_row(y, task_name, self.n_outputs))
         return self
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -142,7 +147,7 @@ class LinearBaseline(nn.Module):
         mean = mean.to(f64)
         # the logistic fits run in float32 (half the memory traffic of each L-BFGS pass), ridge's Cholesky in float64
         Z = ((X.to(f64) - mean) / std if task_name == "regression" else (X - mean.float()) / std.float()).numpy()
-        W, b = np.zeros((self.n_features, self.n_outputs)), prior_row(y, task_name).numpy()
+        W, b = np.zeros((self.n_features, self.n_outputs)), prior_row(y, task_name, self.n_outputs).numpy()
         y = y.numpy()
 
         # one BLAS thread: L-BFGS's products are thin and memory-bound, and on shared cores more threads stall
@@ -157,6 +162,16 @@ class LinearBaseline(nn.Module):
                 if 0 < y.sum() < len(y):                                      # plain cross-entropy, unweighted
                     beta, z0 = _logistic(Z, y, None, self.C, self.max_iter)
                     W[:, 0], W[:, 1], b[:] = -beta / 2, beta / 2, (-z0 / 2, z0 / 2)
+            elif task_name == "multiclass":
+                present = np.unique(y).astype(np.int64)
+                if len(present) >= 2:                                         # multinomial, unweighted; an absent
+                    with warnings.catch_warnings():                           # class keeps its prior logit
+                        warnings.simplefilter("ignore", ConvergenceWarning)
+                        fit = LogisticRegression(C=self.C, tol=TOL, max_iter=self.max_iter).fit(Z, y.astype(np.int64))
+                    coef, intercept = fit.coef_.astype(np.float64), fit.intercept_.astype(np.float64)
+                    if len(present) == 2:                                     # scikit-learn's one row: [-z/2, z/2]
+                        coef, intercept = np.vstack([-coef / 2, coef / 2]), np.array([-intercept[0], intercept[0]]) / 2
+                    W[:, present], b[present] = coef.T, intercept
             else:
                 pos = y.sum(0)
                 for c in np.flatnonzero((pos > 0) & (pos < len(y))):         # a label never (or always) seen: its prior

@@ -5,7 +5,8 @@ cell cannot be scored (no examples; for macro AUC no class with both positives a
 stays empty in the drift matrix, never zero. accuracy (Yearbook, B.1; higher is better): the share of argmax
 predictions equal to the label. balanced_mse (Amazon Reviews, B.2; lower is better): the MSE within each rating
 present, averaged equally over them. macro_auc (arXiv, B.3; higher is better): ROC AUC per class, averaged over
-the classes the slice can score. NaN or inf outputs (a diverged model) raise a DriftError."""
+the classes the slice can score. macro_f1 (multiclass, reported beside accuracy; higher is better): F1 per
+class present in the labels or the predictions, averaged equally. NaN or inf outputs (a diverged model) raise a DriftError."""
 
 import numpy as np
 
@@ -87,4 +88,19 @@ def macro_auc(Y, scores) -> float | None:
     return float(np.mean(aucs))
 
 
-METRICS = {"accuracy": accuracy, "balanced_mse": balanced_mse, "macro_auc": macro_auc}
+def macro_f1(y, logits) -> float | None:
+    """Macro F1 of the argmax predictions: 2 tp / (2 tp + fp + fn) per class that occurs in y or in the
+    predictions, the plain mean over them (scikit-learn's f1_score(average="macro") on those labels)."""
+    y = np.asarray(y).reshape(-1).astype(np.int64)
+    if len(y) == 0:
+        return None
+    logits = _finite(np.asarray(logits, dtype=np.float64).reshape(len(y), -1), "model outputs")
+    pred = logits.argmax(axis=1)
+    classes = np.union1d(y, pred)
+    tp = np.array([np.sum((pred == c) & (y == c)) for c in classes], dtype=np.float64)
+    fp = np.array([np.sum((pred == c) & (y != c)) for c in classes], dtype=np.float64)
+    fn = np.array([np.sum((pred != c) & (y == c)) for c in classes], dtype=np.float64)
+    return float(np.mean(2 * tp / (2 * tp + fp + fn)))
+
+
+METRICS = {"accuracy": accuracy, "balanced_mse": balanced_mse, "macro_auc": macro_auc, "macro_f1": macro_f1}

@@ -3,10 +3,12 @@
 | task       | dataset        | outputs  | loss                                       | metric       | better |
 | ---------- | -------------- | -------- | ------------------------------------------ | ------------ | ------ |
 | binary     | Yearbook       | 2 logits | cross-entropy (two-class softmax)          | accuracy     | higher |
+| multiclass | a table        | C logits | cross-entropy (C-class softmax)            | accuracy     | higher |
 | regression | Amazon Reviews | 1 value  | weighted MSE, w_r = n / n_r (eq. 4-5)      | balanced_mse | lower  |
 | multilabel | arXiv          | C logits | BCE with logits, w_c = neg / pos (eq. 2-3) | macro_auc    | higher |
 
-The class weights are fixed once per training cutoff from that cutoff's whole (cumulative) training set:
+Multiclass also reports macro-F1 (`also`); accuracy is its primary metric, as Wild-Time scores its
+multiclass datasets (docs/decisions.md). The class weights are fixed once per training cutoff from that cutoff's whole (cumulative) training set:
 `loss = task.loss(train_targets)` and then `loss(outputs, targets)` for every batch."""
 
 from dataclasses import dataclass
@@ -56,17 +58,18 @@ def rating_weights(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 @dataclass(frozen=True)
 class Task:
-    name: str              # "binary" | "regression" | "multilabel"
+    name: str              # "binary" | "multiclass" | "regression" | "multilabel"
     metric: str            # "accuracy" | "balanced_mse" | "macro_auc"
     higher_is_better: bool
+    also: tuple[str, ...] = ()  # more metrics of METRICS reported beside the primary, each its own matrix
 
     def n_outputs(self, n_labels: int) -> int:
-        """Width of the head: 2 logits (two-class softmax), 1 rating, or one logit per label."""
-        return {"binary": 2, "regression": 1, "multilabel": n_labels}[self.name]
+        """Width of the head: 2 logits (two-class softmax), 1 rating, or one logit per class or label."""
+        return {"binary": 2, "multiclass": n_labels, "regression": 1, "multilabel": n_labels}[self.name]
 
     def loss(self, train_targets: torch.Tensor) -> Loss:
         """The training loss of Section 4.3, its weights computed once from the cutoff's whole training set."""
-        if self.name == "binary":
+        if self.name in ("binary", "multiclass"):
             return lambda outputs, targets: F.cross_entropy(outputs, targets)
 
         if len(train_targets) == 0:
@@ -111,6 +114,10 @@ class Task:
             if y.size and not np.isin(y, (0, 1)).all():
                 raise DriftError(f"binary labels must be 0 or 1, got values {np.unique(y)[:5].tolist()}")
             return torch.as_tensor(y.reshape(-1).astype(np.int64))
+        if self.name == "multiclass":
+            if y.size and not (np.issubdtype(y.dtype, np.integer) and y.min() >= 0):
+                raise DriftError(f"multiclass labels must be class ids 0..C-1, got values {np.unique(y)[:5].tolist()}")
+            return torch.as_tensor(y.reshape(-1).astype(np.int64))
         if self.name == "regression":
             y = y.astype(np.float32).reshape(-1)
             if not np.isfinite(y).all():
@@ -127,6 +134,7 @@ class Task:
 
 TASKS = {
     "binary": Task("binary", "accuracy", higher_is_better=True),
+    "multiclass": Task("multiclass", "accuracy", higher_is_better=True, also=("macro_f1",)),
     "regression": Task("regression", "balanced_mse", higher_is_better=False),
     "multilabel": Task("multilabel", "macro_auc", higher_is_better=True),
 }

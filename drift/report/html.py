@@ -119,6 +119,21 @@ def _families(tables: dict) -> str:
     return _table(["rank", "family", "models", "ID", "Future", "Decay"], rows, left=2) if rows else ""
 
 
+PEERS = [("wild-time", "eval_fix_average", "Eval-Fix avg"), ("wild-time", "eval_fix_worst", "Eval-Fix worst"),
+         ("wild-time", "eval_stream_average", "Eval-Stream avg"),
+         ("wild-time", "eval_stream_worst", "Eval-Stream worst"),
+         ("clear", "in_domain", "in-domain"), ("clear", "next_domain", "next-domain"),
+         ("clear", "backward_transfer", "backward"), ("clear", "forward_transfer", "forward")]
+
+
+def _peers(tables: dict) -> str:
+    """Wild-Time's and CLEAR's summaries of each model's matrix (tables.json `protocols`), in ranking order."""
+    protocols = tables.get("protocols") or {}
+    rows = [[html.escape(r["model"])] + [_num((protocols[r["model"]].get(p) or {}).get(k)) for p, k, _ in PEERS]
+            for r in tables["ranking"] if r["model"] in protocols]
+    return _table(["model"] + [title for _, _, title in PEERS], rows, left=1) if rows else ""
+
+
 def _policies(rows: list[dict]) -> str:
     """The policy rows (plots/policies/<ds>.json) as a table: each model's best mean score in bold."""
     out, classes = [], []
@@ -212,6 +227,14 @@ def write_html_report(name: str, root: Path = Path(".")) -> Path:
         "later periods. Decay: what is lost going forward (positive = worse, whatever the metric's direction). "
         "vs prior, vs linear: the ID margin over the reference models (positive = better). References are not "
         "ranked and not part of the cohort, the deviations or the families.</p>")))
+
+    peers = _peers(tables)
+    if peers:
+        sections.append(("protocols", "Other protocols", peers + (
+            '<p class="note">The same matrices summarised as the peers do (README, "Other protocols"). Wild-Time '
+            "Eval-Fix: trained through the middle period, scored on every later one; Eval-Stream: each period's "
+            "model on the next. CLEAR: in-domain the diagonal, next-domain the next period, backward the periods "
+            "before the cutoff, forward those after it.</p>")))
 
     matrices = []
     for model in ranked:

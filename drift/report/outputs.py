@@ -24,6 +24,7 @@ from drift.core.paths import dataset_paths
 from drift.core.stage import write_json
 from drift.evaluate.estimate import estimate_error
 from drift.protocol.matrix import from_json
+from drift.protocol.peers import clear, wild_time
 from drift.protocol.summary import (
     DEFAULT_ORDER,
     REFERENCES,
@@ -82,6 +83,10 @@ def model_metrics(result: dict) -> dict:
         "reference": is_reference(result.get("model", ""), result),
         **{f"{s}_std": spread[s]["std"] for s in STATS},
         **{f"{s}_ci95": [spread[s]["ci_low"], spread[s]["ci_high"]] for s in STATS},
+        # the peers' summaries of the same seed-averaged matrix (drift.protocol.peers), and the task's other metrics
+        "protocols": {"wild-time": wild_time(result["matrix"], higher), "clear": clear(result["matrix"])},
+        **({"also": {metric: id_future_decay(mean_over_seeds([from_json(m) for m in seeds.values()]), higher)
+                     for metric, seeds in result["also"].items()}} if result.get("also") else {}),
     }
 
 
@@ -183,6 +188,7 @@ def write_report(name: str, results: dict[str, dict], root: Path = Path("."), n_
         "cutoffs": per_cutoff,
         "family_cutoffs": family_table(per_cutoff, higher, by=by),
         "cohort": cohort_stats,
+        "protocols": {m: metrics[m]["protocols"] for m in metrics},  # the peers' summaries (drift.protocol.peers)
         "deviations": deviation_rows,
         "environment": env,
     }

@@ -19,15 +19,20 @@ from drift.protocol.summary import (
     reference_margins,
 )
 
+STAGE_FOLDERS = ("embed", "evaluate", "ingest", "train")  # metrics/<stage>/: no dataset's results
+
 
 def load_results(metrics_dir: Path, dataset: str | None = None) -> dict[str, dict[str, dict]]:
     """{dataset: {model: metrics}} from metrics/<dataset>/<model>.json (what `dvc metrics show` reads)."""
     from drift.core.datasets import DATASETS
 
-    if dataset is not None and dataset not in DATASETS:
-        raise DriftError(f"unknown dataset {dataset!r}: {close_matches(dataset, DATASETS)}")
+    # a dataset's folder: a built-in dataset's, or any but the stages' own (a configured table's)
+    folders = sorted(p for p in metrics_dir.glob("*") if p.is_dir() and p.name not in STAGE_FOLDERS)
+    known = set(DATASETS) | {p.name for p in folders}
+    if dataset is not None and dataset not in known:
+        raise DriftError(f"unknown dataset {dataset!r}: {close_matches(dataset, known)}")
     results = {}
-    for folder in sorted(p for p in metrics_dir.glob("*") if p.is_dir() and p.name in DATASETS):
+    for folder in folders:
         if dataset and folder.name != dataset:
             continue
         models = {f.stem: json.loads(f.read_text()) for f in sorted(folder.glob("*.json"))}

@@ -4,7 +4,6 @@ before any compute; the train stage runs `validate`, the ingest stage the data p
 """
 from __future__ import annotations
 
-from drift.core.datasets import dataset_info
 from drift.core.encoder_registry import get_encoder_spec
 from drift.core.errors import DriftError, close_matches
 from drift.core.params import Params, roster
@@ -37,7 +36,7 @@ def validate(params: Params, name: str) -> None:
     of train.lr. The dataset's section and slices are ingest's (drift.data.validate.validate_data)."""
     validate_names(params, name)
     embed = params.embed
-    check_roster(roster(params.train, name), dataset_info(name).modality, embed.text_encoder, embed.encoders)
+    check_roster(roster(params.train, name), params.info(name).modality, embed.text_encoder, embed.encoders)
     if isinstance(params.train.lr, dict):
         families = {"default"} | {info.family.lower() for info in MODELS.values()}
         for family in params.train.lr:

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import yaml
 
-from drift.core.datasets import dataset_info
 from drift.core.errors import DriftError, close_matches
 from drift.core.params import EmbedParams, Params, TrainParams
 from drift.core.presets import PRESETS, list_presets, merge_preset
@@ -104,8 +103,8 @@ def dataset_shape(params: Params, name: str, manifest_dir: Path = Path("data/sli
     else a stated assumption, spread evenly over the slices."""
     from drift.protocol.slicing import slice_edges
 
-    module, info = get_dataset(name), dataset_info(name)
-    cfg = dataset_cfg(params, name)
+    info, cfg = params.info(name), dataset_cfg(params, name)
+    module = get_dataset(name, cfg)
     _, labels = slice_edges(cfg.slices)
     n_labels = len(module.label_names(cfg))
     shape = dict(name=name, modality=info.modality, task=info.task, n_labels=n_labels, edges=len(labels))
@@ -270,7 +269,8 @@ def bench_input(params: Params, dataset: dict, name: str, model: str) -> BenchIn
         encoder = info.name.removeprefix("probe-") if info.input == "pooled" else params.embed.text_encoder
         return BenchInput("pooled", (get_encoder_spec(encoder).dim,), 0, **common)
     max_tokens = params.max_tokens
-    tokens = min(getattr(get_dataset(name), "TYPICAL_TOKENS", DEFAULT_TOKENS), params.embed.max_length, max_tokens)
+    typical = getattr(get_dataset(name, params.tables.get(name)), "TYPICAL_TOKENS", DEFAULT_TOKENS)
+    tokens = min(typical, params.embed.max_length, max_tokens)
     dim = get_encoder_spec(params.embed.text_encoder).dim
     return BenchInput("tokens", (dim,), tokens, max_tokens=max_tokens, **common)
 
@@ -309,8 +309,8 @@ def _synthetic_targets(task, n_rows: int, n_outputs: int):
     import numpy as np
 
     rng = np.random.default_rng(1)
-    if task.name == "binary":
-        labels = rng.integers(0, 2, n_rows)
+    if task.name in ("binary", "multiclass"):
+        labels = rng.integers(0, 2 if task.name == "binary" else n_outputs, n_rows)
     elif task.name == "regression":
         labels = rng.integers(1, 6, n_rows).astype(float)
     else:
@@ -514,8 +514,9 @@ def plan(preset: str | None = None, params_path: Path = Path("params.yaml"), pre
     params = plan_params(preset, params_path, presets)
     counts = count_campaign(params, manifest_dir, rows)
     for name, dataset in counts["datasets"].items():
-        if hasattr(get_dataset(name), "PAPER_COST"):
-            dataset["paper"] = get_dataset(name).PAPER_COST
+        module = get_dataset(name, params.tables.get(name))
+        if hasattr(module, "PAPER_COST"):
+            dataset["paper"] = module.PAPER_COST
     out = {"preset": preset, "params": str(params_path)}
     if not bench:
         for dataset in [counts, *counts["datasets"].values()]:

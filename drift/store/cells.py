@@ -16,7 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
-from drift.core.closure import ROOT, code_digest, import_closure, imported_modules, module_closure, module_path
+from drift.core.closure import (
+    ROOT,
+    code_digest,
+    import_closure,
+    imported_modules,
+    module_closure,
+    module_path,
+)
 from drift.core.errors import DriftError
 from drift.store.integrity import fsync_dir, sha256_bytes, write_atomic
 

@@ -273,13 +273,13 @@ class _StackedLoss:
 
     def __call__(self, out: torch.Tensor, group: list[int], rows: np.ndarray, counts: list[int]) -> torch.Tensor:
         """out [A, B, n_outputs] of the models `group`, on `rows` [A, B] of which the first counts[j] are real."""
-        if self.kind not in ("binary", "regression", "multilabel"):
+        if self.kind not in ("binary", "multiclass", "regression", "multilabel"):
             return sum(self.members[i].loss_fn(out[j, :n], self.targets[torch.from_numpy(rows[j, :n]).to(self.device)])
                        * self.members[i].norm for j, (i, n) in enumerate(zip(group, counts)))
         a, b = rows.shape
         rows_t, index = torch.from_numpy(rows).to(self.device), torch.tensor(group, device=self.device)
         y = self.targets[rows_t]
-        if self.kind == "binary":
+        if self.kind in ("binary", "multiclass"):
             per_row = F.cross_entropy(out.reshape(a * b, -1), y.reshape(-1), reduction="none").view(a, b)
         elif self.kind == "regression":
             w = self.weights[index[:, None], self.row_level[rows_t]]

@@ -1,6 +1,6 @@
 """The dataset readers: one module per dataset of drift/core/datasets.py's table, read only by the ingest stage.
 
-A dataset module defines NAME (the registry name), TASK ("binary" | "regression" | "multilabel",
+A dataset module defines NAME (the registry name), TASK ("binary" | "multiclass" | "regression" | "multilabel",
 drift.protocol.tasks), MODALITY ("text" | "image"), `label_names(cfg) -> list[str]` ([] for regression) and
 `read(cfg, ledger: Ledger) -> Iterator[dict]`: it streams the source cfg names (the dataset's section of
 params.yaml as its drift.core.params model, every default filled) and yields per kept row {"id": str, "time":
@@ -22,9 +22,10 @@ from drift.core.params import load_params as load_core_params
 PACKAGE = __name__  # the readers' modules: PACKAGE.<module of the table>
 
 
-def get_dataset(name: str) -> ModuleType:
-    """Dataset `name`'s module (imported on first use: only ingest and the CLI import readers)."""
-    return importlib.import_module(f"{PACKAGE}.{dataset_info(name).module}")
+def get_dataset(name: str, section=None) -> ModuleType:
+    """Dataset `name`'s module (imported on first use: only ingest and the CLI import readers); a configured
+    table's (drift/data/datasets/table.py) given its section (dataset_info)."""
+    return importlib.import_module(f"{PACKAGE}.{dataset_info(name, section).module}")
 
 
 def dataset_params(name: str, value=None) -> DatasetParams:
@@ -38,7 +39,7 @@ def dataset_cfg(params, name: str) -> DatasetParams:
     to its `datasets.<name>.input`. An unknown name lists the valid ones."""
     params = as_params(params)
     section = params.section(name)
-    cfg = parse(get_dataset(name).PARAMS, section, name)
+    cfg = parse(get_dataset(name, params.tables.get(name)).PARAMS, section, name)
     entry = params.datasets.get(name)
     if "source" in type(cfg).model_fields and "source" not in section and entry is not None and entry.input:
         cfg.source = entry.input

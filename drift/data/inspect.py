@@ -1,0 +1,236 @@
+"""`drift init`'s library half: a table's columns inspected and its params.yaml section proposed.
+
+`inspect_source` reads a sample of the first file (names, types, a few values) and scans the chosen time column
+over the whole source for its span; `propose` picks the time, input, label and id columns and the task from
+the column types and names, or from the user's choices. A choice with more than one candidate is an
+`Ambiguous` error naming them (the CLI asks on stderr), never a silent guess.
+"""
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+
+from drift.core.datasets import TABLE_READER
+from drift.core.errors import DriftError
+from drift.core.params import parse
+from drift.data.datasets.table import (
+    TableParams,
+    label_names,
+    parse_time,
+    scan_batches,
+    source_files,
+    source_root,
+)
+
+SAMPLE_ROWS = 2000
+TIME_NAMES = re.compile(r"(^|_)(time|date|year|created|timestamp|ts|datetime|published|epoch|when)($|_|at$)", re.I)
+LABEL_NAMES = re.compile(r"^(label|labels|target|class|category|y|rating|score|sentiment|outcome|topic)$", re.I)
+ID_NAMES = re.compile(r"^(id|.*_id|uuid|key|guid)$", re.I)
+IMAGE_PATH = r"(?i)\.(png|jpe?g|bmp|gif|webp)$"
+MAX_CLASSES = 50
+
+
+class Ambiguous(DriftError):
+    """More than one column fits a role: the question to ask, naming the candidates and the flag."""
+
+
+def sample(source: str) -> tuple[pl.DataFrame, int]:
+    """(the first SAMPLE_ROWS rows of the first file with inferred types, number of files)."""
+    files = source_files(source)
+    path, fmt = files[0]
+    if fmt == "csv":  # polars reads gzip in memory: a sample is small
+        frame = pl.read_csv(path, n_rows=SAMPLE_ROWS, infer_schema_length=SAMPLE_ROWS, truncate_ragged_lines=True)
+    elif fmt == "jsonl":
+        frame = pl.read_ndjson(path, n_rows=SAMPLE_ROWS, infer_schema_length=SAMPLE_ROWS, ignore_errors=True)
+    elif fmt == "parquet":
+        frame = pl.scan_parquet(path).head(SAMPLE_ROWS).collect()
+    else:
+        with pa.memory_map(str(path)) as f:
+            frame = pl.from_arrow(pa.ipc.open_stream(f).read_all().slice(0, SAMPLE_ROWS))
+    return frame, len(files)
+
+
+def _strings(s: pl.Series) -> pl.Series:
+    return s.drop_nulls().cast(pl.String, strict=False).drop_nulls()
+
+
+def time_encoding(s: pl.Series) -> tuple[str, str | None] | None:
+    """(encoding, format) the column reads as, or None when it is not a time."""
+    if isinstance(s.dtype, pl.Datetime):
+        return "timestamp", None
+    if s.dtype == pl.Date:
+        return "date", None
+    values = s.drop_nulls()
+    if not len(values):
+        return None
+    if s.dtype.is_numeric():
+        v = values.cast(pl.Float64)
+        if (v == v.floor()).all() and v.min() >= 1000 and v.max() <= 2200:
+            return "year", None
+        if v.min() >= 1e8 and v.max() < 1e10:
+            return "epoch_s", None
+        if v.min() >= 1e11 and v.max() < 1e13:
+            return "epoch_ms", None
+        return None
+    if s.dtype != pl.String:
+        return None
+    text = values.str.strip_chars()
+    for fmt in ("%Y-%m-%d", "%d/%m/%Y", "%m/%d/%Y", "%Y/%m/%d"):
+        if text.str.to_date(fmt, strict=False).is_not_null().mean() >= 0.95:
+            return "date", fmt
+    if parse_time(text, "timestamp", None).is_not_null().mean() >= 0.95:
+        return "timestamp", None
+    return None
+
+
+def _is_image(s: pl.Series) -> str | None:
+    if s.dtype == pl.Binary or (isinstance(s.dtype, pl.Struct) and "bytes" in [f.name for f in s.dtype.fields]):
+        return "bytes"
+    if isinstance(s.dtype, (pl.List, pl.Array)):
+        return "array"
+    if s.dtype == pl.String:
+        text = _strings(s)
+        if len(text) and text.str.contains(IMAGE_PATH).mean() >= 0.95:
+            return "path"
+    return None
+
+
+def _is_text(s: pl.Series) -> bool:
+    text = _strings(s) if s.dtype == pl.String else None
+    return (text is not None and len(text) > 0
+            and (text.str.len_chars().mean() >= 15 or text.n_unique() > len(text) // 2) and not ID_NAMES.match(s.name))
+
+
+def _is_label(s: pl.Series) -> bool:
+    """Few distinct values, each repeated; or a number (a rating, a score)."""
+    values = s.drop_nulls()
+    n = values.n_unique()
+    return 2 <= n and (n <= min(MAX_CLASSES, len(values) // 2) or s.dtype.is_numeric())
+
+
+def _choose(role: str, flag: str, candidates: list[str], preferred: list[str] | None = None) -> str:
+    """The one candidate (or the one preferred by its name); else an Ambiguous question, or a DriftError."""
+    if preferred is not None and len(preferred) == 1:
+        return preferred[0]
+    if len(candidates) == 1:
+        return candidates[0]
+    if not candidates:
+        raise DriftError(f"no column looks like the {role}: name it with {flag} <column>")
+    raise Ambiguous(f"which column is the {role}: {', '.join(candidates)}? answer with {flag} <column>")
+
+
+def _task(s: pl.Series) -> str:
+    values = s.drop_nulls()
+    n = values.n_unique()
+    if n == 2:
+        return "binary"
+    if s.dtype.is_numeric() and (n > MAX_CLASSES or s.dtype.is_float() and not (values == values.floor()).all()):
+        return "regression"
+    if 3 <= n <= MAX_CLASSES:
+        return "multiclass"
+    raise DriftError(f"column {s.name!r} has {n} distinct values: name the task with --task "
+                     f"(binary, multiclass, regression, multilabel)")
+
+
+def propose(name: str, source: str, time: str | None = None, text: list[str] | None = None,
+            image: str | None = None, label: list[str] | None = None, task: str | None = None) -> dict:
+    """The section of dataset `name` (a mapping ready for params.yaml) and `columns`, what the sample showed."""
+    frame, n_files = sample(source)
+    columns = frame.columns
+    for given in [time, image, *(text or []), *(label or [])]:
+        if given is not None and given not in columns:
+            raise DriftError(f"{source} has no column {given!r}: its columns are {', '.join(columns)}")
+    if text and image:
+        raise DriftError("name one input: --text <columns> or --image <column>, not both")
+
+    encodings = {c: time_encoding(frame[c]) for c in columns}
+    if time is None:
+        candidates = [c for c in columns if encodings[c] is not None]
+        time = _choose("time", "--time", candidates, [c for c in candidates if TIME_NAMES.search(c)])
+    if encodings.get(time) is None:
+        raise DriftError(f"column {time!r} reads as no time (timestamps, dates, years, epoch seconds or ms)")
+    ids = [c for c in columns if ID_NAMES.match(c) and frame[c].n_unique() == frame.height and c != time]
+    id_column = ids[0] if len(ids) == 1 else None
+
+    rest = [c for c in columns if c not in (time, id_column)]
+    if label is None:
+        candidates = [c for c in rest if c not in (image, *(text or [])) and _is_label(frame[c])
+                      and not _is_text(frame[c]) and _is_image(frame[c]) is None]
+        label = [_choose("label", "--label", candidates, [c for c in candidates if LABEL_NAMES.match(c)])]
+    if task is None:
+        if len(label) > 1:
+            task = "multilabel"
+        else:
+            task = _task(frame[label[0]])
+
+    rest = [c for c in rest if c not in label]
+    if not text and not image:
+        images = [c for c in rest if _is_image(frame[c])]
+        texts = [c for c in rest if _is_text(frame[c]) and encodings[c] is None]  # another time is no input
+        if images and texts:
+            raise Ambiguous(f"which input: the text in {', '.join(texts)} or the image in {', '.join(images)}? "
+                            f"answer with --text <columns> or --image <column>")
+        if images:
+            image = _choose("image", "--image", images)
+        elif texts:
+            text = texts  # every text column, joined in the table's order
+        else:
+            raise DriftError(f"no column looks like the input: name it with --text <columns> or --image <column> "
+                             f"(columns: {', '.join(rest)})")
+
+    encoding, fmt = encodings[time]
+    section = {"kind": "table", "source": source}
+    if id_column:
+        section["id"] = id_column
+    section.update(time=time, time_encoding=encoding)
+    if fmt:
+        section["time_format"] = fmt
+    if text:
+        section["text"] = list(text)
+    else:
+        section.update(image=image, image_encoding=_is_image(frame[image]) or "bytes")
+    section.update(label=label[0] if len(label) == 1 else list(label), task=task)
+    cfg = parse(TableParams, {**section, "slices": {"unit": "year", "start": 1, "end": 2}}, name)
+    if task in ("binary", "multiclass"):
+        section["classes"] = label_names(cfg)
+    low, high = time_span(cfg)
+    section["slices"] = slices_for(low, high)
+    section["min_samples"] = 20
+    section["strict"] = False
+    return {"section": section, "columns": {c: str(frame[c].dtype) for c in columns}, "files": n_files,
+            "span": [str(low), str(high)], "examples": {c: [str(v)[:40] for v in frame[c].head(3).to_list()]
+                                                         for c in columns}}
+
+
+def time_span(cfg: TableParams):
+    """(earliest, latest) time over the whole source."""
+    low = high = None
+    with tempfile.TemporaryDirectory(prefix="drift-init-") as tmp:
+        for path, fmt in source_files(cfg.source, cfg.format):
+            for frame in scan_batches(path, fmt, [cfg.time], cfg, Path(tmp)):
+                times = parse_time(frame[cfg.time], cfg.time_encoding, cfg.time_format).drop_nulls()
+                if len(times):
+                    low = times.min() if low is None else min(low, times.min())
+                    high = times.max() if high is None else max(high, times.max())
+    if low is None:
+        raise DriftError(f"no readable time in column {cfg.time!r} of {cfg.source}")
+    return low, high
+
+
+def slices_for(low, high) -> dict:
+    """One slice a year when the span covers three years or more, else one a half-year."""
+    unit = "year" if high.year - low.year >= 2 else "half-year"
+    return {"unit": unit, "start": low.year, "end": high.year + 1}
+
+
+def dvc_input(source: str) -> str:
+    """What the ingest stage depends on: the file or folder, a glob's fixed folder."""
+    return str(source_root(source)) if any(ch in source for ch in "*?[") else source
+
+
+def entry(source: str) -> dict:
+    return {"input": dvc_input(source), "reader": TABLE_READER}
