@@ -184,8 +184,8 @@ def _paper(name: str, root: Path) -> str:
     figures = []
     with tempfile.TemporaryDirectory() as tmp:
         for r in result["models"]:
-            if r["ours"] is None or r["published"] is None:
-                continue
+            if r["ours"] is None or r["published"] is None or not r["slices"]["shared"]:
+                continue  # nothing to draw beside the paper's: no matrix, or no slice both sides have
             ours = our_result(root, name, r["model"])
             difference = np.array([[np.nan if v is None else v for v in row]
                                    for row in compare(ours, name, r["model"])["difference"]], dtype=float)
