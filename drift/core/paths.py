@@ -40,6 +40,7 @@ PATHS = {
     "shift": "plots/{name}/shift",
     "shift_summary": "tables/{name}-shift.json",
 }
+PARAMS_CHECKED = "data/params.checked"  # the check stage's mark, the same bytes every run: every ingest depends on it
 EMBED_METRICS = "metrics/embed"  # one JSON per dataset and encoder: rows computed vs found in the store
 METRICS = "metrics"  # every model's ID / Future / Decay lives in metrics/<dataset>/<model>.json
 PLOTS = "plots"
