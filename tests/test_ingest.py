@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from drift.core.errors import DriftError
-from drift.core.params import dataset_params
+from drift.data.datasets import dataset_params
 from drift.data.datasets import get_dataset, sotu, synth_portraits
 from drift.data.ingest import ingest
 from drift.data.ledger import Ledger

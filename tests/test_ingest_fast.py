@@ -12,7 +12,7 @@ import pytest
 from test_datasets_real import edit  # a JSON line with fields changed or dropped (...)
 
 from drift.core.errors import DriftError
-from drift.core.params import dataset_params
+from drift.data.datasets import dataset_params
 from drift.data.datasets import _fast
 from drift.data.ingest import ingest
 
