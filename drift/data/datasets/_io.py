@@ -5,6 +5,7 @@ import datetime as dt
 import email.utils
 import gzip
 import io
+import zlib
 from pathlib import Path
 from typing import Iterator
 
@@ -25,18 +26,67 @@ MONTHS = {m: i for i, m in enumerate(["Jan", "Feb", "Mar", "Apr", "May", "Jun",
 BUFFER = 1 << 20  # 1 MiB reads: fewer syscalls, memory stays flat
 
 
+class DamagedFile(Exception):
+    """A compressed file that ends early (a cut download) or does not decompress: raised by iter_json_lines and
+    drift.data.datasets._fast.iter_chunks after every byte before the damage was served, so a reader keeps its
+    readable rows and quarantines the file by name with `reason` (Ledger.damaged)."""
+
+    def __init__(self, path: Path, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.path, self.reason = Path(path), reason
+
+
+class _TolerantGzip(io.RawIOBase):
+    """A .gz stream that ends at the damage instead of raising: GzipFile.read1 serves every byte decompressed
+    before a truncation or a corrupt block; the error is kept in `damage` for the reader to report."""
+
+    def __init__(self, path: Path):
+        self._gz = gzip.open(path, "rb")
+        self.damage: str | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self.damage is not None:
+            return 0
+        try:
+            data = self._gz.read1(len(buffer))
+        except EOFError:
+            self.damage = "truncated: the compressed stream ends before its end marker (a cut download?)"
+            return 0
+        except (zlib.error, gzip.BadGzipFile) as e:  # bad data, a bad header, a CRC or length mismatch
+            self.damage = f"corrupt: {' '.join(str(e).split())}"
+            return 0
+        buffer[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._gz.close()
+        super().close()
+
+
 def open_binary(path: Path):
-    """A binary file object for a plain or gzip-compressed file (by the .gz suffix)."""
+    """A binary file object for a plain or gzip-compressed file (by the .gz suffix); a damaged .gz reads up to
+    the damage (raise_damage says what it was)."""
     if path.suffix == ".gz":
-        return io.BufferedReader(gzip.open(path, "rb"), buffer_size=BUFFER)
+        return io.BufferedReader(_TolerantGzip(path), buffer_size=BUFFER)
     return open(path, "rb", buffering=BUFFER)
+
+
+def raise_damage(f, path: Path) -> None:
+    """After a file object of open_binary has been read to its end: DamagedFile if its data stopped early."""
+    damage = getattr(f.raw, "damage", None)
+    if damage is not None:
+        raise DamagedFile(path, damage)
 
 
 def iter_json_lines(path: Path) -> Iterator[tuple[int, bytes, object]]:
     """Streams (line number, raw line, parsed value or None if malformed) from a JSON-lines file.
 
     Blank lines are not rows and are skipped; line numbers stay the file's own (1-based), so a
-    quarantine `where` of "file:17" points at line 17 in an editor.
+    quarantine `where` of "file:17" points at line 17 in an editor. A damaged .gz: its lines up to the damage
+    (the cut last one is malformed), then DamagedFile.
     """
     with open_binary(path) as f:
         for lineno, raw in enumerate(f, start=1):
@@ -47,6 +97,7 @@ def iter_json_lines(path: Path) -> Iterator[tuple[int, bytes, object]]:
             except ValueError:  # orjson.JSONDecodeError, json.JSONDecodeError and UnicodeDecodeError all are
                 value = None
             yield lineno, raw, value
+        raise_damage(f, path)
 
 
 def raw_text(raw: bytes) -> str:
