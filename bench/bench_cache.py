@@ -1,17 +1,12 @@
 """Embedding-cache benchmark: every figure is a ratio of two timings taken in the same run, on the same texts.
 
-Corpus: State of the Union paragraphs (the installed `sotu` package), encoder all-MiniLM-L6-v2 on the CPU.
+State of the Union paragraphs (the installed `sotu` package), MiniLM-L6 on the CPU: 1. the embed stage vs a bare
+SentenceTransformer.encode; 2. a warm re-run vs the cold one; 3. an ffn-s epoch from the cache vs the encoder on
+every batch; 4. a cumulative training set from the cache vs a .npy memory map; 5. appending one slice to tables
+of S and 4S rows (+ key lookups, pinned vs re-read). Targets and figures: bench/README.md.
 
-1. embed stage (hash lookups, encoder, float16 token states, Lance commits) vs a bare
-   SentenceTransformer.encode of the same texts at the same batch size and max length: target within 10%
-2. warm re-run (every key hits) vs the cold run: target >= 20x faster
-3. one training epoch of ffn-s reading the cache vs the same epoch running the encoder on every batch
-4. a cumulative training set (slices <= k) from the cache into torch vs from a NumPy .npy memory map
-5. appending one slice of N new rows to tables of S and 4S rows: cost follows N, not the table
-   (+ key lookups: the pinned key column vs re-reading it on each call, as before)
-
-    python bench/bench_cache.py                        # default: 400 paragraphs, max length 128, ~3 min on 2 cores
-    python bench/bench_cache.py --rows 100 --rounds 1 --table-rows 200 --repeats 1   # quick
+    python bench/bench_cache.py            # 400 paragraphs, max length 128, ~3 min on 2 cores
+    python bench/bench_cache.py --quick    # 32 paragraphs, max length 32, tables of 50 and 200 rows: seconds
 """
 from __future__ import annotations
 
@@ -30,6 +25,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from drift.core.params import EmbedParams  # noqa: E402
 from drift.data.records import payload_key  # noqa: E402
 from drift.encoders.embed import embed_dataset, text_encoder  # noqa: E402
 from drift.models.inputs import Inputs, length_bucketed_batches, load_inputs  # noqa: E402
@@ -40,7 +36,8 @@ from drift.store.slices import read_slice_table, write_slice_table  # noqa: E402
 def sotu_paragraphs(n: int, skip: int = 0) -> list[str]:
     from drift.data.datasets import sotu
     from drift.data.ledger import Ledger
-    texts = list(dict.fromkeys(r["text"] for r in sotu.read({"min_words": 30, "start_year": 1853}, Ledger("sotu"))))
+    rows = sotu.read(sotu.SotuParams(min_words=30, start_year=1853), Ledger("sotu"))
+    texts = list(dict.fromkeys(r["text"] for r in rows))
     rng = np.random.default_rng(0)
     order = rng.permutation(len(texts))
     return [texts[i] for i in order[skip:skip + n]]
@@ -73,6 +70,9 @@ def prefill(store: EmbeddingStore, texts: list[str], rng, chunk: int = 512) -> N
                      rng.standard_normal((int(lengths.sum()), store.dim)).astype(np.float16), lengths)
 
 
+QUICK = {"rows": 32, "rounds": 1, "max_length": 32, "batch_size": 16, "table_rows": 50, "new_rows": 8, "repeats": 1}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=400, help="paragraphs embedded cold (items 1-3)")
@@ -83,9 +83,13 @@ def main(argv=None):
     parser.add_argument("--new-rows", type=int, default=64, help="N, the rows of the appended slice (item 5)")
     parser.add_argument("--repeats", type=int, default=2, help="best of this many for the timings that are cheap")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    parser.add_argument("--quick", action="store_true", help=f"tiny sizes, the same code path: {QUICK}")
     args = parser.parse_args(argv)
+    if args.quick:  # the quick sizes as defaults: options given explicitly still win
+        parser.set_defaults(**QUICK)
+        args = parser.parse_args(argv)
 
-    cfg = {"text_encoder": "minilm-l6", "max_length": args.max_length, "batch_size": args.batch_size}
+    cfg = EmbedParams(text_encoder="minilm-l6", max_length=args.max_length, batch_size=args.batch_size)
     texts = sotu_paragraphs(args.rows)
     figures = {}
     tmp = Path(tempfile.mkdtemp(prefix="bench-cache-"))

