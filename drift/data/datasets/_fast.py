@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from drift.data.datasets._io import DamagedFile, loads, open_binary, raise_damage
+from drift.data.datasets._io import DamagedFile, damage, loads, open_binary, raise_damage
 
 CHUNK_BYTES = 32 << 20  # bytes parsed at a time: memory stays bounded whatever the file size
 BLOCK_BYTES = 1 << 20   # Arrow's unit of work per thread inside a chunk
@@ -85,6 +85,10 @@ def iter_chunks(path: Path, chunk_bytes: int | None = None) -> Iterator[tuple[in
                 return
             if not chunk.endswith(b"\n"):
                 chunk += f.readline()  # finish the last line; at the end of the file this adds nothing
+                if not chunk.endswith(b"\n") and damage(f):  # the cut end of a damaged stream: no row
+                    chunk = chunk[:chunk.rfind(b"\n") + 1]
+                    if not chunk:
+                        continue
             yield first_line, chunk
             first_line += chunk.count(b"\n")
 
