@@ -20,14 +20,21 @@ from drift.protocol.summary import (
 )
 
 
-def load_results(metrics_dir: Path, dataset: str | None = None) -> dict[str, dict[str, dict]]:
-    """{dataset: {model: metrics}} from metrics/<dataset>/<model>.json (what `dvc metrics show` reads)."""
+def load_results(metrics_dir: Path, dataset: str | None = None,
+                 declared: list[str] | None = None) -> dict[str, dict[str, dict]]:
+    """{dataset: {model: metrics}} from metrics/<dataset>/<model>.json (what `dvc metrics show` reads), for the
+    datasets `declared` (the workspace's params.yaml `datasets`: a folder another experiment left is no result
+    of this one); None: every dataset of the table with a folder."""
     from drift.core.datasets import DATASETS
 
     if dataset is not None and dataset not in DATASETS:
         raise DriftError(f"unknown dataset {dataset!r}: {close_matches(dataset, DATASETS)}")
+    if dataset is not None and declared is not None and dataset not in declared:
+        raise DriftError(f"{dataset} is not a dataset of this workspace's params.yaml (datasets: "
+                         f"{', '.join(declared) or 'none'}): add it there and run `dvc repro`")
+    wanted = set(DATASETS if declared is None else declared)
     results = {}
-    for folder in sorted(p for p in metrics_dir.glob("*") if p.is_dir() and p.name in DATASETS):
+    for folder in sorted(p for p in metrics_dir.glob("*") if p.is_dir() and p.name in wanted):
         if dataset and folder.name != dataset:
             continue
         models = {f.stem: json.loads(f.read_text()) for f in sorted(folder.glob("*.json"))}
