@@ -111,13 +111,17 @@ def list_checkpoints(models_dir: Path, model: str) -> dict[int, dict[int, Path]]
 def save_checkpoint(model: nn.Module, path: Path) -> None:
     """Written whole or not at all: a full disk or a kill leaves no half checkpoint at `path` or beside it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    # the same file name in a folder of its own: torch.save names the archive's records after the file
+    tmp = path.parent / f".tmp-{os.getpid()}" / path.name
+    tmp.parent.mkdir(exist_ok=True)
     state = model.state_dict()
     try:
         torch.save(state, tmp)
         tmp.replace(path)
+        tmp.parent.rmdir()
     except BaseException as e:
         tmp.unlink(missing_ok=True)
+        tmp.parent.rmdir()
         if is_disk_full(e) or (isinstance(e, RuntimeError) and "unexpected pos" in str(e)):
             # torch's writer reports a short write (ENOSPC) as "unexpected pos"
             raise disk_full(path, needed=sum(t.numel() * t.element_size() for t in state.values())) from None
