@@ -21,8 +21,8 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from drift.evaluate.predict import predict, predict_many
 from drift.core.params import TrainParams
+from drift.evaluate.predict import predict, predict_many
 from drift.models import MODELS
 from drift.models.inputs import Inputs
 from drift.protocol.tasks import get_task

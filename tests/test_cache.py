@@ -35,7 +35,7 @@ CFG = EmbedParams(**EMBED)
 def paragraphs() -> tuple[str, ...]:
     from drift.data.datasets import sotu
     from drift.data.ledger import Ledger
-    texts = dict.fromkeys(r["text"] for r in sotu.read({"min_words": 30, "start_year": 1853}, Ledger("sotu")))
+    texts = dict.fromkeys(r["text"] for r in sotu.read(sotu.PARAMS(min_words=30, start_year=1853), Ledger("sotu")))
     return tuple(texts)
 
 

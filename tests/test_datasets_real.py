@@ -26,7 +26,7 @@ def run(module, cfg: dict, strict: bool = False) -> tuple[list[dict], Ledger]:
     """Reads everything the way the ingest driver does: keep() per yielded row."""
     ledger = Ledger(module.__name__.rsplit(".", 1)[-1], strict=strict)
     rows = []
-    for row in module.read(cfg, ledger):
+    for row in module.read(module.PARAMS.of(cfg), ledger):  # a reader takes its typed section
         ledger.keep()
         rows.append(row)
     return rows, ledger
@@ -61,10 +61,10 @@ def test_registry_and_contract():
                                  ("arxiv", "multilabel", "text")]:
         assert DATASETS[name][:2] == (task, modality)
         assert get_dataset(name).__name__ == f"drift.data.datasets.{DATASETS[name].module}"
-    assert yearbook.label_names({}) == ["F", "M"]
-    assert amazon.label_names({}) == []
-    assert arxiv.label_names({}) == ["cs.LG", "hep-ph", "cs.CV", "cs.AI", "hep-th", "quant-ph", "gr-qc"]
-    assert arxiv.label_names({"categories": ["gr-qc", "cs.LG"]}) == ["gr-qc", "cs.LG"]
+    assert yearbook.label_names(yearbook.PARAMS(**{})) == ["F", "M"]
+    assert amazon.label_names(amazon.PARAMS(**{})) == []
+    assert arxiv.label_names(arxiv.PARAMS(**{})) == ["cs.LG", "hep-ph", "cs.CV", "cs.AI", "hep-th", "quant-ph", "gr-qc"]
+    assert arxiv.label_names(arxiv.PARAMS(**{"categories": ["gr-qc", "cs.LG"]})) == ["gr-qc", "cs.LG"]
 
 
 # ---------------------------------------------------------------------------------------------- amazon
@@ -223,7 +223,7 @@ def test_arxiv_custom_categories_order():
     rows, ledger = run(arxiv, {"source": str(ARXIV), "categories": ["gr-qc", "astro-ph"]})
     r = next(r for r in rows if r["id"] == "0704.0221")
     assert r["label"] == [1, 1]
-    assert arxiv.label_names({"categories": ["gr-qc", "astro-ph"]}) == ["gr-qc", "astro-ph"]
+    assert arxiv.label_names(arxiv.PARAMS(**{"categories": ["gr-qc", "astro-ph"]})) == ["gr-qc", "astro-ph"]
     assert ledger.read == 300
 
 
@@ -365,3 +365,65 @@ def test_yearbook_strict_and_errors(tmp_path):
     bad.write_bytes(gzip.compress(b"not a tar at all" * 100))
     with pytest.raises(DriftError, match="cannot read"):
         run(yearbook, {"source": str(bad)})
+
+
+# ------------------------------------------------------------------------ the authors' reading of the corpora
+
+def fast_records(module, cfg) -> tuple[list[dict], dict]:
+    """The fast path's records (as the line-by-line reader yields them) and its filtered counts."""
+    rows, filtered = [], {}
+    for batch in module.read_batches(module.PARAMS.of(cfg)):
+        rows += batch.records.to_pylist()
+        for rule, n in batch.filtered.items():
+            filtered[rule] = filtered.get(rule, 0) + n
+    return rows, filtered
+
+
+def test_arxiv_inclusion_all_keeps_papers_of_the_seven_only():
+    """`inclusion: all` (the paper's Section 3.1.3): a paper with any category outside the seven is filtered, in
+    both the line-by-line and the fast path; `separator` joins title and abstract."""
+    raw = {r["id"]: r for r in map(json.loads, ARXIV.read_text().splitlines())}
+    cfg = {"source": str(ARXIV), "inclusion": "all", "separator": "\n\n"}
+    rows, ledger = run(arxiv, cfg)
+    fast, filtered = fast_records(arxiv, cfg)
+    anyone, _ = run(arxiv, {"source": str(ARXIV)})
+    assert [r["id"] for r in fast] == [r["id"] for r in rows] and [r["text"] for r in fast] == [r["text"] for r in rows]
+    assert 0 < len(rows) < len(anyone)
+    assert all(set(raw[r["id"]]["categories"].split()) <= set(LEAF) for r in rows)
+    dropped = [i for i in {r["id"] for r in anyone} - {r["id"] for r in rows}]
+    assert dropped and all(not set(raw[i]["categories"].split()) <= set(LEAF) for i in dropped)
+    assert ledger.filtered["other_category"] == filtered["other_category"] == len(dropped)
+    assert all("\n\n" in r["text"] for r in rows)
+
+
+def test_amazon_text_fields_review_text_only():
+    raw = [json.loads(line) for line in (AMAZON / "Software.jsonl").read_text().splitlines()]
+    cfg = {"source": str(AMAZON), "categories": ["Software"], "text_fields": ["text"]}
+    rows, _ = run(amazon, cfg)
+    fast, _ = fast_records(amazon, cfg)
+    by_id = {f"{r['user_id']}:{r['parent_asin']}:{r['timestamp']}": r for r in raw}
+    assert rows and [r["text"] for r in fast] == [r["text"] for r in rows]
+    assert all(r["text"] == by_id[r["id"]]["text"] for r in rows)
+    both, _ = run(amazon, {"source": str(AMAZON), "categories": ["Software"]})
+    assert all(r["text"] == f"{by_id[r['id']]['title']}\n{by_id[r['id']]['text']}" for r in both)
+
+
+def test_yearbook_area_resize_is_the_block_mean():
+    """`resize: area` shrinks a 64x64 portrait to the mean of each 2x2 block (cv2's INTER_AREA, the authors');
+    bilinear with antialiasing gives other values."""
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, (64, 64), dtype=np.uint8)
+    buf = __import__("io").BytesIO()
+    Image.fromarray(pixels, "L").save(buf, format="PNG")
+    area = yearbook.decode(buf.getvalue(), "area")
+    blocks = pixels.reshape(32, 2, 32, 2).astype(np.float64).mean(axis=(1, 3))
+    assert area.shape == (3, 32, 32)
+    assert np.abs(area[0].astype(np.float64) - blocks).max() <= 0.5 + 1e-9
+    assert (area[0] == area[1]).all() and (area[0] == area[2]).all()
+    assert not np.array_equal(yearbook.decode(buf.getvalue(), "bilinear"), area)
+    # a real portrait's size (186 x 171): every output pixel a weighted mean of the pixels it covers, weights 1
+    w = yearbook.area_weights(171, 32)
+    assert np.allclose(w.sum(1), 1) and np.allclose(w.sum(0), 32 / 171)
+    flat = rng.integers(0, 256, (186, 171, 3), dtype=np.uint8)
+    flat[:] = 77
+    assert (yearbook.area_resize(flat) == 77).all()

@@ -13,12 +13,25 @@ from drift.core.params import TrainParams
 from drift.evaluate.matrices import EvalJob, evaluate_seed
 from drift.evaluate.predict import predict, predict_many
 from drift.models import InputSpec, list_models
-from drift.models.checkpoints import build_model, list_checkpoints
+from drift.models.blocks import Dropout
+from drift.models.checkpoints import (
+    PixelStandardised,
+    Standardised,
+    build_model,
+    list_checkpoints,
+)
 from drift.models.inputs import Inputs
 from drift.protocol.matrix import drift_matrix, to_json
 from drift.protocol.tasks import get_task
 from drift.store.cells import code_version, row_hashes
-from drift.train.engine import Job, StackedAdam, engine_path, train_many
+from drift.train.engine import (
+    Job,
+    StackedAdam,
+    _Stack,
+    engine_path,
+    mask_generator,
+    train_many,
+)
 from drift.train.loop import deterministic, make_optimizer, train_one, train_roster
 
 N = 240
@@ -119,9 +132,15 @@ def test_every_registry_model_has_a_path():
 
 
 def test_dropout_goes_solo():
+    """torch's dropout draws from the global generator: solo; the registry's (drift.models.blocks.Dropout)
+    takes each stacked model's masks: stacked."""
     model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.1), nn.Linear(4, 1))
     assert engine_path(model)[0] == "solo"
     assert engine_path(nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.0)))[0] == "stacked"
+    assert engine_path(nn.Sequential(nn.Linear(4, 4), Dropout(0.1)))[0] == "stacked"
+    spec = InputSpec("tokens", (16,), max_tokens=16)
+    assert engine_path(build_model("tx-s", spec, 2, "binary", 0.1))[0] == "stacked"
+    assert engine_path(build_model("bigru-s", spec, 2, "binary", 0.1))[0] == "solo"
     sgd = torch.optim.SGD(model.parameters(), lr=0.1)
     assert engine_path(nn.Linear(4, 1), sgd)[0] == "solo"
 
@@ -245,7 +264,7 @@ def test_the_evaluate_stage_runs_the_protocols_definition(tmp_path, monkeypatch)
     import drift.protocol.matrix as matrix
 
     data = TinyData(np.random.default_rng(5))
-    train_roster(data, ["ffn-s"], dict(CFG, seeds=[0]), tmp_path / "models")
+    train_roster(data, ["ffn-s"], CFG.model_copy(update={"seeds": [0]}), tmp_path / "models")
     checkpoints = list_checkpoints(tmp_path / "models", "ffn-s")[0]
 
     def run(cells):
@@ -260,3 +279,102 @@ def test_the_evaluate_stage_runs_the_protocols_definition(tmp_path, monkeypatch)
     past = [(i, j) for i in range(4) for j in range(i + 1)]
     assert all(edited[i][j] != paper[i][j] for i, j in past)
     assert all(edited[i][j] == paper[i][j] for i in range(4) for j in range(i + 1, 4))  # the future is all of slice j
+
+
+def test_stacked_dropout_masks_are_each_models_own():
+    """Three copies of one tx-s in a stack, mask generators seeded 1, 2, 1: the same seed gives the same masks
+    (equal outputs), another seed other masks; no noise (p = 0, or eval mode) is the model's own forward."""
+    rng = np.random.default_rng(4)
+    inputs = make_inputs("tokens", rng)
+    rows = np.stack([np.arange(12)] * 3)
+    xs = tuple(x.reshape(*rows.shape, *x.shape[1:]) for x in inputs.batch(rows.reshape(-1)))
+    for p in (0.3, 0.0):
+        torch.manual_seed(0)
+        model = build_model("tx-s", inputs.spec(), 2, "binary", p).train()
+        stack = _Stack([model] * 3, torch.device("cpu"))
+        noise = stack.noise(xs, [mask_generator(s) for s in (1, 2, 1)])
+        with torch.no_grad():
+            out = stack.forward(stack.flat, [0, 1, 2], xs, noise)
+            alone = model(*(x[0] for x in xs))
+        if p:
+            # every dropout of the model fed one mask per model: the block's four (attention weights, after
+            # attention, after the MLP's activation, after the MLP) and the head's
+            assert len(noise) == 4 + 1 and all(t.shape[0] == 3 for t in noise.values())
+            torch.testing.assert_close(out[0], out[2], rtol=1e-6, atol=1e-6)
+            assert (out[0] - out[1]).abs().max() > 1e-2
+            assert not torch.allclose(out[0], alone, atol=1e-3)
+        else:
+            assert noise == {}
+            torch.testing.assert_close(out[1], alone, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["ffn-s", "tx-s", "vit-s"])
+def test_train_many_with_dropout_follows_each_seed(name):
+    """Dropout 0.2, three jobs on the same rows with seeds 11, 12, 11 in one stack: the two seed-11 models are
+    the same model (same initialisation, batches and masks), the seed-12 one another; a second run gives the
+    same models again; and dropout changed what was learnt."""
+    deterministic(1)
+    rng = np.random.default_rng(8)
+    kind = "pixels" if name == "vit-s" else "tokens"
+    inputs = make_inputs(kind, rng)
+    targets, n_outputs = make_targets("binary", rng)
+    task = get_task("binary")
+    rows = np.sort(rng.choice(N, 90, replace=False))
+    jobs = [Job(rows, seed) for seed in (11, 12, 11)]
+    cfg = TrainParams(**{**CFG.model_dump(), "dropout": 0.2})
+    modality = "image" if kind == "pixels" else "text"
+    first = train_many(name, inputs, jobs, targets, task, n_outputs, cfg, modality)
+    again = train_many(name, inputs, jobs, targets, task, n_outputs, cfg, modality)
+    plain = train_many(name, inputs, jobs[:1], targets, task, n_outputs, CFG, modality)
+    every = np.arange(N)
+    out = [predict(m, inputs, every) for m in first]
+    np.testing.assert_allclose(out[0], out[2], rtol=1e-5, atol=1e-6)
+    assert np.abs(out[0] - out[1]).max() > 1e-3
+    for a, b in zip(first, again):
+        for pa, pb in zip(a.parameters(), b.parameters()):
+            assert torch.equal(pa, pb)
+    assert np.abs(out[0] - predict(plain[0], inputs, every)).max() > 1e-3
+@pytest.mark.parametrize("name,task_name", [("ffn-s", "regression"), ("cnn-s", "binary"), ("tx-s", "multilabel"),
+                                            ("probe-bert", "regression")])
+def test_gradient_clipping_batched_equals_solo(name, task_name):
+    """train.grad_clip clips each stacked model's own gradient norm, as clip_grad_norm_ in train_one; with a
+    bound this tight every step is clipped, so a clip over the whole stack (or none) would not match."""
+    deterministic(1)
+    rng = np.random.default_rng(3)
+    kind = next(m.input for m in list_models() if m.name == name)
+    inputs = make_inputs(kind, rng)
+    targets, n_outputs = make_targets(task_name, rng)
+    task = get_task(task_name)
+    modality = "image" if kind == "pixels" else "text"
+    jobs = [Job(np.sort(rng.choice(N, n, replace=False)), seed) for seed, n in zip((21, 22, 23), ROW_COUNTS)]
+    clipped = TrainParams(**{**CFG.model_dump(), "grad_clip": 0.05, "standardise_targets": False,
+                             "standardise_pixels": False})
+    solo = [train_one(name, inputs, j.rows, targets, task, n_outputs, clipped, j.seed, modality) for j in jobs]
+    many = train_many(name, inputs, jobs, targets, task, n_outputs, clipped, modality)
+    free = train_one(name, inputs, jobs[0].rows, targets, task, n_outputs,
+                     TrainParams(**{**clipped.model_dump(), "grad_clip": None}), jobs[0].seed, modality)
+    rows = np.arange(N)
+    for a, b in zip(solo, many):
+        assert not isinstance(a, Standardised) and not isinstance(a, PixelStandardised)
+        np.testing.assert_allclose(predict(a, inputs, rows), predict(b, inputs, rows), rtol=1e-4, atol=2e-5)
+    assert np.abs(predict(free, inputs, rows) - predict(solo[0], inputs, rows)).max() > 1e-3  # the clip binds
+
+
+@pytest.mark.parametrize("targets_on,pixels_on", [(True, True), (False, True), (True, False), (False, False)])
+def test_checkpoints_say_which_standardisation_they_hold(tmp_path, targets_on, pixels_on):
+    """train.standardise_targets / standardise_pixels off build the bare model; a checkpoint read back gets the
+    wrappers it was saved with (evaluate needs no parameter to read a paper preset's checkpoints)."""
+    from drift.models.checkpoints import load_checkpoint, save_checkpoint
+
+    spec = InputSpec("pixels", (3, 8, 8))
+    model = build_model("mlp-s", spec, 1, "regression", standardise_targets=targets_on, standardise_pixels=pixels_on)
+    assert isinstance(model, Standardised) == targets_on
+    assert isinstance(model.inner if targets_on else model, PixelStandardised) == pixels_on
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.01)
+    save_checkpoint(model, tmp_path / "m.pt")
+    back = load_checkpoint("mlp-s", spec, 1, "regression", tmp_path / "m.pt")
+    assert type(back) is type(model)
+    x = torch.rand(4, 3, 8, 8) * 255
+    torch.testing.assert_close(back(x), model.eval()(x))

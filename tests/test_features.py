@@ -40,7 +40,7 @@ CFG = EmbedParams(text_encoder="minilm-l6", max_length=64, batch_size=16, chunk_
 def paragraphs(n: int, skip: int = 0) -> list[str]:
     from drift.data.datasets import sotu
     from drift.data.ledger import Ledger
-    texts = list(dict.fromkeys(r["text"] for r in sotu.read({"min_words": 5, "start_year": 1853}, Ledger("sotu"))))
+    texts = list(dict.fromkeys(r["text"] for r in sotu.read(sotu.PARAMS(min_words=5, start_year=1853), Ledger("sotu"))))
     return texts[skip:skip + n]
 
 

@@ -216,7 +216,7 @@ def test_fetch_dataset_amazon_then_read(server, tmp_path):
     assert fetch_dataset("amazon", gz, progress=False) == [src / "Gift_Cards.jsonl.gz"]
     # what fetch wrote is where the reader looks
     ledger = Ledger("amazon")
-    rows = list(amazon.read({"source": str(src), "categories": ["Software", "Gift_Cards"]}, ledger))
+    rows = list(amazon.read(amazon.PARAMS(source=str(src), categories=["Software", "Gift_Cards"]), ledger))
     assert len(rows) == 300
 
 
@@ -237,7 +237,8 @@ def test_fetch_dataset_destinations(server, tmp_path):
 @pytest.mark.parametrize("name", ["amazon", "arxiv", "yearbook"])
 def test_fetch_dataset_without_url_names_the_param(name):
     with pytest.raises(DriftError) as e:
-        fetch_dataset(name, {"categories": ["Software"]} if name == "amazon" else {}, progress=False)
+        fetch_dataset(name, {"categories": ["Software"], "url": None} if name == "amazon" else {"url": None},
+                      progress=False)
     assert f"{name}.url" in str(e.value) and "\n" not in str(e.value)
 
 
@@ -491,3 +492,48 @@ def test_track_a_missing_source_names_it_and_drift_fetch(repo):
     assert len(err.splitlines()) == 1 and "data/raw/arxiv/snap.json" in err and "drift fetch arxiv" in err
     with pytest.raises(DriftError, match="nothing to track"):
         track_dataset("sotu", {})
+
+
+# ---- the public sources the paper's corpora come from (the authors' dataset set-up)
+
+def test_pcloud_share_resolves_to_its_direct_link(server, tmp_path):
+    """A pCloud public link is a page naming the file's direct link: fetch reads it, then downloads the file."""
+    archive = (FIXTURES / "yearbook" / "yearbook_attributes.csv").read_bytes()
+    page = ('<html><script>var publinkData = {"name": "faces.tar.gz", "downloadlink": "'
+            + (server.url + "/direct/faces.tar.gz").replace("/", "\\/") + '", "size": 1};</script></html>')
+    FILES["/publink/show?code=XZabc"] = page.encode()
+    FILES["/direct/faces.tar.gz"] = archive
+    FILES["/publink/show?code=XZgone"] = b"<html>this link has expired</html>"
+    try:
+        paths = fetch_dataset("yearbook", {"source": str(tmp_path / "faces.tar.gz"),
+                                           "url": server.url + "/publink/show?code=XZabc"}, progress=False)
+        assert paths == [tmp_path / "faces.tar.gz"] and paths[0].read_bytes() == archive
+        assert [p for p, _ in server.requests] == ["/publink/show?code=XZabc", "/direct/faces.tar.gz"]
+        with pytest.raises(DriftError) as e:
+            fetch_dataset("yearbook", {"source": str(tmp_path / "other.tar.gz"),
+                                       "url": server.url + "/publink/show?code=XZgone"}, progress=False)
+        assert "no download link" in str(e.value) and str(tmp_path / "other.tar.gz") in str(e.value)
+        assert "\n" not in str(e.value)
+    finally:
+        for key in ("/publink/show?code=XZabc", "/direct/faces.tar.gz", "/publink/show?code=XZgone"):
+            FILES.pop(key)
+
+
+def test_paper_sources_need_no_setting(tmp_path):
+    """With no url set, yearbook and amazon download from the authors' public sources; arXiv (Kaggle, an
+    account) says in one line where to get the snapshot and where to put it."""
+    from drift.data.fetch import targets
+
+    (url, dest), = targets("yearbook", {"source": str(tmp_path / "y.tar.gz")})
+    assert url.startswith("https://e.pcloud.link/publink/show?code=") and dest == tmp_path / "y.tar.gz"
+    preset = yaml.safe_load((Path(__file__).parents[1] / "params" / "paper-amazon.yaml").read_text())
+    cats = preset["amazon"]["categories"]
+    todo = targets("amazon", {"source": str(tmp_path), "categories": cats})
+    assert [d.name for _, d in todo] == [f"{c}.jsonl" for c in cats]
+    assert all(u == "https://huggingface.co/datasets/McAuley-Lab/Amazon-Reviews-2023/resolve/main/raw/"
+                    f"review_categories/{c}.jsonl" for (u, _), c in zip(todo, cats))
+    with pytest.raises(DriftError) as e:
+        targets("arxiv", {"source": str(tmp_path / "snap.json")})
+    msg = str(e.value)
+    assert "kaggle.com/datasets/Cornell-University/arxiv" in msg and str(tmp_path / "snap.json") in msg
+    assert "\n" not in msg

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import html
 import io
 import json
 import shutil
@@ -22,7 +23,9 @@ import pytest
 
 from drift.analysis.policy import write_policy_report
 from drift.core.params import load_params
+from drift.models import get_model_info
 from drift.report.html import write_html_report
+from drift.report.outputs import write_dataset_report
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ("sotu", "synth-portraits")
@@ -164,6 +167,7 @@ def test_the_page_is_self_contained(committed):
         page = (committed / "reports" / f"{name}.html").read_text()
         assert "http://" not in page and "https://" not in page and "<script" not in page
         assert "<link" not in page and "url(" not in page
+        assert 'id="paper"' not in page  # no published run of the embedded datasets: no comparison with the paper
         pngs = sorted((committed / "plots" / name).rglob("*.png"))
         assert page.count('<img src="data:image/png;base64,') == len(pngs)  # every figure the report drew
 
@@ -189,3 +193,27 @@ def test_the_reports_render_in_chromium(committed, tmp_path):
                      "figure not drawn: corrupt", "wider than"):
         assert expected in problems
     assert page_problems(pages[-1]) == ["no figure", "blank screenshot"]
+
+
+def test_a_paper_dataset_is_set_beside_the_published_run(tmp_path):
+    """A run in Amazon Reviews' format (the evaluate stage's files on the published slices, then the report
+    stage): the page gets the comparison with the paper, each model's matrix, the paper's and the difference."""
+    from test_paper import paper_run
+
+    picked, _ = paper_run(tmp_path, "amazon")
+    write_dataset_report("amazon", picked + ["baseline-prior"], tmp_path, saliency=False)
+    path = write_html_report("amazon", tmp_path)
+    page = path.read_text()
+    section = page[page.index('<section id="paper">'):]
+    section = section[:section.index("</section>")]
+    assert section.count('<img src="data:image/png;base64,') == 3 * len(picked)
+    for model in picked:
+        display = get_model_info(model).display
+        for title in ("ours", "the paper's", "ours − paper"):
+            assert f'alt="{html.escape(f"{model} ({display}): {title}")}"' in section
+    assert "Only in our run: baseline-prior." in section
+    assert "Spearman ρ of the Decay rankings -0.500 over 3 models" in section
+    assert "http://" not in page and "https://" not in page
+    if CHROMIUM is not None:
+        (loaded,) = load_in_chromium([path])
+        assert page_problems(loaded) == [] and "paper" in loaded["sections"]

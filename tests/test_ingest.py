@@ -8,8 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from drift.core.errors import DriftError
-from drift.data.datasets import dataset_params
-from drift.data.datasets import get_dataset, sotu, synth_portraits
+from drift.data.datasets import dataset_params, get_dataset, sotu, synth_portraits
 from drift.data.ingest import ingest
 from drift.data.ledger import Ledger
 from drift.data.records import payload_key
@@ -52,15 +51,15 @@ def test_time_span_filter_is_counted(tmp_path):
 
 def test_synth_is_deterministic_and_drifts():
     cfg = {"k": 4, "per_slice": 50, "seed": 3, "label_drift": 0.6, "concept_drift": 1.0}
-    a = [r for r in synth_portraits.read(cfg, Ledger("s"))]
-    b = [r for r in synth_portraits.read(cfg, Ledger("s"))]
+    a = [r for r in synth_portraits.read(synth_portraits.PARAMS(**cfg), Ledger("s"))]
+    b = [r for r in synth_portraits.read(synth_portraits.PARAMS(**cfg), Ledger("s"))]
     assert len(a) == 200 and all((x["image"] == y["image"]).all() and x["label"] == y["label"] for x, y in zip(a, b))
     assert a[0]["image"].shape == (3, 32, 32) and a[0]["image"].dtype == np.uint8
     assert [r["time"] for r in a[::50]] == [dt.datetime(2000 + t, 1, 1) for t in range(4)]
-    other = synth_portraits.read({**cfg, "seed": 4}, Ledger("s"))
+    other = synth_portraits.read(synth_portraits.PARAMS(**{**cfg, "seed": 4}), Ledger("s"))
     assert not (next(other)["image"] == a[0]["image"]).all()
     # label drift moves the class prior from 0.2 to 0.8 across the timeline
-    first, last = synth_portraits.make_slice(0, {**cfg, "per_slice": 2000}), synth_portraits.make_slice(3, {**cfg, "per_slice": 2000})
+    first, last = synth_portraits.make_slice(0, synth_portraits.PARAMS(**{**cfg, "per_slice": 2000})), synth_portraits.make_slice(3, synth_portraits.PARAMS(**{**cfg, "per_slice": 2000}))
     assert first[1].mean() < 0.3 and last[1].mean() > 0.7
 
 

@@ -12,8 +12,7 @@ import pytest
 from test_datasets_real import edit  # a JSON line with fields changed or dropped (...)
 
 from drift.core.errors import DriftError
-from drift.data.datasets import dataset_params
-from drift.data.datasets import _fast
+from drift.data.datasets import _fast, dataset_params
 from drift.data.ingest import ingest
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -62,10 +62,14 @@ def test_preset_runs_the_papers_cohort(preset, tmp_path):
 
 
 @pytest.mark.parametrize("preset", PAPER)
-def test_one_learning_rate_per_task(preset, tmp_path):
+def test_learning_rates_of_the_published_runs(preset, tmp_path):
+    """One rate for every text model; on Yearbook one for the models trained from scratch and one for the probes,
+    as the authors' runs (tests/test_paper_presets.py checks each model's against their snapshots)."""
     params = applied(preset, tmp_path)
-    assert isinstance(params["train"]["lr"], float)
-    # the per-family option stays documented in the preset
+    if preset == "paper-yearbook":
+        assert params["train"]["lr"] == {"default": 0.0005, "frozen": 0.0001}
+    else:
+        assert isinstance(params["train"]["lr"], float)
     assert "{default:" in (ROOT / "params" / f"{preset}.yaml").read_text()
 
 

@@ -2,13 +2,12 @@
 Decay from the published matrices, and one of our evaluations is set beside a published run, cell by cell."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tomllib
-from conftest import ROOT, drift_cli
+from conftest import ROOT
 
 from drift.core.errors import DriftError
 from drift.core.stage import write_json
@@ -125,49 +124,29 @@ def test_compare_reads_the_report_when_there_is_no_evaluation(tmp_path):
     assert result["delta"]["id"] == pytest.approx(0.01) and result["delta"]["decay"] == pytest.approx(0.0, abs=1e-12)
 
 
-def test_mismatched_slices_metric_or_missing_results_are_one_line_errors(tmp_path):
+def test_slices_one_side_lacks_are_named_and_the_rest_compared(tmp_path):
     data = load_published("arxiv")
-    M = data["models"][0]["matrix"][:-1, :-1] / 100
-    write_eval(tmp_path, "arxiv", "tx-s", [M], data["slices"][:-1])
-    with pytest.raises(DriftError, match=r"do not match the published ones: missing 2025; extra none") as e:
-        compare(our_result(tmp_path, "arxiv", "tx-s"), "arxiv", "tx-s")
-    assert "\n" not in str(e.value)
+    theirs = data["models"][0]
+    M = theirs["matrix"][:-1, :-1] / 100  # our run stops a year early
+    write_eval(tmp_path, "arxiv", theirs["name"], [M], data["slices"][:-1])
+    result = compare(our_result(tmp_path, "arxiv", theirs["name"]), "arxiv", theirs["name"])
+    assert result["slices"]["only_published"] == ["2025"] and result["slices"]["only_ours"] == []
+    assert result["cells"] == 25 * 25 and result["mean_abs_difference"] == pytest.approx(0.0, abs=1e-12)
+    # both sides' scores over the slices both have
+    assert result["ours"]["id"] == pytest.approx(float(np.diagonal(theirs["matrix"])[:-1].mean()))
+    assert all(result["delta"][s] == pytest.approx(0.0, abs=1e-9) for s in ("id", "future", "decay"))
+
+
+def test_mismatched_metric_or_missing_results_are_one_line_errors(tmp_path):
+    data = load_published("arxiv")
+    write_eval(tmp_path, "arxiv", "tx-s", [data["models"][0]["matrix"] / 100], data["slices"])
     ours = our_result(tmp_path, "arxiv", "tx-s")
-    with pytest.raises(DriftError, match="holds accuracy"):
+    with pytest.raises(DriftError, match="holds accuracy") as e:
         compare({**ours, "metric": "accuracy"}, "arxiv", "tx-s")
+    assert "\n" not in str(e.value)
     with pytest.raises(DriftError, match="no results of bigru-s on arxiv"):
         our_result(tmp_path, "arxiv", "bigru-s")
     with pytest.raises(DriftError, match="no published run of 'mlp-s' on arxiv"):
         compare(ours, "arxiv", "mlp-s")
     with pytest.raises(DriftError, match="valid: amazon, arxiv, yearbook"):
         load_published("portraits")
-
-
-def test_cli_ranking_and_comparison(tmp_path):
-    out = drift_cli("published", "amazon_reviews")
-    assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
-    assert lines[0].startswith("Amazon Reviews, published runs: Balanced MSE")
-    first = next(line for line in lines if line.lstrip().startswith("1 "))
-    assert first.split() == ["1", "DeBERTa-v3", "probe-deberta-v3", "Frozen", "0.806", "0.849", "0.043"]
-    assert max(len(line) for line in lines) <= 80
-
-    ranked = json.loads(drift_cli("published", "yearbook", "--by", "id", "--json").stdout)
-    assert ranked["ranked_by"] == "id" and ranked["models"][0]["model"] == "cnn-l"  # ID 92.8, Table 5
-    assert ranked["source"]["license"] == "CC BY 4.0"
-
-    data = load_published("yearbook")
-    theirs = next(m for m in data["models"] if m["name"] == "probe-convnext-s")["matrix"] / 100
-    write_eval(tmp_path, "yearbook", "probe-convnext-s", [theirs - 0.02], data["slices"])
-    out = drift_cli("published", "yearbook", "probe-convnext-s", "--root", tmp_path)
-    assert out.returncode == 0, out.stderr
-    id_row = next(line for line in out.stdout.splitlines() if line.lstrip().startswith("ID"))
-    assert id_row.split() == ["ID", "77.9", "79.9", "-2.0"]
-    result = json.loads(drift_cli("published", "yearbook", "ConvNeXt-S", "--root", tmp_path, "--json").stdout)
-    assert result["model"] == "probe-convnext-s" and result["delta"]["id"] == pytest.approx(-2.0)
-
-    bad = drift_cli("published", "yearbook", "vit-s", "--root", tmp_path)
-    assert bad.returncode == 2 and "no results of vit-s on yearbook" in bad.stderr
-    assert len(bad.stderr.strip().splitlines()) == 1
-    assert drift_cli("published", "sotu").returncode == 2
-    assert drift_cli("published", "yearbook", "--by", "rank").returncode == 2

@@ -9,12 +9,14 @@ import numpy as np
 from conftest import repro_in_process, run, tiny_params
 from PIL import Image
 
+from drift.core.datasets import DATASETS
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def real_params(name: str, source: str, **cfg) -> dict:
     params = tiny_params()
-    params["datasets"] = {name: source}
+    params["datasets"] = {name: {"input": source, "reader": DATASETS[name].reader}}
     params[name] = {**params.get(name, {}), **cfg, "source": source}
     return params
 

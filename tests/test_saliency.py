@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from drift.core.params import SliceSpec, TrainParams
-from drift.data.datasets.synth_portraits import make_slice
+from drift.core.params import SliceSpec, SplitParams, TrainParams
+from drift.data.datasets.synth_portraits import SynthPortraitsParams, make_slice
 from drift.models import InputSpec, create_model
 from drift.models.checkpoints import build_model, checkpoint_path, save_checkpoint
 from drift.models.inputs import Inputs
@@ -59,8 +59,8 @@ def test_cnn_looks_at_the_eyes_more_than_the_mlp():
     """synth-portraits tells the class by bars at the "eyes" (rows 9-15 shifted by up to 2 px, columns 7-13 and
     18-24 likewise): a CNN trained on it puts its saliency there; an MLP spreads it over the frame.
     Measured (seed 0, 4 epochs): CNN 0.52 of the saliency in the eye band, MLP 0.25, uniform 0.24."""
-    images, labels = make_slice(0, {"k": 1, "per_slice": 400, "seed": 0, "concept_drift": 0,
-                                    "covariate_drift": 0, "label_drift": 0})
+    images, labels = make_slice(0, SynthPortraitsParams(k=1, per_slice=400, seed=0, concept_drift=0,
+                                                         covariate_drift=0, label_drift=0))
     inputs = Inputs("pixels", images.reshape(len(images), -1))
     targets = torch.from_numpy(labels)
     train, test = np.arange(300), np.arange(300, 400)
@@ -97,7 +97,7 @@ def portraits_root(tmp_path_factory):
                                 "slices": {"unit": "year", "start": 2000, "end": 2003}, "min_samples": 10})
     p = dataset_paths(name, root)
     ingest(name, cfg, p["records"], p["quarantine"])
-    table, manifest = slice_dataset(read_records(p["records"]), name, {"seed": 0, "test_fraction": 0.3})
+    table, manifest = slice_dataset(read_records(p["records"]), name, SplitParams(seed=0, test_fraction=0.3))
     write_slice_table(table, p["slices"], manifest)
     for model_name, seeds in (("mlp-s", (0, 1)), ("cnn-s", (0,))):
         for seed in seeds:

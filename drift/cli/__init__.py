@@ -5,18 +5,18 @@
     cache.py      cache list | compact | gc (the embedding store)
     plan.py       plan (the cost of a campaign, drift/run/plan.py)
     policy.py     policy (retraining policies replayed from the matrices, drift/analysis/policy.py)
-    published.py  published (the authors' published runs, and ours against them, drift/report/published.py)
+    paper.py      paper (the authors' published results, and the workspace's run beside them)
 
 The commands render with Rich; what they read comes from the library (drift.report.results and the rest), so no
 module here is imported by the library.
 """
 import typer
 
-from drift.cli import cache, pipeline, plan, policy, published, report
+from drift.cli import cache, paper, pipeline, plan, policy, report
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Measure how models decay over time: summaries of the DVC pipeline's drift matrices.")
-for command in pipeline.COMMANDS + report.COMMANDS + plan.COMMANDS + policy.COMMANDS + published.COMMANDS:
+for command in pipeline.COMMANDS + report.COMMANDS + plan.COMMANDS + policy.COMMANDS + paper.COMMANDS:
     app.command()(command)
 app.add_typer(cache.cache_app, name="cache")
 

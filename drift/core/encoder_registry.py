@@ -45,7 +45,9 @@ ENCODERS: dict[str, EncoderSpec] = {e.name: e for e in [
     EncoderSpec("dinov3-s", "DINOv3-S", "image", "timm", "vit_small_patch16_dinov3.lvd1689m", 384, "timm", 224),
     EncoderSpec("clip-b32", "CLIP-B32", "image", "timm", "vit_base_patch32_clip_224.openai", 768, "timm", 224),
     EncoderSpec("siglip-b", "SigLIP-B", "image", "timm", "vit_base_patch16_siglip_224.webli", 768, "timm", 224),
-    EncoderSpec("convnext-s", "ConvNeXt-S", "image", "timm", "convnext_small.fb_in22k_ft_in1k", 768, "timm", 224),
+    # ImageNet-1k weights, as the paper (its authors load torchvision's IMAGENET1K_V1; timm's fb_in1k is the
+    # ConvNeXt authors' own IN-1k run, not bit-identical to torchvision's)
+    EncoderSpec("convnext-s", "ConvNeXt-S", "image", "timm", "convnext_small.fb_in1k", 768, "timm", 224),
     EncoderSpec("resnet50-in", "ResNet50-IN", "image", "timm", "resnet50.a1_in1k", 2048, "timm", 224),
     EncoderSpec("vit-s16-in21k", "ViT-S16-IN21k", "image", "timm", "vit_small_patch16_224.augreg_in21k", 384, "timm", 224),
     EncoderSpec("mae-b", "MAE-B", "image", "timm", "vit_base_patch16_224.mae", 768, "timm", 224),

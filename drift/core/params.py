@@ -266,10 +266,14 @@ class CorpusParams(DatasetParams):
 
 # ---------------------------------------------------------------- split, embed, train, report
 
+STRATA = ("slice", "label")  # split.stratify: what the train/test split of a slice is stratified by
+
+
 class SplitParams(Section):
     SECTION: ClassVar[str] = "split"
     seed: Int = 0
     test_fraction: Annotated[Float, Field(gt=0, lt=1)] = 0.3
+    stratify: Annotated[list[Annotated[str, choice(*STRATA)]], Field(min_length=1)] = ["slice", "label"]  # [slice]: by time alone
 
 
 class EmbedParams(Section):
@@ -295,7 +299,11 @@ class TrainParams(Section):
     lr: LearningRate = Field(default_factory=lambda: {"default": LR_DEFAULT, "frozen": 0.01})
     threads: PositiveInt = 1         # fixed torch threads: bit-identical results
     engine: Annotated[str, choice("solo", "batched")] = "solo"  # batched: drift/train/engine.py, equal to float tolerance
-    max_tokens: Optional[PositiveInt] = None  # the token heads' position tables; null: embed.max_length
+    max_tokens: Optional[PositiveInt] = None  # token rows are cut here; null: embed.max_length
+    dropout: Annotated[Float, Field(ge=0, lt=1)] = 0.0  # p of the models with dropout layers (ViT, text heads); 0: off
+    grad_clip: Optional[Annotated[Float, Field(gt=0)]] = None  # each model's gradient norm clipped to this; null: none
+    standardise_targets: bool = True   # regression heads train on targets standardised per cutoff (Standardised)
+    standardise_pixels: bool = True    # image models read pixels standardised per channel (PixelStandardised)
     baselines: list[str] = ["baseline-prior", "baseline-linear"]
     models: Annotated[dict[str, list[str]], _known_keys(DATASETS)] = {}  # dataset -> model names
 
@@ -387,7 +395,7 @@ class _Params(Section):
 
     @property
     def max_tokens(self) -> int:
-        """The token cap of the text heads (their position tables, the token rows they read): train.max_tokens,
+        """The token cap of the text heads (the token rows they read): train.max_tokens,
         else embed.max_length, the tokens the encoder keeps."""
         return self.train.max_tokens or self.embed.max_length
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -23,7 +25,7 @@ from urllib.parse import urlparse
 
 from drift.core.datasets import DATASETS
 from drift.core.errors import DriftError
-from drift.data.datasets import get_dataset
+from drift.data.datasets import dataset_params, get_dataset
 
 CHUNK = 1 << 20
 USER_AGENT = "drift-fetch/0.1 (+urllib)"
@@ -114,6 +116,29 @@ def _download(url: str, part: Path, timeout: float, progress) -> None:
             raise _Transient(f"connection closed after {size} of {total} bytes")
 
 
+# a pCloud public link (`<host>/publink/show?code=...`) is a page naming the file's direct, expiring link
+PCLOUD_LINK = re.compile(r'"downloadlink":\s*("(?:[^"\\]|\\.)*")')
+
+
+def direct_url(url: str, dest: Path, timeout: float = 30) -> str:
+    """The URL the file itself comes from: a pCloud public link's direct link (read from its page), else `url`."""
+    parsed = urlparse(url)
+    if not (parsed.path.endswith("/publink/show") and "code=" in parsed.query):
+        return url
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers={"User-Agent": USER_AGENT}),
+                                    timeout=timeout) as resp:
+            page = resp.read(1 << 20).decode("utf-8", "replace")
+    except (urllib.error.URLError, OSError) as e:
+        raise DriftError(f"cannot open {url}: {getattr(e, 'reason', e)}; open it in a browser, download the "
+                         f"file and put it at {dest}") from None
+    found = PCLOUD_LINK.search(page)
+    if found is None:
+        raise DriftError(f"{url} names no download link (the share may have moved): open it in a browser, "
+                         f"download the file and put it at {dest}")
+    return json.loads(found.group(1))
+
+
 def fetch(url: str, dest: Path, sha256: str | None = None, timeout: float = 30, progress=True,
           retries: int = 3) -> Path:
     """Downloads `url` to `dest` (resuming from `dest.part`), checks its sha256 if given, returns `dest`.
@@ -132,6 +157,7 @@ def fetch(url: str, dest: Path, sha256: str | None = None, timeout: float = 30, 
         return dest
 
     dest.parent.mkdir(parents=True, exist_ok=True)
+    url = direct_url(url, dest, timeout)
     part = dest.with_name(dest.name + ".part")
     bar = _progress(progress, dest.name)
     if bar:
@@ -169,15 +195,10 @@ def _sha_for(sha, file_name: str, n_files: int, dataset: str) -> str | None:
     return str(sha)
 
 
-def _plain(cfg) -> dict:
-    """A dataset's params as a mapping: drift.core.params' typed section, or the mapping tests and scripts pass."""
-    return cfg.model_dump() if hasattr(cfg, "model_dump") else dict(cfg or {})
-
-
 def targets(name: str, cfg) -> list[tuple[str, Path]]:
-    """(url, destination) of each file a dataset's cfg asks for (its module's `download_targets`); destinations
-    are where its reader looks."""
-    module = get_dataset(name)
+    """(url, destination) of each file a dataset's cfg (its section: the typed PARAMS, or a mapping validated
+    here) asks for (its module's `download_targets`); destinations are where its reader looks."""
+    module, cfg = get_dataset(name), dataset_params(name, cfg)
     if not hasattr(module, "download_targets"):
         raise DriftError(f"{name}: nothing to download (fetch knows {', '.join(_corpora('download_targets'))})")
     return module.download_targets(cfg)
@@ -187,11 +208,11 @@ def _corpora(function: str) -> list[str]:
     return [n for n in DATASETS if hasattr(get_dataset(n), function)]
 
 
-def fetch_dataset(name: str, cfg: dict, progress=True, timeout: float = 30) -> list[Path]:
+def fetch_dataset(name: str, cfg, progress=True, timeout: float = 30) -> list[Path]:
     """Downloads every file the dataset's cfg names; files already there are kept."""
-    cfg = _plain(cfg)
+    cfg = dataset_params(name, cfg)
     todo = targets(name, cfg)
-    return [fetch(url, dest, _sha_for(cfg.get("sha256"), dest.name, len(todo), name), timeout=timeout,
+    return [fetch(url, dest, _sha_for(cfg.sha256, dest.name, len(todo), name), timeout=timeout,
                   progress=progress)
             for url, dest in todo]
 
@@ -336,11 +357,11 @@ def register_download(url: str, path: Path, root: Path, downloaded: bool = True,
     return own
 
 
-def fetch_and_track(name: str, cfg: dict, progress=True, timeout: float = 30, dvc: bool = True) -> list[Tracked]:
+def fetch_and_track(name: str, cfg, progress=True, timeout: float = 30, dvc: bool = True) -> list[Tracked]:
     """`drift fetch`: downloads every file of the dataset (files already there are kept) and, inside a DVC
     repository, registers each as an import of its URL. Whatever keeps a file from being registered is
     found before anything is downloaded."""
-    cfg = _plain(cfg)
+    cfg = dataset_params(name, cfg)
     todo = targets(name, cfg)
     roots = {dest: dvc_root(dest) if dvc else None for _, dest in todo}
     if dvc and None in roots.values():
@@ -353,7 +374,7 @@ def fetch_and_track(name: str, cfg: dict, progress=True, timeout: float = 30, dv
     out = []
     for url, dest in todo:
         there = dest.exists()
-        path = fetch(url, dest, _sha_for(cfg.get("sha256"), dest.name, len(todo), name), timeout=timeout,
+        path = fetch(url, dest, _sha_for(cfg.sha256, dest.name, len(todo), name), timeout=timeout,
                      progress=progress)
         root = roots[dest]
         try:
@@ -369,14 +390,14 @@ def track_paths(name: str, cfg) -> list[Path]:
     """What `drift track` registers: the raw inputs the dataset's reader reads (its module's `raw_inputs`),
     one-line errors if missing. DVC cannot track a folder whose files have .dvc files of their own, nor import
     a file into a folder it tracks: a reader lists the files `drift fetch` registers one by one."""
-    module = get_dataset(name)
+    module, cfg = get_dataset(name), dataset_params(name, cfg)
     if not hasattr(module, "raw_inputs"):
         raise DriftError(f"{name}: nothing to track: its input ships with the package or is generated "
                          f"(track knows {', '.join(_corpora('raw_inputs'))})")
     return module.raw_inputs(cfg)
 
 
-def track_dataset(name: str, cfg: dict) -> list[Tracked]:
+def track_dataset(name: str, cfg) -> list[Tracked]:
     """`drift track`: `dvc add` on the dataset's raw inputs (see track_paths). A path DVC imports already is
     left as it is; a path inside a folder `dvc add` tracks re-adds that folder."""
     paths = track_paths(name, cfg)

@@ -4,10 +4,12 @@ Three kinds of input:
   "pixels"  images, forward(x) with x [B, C, H, W]                        (mlp, cnn, resnet, vit; Table 3)
   "tokens"  token states, forward(x, mask), x [B, T, D], mask [B, T] bool  (text heads; Tables 11, 19)
   "pooled"  a frozen encoder's pooled vector, forward(x) with x [B, D]     (probe-<encoder>; Tables 4, 12, 20)
-Every model returns [B, n_outputs] and carries `.name`, `.family` and `.input_kind`.
+Every model returns [B, n_outputs] and carries `.name`, `.family` and `.input_kind`. `dropout` p reaches the
+families that have dropout in the authors' definitions (ViT, every text head); the others have none.
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import torch.nn as nn
@@ -28,7 +30,7 @@ INPUT_KINDS = ("pixels", "tokens", "pooled")
 class InputSpec:
     kind: str               # "pixels" | "tokens" | "pooled"
     shape: tuple            # pixels: (C, H, W); tokens and pooled: (D,), the embedding width
-    max_tokens: int = 512   # tokens: longest sequence (sizes the learnable position table)
+    max_tokens: int = 512   # tokens: longest sequence (rows are cut there; no head has a position table)
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,7 @@ class ModelInfo:
     size: str       # "S" | "M" | "L", "-" for probes
     input: str      # "pixels" | "tokens" | "pooled"
     display: str    # as the paper writes the model, e.g. "CNN-M", "BiLSTM-Attn-L", "DINOv2-S"
+    dropout: bool = False  # has dropout layers (p 0.1 in the authors' runs): ViT and the text heads
 
 
 MODELS: dict[str, ModelInfo] = {}
@@ -46,7 +49,8 @@ ALIASES = {"probe-minilm": "probe-minilm-l6"}
 
 
 def _register(name, family, size, input_kind, display, cls, **kwargs):
-    MODELS[name] = ModelInfo(name, family, size, input_kind, display)
+    dropout = "dropout" in inspect.signature(cls).parameters
+    MODELS[name] = ModelInfo(name, family, size, input_kind, display, dropout)
     _BUILD[name] = (cls, kwargs)
 
 
@@ -80,7 +84,9 @@ def list_models() -> list[ModelInfo]:
     return list(MODELS.values())
 
 
-def create_model(name: str, input_spec: InputSpec, n_outputs: int) -> nn.Module:
+def create_model(name: str, input_spec: InputSpec, n_outputs: int, dropout: float = 0.0) -> nn.Module:
+    """`name` built for this input and number of outputs; `dropout`: p of a model with dropout layers
+    (ModelInfo.dropout), ignored by the others."""
     canonical = _resolve(name)
     info = MODELS[canonical]
     spec = input_spec
@@ -93,7 +99,11 @@ def create_model(name: str, input_spec: InputSpec, n_outputs: int) -> nn.Module:
         raise DriftError(f"model '{name}' needs {info.input} input of shape {want}; got shape {tuple(spec.shape)}")
     if n_outputs < 1:
         raise DriftError(f"model '{name}' needs n_outputs >= 1; got {n_outputs}")
+    if not 0 <= dropout < 1:
+        raise DriftError(f"dropout must be in [0, 1); got {dropout}")
     cls, kwargs = _BUILD[canonical]
+    if info.dropout:
+        kwargs = {**kwargs, "dropout": dropout}
     model = cls(spec, n_outputs, **kwargs)
     model.name, model.family, model.input_kind = canonical, info.family, info.input
     return model

@@ -84,16 +84,28 @@ class PixelStandardised(_Wrapped):
         return self.inner((x - self.mean[:, None, None]) / self.std[:, None, None])
 
 
-def build_model(name: str, spec: InputSpec, n_outputs: int, task_name: str) -> nn.Module:
-    """The module a checkpoint of `name` holds for this task (untrained)."""
-    model = create_model(name, spec, n_outputs)
+def build_model(name: str, spec: InputSpec, n_outputs: int, task_name: str, dropout: float = 0.0,
+                standardise_targets: bool = True, standardise_pixels: bool = True) -> nn.Module:
+    """The module a checkpoint of `name` holds for this task (untrained); `dropout` changes no parameter, so a
+    checkpoint loads into the model built with any p; the wrappers as train.standardise_targets and
+    train.standardise_pixels say (both on by default; off in the paper presets, as the authors' runs)."""
+    model = create_model(name, spec, n_outputs, dropout)
     if getattr(model, "closed_form", False):  # the references standardise in their own closed form
         return model
-    if spec.kind == "pixels":
+    if spec.kind == "pixels" and standardise_pixels:
         model = PixelStandardised(model, spec.shape[0])
-    if task_name == "regression":
+    if task_name == "regression" and standardise_targets:
         return Standardised(model)
     return model
+
+
+def _wrappers(state: dict) -> tuple[bool, bool]:
+    """(targets standardised, pixels standardised) of a saved state dict: the wrappers' buffers at its top."""
+    def wraps(prefix: str, buffers: tuple[str, ...]) -> bool:
+        return all(prefix + b in state for b in buffers) and all(
+            k in {prefix + b for b in buffers} or k.startswith(prefix + "inner.") for k in state if k.startswith(prefix))
+    targets = wraps("", ("shift", "scale"))
+    return targets, wraps("inner." if targets else "", ("mean", "std"))
 
 
 def checkpoint_path(models_dir: Path, model: str, seed: int, cutoff: int) -> Path:
@@ -129,6 +141,8 @@ def save_checkpoint(model: nn.Module, path: Path) -> None:
 
 
 def load_checkpoint(name: str, spec: InputSpec, n_outputs: int, task_name: str, path: Path) -> nn.Module:
-    model = build_model(name, spec, n_outputs, task_name)
-    model.load_state_dict(torch.load(path, weights_only=True))
+    state = torch.load(path, weights_only=True)
+    targets, pixels = _wrappers(state)  # the checkpoint says which wrappers it was trained in
+    model = build_model(name, spec, n_outputs, task_name, standardise_targets=targets, standardise_pixels=pixels)
+    model.load_state_dict(state)
     return model.eval()

@@ -29,8 +29,7 @@ class Inputs:
                  max_tokens: int = 512):
         """`data`: an array in memory, or a drift.store.features.DiskArray (read per batch)."""
         self.kind = kind
-        # token heads are sized by this parameter (position tables), never by the longest row of the data;
-        # longer rows are cut to it
+        # token rows are cut to this many tokens (no head has a position table, so no head is sized by it)
         self.max_tokens = int(max_tokens)
         self.data = data if isinstance(data, DiskArray) else np.asarray(data)
         self.offsets = None if offsets is None else np.asarray(offsets, np.int64)

@@ -116,6 +116,16 @@ def stratified_sample(ids: list[str], strata: list[str], n: int, seed: int) -> n
     return np.sort(np.concatenate(chosen)) if chosen else np.arange(0)
 
 
+def split_strata(index: np.ndarray, label_values: list, strata: list[str], stratify: list[str]) -> list[str]:
+    """The split's stratum of each row (`split.stratify`): slice and label (`strata`, as the sample's), the
+    slice alone, or the label alone."""
+    if set(stratify) == {"slice", "label"}:
+        return strata
+    if stratify == ["slice"]:
+        return [str(s) for s in index.tolist()]
+    return stratum_keys(label_values)
+
+
 def build_slices(records, cfg: DatasetParams, split_cfg: SplitParams):
     """Records (pyarrow Table) → (slice table, manifest): slice index and label per row, the per-slice cap or
     stratified sample, the stratified train/test split, and the slices too small to score (`min_samples`).
@@ -148,7 +158,8 @@ def build_slices(records, cfg: DatasetParams, split_cfg: SplitParams):
     ids = [ids[i] for i in chosen]
     strata = [strata[i] for i in chosen]
 
-    split = stratified_split(ids, strata, split_cfg.test_fraction, seed)
+    split = stratified_split(ids, split_strata(index, [label_values[i] for i in chosen], strata, split_cfg.stratify),
+                             split_cfg.test_fraction, seed)
 
     # slices with no row at all are dropped (Yearbook's missing years: K = 104 of 109); slices with some rows
     # but fewer than min_samples stay, marked unusable: the white bands of the paper's figures

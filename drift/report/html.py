@@ -5,9 +5,9 @@ so it reads the same committed files as `drift show` and `dvc plots`. It opens o
 is an inline data URI, the CSS is inline, there is no script, and a Content-Security-Policy forbids the page
 any request that is not a data URI, so a figure that would come from elsewhere shows as missing rather than
 leaking a request. Sections: the summary table with the references, every drift matrix and its deviation, the
-cohort mean, the forgetting curves, the families, saliency (image datasets), the retraining policies, and the
-label-free shift and estimated matrices when a report has them (plots/<ds>/shift/, */estimate*.png); any other
-figure of plots/<ds>/ goes under "Other figures", so nothing the report drew is left out.
+cohort mean, the forgetting curves, the families, saliency (image datasets), the retraining policies, the
+label-free shift and estimates when a report has them, our run beside the paper's for Yearbook, Amazon and arXiv
+(drift/report/published.py); any other figure of plots/<ds>/ goes under "Other figures".
 """
 from __future__ import annotations
 
@@ -15,10 +15,21 @@ import base64
 import html
 import json
 import struct
+import tempfile
 from pathlib import Path
+
+import numpy as np
 
 from drift.core.errors import DriftError
 from drift.core.paths import dataset_paths
+from drift.report.published import (
+    compare,
+    compare_run,
+    has_published,
+    load_published,
+    our_result,
+    published_model,
+)
 
 CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222; margin: 0;
@@ -119,6 +130,62 @@ def _policies(rows: list[dict]) -> str:
     return _table(["model", "policy", "mean", "worst", "retrains", f"cost ({unit})", "Pareto"], out, classes, left=2)
 
 
+def _paper(name: str, root: Path) -> str:
+    """The run beside the paper's published one: the table of `drift paper`, then for each model both have our
+    matrix, theirs and the difference over the slices both have, in the published unit."""
+    from drift.report.plots import (
+        heatmap,  # lazy: matplotlib, only when a report is written
+    )
+
+    result = compare_run(root, name)
+    d = result["printed_decimals"]
+
+    def num(value, sign=False):
+        return "—" if value is None else f"{value:{'+' if sign else ''}.{d}f}"
+
+    rows = []
+    for r in result["models"]:
+        ours, pub, diff = r["ours"] or {}, r["published"] or {}, r["difference"] or {}
+        rows.append([html.escape(r["model"]), html.escape(r["paper_name"] or "—"),
+                     *(f"{num(ours.get(s))} / {num(pub.get(s))} / {num(diff.get(s), sign=True)}"
+                       for s in ("id", "future", "decay")),
+                     f"{ours.get('rank') or '—'} / {pub.get('rank') or '—'}", num(r["mean_abs_difference"])])
+    unit = f" ({html.escape(result['unit'])})" if result["unit"] else ""
+    rho = result["spearman_decay"]
+    source = result["source"]
+    out = (f'<p class="note">{html.escape(result["published_metric"])}{unit}, ours / the paper\'s / ours − '
+           f"paper; ranks by Decay. Published: {html.escape(source['repository'].split('://')[-1])} @ "
+           f"{html.escape(source['commit'][:7])}, {html.escape(source['license'])}.</p>")
+    out += _table(["model", "paper", "ID", "Future", "Decay", "rank", "mean |ΔM|"], rows, left=2)
+    out += (f'<p class="note">{result["cells"]} cells both fill: mean |ours − paper| {num(result["mean_abs_difference"])};'
+            f" Spearman ρ of the Decay rankings {_num(rho['rho'])} over {rho['models']} models.</p>")
+    for what, names in (("Only in the paper", result["only_published"]), ("Only in our run", result["only_ours"]),
+                        ("Slices only in the paper", result["slices"]["only_published"]),
+                        ("Slices only in our run", result["slices"]["only_ours"])):
+        if names:
+            out += f'<p class="note">{what}: {html.escape(", ".join(names))}.</p>'
+
+    data = load_published(name)
+    figures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in result["models"]:
+            if r["ours"] is None or r["published"] is None:
+                continue
+            ours = our_result(root, name, r["model"])
+            difference = np.array([[np.nan if v is None else v for v in row]
+                                   for row in compare(ours, name, r["model"])["difference"]], dtype=float)
+            panels = ((np.asarray(ours["matrix"], dtype=float) * data["scale"], ours["labels"], "ours", False),
+                      (published_model(data, r["model"])["matrix"], data["slices"], "the paper's", False),
+                      (difference.reshape(len(r["slices"]["shared"]), -1), r["slices"]["shared"], "ours − paper",
+                       True))
+            for k, (matrix, labels, title, diverging) in enumerate(panels):
+                path = Path(tmp) / f"{r['model']}-{k}.png"
+                heatmap(matrix, labels, path, f"{r['model']}: {title}", data["metric"], data["higher_is_better"],
+                        diverging=diverging)
+                figures.append(figure(path, f"{r['model']} ({r['paper_name']}): {title}"))
+    return out + f'<div class="grid">{"".join(figures)}</div>'
+
+
 def write_html_report(name: str, root: Path = Path(".")) -> Path:
     """reports/<name>.html from the report stage's outputs under `root`; returns its path."""
     root = Path(root)
@@ -189,6 +256,13 @@ def write_html_report(name: str, root: Path = Path(".")) -> Path:
         body = "".join(fig(f, f"label-free shift: {f.stem}") for f in shift)
         body += "".join(fig(f, f"{f.parent.name}: estimated matrix ({f.stem})") for f in estimates)
         sections.append(("shift", "Label-free shift and estimates", f'<div class="grid">{body}</div>'))
+
+    if has_published(name):
+        try:
+            body = _paper(name, root)
+        except DriftError as e:  # a run that cannot be set beside the paper's still gets its report
+            body = f'<p class="warn">Not comparable with the published run: {html.escape(str(e))}</p>'
+        sections.append(("paper", "Compared with the paper", body))
 
     others = [f for f in sorted(plots.rglob("*.png")) if f.resolve() not in used]
     if others:

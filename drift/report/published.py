@@ -3,9 +3,11 @@
 drift/report/published/<dataset>.json.gz holds, for Yearbook, Amazon Reviews and arXiv, every model's seed-averaged
 K x K drift matrix as the authors' website publishes it, in their units (accuracy and macro AUC in %, balanced
 MSE as is), with our registry name, family and the ID / Future / Decay the paper prints (values.tex).
-`check_printed` recomputes ID / Future / Decay with our protocol code (drift.protocol.summary) and lists every
-value that disagrees with the print; `compare` sets one of our evaluations beside the published matrix, cell by
-cell, slices aligned by label. Source, commit and licence: drift/report/published/README.md.
+<dataset>.tables.json.gz holds the family and per-cutoff tables (`load_tables`). `check_printed` recomputes
+ID / Future / Decay with our protocol code and lists every value that disagrees with the print; `compare` sets
+one of our evaluations beside a published matrix, cell by cell over the slices both have, and `compare_run` the
+workspace's whole run beside the paper (`drift paper`, the report's section). Source, commit and licence:
+drift/report/published/README.md.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import numpy as np
 from drift.core.errors import DriftError, close_matches
 from drift.core.paths import dataset_paths
 from drift.protocol.summary import STATS, id_future_decay, mean_over_seeds, ranking
-from drift.report.results import load_matrix
+from drift.report.results import load_matrix, report_models
 
 DATA = Path(__file__).with_name("published")
 DATASETS = ("yearbook", "amazon", "arxiv")
@@ -48,6 +50,20 @@ def load_published(dataset: str) -> dict:
     data["models"] = [{**{k: v for k, v in m.items() if k != "values"},
                        "matrix": np.array(m["values"], dtype=np.float64)} for m in data["models"]]
     return data
+
+
+def load_tables(dataset: str) -> dict:
+    """One dataset's published family and per-cutoff tables (Tables 6-10 and their Amazon / arXiv counterparts,
+    website/data/<ds>/tables.json): cutoffs [{label, published_cutoff, ordered_by, rows [{rank, model (ours),
+    paper_name, id, future, decay}]}], families {cutoffs, rows [{family, cells [{future, decay}]}]} in the
+    paper's order, robustness [{model, paper_name, future, decay}], with metric, unit, printed_decimals, source."""
+    name = resolve_dataset(dataset)
+    return json.loads(gzip.decompress((DATA / f"{name}.tables.json.gz").read_bytes()))
+
+
+def has_published(dataset: str) -> bool:
+    """Whether the paper published runs of `dataset` (ours or the authors' name of it)."""
+    return ALIASES.get(dataset, dataset) in DATASETS
 
 
 def published_model(data: dict, model: str) -> dict:
@@ -121,42 +137,125 @@ def our_result(root: Path, dataset: str, model: str) -> dict:
                      f"{p['plots'] / model / 'matrix.json'}): run `dvc repro report@{dataset}` with {model} in train.models")
 
 
-def _aligned(ours: list[str], theirs: list[str], dataset: str) -> list[int]:
-    """For each published slice label, its index among ours; a one-line error when the label sets differ."""
-    missing, extra = [x for x in theirs if x not in ours], [x for x in ours if x not in theirs]
-    if missing or extra:
-        def show(labels):
-            return ", ".join(labels[:5]) + (f" (+{len(labels) - 5} more)" if len(labels) > 5 else "") or "none"
-        raise DriftError(f"the slices of our {dataset} run do not match the published ones: missing {show(missing)}; "
-                         f"extra {show(extra)}; set {dataset}.slices as the paper preset params/paper-{dataset}.yaml does")
-    return [ours.index(x) for x in theirs]
+def our_models(root: Path, dataset: str) -> list[str]:
+    """The models of `dataset` with results in the workspace under `root`: an evaluation
+    (data/eval/<ds>/<model>.json) or a report matrix (plots/<ds>/<model>/matrix.json), the cohort mean aside."""
+    from drift.report.outputs import (
+        COHORT,  # lazy: the report stage's imports, kept out of the cli's reads
+    )
+
+    p = dataset_paths(dataset, root)
+    evaluated = {f.stem for f in p["eval"].glob("*.json")}
+    reported = {m for m in report_models(root, dataset) if m != COHORT}
+    return sorted(evaluated | reported)
 
 
-def compare(ours: dict, dataset: str, model: str) -> dict:
-    """Our result (`our_result`'s dict) beside the published matrix of `model`, in the published unit: ours and
-    theirs ID / Future / Decay and their deltas (ours - published), and the cell-wise difference (ours -
-    published) with its mean absolute value and the largest cell. Slices are aligned by label."""
-    data = load_published(dataset)
-    pub = published_model(data, model)
+def _slices(ours: list[str], theirs: list[str]) -> dict:
+    """The slice labels both sides have (in the published order) and those only one side has."""
+    return {"shared": [x for x in theirs if x in ours], "only_ours": [x for x in ours if x not in theirs],
+            "only_published": [x for x in theirs if x not in ours]}
+
+
+def _in_published_unit(ours: dict, data: dict) -> np.ndarray:
+    """Our seed-averaged matrix scaled to the published unit; a one-line error when the metrics differ."""
     if ours["metric"] != data["metric"]:
         raise DriftError(f"our result holds {ours['metric']}, the published {data['dataset']} matrices "
                          f"{data['metric']}: compare a {data['dataset']} evaluation")
-    order = _aligned(ours["labels"], data["slices"], data["dataset"])
-    mine = np.asarray(ours["matrix"], dtype=np.float64)[np.ix_(order, order)] * data["scale"]
-    diff = mine - pub["matrix"]
-    stats_ours = id_future_decay(mine, data["higher_is_better"])
-    stats_pub = id_future_decay(pub["matrix"], data["higher_is_better"])
+    return np.asarray(ours["matrix"], dtype=np.float64) * data["scale"]
+
+
+def compare(ours: dict, dataset: str, model: str) -> dict:
+    """Our result (`our_result`'s dict) beside the published matrix of `model`, in the published unit, over the
+    slices both have (aligned by label, in the published order; those only one side has are named in `slices`):
+    ours and theirs ID / Future / Decay and their differences (ours - published), and the cell-wise difference
+    with its mean absolute value over the cells both fill and the largest cell."""
+    data = load_published(dataset)
+    pub = published_model(data, model)
+    mine = _in_published_unit(ours, data)
+    slices = _slices(ours["labels"], data["slices"])
+    i_ours = [ours["labels"].index(x) for x in slices["shared"]]
+    i_pub = [data["slices"].index(x) for x in slices["shared"]]
+    a, b = mine[np.ix_(i_ours, i_ours)], pub["matrix"][np.ix_(i_pub, i_pub)]
+    diff = a - b
+    stats_ours = id_future_decay(a, data["higher_is_better"])
+    stats_pub = id_future_decay(b, data["higher_is_better"])
     filled = np.isfinite(diff)
     worst = None
     if filled.any():
         i, j = np.unravel_index(np.nanargmax(np.abs(diff)), diff.shape)
-        worst = {"train": data["slices"][i], "eval": data["slices"][j], "ours": float(mine[i, j]),
-                 "published": float(pub["matrix"][i, j]), "difference": float(diff[i, j])}
+        worst = {"train": slices["shared"][i], "eval": slices["shared"][j], "ours": float(a[i, j]),
+                 "published": float(b[i, j]), "difference": float(diff[i, j])}
     return {"dataset": data["dataset"], "model": pub["name"], "display": pub["display"],
             "metric": data["metric"], "unit": data["unit"], "higher_is_better": data["higher_is_better"],
-            "slices": data["slices"], "source": ours.get("source"), "seeds": ours.get("seeds"),
+            "slices": slices, "source": ours.get("source"), "seeds": ours.get("seeds"),
             "published_seeds": len(pub["seeds"]),
             "ours": stats_ours, "published": stats_pub,
             "delta": {s: None if stats_ours[s] is None else stats_ours[s] - stats_pub[s] for s in STATS},
             "cells": int(filled.sum()), "mean_abs_difference": float(np.abs(diff[filled]).mean()) if filled.any() else None,
             "largest": worst, "difference": [[None if not np.isfinite(v) else float(v) for v in row] for row in diff]}
+
+
+def spearman(a: list[float], b: list[float]) -> float | None:
+    """Spearman's rank correlation of two paired lists (ties share their mean rank); None under 2 pairs or when
+    one side is constant."""
+    from scipy.stats import spearmanr  # lazy: scipy, kept out of `drift --help`
+
+    if len(a) < 2 or len(set(a)) < 2 or len(set(b)) < 2:
+        return None
+    return float(spearmanr(a, b).statistic)
+
+
+def compare_run(root: Path, dataset: str) -> dict:
+    """The published results of `dataset` with the workspace's run beside them (`drift paper`, the report's
+    section). models: one row per published model in the paper's order, then the models only our run has:
+    model, paper_name, family, published {id, future, decay, rank, printed} (None for ours alone), ours
+    {id, future, decay, rank, seeds, source} (None without our result), difference (ours - published),
+    cells, mean_abs_difference, largest and slices (`compare`). Also only_ours / only_published (models),
+    slices (labels only one side has, over every model), the mean absolute difference over every cell both fill,
+    and the Spearman correlation of the two Decay rankings over the models both have. run: whether any result
+    of ours was found."""
+    data = load_published(dataset)
+    name, higher = data["dataset"], data["higher_is_better"]
+    published = {r["model"]: r for r in published_ranking(name)}
+    mine = {m: our_result(root, name, m) for m in our_models(root, name)}
+    compared = {m: compare(r, name, m) for m, r in mine.items() if m in published}
+    stats = {m: compared[m]["ours"] if m in compared else id_future_decay(_in_published_unit(r, data), higher)
+             for m, r in mine.items()}
+    our_rank = {r["model"]: r["rank"] for r in ranking(stats, higher, "decay")}
+
+    def ours_of(m: str) -> dict | None:
+        if m not in mine:
+            return None
+        return {**stats[m], "rank": our_rank[m], "seeds": mine[m]["seeds"], "source": mine[m]["source"]}
+
+    rows = []
+    for m in data["models"]:
+        c, p = compared.get(m["name"]), published[m["name"]]
+        rows.append({"model": m["name"], "paper_name": m["display"], "family": m["family"],
+                     "published_family": m["published_family"],
+                     "published": {**{s: p[s] for s in STATS}, "rank": p["rank"], "printed": m["printed"]},
+                     "ours": ours_of(m["name"]), "difference": c and c["delta"],
+                     "cells": c and c["cells"], "mean_abs_difference": c and c["mean_abs_difference"],
+                     "largest": c and c["largest"], "slices": c and c["slices"]})
+    only_ours = [m for m in mine if m not in published]
+    rows += [{"model": m, "paper_name": None, "family": None, "published_family": None, "published": None,
+              "ours": ours_of(m), "difference": None, "cells": None, "mean_abs_difference": None,
+              "largest": None, "slices": None} for m in only_ours]
+
+    total = sum(c["cells"] for c in compared.values())
+    pooled = (sum(c["cells"] * c["mean_abs_difference"] for c in compared.values() if c["cells"]) / total
+              if total else None)
+    paired = [(c["ours"]["decay"], c["published"]["decay"]) for c in compared.values()
+              if c["ours"]["decay"] is not None and c["published"]["decay"] is not None]
+    labels = {x for r in mine.values() for x in r["labels"]}
+    return {"dataset": name, "title": data["title"], "metric": data["metric"],
+            "published_metric": data["published_metric"], "unit": data["unit"], "higher_is_better": higher,
+            "printed_decimals": data["printed_decimals"], "source": data["source"], "root": str(Path(root).resolve()),
+            "run": bool(mine), "models": rows,
+            "only_ours": only_ours, "only_published": [m["name"] for m in data["models"] if m["name"] not in mine],
+            "slices": {"published": len(data["slices"]),
+                       "only_ours": sorted(labels - set(data["slices"])),
+                       "only_published": [x for x in data["slices"] if mine and x not in labels]},
+            "cells": total, "mean_abs_difference": pooled,
+            "spearman_decay": {"rho": spearman(*map(list, zip(*paired))) if paired else None,
+                               "models": len(paired)}}

@@ -6,7 +6,9 @@ tensor, one `torch.func.vmap` forward and backward per step, one vectorised Adam
 Each model keeps everything `train_one` gives it (initialisation, rows, shuffling, loss weights,
 standardisation, number of steps) and equals it to float tolerance (tests/test_engine.py). `engine_path` names
 each family's path: stacked (MLP, CNN, ResNet, ViT, FFN, TextCNN, Transformer, the linear probes) or solo
-through `train_one` (recurrent heads, the references, any model with dropout p > 0)."""
+through `train_one` (recurrent heads, the references). With dropout (drift.models.blocks.Dropout) each stacked
+model draws its masks from its own generator, seeded from its seed: equal to train_one in distribution, not
+draw for draw; with dropout off, equal to train_one to float tolerance."""
 from __future__ import annotations
 
 import copy
@@ -21,6 +23,7 @@ import torch.nn.functional as F
 from torch.func import functional_call, vmap
 
 from drift.core.params import TrainParams
+from drift.models.blocks import Dropout
 from drift.models.checkpoints import build_model
 from drift.models.inputs import Inputs, length_bucketed_batches
 from drift.protocol.tasks import class_weights, rating_weights
@@ -35,6 +38,7 @@ from drift.train.loop import (  # Job: what train_many takes
 INPUT_BUDGET = 2 ** 26
 # token batches share a forward while the widest is at most this factor wider than the narrowest
 WIDTH_SLACK = 1.5
+MASK_STREAM = 0x6D61736B  # "mask": keys each model's dropout stream apart from its seed's initialisation
 
 
 def engine_path(model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> tuple[str, str]:
@@ -45,7 +49,7 @@ def engine_path(model: nn.Module, optimizer: torch.optim.Optimizer | None = None
         if isinstance(module, nn.RNNBase):
             return "solo", "recurrent: packed sequences call .item(), which vmap cannot batch"
         if isinstance(module, nn.modules.dropout._DropoutNd) and module.p > 0:
-            return "solo", "dropout: stacked masks would differ from the solo run's (equal in distribution only)"
+            return "solo", "torch dropout draws from the global generator; drift.models.blocks.Dropout stacks"
     if optimizer is not None:
         d = optimizer.defaults
         if (type(optimizer) not in (torch.optim.Adam, torch.optim.AdamW) or len(optimizer.param_groups) != 1
@@ -110,6 +114,7 @@ class _Member:
     norm: float
     batches: list[np.ndarray]   # every step's rows, epochs one after another
     epoch_ends: set[int]        # steps after which an epoch is done (progress bar)
+    masks: torch.Generator      # its dropout masks' own stream, seeded from its seed
 
 
 def _member(index: int, name: str, inputs: Inputs, job: Job, targets: torch.Tensor, task, n_outputs: int,
@@ -118,14 +123,21 @@ def _member(index: int, name: str, inputs: Inputs, job: Job, targets: torch.Tens
     batches of every epoch, the same statistics and loss."""
     torch.manual_seed(job.seed)
     rng = np.random.default_rng(job.seed)
-    model = build_model(name, inputs.spec(), n_outputs, task.name)
+    model = build_model(name, inputs.spec(), n_outputs, task.name, cfg.dropout,
+                        cfg.standardise_targets, cfg.standardise_pixels)
     loss_fn, norm = prepare_model(model, inputs, job.rows, targets[torch.from_numpy(job.rows)], task)
     lengths = inputs.lengths if inputs.kind == "tokens" else None
     batches, ends = [], set()
     for _ in range(cfg.epochs):
         batches += length_bucketed_batches(job.rows, lengths, cfg.batch_size, rng)
         ends.add(len(batches))
-    return _Member(index, model.train(), loss_fn, norm, batches, ends)
+    return _Member(index, model.train(), loss_fn, norm, batches, ends, mask_generator(job.seed))
+
+
+def mask_generator(seed: int) -> torch.Generator:
+    """The generator of a stacked model's dropout masks: a stream of its own, apart from its initialisation's."""
+    state = np.random.SeedSequence([int(seed), MASK_STREAM]).generate_state(1)[0]
+    return torch.Generator().manual_seed(int(state))
 
 
 def _per_model_elements(inputs: Inputs, rows: np.ndarray, batch_size: int) -> int:
@@ -174,20 +186,47 @@ class _Stack:
         self.buffers = {n: torch.stack([dict(m.named_buffers())[n] for m in models]).to(device)
                         for n, _ in models[0].named_buffers()}
         self.template = copy.deepcopy(models[0]).to("meta")  # the structure only; tensors come from the stack
+        self.dropouts = [(n, m) for n, m in self.template.named_modules() if isinstance(m, Dropout) and m.p > 0]
 
-    def _call(self, params, buffers, *x):
-        return functional_call(self.template, (params, buffers), x)
+    def _call(self, params, buffers, noise, *x):
+        return functional_call(self.template, (params, buffers, noise), x)
 
-    def forward(self, flat: torch.Tensor, group: list[int], xs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    def noise(self, xs: tuple[torch.Tensor, ...], generators: list[torch.Generator]) -> dict[str, torch.Tensor]:
+        """Uniform noise [A, *shape] for every active dropout of the models (one generator each) on inputs
+        [A, B, ...]: the shapes from one pass of the template on meta tensors, the values from each model's
+        own generator, so a model's masks follow its seed whatever it is stacked with."""
+        if not self.dropouts or not self.template.training:
+            return {}
+        shapes: dict[str, torch.Size] = {}
+
+        def record(name):
+            def hook(module, args):
+                assert name not in shapes, f"dropout {name} runs twice in a forward: one noise buffer each"
+                shapes[name] = args[0].shape
+            return hook
+
+        hooks = [m.register_forward_pre_hook(record(n)) for n, m in self.dropouts]
+        try:
+            with torch.no_grad():
+                self.template(*(x[0].to("meta") for x in xs))
+        finally:
+            for h in hooks:
+                h.remove()
+        device = xs[0].device
+        return {f"{n}.noise": torch.stack([torch.rand(shapes[n], generator=g) for g in generators]).to(device)
+                for n, _ in self.dropouts if n in shapes}
+
+    def forward(self, flat: torch.Tensor, group: list[int], xs: tuple[torch.Tensor, ...],
+                noise: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
         """Outputs [A, B, n_outputs] of the models `group` (rows of the stack; `flat` holds rows 0..) on their
-        inputs [A, B, ...]."""
+        inputs [A, B, ...]; `noise` (from .noise) feeds their dropout masks."""
         with warnings.catch_warnings():
             # CPU attention has no batching rule: vmap loops over the models for that one kernel (correct, and
             # measured in bench/bench_engine.py), and says so at every call
             warnings.filterwarnings("ignore", message="There is a performance drop")
-            return self._forward(flat, group, xs)
+            return self._forward(flat, group, xs, noise or {})
 
-    def _forward(self, flat, group, xs):
+    def _forward(self, flat, group, xs, noise):
         first, count = group[0], len(group)
         contiguous = group == list(range(first, first + count))
         rows = slice(first, first + count) if contiguous else torch.tensor(group, device=flat.device)
@@ -195,7 +234,7 @@ class _Stack:
         # one split: its backward is one concatenation into the [A, P] gradient
         params = {n: t.view(count, *s) for n, t, s in zip(self.names, part.split(self.sizes, dim=1), self.shapes)}
         buffers = {n: b[rows] for n, b in self.buffers.items()}  # views when contiguous: BN updates land in place
-        out = vmap(self._call)(params, buffers, *xs)
+        out = vmap(self._call)(params, buffers, noise, *xs)
         if not contiguous:  # copies: write the updated running statistics back
             for n, b in buffers.items():
                 self.buffers[n][rows] = b
@@ -255,7 +294,7 @@ class _StackedLoss:
 
 
 def _train_stack(members: list[_Member], inputs: Inputs, targets: torch.Tensor, task, jobs: list[Job],
-                 optimizer, bar, device: torch.device) -> None:
+                 optimizer, bar, device: torch.device, grad_clip: float | None = None) -> None:
     members.sort(key=lambda m: -len(m.batches))  # stable: the models still training are always a prefix
     stack = _Stack([m.model for m in members], device)
     loss_of = _StackedLoss(task, members, targets, [jobs[m.index].rows for m in members], device)
@@ -270,8 +309,11 @@ def _train_stack(members: list[_Member], inputs: Inputs, targets: torch.Tensor, 
             batches = [members[i].batches[t] for i in group]
             rows = _padded_rows(batches)
             xs = tuple(x.reshape(*rows.shape, *x.shape[1:]).to(device) for x in inputs.batch(rows.reshape(-1)))
-            out = stack.forward(live, group, xs)
+            out = stack.forward(live, group, xs, stack.noise(xs, [members[i].masks for i in group]))
             loss_of(out, group, rows, [len(b) for b in batches]).backward()
+        if grad_clip is not None:  # each model's own gradient norm, as clip_grad_norm_ in train_one
+            norms = live.grad.norm(dim=1, keepdim=True)
+            live.grad.mul_(torch.clamp(grad_clip / (norms + 1e-6), max=1.0))
         adam.step(n_active, t + 1, live.grad)
         if bar is not None:
             bar.advance(sum(1 for m in members[:n_active] if t + 1 in m.epoch_ends))
@@ -288,7 +330,8 @@ def train_many(name: str, inputs: Inputs, jobs: list[Job], targets: torch.Tensor
     CUDA device, say); the models come back on the CPU like train_one's, and the solo path stays on the CPU."""
     if not jobs:
         return []
-    probe = build_model(name, inputs.spec(), n_outputs, task.name)
+    probe = build_model(name, inputs.spec(), n_outputs, task.name, cfg.dropout,
+                        cfg.standardise_targets, cfg.standardise_pixels)
     optimizer = None if getattr(probe, "closed_form", False) else make_optimizer(probe, modality, cfg)
     if engine_path(probe, optimizer)[0] == "solo":
         return [train_one(name, inputs, job.rows, targets, task, n_outputs, cfg, job.seed, modality, bar)
@@ -301,7 +344,7 @@ def train_many(name: str, inputs: Inputs, jobs: list[Job], targets: torch.Tensor
     for start in range(0, len(order), size):
         members = [_member(i, name, inputs, jobs[i], targets, task, n_outputs, cfg) for i in order[start:start + size]]
         if len(members[0].batches):
-            _train_stack(members, inputs, targets, task, jobs, optimizer, bar, torch.device(device))
+            _train_stack(members, inputs, targets, task, jobs, optimizer, bar, torch.device(device), cfg.grad_clip)
         for m in members:
             trained[m.index] = m.model.eval()
     return trained

@@ -3,7 +3,7 @@
 For each model, seed and trainable slice k, a fresh model f_k is trained on the train split of every slice <= k
 for a fixed number of epochs; the final checkpoint is the model. Every model of an image dataset trains with
 Adam, every model of a text dataset with AdamW; one learning rate per task (`train.lr`), or per family as an
-explicit option. The references (`baseline-*`) are fitted in closed form on the same rows. Bit-identical for a
+explicit option; `train.grad_clip` clips each model's gradient norm before its step. The references (`baseline-*`) are fitted in closed form on the same rows. Bit-identical for a
 seed on CPU (`deterministic`).
 """
 from __future__ import annotations
@@ -82,7 +82,8 @@ def train_one(name: str, inputs: Inputs, rows: np.ndarray, targets: torch.Tensor
     """One model on the given training rows (`cfg`: the train params); returns it in eval mode."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    model = build_model(name, inputs.spec(), n_outputs, task.name)
+    model = build_model(name, inputs.spec(), n_outputs, task.name, cfg.dropout,
+                        cfg.standardise_targets, cfg.standardise_pixels)
     epochs = cfg.epochs
     train_targets = targets[torch.from_numpy(rows)]
     if getattr(model, "closed_form", False):  # the references: fitted once on all training rows
@@ -100,6 +101,8 @@ def train_one(name: str, inputs: Inputs, rows: np.ndarray, targets: torch.Tensor
             optimizer.zero_grad(set_to_none=True)
             loss = loss_fn(model(*x), targets[torch.from_numpy(batch)]) * norm
             loss.backward()
+            if cfg.grad_clip is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             optimizer.step()
         if bar is not None:
             bar.advance()
@@ -116,7 +119,12 @@ def training_id(name: str, modality: str, cfg: TrainParams, inputs: Inputs) -> d
     family = get_model_info(name).family
     return {"epochs": cfg.epochs, "batch_size": cfg.batch_size, "weight_decay": cfg.weight_decay,
             "lr": learning_rate(cfg.lr, family), "optimizer": "adam" if modality == "image" else "adamw",
-            "max_tokens": inputs.max_tokens, "threads": cfg.threads, "engine": cfg.engine}
+            "max_tokens": inputs.max_tokens, "threads": cfg.threads, "engine": cfg.engine,
+            **({"dropout": cfg.dropout} if cfg.dropout and get_model_info(name).dropout else {}),
+            # the knobs off their defaults only: a default run's keys stay as they were
+            **({"grad_clip": cfg.grad_clip} if cfg.grad_clip is not None else {}),
+            **({"standardise_targets": False} if not cfg.standardise_targets else {}),
+            **({"standardise_pixels": False} if not cfg.standardise_pixels else {})}
 
 
 @dataclass

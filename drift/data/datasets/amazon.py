@@ -4,15 +4,16 @@ Source: a folder of `<Category>.jsonl` or `.jsonl.gz` review files (one JSON obj
 title, text, parent_asin, user_id, timestamp` are read. cfg (params.yaml `amazon`): source (default
 data/raw/amazon), categories (default every file in source), url and sha256 (drift.data.fetch only: a URL
 template with {category}, {file name: sha}), strict (the ingest driver). Record: id =
-"user_id:parent_asin:timestamp", time = `timestamp` (ms since epoch, UTC), label = float(rating), text = title +
-"\\n" + text, verbatim (<br /> tags included). Quarantine reasons: malformed_json, missing_id,
+"user_id:parent_asin:timestamp", time = `timestamp` (ms since epoch, UTC), label = float(rating), text = the
+`text_fields` (title, text) joined by "\\n", verbatim (<br /> tags included). Quarantine reasons: malformed_json, missing_id,
 missing_timestamp, bad_timestamp, missing_rating, bad_rating, rating_out_of_range, empty_text; a cut or corrupt
 .gz keeps its rows before the damage and is quarantined by name (damaged_file)."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from pathlib import Path
-from typing import ClassVar, Iterator, Optional
+from typing import Annotated, ClassVar, Iterator, Optional
 from urllib.parse import urlparse
 
 import pyarrow as pa
@@ -26,6 +27,7 @@ from drift.core.params import (
     PositiveInt,
     SampleSpec,
     SliceSpec,
+    choice,
     slices_field,
 )
 from drift.data.datasets._fast import NON_WHITESPACE, Batch, fast_batches, or_empty
@@ -39,15 +41,24 @@ from drift.data.datasets._io import (
 )
 from drift.data.ledger import Ledger
 
+TEXT_FIELDS = ("title", "text")  # amazon.text_fields: the review's fields the input joins, "\n" between
+
+
+# the per-category review files of Amazon Reviews 2023 (Hou et al. 2024), as the Hugging Face dataset
+# McAuley-Lab/Amazon-Reviews-2023 serves them (`raw_review_<Category>`, what the paper's authors load)
+PUBLIC_URL = "https://huggingface.co/datasets/McAuley-Lab/Amazon-Reviews-2023/resolve/main/raw/review_categories/{category}.jsonl"
+
 
 class AmazonParams(CorpusParams):
     """params.yaml `amazon:`."""
     SECTION: ClassVar[str] = "amazon"
     source: str = "data/raw/amazon"
+    url: Optional[str] = PUBLIC_URL
     categories: Optional[Names] = None  # null or []: every <Category>.jsonl(.gz) in source
     slices: SliceSpec = slices_field(unit="half-year", start=2014, end=2024)
     sample: Optional[SampleSpec] = Field(default_factory=lambda: SampleSpec(n=300_000, seed=0))
     min_samples: PositiveInt = 100
+    text_fields: Annotated[list[Annotated[str, choice(*TEXT_FIELDS)]], Field(min_length=1)] = ["title", "text"]
 
 
 PARAMS = AmazonParams
@@ -98,14 +109,14 @@ def read(cfg: AmazonParams, ledger: Ledger) -> Iterator[dict]:
         ledger.file(path.name)
         try:
             for lineno, raw, row in iter_json_lines(path):
-                record = row_record(row, f"{path.name}:{lineno}", raw, ledger)
+                record = row_record(row, f"{path.name}:{lineno}", raw, ledger, cfg.text_fields)
                 if record is not None:
                     yield record
         except DamagedFile as e:  # a cut or corrupt .gz: its rows before the damage are kept, the others read
             ledger.damaged(path.name, e.reason)
 
 
-def row_record(row, where: str, raw: bytes, ledger: Ledger) -> dict | None:
+def row_record(row, where: str, raw: bytes, ledger: Ledger, fields=("title", "text")) -> dict | None:
     """One parsed line -> its record, or None after quarantining it with its reason."""
     if not isinstance(row, dict):
         ledger.quarantine(where, "malformed_json", raw_text(raw))
@@ -138,12 +149,12 @@ def row_record(row, where: str, raw: bytes, ledger: Ledger) -> dict | None:
         ledger.quarantine(where, "rating_out_of_range", raw_text(raw))
         return None
 
-    title, body = row.get("title") or "", row.get("text") or ""
-    if not isinstance(title, str) or not isinstance(body, str) or not (title.strip() or body.strip()):
+    parts = [row.get(f) or "" for f in fields]
+    if not all(isinstance(p, str) for p in parts) or not any(p.strip() for p in parts):
         ledger.quarantine(where, "empty_text", raw_text(raw))
         return None
 
-    return {"id": f"{user}:{asin}:{ts}", "time": time, "label": rating, "text": f"{title}\n{body}"}
+    return {"id": f"{user}:{asin}:{ts}", "time": time, "label": rating, "text": "\n".join(parts)}
 
 
 # ---------------------------------------------------------------- fast path (drift.data.datasets._fast)
@@ -157,22 +168,21 @@ MIN_MS = (dt.datetime.min - EPOCH) // dt.timedelta(milliseconds=1)
 MAX_MS = (dt.datetime.max - EPOCH) // dt.timedelta(milliseconds=1)
 
 
-def vectorise(table: pa.Table):
+def vectorise(table: pa.Table, fields=("title", "text")):
     """row_record as column operations, for the rows whose every check passes; the rest fall back to it."""
     user, asin, ts, rating = table["user_id"], table["parent_asin"], table["timestamp"], table["rating"]
-    title, body = or_empty(table["title"]), or_empty(table["text"])
+    parts = [or_empty(table[f]) for f in fields]
     good = pc.and_kleene(pc.greater(pc.utf8_length(user), 0), pc.greater(pc.utf8_length(asin), 0))
     good = pc.and_kleene(good, pc.and_kleene(pc.greater_equal(ts, MIN_MS), pc.less_equal(ts, MAX_MS)))
     good = pc.and_kleene(good, pc.and_kleene(pc.greater_equal(rating, 1.0), pc.less_equal(rating, 5.0)))
-    good = pc.and_kleene(good, pc.or_(pc.match_substring_regex(title, NON_WHITESPACE),
-                                      pc.match_substring_regex(body, NON_WHITESPACE)))
+    good = pc.and_kleene(good, functools.reduce(pc.or_, [pc.match_substring_regex(p, NON_WHITESPACE) for p in parts]))
     keep = pc.fill_null(good, False)  # a null anywhere (a missing field) is a row for row_record
     in_range = pc.if_else(keep, ts, 0)  # the product of an out-of-range value is never used; it must not overflow
     records = pa.table({
         "id": pc.binary_join_element_wise(user, asin, pc.cast(ts, pa.string()), ":"),
         "time": pc.cast(pc.multiply(in_range, 1000), pa.timestamp("us")),
         "label": rating,
-        "text": pc.binary_join_element_wise(title, body, "\n"),
+        "text": pc.binary_join_element_wise(*parts, "\n"),
     }, schema=RECORDS)
     return records.filter(keep), keep, pc.invert(keep), {}
 
@@ -180,7 +190,8 @@ def vectorise(table: pa.Table):
 def read_batches(cfg: AmazonParams) -> Iterator[Batch]:
     """The fast path: Batches of every category file, in order (drift.data.datasets._fast)."""
     for path in category_files(cfg):
-        yield from fast_batches(path, SCHEMA, vectorise, row_record, RECORDS)
+        yield from fast_batches(path, SCHEMA, functools.partial(vectorise, fields=cfg.text_fields),
+                                functools.partial(row_record, fields=cfg.text_fields), RECORDS)
 
 
 def download_targets(cfg) -> list[tuple[str, Path]]:

@@ -3,9 +3,10 @@
 Source: the Kaggle/Cornell snapshot `arxiv-metadata-oai-snapshot.json` (or its .gz), one JSON object per line,
 streamed (about 2.9 million lines, 4.5 GB). cfg (params.yaml `arxiv`): source, categories (the label space in
 label order; default the paper's seven leaf categories), time_field ("first_version", the default:
-versions[0].created; or "update_date"), url and sha256 (drift.data.fetch only), strict (the ingest driver).
-Record: id = arXiv id, label = 0/1 per category in cfg order, text = title + "\\n" + abstract, whitespace
-collapsed. A paper with none of the categories is filtered first ("no_kept_category"); quarantine reasons:
+versions[0].created; or "update_date"), inclusion, separator, url and sha256 (drift.data.fetch only), strict.
+Record: id = arXiv id, label = 0/1 per category in cfg order, text = title + separator + abstract, whitespace
+collapsed. A paper with none of the categories is filtered first ("no_kept_category"), with `inclusion: all`
+one with a category outside them too ("other_category", the paper's Section 3.1.3); quarantine reasons:
 malformed_json, missing_id, missing_categories, missing_timestamp, bad_timestamp, empty_text."""
 from __future__ import annotations
 
@@ -47,6 +48,8 @@ from drift.data.datasets._io import (
 from drift.data.ledger import Ledger
 
 TIME_FIELDS = ("first_version", "update_date")  # arxiv.time_field
+MANUAL_URL = "https://www.kaggle.com/datasets/Cornell-University/arxiv"  # where the paper's authors get it
+INCLUSIONS = ("any", "all")  # arxiv.inclusion: a paper kept with any of the categories, or only with all of its own among them
 
 
 class ArxivParams(CorpusParams):
@@ -56,6 +59,8 @@ class ArxivParams(CorpusParams):
     categories: Annotated[Names, Field(min_length=1)] = Field(
         default_factory=lambda: ["cs.LG", "hep-ph", "cs.CV", "cs.AI", "hep-th", "quant-ph", "gr-qc"])
     time_field: Annotated[str, choice(*TIME_FIELDS)] = "first_version"
+    inclusion: Annotated[str, choice(*INCLUSIONS)] = "any"  # all: every category of a paper among `categories`
+    separator: str = "\n"              # between the title and the abstract
     slices: SliceSpec = slices_field(unit="year", start=2000, end=2026)
     min_samples: PositiveInt = 100
 
@@ -108,10 +113,12 @@ def snapshot(cfg: ArxivParams):
     if not path.is_file():
         raise missing_source("arxiv", path, "the arXiv metadata snapshot (JSON lines)")
     index = {c: i for i, c in enumerate(label_names(cfg))}
-    return path, functools.partial(row_record, index=index, time_field=cfg.time_field)
+    return path, functools.partial(row_record, index=index, time_field=cfg.time_field, inclusion=cfg.inclusion,
+                                   separator=cfg.separator)
 
 
-def row_record(row, where: str, raw: bytes, ledger: Ledger, index: dict[str, int], time_field: str) -> dict | None:
+def row_record(row, where: str, raw: bytes, ledger: Ledger, index: dict[str, int], time_field: str,
+               inclusion: str = "any", separator: str = "\n") -> dict | None:
     """One parsed line -> its record, or None after filtering or quarantining it."""
     if not isinstance(row, dict):
         ledger.quarantine(where, "malformed_json", raw_text(raw))
@@ -132,6 +139,9 @@ def row_record(row, where: str, raw: bytes, ledger: Ledger, index: dict[str, int
     if not any(label):
         ledger.filter("no_kept_category")
         return None
+    if inclusion == "all" and any(c not in index for c in cats.split()):
+        ledger.filter("other_category")
+        return None
 
     time, reason = paper_time(row, time_field)
     if time is None:
@@ -145,7 +155,7 @@ def row_record(row, where: str, raw: bytes, ledger: Ledger, index: dict[str, int
         ledger.quarantine(where, "empty_text", raw_text(raw))
         return None
 
-    return {"id": str(row["id"]), "time": time, "label": label, "text": f"{title}\n{abstract}"}
+    return {"id": str(row["id"]), "time": time, "label": label, "text": f"{title}{separator}{abstract}"}
 
 
 # ---------------------------------------------------------------- fast path (drift.data.datasets._fast)
@@ -193,7 +203,8 @@ def column_times(table: pa.Table, time_field: str) -> pa.ChunkedArray:
     return pc.if_else(pc.fill_null(exact, False), time, pa.scalar(None, time.type))
 
 
-def vectorise(table: pa.Table, index: dict[str, int], time_field: str):
+def vectorise(table: pa.Table, index: dict[str, int], time_field: str, inclusion: str = "any",
+              separator: str = "\n"):
     """row_record as column operations: papers outside the label space are filtered here, papers whose
     checks all pass are kept, the rest (bad or unusual rows) fall back to row_record."""
     ids, cats = table["id"], table["categories"]
@@ -203,6 +214,13 @@ def vectorise(table: pa.Table, index: dict[str, int], time_field: str):
     id_and_cats = pc.fill_null(pc.and_(pc.greater(pc.utf8_length(ids), 0), pc.is_valid(cats)), False)
     filtered = pc.and_(id_and_cats, pc.invert(any_label)).to_numpy()
     candidate = pc.and_(id_and_cats, any_label)
+    other = np.zeros(table.num_rows, bool)
+    if inclusion == "all":  # a paper with a category outside the label space is filtered too
+        tokens = pc.utf8_split_whitespace(pc.fill_null(cats, ""))
+        outside = pc.invert(pc.is_in(pc.list_flatten(tokens), pa.array(list(index), pa.string()))).to_numpy(False)
+        other[np.unique(pc.list_parent_indices(tokens).to_numpy()[outside])] = True
+        other &= candidate.to_numpy(False)
+        candidate = pc.and_(candidate, pa.array(~other))
     papers = table.filter(candidate)  # the time and the text of the papers in the label space only
     time = column_times(papers, time_field)
     title, abstract = normalized(papers["title"]), normalized(papers["abstract"])
@@ -217,27 +235,30 @@ def vectorise(table: pa.Table, index: dict[str, int], time_field: str):
         "id": papers["id"],
         "time": time,
         "label": pa.FixedSizeListArray.from_arrays(pa.array(flags.reshape(-1), pa.int8()), len(index)),
-        "text": pc.binary_join_element_wise(title, abstract, "\n"),
+        "text": pc.binary_join_element_wise(title, abstract, separator),
     }, schema=records_schema(len(index))).filter(kept)
     keep = np.zeros(table.num_rows, bool)
     keep[np.flatnonzero(candidate)[kept.to_numpy()]] = True
-    n_filtered = int(filtered.sum())
-    return records, keep, ~(keep | filtered), {"no_kept_category": n_filtered} if n_filtered else {}
+    n_filtered, n_other = int(filtered.sum()), int(other.sum())
+    counts = {**({"no_kept_category": n_filtered} if n_filtered else {}), **({"other_category": n_other} if n_other else {})}
+    return records, keep, ~(keep | filtered | other), counts
 
 
 def read_batches(cfg: ArxivParams) -> Iterator[Batch]:
     """The fast path: Batches of the snapshot, in order (drift.data.datasets._fast)."""
     path, record = snapshot(cfg)
     index = record.keywords["index"]
-    yield from fast_batches(path, SCHEMA, functools.partial(vectorise, index=index, time_field=cfg.time_field),
+    yield from fast_batches(path, SCHEMA, functools.partial(vectorise, index=index, time_field=cfg.time_field,
+                                                            inclusion=cfg.inclusion, separator=cfg.separator),
                             record, records_schema(len(index)))
 
 
 def download_targets(cfg) -> list[tuple[str, Path]]:
     """`drift fetch arxiv`: the snapshot's (url, destination)."""
-    if not cfg.url:
-        raise DriftError("arxiv: no download URL: set arxiv.url in params.yaml to the URL of "
-                         "arxiv-metadata-oai-snapshot.json (JSON lines, not the zip)")
+    if not cfg.url:  # Kaggle serves it to signed-in users only
+        raise DriftError(f"arxiv: the snapshot needs a Kaggle account: download it from {MANUAL_URL} (or "
+                         f"`kaggle datasets download Cornell-University/arxiv`), unzip it and put "
+                         f"arxiv-metadata-oai-snapshot.json at {cfg.source}; or set arxiv.url to a copy you can reach")
     return [(cfg.url, Path(cfg.source))]
 
 

@@ -5,7 +5,7 @@ grayscale PNGs, or its `.tar.gz` read as a stream, nothing extracted (read when 
 absent, as `drift fetch yearbook` leaves it). cfg (params.yaml `yearbook`): source, url and sha256
 (drift.data.fetch only), strict (the ingest driver). Record: id = file name, time = January 1st of the year that
 starts the file name (`1950_...png`), label = 0 for F/, 1 for M/, image = uint8 (3, 32, 32): resized to 32x32
-(bilinear, Pillow's antialiasing when shrinking), gray in three channels. Quarantine reasons: bad_file_name
+(`resize`: bilinear with Pillow's antialiasing, or area), gray in three channels. Quarantine reasons: bad_file_name
 (not `<year>_*.png`), not_in_F_or_M, undecodable_image."""
 from __future__ import annotations
 
@@ -13,21 +13,27 @@ import datetime as dt
 import io
 import tarfile
 from pathlib import Path
-from typing import ClassVar, Iterator
+from typing import Annotated, ClassVar, Iterator, Optional
 
 import numpy as np
 from PIL import Image
 
 from drift.core.errors import DriftError
-from drift.core.params import CorpusParams, PositiveInt, SliceSpec, slices_field
+from drift.core.params import CorpusParams, PositiveInt, SliceSpec, choice, slices_field
 from drift.data.datasets._io import missing_source
 from drift.data.ledger import Ledger
+
+# the archive as the paper's authors share it (learning-mechanisms/drift-happens, drift_happens/dataset/yearbook/const.py)
+PUBLIC_URL = "https://e.pcloud.link/publink/show?code=XZ6lzcZJymgTsmpuDk25aekFFPR2fL7VPfV"
+RESIZE = ("bilinear", "area")  # yearbook.resize
 
 
 class YearbookParams(CorpusParams):
     """params.yaml `yearbook:`."""
     SECTION: ClassVar[str] = "yearbook"
     source: str = "data/raw/yearbook/faces_aligned_small_mirrored_co_aligned_cropped_cleaned.tar.gz"  # or the folder
+    url: Optional[str] = PUBLIC_URL
+    resize: Annotated[str, choice(*RESIZE)] = "bilinear"  # to 32x32: bilinear, or area (the mean of the pixels each covers)
     slices: SliceSpec = slices_field(unit="year", start=1905, end=2014)
     min_samples: PositiveInt = 1
 
@@ -63,12 +69,14 @@ def year_of(name: str) -> dt.datetime | None:
         return None
 
 
-def decode(data: bytes) -> np.ndarray | None:
+def decode(data: bytes, resize: str = "bilinear") -> np.ndarray | None:
     """PNG bytes -> uint8 (3, 32, 32), or None if Pillow cannot decode all of it (truncated, not an image)."""
     try:
         with Image.open(io.BytesIO(data)) as img:
             img.load()  # decode now: a truncated file fails here, not later
             img = img.convert("RGB")  # gray replicated into 3 channels; a color file keeps its colors
+            if img.size != (SIZE, SIZE) and resize == "area":
+                return area_resize(np.asarray(img, dtype=np.uint8))
             if img.size != (SIZE, SIZE):
                 img = img.resize((SIZE, SIZE), Image.BILINEAR)
             return np.ascontiguousarray(np.asarray(img, dtype=np.uint8).transpose(2, 0, 1))
@@ -76,7 +84,24 @@ def decode(data: bytes) -> np.ndarray | None:
         return None
 
 
-def record(where: str, label_dir: str, data: bytes, ledger: Ledger) -> dict | None:
+def area_weights(n_in: int, n_out: int) -> np.ndarray:
+    """[n_out, n_in]: the share of each input pixel in each output pixel, by the length they overlap."""
+    edges = np.arange(n_out + 1) * (n_in / n_out)
+    lo, hi = edges[:-1, None], edges[1:, None]
+    left = np.arange(n_in)[None, :]
+    overlap = np.clip(np.minimum(hi, left + 1) - np.maximum(lo, left), 0, None)
+    return overlap / (n_in / n_out)
+
+
+def area_resize(pixels: np.ndarray) -> np.ndarray:
+    """[H, W, 3] uint8 -> [3, 32, 32] uint8, each output pixel the mean of the input area it covers (OpenCV's
+    INTER_AREA when shrinking), rounded to the nearest integer."""
+    wy, wx = area_weights(pixels.shape[0], SIZE), area_weights(pixels.shape[1], SIZE)
+    out = np.einsum("yh,hwc,xw->cyx", wy, pixels.astype(np.float64), wx)
+    return np.ascontiguousarray(np.clip(np.rint(out), 0, 255).astype(np.uint8))
+
+
+def record(where: str, label_dir: str, data: bytes, ledger: Ledger, resize: str = "bilinear") -> dict | None:
     """The record for one file (where = its path), or None after quarantining it."""
     name = where.replace("\\", "/").rsplit("/", 1)[-1]
     if label_dir not in LABELS:
@@ -86,14 +111,14 @@ def record(where: str, label_dir: str, data: bytes, ledger: Ledger) -> dict | No
     if time is None:
         ledger.quarantine(where, "bad_file_name")
         return None
-    image = decode(data)
+    image = decode(data, resize)
     if image is None:
         ledger.quarantine(where, "undecodable_image")
         return None
     return {"id": name, "time": time, "label": LABELS.index(label_dir), "image": image}
 
 
-def read_folder(folder: Path, ledger: Ledger) -> Iterator[dict]:
+def read_folder(folder: Path, ledger: Ledger, resize: str = "bilinear") -> Iterator[dict]:
     dirs = [folder / d for d in LABELS if (folder / d).is_dir()]
     if not dirs:
         raise DriftError(f"yearbook: {folder} has no F/ or M/ folder: point yearbook.source at "
@@ -102,12 +127,12 @@ def read_folder(folder: Path, ledger: Ledger) -> Iterator[dict]:
         for path in sorted(d.iterdir()):  # sorted: the same order on every machine
             if path.is_file():
                 # read_bytes of a 32x32..200x200 PNG: a few KB at a time
-                rec = record(str(path), d.name, path.read_bytes(), ledger)
+                rec = record(str(path), d.name, path.read_bytes(), ledger, resize)
                 if rec is not None:
                     yield rec
 
 
-def read_archive(archive: Path, ledger: Ledger) -> Iterator[dict]:
+def read_archive(archive: Path, ledger: Ledger, resize: str = "bilinear") -> Iterator[dict]:
     try:
         # "r|gz": a forward-only stream, one member in memory at a time, no extraction to disk
         with tarfile.open(archive, mode="r|gz") as tar:
@@ -117,7 +142,7 @@ def read_archive(archive: Path, ledger: Ledger) -> Iterator[dict]:
                 parts = member.name.split("/")
                 label_dir = parts[-2] if len(parts) >= 2 else ""
                 data = tar.extractfile(member).read()
-                rec = record(f"{archive.name}:{member.name}", label_dir, data, ledger)
+                rec = record(f"{archive.name}:{member.name}", label_dir, data, ledger, resize)
                 if rec is not None:
                     yield rec
     except (tarfile.TarError, EOFError, OSError) as e:  # a truncated or corrupt archive stops the read
@@ -127,9 +152,9 @@ def read_archive(archive: Path, ledger: Ledger) -> Iterator[dict]:
 def read(cfg: YearbookParams, ledger: Ledger) -> Iterator[dict]:
     source = Path(cfg.source)
     if source.is_dir():
-        yield from read_folder(source, ledger)
+        yield from read_folder(source, ledger, cfg.resize)
     elif archive_path(source).is_file():
-        yield from read_archive(archive_path(source), ledger)
+        yield from read_archive(archive_path(source), ledger, cfg.resize)
     else:
         raise missing_source("yearbook", source, "the Yearbook folder (with F/ and M/) or its .tar.gz")
 
