@@ -1,4 +1,7 @@
-"""Stage ingest@<dataset>: source -> canonical records + quarantine + metrics/ingest/<dataset>.json."""
+"""Stage ingest@<dataset>: source -> canonical records + quarantine + metrics/ingest/<dataset>.json (counts per
+file, and a warning line for each file whose rows vanished)."""
+import sys
+
 from drift.core.paths import dataset_paths
 from drift.core.stage import run_stage, write_json
 from drift.data.datasets import dataset_cfg, load_params
@@ -14,6 +17,8 @@ def main(argv):
     p = dataset_paths(name)
     counts = ingest(name, cfg, p["records"], p["quarantine"])
     write_json(p["ingest_metrics"], counts)
+    for line in counts["warnings"]:  # files whose rows vanished: damaged, empty, every row dropped by one rule
+        print(f"warning: {line}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from drift.core.environment import pin_cpu_code_path
+
+pin_cpu_code_path()  # before any test imports torch: the code path the committed numbers were computed on
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 

@@ -373,6 +373,8 @@ def fast_records(module, cfg) -> tuple[list[dict], dict]:
     """The fast path's records (as the line-by-line reader yields them) and its filtered counts."""
     rows, filtered = [], {}
     for batch in module.read_batches(module.PARAMS.of(cfg)):
+        if batch.records is None:  # a marker: a file starts (or ends damaged)
+            continue
         rows += batch.records.to_pylist()
         for rule, n in batch.filtered.items():
             filtered[rule] = filtered.get(rule, 0) + n

@@ -88,7 +88,7 @@ def resolved_deps() -> dict[tuple[str, str], list[str]]:
         item = {"${item.reader}": info.reader, "${item.input}": f"data/raw/{dataset}", "${key}": dataset}
         for name, stage in stages.items():
             deps = []
-            for dep in stage["do"]["deps"]:
+            for dep in stage.get("do", stage)["deps"]:
                 for var, value in item.items():
                     dep = dep.replace(var, value)
                 deps.append(dep)

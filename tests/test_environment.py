@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from drift.core import environment as env_module
-from drift.core.environment import PACKAGES, environment, repository_root
+from drift.core.environment import CPU_CODE_PATH, PACKAGES, environment, repository_root
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,7 +24,8 @@ def record() -> dict:
 
 
 def test_every_key_is_there_and_json_serialisable(record):
-    assert set(record) == {"python", "packages", "platform", "torch_threads", "cuda", "cuda_device", "lock_sha256"}
+    assert set(record) == {"python", "packages", "platform", "torch_threads", "cpu_capability", "cuda",
+                           "cuda_device", "lock_sha256"}
     assert set(record["packages"]) == {"torch", "torchvision", "timm", "transformers", "sentence-transformers",
                                        "pylance", "pyarrow", "numpy", "scikit-learn", "dvc"}
     assert set(record["platform"]) == {"machine", "system"}
@@ -84,3 +86,17 @@ def test_cheap_versions_do_not_import_the_libraries():
             "print(sorted(m for m in ('torch', 'timm', 'transformers', 'lance', 'sklearn', 'dvc') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("preset, expected", [(None, "AVX2"), ("default", "DEFAULT"), ("avx512", "AVX512")])
+def test_importing_drift_pins_the_cpu_code_path_before_torch(preset, expected):
+    """A stage script imports drift before torch: torch's kernels, oneDNN, MKL and OpenBLAS run their AVX2 code
+    path on any x86-64 CPU (this test's machine may have AVX-512), unless the environment chose another."""
+    env = {k: v for k, v in os.environ.items() if k not in CPU_CODE_PATH}
+    if preset:
+        env["ATEN_CPU_CAPABILITY"] = preset
+    code = "import drift, os, torch; print(torch.backends.cpu.get_cpu_capability(), os.environ['MKL_CBWR'])"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    if expected == "AVX512" and "avx512f" not in Path("/proc/cpuinfo").read_text():
+        expected = "AVX2"  # torch falls back to the best path the CPU has
+    assert out.stdout.split() == [expected, "AVX2"]

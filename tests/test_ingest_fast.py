@@ -134,8 +134,9 @@ def test_amazon_bad_lines_identical(tmp_path, small_chunks):
     gz.mkdir()
     with open(path, "rb") as src, gzip.open(gz / "All_Beauty.jsonl.gz", "wb") as dst:
         shutil.copyfileobj(src, dst)
-    assert both_paths(tmp_path, "amazon", {"source": str(gz)}) == {**counts, "read": counts["read"] - 150,
-                                                                   "kept": counts["kept"] - 150}
+    from_gz = both_paths(tmp_path, "amazon", {"source": str(gz)})
+    assert from_gz.pop("files") == {"All_Beauty.jsonl.gz": counts.pop("files")["All_Beauty.jsonl"]}
+    assert from_gz == {**counts, "read": counts["read"] - 150, "kept": counts["kept"] - 150}
 
 
 def test_amazon_bad_lines_default_chunks(tmp_path):
@@ -214,3 +215,76 @@ def test_env_var_selects_the_old_path(tmp_path, monkeypatch):
     assert ingest_module.fast_default() is False
     monkeypatch.setenv("DRIFT_INGEST_FAST", "1")
     assert ingest_module.fast_default() is True
+
+
+# ---------------------------------------------------------------- damaged files and vanished rows
+
+def damaged_gz(folder: Path, how: str) -> Path:
+    """Gift_Cards.jsonl.gz (150 rows), cut at 60% of its bytes (a cut download) or with 8 bytes overwritten
+    there (a corrupt block)."""
+    data = bytearray((AMAZON / "Gift_Cards.jsonl.gz").read_bytes())
+    at = len(data) * 6 // 10
+    if how == "cut":
+        data = data[:at]
+    else:
+        data[at:at + 8] = b"\x00\xff" * 4
+    path = folder / "Gift_Cards.jsonl.gz"
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("how", ["cut", "corrupt"])
+def test_a_damaged_gz_keeps_its_readable_rows_and_every_other_file(tmp_path, small_chunks, how):
+    folder = tmp_path / "amazon"
+    folder.mkdir()
+    shutil.copy(AMAZON / "All_Beauty.jsonl", folder)
+    damaged_gz(folder, how)
+    counts = both_paths(tmp_path, "amazon", {"source": str(folder)})  # the line and the fast path agree
+    files = counts["files"]
+    assert files["All_Beauty.jsonl"]["read"] == 150  # the other file whole
+    damaged = files["Gift_Cards.jsonl.gz"]
+    assert 0 < damaged["kept"] < 150 and damaged["damaged"].startswith("truncated" if how == "cut" else "corrupt")
+    assert counts["damaged_files"] == {"Gift_Cards.jsonl.gz": damaged["damaged"]}
+    assert counts["read"] == counts["kept"] + counts["filtered"] + counts["quarantined"]
+    bad = pq.read_table(tmp_path / "quarantine-True.parquet").to_pylist()
+    assert {"where": "Gift_Cards.jsonl.gz", "reason": "damaged_file", "raw": damaged["damaged"]} in bad
+    assert any(w.startswith("amazon: Gift_Cards.jsonl.gz is damaged (") for w in counts["warnings"])
+    # the rows kept are the intact file's first rows, as they were
+    whole = [json.loads(line) for line in gzip.open(AMAZON / "Gift_Cards.jsonl.gz", "rt")]
+    kept = pq.read_table(tmp_path / "records-True.parquet").to_pylist()
+    kept_gift = [r["id"] for r in kept if r["id"] in {f"{w['user_id']}:{w['parent_asin']}:{w['timestamp']}"
+                                                      for w in whole}]
+    assert len(kept_gift) == damaged["kept"]
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_strict_names_the_damaged_file(tmp_path, small_chunks, fast):
+    folder = tmp_path / "amazon"
+    folder.mkdir()
+    damaged_gz(folder, "cut")
+    records = tmp_path / "records.parquet"
+    with pytest.raises(DriftError, match=r"^amazon: Gift_Cards\.jsonl\.gz is damaged: truncated: .*strict mode"):
+        ingest("amazon", dataset_params("amazon", {"source": str(folder), "strict": True}), records,
+               tmp_path / "quarantine.parquet", fast=fast)
+    assert not records.exists() and not list(tmp_path.glob("*.partial"))
+
+
+def test_files_whose_rows_vanish_get_a_warning(tmp_path, small_chunks):
+    """An empty category file, and one whose timestamps are seconds (1970 when read as milliseconds): each
+    named, with the rule that took its rows and the unit that looks wrong."""
+    folder = tmp_path / "amazon"
+    folder.mkdir()
+    shutil.copy(AMAZON / "All_Beauty.jsonl", folder)
+    (folder / "Software.jsonl").write_text("")
+    rows = [json.loads(line) for line in gzip.open(AMAZON / "Gift_Cards.jsonl.gz", "rt")]
+    (folder / "Gift_Cards.jsonl").write_text("".join(json.dumps({**r, "timestamp": r["timestamp"] // 1000}) + "\n"
+                                                     for r in rows))
+    counts = both_paths(tmp_path, "amazon", {"source": str(folder)})
+    assert counts["files"]["Software.jsonl"]["read"] == 0
+    assert counts["files"]["Gift_Cards.jsonl"]["filtered_by_rule"] == {"time_outside_span": 150}
+    warnings = counts["warnings"]
+    assert "amazon: Software.jsonl contributed no rows: it holds none (an empty file?)" in warnings
+    assert ("amazon: Gift_Cards.jsonl contributed no rows: all 150 rows filtered by time_outside_span; 150 of its "
+            "timestamps land in January-February 1970: seconds since the epoch where milliseconds are expected?"
+            in warnings)
+    assert not any("All_Beauty" in w for w in warnings)

@@ -228,6 +228,16 @@ def test_an_unknown_family_in_lr_stops_validate():
     (lambda p: p["arxiv"].update(time_field="published"),
      "arxiv.time_field must be one of first_version, update_date, got 'published'"),
     (lambda p: p.update(train=5), "train must be a mapping, got 5"),
+    # values of the right type that would run and mislead: refused before any compute
+    (lambda p: p["train"].update(seeds=[0, 0]), "train.seeds lists 0 twice: each item must differ"),
+    (lambda p: p["train"].update(lr=-1), "train.lr must be a learning rate in (0, 1], e.g. 0.001, got -1"),
+    (lambda p: p["train"].update(lr=0), "train.lr must be a learning rate in (0, 1], e.g. 0.001, got 0"),
+    (lambda p: p["train"].update(lr=3), "train.lr must be a learning rate in (0, 1]"),
+    (lambda p: p["train"].update(lr={"default": 0.001, "frozen": 0}), "train.lr.frozen must be a learning rate"),
+    (lambda p: p["embed"].update(encoders=["nope-enc"]), "embed.encoders[0]: unknown encoder 'nope-enc': valid: "),
+    (lambda p: p["embed"].update(text_encoder="minilm"),
+     "embed.text_encoder: unknown encoder 'minilm': did you mean minilm-l6?"),
+    (lambda p: p["embed"].update(encoders=["bert", "bert"]), "embed.encoders lists 'bert' twice"),
     (lambda p: p.pop("datasets"), "params.yaml `datasets` must map each dataset to its input and reader"),
 ])
 def test_wrong_types_are_one_line_errors(change, expected):

@@ -44,12 +44,20 @@ def test_repro_end_to_end(project):
     files = next(iter(shown.values()))["data"]
     assert {"metrics/sotu/ffn-s.json", "metrics/sotu/probe-minilm.json", "metrics/synth-portraits/mlp-s.json"} <= set(files)
 
-    # a second repro is a no-op
+    # a second repro runs only the check of params.yaml (always_changed) and leaves dvc.lock as it was
+    lock = (repo / "dvc.lock").read_text()
     again = run(["dvc", "repro"], repo).stdout
-    assert "Data and pipelines are up to date" in again
+    assert again.count("Running stage") == 1 and "Running stage 'check'" in again, again
+    assert (repo / "dvc.lock").read_text() == lock
 
     run(["git", "add", "-A"], repo)
     run(["git", "commit", "-qm", "first run"], repo)
+
+    # a typo on the up-to-date workspace (the README's way to iterate) fails in the check stage, in one line
+    typo = run(["dvc", "exp", "run", "-S", "+train.epoch=3"], repo, check=False)
+    assert typo.returncode != 0 and "Running stage 'train" not in typo.stdout
+    assert "error: unknown parameter train.epoch: did you mean train.epochs?" in typo.stderr, typo.stderr
+    run(["git", "checkout", "params.yaml"], repo)
 
     # a training parameter re-runs train/evaluate/report, never the encoder (sotu's, for time)
     out = run(["dvc", "exp", "run", "-S", "train.epochs=2", "report@sotu"], repo).stdout

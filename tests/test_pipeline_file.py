@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from drift.core.paths import PATHS, dataset_paths, dvc_path
+from drift.core.paths import PARAMS_CHECKED, PATHS, dataset_paths, dvc_path
 from drift.run.pipeline import STAGES, dvc_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,7 +23,7 @@ def test_every_stage_input_is_an_output_of_an_earlier_stage():
     stages = yaml.safe_load(dvc_yaml())["stages"]
     written = set()
     for name, stage in stages.items():
-        spec = stage["do"]
+        spec = stage.get("do", stage)
         for dep in spec["deps"]:
             if dep.startswith("data/"):
                 assert dep in written, f"{name} reads {dep}, which no earlier stage writes"
@@ -40,3 +40,14 @@ def test_code_and_dvc_yaml_agree_on_paths():
         assert dvc_path(key) in text
         assert str(dataset_paths("sotu")[key]) == dvc_path(key).replace("${key}", "sotu")
     assert set(named) <= set(PATHS)
+
+
+def test_the_check_stage_runs_first_every_time():
+    """params.yaml is validated on every `dvc repro` / `dvc exp run`: the check stage always runs, and every
+    ingest (so every stage) comes after it through its mark, whose bytes never change."""
+    stages = yaml.safe_load(dvc_yaml())["stages"]
+    assert next(iter(stages)) == "check"
+    check = stages["check"]
+    assert check["always_changed"] is True and "params.yaml" in check["deps"]
+    assert check["outs"] == [PARAMS_CHECKED] and PARAMS_CHECKED in stages["ingest"]["do"]["deps"]
+    assert not any("torch" in dep or "/models/" in dep for dep in check["deps"])  # a second, not a torch import

@@ -16,6 +16,7 @@ from rich.text import Text
 from drift.cli.common import console, fail, fmt
 from drift.core.encoder_registry import ENCODER_PARAMS, ENCODERS, get_encoder_spec
 from drift.core.errors import DriftError
+from drift.core.params import load_params
 from drift.core.paths import METRICS
 from drift.core.presets import apply_preset
 from drift.data.datasets import get_dataset
@@ -93,7 +94,9 @@ def summary(dataset: Optional[str] = typer.Argument(None, help="one dataset; all
     try:
         check_order(by)
         check_protocol(protocol)
-        results = load_results(metrics_dir, dataset)
+        params = metrics_dir.parent / "params.yaml"  # the workspace's pipeline: the datasets it declares
+        declared = list(load_params(params).datasets) if params.exists() else None
+        results = load_results(metrics_dir, dataset, declared)
         if protocol != "ours":
             peers = {name: peer_rows(name, models, protocol) for name, models in results.items()}
     except DriftError as e:

@@ -22,6 +22,26 @@ PACKAGES = ("torch", "torchvision", "timm", "transformers", "sentence-transforme
             "numpy", "scikit-learn", "dvc")
 LOCK_FILE = "requirements.lock"  # written by `make lock`, installed from by `make install`
 
+# The CPU code path torch's kernels (ATen), oneDNN, MKL and OpenBLAS choose at run time, pinned to AVX2: an
+# AVX-512 machine would otherwise sum in other orders and give other numbers in the 4th decimal. Read once
+# when each library loads, so set before torch is imported: drift/__init__.py (every stage script and the CLI),
+# Ray's workers (drift/core/executor.py), the test suite (tests/conftest.py). A value already in the
+# environment wins (ATEN_CPU_CAPABILITY=avx512 runs the native path). Any x86-64 CPU with AVX2 runs these.
+CPU_CODE_PATH = {
+    "ATEN_CPU_CAPABILITY": "avx2",      # torch's vectorised kernels: default | avx2 | avx512
+    "ONEDNN_MAX_CPU_ISA": "AVX2",       # oneDNN (convolutions, linear layers on CPU)
+    "MKL_ENABLE_INSTRUCTIONS": "AVX2",  # MKL's dispatch (torch's BLAS)
+    "MKL_CBWR": "AVX2",                 # MKL's conditional numerical reproducibility: the same bits on any AVX2 CPU
+    "OPENBLAS_CORETYPE": "Haswell",     # numpy's and scipy's OpenBLAS (the linear reference model): AVX2 kernels
+}
+
+
+def pin_cpu_code_path() -> dict[str, str]:
+    """CPU_CODE_PATH into os.environ where not set already; returns the values in force (for Ray's workers)."""
+    for name, value in CPU_CODE_PATH.items():
+        os.environ.setdefault(name, value)
+    return {name: os.environ[name] for name in CPU_CODE_PATH}
+
 
 @lru_cache(maxsize=None)  # installed versions do not change under a running process
 def package_version(distribution: str) -> str | None:
@@ -93,15 +113,16 @@ def _torch_runtime() -> dict:
     try:
         import torch  # lazy: torch kept out of torch-free stages
     except Exception:  # not installed, or broken: the record says so rather than failing the stage
-        return {"torch_threads": None, "cuda": False, "cuda_device": None}
+        return {"torch_threads": None, "cpu_capability": None, "cuda": False, "cuda_device": None}
     cuda = bool(torch.cuda.is_available())
-    return {"torch_threads": torch.get_num_threads(), "cuda": cuda,
+    return {"torch_threads": torch.get_num_threads(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "cuda": cuda,
             "cuda_device": torch.cuda.get_device_name(torch.cuda.current_device()) if cuda else None}
 
 
 def environment(root: Path | str | None = None) -> dict:
-    """{python, packages: {distribution: version or None}, platform: {machine, system}, torch_threads, cuda,
-    cuda_device, lock_sha256}. `root` is the repository whose lock file is hashed (default: found from the
+    """{python, packages: {distribution: version or None}, platform: {machine, system}, torch_threads,
+    cpu_capability (torch's code path in force), cuda, cuda_device, lock_sha256}. `root` is the repository whose lock file is hashed (default: found from the
     working directory); lock_sha256 is None when there is no lock file."""
     root = Path(root) if root is not None else repository_root()
     lock = root / LOCK_FILE if root is not None else None

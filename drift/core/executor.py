@@ -13,6 +13,7 @@ import os
 import socket
 from pathlib import Path
 
+from drift.core.environment import pin_cpu_code_path
 from drift.core.errors import DriftError
 from drift.core.params import ComputeParams
 
@@ -36,10 +37,12 @@ def connect(compute: ComputeParams):
         if where:
             reachable(where)
             # the driver's drift/ goes with the job: workers run the code that computed the cache keys
-            ray.init(address=where, runtime_env={"py_modules": [str(DRIFT)]}, logging_level=logging.WARNING,
-                     log_to_driver=False)
+            # and the driver's CPU code path, set before a worker imports torch: the same numbers there
+            ray.init(address=where, runtime_env={"py_modules": [str(DRIFT)], "env_vars": pin_cpu_code_path()},
+                     logging_level=logging.WARNING, log_to_driver=False)
         else:
             ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level=logging.WARNING,
+                     runtime_env={"env_vars": pin_cpu_code_path()},
                      log_to_driver=False)  # the tasks' errors come back as exceptions; their progress bars stay out
     except Exception as e:  # ConnectionError, TimeoutError, RuntimeError, ValueError: Ray's choice varies
         reason = " ".join(str(e).split())[:200] or type(e).__name__

@@ -35,6 +35,7 @@ from drift.core.encoder_registry import DTYPES, ENCODERS, POOLINGS
 from drift.core.errors import DriftError, close_matches
 
 LR_DEFAULT = 0.001  # train.lr's `default` when a per-family mapping leaves it out
+LR_MAX = 1.0        # above this Adam and AdamW diverge on every model here: a typo (1 for 0.001, say)
 
 # keys params.yaml sets as the shipped run's choices: no default here equals them (tests/test_params.py)
 RUN_CHOICES = ("datasets", "train.models", "report.saliency", "amazon.categories")
@@ -119,6 +120,15 @@ def _sha256(value):
     raise _error("must be a sha256 string or a mapping file name -> sha256")
 
 
+def _rate(value, sub: str | None = None) -> float:
+    """A learning rate in (0, LR_MAX]: 0 trains nothing, a negative one climbs the loss, above LR_MAX diverges."""
+    ctx = {"sub": sub} if sub else {}
+    rate = float(_number(value))
+    if not 0 < rate <= LR_MAX:  # also NaN
+        raise _error(f"must be a learning rate in (0, {LR_MAX:g}], e.g. 0.001", got=repr(value), **ctx)
+    return rate
+
+
 def _lr(value):
     """One rate for every model, or {family: rate} with `default` for the other families (LR_DEFAULT if left out)."""
     if isinstance(value, dict):
@@ -127,14 +137,39 @@ def _lr(value):
             if not isinstance(family, str):
                 raise _error("must map model families to rates", got=repr(value))
             try:
-                rates[family.lower()] = float(_number(rate))
-            except (PydanticCustomError, TypeError, ValueError):
+                rates[family.lower()] = _rate(rate, family)
+            except PydanticCustomError as e:  # a ValueError too: first
+                if e.message().startswith("must be a learning rate"):
+                    raise
+                raise _error("must be a number", sub=family, got=repr(rate)) from None
+            except (TypeError, ValueError):
                 raise _error("must be a number", sub=family, got=repr(rate)) from None
         return {"default": LR_DEFAULT, **rates}
     try:
-        return float(_number(value))
-    except (PydanticCustomError, TypeError, ValueError):
+        return _rate(value)
+    except PydanticCustomError as e:
+        if e.message().startswith("must be a learning rate"):
+            raise
         raise _error("must be a number or a mapping family -> rate, e.g. {default: 0.001, frozen: 0.01}") from None
+    except (TypeError, ValueError):
+        raise _error("must be a number or a mapping family -> rate, e.g. {default: 0.001, frozen: 0.01}") from None
+
+
+def _distinct(values):
+    """A list whose items differ: `seeds: [0, 0]` would train one seed twice and report it once."""
+    seen = set()
+    for value in values:
+        if value in seen:
+            raise _error("lists {twice} twice: each item must differ", twice=repr(value), got=repr(values))
+        seen.add(value)
+    return values
+
+
+def _encoder(value):
+    if value not in ENCODERS:
+        raise PydanticCustomError("drift_unknown", "unknown encoder {got}: {hint}",
+                                  {"got": repr(value), "hint": close_matches(value, ENCODERS)})
+    return value
 
 
 Int = int  # strict (the models below): an integer, never true/false or a string
@@ -145,6 +180,7 @@ Edge = Annotated[Any, PlainValidator(_edge)]
 LearningRate = Annotated[Union[float, dict[str, float]], PlainValidator(_lr)]
 Sha256 = Annotated[Optional[Union[str, dict[str, str]]], PlainValidator(_sha256)]
 Names = Annotated[list[str], BeforeValidator(_one_or_many)]
+Encoder = Annotated[str, AfterValidator(_encoder)]
 
 
 def _nullable(annotation) -> bool:
@@ -266,8 +302,8 @@ class SplitParams(Section):
 
 class EmbedParams(Section):
     SECTION: ClassVar[str] = "embed"
-    text_encoder: str = "minilm-l6"   # token states feed the text heads; the pooled vector feeds its probe
-    encoders: list[str] = []          # more frozen encoders whose pooled vectors feed probe-<encoder>
+    text_encoder: Encoder = "minilm-l6"   # token states feed the text heads; the pooled vector feeds its probe
+    encoders: Annotated[list[Encoder], AfterValidator(_distinct)] = []  # more frozen encoders whose pooled vectors feed probe-<encoder>
     weights: Annotated[dict[str, str], _known_keys(ENCODERS)] = {}  # encoder -> local weights file or folder
     max_length: PositiveInt = 64      # tokens per text
     pooling: Optional[Annotated[str, choice(*POOLINGS)]] = "mean"  # null: each encoder's own
@@ -281,7 +317,7 @@ class EmbedParams(Section):
 class TrainParams(Section):
     SECTION: ClassVar[str] = "train"
     epochs: PositiveInt = 5
-    seeds: Annotated[list[Int], Field(min_length=1)] = [0]
+    seeds: Annotated[list[Int], Field(min_length=1), AfterValidator(_distinct)] = [0]
     batch_size: PositiveInt = 64
     weight_decay: Float = 0.01       # AdamW (text heads and probes)
     lr: LearningRate = Field(default_factory=lambda: {"default": LR_DEFAULT, "frozen": 0.01})
@@ -448,6 +484,8 @@ def message(error: dict, where: str = "") -> str:
                 f"{close_matches(key, ctx['valid'], prefix=f'{section}.' if section else '')}")
     path = _path(loc + ((ctx["sub"],) if "sub" in ctx else ()))
     got = ctx.get("got", repr(error.get("input")))
+    if kind == "drift_unknown":
+        return f"{path}: {error['msg']}"
     if kind == "drift_value":
         return f"{path} {error['msg']}, got {got}"
     if kind == "missing":

@@ -5,6 +5,7 @@ Paths are relative to the repository root (where dvc.yaml is); `dataset_paths(na
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 # name -> template; {name} is the dataset (a foreach key in dvc.yaml)
@@ -40,6 +41,7 @@ PATHS = {
     "shift": "plots/{name}/shift",
     "shift_summary": "tables/{name}-shift.json",
 }
+PARAMS_CHECKED = "data/params.checked"  # the check stage's mark, the same bytes every run: every ingest depends on it
 EMBED_METRICS = "metrics/embed"  # one JSON per dataset and encoder: rows computed vs found in the store
 METRICS = "metrics"  # every model's ID / Future / Decay lives in metrics/<dataset>/<model>.json
 PLOTS = "plots"
@@ -54,3 +56,17 @@ def dataset_paths(name: str, root: str | Path = ".") -> dict[str, Path]:
 def dvc_path(key: str) -> str:
     """The path as dvc.yaml writes it inside a `foreach` over datasets."""
     return PATHS[key].format(name="${key}")
+
+
+def main_repository(cwd: str | Path | None = None) -> Path:
+    """The repository a run belongs to, also from a `dvc exp run --temp` / `--queue` copy: DVC sets $DVC_ROOT to
+    the parent repository's root for experiments (and to the repository for `dvc repro`); without it, a working
+    directory inside <repo>/.dvc/tmp/exps/ (where DVC makes those copies) names <repo>; else the working
+    directory. What a relative path that must outlive a temporary workspace resolves against."""
+    if os.environ.get("DVC_ROOT"):
+        return Path(os.environ["DVC_ROOT"]).resolve()
+    cwd = Path(cwd or os.getcwd()).resolve()
+    for directory in (cwd, *cwd.parents):
+        if directory.name == "exps" and directory.parent.name == "tmp" and directory.parent.parent.name == ".dvc":
+            return directory.parent.parent.parent
+    return cwd

@@ -1,22 +1,57 @@
-"""What every stage script shares: one-line errors instead of tracebacks, JSON outputs, and the check that a
-stage's inputs exist before it starts."""
+"""What every stage script shares: one-line errors instead of tracebacks (a DriftError's message; a full disk's
+path, size and setting; any other exception named with its stage and input, its traceback in a log file), JSON
+outputs, and the check that a stage's inputs exist before it starts."""
 from __future__ import annotations
 
 import json
+import os
 import sys
+import traceback
 from pathlib import Path
 
-from drift.core.errors import DriftError
-from drift.core.paths import dataset_paths
+from drift.core.errors import DriftError, is_disk_full
+from drift.core.paths import dataset_paths, main_repository
+
+LOGS = ".drift/logs"  # under the main repository: a temporary experiment's copy takes its logs with it
+
+
+def log_path(stage: str) -> Path:
+    return main_repository() / LOGS / f"{stage}.log"
+
+
+def _one_line(error: BaseException, limit: int = 300) -> str:
+    text = " ".join(str(error).split()) or "(no message)"
+    return f"{type(error).__name__}: {text[:limit]}{'...' if len(text) > limit else ''}"
 
 
 def run_stage(main) -> None:
-    """Run a stage's main(argv); a DriftError prints one line on stderr and exits 2."""
+    """Run a stage's main(argv). A DriftError prints its one line on stderr and exits 2; any other exception
+    prints one line naming the stage, its input and the log holding the traceback, and exits 1."""
+    argv = sys.argv[1:]
+    stage = os.environ.get("DVC_STAGE") or "@".join([Path(sys.argv[0]).stem, *argv])
     try:
-        main(sys.argv[1:])
+        main(argv)
     except DriftError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    except Exception as e:  # noqa: BLE001 - the stage's one line; the traceback goes to the log
+        log = log_path(stage)
+        try:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(f"stage {stage}, input {' '.join(argv) or '-'}, cwd {os.getcwd()}\n"
+                           + "".join(traceback.format_exception(e)))
+            where = f"traceback in {log}"
+        except OSError:  # the disk that is full may be the log's
+            where = f"no log written ({log} not writable)"
+        if is_disk_full(e):
+            path = getattr(e, "filename", None)
+            print(f"error: stage {stage}: disk full{f' writing {path}' if path else ''} ({_one_line(e)}): free "
+                  f"space on that disk, or move what it writes (embed.cache_dir for the caches) ({where})",
+                  file=sys.stderr)
+            sys.exit(2)
+        print(f"error: stage {stage} (input: {' '.join(argv) or '-'}) failed: {_one_line(e)} ({where})",
+              file=sys.stderr)
+        sys.exit(1)
 
 
 def write_json(path: Path, data) -> None:

@@ -2,10 +2,12 @@
 
 Streams the dataset reader into a Parquet file in batches, so memory stays flat whatever the corpus size.
 Rows outside the dataset's time span are filtered here ("time_outside_span"), for every dataset alike.
-Writes records, the quarantine table beside them, and the counts (kept + filtered + quarantined = read).
+Writes records, the quarantine table beside them, and the counts (kept + filtered + quarantined = read), per
+file too, with a warning for each file whose rows vanished (drift.data.ledger); a full disk leaves neither file.
 """
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from drift.core.datasets import dataset_info
+from drift.core.errors import disk_full, is_disk_full
 from drift.core.params import DatasetParams
 from drift.core.progress import progress
 from drift.data.datasets import get_dataset
@@ -26,6 +29,9 @@ from drift.data.records import as_utc_naive, payload_key, record_schema
 from drift.protocol.slicing import slice_edges
 
 BATCH_ROWS = 4096
+EPOCH = dt.datetime(1970, 1, 1)
+# epoch seconds of 2001-2128 read as milliseconds land before this: such times outside a later span are counted
+SECONDS_END = dt.datetime(1970, 3, 1)
 
 
 def _batch(rows: list[dict], schema: pa.Schema, modality: str) -> pa.RecordBatch:
@@ -78,7 +84,8 @@ def ingest(name: str, cfg: DatasetParams, records_path: Path, quarantine_path: P
                 bar.advance()
                 time = row["time"] = as_utc_naive(row["time"]) if row["time"] is not None else None
                 if time is None or not (start <= time < end):
-                    ledger.filter("time_outside_span")
+                    seconds_like = time is not None and start > SECONDS_END and EPOCH <= time < SECONDS_END
+                    ledger.filter("time_outside_span", seconds_like=int(seconds_like))
                     continue
                 if row["id"] in seen_ids:
                     ledger.quarantine(row["id"], "duplicate_id")
@@ -91,14 +98,25 @@ def ingest(name: str, cfg: DatasetParams, records_path: Path, quarantine_path: P
                     buffer = []
             if buffer:
                 writer.write_batch(_batch(buffer, schema, info.modality))
-    except BaseException:
+    except BaseException as e:
         tmp_path.unlink(missing_ok=True)  # strict mode or a crash: no half-written file left behind
+        if isinstance(e, OSError) and is_disk_full(e):
+            raise disk_full(records_path) from None
         raise
-    tmp_path.replace(records_path)  # a killed ingest never leaves a half-written records file behind
     bad = pa.table({"where": [r["where"] for r in ledger.bad_rows], "reason": [r["reason"] for r in ledger.bad_rows],
                     "raw": [r["raw"] for r in ledger.bad_rows]},
                    schema=pa.schema([("where", pa.string()), ("reason", pa.string()), ("raw", pa.string())]))
-    pq.write_table(bad, quarantine_path)
+    bad_tmp = quarantine_path.with_name(quarantine_path.name + ".partial")
+    try:
+        pq.write_table(bad, bad_tmp)
+    except BaseException as e:
+        bad_tmp.unlink(missing_ok=True)
+        tmp_path.unlink(missing_ok=True)
+        if isinstance(e, OSError) and is_disk_full(e):
+            raise disk_full(quarantine_path, needed=bad.nbytes) from None
+        raise
+    tmp_path.replace(records_path)  # a killed ingest never leaves a half-written records file behind
+    bad_tmp.replace(quarantine_path)
     return {"dataset": name, **ledger.counts(), "span": [str(start.date()), str(end.date())]}
 
 
@@ -111,16 +129,27 @@ def _ingest_batches(batches, span, ledger: Ledger, seen_ids: set[str], writer, s
     # Arrow parses the next chunk and Parquet compresses the last batch while this thread hashes: one core
     # each; pyarrow releases the GIL. One write in flight and one chunk ahead keep memory bounded.
     write_thread, last_write = ThreadPoolExecutor(max_workers=1), None
+    epoch, seconds_end = (pa.scalar(t, pa.timestamp("us")) for t in (EPOCH, SECONDS_END))
     for batch in prefetched(batches):
+        if batch.source:
+            ledger.file(batch.source)
+        if batch.damaged is not None:
+            ledger.damaged(batch.source, batch.damaged)
+        if batch.records is None:
+            continue
         table = batch.records
         bar.advance(table.num_rows + len(batch.bad) + sum(batch.filtered.values()))
         for rule, n in batch.filtered.items():
-            ledger.filtered[rule] += n
+            ledger.filter(rule, n)
         in_span = pc.and_(pc.greater_equal(table["time"], start), pc.less(table["time"], end))
         in_span = pc.fill_null(in_span, False)
         n_out = table.num_rows - (pc.sum(in_span).as_py() or 0)
         if n_out:
-            ledger.filtered["time_outside_span"] += n_out  # ledger.filter(), n_out times in one step
+            seconds_like = 0
+            if span[0] > SECONDS_END:
+                in_1970 = pc.and_(pc.greater_equal(table["time"], epoch), pc.less(table["time"], seconds_end))
+                seconds_like = pc.sum(pc.fill_null(in_1970, False)).as_py() or 0
+            ledger.filter("time_outside_span", n_out, seconds_like)
             table = table.filter(in_span)
         duplicate = []
         for row_id in table["id"].to_pylist():
@@ -135,7 +164,7 @@ def _ingest_batches(batches, span, ledger: Ledger, seen_ids: set[str], writer, s
             table = table.filter(pc.invert(pa.array(duplicate)))
         for _, where, reason, raw in bad:  # in line order, as the line-by-line path quarantines them
             ledger.quarantine(where, reason, raw)
-        ledger.kept += table.num_rows
+        ledger.keep(table.num_rows)
         pending.append(table.drop_columns(["line"]))
         n_pending += table.num_rows
         while n_pending >= BATCH_ROWS:

@@ -9,13 +9,14 @@ train on targets standardised per cutoff and map their outputs back to the ratin
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn as nn
 
-from drift.core.errors import DriftError
+from drift.core.errors import DriftError, disk_full, is_disk_full
 from drift.models import InputSpec, create_model
 
 
@@ -120,8 +121,23 @@ def list_checkpoints(models_dir: Path, model: str) -> dict[int, dict[int, Path]]
 
 
 def save_checkpoint(model: nn.Module, path: Path) -> None:
+    """Written whole or not at all: a full disk or a kill leaves no half checkpoint at `path` or beside it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(model.state_dict(), path)
+    # the same file name in a folder of its own: torch.save names the archive's records after the file
+    tmp = path.parent / f".tmp-{os.getpid()}" / path.name
+    tmp.parent.mkdir(exist_ok=True)
+    state = model.state_dict()
+    try:
+        torch.save(state, tmp)
+        tmp.replace(path)
+        tmp.parent.rmdir()
+    except BaseException as e:
+        tmp.unlink(missing_ok=True)
+        tmp.parent.rmdir()
+        if is_disk_full(e) or (isinstance(e, RuntimeError) and "unexpected pos" in str(e)):
+            # torch's writer reports a short write (ENOSPC) as "unexpected pos"
+            raise disk_full(path, needed=sum(t.numel() * t.element_size() for t in state.values())) from None
+        raise
 
 
 def load_checkpoint(name: str, spec: InputSpec, n_outputs: int, task_name: str, path: Path) -> nn.Module:

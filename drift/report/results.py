@@ -22,8 +22,11 @@ from drift.protocol.summary import (
 STAGE_FOLDERS = ("embed", "evaluate", "ingest", "train")  # metrics/<stage>/: no dataset's results
 
 
-def load_results(metrics_dir: Path, dataset: str | None = None) -> dict[str, dict[str, dict]]:
-    """{dataset: {model: metrics}} from metrics/<dataset>/<model>.json (what `dvc metrics show` reads)."""
+def load_results(metrics_dir: Path, dataset: str | None = None,
+                 declared: list[str] | None = None) -> dict[str, dict[str, dict]]:
+    """{dataset: {model: metrics}} from metrics/<dataset>/<model>.json (what `dvc metrics show` reads), for the
+    datasets `declared` (the workspace's params.yaml `datasets`: a folder another experiment left is no result
+    of this one); None: every dataset of the table with a folder."""
     from drift.core.datasets import DATASETS
 
     # a dataset's folder: a built-in dataset's, or any but the stages' own (a configured table's)
@@ -31,8 +34,12 @@ def load_results(metrics_dir: Path, dataset: str | None = None) -> dict[str, dic
     known = set(DATASETS) | {p.name for p in folders}
     if dataset is not None and dataset not in known:
         raise DriftError(f"unknown dataset {dataset!r}: {close_matches(dataset, known)}")
+    if dataset is not None and declared is not None and dataset not in declared:
+        raise DriftError(f"{dataset} is not a dataset of this workspace's params.yaml (datasets: "
+                         f"{', '.join(declared) or 'none'}): add it there and run `dvc repro`")
+    wanted = known if declared is None else set(declared)
     results = {}
-    for folder in folders:
+    for folder in (p for p in folders if p.name in wanted):
         if dataset and folder.name != dataset:
             continue
         models = {f.stem: json.loads(f.read_text()) for f in sorted(folder.glob("*.json"))}

@@ -14,13 +14,14 @@ from pathlib import Path
 
 from drift.core.closure import ROOT, import_closure
 from drift.core.datasets import DATASETS
-from drift.core.paths import EMBED_METRICS, dvc_path
+from drift.core.paths import EMBED_METRICS, PARAMS_CHECKED, dvc_path
 
 # stage -> what it reads and writes; inputs/outputs are drift/core/paths.py names, `extra` deps are literal
 STAGES = {
     "ingest": {
         "comment": "its own reader and raw input (params.yaml `datasets`): a change re-runs this dataset's ingest only",
-        "readers": True, "extra": ["${item.reader}", "${item.input}"], "inputs": [], "params": ["${key}"],
+        "readers": True, "extra": ["${item.reader}", "${item.input}", PARAMS_CHECKED], "inputs": [],
+        "params": ["${key}"],
         "outs": ["records", "quarantine"], "metrics": ["ingest_metrics"]},
     "slice": {
         "comment": "the dataset's slicing keys and label names come with its records (ingest writes them there)",
@@ -76,8 +77,19 @@ def _flow(items: list[str], indent: int) -> str:
     return "[" + ("\n" + " " * (indent + 1)).join(lines) + "]"
 
 
+def check_stage(root: Path = ROOT) -> list[str]:
+    """The first stage: the whole params.yaml validated on every `dvc repro` and `dvc exp run`, even when no
+    other stage would re-run (always_changed); its mark, the same bytes every time, orders the ingests after it
+    without invalidating them."""
+    script = "stages/check.py"
+    deps = [script] + sorted(import_closure(root / script, root)) + ["params.yaml"]
+    return ["  check:", f"    cmd: python {script}",
+            "    # a typo or a bad value in params.yaml fails here, in a second, before any stage reads it",
+            f"    deps: {_flow(deps, 10)}", f"    outs: [{PARAMS_CHECKED}]", "    always_changed: true", ""]
+
+
 def dvc_yaml(root: Path = ROOT) -> str:
-    out = [HEADER, "stages:"]
+    out = [HEADER, "stages:"] + check_stage(root)
     for name, stage in STAGES.items():
         script = f"stages/{name}.py"
         code = set(import_closure(root / script, root))

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from lance import LanceOperation
 from lance.commit import CommitConflictError
 
-from drift.core.errors import DriftError
+from drift.core.errors import DriftError, disk_full, is_disk_full
 
 FRAGMENT_BYTES = 1 << 30  # compaction target per fragment: few files to list, each small enough to rewrite
 COMPACT_AFTER = 8         # an embed run compacts once this many under-sized fragments have piled up
@@ -158,8 +158,14 @@ class EmbeddingStore:
             columns["tokens"] = pa.ListArray.from_arrays(pa.array(offsets), inner)
             columns["n_tokens"] = pa.array(lengths)
         table = pa.Table.from_pydict(columns, schema=self.schema)
-        self._create()
-        lance.write_dataset(table, str(self.path), mode="append")  # concurrent appends are safe in Lance
+        try:
+            self._create()
+            # concurrent appends are safe in Lance; a failed one removes its data file and commits nothing
+            lance.write_dataset(table, str(self.path), mode="append")
+        except OSError as e:
+            if is_disk_full(e):
+                raise disk_full(self.path, "embed.cache_dir (or $DRIFT_CACHE_DIR)", table.nbytes) from None
+            raise
 
     def _create(self) -> None:
         """Create the table empty, once, under a file lock: two Lance "create" writes racing each other can

@@ -1,12 +1,13 @@
 """Where the caches live: the embedding store, and beside it the checkpoint and cell caches (embed.cache_dir,
 else $DRIFT_CACHE_DIR, else ~/.cache/drift), outside any workspace so queued and temporary DVC experiments share
-them."""
+them. A relative embed.cache_dir is the main repository's folder, never a temporary experiment copy's."""
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
 from drift.core.params import EmbedParams
+from drift.core.paths import main_repository
 
 
 def default_cache_dir() -> Path:
@@ -16,6 +17,10 @@ def default_cache_dir() -> Path:
 
 
 def cache_dir(embed: EmbedParams) -> Path:
-    """The store's directory: `embed.cache_dir`, else the user's cache."""
-    configured = embed.cache_dir
-    return Path(configured).expanduser() if configured else default_cache_dir()
+    """The store's directory: `embed.cache_dir`, else the user's cache. A relative embed.cache_dir resolves
+    against the main repository (drift.core.paths.main_repository): a `dvc exp run --temp` copy, deleted after
+    the run, would take the store with it."""
+    if not embed.cache_dir:
+        return default_cache_dir()
+    configured = Path(embed.cache_dir).expanduser()
+    return configured if configured.is_absolute() else main_repository() / configured

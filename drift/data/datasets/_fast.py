@@ -24,7 +24,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from drift.data.datasets._io import loads, open_binary
+from drift.data.datasets._io import (
+    DamagedFile,
+    damage,
+    loads,
+    open_binary,
+    raise_damage,
+)
 
 CHUNK_BYTES = 32 << 20  # bytes parsed at a time: memory stays bounded whatever the file size
 BLOCK_BYTES = 1 << 20   # Arrow's unit of work per thread inside a chunk
@@ -51,9 +57,11 @@ def or_empty(text: pa.ChunkedArray) -> pa.ChunkedArray:
 class Batch:
     """One piece of a file: its kept records (columns id, time, label, text and `line`, ascending), the bad
     rows as (line, where, reason, raw), and the rows filtered by each rule."""
-    records: pa.Table
+    records: pa.Table | None       # None: a marker (a file starts, or ends damaged)
     bad: list[tuple[int, str, str, str | None]]
     filtered: Counter = field(default_factory=Counter)
+    source: str = ""               # the file's name: the ledger counts per file
+    damaged: str | None = None     # a damaged file's reason (no records then): drift.data.ingest quarantines it
 
 
 class Collector:
@@ -79,9 +87,14 @@ def iter_chunks(path: Path, chunk_bytes: int | None = None) -> Iterator[tuple[in
         while True:
             chunk = f.read(chunk_bytes)
             if not chunk:
+                raise_damage(f, path)  # a damaged .gz: every chunk before the damage served, then DamagedFile
                 return
             if not chunk.endswith(b"\n"):
                 chunk += f.readline()  # finish the last line; at the end of the file this adds nothing
+                if not chunk.endswith(b"\n") and damage(f):  # the cut end of a damaged stream: no row
+                    chunk = chunk[:chunk.rfind(b"\n") + 1]
+                    if not chunk:
+                        continue
             yield first_line, chunk
             first_line += chunk.count(b"\n")
 
@@ -131,11 +144,18 @@ def parser_threads() -> int:
 
 def fast_batches(path: Path, schema: pa.Schema, vectorise: Callable, record: Callable,
                  records_schema: pa.Schema, chunk_bytes: int | None = None) -> Iterator[Batch]:
-    """Batches of one JSON-lines file, in file order (see the module doc)."""
+    """Batches of one JSON-lines file, in file order (see the module doc); a damaged .gz ends with a Batch
+    that says so (`damaged`), after the batches of the rows before the damage."""
     if pa.cpu_count() != parser_threads():
         pa.set_cpu_count(parser_threads())
-    for first_line, chunk in iter_chunks(path, chunk_bytes):
-        yield from _pieces(path, first_line, chunk, None, schema, vectorise, record, records_schema)
+    yield Batch(None, [], source=path.name)  # the file starts: counted even if it holds no rows
+    try:
+        for first_line, chunk in iter_chunks(path, chunk_bytes):
+            for batch in _pieces(path, first_line, chunk, None, schema, vectorise, record, records_schema):
+                batch.source = path.name
+                yield batch
+    except DamagedFile as e:  # the rows before the damage are in the batches above
+        yield Batch(None, [], source=path.name, damaged=e.reason)
 
 
 def _pieces(path, first_line, chunk, lines, schema, vectorise, record, records_schema):

@@ -6,7 +6,8 @@ data/raw/amazon), categories (default every file in source), url and sha256 (dri
 template with {category}, {file name: sha}), strict (the ingest driver). Record: id =
 "user_id:parent_asin:timestamp", time = `timestamp` (ms since epoch, UTC), label = float(rating), text = the
 `text_fields` (title, text) joined by "\\n", verbatim (<br /> tags included). Quarantine reasons: malformed_json, missing_id,
-missing_timestamp, bad_timestamp, missing_rating, bad_rating, rating_out_of_range, empty_text."""
+missing_timestamp, bad_timestamp, missing_rating, bad_rating, rating_out_of_range, empty_text; a cut or corrupt
+.gz keeps its rows before the damage and is quarantined by name (damaged_file)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -32,6 +33,7 @@ from drift.core.params import (
 from drift.data.datasets._fast import NON_WHITESPACE, Batch, fast_batches, or_empty
 from drift.data.datasets._io import (
     EPOCH,
+    DamagedFile,
     from_epoch_ms,
     iter_json_lines,
     missing_source,
@@ -104,10 +106,14 @@ def category_files(cfg: AmazonParams) -> list[Path]:
 def read(cfg: AmazonParams, ledger: Ledger) -> Iterator[dict]:
     """The line-by-line reader: the baseline, and the fallback of the fast path for the rows it must see."""
     for path in category_files(cfg):
-        for lineno, raw, row in iter_json_lines(path):
-            record = row_record(row, f"{path.name}:{lineno}", raw, ledger, cfg.text_fields)
-            if record is not None:
-                yield record
+        ledger.file(path.name)
+        try:
+            for lineno, raw, row in iter_json_lines(path):
+                record = row_record(row, f"{path.name}:{lineno}", raw, ledger, cfg.text_fields)
+                if record is not None:
+                    yield record
+        except DamagedFile as e:  # a cut or corrupt .gz: its rows before the damage are kept, the others read
+            ledger.damaged(path.name, e.reason)
 
 
 def row_record(row, where: str, raw: bytes, ledger: Ledger, fields=("title", "text")) -> dict | None:

@@ -37,6 +37,7 @@ from drift.data.datasets._fast import (
     or_empty,
 )
 from drift.data.datasets._io import (
+    DamagedFile,
     iter_json_lines,
     missing_source,
     normalize_ws,
@@ -96,10 +97,14 @@ def paper_time(row: dict, time_field: str):
 def read(cfg: ArxivParams, ledger: Ledger) -> Iterator[dict]:
     """The line-by-line reader: the baseline, and the fallback of the fast path for the rows it must see."""
     path, record = snapshot(cfg)
-    for lineno, raw, row in iter_json_lines(path):
-        rec = record(row, f"{path.name}:{lineno}", raw, ledger)
-        if rec is not None:
-            yield rec
+    ledger.file(path.name)
+    try:
+        for lineno, raw, row in iter_json_lines(path):
+            rec = record(row, f"{path.name}:{lineno}", raw, ledger)
+            if rec is not None:
+                yield rec
+    except DamagedFile as e:  # a cut or corrupt .gz: its rows before the damage are kept
+        ledger.damaged(path.name, e.reason)
 
 
 def snapshot(cfg: ArxivParams):
