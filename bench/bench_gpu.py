@@ -22,14 +22,14 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from drift.core.datasets import dataset_info  # noqa: E402
-from drift.data.datasets import get_dataset  # noqa: E402
-from drift.encoders.text import TextEncoder  # noqa: E402
-from drift.run.plan import _synthetic_inputs, _synthetic_targets, BenchInput, plan  # noqa: E402
-from drift.run.rehearse import rehearse, write_standin  # noqa: E402
-from drift.protocol.tasks import get_task  # noqa: E402
-from drift.train.engine import Job, train_many  # noqa: E402
-from drift.train.loop import deterministic, train_one  # noqa: E402
+from drift.core.datasets import dataset_info
+from drift.data.datasets import get_dataset
+from drift.encoders.text import TextEncoder
+from drift.protocol.tasks import get_task
+from drift.run.plan import BenchInput, _synthetic_inputs, _synthetic_targets, plan
+from drift.run.rehearse import rehearse, write_standin
+from drift.train.engine import Job, train_many
+from drift.train.loop import deterministic, train_one
 
 PAPER_GPU_HOURS = 660.5  # Table 1: train + evaluate, A100 GPU-hours, every corpus
 
@@ -68,7 +68,7 @@ def embed_rate(device: str, layers: int | None, batch: int, rows: int, tmp: Path
     shape = write_standin("roberta", tmp / "roberta", layers)
     encoder = TextEncoder("roberta", max_length=128, batch_size=batch, dtype="bfloat16" if device != "cpu"
                           else "float32", device=device, weights=str(tmp / "roberta"))
-    words = "the review said the product arrived late but works well enough for the price".split()
+    words = ["the", "review", "said", "the", "product", "arrived", "late", "but", "works", "well", "enough", "for", "the", "price"]
     texts = [" ".join(words[i % len(words):] + words) * 4 for i in range(rows)]
     encoder.encode(texts[:batch])  # warm-up
     sync(device)

@@ -26,8 +26,9 @@ def own_cache(tmp_path, monkeypatch):
 
 
 def _status():
-    return subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=ROOT, capture_output=True,
-                          text=True).stdout
+    """The project's run outputs and params as git sees them (ignored files included)."""
+    return subprocess.run(["git", "status", "--porcelain", "--ignored", "--", "params.yaml", "dvc.lock", "data",
+                           "metrics", "plots", "tables", "reports"], cwd=ROOT, capture_output=True, text=True, check=False).stdout
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -40,9 +41,10 @@ def test_tiny_rehearsal_of_each_preset(preset, tmp_path):
     (name, d), = out["datasets"].items()
     # every model of the (shrunk) roster trained at every kept cutoff of the one seed left
     shrunk = " ".join(out["shrunk"])
-    assert "train.seeds" in shrunk and f"{name} cutoffs trained" in shrunk and "train.epochs 10 -> 1" in shrunk
+    assert "train.seeds" in shrunk and "train.epochs 10 -> 1" in shrunk
+    assert f"{name} cutoffs trained" in shrunk or len(d["cutoffs"]) <= PROFILES["tiny"].cutoffs
     families = d["families"]
-    assert len(d["cutoffs"]) == PROFILES["tiny"].cutoffs
+    assert 1 <= len(d["cutoffs"]) <= PROFILES["tiny"].cutoffs
     assert d["trainings"] == len(d["models"]) * len(d["cutoffs"]) and len(d["models"]) >= 10
     assert d["cells"] > 0 and d["rows"] > 0
     for enc, standin in out["standins"].items():  # the preset's widths
@@ -119,3 +121,12 @@ def test_engine_auto_picks_the_faster_measured_engine():
     assert engine_choice("amazon", "Recurrent")[0] == "solo"
     assert engine_choice("amazon", "FFN", device="cuda")[0] == "solo"  # measured on the CPU only
     assert json.loads(rates_path().read_text())  # one file in the drift cache dir
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", PRESETS)
+def test_default_rehearsal_of_each_preset(preset):
+    out = rehearse(preset)  # the default profile: full-depth stand-ins, every encoder, 3 cutoffs, 2 epochs
+    assert out["ok"], [s for s in out["stages"] if s["status"] == "failed"]
+    assert out["seconds"] < 900
+    assert all(s.get("layers") != 1 for s in out["standins"].values())

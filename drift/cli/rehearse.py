@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich import box
@@ -47,7 +46,7 @@ def rehearsal_table(out: dict) -> Table:
 
 
 def rehearse(preset: str = typer.Argument(..., help="a preset in params/, e.g. paper-amazon"),
-             data: Optional[Path] = typer.Option(None, "--data", help="a sample in the corpus's format (its "
+             data: Path | None = typer.Option(None, "--data", help="a sample in the corpus's format (its "
                                                  "folder or file) instead of the project's fixtures"),
              set_: list[str] = typer.Option(None, "-S", "--set", help="key=value over the preset, as `dvc exp "
                                             "run -S` (repeatable)"),

@@ -25,7 +25,7 @@ from drift.core.params import EmbedParams, Params, TrainParams
 from drift.core.presets import PRESETS, list_presets, merge_preset
 from drift.data.datasets import dataset_cfg, get_dataset, load
 from drift.models import get_model_info
-from drift.train.rates import machine_id
+from drift.train.rates import machine_id, read_rates
 
 # The paper's Table 1 (Appendix B) totals; each corpus's row is its module's PAPER_COST (drift/data/datasets/),
 # and its rows and non-empty slices, when no slice manifest says, its PAPER_ROWS.
