@@ -5,11 +5,13 @@ import sys
 
 from drift.core.params import load_params, roster
 from drift.core.stage import run_stage, write_json
+from drift.models import get_model_info
 from drift.run.checks import validate
 from drift.store.cells import CellCache, corrupt_line
 from drift.store.location import cache_dir
 from drift.train.engine import train_many
 from drift.train.loop import train_roster
+from drift.train.rates import engine_choice
 from drift.train.slice_data import SliceData
 
 
@@ -18,9 +20,16 @@ def main(argv):
     params = load_params()
     validate(params, name)
     data = SliceData(params, name)
-    batched = train_many if params.train.engine == "batched" else None  # every seed and cutoff of a model stacked
-    counts = train_roster(data, roster(params.train, name), params.train, data.paths["models"],
-                          CellCache(cache_dir(params.embed)), params.compute, batched)
+    models = roster(params.train, name)
+    engines = None
+    if params.train.engine == "auto":  # per family, the faster engine a rehearsal measured on this machine
+        device = "cuda" if params.compute.gpus_per_task else "cpu"
+        engines = {m: engine_choice(name, get_model_info(m).family, device)[0] for m in models}
+        print(f"train.engine auto: {', '.join(f'{m} {e}' for m, e in engines.items())}", file=sys.stderr)
+    # batched: every seed and cutoff of a model stacked
+    batched = train_many if params.train.engine in ("batched", "auto") else None
+    counts = train_roster(data, models, params.train, data.paths["models"],
+                          CellCache(cache_dir(params.embed)), params.compute, batched, engines)
     corrupt = counts.pop("corrupt")
     if line := corrupt_line(f"train@{name}", corrupt, "checkpoint(s)"):
         print(line, file=sys.stderr)

@@ -28,6 +28,15 @@ PROMISED = {
         r"^model +solo rows/s +batched rows/s +ratio +predict ckpt/s +predict_many +ratio +max \|diff\|",
         *(rf"^{model} +{NUM} +{NUM} +{NUM}x +{NUM} +{NUM} +{NUM}x +\d\.\de[+-]\d\d$" for model in ("ffn-s", "mlp-s")),
     ],
+    "bench_gpu.py": [
+        rf"^1\. matmul \S+ \w+: {NUM} TFLOP/s$",
+        rf"^2\. embed roberta stand-in at 128 tokens: {NUM} tokens/s = {NUM} TFLOP/s, {NUM}% of the matmul rate",
+        *(rf"^3\. {model}: solo {NUM} rows/s, batched on \S+ {NUM} rows/s: {NUM}x" for model in ("ffn-s", "mlp-s")),
+        *(rf"^4\. rehearse {preset} on \S+: passed in {NUM} s$" for preset in ("paper-amazon", "paper-yearbook")),
+        *(rf"^5\. {preset} \(\w+\) projected {NUM} h on \S+ vs Table 1 {NUM} A100 h: {NUM}x less$"
+          for preset in ("paper-amazon", "paper-yearbook")),
+        rf"^6\. both campaigns {NUM} h on \S+; the paper's three 660\.5 A100 h",
+    ],
     "bench_ingest.py": [
         *(rf"^{ds} +1x +{NUM} +{NUM}( \| +{NUM} +{NUM}){{4}} \| +{NUM} +{NUM} +{NUM}$" for ds in ("amazon", "arxiv")),
         r"^fast = fast-2 \(both cores\)\. Records are byte-identical",

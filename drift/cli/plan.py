@@ -56,11 +56,14 @@ def plan_tables(out: dict) -> list:
                                          ("eval", "projected_eval_hours", "eval_gpu_h")):
                 hours.add_row(f"{name} {part}", *[_hours(d[key][dev]) for dev in devices],
                               _hours(paper[paper_key]) if paper else "—")
+            if d.get("projected_embed_hours"):  # rehearsed encoders: apart from the totals, as Table 1
+                hours.add_row(f"{name} embed", *[_hours(d["projected_embed_hours"][dev]) for dev in devices], "—",
+                              style="dim")
         hours.add_row("total", *[_hours(out["projected_hours"][dev]) for dev in devices],
                       _hours(sum(d["paper"]["train_gpu_h"] + d["paper"]["eval_gpu_h"] for d in datasets.values()))
                       if all("paper" in d for d in datasets.values()) else "—", style="bold")
         renderables.append(hours)
-        rates = table("measured", "input", "train rows/s", "eval rows/s", "h here")
+        rates = table("measured", "input", "train rows/s", "eval rows/s", "h here", "from")
         for name, models in out["benchmark"]["rates"].items():
             measured: dict[str, list] = {}
             for model, r in models.items():
@@ -71,7 +74,8 @@ def plan_tables(out: dict) -> list:
                            for m in members)
                 label = bench_model + (f" +{len(members) - 1}" if len(members) > 1 else "")
                 rates.add_row(label, r["shape"], _count(round(r["train_rows_per_s"])),
-                              _count(round(r["eval_rows_per_s"])), _hours(here))
+                              _count(round(r["eval_rows_per_s"])), _hours(here),
+                              "rehearsal" if r.get("source", "").startswith("rehearsal") else "bench")
         renderables.append(rates)
     return renderables
 
@@ -137,6 +141,9 @@ def plan(preset: Optional[str] = typer.Argument(None, help="a preset in params/ 
         b = out["benchmark"]
         notes.append(f"rates: {b['threads']} threads, {'every model' if b['every_model'] else 'one model per family'}"
                      f"; {b['measured_now']} measured now, the rest from {b['cache']}; {b['tokens_assumption']}")
+    sources = {r["source"] for models in (out["benchmark"] or {}).get("rates", {}).values() for r in models.values()
+               if r.get("source", "").startswith("rehearsal")}
+    notes += [f"rehearsed rates: {source}" for source in sorted(sources)]
     for note in notes:
         console.print(note, style="dim", highlight=False, soft_wrap=False, overflow="fold")
 

@@ -5,14 +5,14 @@ the paper's Table 1, trainings, training row-passes, encoder passes, evaluation 
 (forward+backward and forward-only rows/s of one model per family at its real input shape, cached per machine,
 torch version and model), projection (counts / rates = hours here, and on a GPU from a stated or given speed-up
 over this CPU). Slice counts come from the slice manifest (exact), else the params, else a stated assumption
-(the dataset module's PAPER_ROWS), rows spread evenly over the slices, as the output says. Encoders and ingest are counted, not
-timed: Table 1 leaves preprocessing out too."""
+(the dataset module's PAPER_ROWS), rows spread evenly over the slices, as the output says. Rates a rehearsal
+measured (drift/run/rehearse.py) replace the benchmark's per family, and time the encoders (embed hours, apart
+from the totals: Table 1 leaves preprocessing out too); ingest is counted, not timed."""
 from __future__ import annotations
 
 import datetime as dt
 import json
 import os
-import platform
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +24,7 @@ from drift.core.params import EmbedParams, Params, TrainParams
 from drift.core.presets import PRESETS, list_presets, merge_preset
 from drift.data.datasets import dataset_cfg, get_dataset, load
 from drift.models import get_model_info
+from drift.train.rates import machine_id, read_rates
 
 # The paper's Table 1 (Appendix B) totals; each corpus's row is its module's PAPER_COST (drift/data/datasets/),
 # and its rows and non-empty slices, when no slice manifest says, its PAPER_ROWS.
@@ -275,19 +276,6 @@ def bench_input(params: Params, dataset: dict, name: str, model: str) -> BenchIn
     return BenchInput("tokens", (dim,), tokens, max_tokens=max_tokens, **common)
 
 
-def machine_id() -> str:
-    """This machine as the benchmark cache knows it: host, CPU model and count."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{platform.node()} / {cpu} / {os.cpu_count()} cpus"
-
-
 def _synthetic_inputs(spec: BenchInput, n_rows: int):
     """drift.models.inputs.Inputs of random rows at the real shape and storage type (uint8 pixels, float32 pooled
     vectors, float16 token states), so the benchmark pays the same batch assembly as training."""
@@ -440,12 +428,16 @@ def bench_model_for(family_models: list[str]) -> str:
     return next((m for m in family_models if get_model_info(m).size == "S"), family_models[0])
 
 
-def benchmark(params: Params, counts: dict, cache: BenchCache, every_model: bool = False, seconds: float = 1.0) -> dict:
+def benchmark(params: Params, counts: dict, cache: BenchCache, every_model: bool = False, seconds: float = 1.0,
+              rates_device: str = "cpu") -> dict:
     """Rates of every trained model of each dataset (counts: count_campaign's), from the cache or measured:
     {dataset: {model: {"measured_as", "input", "train_rows_per_s", "eval_rows_per_s"}}}, plus the CPU's matmul
     FLOP/s under "cpu_flops". By default one model per family is measured (its S size) and its family's other
-    sizes take its rates (`measured_as` names it); `every_model` measures each model."""
+    sizes take its rates (`measured_as` names it); `every_model` measures each model. Where a rehearsal of the
+    dataset measured a family on this machine (drift/train/rates.py), its rates are used instead (`source`
+    says which), scaled by the batched engine's measured gain when train.engine is batched or auto."""
     threads = params.train.threads
+    rehearsed = read_rates(rates_device)
     out = {"cpu_flops": cache.get("fp32 matmul 512", threads, lambda: {"flops": measure_matmul(threads)})["flops"]}
     for name, dataset in counts["datasets"].items():
         families: dict[str, list[str]] = {}
@@ -453,13 +445,31 @@ def benchmark(params: Params, counts: dict, cache: BenchCache, every_model: bool
             if not m["reference"]:
                 families.setdefault(get_model_info(model).family, []).append(model)
         out[name] = {}
-        for members in families.values():
+        for family, members in families.items():
+            measured_rates = rehearsed.get(name, {}).get("families", {}).get(family) or {}
+            if not every_model and measured_rates.get("train_rows_per_s") and measured_rates.get("eval_rows_per_s"):
+                rehearsal = rehearsed[name]
+                engine = (rehearsal.get("engines") or {}).get(family) or {}
+                gain = 1.0
+                if engine.get("solo") and params.train.engine != "solo":
+                    best = engine["batched"] if params.train.engine == "batched" else max(engine["solo"],
+                                                                                          engine["batched"])
+                    gain = best / engine["solo"]
+                source = (f"rehearsal ({rehearsal.get('preset')}, {rehearsal.get('profile')} profile, "
+                          f"{rehearsal.get('measured_at')})")
+                for model in members:
+                    out[name][model] = {"measured_as": f"{family} (rehearsed)", "source": source,
+                                        "input": "rehearsal", "shape": "rehearsed",
+                                        "train_rows_per_s": measured_rates["train_rows_per_s"] * gain,
+                                        "eval_rows_per_s": measured_rates["eval_rows_per_s"]}
+                continue
             for measured in (members if every_model else [bench_model_for(members)]):
                 spec = bench_input(params, dataset, name, measured)
                 rates = cache.get(f"{get_model_info(measured).name} | {spec.key()}", threads,
                                   lambda: measure_model(measured, spec, threads, seconds))
                 for model in [measured] if every_model else members:
-                    out[name][model] = {"measured_as": measured, "input": spec.key(), "shape": spec.label(),
+                    out[name][model] = {"measured_as": measured, "source": "micro-benchmark",
+                                        "input": spec.key(), "shape": spec.label(),
                                         "train_rows_per_s": rates["train_rows_per_s"],
                                         "eval_rows_per_s": rates["eval_rows_per_s"]}
     return out
@@ -484,7 +494,7 @@ def device_factors(cpu_flops: float | None, given: dict[str, float] | None = Non
     return devices
 
 
-def project_hours(counts: dict, rates: dict, devices: dict[str, dict]) -> dict:
+def project_hours(counts: dict, rates: dict, devices: dict[str, dict], rates_device: str = "cpu") -> dict:
     """Hours of training and evaluation per dataset and device: each model's row passes at its family's measured
     rate, divided by the device's factor. The references (closed-form, seconds per cutoff) are left out."""
     for name, dataset in counts["datasets"].items():
@@ -500,6 +510,13 @@ def project_hours(counts: dict, rates: dict, devices: dict[str, dict]) -> dict:
         dataset["projected_train_hours"] = {d: train_s / v["factor"] for d, v in devices.items()}
         dataset["projected_eval_hours"] = {d: eval_s / v["factor"] for d, v in devices.items()}
         dataset["projected_hours"] = {d: (train_s + eval_s) / v["factor"] for d, v in devices.items()}
+        dataset["projected_embed_hours"] = {}
+        encoders = read_rates(rates_device).get(name, {}).get("encoders", {})
+        rated = [e for e in dataset["encoders"] if (encoders.get(e) or {}).get("full_depth")
+                 and encoders[e].get("rows_per_s")]
+        if dataset["encoders"] and len(rated) == len(dataset["encoders"]):  # every encoder rehearsed at full depth
+            embed_s = sum(dataset["rows"] / encoders[e]["rows_per_s"] for e in rated)
+            dataset["projected_embed_hours"] = {d: embed_s / 3600 / v["factor"] for d, v in devices.items()}
     for key in ("projected_train_hours", "projected_eval_hours", "projected_hours"):
         counts[key] = {d: sum(ds[key][d] for ds in counts["datasets"].values()) for d in devices}
     return counts
@@ -508,9 +525,9 @@ def project_hours(counts: dict, rates: dict, devices: dict[str, dict]) -> dict:
 def plan(preset: str | None = None, params_path: Path = Path("params.yaml"), presets: Path = PRESETS,
          manifest_dir: Path = Path("data/slices"), rows: dict[str, int] | None = None,
          device_rates: dict[str, float] | None = None, bench: bool = True, cache_path: Path | None = None,
-         every_model: bool = False, refresh: bool = False, seconds: float = 1.0) -> dict:
+         every_model: bool = False, refresh: bool = False, seconds: float = 1.0, rates_device: str = "cpu") -> dict:
     """The whole plan as `drift plan --json` prints it. Without `bench`, counts only: the projections are
-    empty mappings."""
+    empty mappings. `rates_device`: whose rehearsed rates to read (cpu here; cuda for a rehearsal on a GPU)."""
     params = plan_params(preset, params_path, presets)
     counts = count_campaign(params, manifest_dir, rows)
     for name, dataset in counts["datasets"].items():
@@ -523,9 +540,9 @@ def plan(preset: str | None = None, params_path: Path = Path("params.yaml"), pre
             dataset.update(projected_hours={}, projected_train_hours={}, projected_eval_hours={})
         return {**out, **counts, "devices": device_factors(None, device_rates), "benchmark": None}
     cache = BenchCache(cache_path or bench_cache_path(), refresh)
-    rates = benchmark(params, counts, cache, every_model, seconds)
+    rates = benchmark(params, counts, cache, every_model, seconds, rates_device)
     devices = device_factors(rates["cpu_flops"], device_rates)
-    project_hours(counts, rates, devices)
+    project_hours(counts, rates, devices, rates_device)
     benchmark_info = {"cache": str(cache.path), "measured_now": cache.measured, "every_model": every_model,
                       "threads": params.train.threads, "machine": machine_id(), "cpu_flops": rates["cpu_flops"],
                       "tokens_assumption": TYPICAL_TOKENS_SOURCE,

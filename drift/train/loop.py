@@ -182,7 +182,8 @@ def train_group(group: TrainGroup) -> list[str]:
 
 
 def train_roster(data: SliceData, models: list[str], cfg: TrainParams, models_dir: Path,
-                 cache: CellCache | None = None, compute: ComputeParams | None = None, train_many=None) -> dict:
+                 cache: CellCache | None = None, compute: ComputeParams | None = None, train_many=None,
+                 engines: dict[str, str] | None = None) -> dict:
     """Every model of the roster, every seed: f_k for each trainable cutoff, saved under `models_dir`.
 
     A checkpoint whose key (drift/store/cells.py: model, seed, training rows, inputs, training parameters, code) is in
@@ -190,25 +191,30 @@ def train_roster(data: SliceData, models: list[str], cfg: TrainParams, models_di
     the `compute` executor (drift/core/executor.py; None: this process), then copied. `train_many` (drift.train.engine.train_many, passed by the
     train stage when train.engine is "batched", so this module never imports the engine) trains all of a model's
     missing checkpoints, every seed and cutoff, as one task of stacked computations, equal to train_one to float
-    tolerance. The references are seed-independent (closed form): their key leaves the seed out, so every seed
-    after the first reuses the first's fit and the evaluate stage averages seeds alike for every model. A cached
-    checkpoint that fails its checksum is trained again. Returns the counts {trained, reused, recomputed:
-    {corrupt}}, the executor and its workers, and `corrupt`: the damaged cache files found."""
+    tolerance; with `engines` ({model: "solo" | "batched"}, train.engine auto) only the models it names batched
+    are stacked, each model's checkpoint key carrying its engine. The references are seed-independent (closed
+    form): their key leaves the seed out, so every seed after the first reuses the first's fit and the evaluate
+    stage averages seeds alike for every model. A cached checkpoint that fails its checksum is trained again.
+    Returns the counts {trained, reused, recomputed: {corrupt}}, the executor and its workers, and `corrupt`: the
+    damaged cache files found."""
     compute = compute or ComputeParams()
     deterministic(cfg.threads)
     shutil.rmtree(models_dir, ignore_errors=True)
     cache = cache or CellCache(Path(tempfile.mkdtemp(prefix="drift-cells-")))
     cutoffs = trainable_cutoffs(data.manifest["slices"])
     counts = {"trained": 0, "reused": 0}
+    base_cfg = cfg
     groups, scheduled, copies = [], set(), []  # copies: checkpoints in the cache, or a fit another seed computes
     for name in models:
         inputs = data.inputs(name)  # builds the feature files here, before any task reads them
         info = get_model_info(name)
+        # train.engine auto: `engines` names each model's engine (its key carries it, as an explicit choice's)
+        cfg = base_cfg.model_copy(update={"engine": engines[name]}) if engines else base_cfg
         closed_form = info.family == "Reference"
         spec = f"{info!r}|{inputs.spec()!r}|{data.n_outputs}|{data.task.name}"
         training, input_id = training_id(name, data.modality, cfg, inputs), data.input_id(name)
         code = code_version("train", model_module(name), model_modules())  # its own head's module, not the others'
-        batched = train_many is not None and not closed_form
+        batched = train_many is not None and not closed_form and cfg.engine != "solo"
         model_todo = []
         for seed in cfg.seeds:
             todo = []
