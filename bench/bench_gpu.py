@@ -88,11 +88,12 @@ def engine_rates(model: str, device: str, jobs: int, rows: int) -> tuple[float, 
     from drift.models import get_model_info
 
     kind = get_model_info(model).input
-    spec = BenchInput(kind, (3, 32, 32) if kind == "pixels" else (768,), 128 if kind == "tokens" else 0, 1,
+    task = get_task("binary")
+    n_outputs = task.n_outputs(2)
+    spec = BenchInput(kind, (3, 32, 32) if kind == "pixels" else (768,), 128 if kind == "tokens" else 0, n_outputs,
                       "binary", "image" if kind == "pixels" else "text", 64, 128)
     inputs = _synthetic_inputs(spec, rows)
-    task = get_task("binary")
-    targets = _synthetic_targets(task, rows, 1)
+    targets = _synthetic_targets(task, rows, n_outputs)
     cfg = TrainParams(epochs=1, batch_size=64)
     rng = np.random.default_rng(0)
     work = [Job(np.sort(rng.choice(rows, rows * (k + 1) // jobs, replace=False)), k) for k in range(jobs)]
@@ -100,10 +101,10 @@ def engine_rates(model: str, device: str, jobs: int, rows: int) -> tuple[float, 
     deterministic(1)
     start = time.perf_counter()
     for job in work:
-        train_one(model, inputs, job.rows, targets, task, 1, cfg, job.seed, spec.modality, None)
+        train_one(model, inputs, job.rows, targets, task, n_outputs, cfg, job.seed, spec.modality, None)
     solo = total / (time.perf_counter() - start)
     start = time.perf_counter()
-    train_many(model, inputs, work, targets, task, 1, cfg, spec.modality, None, device=device)
+    train_many(model, inputs, work, targets, task, n_outputs, cfg, spec.modality, None, device=device)
     sync(device)
     return solo, total / (time.perf_counter() - start)
 

@@ -130,3 +130,27 @@ def test_default_rehearsal_of_each_preset(preset):
     assert out["ok"], [s for s in out["stages"] if s["status"] == "failed"]
     assert out["seconds"] < 900
     assert all(s.get("layers") != 1 for s in out["standins"].values())
+
+
+def test_plan_projects_from_rehearsed_rates(tmp_path):
+    from drift.run.plan import plan
+
+    families = {f: {"train_rows_per_s": 100.0, "eval_rows_per_s": 1000.0}
+                for f in ("FFN", "TextCNN", "Recurrent", "Transformer", "Frozen")}
+    encoders = {e: {"rows_per_s": 10.0, "full_depth": True}
+                for e in ("roberta", "distilbert", "electra", "bert", "mpnet", "modernbert", "deberta-v3")}
+    write_rates("cpu", "amazon", {"families": families, "encoders": encoders, "preset": "paper-amazon",
+                                  "profile": "default", "measured_at": "now",
+                                  "engines": {"FFN": {"solo": 100.0, "batched": 300.0}}})
+    out = plan("paper-amazon", ROOT / "params.yaml", ROOT / "params", manifest_dir=tmp_path,
+               cache_path=tmp_path / "bench.json", seconds=0.1)
+    rates = out["benchmark"]["rates"]["amazon"]
+    assert all(r["source"].startswith("rehearsal (paper-amazon, default profile") for r in rates.values())
+    assert rates["ffn-s"]["train_rows_per_s"] == 100.0  # train.engine solo: the solo rate as measured
+    d = out["datasets"]["amazon"]
+    ffn = d["models"]["ffn-m"]
+    assert abs(ffn["train_hours_here"] - ffn["row_passes"] / 100.0 / 3600) < 1e-9
+    assert abs(d["projected_embed_hours"]["here"] - 7 * d["rows"] / 10.0 / 3600) < 1e-6
+    auto = plan("paper-amazon", ROOT / "params.yaml", ROOT / "params", manifest_dir=tmp_path,
+                cache_path=tmp_path / "bench.json", seconds=0.1, rates_device="cpu")
+    assert auto["benchmark"]["rates"]["amazon"]["ffn-s"]["train_rows_per_s"] == 100.0

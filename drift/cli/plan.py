@@ -69,7 +69,7 @@ def plan_tables(out: dict) -> list:
             for model, r in models.items():
                 measured.setdefault(r["measured_as"], []).append(model)
             for bench_model, members in measured.items():
-                r = models[bench_model]
+                r = models[members[0]]
                 here = sum(datasets[name]["models"][m]["train_hours_here"] + datasets[name]["models"][m]["eval_hours_here"]
                            for m in members)
                 label = bench_model + (f" +{len(members) - 1}" if len(members) > 1 else "")

@@ -458,8 +458,8 @@ def benchmark(params: Params, counts: dict, cache: BenchCache, every_model: bool
                 source = (f"rehearsal ({rehearsal.get('preset')}, {rehearsal.get('profile')} profile, "
                           f"{rehearsal.get('measured_at')})")
                 for model in members:
-                    out[name][model] = {"measured_as": f"{family} (rehearsed)", "source": source,
-                                        "input": "rehearsal", "shape": "rehearsed",
+                    out[name][model] = {"measured_as": family, "source": source,
+                                        "input": "rehearsal", "shape": "stages",
                                         "train_rows_per_s": measured_rates["train_rows_per_s"] * gain,
                                         "eval_rows_per_s": measured_rates["eval_rows_per_s"]}
                 continue

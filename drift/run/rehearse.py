@@ -55,7 +55,7 @@ class Profile:
 PROFILES = {
     "tiny": Profile("tiny", rows=60, years=4, per_year=2, min_samples=2, epochs=1, cutoffs=2, text_layers=1,
                     vision_encoders=2),
-    "default": Profile("default", rows=320, years=12, per_year=3, min_samples=4, epochs=2, cutoffs=3,
+    "default": Profile("default", rows=80, years=8, per_year=2, min_samples=4, epochs=2, cutoffs=3,
                        text_layers=None),
 }
 
