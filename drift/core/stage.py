@@ -12,7 +12,7 @@ from pathlib import Path
 from drift.core.errors import DriftError, is_disk_full
 from drift.core.paths import dataset_paths, main_repository
 
-LOGS = ".drift/logs"  # under the main repository: a temporary experiment's copy takes its logs with it
+LOGS = ".drift/logs"  # under the main repository: a temporary experiment's copy would take them with it
 
 
 def log_path(stage: str) -> Path:
