@@ -52,6 +52,9 @@ PROMISED = {
         rf'^    "ray_overhead_first": {NUM},$', rf'^    "ray_overhead_best": {NUM},$',
         rf'^    "speedup": {NUM},$', r'^    "identical_outputs": true',
     ],
+    "bench_table.py": [
+        *(rf"^  {reader} +{NUM} s  peak RSS +{NUM} MB \(anonymous +{NUM} MB\)  kept " for reader in ("line", "fast", "table")),
+    ],
     "bench_scale.py": [
         *(rf"^\| 100 \(1x\) \| {NUM} GB \| {reader} \| {NUM} MB \| {NUM} \| {NUM} MB \| {NUM} \|$"
           for reader in ("features", "mmap")),

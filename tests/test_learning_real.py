@@ -228,9 +228,9 @@ def test_yearbook_image_models_beat_the_majority_rate(project):
     and the linear model on pixels are more accurate than the majority class."""
     src = "data/raw/yearbook/faces_aligned_small_mirrored_co_aligned_cropped_cleaned"
     params = real_params("yearbook", src, slices={"unit": "year", "start": 1960, "end": 1966}, min_samples=10)
-    # 30 epochs: 43-334 training portraits a cutoff, 1-6 steps an epoch; the authors' CNN-S (global average pooling,
+    # 60 epochs: 43-334 training portraits a cutoff, 1-6 steps an epoch; the authors' CNN-S (global average pooling,
     # one linear layer) stays at the majority rate at 10 epochs here, where the real corpus gives it thousands of steps
-    params["train"].update(models={"yearbook": ["mlp-s", "cnn-s"]}, epochs=30, seeds=[0], threads=1)
+    params["train"].update(models={"yearbook": ["mlp-s", "cnn-s"]}, epochs=60, seeds=[0], threads=1)
     repo = project(params)
     written = write_yearbook(repo / src)
     repro_in_process(repo, "yearbook")
