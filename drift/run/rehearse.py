@@ -140,9 +140,7 @@ def write_sample(name: str, params: dict, workspace: Path, profile: Profile, dat
     if name == "amazon":
         return _amazon_sample(params, target)
     if name == "arxiv":
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(FIXTURES / "arxiv" / "arxiv-metadata-sample.json", target)
-        return "tests/fixtures/arxiv (791 real papers, the snapshot's JSON lines)"
+        return _arxiv_sample(params, target)
     if name == "yearbook":
         grid = ((params.get("report") or {}).get("saliency") or {}).get("yearbook") or {}
         named = sorted({int(label) for cell in grid.get("cells") or [] for label in cell})
@@ -169,6 +167,35 @@ def _amazon_sample(params: dict, target: Path) -> str:
         (target / f"{category}.jsonl").write_bytes(text)
     note = f"tests/fixtures/amazon2023, {len(categories)} category files"
     return note + (f" ({len(refiled)} refiled from other categories: {', '.join(refiled)})" if refiled else "")
+
+
+def _arxiv_sample(params: dict, target: Path) -> str:
+    """The fixture's papers (the snapshot's JSON lines), most of them first submitted in 2007, re-dated round-robin
+    over the years of the preset's slices (every version and update_date moved by the same years), so that
+    several cutoffs have papers to train on."""
+    import re
+
+    spec = params["arxiv"].get("slices") or {}
+    start, end = int(spec.get("start", 2000)), int(spec.get("end", 2026))
+    lines = (FIXTURES / "arxiv" / "arxiv-metadata-sample.json").read_text().splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        paper = json.loads(line)
+        first = re.search(r"\b(19|20)\d\d\b", paper["versions"][0]["created"])
+        shift = start + i % (end - start) - int(first.group(0))
+
+        def moved(text, shift=shift):
+            return re.sub(r"\b(?:19|20)\d\d\b", lambda m: str(int(m.group(0)) + shift), text)
+
+        for version in paper["versions"]:
+            version["created"] = moved(version["created"])
+        if paper.get("update_date"):
+            paper["update_date"] = moved(paper["update_date"])
+        out.append(json.dumps(paper))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("\n".join(out) + "\n")
+    return (f"tests/fixtures/arxiv ({len(lines)} real papers, the snapshot's JSON lines), re-dated round-robin "
+            f"over {start}-{end - 1}")
 
 
 def _yearbook_sample(target: Path, profile: Profile, named: list[int]) -> str:
