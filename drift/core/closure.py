@@ -2,7 +2,8 @@
 string naming a drift module, as the dataset registry's importlib names do). dvc.yaml's code deps are written
 from it (drift/run/pipeline.py) and the checkpoint and cell keys hash the same files (drift/store/cells.py), so
 what re-runs a stage and what invalidates its cache are one statement. `code_digest` hashes such a set of files
-with the versions of the libraries they import (an encoder's fingerprint, the checkpoint and cell keys)."""
+with the versions of the libraries they import (an encoder's fingerprint, the checkpoint and cell keys); it
+hashes each file's syntax tree with docstrings removed (comments never reach it), so prose edits change no key."""
 from __future__ import annotations
 
 import ast
@@ -86,12 +87,36 @@ def external_imports(files, root: Path = ROOT) -> set[str]:
     return set().union(*(_parsed(Path(root) / name, root)[1] for name in files))
 
 
+def _is_docstring(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
+@lru_cache(maxsize=4096)
+def _code_text(path: str, mtime_ns: int, size: int) -> bytes:
+    tree = ast.parse(Path(path).read_text())
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and _is_docstring(body[0])):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, annotate_fields=False, include_attributes=False).encode()
+
+
+def code_text(path: Path) -> bytes:
+    """What of a Python file decides what it computes: its syntax tree, normalised, without docstrings (module,
+    class and function) or comments; the same for two files that differ only in prose or layout."""
+    stat = Path(path).stat()
+    return _code_text(str(path), stat.st_mtime_ns, stat.st_size)
+
+
 def code_digest(files, root: Path = ROOT) -> str:
-    """sha256 over the files' names and bytes and the installed versions of the libraries they import (and of
-    what those require): what decides the results of code made of these files."""
+    """sha256 over the files' names and code (code_text: docstrings, comments and layout left out; a file that
+    is not Python by its bytes) and the installed versions of the libraries they import (and of what those
+    require): what decides the results of code made of these files."""
     digest = hashlib.sha256()
     for name in sorted(files):
+        path = Path(root) / name
         digest.update(name.encode())
-        digest.update((Path(root) / name).read_bytes())
+        digest.update(code_text(path) if path.suffix == ".py" else path.read_bytes())
     digest.update(json.dumps(library_versions(external_imports(files, root)), sort_keys=True).encode())
     return digest.hexdigest()
