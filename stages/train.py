@@ -22,10 +22,10 @@ def main(argv):
     data = SliceData(params, name)
     models = roster(params.train, name)
     engines = None
-    if params.train.engine == "auto":  # per family, the faster engine a rehearsal measured on this machine
+    if params.train.engine == "auto":  # per family and device kind (drift/train/rates.py AUTO_BATCHED)
         device = "cuda" if params.compute.gpus_per_task else "cpu"
-        engines = {m: engine_choice(name, get_model_info(m).family, device)[0] for m in models}
-        print(f"train.engine auto: {', '.join(f'{m} {e}' for m, e in engines.items())}", file=sys.stderr)
+        engines = {m: engine_choice(get_model_info(m).family, device)[0] for m in models}
+        print(f"train.engine auto on {device}: {', '.join(f'{m} {e}' for m, e in engines.items())}", file=sys.stderr)
     # batched: every seed and cutoff of a model stacked
     batched = train_many if params.train.engine in ("batched", "auto") else None
     counts = train_roster(data, models, params.train, data.paths["models"],
@@ -33,7 +33,8 @@ def main(argv):
     corrupt = counts.pop("corrupt")
     if line := corrupt_line(f"train@{name}", corrupt, "checkpoint(s)"):
         print(line, file=sys.stderr)
-    write_json(data.paths["train_metrics"], {"dataset": name, **counts})
+    engine = engines or {m: "batched" if batched else "solo" for m in models}
+    write_json(data.paths["train_metrics"], {"dataset": name, **counts, "engines": engine})
 
 
 if __name__ == "__main__":

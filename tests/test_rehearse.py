@@ -3,18 +3,19 @@ profile here; `make test-slow` runs the default one), and planted faults that fa
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 
 import pytest
 import torch
-from conftest import ROOT, drift_cli
+from conftest import ROOT, drift_cli, only, repro_in_process, tiny_params
 from torch import nn
 
 from drift.core.encoder_registry import ENCODERS, EncoderSpec
 from drift.core.errors import DriftError
 from drift.models import _BUILD, MODELS, ModelInfo
 from drift.run.rehearse import PROFILES, rehearse
-from drift.train.rates import engine_choice, rates_path, read_rates, write_rates
+from drift.train.rates import engine_choice, measured_engines, rates_path, read_rates, write_rates
 
 PRESETS = ("paper-yearbook", "paper-amazon", "paper-arxiv")
 
@@ -115,14 +116,34 @@ def test_overrides_are_checked():
         rehearse("paper-amazon", ["train.epochs"], profile="tiny")
 
 
-def test_engine_auto_picks_the_faster_measured_engine():
-    assert engine_choice("amazon", "FFN") == ("solo", "no rehearsal measured it here")
+def test_engine_auto_is_a_function_of_family_and_device_not_of_the_rates_file():
+    before = {(f, d): engine_choice(f, d)[0] for f in ("FFN", "Recurrent", "Frozen", "CNN") for d in ("cpu", "cuda")}
+    assert before[("Frozen", "cpu")] == "batched" and before[("FFN", "cpu")] == "solo"
+    assert before[("FFN", "cuda")] == "batched" and before[("Recurrent", "cuda")] == "solo"
     write_rates("cpu", "amazon", {"engines": {"FFN": {"solo": 100.0, "batched": 250.0},
-                                              "Recurrent": {"solo": 90.0, "batched": 40.0}}})
-    assert engine_choice("amazon", "FFN")[0] == "batched"
-    assert engine_choice("amazon", "Recurrent")[0] == "solo"
-    assert engine_choice("amazon", "FFN", device="cuda")[0] == "solo"  # measured on the CPU only
+                                              "Frozen": {"solo": 90.0, "batched": 40.0}}})
+    assert {(f, d): engine_choice(f, d)[0] for f, d in before} == before
+    assert measured_engines("amazon", "FFN") == {"solo": 100.0, "batched": 250.0}  # shown, never chosen from
+    assert measured_engines("amazon", "FFN", device="cuda") is None  # measured on the CPU only
     assert json.loads(rates_path().read_text())  # one file in the drift cache dir
+
+
+def test_the_same_params_train_the_same_checkpoint_keys_under_two_rates_files(project, tmp_path, monkeypatch):
+    params = only(tiny_params(), "sotu")
+    params["train"].update(engine="auto", seeds=[0])
+    repo = project(params)
+    keys = []
+    for faster in ("solo", "batched"):
+        monkeypatch.setenv("DRIFT_CACHE_DIR", str(tmp_path / f"rates-{faster}"))
+        other = "batched" if faster == "solo" else "solo"
+        write_rates("cpu", "sotu", {"engines": {f: {faster: 500.0, other: 1.0} for f in ("FFN", "Frozen")}})
+        shutil.rmtree(tmp_path / "cache", ignore_errors=True)
+        repro_in_process(repo, "sotu", stages=("ingest", "slice", "embed", "train"))
+        keys.append(json.loads((repo / "data/models/sotu/checkpoints.json").read_text()))
+        metrics = json.loads((repo / "metrics/train/sotu.json").read_text())
+        assert {m: metrics["engines"][m] for m in ("ffn-s", "probe-minilm")} == {"ffn-s": "solo",
+                                                                                  "probe-minilm": "batched"}
+    assert keys[0] == keys[1] and keys[0]
 
 
 @pytest.mark.slow

@@ -322,7 +322,7 @@ class TrainParams(Section):
     weight_decay: Float = 0.01       # AdamW (text heads and probes)
     lr: LearningRate = Field(default_factory=lambda: {"default": LR_DEFAULT, "frozen": 0.01})
     threads: PositiveInt = 1         # fixed torch threads: bit-identical results
-    # batched: drift/train/engine.py, equal to float tolerance; auto: per family, the faster one a rehearsal measured here
+    # batched: drift/train/engine.py, equal to float tolerance; auto: per family and device kind (train/rates.py)
     engine: Annotated[str, choice("solo", "batched", "auto")] = "solo"
     max_tokens: Optional[PositiveInt] = None  # token rows are cut here; null: embed.max_length
     dropout: Annotated[Float, Field(ge=0, lt=1)] = 0.0  # p of the models with dropout layers (ViT, text heads); 0: off
