@@ -36,6 +36,11 @@ class S3Server:
         return name
 
     def stop(self) -> None:
+        """Forget every bucket and user (moto keeps them per process, not per server) and shut down."""
+        from moto.core.models import DEFAULT_ACCOUNT_ID  # noqa: F401  (moto is importable: reset is)
+        from moto.moto_api._internal.models import moto_api_backend
+
+        moto_api_backend.reset()
         self.server.stop()
 
 

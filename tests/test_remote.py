@@ -113,3 +113,102 @@ def test_pulled_feature_files_fill_an_empty_store_and_a_damaged_one_is_computed(
         repro_in_process(repo, "sotu", stages=("embed",))
         again = embed_metrics(repo)
         assert again["computed"] == 0 and again["seeded"] == 0 and again["cache_hits"] == again["unique"]
+
+
+# ---------------------------------------------------------------- faults on the remote
+
+def data_repo(path: Path, server, bucket: str) -> Path:
+    """A git + DVC repository holding one tracked folder of 4 random files, its S3 remote configured."""
+    import os
+
+    path.mkdir()
+    run(["git", "init", "-q"], path)
+    run(["dvc", "init", "-q"], path)
+    (path / "d").mkdir()
+    for i in range(4):
+        (path / "d" / f"part{i}.npy").write_bytes(os.urandom(50_000))
+    run(["dvc", "add", "-q", "d"], path)
+    s3_remote(path, server, bucket)
+    run(["dvc", "remote", "modify", "storage", "verify", "true"], path)  # a pulled object is hashed before use
+    run(["git", "add", "-A"], path)
+    run(["git", "commit", "-qm", "data"], path)
+    return path
+
+
+def transfer_error(action: str, repo: Path, env: dict | None = None) -> str:
+    """The one line drift push / pull print for a failing remote (drift.run.remote.transfer in a subprocess)."""
+    result = run(["python", "-m", "drift.run.remote", action], repo, check=False, env=env)
+    assert result.returncode == 2, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "remote 'storage' (s3://" in lines[0], result.stderr
+    return lines[0]
+
+
+def test_remote_faults_are_one_line_and_a_rerun_completes(tmp_path, s3_server):
+    import json as _json
+
+    import boto3
+    from moto import settings
+    from moto.core.responses import ActionAuthenticatorMixin
+
+    env = {"PYTHONPATH": str(ROOT)}
+    a = data_repo(tmp_path / "a", s3_server, "drift-faults")
+
+    # the bucket is missing: nothing pushed; once it exists, the push completes
+    line = transfer_error("push", a, env)
+    assert "the bucket does not exist: create it (`aws s3 mb s3://drift-faults`)" in line, line
+    s3_server.bucket("drift-faults")
+
+    # the endpoint is down (nothing listens there)
+    from s3_server import free_port
+    run(["dvc", "remote", "modify", "--local", "storage", "endpointurl", f"http://127.0.0.1:{free_port()}"], a)
+    line = transfer_error("push", a, env)
+    assert "the endpoint does not answer" in line and "endpointurl" in line, line
+    run(["dvc", "remote", "modify", "--local", "--unset", "storage", "endpointurl"], a)
+
+    # wrong credentials, with the server checking them (an IAM user's keys are the valid ones)
+    iam = boto3.client("iam", endpoint_url=s3_server.endpoint, region_name="us-east-1")
+    iam.create_user(UserName="drift")
+    iam.put_user_policy(UserName="drift", PolicyName="all", PolicyDocument=_json.dumps(
+        {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
+    key = iam.create_access_key(UserName="drift")["AccessKey"]
+    previous = settings.INITIAL_NO_AUTH_ACTION_COUNT
+    settings.INITIAL_NO_AUTH_ACTION_COUNT, ActionAuthenticatorMixin.request_count = 0, 0
+    try:
+        line = transfer_error("push", a, env)
+        assert "the credentials were refused: set AWS_ACCESS_KEY_ID" in line, line
+        good = {**env, "AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"]}
+        assert "5 files pushed" in run(["dvc", "push"], a, env=good).stdout
+    finally:
+        settings.INITIAL_NO_AUTH_ACTION_COUNT = previous
+
+    # a pull killed midway (some objects arrived, some not: DVC moves each into the cache only when whole):
+    # the re-run fetches only what is missing
+    b = tmp_path / "b"
+    run(["git", "clone", "-q", str(a), str(b)], tmp_path)
+    run(["dvc", "fetch"], b)
+    objects = sorted(p for p in (b / ".dvc/cache/files/md5").rglob("*") if p.is_file() and p.suffix != ".dir")
+    for p in objects[:2]:
+        p.unlink()
+    out = run(["dvc", "pull"], b).stdout
+    assert "2 files fetched" in out, out
+    assert all((b / "d" / p.name).read_bytes() == p.read_bytes() for p in (a / "d").iterdir())
+
+    # a half-written object on the remote: the pull refuses it (hash check), names it, serves nothing
+    client = s3_server.client()
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket="drift-faults")["Contents"] if not o["Key"].endswith(".dir")]
+    body = client.get_object(Bucket="drift-faults", Key=keys[0])["Body"].read()
+    client.put_object(Bucket="drift-faults", Key=keys[0], Body=body[: len(body) // 2])
+    c = tmp_path / "c"
+    run(["git", "clone", "-q", str(a), str(c)], tmp_path)
+    line = transfer_error("pull", c, env)
+    assert "some objects are missing there or failed their hash check" in line, line
+    assert "not in cache" in run(["dvc", "status"], c).stdout  # dvc status tells the truth
+    # pushed again from A (the machine that has them), the next pull completes
+    # (DVC takes a folder's listing on the remote as proof that all its files are there: both go)
+    listings = [o["Key"] for o in client.list_objects_v2(Bucket="drift-faults")["Contents"] if o["Key"].endswith(".dir")]
+    for key in [keys[0], *listings]:
+        client.delete_object(Bucket="drift-faults", Key=key)
+    assert "files pushed" in run(["dvc", "push"], a).stdout
+    run(["dvc", "pull"], c)
+    assert all((c / "d" / p.name).read_bytes() == p.read_bytes() for p in (a / "d").iterdir())
