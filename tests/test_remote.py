@@ -157,6 +157,9 @@ def test_remote_faults_are_one_line_and_a_rerun_completes(tmp_path, s3_server):
     # the bucket is missing: nothing pushed; once it exists, the push completes
     line = transfer_error("push", a, env)
     assert "the bucket does not exist: create it (`aws s3 mb s3://drift-faults`)" in line, line
+    from conftest import drift_cli
+    cli = drift_cli("push", cwd=a)  # the command users type: the same line, exit status 2
+    assert cli.returncode == 2 and "the bucket does not exist" in cli.stderr and "'storage'" in cli.stderr, cli
     s3_server.bucket("drift-faults")
 
     # the endpoint is down (nothing listens there)
