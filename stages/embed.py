@@ -19,7 +19,8 @@ def main(argv):
     p = require(name, "slice_manifest")
     store = cache_dir(params.embed)
     modality = read_slice_manifest(p["slices"])["modality"]
-    results = embed_all(p["slices"], modality, params.embed, store, params.compute)
+    # rows the store lacks that pulled feature files hold (same fingerprint, verified) fill it first, uncomputed
+    results = embed_all(p["slices"], modality, params.embed, store, params.compute, seed_from=p["features"])
     manifests = {enc: manifest for enc, (manifest, _) in results.items()}
     write_json(p["embeddings"], {"encoders": manifests})
     # the model inputs as files train and evaluate read batch by batch (rebuilt only when rows or store change)
@@ -27,7 +28,8 @@ def main(argv):
     for enc, (manifest, metrics) in results.items():
         write_json(Path(EMBED_METRICS) / f"{name}-{enc}.json", metrics)
         print(f"embed {name} with {enc}: {metrics['unique']} unique rows, {metrics['computed']} computed, "
-              f"{metrics['cache_hits']} from the store {store / manifest['store']} ({metrics['seconds']:.1f} s)",
+              f"{metrics['cache_hits']} from the store {store / manifest['store']} ({metrics['seeded']} of them filled from "
+              f"pulled feature files; {metrics['seconds']:.1f} s)",
               file=sys.stderr)
 
 

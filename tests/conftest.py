@@ -116,3 +116,19 @@ def project(tmp_path):
     def factory(params: dict | None = None, name: str = "repo") -> Path:
         return make_project(tmp_path / name, params or tiny_params(), tmp_path / "cache")
     return factory
+
+
+@pytest.fixture
+def s3_server(monkeypatch):
+    """A real S3 server (moto's standalone server) on 127.0.0.1 for one test, stopped after it: yields an
+    S3Server (tests/s3_server.py) with `.endpoint` (the URL), `.env` (AWS_ENDPOINT_URL, keys, region,
+    AWS_ALLOW_HTTP; also set in this process's environment for the test) and `.bucket(name)`."""
+    from s3_server import start_s3_server
+
+    server = start_s3_server()
+    for key, value in server.env.items():
+        monkeypatch.setenv(key, value)
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -55,6 +55,13 @@ PROMISED = {
     "bench_table.py": [
         *(rf"^  {reader} +{NUM} s  peak RSS +{NUM} MB \(anonymous +{NUM} MB\)  kept " for reader in ("line", "fast", "table")),
     ],
+    "bench_remote.py": [
+        *(rf"^{n}\. {what} {NUM} MB: dvc {NUM} s \({NUM} MB/s\) vs {base} {NUM} s \({NUM} MB/s\): {NUM}x the copy's "
+          rf"throughput; {NUM}x beyond DVC's fixed {NUM} s$"
+          for n, what, base in ((1, "push to a directory remote", "cp -r"), (2, "pull from a directory remote", "cp -r"),
+                                (3, r"push to S3 \(local server\)", "boto3 upload_file"),
+                                (4, r"pull from S3 \(local server\)", "boto3 download_file"))),
+    ],
     "bench_scale.py": [
         *(rf"^\| 100 \(1x\) \| {NUM} GB \| {reader} \| {NUM} MB \| {NUM} \| {NUM} MB \| {NUM} \|$"
           for reader in ("features", "mmap")),

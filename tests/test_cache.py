@@ -477,12 +477,10 @@ def test_temp_experiments_reuse_the_store(project):
     run(["git", "add", "-A"], repo)
     run(["git", "commit", "-qm", "first run"], repo)
 
-    # a training change in a temporary workspace: the encoder does not run. data/ is not in git, so the temp
-    # copy lacks the embed manifest and DVC re-runs embed: it finds every key in the store.
+    # a training change in a temporary workspace: the embed stage does not even run (its outputs, the manifest
+    # and the feature files, are in DVC's cache, which the temporary copy checks out)
     out = run(["dvc", "exp", "run", "--temp", "-n", "epochs", "-S", "train.epochs=2", "train@sotu"], repo).stdout
-    assert "Running stage 'train@sotu'" in out
-    epochs = experiment_metrics(repo, "epochs")
-    assert epochs["computed"] == 0 and epochs["cache_hits"] == first["unique"]
+    assert "Running stage 'train@sotu'" in out and "Running stage 'embed@sotu'" not in out, out
 
     # more rows per decade in a temporary workspace: only the new paragraphs run the encoder
     run(["dvc", "exp", "run", "--temp", "-n", "bigger", "-S", "sotu.cap_per_slice=30", "embed@sotu"], repo)

@@ -34,7 +34,8 @@ def test_every_stage_input_is_an_output_of_an_earlier_stage():
 def test_code_and_dvc_yaml_agree_on_paths():
     # the code's path for a dataset is dvc.yaml's with ${key} filled in, for every path a stage names
     text = dvc_yaml()
-    named = {k for s in STAGES.values() for field in ("inputs", "outs", "outs_uncached", "metrics", "metrics_dirs")
+    named = {k for s in STAGES.values() for field in ("inputs", "outs", "outs_uncached", "outs_block",
+                                                   "outs_persist", "metrics", "metrics_dirs")
              for k in s.get(field, [])} | {p[0] for s in STAGES.values() for p in s.get("plots", [])}
     for key in named:
         assert dvc_path(key) in text

@@ -27,6 +27,7 @@ from drift.protocol.matrix import eval_rows, from_json
 from drift.protocol.summary import mean_over_seeds
 from drift.report.plots import heatmap, long_format
 from drift.store.embeddings import open_store
+from drift.store.features import DiskArray, is_current
 from drift.store.location import cache_dir
 from drift.store.slices import read_slice_table
 from drift.train.loop import trainable_cutoffs
@@ -166,7 +167,12 @@ def shift_features(data: SliceData) -> tuple[np.ndarray, str]:
         if encoder not in data.encoders:
             raise DriftError(f"the shift matrix reads the pooled vectors of {encoder}, which embed@{data.name} did "
                              f"not compute: run `dvc repro embed@{data.name}`")
-    store = open_store(data.encoders[encoder], cache_dir(data.params.embed))
+    # the feature files when they are current (verified, in row order; what `dvc pull` brings), else the store
+    manifest, path = data.encoders[encoder], Path(data.paths["features"]) / encoder
+    if "store" in manifest and is_current(path, data.keys_sha256, manifest):
+        pooled = DiskArray(path / "pooled.npy")
+        return pooled.read_rows(np.arange(len(pooled))), f"{encoder} pooled"
+    store = open_store(manifest, cache_dir(data.params.embed))
     return store.read_pooled(data.table.column("key")), f"{encoder} pooled"
 
 

@@ -25,6 +25,7 @@ from drift.core.params import ComputeParams, EmbedParams
 from drift.core.progress import progress
 from drift.data.records import table_images
 from drift.store.embeddings import EmbeddingStore
+from drift.store.features import seed_store
 from drift.store.slices import read_slice_table
 
 CHUNK_ROWS = EmbedParams.model_fields["chunk_rows"].default  # rows per commit: the most a killed run can lose
@@ -72,9 +73,11 @@ def store_manifest(encoder, store: EmbeddingStore, keys: pa.Array) -> dict:
 
 
 def embed_dataset(slice_path: Path, cfg: EmbedParams, cache_dir: Path, encoder=None,
-                  compute: ComputeParams | None = None) -> tuple[dict, dict]:
+                  compute: ComputeParams | None = None, seed_from: Path | None = None) -> tuple[dict, dict]:
     """Embed a text dataset's rows with embed.text_encoder; returns (manifest, metrics). On the Ray executor
-    (params `compute`; None: this process) the missing rows are encoded by a pool of actors (`compute_on_ray`)."""
+    (params `compute`; None: this process) the missing rows are encoded by a pool of actors (`compute_on_ray`).
+    seed_from: the dataset's feature directory; rows the store lacks that its verified files hold under the
+    same fingerprint (pulled with `dvc pull`) are copied into the store first, not computed."""
     started = time.perf_counter()
     compute = compute or ComputeParams()
     table = read_slice_table(slice_path, columns=["key", "text"])
@@ -83,6 +86,7 @@ def embed_dataset(slice_path: Path, cfg: EmbedParams, cache_dir: Path, encoder=N
     fingerprint = encoder.fingerprint_hash()
     store = EmbeddingStore(cache_dir, encoder.spec.name, fingerprint, encoder.dim, with_tokens=True,
                            fields=encoder.fingerprint())
+    seeded = seed_store(store, seed_from, keys) if seed_from is not None else 0
     todo = store.missing(keys)
     texts = table.column("text").take(pc.index_in(pa.array(todo, pa.string()), value_set=keys)).to_pylist()
     label = f"embed {Path(slice_path).stem} with {encoder.spec.name}"
@@ -94,6 +98,7 @@ def embed_dataset(slice_path: Path, cfg: EmbedParams, cache_dir: Path, encoder=N
     unique = len(pc.unique(keys))
     manifest = store_manifest(encoder, store, keys)
     metrics = {"rows": len(keys), "unique": unique, "computed": computed, "cache_hits": unique - computed,
+               "seeded": seeded,
                "tokens": tokens, "batch_size": encoder.batch_size, "compacted": compacted is not None,
                "seconds": round(time.perf_counter() - started, 3), "encoder": encoder.spec.name,
                "fingerprint": fingerprint[:16], **executor_metrics(compute, todo)}
@@ -107,7 +112,7 @@ def executor_metrics(compute: ComputeParams, todo) -> dict:
 
 
 def embed_pooled(slice_path: Path, encoder, cache_dir: Path, modality: str, cfg: EmbedParams,
-                 compute: ComputeParams | None = None) -> tuple[dict, dict]:
+                 compute: ComputeParams | None = None, seed_from: Path | None = None) -> tuple[dict, dict]:
     """Pooled vectors only, for an encoder that feeds probes (any text encoder, or a vision encoder on the
     portraits); same store rules: content key + fingerprint, only missing keys, one commit per chunk of
     embed.chunk_rows. On the Ray executor the chunks go to a pool of actors, each building the encoder from `cfg`
@@ -120,6 +125,7 @@ def embed_pooled(slice_path: Path, encoder, cache_dir: Path, modality: str, cfg:
     fingerprint = encoder.fingerprint_hash()
     store = EmbeddingStore(cache_dir, encoder.spec.name, fingerprint, encoder.dim, with_tokens=False,
                            fields=encoder.fingerprint())
+    seeded = seed_store(store, seed_from, keys) if seed_from is not None else 0
     todo = store.missing(keys)
     rows = table.take(pc.index_in(pa.array(todo, pa.string()), value_set=keys))
     label = f"embed {Path(slice_path).stem} with {encoder.spec.name}"
@@ -133,6 +139,7 @@ def embed_pooled(slice_path: Path, encoder, cache_dir: Path, modality: str, cfg:
     unique = len(pc.unique(keys))
     manifest = {**store_manifest(encoder, store, keys), "with_tokens": False}
     metrics = {"rows": len(keys), "unique": unique, "computed": len(todo), "cache_hits": unique - len(todo),
+               "seeded": seeded,
                "batch_size": encoder.batch_size, "compacted": compacted is not None,
                "seconds": round(time.perf_counter() - started, 3), "encoder": encoder.spec.name,
                "fingerprint": fingerprint[:16], **executor_metrics(compute, todo)}
@@ -279,15 +286,16 @@ class Committer:
 
 
 def embed_all(slice_path: Path, modality: str, cfg: EmbedParams, cache_dir: Path,
-              compute: ComputeParams | None = None) -> dict[str, tuple[dict, dict]]:
+              compute: ComputeParams | None = None, seed_from: Path | None = None) -> dict[str, tuple[dict, dict]]:
     """Every encoder a dataset's run needs, {encoder: (manifest, metrics)}: for a text dataset the text encoder
     (token states for the heads, pooled vectors), and every encoder in `embed.encoders` of the dataset's modality
-    (pooled vectors for its probe). An image dataset with no encoder gets none."""
+    (pooled vectors for its probe). An image dataset with no encoder gets none. seed_from: as embed_dataset's."""
     results = {}
     if modality == "text":
-        results[cfg.text_encoder] = embed_dataset(slice_path, cfg, cache_dir, compute=compute)
+        results[cfg.text_encoder] = embed_dataset(slice_path, cfg, cache_dir, compute=compute, seed_from=seed_from)
     for name in cfg.encoders:
         if get_encoder_spec(name).modality != modality or name in results:
             continue
-        results[name] = embed_pooled(slice_path, embed_encoder(name, cfg), cache_dir, modality, cfg, compute)
+        results[name] = embed_pooled(slice_path, embed_encoder(name, cfg), cache_dir, modality, cfg, compute,
+                                     seed_from)
     return results

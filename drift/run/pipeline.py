@@ -29,7 +29,7 @@ STAGES = {
     "embed": {
         "comment": "only its inputs, its code and the embed params: a head, seed or epoch change never runs an encoder",
         "extra": ["requirements.lock"], "inputs": ["slice_manifest"], "params": ["embed", "compute"],
-        "outs_uncached": ["embeddings"], "outs_persist": ["features"]},
+        "outs_block": ["embeddings"], "outs_persist": ["features"]},
     "train": {
         "extra": ["requirements.lock"], "inputs": ["slice_manifest", "embeddings"],
         "params": ["train.epochs", "train.seeds", "train.batch_size", "train.weight_decay", "train.lr",
@@ -109,8 +109,12 @@ def dvc_yaml(root: Path = ROOT) -> str:
         if stage.get("outs_uncached"):
             out.append("      outs:")
             out += [f"        - {dvc_path(k)}: {{cache: false}}" for k in stage["outs_uncached"]]
-            # kept between runs (not removed first) and not copied into DVC's cache: GBs rebuilt only when stale
-            out += [f"        - {dvc_path(k)}: {{cache: false, persist: true}}" for k in stage.get("outs_persist", [])]
+        if stage.get("outs_block"):
+            # cached, so `dvc push` / `dvc pull` carry them; the persistent ones are kept between runs (not removed
+            # first) and rebuilt only when stale (the embeddings train reads, GBs on a paper corpus)
+            out.append("      outs:")
+            out += [f"        - {dvc_path(k)}" for k in stage["outs_block"]]
+            out += [f"        - {dvc_path(k)}: {{persist: true}}" for k in stage.get("outs_persist", [])]
         metrics = [dvc_path(k) for k in stage.get("metrics", []) + stage.get("metrics_dirs", [])]
         if metrics:
             out.append("      metrics:")

@@ -20,6 +20,7 @@ from pathlib import Path
 import lance
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from drift.core.errors import DriftError
 from drift.store.embeddings import open_store
@@ -313,3 +314,47 @@ def write_features(slice_path: Path, encoders: dict, cache_dir: Path, out_dir: P
             if child.is_dir() and child.name not in {p.name for p in wanted.values()}:
                 shutil.rmtree(child)
     return {name: read_header(path) for name, path in wanted.items()}
+
+
+# ---------------------------------------------------------------- filling a store from pulled files
+
+SEED_ROWS = 4096  # rows appended to the store per commit while filling it from feature files
+
+
+def seed_store(store, features_dir: Path, keys) -> int:
+    """Append to `store` the rows it lacks that verified feature files hold: `features_dir/<encoder>/` built
+    under the store's fingerprint for exactly these rows (keys in slice-table row order), as `dvc pull` brings
+    them to a machine whose store never computed them. Each file is checked against its size and sha256 first;
+    a damaged one is named on stderr in one line and not used (its rows are then computed). Returns the number
+    of rows added. The floats are the files' own bytes, so features rebuilt from the store are identical."""
+    path = Path(features_dir) / store.encoder
+    header = read_header(path)
+    if (header is None or header.get("format") != FORMAT or header.get("fingerprint") != store.fingerprint
+            or header.get("dim") != store.dim or ("tokens" in header.get("files", {})) != store.with_tokens):
+        return 0
+    keys = _keys_array(keys)
+    if header.get("keys_sha256") != keys_sha256(keys):
+        return 0
+    missing = store.missing(keys)
+    if not missing:
+        return 0
+    problem = file_problem(path, header)
+    if problem:
+        print(f"features: {problem}: not used to fill the store {store.path}; its rows are computed instead",
+              file=sys.stderr)
+        return 0
+    rows = pc.index_in(pa.array(missing, pa.string()), value_set=keys).to_numpy()  # first occurrence of each
+    pooled = DiskArray(path / "pooled.npy")
+    tokens = DiskArray(path / "tokens.npy") if store.with_tokens else None
+    offsets = np.load(path / "offsets.npy") if store.with_tokens else None
+    for start in range(0, len(rows), SEED_ROWS):
+        chunk = rows[start:start + SEED_ROWS]
+        chunk_keys = [missing[i] for i in range(start, start + len(chunk))]
+        if tokens is None:
+            store.append(chunk_keys, pooled.read_rows(chunk))
+            continue
+        lengths = offsets[chunk + 1] - offsets[chunk]
+        spans = [np.arange(offsets[r], offsets[r + 1]) for r in chunk]
+        flat = tokens.read_rows(np.concatenate(spans)) if int(lengths.sum()) else np.zeros((0, store.dim), np.float16)
+        store.append(chunk_keys, pooled.read_rows(chunk), flat, lengths)
+    return len(rows)
