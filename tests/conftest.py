@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from drift.core.environment import pin_cpu_code_path
+from s3_server import s3_server  # noqa: F401  (a fixture: a real S3 server on 127.0.0.1)
 
 pin_cpu_code_path()  # before any test imports torch: the code path the committed numbers were computed on
 
