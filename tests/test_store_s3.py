@@ -132,3 +132,48 @@ def test_store_faults_are_one_line(s3_server, monkeypatch):
     with pytest.raises(DriftError, match="does not answer .*: start it, or set AWS_ENDPOINT_URL") as e:
         check_store(prefix())
     assert "\n" not in str(e.value) and "testing" not in str(e.value)  # one line, no secret
+
+
+def test_cache_commands_on_object_storage(s3_server, tmp_path, monkeypatch):
+    """`drift cache`, `compact`, `verify` and `gc` with --cache-dir s3://...: the same answers as on disk."""
+    from conftest import drift_cli
+
+    root = prefix()
+    used = EmbeddingStore(root, "minilm-l6", "a" * 64, DIM, with_tokens=False)
+    used.append(["k0", "k1"], np.zeros((2, DIM), np.float32))
+    used.append(["k1", "k2"], np.ones((2, DIM), np.float32))
+    EmbeddingStore(root, "vit-s16-in21k", "b" * 64, DIM, with_tokens=False).append(["k0"], np.zeros((1, DIM), np.float32))
+    cells = CellCache(root)
+    source = tmp_path / "f.pt"
+    source.write_bytes(b"weights")
+    cells.put_checkpoint("11" * 32, source)  # listed below: kept
+    cells.put_checkpoint("22" * 32, source)  # listed nowhere: collected
+    cells.put_cell(CellCache(root).checkpoint_path("11" * 32).read_bytes().split(b" ")[2].decode(), "33" * 32, 0.5)
+    repo = tmp_path / "repo"
+    (repo / "data/embeddings").mkdir(parents=True)
+    (repo / "data/embeddings/sotu.json").write_text(json.dumps({"store": used.path.name}))
+    (repo / "data/models/sotu").mkdir(parents=True)
+    (repo / "data/models/sotu/checkpoints.json").write_text(json.dumps({"ffn-s/seed0/k0.pt": "11" * 32}))
+
+    listed = json.loads(drift_cli("cache", "--json", "--cache-dir", str(root), cwd=repo).stdout)
+    assert sorted((t["encoder"], t["rows"], t["unique"], t["datasets"]) for t in listed) == [
+        ("minilm-l6", 4, 3, ["sotu"]), ("vit-s16-in21k", 1, 1, [])]
+    verified = drift_cli("cache", "verify", "--json", "--cache-dir", str(root), cwd=repo)
+    assert verified.returncode == 0 and json.loads(verified.stdout)["checked"] == {
+        "tables": 2, "checkpoints": 2, "cells": 1, "features": 0}
+    compacted = json.loads(drift_cli("cache", "compact", "--json", "--cache-dir", str(root), cwd=repo).stdout)
+    assert sum(t["duplicates_removed"] for t in compacted["tables"]) == 1
+    collected = json.loads(drift_cli("cache", "gc", "--json", "--grace-minutes", "0", "--cache-dir", str(root),
+                                     cwd=repo).stdout)
+    assert [d["table"] for d in collected["deleted"]] == ["vit-s16-in21k-bbbbbbbbbbbbbbbb.lance"]
+    assert collected["checkpoints"]["checkpoints"] == [str(cells.checkpoint_path("22" * 32))]
+    assert [t["table"] for t in json.loads(drift_cli("cache", "--json", "--cache-dir", str(root), cwd=repo).stdout)] \
+        == [used.path.name]
+    assert CellCache(root).checkpoint("11" * 32) == b"weights" and CellCache(root).checkpoint("22" * 32) is None
+    damaged = cells.checkpoint_path("11" * 32)
+    damaged.write_bytes(damaged.read_bytes()[:-1])  # a half-written object
+    verified = drift_cli("cache", "verify", "--json", "--cache-dir", str(root), cwd=repo)
+    assert verified.returncode == 1 and json.loads(verified.stdout)["corrupt"] == [
+        {"path": str(damaged), "problem": "6 bytes where 7 were written"}]
+    missing = drift_cli("cache", "--cache-dir", "s3://no-such-bucket/store", cwd=repo)
+    assert missing.returncode != 0 and "bucket no-such-bucket" in missing.stderr + missing.stdout
