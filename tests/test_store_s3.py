@@ -134,6 +134,15 @@ def test_store_faults_are_one_line(s3_server, monkeypatch):
     assert "\n" not in str(e.value) and "testing" not in str(e.value)  # one line, no secret
 
 
+def test_refused_credentials_are_one_line(s3_server, monkeypatch):
+    from moto.core.authorization import enable_iam_authentication
+
+    with enable_iam_authentication():  # the server now checks keys: "testing" is no IAM user's
+        with pytest.raises(DriftError, match="refused the credentials for s3://drift-test/.*: set AWS_ACCESS_KEY_ID") as e:
+            check_store(prefix())
+    assert "\n" not in str(e.value) and "testing" not in str(e.value)
+
+
 def test_cache_commands_on_object_storage(s3_server, tmp_path, monkeypatch):
     """`drift cache`, `compact`, `verify` and `gc` with --cache-dir s3://...: the same answers as on disk."""
     from conftest import drift_cli

@@ -42,7 +42,7 @@ def endpoint() -> str | None:
 
 
 @lru_cache(maxsize=None)
-def _filesystem(endpoint_url: str | None, region: str | None):
+def _filesystem(endpoint_url: str | None, region: str | None, access_key_id: str | None):
     import pyarrow.fs as pafs  # lazy: only for a store on object storage
 
     options = {"region": region or "us-east-1", "connect_timeout": 5, "request_timeout": 30,
@@ -54,7 +54,9 @@ def _filesystem(endpoint_url: str | None, region: str | None):
 
 
 def filesystem():
-    return _filesystem(endpoint(), os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"))
+    # keyed by the access key id too: other credentials, another client (the secret stays in the environment)
+    return _filesystem(endpoint(), os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
+                       os.environ.get("AWS_ACCESS_KEY_ID"))
 
 
 class ObjectPath:
@@ -256,7 +258,7 @@ def check_store(where) -> None:
         info = filesystem().get_file_info(where.bucket)
     except OSError as e:
         text = str(e)
-        if any(s in text for s in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden",
+        if any(s in text for s in ("AccessDenied", "ACCESS_DENIED", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden",
                                    "403", "credentials")):
             raise DriftError(f"the object store refused the credentials for {where}: set AWS_ACCESS_KEY_ID and "
                              "AWS_SECRET_ACCESS_KEY to a key allowed to read and write the bucket") from None
