@@ -186,3 +186,14 @@ def test_cache_commands_on_object_storage(s3_server, tmp_path, monkeypatch):
         {"path": str(damaged), "problem": "6 bytes where 7 were written"}]
     missing = drift_cli("cache", "--cache-dir", "s3://no-such-bucket/store", cwd=repo)
     assert missing.returncode != 0 and "bucket no-such-bucket" in missing.stderr + missing.stdout
+
+
+def test_machine_measurements_stay_local_with_a_store_on_s3(monkeypatch, tmp_path):
+    from drift.store.location import default_cache_dir, local_cache_dir
+
+    monkeypatch.setenv("DRIFT_CACHE_DIR", f"s3://{BUCKET}/shared")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert default_cache_dir() == ObjectPath(f"s3://{BUCKET}/shared")
+    assert local_cache_dir() == tmp_path / ".cache" / "drift"
+    monkeypatch.setenv("DRIFT_CACHE_DIR", str(tmp_path / "here"))
+    assert local_cache_dir() == default_cache_dir() == tmp_path / "here"

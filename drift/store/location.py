@@ -20,6 +20,13 @@ def default_cache_dir() -> Path | ObjectPath:
     return Path(os.environ.get("DRIFT_CACHE_DIR") or Path.home() / ".cache" / "drift").expanduser()
 
 
+def local_cache_dir() -> Path:
+    """This machine's own measurements (rates, plan benchmarks): $DRIFT_CACHE_DIR when it is a local folder,
+    else ~/.cache/drift (a store on object storage is shared; these files describe one machine)."""
+    where = default_cache_dir()
+    return Path.home() / ".cache" / "drift" if isinstance(where, ObjectPath) else where
+
+
 def cache_dir(embed: EmbedParams) -> Path | ObjectPath:
     """The store's directory: `embed.cache_dir`, else the user's cache. A relative embed.cache_dir resolves
     against the main repository (drift.core.paths.main_repository): a `dvc exp run --temp` copy, deleted after
