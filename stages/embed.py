@@ -4,6 +4,7 @@ the rows computed and found in the store; data/features/<dataset>/ holds the inp
 import sys
 from pathlib import Path
 
+from drift.core.objectstore import check_store
 from drift.core.params import load_params
 from drift.core.paths import EMBED_METRICS
 from drift.core.stage import require, run_stage, write_json
@@ -18,6 +19,7 @@ def main(argv):
     params = load_params()
     p = require(name, "slice_manifest")
     store = cache_dir(params.embed)
+    check_store(store)  # on object storage: endpoint, credentials and bucket, one line each
     modality = read_slice_manifest(p["slices"])["modality"]
     # rows the store lacks that pulled feature files hold (same fingerprint, verified) fill it first, uncomputed
     results = embed_all(p["slices"], modality, params.embed, store, params.compute, seed_from=p["features"])

@@ -132,3 +132,24 @@ def s3_server(monkeypatch):
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def s3_store():
+    """One S3 server for a test file, bucket BUCKET (tests/s3_server.py) created and the AWS_* variables set in
+    this process (subprocesses and Ray workers started after it inherit them); yields the endpoint URL."""
+    from s3_server import BUCKET, start_s3_server
+
+    server = start_s3_server()
+    saved = {k: os.environ.get(k) for k in server.env}
+    os.environ.update(server.env)
+    server.bucket(BUCKET)
+    try:
+        yield server.endpoint
+    finally:
+        server.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

@@ -1,7 +1,7 @@
 """A real S3-compatible server on 127.0.0.1 for tests (moto's standalone server, the one DVC's and s3fs's own
 test suites use): `start_s3_server()` returns a running server, its endpoint and the environment variables
 that let DVC's S3 remote, s3fs, boto3 and Lance reach it; `stop()` shuts it down. The `s3_server` fixture in
-tests/conftest.py wraps it."""
+tests/conftest.py wraps it for one test, `s3_store` for one test file."""
 from __future__ import annotations
 
 import socket
@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from moto.server import ThreadedMotoServer
 
 ACCESS_KEY, SECRET_KEY, REGION = "testing-key", "testing-secret", "us-east-1"
+BUCKET = "drift-test"  # the bucket the `s3_store` fixture creates
 
 
 def free_port() -> int:

@@ -52,6 +52,11 @@ PROMISED = {
         rf'^    "ray_overhead_first": {NUM},$', rf'^    "ray_overhead_best": {NUM},$',
         rf'^    "speedup": {NUM},$', r'^    "identical_outputs": true',
     ],
+    "bench_store_s3.py": [
+        rf"^1\. append {NUM} rows in {NUM} commits: local disk {NUM} rows/s, S3 {NUM} rows/s: S3 at {NUM}x local$",
+        rf"^2\. read {NUM} rows \(pooled \+ tokens, a fresh store\): local disk {NUM} rows/s, S3 {NUM} rows/s: "
+        rf"S3 at {NUM}x local$",
+    ],
     "bench_table.py": [
         *(rf"^  {reader} +{NUM} s  peak RSS +{NUM} MB \(anonymous +{NUM} MB\)  kept " for reader in ("line", "fast", "table")),
     ],

@@ -22,6 +22,7 @@ from rich.table import Table
 
 from drift.cli.common import fail
 from drift.core.errors import DriftError, close_matches
+from drift.core.objectstore import ObjectPath, check_store, location
 from drift.core.params import load_params
 from drift.core.paths import PATHS
 from drift.store.cells import CHECKPOINT_KEYS, MAGIC, cell_problem, checkpoint_problem
@@ -30,7 +31,8 @@ from drift.store.location import cache_dir, default_cache_dir
 cache_app = typer.Typer(add_completion=False, invoke_without_command=True,
                         help="The embedding store: list its tables, compact them, delete those no manifest uses.")
 
-CACHE_DIR_HELP = "the store (default: embed.cache_dir of ./params.yaml, else $DRIFT_CACHE_DIR, else ~/.cache/drift)"
+CACHE_DIR_HELP = ("the store, a folder or s3://bucket/prefix (default: embed.cache_dir of ./params.yaml, else "
+                  "$DRIFT_CACHE_DIR, else ~/.cache/drift)")
 MANIFESTS = Path(PATHS["embeddings"]).parent  # every dataset's embedding manifest
 MODELS = Path(PATHS["models"]).parent  # every dataset's checkpoints, and their list of cache keys
 FEATURES = Path(PATHS["features"]).parent
@@ -43,16 +45,30 @@ def _size(n: int) -> str:
         n /= 1024
 
 
-def resolve_cache_dir(option: Optional[Path]) -> Path:
+def resolve_cache_dir(option) -> Path | ObjectPath:
+    """The store to work on; on object storage, reachable (one line otherwise: endpoint, credentials, bucket)."""
     if option is not None:
-        return option.expanduser()
-    if Path("params.yaml").exists():
-        return cache_dir(load_params().embed)
-    return default_cache_dir()
+        where = location(option).expanduser()
+    elif Path("params.yaml").exists():
+        where = cache_dir(load_params().embed)
+    else:
+        where = default_cache_dir()
+    check_store(where)
+    return where
 
 
-def store_tables(cache_dir: Path) -> list[Path]:
+def store_tables(cache_dir: Path | ObjectPath) -> list:
+    if isinstance(cache_dir, ObjectPath):  # one listing: the prefixes named *.lance
+        return sorted(cache_dir.glob("*.lance"))
     return sorted(p for p in cache_dir.glob("*.lance") if p.is_dir()) if cache_dir.is_dir() else []
+
+
+def remove_tree(path) -> None:
+    """A table's or a cell folder's files, on disk or on object storage."""
+    if isinstance(path, ObjectPath):
+        path.rmtree()
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def manifest_refs(sources: list[Path]) -> dict[str, list[str]]:
@@ -105,14 +121,14 @@ def _json_flag(ctx: typer.Context, as_json: bool) -> bool:
     return as_json or bool((ctx.obj or {}).get("json"))
 
 
-def _cache_dir_option(ctx: typer.Context, cache_dir: Optional[Path]) -> Optional[Path]:
+def _cache_dir_option(ctx: typer.Context, cache_dir: Optional[str]) -> Optional[str]:
     return cache_dir if cache_dir is not None else (ctx.obj or {}).get("cache_dir")
 
 
 @cache_app.callback()
 def cache(ctx: typer.Context,
           as_json: bool = typer.Option(False, "--json", help="machine-readable output (for any subcommand too)"),
-          cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP)):
+          cache_dir: Optional[str] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP)):
     """`drift cache` alone lists the tables."""
     ctx.obj = {"json": as_json, "cache_dir": cache_dir}
     if ctx.invoked_subcommand is None:
@@ -146,7 +162,7 @@ def cache_table(rows: list[dict]) -> Table:
 
 @cache_app.command("list")
 def list_tables(ctx: typer.Context,
-                cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
+                cache_dir: Optional[str] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
                 as_json: bool = typer.Option(False, "--json", help="machine-readable output: a list of tables"),
                 keep_manifests: Optional[List[Path]] = typer.Option(
                     None, "--manifests", help="more manifests to match tables to datasets (repeatable)")):
@@ -176,7 +192,7 @@ def list_tables(ctx: typer.Context,
 @cache_app.command()
 def compact(ctx: typer.Context,
             tables: Optional[List[str]] = typer.Argument(None, help="table names (default: every table)"),
-            cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
+            cache_dir: Optional[str] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
             as_json: bool = typer.Option(False, "--json", help="machine-readable output: what each table became")):
     """Delete duplicate keys (two writers at once), merge small fragments, drop files only old versions use."""
     from drift.store.embeddings import (  # lazy: lance, kept out of `drift --help`
@@ -219,7 +235,7 @@ def gc(ctx: typer.Context,
            None, "--keep-manifests", help="also keep tables these manifests use: a manifest, a folder of them or "
                                           "a repository (repeatable)"),
        grace_minutes: float = typer.Option(60, help="keep tables written this recently (an embed may be running)"),
-       cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
+       cache_dir: Optional[str] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
        as_json: bool = typer.Option(False, "--json", help="machine-readable output: what was (or would be) deleted")):
     """Delete the tables no manifest in data/embeddings/ (or --keep-manifests) refers to, and the checkpoints and
     cells no checkpoint list (data/models/*/checkpoints.json here, in the `dvc exp` refs, or in a repository
@@ -254,8 +270,9 @@ def gc(ctx: typer.Context,
         if not as_json:
             console.print(f"{'would delete' if dry_run else 'delete'} {path.name} ({_size(info['bytes'])})")
         if not dry_run:
-            shutil.rmtree(path)
-            path.with_name(path.name + ".lock").unlink(missing_ok=True)
+            remove_tree(path)
+            if not isinstance(path, ObjectPath):
+                path.with_name(path.name + ".lock").unlink(missing_ok=True)
         deleted.append({"table": path.name, "bytes": info["bytes"]})
     freed = sum(d["bytes"] for d in deleted)
     keys, listed = checkpoint_refs([Path("."), *[p for p in keep_manifests or [] if Path(p).is_dir()]])
@@ -282,19 +299,26 @@ def gc(ctx: typer.Context,
 # ---------------------------------------------------------------- checkpoints and cells
 
 
-def checkpoint_files(where: Path) -> list[Path]:
+def checkpoint_files(where) -> list:
+    if isinstance(where, ObjectPath):
+        return sorted((where / "checkpoints").rglob("*.ckpt"))
     return sorted((where / "checkpoints").glob("*/*.ckpt"))
 
 
-def cell_dirs(where: Path) -> list[Path]:
+def cell_dirs(where) -> list:
+    if isinstance(where, ObjectPath):  # cells/<checkpoint[:2]>/<checkpoint>/<key>.json: the folders that hold one
+        return sorted({p.parent for p in (where / "cells").rglob("*.json")})
     return sorted(p for p in (where / "cells").glob("*/*") if p.is_dir())
 
 
-def checkpoint_digest(path: Path) -> str | None:
+def checkpoint_digest(path) -> str | None:
     """The sha256 of a cached checkpoint's bytes, from its header line (what its cells are filed under)."""
     try:
-        with open(path, "rb") as f:
-            parts = f.readline().split(b" ")
+        if isinstance(path, ObjectPath):
+            parts = path.read_bytes().partition(b"\n")[0].split(b" ")
+        else:
+            with open(path, "rb") as f:
+                parts = f.readline().split(b" ")
     except OSError:
         return None
     return parts[2].decode() if len(parts) == 4 and b" ".join(parts[:2]) == MAGIC else None
@@ -354,11 +378,15 @@ def checkpoint_refs(repos: list[Path]) -> tuple[set[str], list[str]]:
     return keys, seen
 
 
-def _age_minutes(path: Path) -> float:
+def _age_minutes(path) -> float:
+    if isinstance(path, ObjectPath) and not path.is_file():  # a prefix: its newest object
+        return (time.time() - max((m for _, _, m in path.objects()), default=0.0)) / 60
     return (time.time() - path.stat().st_mtime) / 60
 
 
-def _tree_bytes(path: Path) -> int:
+def _tree_bytes(path) -> int:
+    if isinstance(path, ObjectPath):
+        return sum(size for _, size, _ in path.objects())
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else path.stat().st_size
 
 
@@ -380,13 +408,13 @@ def collect_checkpoints(where: Path, keep: set[str], grace_minutes: float, dry_r
         result["bytes"] += _tree_bytes(directory)
         result["cells"].append(str(directory))
         if not dry_run:
-            shutil.rmtree(directory, ignore_errors=True)
+            remove_tree(directory)
     return result
 
 
 @cache_app.command()
 def verify(ctx: typer.Context,
-           cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
+           cache_dir: Optional[str] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
            as_json: bool = typer.Option(False, "--json", help="machine-readable output: what was checked, what is corrupt")):
     """Check every cache: the store's tables (every row read), the cached checkpoints and cells (their sha256),
     and this workspace's feature files (size and sha256 against their header). Exit 1 when anything is corrupt."""

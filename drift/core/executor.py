@@ -15,6 +15,7 @@ from pathlib import Path
 
 from drift.core.environment import pin_cpu_code_path
 from drift.core.errors import DriftError
+from drift.core.objectstore import check_store, is_object_store
 from drift.core.params import ComputeParams
 
 RETRIES = 3  # attempts after a worker died (a node lost, a process killed): each resumes from the caches
@@ -131,25 +132,39 @@ def map_actors(cls, args: tuple, calls: list[tuple], compute: ComputeParams, act
 
 
 def _missing(paths: list[str]) -> list[str]:
-    """On a worker: the paths it cannot stat."""
-    return [p for p in paths if not os.path.exists(p)]
+    """On a worker: the paths it cannot stat, and each s3:// store whose endpoint, credentials or bucket fails
+    (with the reason)."""
+    missing = []
+    for p in paths:
+        if is_object_store(p):
+            try:
+                check_store(p)
+            except DriftError as e:
+                missing.append(f"{p} ({e})")
+        elif not os.path.exists(p):
+            missing.append(p)
+    return missing
 
 
 def check_reachable(paths, compute: ComputeParams) -> None:
     """Before compute on a cluster: every node with CPUs must see `paths` (the embedding store's directory, the
-    stage's inputs) at the same place; one line naming the first path a node cannot see and what makes it visible."""
+    stage's inputs) at the same place, and reach an s3:// store (its endpoint, credentials and bucket, not a path);
+    one line naming the first path a node cannot see and what makes it visible."""
     if compute.executor == "local":
         return
     # lazy: ray, only with compute.executor ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     ray = connect(compute)
-    paths = [str(Path(p).resolve()) for p in paths]
+    paths = [str(p) if is_object_store(p) else str(Path(p).resolve()) for p in paths]
     nodes = [n for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0]
     stat = ray.remote(num_cpus=0, max_retries=RETRIES)(_missing)
     found = ray.get([stat.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
                      .remote(paths) for n in nodes])
     for node, missing in zip(nodes, found):
+        if missing and is_object_store(missing[0]):
+            raise DriftError(f"the store is not reachable from Ray node {node['NodeManagerAddress']}: {missing[0]}; "
+                             "give every node the AWS_* variables (or an instance role) that reach the endpoint")
         if missing:
             raise DriftError(
                 f"{missing[0]} is not visible from Ray node {node['NodeManagerAddress']}: every node must mount "

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from drift.core.executor import check_reachable, run_tasks, workers
+from drift.core.objectstore import location
 from drift.core.params import ComputeParams
 from drift.evaluate.estimate import METHODS, calibrate, estimated_matrix, source_rows
 from drift.evaluate.predict import predict_many
@@ -182,7 +183,7 @@ def evaluate_roster(data: SliceData, models: list[str], models_dir: Path, thread
         code = code_version("evaluate", model_module(name), model_modules())  # its own head's module, not the others'
         data.inputs(name)  # builds the feature files here, before any task reads them
         for seed, checkpoints in list_checkpoints(models_dir, name).items():
-            jobs.append(EvalJob(data, name, seed, checkpoints, Path(cache.root).resolve(), threads, code))
+            jobs.append(EvalJob(data, name, seed, checkpoints, location(cache.root).resolve(), threads, code))
     if jobs:
         cache.root.mkdir(parents=True, exist_ok=True)
         check_reachable([cache.root, models_dir, data.paths["slices"], data.paths["features"]], compute)

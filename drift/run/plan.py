@@ -384,9 +384,9 @@ def measure_matmul(threads: int, seconds: float = 0.5) -> float:
 
 def bench_cache_path() -> Path:
     """The benchmark cache: plan-benchmarks.json in the user's drift cache ($DRIFT_CACHE_DIR or ~/.cache/drift)."""
-    from drift.store.location import default_cache_dir
+    from drift.store.location import local_cache_dir
 
-    return default_cache_dir() / "plan-benchmarks.json"
+    return local_cache_dir() / "plan-benchmarks.json"
 
 
 class BenchCache:

@@ -25,6 +25,7 @@ from drift.core.closure import (
     module_path,
 )
 from drift.core.errors import DriftError
+from drift.core.objectstore import location
 from drift.store.integrity import fsync_dir, sha256_bytes, write_atomic
 
 VERSION = 2  # bump to invalidate every cached checkpoint and cell at once
@@ -99,7 +100,7 @@ class CellCache:
     entries this instance found not to match their checksum (each then served as a miss)."""
 
     def __init__(self, root: Path):
-        self.root = Path(root)
+        self.root = location(root)  # a folder, or an s3:// prefix (drift.core.objectstore.ObjectPath)
         self.corrupt: list[str] = []
         self._unsynced: set[Path] = set()
 
@@ -198,7 +199,7 @@ def checkpoint_problem(data: bytes) -> str | None:
 def cell_problem(path: Path) -> str | None:
     """Why a cached cell file is not what was written, None when it is."""
     try:
-        record = json.loads(Path(path).read_text())
+        record = json.loads(location(path).read_text())
     except (ValueError, OSError) as e:
         return f"unreadable ({type(e).__name__})"
-    return None if _intact(record, Path(path).stem) else "sha256 mismatch"
+    return None if _intact(record, location(path).stem) else "sha256 mismatch"

@@ -4,6 +4,11 @@ list<fixed_size_list<float16>[D]> plus `n_tokens`, no padding stored. Rows are a
 commit, so a killed run keeps what it finished. Writers only append (the table is created once, under a file
 lock), so two processes embedding at once can both commit the same key: readers take the first row of each
 key, and compaction deletes the later ones and merges small fragments.
+
+On object storage (cache_dir s3://bucket/prefix, an ObjectPath) there is no file lock: Lance commits each
+version with a conditional put (put-if-absent of the version's manifest) and retries an append that lost the
+race on the new latest version, so concurrent appends lose no row and duplicate none; of two racing creates,
+one commits and the other finds the table made.
 """
 from __future__ import annotations
 
@@ -18,8 +23,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from lance import LanceOperation
 from lance.commit import CommitConflictError
+from lance.fragment import write_fragments
 
 from drift.core.errors import DriftError, disk_full, is_disk_full
+from drift.core.objectstore import ObjectPath, location
 
 FRAGMENT_BYTES = 1 << 30  # compaction target per fragment: few files to list, each small enough to rewrite
 COMPACT_AFTER = 8         # an embed run compacts once this many under-sized fragments have piled up
@@ -40,9 +47,11 @@ def store_schema(dim: int, with_tokens: bool, metadata: dict | None = None) -> p
     return pa.schema(fields, metadata=metadata)
 
 
-def committed(path: Path) -> bool:
+def committed(path: Path | ObjectPath) -> bool:
     """A table with at least one committed version: a process killed while creating it leaves data files only."""
-    versions = Path(path) / "_versions"
+    versions = location(path) / "_versions"
+    if isinstance(versions, ObjectPath):
+        return any(p.suffix == ".manifest" for p in versions.iterdir())
     return versions.is_dir() and any(p.suffix == ".manifest" for p in versions.iterdir())
 
 
@@ -67,7 +76,7 @@ def _fragment_state(fragment) -> tuple:
 def _target_rows(ds) -> int:
     """Rows per fragment after compaction: about FRAGMENT_BYTES of data (token states make rows large)."""
     rows = nbytes = 0
-    data = Path(ds.uri) / "data"
+    data = location(ds.uri) / "data"
     for fragment in ds.get_fragments():
         rows += fragment.metadata.physical_rows
         nbytes += sum(f.file_size_bytes or (data / f.path).stat().st_size for f in fragment.metadata.files)
@@ -92,7 +101,7 @@ class EmbeddingStore:
 
     def __init__(self, cache_dir: Path, encoder: str, fingerprint: str, dim: int, with_tokens: bool,
                  fields: dict | None = None):
-        self.path = Path(cache_dir) / table_name(encoder, fingerprint)
+        self.path = location(cache_dir) / table_name(encoder, fingerprint)
         self.encoder, self.fingerprint, self.dim, self.with_tokens = encoder, fingerprint, dim, with_tokens
         metadata = {"drift.encoder": encoder, "drift.fingerprint": fingerprint}
         if fields is not None:
@@ -171,6 +180,18 @@ class EmbeddingStore:
         """Create the table empty, once, under a file lock: two Lance "create" writes racing each other can
         both commit, the second as an overwrite that drops the first one's rows."""
         if committed(self.path):
+            return
+        if isinstance(self.path, ObjectPath):
+            # version 1 is a put-if-absent, committed without retries: the loser of two racing creates fails
+            # (write_dataset's create would retry it as an overwrite at version 2, dropping appends made since).
+            # The format is Lance's default there: a commit of no fragments records no file format.
+            try:
+                create = write_fragments(self.schema.empty_table(), str(self.path), mode="create",
+                                         data_storage_version=FILE_FORMAT, return_transaction=True)
+                lance.LanceDataset.commit(str(self.path), create, max_retries=0)
+            except (OSError, ValueError, CommitConflictError):
+                if not committed(self.path):
+                    raise
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path.with_name(self.path.name + ".lock"), "w") as lock:
@@ -265,7 +286,7 @@ def open_store(manifest: dict, cache_dir: Path) -> EmbeddingStore:
     store = EmbeddingStore(cache_dir, manifest["encoder"], manifest["fingerprint"], manifest["dim"],
                            with_tokens=manifest.get("with_tokens", True))
     if manifest.get("rows", 1) and not committed(store.path):
-        raise DriftError(f"embedding table {store.path.name} is not in {Path(cache_dir)} (another embed.cache_dir, "
+        raise DriftError(f"embedding table {store.path.name} is not in {location(cache_dir)} (another embed.cache_dir, "
                          f"or removed by `drift cache gc`): run `dvc repro -f embed@<dataset>` to compute it")
     return store
 
@@ -302,9 +323,9 @@ def dedupe_table(path: Path, attempts: int = 5) -> int:
     raise DriftError(f"could not dedupe {path}: other processes kept rewriting it; run `drift cache compact` again")
 
 
-def compact_table(path: Path, dedupe: bool = True, cleanup: bool = True) -> dict:
+def compact_table(path: Path | ObjectPath, dedupe: bool = True, cleanup: bool = True) -> dict:
     """Dedupe keys, merge small fragments, then delete the files only older versions use."""
-    path = Path(path)
+    path = location(path)
     before = table_info(path, count_unique=False)
     if not before["committed"]:
         return {"table": path.name, "duplicates_removed": 0, "fragments_before": 0, "fragments_after": 0,
@@ -322,13 +343,17 @@ def compact_table(path: Path, dedupe: bool = True, cleanup: bool = True) -> dict
 
 def table_info(path: Path, count_unique: bool = True) -> dict:
     """What `drift cache list` shows about one table."""
-    path = Path(path)
-    files = [f for f in path.rglob("*") if f.is_file()]
+    path = location(path)
+    if isinstance(path, ObjectPath):
+        files = [(size, mtime) for _, size, mtime in path.objects()]
+    else:
+        files = [(s.st_size, s.st_mtime) for s in (f.stat() for f in path.rglob("*") if f.is_file())]
     encoder, _, short = path.stem.rpartition("-")
     info = {"table": path.name, "path": str(path), "encoder": encoder or path.stem, "fingerprint": short,
             "fingerprint_fields": None, "committed": committed(path), "rows": 0, "unique": 0, "dim": None,
-            "tokens": None, "fragments": 0, "version": None, "bytes": sum(f.stat().st_size for f in files),
-            "updated": max((f.stat().st_mtime for f in files), default=path.stat().st_mtime if path.exists() else 0)}
+            "tokens": None, "fragments": 0, "version": None, "bytes": sum(size for size, _ in files),
+            "updated": max((mtime for _, mtime in files),
+                           default=0 if isinstance(path, ObjectPath) or not path.exists() else path.stat().st_mtime)}
     if not info["committed"]:
         return info
     ds = lance.dataset(str(path))

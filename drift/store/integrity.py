@@ -11,11 +11,15 @@ import hashlib
 import os
 from pathlib import Path
 
+from drift.core.objectstore import ObjectPath
+
 BLOCK = 8 << 20
 
 
 def fsync_dir(path: Path) -> None:
-    """Make a rename or a new file in directory `path` durable."""
+    """Make a rename or a new file in directory `path` durable (on object storage a PUT already is)."""
+    if isinstance(path, ObjectPath):
+        return
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -26,6 +30,9 @@ def fsync_dir(path: Path) -> None:
 def write_atomic(path: Path, data: bytes, durable: bool = True) -> None:
     """`data` at `path`, whole or not at all. durable=False skips both fsyncs (a caller that checksums what it
     reads and fsyncs the directories once for many small files: a torn file after a power cut fails its checksum)."""
+    if isinstance(path, ObjectPath):
+        path.write_bytes(data)  # one PUT: the object appears whole or not at all
+        return
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from drift.core.executor import check_reachable, run_tasks, workers
+from drift.core.objectstore import location
 from drift.core.params import ComputeParams, TrainParams
 from drift.core.progress import progress
 from drift.models import get_model_info, model_module, model_modules
@@ -228,10 +229,10 @@ def train_roster(data: SliceData, models: list[str], cfg: TrainParams, models_di
                     todo.append((seed, k, key))
                     scheduled.add(key)
             if todo and not batched:
-                groups.append(TrainGroup(data, name, todo, cfg, Path(cache.root).resolve()))
+                groups.append(TrainGroup(data, name, todo, cfg, location(cache.root).resolve()))
             model_todo += todo
         if model_todo and batched:
-            groups.append(TrainGroup(data, name, model_todo, cfg, Path(cache.root).resolve(), train_many))
+            groups.append(TrainGroup(data, name, model_todo, cfg, location(cache.root).resolve(), train_many))
     if groups:
         cache.root.mkdir(parents=True, exist_ok=True)
         check_reachable([cache.root, data.paths["slices"], data.paths["features"]], compute)

@@ -8,7 +8,7 @@ import os
 import platform
 from pathlib import Path
 
-from drift.store.location import default_cache_dir
+from drift.store.location import local_cache_dir
 
 RATES_FILE = "rehearsal-rates.json"  # beside plan-benchmarks.json
 
@@ -27,7 +27,7 @@ def machine_id() -> str:
 
 
 def rates_path() -> Path:
-    return default_cache_dir() / RATES_FILE
+    return local_cache_dir() / RATES_FILE
 
 
 def rates_key(device: str) -> str:
