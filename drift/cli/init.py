@@ -11,7 +11,7 @@ from rich.console import Console
 
 from drift.cli.common import console, fail
 from drift.core.datasets import DATASETS
-from drift.core.errors import DriftError
+from drift.core.errors import DriftError, check_name
 from drift.data.datasets import load
 from drift.data.inspect import Ambiguous, entry, propose
 
@@ -49,6 +49,7 @@ def init(name: str = typer.Argument(..., help="the dataset's name in params.yaml
     params.yaml, so that the next `dvc repro` runs it. An ambiguous column is a question on stderr."""
     split = (lambda v: [c.strip() for c in v.split(",") if c.strip()] if v else None)
     try:
+        check_name(name, "dataset name")
         if name in DATASETS:
             raise DriftError(f"{name!r} is a built-in dataset: choose another name for your table")
         proposal = propose(name, source, time=time, text=split(text), image=image, label=split(label), task=task)

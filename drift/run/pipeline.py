@@ -99,7 +99,8 @@ def dvc_yaml(root: Path = ROOT) -> str:
                 code |= set(import_closure(root / reader, root)) - readers
         deps = [script] + sorted(code) + stage.get("extra", [])
         deps += [dvc_path(key) for key in stage["inputs"]]
-        out += [f"  {name}:", "    foreach: ${datasets}", "    do:", f"      cmd: python {script} ${{key}}"]
+        # the key quoted: no name reaches the shell as more than one word (names are identifiers too)
+        out += [f"  {name}:", "    foreach: ${datasets}", "    do:", f"      cmd: python {script} '${{key}}'"]
         if stage.get("comment"):
             out.append(f"      # {stage['comment']}")
         out.append(f"      deps: {_flow(deps, 12)}")
