@@ -6,7 +6,9 @@ or a Hugging Face `save_to_disk` folder (its Arrow files); the section names the
 input (text columns joined in order, or an image column of bytes, paths relative to the source, or arrays), the
 label column(s) and the task. Each file is scanned lazily with an explicit schema and streamed in CHUNK_ROWS-row
 batches, so memory stays bounded. A bad row is quarantined with its reason (missing_id, missing_time, bad_time,
-missing_label, bad_label, label_not_in_classes, empty_input, unreadable_image), one reason a row, the first met;
+missing_label, bad_label, label_not_in_classes, empty_input, unreadable_image, path_outside_root: an image path
+that resolves, symlinks followed, outside the source's folder or `image_root`, never opened; invalid_utf8: a text
+cell that is not UTF-8), one reason a row, the first met;
 duplicate ids are the ingest driver's. Images become 3x32x32 RGB (resized), as the built-in image datasets.
 """
 from __future__ import annotations
@@ -57,6 +59,7 @@ class TableParams(DatasetParams):
     text_separator: str = "\n"
     image: Optional[str] = None                            # the image column
     image_encoding: Annotated[str, choice(*IMAGE_ENCODINGS)] = "bytes"
+    image_root: Optional[str] = None  # paths: where they must stay (symlinks resolved); null: the source's folder
     label: Names                                           # the label column; multilabel: one 0/1 column per label
     task: Annotated[str, choice(*TASKS)]
     classes: Optional[list[Label]] = None                  # the declared label set; null: every value found
@@ -254,8 +257,24 @@ def parse_label(frame: pl.DataFrame, cfg: TableParams, classes: list[str]) -> tu
     return index, reason
 
 
+class OutsideRoot(ValueError):
+    """An image path that leaves its root: quarantined as path_outside_root, never opened."""
+
+
+def image_path(value, root: Path) -> Path:
+    """The file an image path names: relative to `root`, or absolute; resolved (symlinks followed), it must lie
+    inside `root` (resolved too), else OutsideRoot and nothing is opened."""
+    path = Path(value)
+    resolved = (path if path.is_absolute() else root / path).resolve()
+    base = Path(root).resolve()
+    if base not in resolved.parents:
+        raise OutsideRoot(f"{value} resolves outside {base}")
+    return resolved
+
+
 def read_image(value, encoding: str, root: Path) -> np.ndarray:
-    """One image cell as uint8 (3, 32, 32) RGB; raises on anything unreadable."""
+    """One image cell as uint8 (3, 32, 32) RGB; raises on anything unreadable, OutsideRoot for a path that
+    leaves `root` (image_path)."""
     if encoding == "array":
         array = np.asarray(value, dtype=np.float64)
         if array.size == int(np.prod(IMAGE_SHAPE)) and array.ndim in (1, 3) and array.shape[0] in (3, 3072):
@@ -274,8 +293,7 @@ def read_image(value, encoding: str, root: Path) -> np.ndarray:
         if encoding == "bytes":
             image = Image.open(io.BytesIO(value))
         else:
-            path = Path(value)
-            image = Image.open(path if path.is_absolute() else root / path)
+            image = Image.open(image_path(value, root))
     image = image.convert("RGB").resize(IMAGE_SHAPE[1:], Image.BILINEAR)
     return np.asarray(image, dtype=np.uint8).transpose(2, 0, 1).copy()
 
@@ -295,7 +313,8 @@ def parsed_batches(cfg: TableParams, chunk_rows: int = CHUNK_ROWS) -> Iterator[t
     """(kept rows: line, id, time, label and text or image, their bad rows as (line, where, reason, raw)) per
     batch, every file of the source in order; `line` counts rows over the whole source from 1."""
     classes = [str(c) for c in label_names(cfg)] if cfg.task in ("binary", "multiclass") else []
-    root, columns, line = source_root(cfg.source), columns_of(cfg), 0
+    root = Path(cfg.image_root) if cfg.image_root else source_root(cfg.source)
+    columns, line = columns_of(cfg), 0
     with tempfile.TemporaryDirectory(prefix="drift-table-") as tmp:
         for path, fmt in source_files(cfg.source, cfg.format):
             name, first = path.name, line
@@ -325,12 +344,16 @@ def parsed_batches(cfg: TableParams, chunk_rows: int = CHUNK_ROWS) -> Iterator[t
                     cells = frame[cfg.image].to_list()
                     images, flags = [], []
                     for cell in cells:
+                        outside = False
                         try:
                             images.append(None if cell is None else read_image(cell, cfg.image_encoding, root))
+                        except OutsideRoot:
+                            images.append(None)
+                            outside = True
                         except Exception:  # noqa: BLE001 (PIL raises many kinds: each an unreadable image)
                             images.append(None)
-                        flags.append("empty_input" if cell is None else "unreadable_image" if images[-1] is None
-                                     else None)
+                        flags.append("empty_input" if cell is None else "path_outside_root" if outside
+                                     else "unreadable_image" if images[-1] is None else None)
                     input_reason = pl.Series(flags, dtype=pl.String)
                 reason = pl.select(pl.coalesce(reason, time_reason, label_reason, input_reason)).to_series()
                 good = reason.is_null()
