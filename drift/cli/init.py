@@ -70,6 +70,9 @@ def init(name: str = typer.Argument(..., help="the dataset's name in params.yaml
                                       "image_encoding", "label", "task", "classes", "slices") if k in section}
     for key, value in chosen.items():
         console.print(f"  {key}: {value}", highlight=False, soft_wrap=True)
+    if proposal.get("invalid_utf8"):
+        console.print(f"{proposal['invalid_utf8']} row(s) hold invalid UTF-8: ingest will quarantine them "
+                      f"(invalid_utf8) and keep the rest", highlight=False, soft_wrap=True)
     console.print(f"wrote {name} to {params_path} (datasets.{name}, {name}:, train.models.{name}); change any "
                   f"key there or re-run with --time/--text/--image/--label/--task", style="dim", soft_wrap=True)
     console.print(f"next: dvc repro   then: drift summary {name}   and reports/{name}.html", highlight=False)

@@ -14,6 +14,7 @@ duplicate ids are the ingest driver's. Images become 3x32x32 RGB (resized), as t
 from __future__ import annotations
 
 import glob as globbing
+import codecs
 import gzip
 import io
 import json
@@ -145,11 +146,44 @@ def _plain_copy(path: Path, tmp: Path) -> Path:
     return out
 
 
+BAD_BYTES = "\ufffd"  # what an invalid UTF-8 sequence becomes in utf8_copy
+
+
+def utf8_copy(path: Path, tmp: Path) -> tuple[Path, int]:
+    """(the text file as valid UTF-8, the number of its lines that were not): the file itself when it is valid
+    (one streamed check), else a copy in `tmp` in which each invalid byte sequence is U+FFFD (BAD_BYTES), line
+    by line, so memory stays flat. The rows holding BAD_BYTES in such a copy are quarantined as invalid_utf8."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                decoder.decode(chunk)
+            decoder.decode(b"", final=True)
+        return path, 0
+    except UnicodeDecodeError:
+        pass
+    handle, name = tempfile.mkstemp(dir=tmp, prefix="utf8-", suffix=path.suffix)
+    bad = 0
+    with open(path, "rb") as src, open(handle, "w", encoding="utf-8", newline="") as dst:
+        for line in src:
+            try:
+                dst.write(line.decode("utf-8"))
+            except UnicodeDecodeError:
+                dst.write(line.decode("utf-8", errors="replace"))
+                bad += 1
+    return Path(name), bad
+
+
 def scan_batches(path: Path, fmt: str, columns: list[str], cfg: TableParams, tmp: Path,
-                 chunk_rows: int = CHUNK_ROWS) -> Iterator[pl.DataFrame]:
+                 chunk_rows: int = CHUNK_ROWS, repaired: dict | None = None) -> Iterator[pl.DataFrame]:
     """The file's `columns` in batches of at most chunk_rows rows: a lazy scan with an explicit schema (text files:
-    every column a string, parsed here; Parquet and Arrow: their own types), streamed."""
+    every column a string, parsed here; Parquet and Arrow: their own types), streamed. A CSV or JSON-lines file
+    with invalid UTF-8 is read from its utf8_copy; `repaired` (when given) gets path -> its lines that were not."""
     plain = _plain_copy(path, tmp)
+    if fmt in ("csv", "jsonl"):
+        plain, bad = utf8_copy(plain, tmp)
+        if bad and repaired is not None:
+            repaired[path] = bad
     if fmt == "arrow":  # save_to_disk writes the Arrow IPC stream format
         with pa.memory_map(str(plain)) as f:
             reader = pa.ipc.open_stream(f)
@@ -206,16 +240,34 @@ def parse_time(s: pl.Series, encoding: str, fmt: str | None) -> pl.Series:
     text = s.cast(pl.String).str.strip_chars()
     if encoding == "date":
         return text.str.to_date(fmt, strict=False).cast(pl.Datetime("us"))
+    parsed = _timestamps(text, fmt)
+    if fmt is None:  # the format is inferred from the first value: read the others that differ in rounds
+        for _ in range(MIXED_FORMATS):
+            rest = parsed.is_null() & text.is_not_null() & (text != "")
+            if not rest.any():
+                break
+            index = np.flatnonzero(rest.to_numpy())
+            again = _timestamps(text.gather(index), None)
+            if not again.is_not_null().any():
+                break
+            parsed = parsed.scatter(index, again)
+    return parsed
+
+
+MIXED_FORMATS = 4  # timestamp formats one column may mix (naive, with an offset, with Z, ...)
+
+
+def _timestamps(text: pl.Series, fmt: str | None) -> pl.Series:
+    """Text timestamps as naive UTC Datetime("us"): an offset or `Z` converted to UTC; null where unreadable."""
     try:
-        parsed = text.str.to_datetime(fmt, strict=False, time_unit="us")
+        return _utc_naive(text.str.to_datetime(fmt, strict=False, time_unit="us"))
     except pl.exceptions.ComputeError:  # a format inferred from the first value fits none: read each on its own
-        parsed = pl.Series([_one_timestamp(v) for v in text.to_list()], dtype=pl.Datetime("us"))
-    return _utc_naive(parsed)
+        return pl.Series([_one_timestamp(v) for v in text.to_list()], dtype=pl.Datetime("us"))
 
 
 def _one_timestamp(value):
     try:
-        return pl.Series([value]).str.to_datetime(strict=True, time_unit="us").dt.replace_time_zone(None)[0]
+        return _utc_naive(pl.Series([value]).str.to_datetime(strict=True, time_unit="us"))[0]
     except Exception:  # noqa: BLE001 (any unreadable value is a bad time)
         return None
 
@@ -317,8 +369,8 @@ def parsed_batches(cfg: TableParams, chunk_rows: int = CHUNK_ROWS) -> Iterator[t
     columns, line = columns_of(cfg), 0
     with tempfile.TemporaryDirectory(prefix="drift-table-") as tmp:
         for path, fmt in source_files(cfg.source, cfg.format):
-            name, first = path.name, line
-            for frame in scan_batches(path, fmt, columns, cfg, Path(tmp), chunk_rows):
+            name, first, repaired = path.name, line, {}
+            for frame in scan_batches(path, fmt, columns, cfg, Path(tmp), chunk_rows, repaired):
                 n = frame.height
                 lines = pl.Series("line", np.arange(line + 1, line + n + 1, dtype=np.int64))
                 in_file = lines - first
@@ -329,6 +381,11 @@ def parsed_batches(cfg: TableParams, chunk_rows: int = CHUNK_ROWS) -> Iterator[t
                 else:
                     ids = pl.select(pl.format(f"{name}:{{}}", in_file)).to_series()
                     reason = pl.Series([None] * n, dtype=pl.String)
+                if repaired:  # a row with bytes that were not UTF-8: its own reason, first
+                    strings = [frame[c] for c in columns if frame[c].dtype == pl.String]
+                    invalid = pl.select(pl.any_horizontal([c.str.contains(BAD_BYTES, literal=True).fill_null(False)
+                                                           for c in strings])).to_series()
+                    reason = pl.select(pl.when(invalid).then(pl.lit("invalid_utf8")).otherwise(reason)).to_series()
                 time = parse_time(frame[cfg.time], cfg.time_encoding, cfg.time_format)
                 time_reason = pl.select(pl.when(frame[cfg.time].is_null()).then(pl.lit("missing_time"))
                                         .when(time.is_null()).then(pl.lit("bad_time")).otherwise(None)).to_series()
@@ -358,7 +415,8 @@ def parsed_batches(cfg: TableParams, chunk_rows: int = CHUNK_ROWS) -> Iterator[t
                 reason = pl.select(pl.coalesce(reason, time_reason, label_reason, input_reason)).to_series()
                 good = reason.is_null()
                 bad_index = np.flatnonzero(~good.to_numpy()).tolist()
-                bad = [(lines[i], ids[i] or f"{name}:{in_file[i]}", reason[i], _raw(frame, i)) for i in bad_index]
+                bad = [(lines[i], f"{name}:{in_file[i]}" if reason[i] == "invalid_utf8" or not ids[i] else ids[i],
+                        reason[i], _raw(frame, i)) for i in bad_index]
                 kept = pl.DataFrame({"line": lines, "id": ids, "time": time, "label": label}).filter(good)
                 if images is None:
                     kept = kept.with_columns(text=payload.filter(good))
