@@ -84,7 +84,7 @@ def check_stage(root: Path = ROOT) -> list[str]:
     script = "stages/check.py"
     deps = [script] + sorted(import_closure(root / script, root)) + ["params.yaml"]
     return ["  check:", f"    cmd: python {script}",
-            "    # a typo or a bad value in params.yaml fails here, in a second, before any stage reads it",
+            "    # a typo, a bad value or a model that cannot run on its dataset fails here, before any stage reads params.yaml",
             f"    deps: {_flow(deps, 10)}", f"    outs: [{PARAMS_CHECKED}]", "    always_changed: true", ""]
 
 
