@@ -25,7 +25,8 @@ def _one_line(error: BaseException, limit: int = 300) -> str:
 
 
 def run_stage(main) -> None:
-    """Run a stage's main(argv). A DriftError prints its one line on stderr and exits 2; any other exception
+    """Run a stage's main(argv). A DriftError prints its one line on stderr and exits 2; Ctrl-C prints
+    "<stage>: interrupted; re-run resumes" and exits 130; any other exception
     prints one line naming the stage, its input and the log holding the traceback, and exits 1."""
     argv = sys.argv[1:]
     stage = os.environ.get("DVC_STAGE") or "@".join([Path(sys.argv[0]).stem, *argv])
@@ -34,6 +35,9 @@ def run_stage(main) -> None:
     except DriftError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:  # Ctrl-C: what was written is whole (atomic writes), the next run picks up there
+        print(f"{stage}: interrupted; re-run resumes", file=sys.stderr)
+        sys.exit(130)
     except Exception as e:  # noqa: BLE001 - the stage's one line; the traceback goes to the log
         log = log_path(stage)
         try:
