@@ -7,7 +7,8 @@ input (text columns joined in order, or an image column of bytes, paths relative
 label column(s) and the task. Each file is scanned lazily with an explicit schema and streamed in CHUNK_ROWS-row
 batches, so memory stays bounded. A bad row is quarantined with its reason (missing_id, missing_time, bad_time,
 missing_label, bad_label, label_not_in_classes, empty_input, unreadable_image, path_outside_root: an image path
-that resolves, symlinks followed, outside the source's folder or `image_root`, never opened; invalid_utf8: a text
+relative to the source's folder that resolves, symlinks followed, outside it (or outside `image_root`, a wider
+folder allowed explicitly), never opened; invalid_utf8: a text
 cell that is not UTF-8), one reason a row, the first met;
 duplicate ids are the ingest driver's. Images become 3x32x32 RGB (resized), as the built-in image datasets.
 """
@@ -60,7 +61,7 @@ class TableParams(DatasetParams):
     text_separator: str = "\n"
     image: Optional[str] = None                            # the image column
     image_encoding: Annotated[str, choice(*IMAGE_ENCODINGS)] = "bytes"
-    image_root: Optional[str] = None  # paths: where they must stay (symlinks resolved); null: the source's folder
+    image_root: Optional[str] = None  # paths: the folder they must stay in (symlinks resolved); null: the source's
     label: Names                                           # the label column; multilabel: one 0/1 column per label
     task: Annotated[str, choice(*TASKS)]
     classes: Optional[list[Label]] = None                  # the declared label set; null: every value found
@@ -313,20 +314,20 @@ class OutsideRoot(ValueError):
     """An image path that leaves its root: quarantined as path_outside_root, never opened."""
 
 
-def image_path(value, root: Path) -> Path:
+def image_path(value, root: Path, bound: Path | None = None) -> Path:
     """The file an image path names: relative to `root`, or absolute; resolved (symlinks followed), it must lie
-    inside `root` (resolved too), else OutsideRoot and nothing is opened."""
+    inside `bound` (default `root`; resolved too), else OutsideRoot and nothing is opened."""
     path = Path(value)
     resolved = (path if path.is_absolute() else root / path).resolve()
-    base = Path(root).resolve()
+    base = Path(bound or root).resolve()
     if base not in resolved.parents:
         raise OutsideRoot(f"{value} resolves outside {base}")
     return resolved
 
 
-def read_image(value, encoding: str, root: Path) -> np.ndarray:
+def read_image(value, encoding: str, root: Path, bound: Path | None = None) -> np.ndarray:
     """One image cell as uint8 (3, 32, 32) RGB; raises on anything unreadable, OutsideRoot for a path that
-    leaves `root` (image_path)."""
+    leaves `bound` (image_path: relative to `root`, inside `bound`, default `root`)."""
     if encoding == "array":
         array = np.asarray(value, dtype=np.float64)
         if array.size == int(np.prod(IMAGE_SHAPE)) and array.ndim in (1, 3) and array.shape[0] in (3, 3072):
@@ -345,7 +346,7 @@ def read_image(value, encoding: str, root: Path) -> np.ndarray:
         if encoding == "bytes":
             image = Image.open(io.BytesIO(value))
         else:
-            image = Image.open(image_path(value, root))
+            image = Image.open(image_path(value, root, bound))
     image = image.convert("RGB").resize(IMAGE_SHAPE[1:], Image.BILINEAR)
     return np.asarray(image, dtype=np.uint8).transpose(2, 0, 1).copy()
 
@@ -365,7 +366,7 @@ def parsed_batches(cfg: TableParams, chunk_rows: int = CHUNK_ROWS) -> Iterator[t
     """(kept rows: line, id, time, label and text or image, their bad rows as (line, where, reason, raw)) per
     batch, every file of the source in order; `line` counts rows over the whole source from 1."""
     classes = [str(c) for c in label_names(cfg)] if cfg.task in ("binary", "multiclass") else []
-    root = Path(cfg.image_root) if cfg.image_root else source_root(cfg.source)
+    root, bound = source_root(cfg.source), Path(cfg.image_root) if cfg.image_root else None
     columns, line = columns_of(cfg), 0
     with tempfile.TemporaryDirectory(prefix="drift-table-") as tmp:
         for path, fmt in source_files(cfg.source, cfg.format):
@@ -403,7 +404,7 @@ def parsed_batches(cfg: TableParams, chunk_rows: int = CHUNK_ROWS) -> Iterator[t
                     for cell in cells:
                         outside = False
                         try:
-                            images.append(None if cell is None else read_image(cell, cfg.image_encoding, root))
+                            images.append(None if cell is None else read_image(cell, cfg.image_encoding, root, bound))
                         except OutsideRoot:
                             images.append(None)
                             outside = True
