@@ -167,6 +167,17 @@ def test_invalid_utf8_quarantines_its_rows_and_the_rest_is_ingested(tmp_path, fm
     assert str(times[f"t.{fmt}:6"]) == "2020-01-05 08:00:00" and str(times[f"t.{fmt}:7"]) == "2020-01-05 10:00:00"
 
 
+def test_invalid_utf8_in_a_parquet_text_column_of_bytes_quarantines_its_rows(tmp_path):
+    texts = [b"bad \xff bytes" if i in (3, 7) else b"hello %d" % i for i in range(20)]
+    pq.write_table(pa.table({"time": [f"2020-01-0{1 + i % 9}" for i in range(20)], "text": pa.array(texts, pa.binary()),
+                             "label": ["a", "b"] * 10}), tmp_path / "b.parquet")
+    cfg = {"source": str(tmp_path / "b.parquet"), "time": "time", "text": ["text"], "label": "label", "task": "binary",
+           "slices": {"unit": "year", "start": 2020, "end": 2021}}
+    counts = ingest("t", parse(TableParams, cfg, "t"), tmp_path / "r.parquet", tmp_path / "q.parquet")
+    assert counts["kept"] == 18 and counts["quarantined_by_reason"] == {"invalid_utf8": 2}
+    assert [b["where"] for b in pq.read_table(tmp_path / "q.parquet").to_pylist()] == ["b.parquet:4", "b.parquet:8"]
+
+
 def test_drift_init_proposes_a_section_for_a_table_with_invalid_utf8_and_counts_its_rows(tmp_path):
     hostile_table(tmp_path, "csv")
     (tmp_path / "params.yaml").write_text("datasets: {}\n")

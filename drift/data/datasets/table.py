@@ -357,6 +357,19 @@ def _raw(frame: pl.DataFrame, i: int) -> str:
                        for k, v in row.items()}, default=str)[:2000]
 
 
+def _decoded(cells: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """(a column of bytes as text, U+FFFD for each invalid sequence; whether each cell was not UTF-8)."""
+    text, invalid = [], []
+    for value in cells.to_list():
+        try:
+            text.append(None if value is None else value.decode("utf-8"))
+            invalid.append(False)
+        except UnicodeDecodeError:
+            text.append(value.decode("utf-8", errors="replace"))
+            invalid.append(True)
+    return pl.Series(cells.name, text, dtype=pl.String), pl.Series(invalid, dtype=pl.Boolean)
+
+
 def columns_of(cfg: TableParams) -> list[str]:
     names = ([cfg.id] if cfg.id else []) + [cfg.time] + (cfg.text or [cfg.image]) + list(cfg.label)
     return list(dict.fromkeys(names))
@@ -382,10 +395,17 @@ def parsed_batches(cfg: TableParams, chunk_rows: int = CHUNK_ROWS) -> Iterator[t
                 else:
                     ids = pl.select(pl.format(f"{name}:{{}}", in_file)).to_series()
                     reason = pl.Series([None] * n, dtype=pl.String)
-                if repaired:  # a row with bytes that were not UTF-8: its own reason, first
-                    strings = [frame[c] for c in columns if frame[c].dtype == pl.String]
-                    invalid = pl.select(pl.any_horizontal([c.str.contains(BAD_BYTES, literal=True).fill_null(False)
-                                                           for c in strings])).to_series()
+                flags = []  # a row with bytes that were not UTF-8: its own reason, first
+                if repaired:  # a CSV or JSON-lines file read from its utf8_copy
+                    flags += [frame[c].str.contains(BAD_BYTES, literal=True).fill_null(False)
+                              for c in columns if frame[c].dtype == pl.String]
+                for column in (cfg.text or []):  # a Parquet or Arrow text column of raw bytes: decoded here
+                    if frame[column].dtype == pl.Binary:
+                        text, invalid = _decoded(frame[column])
+                        frame = frame.with_columns(text)
+                        flags.append(invalid)
+                if flags:
+                    invalid = pl.select(pl.any_horizontal(flags)).to_series()
                     reason = pl.select(pl.when(invalid).then(pl.lit("invalid_utf8")).otherwise(reason)).to_series()
                 time = parse_time(frame[cfg.time], cfg.time_encoding, cfg.time_format)
                 time_reason = pl.select(pl.when(frame[cfg.time].is_null()).then(pl.lit("missing_time"))
