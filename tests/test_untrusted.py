@@ -284,3 +284,10 @@ def test_ctrl_c_in_a_stage_is_one_line(tmp_path):
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=30)
     assert process.returncode == 130 and err == "train@sotu: interrupted; re-run resumes\n"
+
+
+def test_a_stage_log_stays_in_the_logs_folder_whatever_the_arguments():
+    from drift.core.stage import LOGS, log_path
+    path = log_path("ingest@../../../escape")
+    assert path.parent.name == "logs" and path.parent == log_path("ingest@sotu").parent and LOGS.endswith("logs")
+    assert path.name == "ingest@.._.._.._escape.log"

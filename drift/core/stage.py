@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -16,7 +17,9 @@ LOGS = ".drift/logs"  # under the main repository: a temporary experiment's copy
 
 
 def log_path(stage: str) -> Path:
-    return main_repository() / LOGS / f"{stage}.log"
+    """The stage's log file, inside the main repository's LOGS whatever the stage's arguments hold: every
+    character outside letters, digits, '@', '.', '_' and '-' (a '/' included) becomes '_'."""
+    return main_repository() / LOGS / (re.sub(r"[^A-Za-z0-9@._-]", "_", stage) + ".log")
 
 
 def _one_line(error: BaseException, limit: int = 300) -> str:
