@@ -291,3 +291,10 @@ def test_a_stage_log_stays_in_the_logs_folder_whatever_the_arguments():
     path = log_path("ingest@../../../escape")
     assert path.parent.name == "logs" and path.parent == log_path("ingest@sotu").parent and LOGS.endswith("logs")
     assert path.name == "ingest@.._.._.._escape.log"
+
+
+def test_a_preset_name_that_is_no_identifier_is_refused(tmp_path):
+    from drift.core.presets import apply_preset
+    with pytest.raises(DriftError) as e:
+        apply_preset("../params", tmp_path / "params.yaml", tmp_path)
+    assert str(e.value) == f"preset: '../params' is not a valid name: {RULE}"
