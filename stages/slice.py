@@ -1,9 +1,11 @@
 """Stage slice@<dataset>: records -> the time-sliced Lance table with a fixed stratified train/test split; the
 dataset's slicing keys and label names come with the records (ingest writes them), not from its reader."""
+import sys
+
 from drift.core.params import load_params
 from drift.core.stage import require, run_stage
 from drift.data.records import read_records
-from drift.store.slices import slice_dataset, write_slice_table
+from drift.store.slices import slice_dataset, slice_warnings, write_slice_table
 
 
 def main(argv):
@@ -12,6 +14,8 @@ def main(argv):
     p = require(name, "records")
     table, manifest = slice_dataset(read_records(p["records"]), name, params.split)
     write_slice_table(table, p["slices"], manifest)
+    for line in slice_warnings(manifest):
+        print(f"warning: {line}", file=sys.stderr)
 
 
 if __name__ == "__main__":

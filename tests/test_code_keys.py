@@ -27,7 +27,8 @@ def test_prose_edits_keep_every_key(copy):
     path = copy / PARAMS
     source = path.read_text()
     edited = source.replace('"""The typed schema of params.yaml', '"""The typed (and checked) schema of params.yaml', 1)
-    edited = edited.replace("    epochs: PositiveInt = 5", "    # a comment a reader added\n    epochs: PositiveInt = 5  # five", 1)
+    line = next(l for l in source.splitlines() if l.startswith("    epochs: "))
+    edited = edited.replace(line, f"    # a comment a reader added\n{line}  # five", 1)
     assert edited != source
     path.write_text(edited + "\n\n# trailing note\n")
     assert _keys(copy) == before
@@ -37,8 +38,8 @@ def test_a_one_token_code_change_changes_every_key(copy):
     before = _keys(copy)
     path = copy / PARAMS
     source = path.read_text()
-    assert "    epochs: PositiveInt = 5\n" in source
-    path.write_text(source.replace("    epochs: PositiveInt = 5\n", "    epochs: PositiveInt = 6\n", 1))
+    line = next(l for l in source.splitlines(keepends=True) if l.startswith("    epochs: ") and l.endswith("= 5\n"))
+    path.write_text(source.replace(line, line.replace("= 5\n", "= 6\n"), 1))
     after = _keys(copy)
     assert all(a != b for a, b in zip(after, before))
 

@@ -78,7 +78,7 @@ def test_a_damaged_checkpoint_is_retrained(clean, capsys, fault):
     train = metrics(clean["repo"], "train")
     assert train["recomputed"] == {"corrupt": 1} and train["trained"] == 1
     assert train["reused"] == 4 * clean["cutoffs"] - 1
-    assert f"train@sotu: 1 cached checkpoint(s) failed their checksum and were recomputed: {path}" in err
+    assert f"train@sotu: 1 cached checkpoint(s) failed their checksum or content check and were recomputed: {path}" in err
     assert metrics(clean["repo"], "evaluate")["computed"] == 0  # the same bytes again: every cell still cached
     assert results(clean["repo"]) == clean["results"]
     assert CellCache(clean["cache"]).checkpoint(path.stem) is not None  # repaired in the cache
@@ -103,7 +103,7 @@ def test_a_damaged_cell_is_scored_again(clean, capsys, fault):
     err = rerun(clean, capsys, stages=("evaluate",))
     evaluate = metrics(clean["repo"], "evaluate")
     assert evaluate["recomputed"] == {"corrupt": 1} and evaluate["computed"] == 1
-    assert f"evaluate@sotu: 1 cached cell(s) failed their checksum and were recomputed: {path}" in err
+    assert f"evaluate@sotu: 1 cached cell(s) failed their checksum or content check and were recomputed: {path}" in err
     assert results(clean["repo"]) == clean["results"]
     assert json.loads(path.read_text())["score"] != 0.123
 

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from drift.cli.common import console, fail
 from drift.core.datasets import DATASETS
-from drift.core.errors import DriftError
+from drift.core.errors import DriftError, check_name
 from drift.data.datasets import load
 from drift.data.inspect import Ambiguous, entry, propose
 
@@ -49,6 +49,7 @@ def init(name: str = typer.Argument(..., help="the dataset's name in params.yaml
     params.yaml, so that the next `dvc repro` runs it. An ambiguous column is a question on stderr."""
     split = (lambda v: [c.strip() for c in v.split(",") if c.strip()] if v else None)
     try:
+        check_name(name, "dataset name")
         if name in DATASETS:
             raise DriftError(f"{name!r} is a built-in dataset: choose another name for your table")
         proposal = propose(name, source, time=time, text=split(text), image=image, label=split(label), task=task)
@@ -69,6 +70,9 @@ def init(name: str = typer.Argument(..., help="the dataset's name in params.yaml
                                       "image_encoding", "label", "task", "classes", "slices") if k in section}
     for key, value in chosen.items():
         console.print(f"  {key}: {value}", highlight=False, soft_wrap=True)
+    if proposal.get("invalid_utf8"):
+        console.print(f"{proposal['invalid_utf8']} row(s) hold invalid UTF-8: ingest will quarantine them "
+                      f"(invalid_utf8) and keep the rest", highlight=False, soft_wrap=True)
     console.print(f"wrote {name} to {params_path} (datasets.{name}, {name}:, train.models.{name}); change any "
                   f"key there or re-run with --time/--text/--image/--label/--task", style="dim", soft_wrap=True)
     console.print(f"next: dvc repro   then: drift summary {name}   and reports/{name}.html", highlight=False)

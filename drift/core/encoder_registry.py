@@ -26,6 +26,7 @@ class EncoderSpec:
     dim: int           # width of the pooled vector (and of token states, for text)
     pooling: str       # "mean" | "cls" | "timm"
     image_size: int = 0  # vision: input resolution the 32x32 portraits are resized to
+    positions: int = 512  # text: the most tokens its position table holds (embed.max_length's bound)
 
 
 # The frozen encoders' own parameter counts (paper Tables 4, 12, 20: total minus the trainable head), for
@@ -58,7 +59,7 @@ ENCODERS: dict[str, EncoderSpec] = {e.name: e for e in [
     EncoderSpec("deberta-v3", "DeBERTa-v3", "text", "hf", "microsoft/deberta-v3-base", 768, "mean"),
     EncoderSpec("electra", "ELECTRA", "text", "hf", "google/electra-base-discriminator", 768, "mean"),
     EncoderSpec("mpnet", "MPNet", "text", "hf", "microsoft/mpnet-base", 768, "mean"),
-    EncoderSpec("modernbert", "ModernBERT", "text", "hf", "answerdotai/ModernBERT-base", 768, "mean"),
+    EncoderSpec("modernbert", "ModernBERT", "text", "hf", "answerdotai/ModernBERT-base", 768, "mean", positions=8192),
     EncoderSpec("distilbert", "DistilBERT", "text", "hf", "distilbert-base-uncased", 768, "mean"),
     EncoderSpec("minilm-l6", "MiniLM-L6", "text", "sentence-transformers", "sentence-transformers/all-MiniLM-L6-v2", 384, "mean"),
 ]}

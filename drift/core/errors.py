@@ -1,5 +1,6 @@
 """One-line user errors: a stage or the CLI prints the message and exits 2, no traceback."""
 import difflib
+import re
 import errno
 import shutil
 from pathlib import Path
@@ -42,3 +43,28 @@ def disk_full(path, setting: str | None = None, needed: int | None = None) -> Dr
     need = f"{_size(needed)} needed, " if needed else ""
     move = f", or set {setting} to a disk with room" if setting else ""
     return DriftError(f"disk full writing {path} ({need}{_size(free)} free there): free space on that disk{move}")
+
+
+# ---------------------------------------------------------------- names
+
+NAME_RULE = "letters, digits, '-', '_' and '.', starting with a letter, digit or '_'"
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+NAME_MAX = 100  # characters: a name becomes a file name under several folders
+
+
+def check_name(value, field: str) -> str:
+    """`value` if it is an identifier (dataset, model, encoder, preset names): NAME_RULE, at most NAME_MAX
+    characters; else a one-line DriftError naming `field`. Such a name is one path component that cannot leave
+    its folder (no '/', no '..', not '.') and one shell word that needs no quoting (no ';', '$', space or quote)."""
+    if not isinstance(value, str) or len(value) > NAME_MAX or not _NAME.fullmatch(value):
+        raise DriftError(f"{field}: {value!r} is not a valid name: use {NAME_RULE} (at most {NAME_MAX} characters)")
+    return value
+
+
+def inside(path, root, what: str = "path") -> Path:
+    """`path` resolved (symlinks followed), after checking it stays inside `root` (resolved too); else a one-line
+    DriftError naming both."""
+    resolved, base = Path(path).resolve(), Path(root).resolve()
+    if resolved != base and base not in resolved.parents:
+        raise DriftError(f"{what} {path} resolves to {resolved}, outside {base}: write inside it")
+    return resolved

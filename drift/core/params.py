@@ -32,7 +32,7 @@ from pydantic_core import PydanticCustomError
 
 from drift.core.datasets import DATASETS, TABLE_READER, dataset_info
 from drift.core.encoder_registry import DTYPES, ENCODERS, POOLINGS
-from drift.core.errors import DriftError, close_matches
+from drift.core.errors import DriftError, check_name, close_matches
 
 LR_DEFAULT = 0.001  # train.lr's `default` when a per-family mapping leaves it out
 LR_MAX = 1.0        # above this Adam and AdamW diverge on every model here: a typo (1 for 0.001, say)
@@ -174,6 +174,13 @@ def _encoder(value):
 
 Int = int  # strict (the models below): an integer, never true/false or a string
 PositiveInt = Annotated[int, Field(ge=1)]
+# sane bounds: work follows the settings, and a value beyond these is a typo (1e8 epochs), refused with the limit
+MAX_EPOCHS = 10_000
+MAX_THREADS = 256       # torch threads of one process
+MAX_BATCH = 65_536      # rows per batch (train, embed)
+MAX_TOKENS = 8_192      # the longest position table of the registry's encoders (ModernBERT)
+MAX_ROWS = 10_000_000   # rows of one chunk, sample or test
+Bounded = lambda most: Annotated[int, Field(ge=1, le=most)]  # noqa: E731
 Float = Annotated[float, BeforeValidator(_number)]
 Label = Annotated[str, BeforeValidator(_label)]
 Edge = Annotated[Any, PlainValidator(_edge)]
@@ -305,26 +312,36 @@ class EmbedParams(Section):
     text_encoder: Encoder = "minilm-l6"   # token states feed the text heads; the pooled vector feeds its probe
     encoders: Annotated[list[Encoder], AfterValidator(_distinct)] = []  # more frozen encoders whose pooled vectors feed probe-<encoder>
     weights: Annotated[dict[str, str], _known_keys(ENCODERS)] = {}  # encoder -> local weights file or folder
-    max_length: PositiveInt = 64      # tokens per text
+    max_length: Bounded(MAX_TOKENS) = 64  # tokens per text; at most the text encoders' positions
     pooling: Optional[Annotated[str, choice(*POOLINGS)]] = "mean"  # null: each encoder's own
-    batch_size: PositiveInt = 32
+    batch_size: Bounded(MAX_BATCH) = 32
     dtype: Annotated[str, choice(*DTYPES)] = "float32"
     cache_dir: Optional[str] = None   # null: $DRIFT_CACHE_DIR or ~/.cache/drift
     device: Optional[str] = None      # null: cuda when available, else cpu
-    chunk_rows: PositiveInt = 512     # rows per commit to the embedding store: the most a killed run can lose
+    chunk_rows: Bounded(MAX_ROWS) = 512     # rows per commit to the embedding store: the most a killed run can lose
+
+    @model_validator(mode="after")
+    def _positions(self):
+        for name in dict.fromkeys([self.text_encoder, *self.encoders]):
+            spec = ENCODERS[name]
+            if spec.modality == "text" and self.max_length > spec.positions:
+                raise PydanticCustomError(
+                    "drift_plain", f"embed.max_length is {self.max_length}, above the {spec.positions} positions of "
+                                   f"encoder {name}: set it to at most {spec.positions}")
+        return self
 
 
 class TrainParams(Section):
     SECTION: ClassVar[str] = "train"
-    epochs: PositiveInt = 5
+    epochs: Bounded(MAX_EPOCHS) = 5
     seeds: Annotated[list[Int], Field(min_length=1), AfterValidator(_distinct)] = [0]
-    batch_size: PositiveInt = 64
+    batch_size: Bounded(MAX_BATCH) = 64
     weight_decay: Float = 0.01       # AdamW (text heads and probes)
     lr: LearningRate = Field(default_factory=lambda: {"default": LR_DEFAULT, "frozen": 0.01})
-    threads: PositiveInt = 1         # fixed torch threads: bit-identical results
+    threads: Bounded(MAX_THREADS) = 1         # fixed torch threads: bit-identical results
     # batched: drift/train/engine.py, equal to float tolerance; auto: per family and device kind (train/rates.py)
     engine: Annotated[str, choice("solo", "batched", "auto")] = "solo"
-    max_tokens: Optional[PositiveInt] = None  # token rows are cut here; null: embed.max_length
+    max_tokens: Optional[Bounded(MAX_TOKENS)] = None  # token rows are cut here; null: embed.max_length
     dropout: Annotated[Float, Field(ge=0, lt=1)] = 0.0  # p of the models with dropout layers (ViT, text heads); 0: off
     grad_clip: Optional[Annotated[Float, Field(gt=0)]] = None  # each model's gradient norm clipped to this; null: none
     standardise_targets: bool = True   # regression heads train on targets standardised per cutoff (Standardised)
@@ -343,14 +360,14 @@ class ComputeParams(Section):
     address: Optional[str] = None     # the Ray cluster to join; null: $RAY_ADDRESS, else a local cluster of this machine
     cpus_per_task: Annotated[Float, Field(gt=0)] = 1.0  # CPUs each training / evaluation task and embed actor holds
     gpus_per_task: Annotated[Float, Field(ge=0)] = 0.0  # GPUs each holds (fractional: 0.25 packs four on a GPU)
-    embed_actors: PositiveInt = 1     # encoders loaded at once by the embed stage, each fed chunks of rows
+    embed_actors: Bounded(MAX_THREADS) = 1     # encoders loaded at once by the embed stage, each fed chunks of rows
 
 
 class SaliencyGrid(Section):
     SECTION: ClassVar[str] = "report.saliency.<dataset>"
     models: Optional[list[str]] = None        # null: every image model of the roster
     cells: Optional[list[list[Label]]] = None  # [trained through, evaluated on] slice labels; null: a spread
-    n: PositiveInt = 64                        # portraits averaged per map
+    n: Bounded(MAX_ROWS) = 64                  # portraits averaged per map
 
 
 class PolicyParams(Section):
@@ -365,14 +382,14 @@ class PolicyParams(Section):
 class ShiftParams(Section):
     """Drift without labels (drift/analysis/shift.py, drift/analysis/novelty.py): the shift matrix's test and the novel rows."""
     SECTION: ClassVar[str] = "report.shift"
-    n: Annotated[int, Field(ge=2)] = 200                 # rows per side of each cell's two-sample test
-    permutations: Annotated[int, Field(ge=0)] = 200     # permutation test per cell; 0: no p or q values
+    n: Annotated[int, Field(ge=2, le=MAX_ROWS)] = 200                 # rows per side of each cell's two-sample test
+    permutations: Annotated[int, Field(ge=0, le=MAX_ROWS)] = 200     # permutation test per cell; 0: no p or q values
     alpha: Annotated[Float, Field(gt=0, lt=1)] = 0.05   # Benjamini-Hochberg level over the K x K cells
     seed: Int = 0
     novelty_quantile: Annotated[Float, Field(gt=0, lt=1)] = 0.95  # novel: farther than this quantile of held-out rows
-    max_rows: PositiveInt = 500                         # query rows per period and per calibration set
-    max_index_rows: PositiveInt = 100_000               # training rows searched for nearest neighbours
-    top: PositiveInt = 5                                # most novel examples shown per period
+    max_rows: Bounded(MAX_ROWS) = 500                         # query rows per period and per calibration set
+    max_index_rows: Bounded(MAX_ROWS) = 100_000               # training rows searched for nearest neighbours
+    top: Bounded(MAX_ROWS) = 5                                # most novel examples shown per period
 
 
 class ReportParams(Section):
@@ -387,6 +404,29 @@ class DatasetEntry(Section):
     SECTION: ClassVar[str] = "datasets.<name>"
     input: Optional[str] = None  # its raw input: new or changed files re-run its ingest; null: none beyond its reader
     reader: str                  # its reader, drift/data/datasets/<module>.py (drift/core/datasets.py names it)
+
+
+def _check_names(data: dict) -> None:
+    """Every dataset and model name params.yaml writes is an identifier (drift.core.errors.check_name): names
+    become file names and dvc.yaml command arguments. A one-line DriftError names the field."""
+    for name in data["datasets"]:
+        check_name(name, "datasets")
+    train = data.get("train") if isinstance(data.get("train"), dict) else {}
+    models = train.get("models")
+    for dataset, names in (models.items() if isinstance(models, dict) else ()):
+        check_name(dataset, "train.models")
+        for model in names if isinstance(names, list) else [names] if isinstance(names, str) else ():
+            check_name(model, f"train.models.{dataset}")
+    baselines = train.get("baselines")
+    for model in baselines if isinstance(baselines, list) else ():
+        check_name(model, "train.baselines")
+    report = data.get("report") if isinstance(data.get("report"), dict) else {}
+    saliency = report.get("saliency")
+    for dataset, grid in (saliency.items() if isinstance(saliency, dict) else ()):
+        check_name(dataset, "report.saliency")
+        chosen = grid.get("models") if isinstance(grid, dict) else None
+        for model in chosen if isinstance(chosen, list) else ():
+            check_name(model, f"report.saliency.{dataset}.models")
 
 
 class _Params(Section):
@@ -411,6 +451,7 @@ class _Params(Section):
         if not isinstance(datasets, dict):
             raise PydanticCustomError("drift_plain", "params.yaml `datasets` must map each dataset to its input and "
                                                      "reader, e.g. `sotu: {input: null, reader: drift/data/datasets/sotu.py}`")
+        _check_names(data)
         for name, entry in datasets.items():
             if not isinstance(entry, dict) and name in DATASETS:
                 raise PydanticCustomError(

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from drift.core.errors import DriftError, check_name
+
 # name -> template; {name} is the dataset (a foreach key in dvc.yaml)
 PATHS = {
     # ingest: canonical records and the rows it refused, with reasons
@@ -48,9 +50,16 @@ PLOTS = "plots"
 
 
 def dataset_paths(name: str, root: str | Path = ".") -> dict[str, Path]:
-    """Every path of dataset `name` under `root`."""
+    """Every path of dataset `name` under `root`: `name` must be an identifier (drift.core.errors.check_name),
+    and each path, normalised, must stay inside `root` (a one-line DriftError otherwise)."""
+    check_name(name, "dataset name")
     root = Path(root)
-    return {key: root / template.format(name=name) for key, template in PATHS.items()}
+    paths = {key: root / template.format(name=name) for key, template in PATHS.items()}
+    for path in paths.values():
+        relative = os.path.normpath(os.path.relpath(path, root))
+        if relative == ".." or relative.startswith(".." + os.sep) or os.path.isabs(relative):
+            raise DriftError(f"dataset {name!r} would write {path}, outside the workspace {root}: rename it")
+    return paths
 
 
 def dvc_path(key: str) -> str:

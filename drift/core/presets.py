@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from drift.core.errors import DriftError, close_matches
+from drift.core.errors import DriftError, check_name, close_matches
 from drift.core.params import load, plain
 
 PRESETS = Path("params")
@@ -19,6 +19,7 @@ def apply_preset(name: str, params_path: Path = Path("params.yaml"), presets: Pa
     which datasets the pipeline runs."""
     from ruamel.yaml import YAML  # lazy: ruamel.yaml, only when a preset is applied
 
+    check_name(name, "preset")
     available = list_presets(presets)
     if name not in available:
         raise DriftError(f"unknown preset {name!r}: {close_matches(name, available)}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -16,7 +17,9 @@ LOGS = ".drift/logs"  # under the main repository: a temporary experiment's copy
 
 
 def log_path(stage: str) -> Path:
-    return main_repository() / LOGS / f"{stage}.log"
+    """The stage's log file, inside the main repository's LOGS whatever the stage's arguments hold: every
+    character outside letters, digits, '@', '.', '_' and '-' (a '/' included) becomes '_'."""
+    return main_repository() / LOGS / (re.sub(r"[^A-Za-z0-9@._-]", "_", stage) + ".log")
 
 
 def _one_line(error: BaseException, limit: int = 300) -> str:
@@ -25,7 +28,8 @@ def _one_line(error: BaseException, limit: int = 300) -> str:
 
 
 def run_stage(main) -> None:
-    """Run a stage's main(argv). A DriftError prints its one line on stderr and exits 2; any other exception
+    """Run a stage's main(argv). A DriftError prints its one line on stderr and exits 2; Ctrl-C prints
+    "<stage>: interrupted; re-run resumes" and exits 130; any other exception
     prints one line naming the stage, its input and the log holding the traceback, and exits 1."""
     argv = sys.argv[1:]
     stage = os.environ.get("DVC_STAGE") or "@".join([Path(sys.argv[0]).stem, *argv])
@@ -34,6 +38,9 @@ def run_stage(main) -> None:
     except DriftError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:  # Ctrl-C: what was written is whole (atomic writes), the next run picks up there
+        print(f"{stage}: interrupted; re-run resumes", file=sys.stderr)
+        sys.exit(130)
     except Exception as e:  # noqa: BLE001 - the stage's one line; the traceback goes to the log
         log = log_path(stage)
         try:

@@ -24,6 +24,7 @@ from drift.data.datasets.table import (
     scan_batches,
     source_files,
     source_root,
+    utf8_copy,
 )
 
 SAMPLE_ROWS = 2000
@@ -42,10 +43,14 @@ def sample(source: str) -> tuple[pl.DataFrame, int]:
     """(the first SAMPLE_ROWS rows of the first file with inferred types, number of files)."""
     files = source_files(source)
     path, fmt = files[0]
-    if fmt == "csv":  # polars reads gzip in memory: a sample is small
-        frame = pl.read_csv(path, n_rows=SAMPLE_ROWS, infer_schema_length=SAMPLE_ROWS, truncate_ragged_lines=True)
-    elif fmt == "jsonl":
-        frame = pl.read_ndjson(path, n_rows=SAMPLE_ROWS, infer_schema_length=SAMPLE_ROWS, ignore_errors=True)
+    if fmt in ("csv", "jsonl"):  # invalid UTF-8 read as U+FFFD: its rows are counted by time_span
+        with tempfile.TemporaryDirectory(prefix="drift-init-") as tmp:
+            plain, _ = utf8_copy(path, Path(tmp)) if path.suffix.lower() != ".gz" else (path, 0)
+            if fmt == "csv":  # polars reads gzip in memory: a sample is small
+                frame = pl.read_csv(plain, n_rows=SAMPLE_ROWS, infer_schema_length=SAMPLE_ROWS,
+                                    truncate_ragged_lines=True, encoding="utf8-lossy")
+            else:
+                frame = pl.read_ndjson(plain, n_rows=SAMPLE_ROWS, infer_schema_length=SAMPLE_ROWS, ignore_errors=True)
     elif fmt == "parquet":
         frame = pl.scan_parquet(path).head(SAMPLE_ROWS).collect()
     else:
@@ -197,21 +202,24 @@ def propose(name: str, source: str, time: str | None = None, text: list[str] | N
     cfg = parse(TableParams, {**section, "slices": {"unit": "year", "start": 1, "end": 2}}, name)
     if task in ("binary", "multiclass"):
         section["classes"] = label_names(cfg)
-    low, high = time_span(cfg)
+    invalid: dict = {}
+    low, high = time_span(cfg, invalid)
     section["slices"] = slices_for(low, high)
     section["min_samples"] = 20
     section["strict"] = False
     return {"section": section, "columns": {c: str(frame[c].dtype) for c in columns}, "files": n_files,
+            "invalid_utf8": sum(invalid.values()),
             "span": [str(low), str(high)], "examples": {c: [str(v)[:40] for v in frame[c].head(3).to_list()]
                                                          for c in columns}}
 
 
-def time_span(cfg: TableParams):
-    """(earliest, latest) time over the whole source."""
+def time_span(cfg: TableParams, invalid: dict | None = None):
+    """(earliest, latest) time over the whole source; `invalid` (when given) gets file -> its rows with invalid
+    UTF-8, which ingest will quarantine (invalid_utf8)."""
     low = high = None
     with tempfile.TemporaryDirectory(prefix="drift-init-") as tmp:
         for path, fmt in source_files(cfg.source, cfg.format):
-            for frame in scan_batches(path, fmt, [cfg.time], cfg, Path(tmp)):
+            for frame in scan_batches(path, fmt, [cfg.time], cfg, Path(tmp), repaired=invalid):
                 times = parse_time(frame[cfg.time], cfg.time_encoding, cfg.time_format).drop_nulls()
                 if len(times):
                     low = times.min() if low is None else min(low, times.min())

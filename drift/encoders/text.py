@@ -56,6 +56,18 @@ def resolve_weights(spec, weights: str | None = None) -> Path:
 
 
 
+# characters kept per token of embed.max_length before tokenising: WordPiece turns a word longer than 100
+# characters into one [UNK], and BPE / Unigram tokens are shorter than that, so max_length tokens of any of
+# these tokenizers lie within max_length x 100 characters of non-space text; one huge cell then costs what a
+# normal one does (a 50 MB cell: 6,400 characters at max_length 64)
+CHARS_PER_TOKEN = 100
+
+
+def cut_text(text: str, max_length: int) -> str:
+    """`text` cut to the characters that can hold its first `max_length` tokens (CHARS_PER_TOKEN each)."""
+    return text[:max_length * CHARS_PER_TOKEN]
+
+
 class TextEncoder(Fingerprinted):
     """Runs a frozen text encoder over texts, sorted by length so batches carry little padding.
 
@@ -91,6 +103,10 @@ class TextEncoder(Fingerprinted):
             if any(k.startswith("pooler.") or ".pooler." in k for k in loading.get("missing_keys", ())):
                 raise DriftError(f"encoder {name} ({arch}): the checkpoint at {self.path} has no pooler weights "
                                  f"(it would be random): set embed.pooling to mean or cls")
+        positions = getattr(self.model.config, "max_position_embeddings", None)
+        if positions and self.max_length > positions:
+            raise DriftError(f"embed.max_length is {self.max_length}, above the {positions} positions of encoder "
+                             f"{name}: set it to at most {positions}")
         # a tokenizer may emit inputs the model has no use for (token_type_ids for DistilBERT, MPNet, ModernBERT)
         accepted = inspect.signature(self.model.forward).parameters
         self.tokenizer.model_input_names = [n for n in self.tokenizer.model_input_names if n in accepted]
@@ -107,6 +123,7 @@ class TextEncoder(Fingerprinted):
     def encode_flat(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """One batch: pooled [n, D] float32, the real tokens' states flat [sum n_i, D] float16 (row after row,
         the store's ragged layout) and n_i per text. One copy back to the host per output, no loop per row."""
+        texts = [cut_text(t, self.max_length) for t in texts]
         batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
         cuda = self.device.startswith("cuda")
         # pinned host memory lets the copy to the GPU run asynchronously

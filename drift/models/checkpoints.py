@@ -141,11 +141,17 @@ def save_checkpoint(model: nn.Module, path: Path) -> None:
 
 
 def load_checkpoint(name: str, spec: InputSpec, n_outputs: int, task_name: str, path: Path) -> nn.Module:
+    """The model a checkpoint holds. A file that is not a plain state dict (damaged, or a pickle of anything else)
+    is a one-line DriftError naming it; it is never loaded another way (no weights_only=False)."""
     try:
         state = torch.load(path, weights_only=True)
-    except (RuntimeError, EOFError, ValueError, OSError) as e:  # a damaged file in the workspace (the cache verifies its own)
-        raise DriftError(f"checkpoint {path} is unreadable ({' '.join(str(e).split())[:120]}): run "
-                         f"`dvc repro -f train@<dataset>` to place it again from the checkpoint cache") from e
+        ok = isinstance(state, dict) and all(isinstance(v, torch.Tensor) for v in state.values())
+        why = "" if ok else f"a {type(state).__name__}, not a state dict"
+    except Exception as e:  # noqa: BLE001 - an unpickling error, a torn archive, a missing file: the same line
+        why = type(e).__name__
+    if why:
+        raise DriftError(f"checkpoint {path} is not a plain state dict ({why}): delete it and run "
+                         f"`dvc repro -f train@<dataset>` to train or place it again")
     targets, pixels = _wrappers(state)  # the checkpoint says which wrappers it was trained in
     model = build_model(name, spec, n_outputs, task_name, standardise_targets=targets, standardise_pixels=pixels)
     model.load_state_dict(state)

@@ -59,13 +59,16 @@ def slice_edges(spec: SliceSpec) -> tuple[list[dt.datetime], list[str]]:
 
 
 def _as_datetime(value) -> dt.datetime:
-    if isinstance(value, dt.datetime):
-        return value
-    if isinstance(value, dt.date):
+    """An edge as a naive UTC datetime: one with an offset (or `Z`) converted to UTC."""
+    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
         return dt.datetime(value.year, value.month, value.day)
     if isinstance(value, int):
         return dt.datetime(value, 1, 1)
-    return dt.datetime.fromisoformat(str(value))
+    if not isinstance(value, dt.datetime):
+        value = dt.datetime.fromisoformat(str(value))
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return value
 
 
 def assign_slices(times: np.ndarray, edges: list[dt.datetime]) -> np.ndarray:

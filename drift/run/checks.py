@@ -1,6 +1,7 @@
 """Whether the models of a dataset's run can run on it: known names, the right modality, the encoders their
 probes read, the families train.lr names. With drift/data/validate.py (the data), everything that can be checked
-before any compute; the train stage runs `validate`, the ingest stage the data part (no torch there).
+before any compute; the check stage runs `validate` for every dataset before any ingest, and the train stage
+again, the ingest stage the data part (no torch there).
 """
 from __future__ import annotations
 

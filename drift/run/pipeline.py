@@ -84,7 +84,7 @@ def check_stage(root: Path = ROOT) -> list[str]:
     script = "stages/check.py"
     deps = [script] + sorted(import_closure(root / script, root)) + ["params.yaml"]
     return ["  check:", f"    cmd: python {script}",
-            "    # a typo or a bad value in params.yaml fails here, in a second, before any stage reads it",
+            "    # a typo, a bad value or a model that cannot run on its dataset fails here, before any stage reads params.yaml",
             f"    deps: {_flow(deps, 10)}", f"    outs: [{PARAMS_CHECKED}]", "    always_changed: true", ""]
 
 
@@ -99,7 +99,8 @@ def dvc_yaml(root: Path = ROOT) -> str:
                 code |= set(import_closure(root / reader, root)) - readers
         deps = [script] + sorted(code) + stage.get("extra", [])
         deps += [dvc_path(key) for key in stage["inputs"]]
-        out += [f"  {name}:", "    foreach: ${datasets}", "    do:", f"      cmd: python {script} ${{key}}"]
+        # the key quoted: no name reaches the shell as more than one word (names are identifiers too)
+        out += [f"  {name}:", "    foreach: ${datasets}", "    do:", f"      cmd: python {script} '${{key}}'"]
         if stage.get("comment"):
             out.append(f"      # {stage['comment']}")
         out.append(f"      deps: {_flow(deps, 12)}")

@@ -179,7 +179,7 @@ def corrupt_line(stage: str, corrupt: list[str], what: str) -> str | None:
     if not corrupt:
         return None
     more = f" and {len(corrupt) - 1} more" if len(corrupt) > 1 else ""
-    return (f"{stage}: {len(corrupt)} cached {what} failed their checksum and were recomputed: {corrupt[0]}{more} "
+    return (f"{stage}: {len(corrupt)} cached {what} failed their checksum or content check and were recomputed: {corrupt[0]}{more} "
             f"(`drift cache verify` checks the whole cache)")
 
 
@@ -193,6 +193,23 @@ def checkpoint_problem(data: bytes) -> str | None:
         return f"{len(body)} bytes where {int(parts[3])} were written"
     if sha256_bytes(body) != parts[2].decode():
         return "sha256 mismatch"
+    return state_dict_problem(body)
+
+
+def state_dict_problem(body: bytes) -> str | None:
+    """Why checkpoint bytes are not a plain state dict (names -> tensors, loadable with weights_only=True), None
+    when they are: a pickle of anything else is refused as a damaged entry, never loaded another way."""
+    import io
+
+    import torch  # lazy: only where checkpoints are read
+
+    try:
+        state = torch.load(io.BytesIO(body), weights_only=True)
+    except Exception as e:  # noqa: BLE001 - whatever torch refuses: an unpickling error, a torn zip
+        return f"not a plain state dict ({type(e).__name__})"
+    if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
+                                              for k, v in state.items()):
+        return f"not a plain state dict (a {type(state).__name__})"
     return None
 
 

@@ -49,3 +49,24 @@ def slice_dataset(records, name: str, split_cfg: SplitParams):
     manifest = {"dataset": name, "task": described["task"], "modality": described["modality"],
                 "label_names": described["label_names"], "min_samples": slicing.min_samples, "slices": slices}
     return table, manifest
+
+
+def slice_warnings(manifest: dict) -> list[str]:
+    """One line per reason the dataset's results will be (partly) empty, each naming the cause and the setting:
+    fewer than two usable slices (no Future, no Decay), no trainable slice (no f_k: the roster fills no cell),
+    a slice with rows but no test rows (its column stays empty). The slice stage prints them."""
+    name, slices = manifest["dataset"], manifest["slices"]
+    usable = [s["label"] for s in slices if s["usable"]]
+    lines = []
+    if len(usable) < 2:
+        lines.append(f"{name}: {len(usable)} usable slice(s) ({', '.join(usable) or 'none'}) of {len(slices)}: Future "
+                     f"and Decay will be empty; spread the rows over more slices ({name}.slices) or lower "
+                     f"{name}.min_samples (now {manifest['min_samples']})")
+    if not any(s["trainable"] for s in slices):
+        lines.append(f"{name}: no slice has training rows and {manifest['min_samples']} or more rows: no model can "
+                     f"be trained, the roster fills no cell; lower {name}.min_samples or split.test_fraction")
+    no_test = [s["label"] for s in slices if s["rows"] and not s["test"]]
+    if no_test:
+        lines.append(f"{name}: slice(s) {', '.join(no_test)} have no test rows: their columns stay empty; raise "
+                     f"split.test_fraction or widen {name}.slices")
+    return lines

@@ -168,13 +168,19 @@ def parse_rfc2822(s) -> dt.datetime | None:
 
 
 def parse_date(s) -> dt.datetime | None:
-    """'2008-11-13' -> datetime(2008, 11, 13); None if unparseable."""
+    """'2008-11-13' -> datetime(2008, 11, 13); an ISO timestamp, with an offset or `Z` converted to naive UTC
+    ('2020-01-05T10:00:00+02:00' -> 08:00); None if unparseable."""
     if not isinstance(s, str):
         return None
     try:
         return dt.datetime.strptime(s.strip(), "%Y-%m-%d")
     except ValueError:
+        pass
+    try:
+        t = dt.datetime.fromisoformat(s.strip())
+    except ValueError:
         return None
+    return t.astimezone(dt.timezone.utc).replace(tzinfo=None) if t.tzinfo is not None else t
 
 
 def source_path(cfg: dict, default: str) -> Path:

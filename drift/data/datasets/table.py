@@ -6,12 +6,16 @@ or a Hugging Face `save_to_disk` folder (its Arrow files); the section names the
 input (text columns joined in order, or an image column of bytes, paths relative to the source, or arrays), the
 label column(s) and the task. Each file is scanned lazily with an explicit schema and streamed in CHUNK_ROWS-row
 batches, so memory stays bounded. A bad row is quarantined with its reason (missing_id, missing_time, bad_time,
-missing_label, bad_label, label_not_in_classes, empty_input, unreadable_image), one reason a row, the first met;
+missing_label, bad_label, label_not_in_classes, empty_input, unreadable_image, path_outside_root: an image path
+relative to the source's folder that resolves, symlinks followed, outside it (or outside `image_root`, a wider
+folder allowed explicitly), never opened; invalid_utf8: a text
+cell that is not UTF-8), one reason a row, the first met;
 duplicate ids are the ingest driver's. Images become 3x32x32 RGB (resized), as the built-in image datasets.
 """
 from __future__ import annotations
 
 import glob as globbing
+import codecs
 import gzip
 import io
 import json
@@ -57,6 +61,7 @@ class TableParams(DatasetParams):
     text_separator: str = "\n"
     image: Optional[str] = None                            # the image column
     image_encoding: Annotated[str, choice(*IMAGE_ENCODINGS)] = "bytes"
+    image_root: Optional[str] = None  # paths: the folder they must stay in (symlinks resolved); null: the source's
     label: Names                                           # the label column; multilabel: one 0/1 column per label
     task: Annotated[str, choice(*TASKS)]
     classes: Optional[list[Label]] = None                  # the declared label set; null: every value found
@@ -142,11 +147,44 @@ def _plain_copy(path: Path, tmp: Path) -> Path:
     return out
 
 
+BAD_BYTES = "\ufffd"  # what an invalid UTF-8 sequence becomes in utf8_copy
+
+
+def utf8_copy(path: Path, tmp: Path) -> tuple[Path, int]:
+    """(the text file as valid UTF-8, the number of its lines that were not): the file itself when it is valid
+    (one streamed check), else a copy in `tmp` in which each invalid byte sequence is U+FFFD (BAD_BYTES), line
+    by line, so memory stays flat. The rows holding BAD_BYTES in such a copy are quarantined as invalid_utf8."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                decoder.decode(chunk)
+            decoder.decode(b"", final=True)
+        return path, 0
+    except UnicodeDecodeError:
+        pass
+    handle, name = tempfile.mkstemp(dir=tmp, prefix="utf8-", suffix=path.suffix)
+    bad = 0
+    with open(path, "rb") as src, open(handle, "w", encoding="utf-8", newline="") as dst:
+        for line in src:
+            try:
+                dst.write(line.decode("utf-8"))
+            except UnicodeDecodeError:
+                dst.write(line.decode("utf-8", errors="replace"))
+                bad += 1
+    return Path(name), bad
+
+
 def scan_batches(path: Path, fmt: str, columns: list[str], cfg: TableParams, tmp: Path,
-                 chunk_rows: int = CHUNK_ROWS) -> Iterator[pl.DataFrame]:
+                 chunk_rows: int = CHUNK_ROWS, repaired: dict | None = None) -> Iterator[pl.DataFrame]:
     """The file's `columns` in batches of at most chunk_rows rows: a lazy scan with an explicit schema (text files:
-    every column a string, parsed here; Parquet and Arrow: their own types), streamed."""
+    every column a string, parsed here; Parquet and Arrow: their own types), streamed. A CSV or JSON-lines file
+    with invalid UTF-8 is read from its utf8_copy; `repaired` (when given) gets path -> its lines that were not."""
     plain = _plain_copy(path, tmp)
+    if fmt in ("csv", "jsonl"):
+        plain, bad = utf8_copy(plain, tmp)
+        if bad and repaired is not None:
+            repaired[path] = bad
     if fmt == "arrow":  # save_to_disk writes the Arrow IPC stream format
         with pa.memory_map(str(plain)) as f:
             reader = pa.ipc.open_stream(f)
@@ -203,16 +241,34 @@ def parse_time(s: pl.Series, encoding: str, fmt: str | None) -> pl.Series:
     text = s.cast(pl.String).str.strip_chars()
     if encoding == "date":
         return text.str.to_date(fmt, strict=False).cast(pl.Datetime("us"))
+    parsed = _timestamps(text, fmt)
+    if fmt is None:  # the format is inferred from the first value: read the others that differ in rounds
+        for _ in range(MIXED_FORMATS):
+            rest = parsed.is_null() & text.is_not_null() & (text != "")
+            if not rest.any():
+                break
+            index = np.flatnonzero(rest.to_numpy())
+            again = _timestamps(text.gather(index), None)
+            if not again.is_not_null().any():
+                break
+            parsed = parsed.scatter(index, again)
+    return parsed
+
+
+MIXED_FORMATS = 4  # timestamp formats one column may mix (naive, with an offset, with Z, ...)
+
+
+def _timestamps(text: pl.Series, fmt: str | None) -> pl.Series:
+    """Text timestamps as naive UTC Datetime("us"): an offset or `Z` converted to UTC; null where unreadable."""
     try:
-        parsed = text.str.to_datetime(fmt, strict=False, time_unit="us")
+        return _utc_naive(text.str.to_datetime(fmt, strict=False, time_unit="us"))
     except pl.exceptions.ComputeError:  # a format inferred from the first value fits none: read each on its own
-        parsed = pl.Series([_one_timestamp(v) for v in text.to_list()], dtype=pl.Datetime("us"))
-    return _utc_naive(parsed)
+        return pl.Series([_one_timestamp(v) for v in text.to_list()], dtype=pl.Datetime("us"))
 
 
 def _one_timestamp(value):
     try:
-        return pl.Series([value]).str.to_datetime(strict=True, time_unit="us").dt.replace_time_zone(None)[0]
+        return _utc_naive(pl.Series([value]).str.to_datetime(strict=True, time_unit="us"))[0]
     except Exception:  # noqa: BLE001 (any unreadable value is a bad time)
         return None
 
@@ -254,8 +310,24 @@ def parse_label(frame: pl.DataFrame, cfg: TableParams, classes: list[str]) -> tu
     return index, reason
 
 
-def read_image(value, encoding: str, root: Path) -> np.ndarray:
-    """One image cell as uint8 (3, 32, 32) RGB; raises on anything unreadable."""
+class OutsideRoot(ValueError):
+    """An image path that leaves its root: quarantined as path_outside_root, never opened."""
+
+
+def image_path(value, root: Path, bound: Path | None = None) -> Path:
+    """The file an image path names: relative to `root`, or absolute; resolved (symlinks followed), it must lie
+    inside `bound` (default `root`; resolved too), else OutsideRoot and nothing is opened."""
+    path = Path(value)
+    resolved = (path if path.is_absolute() else root / path).resolve()
+    base = Path(bound or root).resolve()
+    if base not in resolved.parents:
+        raise OutsideRoot(f"{value} resolves outside {base}")
+    return resolved
+
+
+def read_image(value, encoding: str, root: Path, bound: Path | None = None) -> np.ndarray:
+    """One image cell as uint8 (3, 32, 32) RGB; raises on anything unreadable, OutsideRoot for a path that
+    leaves `bound` (image_path: relative to `root`, inside `bound`, default `root`)."""
     if encoding == "array":
         array = np.asarray(value, dtype=np.float64)
         if array.size == int(np.prod(IMAGE_SHAPE)) and array.ndim in (1, 3) and array.shape[0] in (3, 3072):
@@ -274,8 +346,7 @@ def read_image(value, encoding: str, root: Path) -> np.ndarray:
         if encoding == "bytes":
             image = Image.open(io.BytesIO(value))
         else:
-            path = Path(value)
-            image = Image.open(path if path.is_absolute() else root / path)
+            image = Image.open(image_path(value, root, bound))
     image = image.convert("RGB").resize(IMAGE_SHAPE[1:], Image.BILINEAR)
     return np.asarray(image, dtype=np.uint8).transpose(2, 0, 1).copy()
 
@@ -284,6 +355,19 @@ def _raw(frame: pl.DataFrame, i: int) -> str:
     row = frame.row(i, named=True)
     return json.dumps({k: (f"<{len(v)} bytes>" if isinstance(v, (bytes, bytearray)) else v)
                        for k, v in row.items()}, default=str)[:2000]
+
+
+def _decoded(cells: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """(a column of bytes as text, U+FFFD for each invalid sequence; whether each cell was not UTF-8)."""
+    text, invalid = [], []
+    for value in cells.to_list():
+        try:
+            text.append(None if value is None else value.decode("utf-8"))
+            invalid.append(False)
+        except UnicodeDecodeError:
+            text.append(value.decode("utf-8", errors="replace"))
+            invalid.append(True)
+    return pl.Series(cells.name, text, dtype=pl.String), pl.Series(invalid, dtype=pl.Boolean)
 
 
 def columns_of(cfg: TableParams) -> list[str]:
@@ -295,11 +379,12 @@ def parsed_batches(cfg: TableParams, chunk_rows: int = CHUNK_ROWS) -> Iterator[t
     """(kept rows: line, id, time, label and text or image, their bad rows as (line, where, reason, raw)) per
     batch, every file of the source in order; `line` counts rows over the whole source from 1."""
     classes = [str(c) for c in label_names(cfg)] if cfg.task in ("binary", "multiclass") else []
-    root, columns, line = source_root(cfg.source), columns_of(cfg), 0
+    root, bound = source_root(cfg.source), Path(cfg.image_root) if cfg.image_root else None
+    columns, line = columns_of(cfg), 0
     with tempfile.TemporaryDirectory(prefix="drift-table-") as tmp:
         for path, fmt in source_files(cfg.source, cfg.format):
-            name, first = path.name, line
-            for frame in scan_batches(path, fmt, columns, cfg, Path(tmp), chunk_rows):
+            name, first, repaired = path.name, line, {}
+            for frame in scan_batches(path, fmt, columns, cfg, Path(tmp), chunk_rows, repaired):
                 n = frame.height
                 lines = pl.Series("line", np.arange(line + 1, line + n + 1, dtype=np.int64))
                 in_file = lines - first
@@ -310,6 +395,18 @@ def parsed_batches(cfg: TableParams, chunk_rows: int = CHUNK_ROWS) -> Iterator[t
                 else:
                     ids = pl.select(pl.format(f"{name}:{{}}", in_file)).to_series()
                     reason = pl.Series([None] * n, dtype=pl.String)
+                flags = []  # a row with bytes that were not UTF-8: its own reason, first
+                if repaired:  # a CSV or JSON-lines file read from its utf8_copy
+                    flags += [frame[c].str.contains(BAD_BYTES, literal=True).fill_null(False)
+                              for c in columns if frame[c].dtype == pl.String]
+                for column in (cfg.text or []):  # a Parquet or Arrow text column of raw bytes: decoded here
+                    if frame[column].dtype == pl.Binary:
+                        text, invalid = _decoded(frame[column])
+                        frame = frame.with_columns(text)
+                        flags.append(invalid)
+                if flags:
+                    invalid = pl.select(pl.any_horizontal(flags)).to_series()
+                    reason = pl.select(pl.when(invalid).then(pl.lit("invalid_utf8")).otherwise(reason)).to_series()
                 time = parse_time(frame[cfg.time], cfg.time_encoding, cfg.time_format)
                 time_reason = pl.select(pl.when(frame[cfg.time].is_null()).then(pl.lit("missing_time"))
                                         .when(time.is_null()).then(pl.lit("bad_time")).otherwise(None)).to_series()
@@ -325,17 +422,22 @@ def parsed_batches(cfg: TableParams, chunk_rows: int = CHUNK_ROWS) -> Iterator[t
                     cells = frame[cfg.image].to_list()
                     images, flags = [], []
                     for cell in cells:
+                        outside = False
                         try:
-                            images.append(None if cell is None else read_image(cell, cfg.image_encoding, root))
+                            images.append(None if cell is None else read_image(cell, cfg.image_encoding, root, bound))
+                        except OutsideRoot:
+                            images.append(None)
+                            outside = True
                         except Exception:  # noqa: BLE001 (PIL raises many kinds: each an unreadable image)
                             images.append(None)
-                        flags.append("empty_input" if cell is None else "unreadable_image" if images[-1] is None
-                                     else None)
+                        flags.append("empty_input" if cell is None else "path_outside_root" if outside
+                                     else "unreadable_image" if images[-1] is None else None)
                     input_reason = pl.Series(flags, dtype=pl.String)
                 reason = pl.select(pl.coalesce(reason, time_reason, label_reason, input_reason)).to_series()
                 good = reason.is_null()
                 bad_index = np.flatnonzero(~good.to_numpy()).tolist()
-                bad = [(lines[i], ids[i] or f"{name}:{in_file[i]}", reason[i], _raw(frame, i)) for i in bad_index]
+                bad = [(lines[i], f"{name}:{in_file[i]}" if reason[i] == "invalid_utf8" or not ids[i] else ids[i],
+                        reason[i], _raw(frame, i)) for i in bad_index]
                 kept = pl.DataFrame({"line": lines, "id": ids, "time": time, "label": label}).filter(good)
                 if images is None:
                     kept = kept.with_columns(text=payload.filter(good))

@@ -6,7 +6,7 @@ absent, as `drift fetch yearbook` leaves it). cfg (params.yaml `yearbook`): sour
 (drift.data.fetch only), strict (the ingest driver). Record: id = file name, time = January 1st of the year that
 starts the file name (`1950_...png`), label = 0 for F/, 1 for M/, image = uint8 (3, 32, 32): resized to 32x32
 (`resize`: bilinear with Pillow's antialiasing, or area), gray in three channels. Quarantine reasons: bad_file_name
-(not `<year>_*.png`), not_in_F_or_M, undecodable_image."""
+(not `<year>_*.png`), not_in_F_or_M, undecodable_image, path_outside_root (a symlink out of the folder, never read)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -123,9 +123,12 @@ def read_folder(folder: Path, ledger: Ledger, resize: str = "bilinear") -> Itera
     if not dirs:
         raise DriftError(f"yearbook: {folder} has no F/ or M/ folder: point yearbook.source at "
                          f"faces_aligned_small_mirrored_co_aligned_cropped_cleaned/ or its .tar.gz")
+    base = folder.resolve()
     for d in dirs:
         for path in sorted(d.iterdir()):  # sorted: the same order on every machine
-            if path.is_file():
+            if path.is_file() and base not in path.resolve().parents:  # a symlink out of the folder: never read
+                ledger.quarantine(str(path), "path_outside_root")
+            elif path.is_file():
                 # read_bytes of a 32x32..200x200 PNG: a few KB at a time
                 rec = record(str(path), d.name, path.read_bytes(), ledger, resize)
                 if rec is not None:
