@@ -9,6 +9,7 @@ import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import torch.nn as nn
@@ -104,6 +105,9 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
         check(f"{dataset}.sample.seed", common["sample_seed"],
               params.split.seed if cfg.sample.seed is None else cfg.sample.seed)
     check("split.seed", common["split_seed"], params.split.seed)
+    check("split.draw", code["split_draw"], params.split.draw)
+    # our rows reach the draw in ingest order (the slice stage's records), theirs in their DataFrame's
+    check("split.row_order", code["split_row_order"], "ingest_order")
     check("split.test_fraction", common["test_size"], params.split.test_fraction)
     strata = ["slice" if s in ("year", "half_year") else "label" for s in common["split_stratify_by"]]
     check("split.stratify", strata, params.split.stratify)
@@ -126,6 +130,7 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
         check("train.standardise_targets", False, train.standardise_targets)
     if modality == "image":
         check("train.standardise_pixels", False, train.standardise_pixels)
+        check("train.pixel_scale", code["pixel_scale"], train.pixel_scale)
     # the models, each with its learning rate, its input and its encoder
     models = f["models"]
     check("train.models", sorted(models), sorted(train.models[dataset]))
@@ -183,7 +188,8 @@ def test_every_fact_is_compared(preset, tmp_path):
                        "rating_weighting", "max_length"}
     assert set(f["common"]) <= compared_common
     compared_code = {"categories", "separator", "inclusion", "time", "resize", "optimizer", "weight_decay",
-                     "encoder_weights", "loss", "sample_strata", "ratings", "source", "source_url", "encoder_input"}
+                     "encoder_weights", "loss", "sample_strata", "ratings", "source", "source_url", "encoder_input",
+                     "split_draw", "split_row_order", "pixel_scale"}
     assert set(f["from_code"]) <= compared_code
 
 
@@ -208,3 +214,103 @@ def test_readme_lists_every_deviation():
         for key in deviations(preset):
             assert f"`{key}`" in text, f"README's 'Reproducing the paper' does not list {preset}'s deviation {key}"
         assert f"drift preset {preset}" in text and f"drift fetch {PRESETS[preset]}" in text
+
+
+# ---------------------------------------------------------------- what the preset runs, beyond its params
+
+
+def their_split_test_rows(years: list[int], labels: list | None, test_size: float, seed: int) -> set[int]:
+    """The test rows (positions) of the authors' per-year split as their sample/splits.py states it: rows sorted by
+    year (stably here: see the split.row_order deviation), one RandomState(seed) drawing randint(0, 2**32 - 1) per
+    year of 3 rows or more, in year order, for train_test_split of that year's rows, stratified by the label when
+    every class has 2 rows and ceil(test_size * n) and the rest each hold every class."""
+    import math
+
+    import pandas as pd
+    from sklearn.model_selection import train_test_split
+
+    df = pd.DataFrame({"year": years, "label": labels if labels is not None else [0] * len(years)})
+    df = df.sort_values("year", kind="stable")
+    rng = np.random.RandomState(seed)
+    test: set[int] = set()
+    for year in df["year"].unique():
+        part = df[df["year"] == year]
+        if len(part) < 3:
+            continue
+        rs = rng.randint(0, 2**32 - 1)
+        y = part["label"]
+        counts = y.value_counts()
+        n_minor = math.ceil(test_size * len(y))
+        ok = labels is not None and y.nunique() >= 2 and counts.min() >= 2 and n_minor >= y.nunique() \
+            and len(y) - n_minor >= y.nunique()
+        _, t = train_test_split(part, test_size=test_size, stratify=y if ok else None, random_state=rs)
+        test |= set(t.index.tolist())
+    return test
+
+
+@pytest.mark.parametrize("with_labels", [True, False])
+def test_split_draws_their_test_rows(with_labels):
+    """split.draw per-slice gives the test rows their algorithm gives on the same rows: years of 1, 2, 3, 11 and
+    57 rows (11 * 0.3 rounds up to 4 test rows, not 3), one class too rare to stratify in one year."""
+    from drift.protocol.slicing import per_slice_split
+
+    rng = np.random.default_rng(7)
+    sizes = {1950: 57, 1951: 1, 1952: 2, 1953: 3, 1954: 11, 1956: 40}
+    years = [y for y, n in sizes.items() for _ in range(n)]
+    order = rng.permutation(len(years))  # rows not grouped by year in the input
+    years = [years[i] for i in order]
+    labels = rng.integers(0, 2, len(years)).tolist()
+    labels[years.index(1956)] = 1
+    for i, y in enumerate(years):  # 1956: a single row of class 1, so not stratified there
+        if y == 1956 and i != years.index(1956):
+            labels[i] = 0
+    index = np.asarray([sorted(sizes).index(y) for y in years])
+    ours = per_slice_split(index, labels, with_labels, 0.3, 42)
+    theirs = their_split_test_rows(years, labels if with_labels else None, 0.3, 42)
+    assert set(np.flatnonzero(ours == "test").tolist()) == theirs
+    assert sum(years[i] == 1954 for i in theirs) == 4 and not any(years[i] in (1951, 1952) for i in theirs)
+
+
+def test_split_draw_as_the_slice_stage_runs_it(tmp_path):
+    """The preset's split params reach build_slices: their draw on a record table, not our id-hash draw."""
+    import pyarrow as pa
+
+    from drift.core.params import DatasetParams
+    from drift.protocol.slicing import build_slices
+
+    params = applied("paper-yearbook", tmp_path)
+    assert params.split.draw == "per-slice"
+    years = [1950 + i % 4 for i in range(60)]
+    labels = [(i * 7) % 3 % 2 for i in range(60)]
+    records = pa.table({"id": [f"r{i:03d}" for i in range(60)],
+                        "time": pa.array(np.array([f"{y}-06-01" for y in years], dtype="datetime64[us]")),
+                        "label": labels})
+    cfg = DatasetParams(slices={"unit": "year", "start": 1950, "end": 1954})
+    table, _ = build_slices(records, cfg, params.split)
+    test = {int(i[1:]) for i, s in zip(table.column("id").to_pylist(), table.column("split").to_pylist()) if s == "test"}
+    assert test == their_split_test_rows(years, labels, 0.3, 42)
+    default, _ = build_slices(records, cfg, load(yaml.safe_load((ROOT / "params.yaml").read_text())).split)
+    assert default.column("split").to_pylist() != table.column("split").to_pylist()
+
+
+def test_yearbook_models_read_0_255(tmp_path):
+    """train.pixel_scale raw (their convert_to_tensor_dataset, no division by 255): every image model trained from
+    scratch is built with PixelScaled outermost, so its inner model reads the stored 0-255 values; a checkpoint
+    of it loads back the same way."""
+    from drift.models import InputSpec
+    from drift.models.checkpoints import PixelScaled, build_model, load_checkpoint, save_checkpoint
+
+    params = applied("paper-yearbook", tmp_path)
+    spec = InputSpec("pixels", (3, 32, 32))
+    seen = {}
+    for name in [m for m in params.train.models["yearbook"] if get_model_info(m).input == "pixels"]:
+        model = build_model(name, spec, 2, "classification", params.train.dropout, params.train.standardise_targets,
+                            params.train.standardise_pixels, params.train.pixel_scale)
+        assert isinstance(model, PixelScaled) and float(model.pixel_factor) == 255.0, name
+        model.inner.register_forward_pre_hook(lambda mod, args: seen.__setitem__("max", float(args[0].max())))
+        model.eval()(torch.full((1, 3, 32, 32), 200 / 255))
+        assert abs(seen["max"] - 200.0) < 1e-3, name
+    save_checkpoint(model, tmp_path / "m.pt")
+    assert isinstance(load_checkpoint(name, spec, 2, "classification", tmp_path / "m.pt"), PixelScaled)
+    plain_model = build_model("mlp-s", spec, 2, "classification")  # the embedded default: [0, 1]
+    assert not isinstance(plain_model, PixelScaled)

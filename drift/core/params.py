@@ -298,6 +298,15 @@ class SplitParams(Section):
     seed: Int = 0
     test_fraction: Annotated[Float, Field(gt=0, lt=1)] = 0.3
     stratify: Annotated[list[Annotated[str, choice(*STRATA)]], Field(min_length=1)] = ["slice", "label"]  # [slice]: by time alone
+    # id-hash: each stratum's rows in an order hashed from id and seed, n * f test rows rounded half up (stable
+    # under appends); per-slice: the authors' draw (drift.protocol.slicing.per_slice_split), stratify must hold slice
+    draw: Annotated[str, choice("id-hash", "per-slice")] = "id-hash"
+
+    @model_validator(mode="after")
+    def _per_slice(self):
+        if self.draw == "per-slice" and "slice" not in self.stratify:
+            raise DriftError(f"split.draw per-slice splits each slice: split.stratify must list slice, got {self.stratify}")
+        return self
 
 
 class EmbedParams(Section):
@@ -329,6 +338,8 @@ class TrainParams(Section):
     grad_clip: Optional[Annotated[Float, Field(gt=0)]] = None  # each model's gradient norm clipped to this; null: none
     standardise_targets: bool = True   # regression heads train on targets standardised per cutoff (Standardised)
     standardise_pixels: bool = True    # image models read pixels standardised per channel (PixelStandardised)
+    # image models trained from scratch read pixels / 255 in [0, 1] (unit), or the stored 0-255 values (raw: PixelScaled)
+    pixel_scale: Annotated[str, choice("unit", "raw")] = "unit"
     baselines: list[str] = ["baseline-prior", "baseline-linear"]
     models: Annotated[dict[str, list[str]], AfterValidator(_known_datasets)] = {}  # dataset -> model names
 

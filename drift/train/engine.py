@@ -124,7 +124,7 @@ def _member(index: int, name: str, inputs: Inputs, job: Job, targets: torch.Tens
     torch.manual_seed(job.seed)
     rng = np.random.default_rng(job.seed)
     model = build_model(name, inputs.spec(), n_outputs, task.name, cfg.dropout,
-                        cfg.standardise_targets, cfg.standardise_pixels)
+                        cfg.standardise_targets, cfg.standardise_pixels, cfg.pixel_scale)
     loss_fn, norm = prepare_model(model, inputs, job.rows, targets[torch.from_numpy(job.rows)], task)
     lengths = inputs.lengths if inputs.kind == "tokens" else None
     batches, ends = [], set()
@@ -331,7 +331,7 @@ def train_many(name: str, inputs: Inputs, jobs: list[Job], targets: torch.Tensor
     if not jobs:
         return []
     probe = build_model(name, inputs.spec(), n_outputs, task.name, cfg.dropout,
-                        cfg.standardise_targets, cfg.standardise_pixels)
+                        cfg.standardise_targets, cfg.standardise_pixels, cfg.pixel_scale)
     optimizer = None if getattr(probe, "closed_form", False) else make_optimizer(probe, modality, cfg)
     if engine_path(probe, optimizer)[0] == "solo":
         return [train_one(name, inputs, job.rows, targets, task, n_outputs, cfg, job.seed, modality, bar)

@@ -22,6 +22,7 @@ from drift.core.params import ComputeParams, TrainParams
 from drift.core.progress import progress
 from drift.models import get_model_info, model_module, model_modules
 from drift.models.checkpoints import (
+    PixelScaled,
     PixelStandardised,
     Standardised,
     build_model,
@@ -70,8 +71,11 @@ def prepare_model(model: torch.nn.Module, inputs: Inputs, rows: np.ndarray, trai
     loss_fn = task.loss(train_targets)
     norm = 1.0
     pixels = model.inner if isinstance(model, Standardised) else model
+    factor = 1.0
+    if isinstance(pixels, PixelScaled):  # the statistics of the values the inner model reads
+        factor, pixels = float(pixels.pixel_factor), pixels.inner
     if isinstance(pixels, PixelStandardised):
-        pixels.fit_inputs(inputs.batch(rows[i:i + 4096]) for i in range(0, len(rows), 4096))
+        pixels.fit_inputs((x * factor,) for (x,) in (inputs.batch(rows[i:i + 4096]) for i in range(0, len(rows), 4096)))
     if isinstance(model, Standardised):
         model.fit_scale(train_targets)
         norm = float(model.scale) ** -2  # the weighted MSE in standardised units: the same steps at any scale
@@ -84,7 +88,7 @@ def train_one(name: str, inputs: Inputs, rows: np.ndarray, targets: torch.Tensor
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model = build_model(name, inputs.spec(), n_outputs, task.name, cfg.dropout,
-                        cfg.standardise_targets, cfg.standardise_pixels)
+                        cfg.standardise_targets, cfg.standardise_pixels, cfg.pixel_scale)
     epochs = cfg.epochs
     train_targets = targets[torch.from_numpy(rows)]
     if getattr(model, "closed_form", False):  # the references: fitted once on all training rows
@@ -125,7 +129,8 @@ def training_id(name: str, modality: str, cfg: TrainParams, inputs: Inputs) -> d
             # the knobs off their defaults only: a default run's keys stay as they were
             **({"grad_clip": cfg.grad_clip} if cfg.grad_clip is not None else {}),
             **({"standardise_targets": False} if not cfg.standardise_targets else {}),
-            **({"standardise_pixels": False} if not cfg.standardise_pixels else {})}
+            **({"standardise_pixels": False} if not cfg.standardise_pixels else {}),
+            **({"pixel_scale": cfg.pixel_scale} if cfg.pixel_scale != "unit" and modality == "image" else {})}
 
 
 @dataclass
