@@ -125,6 +125,8 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
     check("train.grad_clip", common.get("gradient_clip_norm"), train.grad_clip)
     if task == "regression":
         check("train.loss", [common["loss"], common["rating_weighting"]], ["weighted_mse", "inverse_frequency"])
+    if "loss_weights_rows" in code:
+        check("train.loss_weights", code["loss_weights_rows"], train.loss_weights)
     # their code standardises neither targets nor pixels
     if task == "regression":
         check("train.standardise_targets", False, train.standardise_targets)
@@ -189,7 +191,7 @@ def test_every_fact_is_compared(preset, tmp_path):
     assert set(f["common"]) <= compared_common
     compared_code = {"categories", "separator", "inclusion", "time", "resize", "optimizer", "weight_decay",
                      "encoder_weights", "loss", "sample_strata", "ratings", "source", "source_url", "encoder_input",
-                     "split_draw", "split_row_order", "pixel_scale"}
+                     "split_draw", "split_row_order", "pixel_scale", "loss_weights_rows"}
     assert set(f["from_code"]) <= compared_code
 
 
@@ -314,3 +316,45 @@ def test_yearbook_models_read_0_255(tmp_path):
     assert isinstance(load_checkpoint(name, spec, 2, "classification", tmp_path / "m.pt"), PixelScaled)
     plain_model = build_model("mlp-s", spec, 2, "classification")  # the embedded default: [0, 1]
     assert not isinstance(plain_model, PixelScaled)
+
+
+@pytest.mark.parametrize("preset,task_name", [("paper-amazon", "regression"), ("paper-arxiv", "multilabel")])
+def test_loss_weights_come_from_the_whole_training_split(preset, tmp_path, task_name):
+    """train.loss_weights split: every cutoff's loss weighs as theirs does, with weights from the whole training
+    split (Amazon: w_r = total / count of rating r, their WeightedMSELoss; arXiv: pos_weight = negatives /
+    positives per category in BCEWithLogitsLoss), not from the cutoff's rows."""
+    from types import SimpleNamespace
+
+    import torch.nn.functional as F
+
+    from drift.train.loop import loss_weight_rows, prepare_model
+
+    params = applied(preset, tmp_path)
+    assert params.train.loss_weights == "split"
+    rng = np.random.default_rng(0)
+    n = 200
+    slices = np.repeat(np.arange(4), n // 4)
+    splits = np.where(rng.random(n) < 0.3, "test", "train")
+    if task_name == "regression":  # early slices rate high, late ones low: the cutoff's balance is not the split's
+        y = torch.as_tensor(np.clip(5 - slices + rng.integers(-1, 2, n), 1, 5).astype(np.float32))
+        outputs = torch.as_tensor(rng.normal(3, 1, (n, 1)).astype(np.float32))
+    else:
+        y = torch.as_tensor((rng.random((n, 3)) < (0.1 + 0.2 * slices[:, None] / 3)).astype(np.float32))
+        outputs = torch.as_tensor(rng.normal(size=(n, 3)).astype(np.float32))
+    weight_rows = loss_weight_rows(SimpleNamespace(splits=splits), params.train)
+    assert (weight_rows == np.flatnonzero(splits == "train")).all()
+    cutoff = np.flatnonzero((slices <= 0) & (splits == "train"))
+    task = get_task(task_name)
+    loss_fn, _ = prepare_model(nn.Linear(1, 1), None, cutoff, y[cutoff], task, y[weight_rows])
+    yt = y[weight_rows]
+    if task_name == "regression":
+        counts = torch.stack([(yt == r).sum() for r in range(1, 6)]).float()
+        w = counts.sum() / counts
+        theirs = (((outputs[cutoff, 0] - y[cutoff]) ** 2) * w[y[cutoff].long() - 1]).mean()
+    else:
+        pos = yt.sum(0)
+        theirs = F.binary_cross_entropy_with_logits(outputs[cutoff], y[cutoff],
+                                                    pos_weight=torch.where(pos > 0, (len(yt) - pos) / pos, 1.0))
+    torch.testing.assert_close(loss_fn(outputs[cutoff], y[cutoff]), theirs)
+    own, _ = prepare_model(nn.Linear(1, 1), None, cutoff, y[cutoff], task)  # train.loss_weights cutoff: another loss
+    assert abs(float(own(outputs[cutoff], y[cutoff])) - float(theirs)) > 1e-3

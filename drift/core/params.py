@@ -338,6 +338,9 @@ class TrainParams(Section):
     grad_clip: Optional[Annotated[Float, Field(gt=0)]] = None  # each model's gradient norm clipped to this; null: none
     standardise_targets: bool = True   # regression heads train on targets standardised per cutoff (Standardised)
     standardise_pixels: bool = True    # image models read pixels standardised per channel (PixelStandardised)
+    # the loss's class / rating weights: from each cutoff's own training rows (cutoff), or once from the whole
+    # training split, every slice (split: the authors' runs)
+    loss_weights: Annotated[str, choice("cutoff", "split")] = "cutoff"
     # image models trained from scratch read pixels / 255 in [0, 1] (unit), or the stored 0-255 values (raw: PixelScaled)
     pixel_scale: Annotated[str, choice("unit", "raw")] = "unit"
     baselines: list[str] = ["baseline-prior", "baseline-linear"]

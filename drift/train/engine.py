@@ -125,7 +125,8 @@ def _member(index: int, name: str, inputs: Inputs, job: Job, targets: torch.Tens
     rng = np.random.default_rng(job.seed)
     model = build_model(name, inputs.spec(), n_outputs, task.name, cfg.dropout,
                         cfg.standardise_targets, cfg.standardise_pixels, cfg.pixel_scale)
-    loss_fn, norm = prepare_model(model, inputs, job.rows, targets[torch.from_numpy(job.rows)], task)
+    weights = None if job.weight_rows is None else targets[torch.from_numpy(job.weight_rows)]
+    loss_fn, norm = prepare_model(model, inputs, job.rows, targets[torch.from_numpy(job.rows)], task, weights)
     lengths = inputs.lengths if inputs.kind == "tokens" else None
     batches, ends = [], set()
     for _ in range(cfg.epochs):
@@ -334,8 +335,8 @@ def train_many(name: str, inputs: Inputs, jobs: list[Job], targets: torch.Tensor
                         cfg.standardise_targets, cfg.standardise_pixels, cfg.pixel_scale)
     optimizer = None if getattr(probe, "closed_form", False) else make_optimizer(probe, modality, cfg)
     if engine_path(probe, optimizer)[0] == "solo":
-        return [train_one(name, inputs, job.rows, targets, task, n_outputs, cfg, job.seed, modality, bar)
-                for job in jobs]
+        return [train_one(name, inputs, job.rows, targets, task, n_outputs, cfg, job.seed, modality, bar,
+                          job.weight_rows) for job in jobs]
     # jobs of similar length share a stack, so few models idle; a stack holds at most INPUT_BUDGET input elements
     order = sorted(range(len(jobs)), key=lambda i: -n_steps(len(jobs[i].rows), cfg))
     per_model = max(_per_model_elements(inputs, job.rows, cfg.batch_size) for job in jobs)
