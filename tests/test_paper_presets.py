@@ -133,6 +133,7 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
     if modality == "image":
         check("train.standardise_pixels", False, train.standardise_pixels)
         check("train.pixel_scale", code["pixel_scale"], train.pixel_scale)
+        check("embed.image_input", code["encoder_pixels"], embed.image_input)
     # the models, each with its learning rate, its input and its encoder
     models = f["models"]
     check("train.models", sorted(models), sorted(train.models[dataset]))
@@ -161,6 +162,8 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
             check(f"embed.encoders.{encoder}", SAME_WEIGHTS.get(model, code["encoder_weights"][model]), spec.hub_id)
             check(f"embed.pooling.{encoder}", "producer_default", "producer_default" if spec.pooling == "timm"
                   else spec.pooling)
+            check(f"embed.image_pooling.{encoder}", code["encoder_pooling"].get(model, "producer_default"),
+                  embed.image_pooling.get(encoder, "producer_default"))
     return out
 
 
@@ -191,7 +194,8 @@ def test_every_fact_is_compared(preset, tmp_path):
     assert set(f["common"]) <= compared_common
     compared_code = {"categories", "separator", "inclusion", "time", "resize", "optimizer", "weight_decay",
                      "encoder_weights", "loss", "sample_strata", "ratings", "source", "source_url", "encoder_input",
-                     "split_draw", "split_row_order", "pixel_scale", "loss_weights_rows"}
+                     "split_draw", "split_row_order", "pixel_scale", "loss_weights_rows", "encoder_pooling",
+                     "encoder_pixels"}
     assert set(f["from_code"]) <= compared_code
 
 
@@ -358,3 +362,33 @@ def test_loss_weights_come_from_the_whole_training_split(preset, tmp_path, task_
     torch.testing.assert_close(loss_fn(outputs[cutoff], y[cutoff]), theirs)
     own, _ = prepare_model(nn.Linear(1, 1), None, cutoff, y[cutoff], task)  # train.loss_weights cutoff: another loss
     assert abs(float(own(outputs[cutoff], y[cutoff])) - float(theirs)) > 1e-3
+
+
+def test_dinov3_pools_the_cls_token_of_raw_pixels(tmp_path):
+    """The preset's DINOv3-S as the embed stage builds it (random weights, the real architecture) gives their
+    pooled vector: the 0-255 portrait upsampled bilinearly to 224 with no normalisation, through the backbone,
+    the CLS token after the final norm (the Hugging Face model's pooler_output), not timm's patch average."""
+    import timm
+    from safetensors.torch import save_file
+
+    from drift.encoders.embed import encoder_kwargs
+    from drift.encoders.vision import VisionEncoder
+
+    params = applied("paper-yearbook", tmp_path)
+    torch.manual_seed(0)
+    arch = ENCODERS["dinov3-s"].hub_id
+    reference = timm.create_model(arch, pretrained=False, num_classes=0).eval()
+    save_file(reference.state_dict(), str(tmp_path / "model.safetensors"))
+    embed = params.embed.model_copy(update={"weights": {"dinov3-s": str(tmp_path / "model.safetensors")},
+                                            "device": "cpu"})
+    encoder = VisionEncoder("dinov3-s", **encoder_kwargs("dinov3-s", embed))
+    images = np.random.default_rng(0).integers(0, 256, (2, 3, 32, 32), dtype=np.uint8)
+    x = torch.nn.functional.interpolate(torch.from_numpy(images).float(), size=(224, 224), mode="bilinear",
+                                        align_corners=False)
+    with torch.no_grad():
+        tokens = reference.forward_features(x)
+    theirs = tokens[:, 0].numpy()
+    ours = encoder.encode_batch(images)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4)
+    assert np.abs(ours - tokens[:, reference.num_prefix_tokens:].mean(1).numpy()).max() > 1e-3
+    assert encoder.fingerprint_fields()["pooling"] == "timm:token" and encoder.fingerprint_fields()["input"] == "raw"

@@ -321,6 +321,11 @@ class EmbedParams(Section):
     cache_dir: Optional[str] = None   # null: $DRIFT_CACHE_DIR or ~/.cache/drift
     device: Optional[str] = None      # null: cuda when available, else cpu
     chunk_rows: PositiveInt = 512     # rows per commit to the embedding store: the most a killed run can lose
+    # what the frozen vision encoders read: pixels / 255 normalised by each encoder's mean and std (normalised),
+    # or the 0-255 values upsampled and not normalised (raw: the authors' runs)
+    image_input: Annotated[str, choice("normalised", "raw")] = "normalised"
+    # vision encoder -> timm global_pool its pooled vector is taken with (token: the CLS token); left out: timm's default
+    image_pooling: Annotated[dict[str, Annotated[str, choice("token", "avg")]], _known_keys(ENCODERS)] = {}
 
 
 class TrainParams(Section):
