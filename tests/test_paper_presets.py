@@ -117,6 +117,7 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
     check("train.seeds", common["seeds"], train.seeds)
     check("train.epochs", common["epochs"], train.epochs)
     check("train.batch_size", common["batch_size"], train.batch_size)
+    check("train.batch_order", code["batch_order"], train.batch_order)
     optimizer = make_optimizer(nn.Linear(2, 1), modality, train)
     name = {torch.optim.AdamW: "adamw", torch.optim.Adam: "adam"}[type(optimizer)]
     check("train.optimizer", common.get("optimizer", code.get("optimizer")), name)
@@ -195,7 +196,7 @@ def test_every_fact_is_compared(preset, tmp_path):
     compared_code = {"categories", "separator", "inclusion", "time", "resize", "optimizer", "weight_decay",
                      "encoder_weights", "loss", "sample_strata", "ratings", "source", "source_url", "encoder_input",
                      "split_draw", "split_row_order", "pixel_scale", "loss_weights_rows", "encoder_pooling",
-                     "encoder_pixels"}
+                     "encoder_pixels", "batch_order"}
     assert set(f["from_code"]) <= compared_code
 
 
@@ -392,3 +393,24 @@ def test_dinov3_pools_the_cls_token_of_raw_pixels(tmp_path):
     np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4)
     assert np.abs(ours - tokens[:, reference.num_prefix_tokens:].mean(1).numpy()).max() > 1e-3
     assert encoder.fingerprint_fields()["pooling"] == "timm:token" and encoder.fingerprint_fields()["input"] == "raw"
+
+
+def test_batches_are_a_uniform_shuffle(tmp_path):
+    """train.batch_order uniform: each epoch's batches are a DataLoader(shuffle=True)'s over the cutoff's rows,
+    torch.randperm from its generator cut in order, the last batch short; token rows are not grouped by length."""
+    from torch.utils.data import DataLoader
+
+    from drift.models.inputs import epoch_batches
+
+    params = applied("paper-arxiv", tmp_path)
+    assert params.train.batch_order == "uniform"
+    rows = np.arange(10, 210)
+    lengths = np.random.default_rng(0).integers(1, 128, 300)
+    for epoch in (0, 3):
+        ours = epoch_batches(rows, lengths, params.train.batch_size, np.random.default_rng(0),
+                             params.train.batch_order, seed=5, epoch=epoch)
+        loader = DataLoader(rows.tolist(), batch_size=params.train.batch_size, shuffle=True,
+                            generator=torch.Generator().manual_seed(5 + epoch))
+        theirs = [b.numpy() for b in loader]
+        assert [b.tolist() for b in ours] == [b.tolist() for b in theirs]
+    assert len(ours[-1]) == 200 % 64

@@ -343,6 +343,9 @@ class TrainParams(Section):
     grad_clip: Optional[Annotated[Float, Field(gt=0)]] = None  # each model's gradient norm clipped to this; null: none
     standardise_targets: bool = True   # regression heads train on targets standardised per cutoff (Standardised)
     standardise_pixels: bool = True    # image models read pixels standardised per channel (PixelStandardised)
+    # each epoch's batches: bucketed (token rows of similar length share a batch; others a plain shuffle, numpy's
+    # generator) or uniform (a shuffling torch DataLoader's uniform permutation, seeded seed + epoch: the authors')
+    batch_order: Annotated[str, choice("bucketed", "uniform")] = "bucketed"
     # the loss's class / rating weights: from each cutoff's own training rows (cutoff), or once from the whole
     # training split, every slice (split: the authors' runs)
     loss_weights: Annotated[str, choice("cutoff", "split")] = "cutoff"

@@ -25,7 +25,7 @@ from torch.func import functional_call, vmap
 from drift.core.params import TrainParams
 from drift.models.blocks import Dropout
 from drift.models.checkpoints import build_model
-from drift.models.inputs import Inputs, length_bucketed_batches
+from drift.models.inputs import Inputs, epoch_batches
 from drift.protocol.tasks import class_weights, rating_weights
 from drift.train.loop import (  # Job: what train_many takes
     Job,
@@ -129,8 +129,8 @@ def _member(index: int, name: str, inputs: Inputs, job: Job, targets: torch.Tens
     loss_fn, norm = prepare_model(model, inputs, job.rows, targets[torch.from_numpy(job.rows)], task, weights)
     lengths = inputs.lengths if inputs.kind == "tokens" else None
     batches, ends = [], set()
-    for _ in range(cfg.epochs):
-        batches += length_bucketed_batches(job.rows, lengths, cfg.batch_size, rng)
+    for epoch in range(cfg.epochs):
+        batches += epoch_batches(job.rows, lengths, cfg.batch_size, rng, cfg.batch_order, job.seed, epoch)
         ends.add(len(batches))
     return _Member(index, model.train(), loss_fn, norm, batches, ends, mask_generator(job.seed))
 

@@ -29,7 +29,7 @@ from drift.models.checkpoints import (
     checkpoint_path,
     save_checkpoint,
 )
-from drift.models.inputs import Inputs, length_bucketed_batches
+from drift.models.inputs import Inputs, epoch_batches
 from drift.store.cells import (
     CHECKPOINT_KEYS,
     CellCache,
@@ -105,9 +105,10 @@ def train_one(name: str, inputs: Inputs, rows: np.ndarray, targets: torch.Tensor
     optimizer = make_optimizer(model, modality, cfg)
     lengths = inputs.lengths if inputs.kind == "tokens" else None
     model.train()
-    for _ in range(epochs):
+    for epoch in range(epochs):
         # the next batches are read from disk on a background thread while this one trains
-        for batch, x in inputs.prefetch(length_bucketed_batches(rows, lengths, cfg.batch_size, rng)):
+        batches = epoch_batches(rows, lengths, cfg.batch_size, rng, cfg.batch_order, seed, epoch)
+        for batch, x in inputs.prefetch(batches):
             optimizer.zero_grad(set_to_none=True)
             loss = loss_fn(model(*x), targets[torch.from_numpy(batch)]) * norm
             loss.backward()
@@ -135,7 +136,8 @@ def training_id(name: str, modality: str, cfg: TrainParams, inputs: Inputs) -> d
             **({"grad_clip": cfg.grad_clip} if cfg.grad_clip is not None else {}),
             **({"standardise_targets": False} if not cfg.standardise_targets else {}),
             **({"standardise_pixels": False} if not cfg.standardise_pixels else {}),
-            **({"pixel_scale": cfg.pixel_scale} if cfg.pixel_scale != "unit" and modality == "image" else {})}
+            **({"pixel_scale": cfg.pixel_scale} if cfg.pixel_scale != "unit" and modality == "image" else {}),
+            **({"batch_order": cfg.batch_order} if cfg.batch_order != "bucketed" else {})}
 
 
 @dataclass
