@@ -406,3 +406,26 @@ def test_raw_pixel_scale_batched_equals_solo(name):
     for a, b in zip(solo, many):
         np.testing.assert_allclose(predict(a, inputs, rows), predict(b, inputs, rows), rtol=1e-4, atol=1e-4)
     assert np.abs(predict(unit, inputs, rows) - predict(solo[0], inputs, rows)).max() > 1e-3
+
+
+@pytest.mark.parametrize("name,task_name", [("ffn-s", "regression"), ("mlp-s", "binary")])
+def test_uniform_batch_order_batched_equals_solo(name, task_name):
+    """train.batch_order uniform (and loss weights from other rows): the stacked engine draws each member's
+    batches as train_one does, so both train the same models; and the order is not the bucketed one."""
+    deterministic(1)
+    rng = np.random.default_rng(9)
+    kind = next(m.input for m in list_models() if m.name == name)
+    inputs = make_inputs(kind, rng)
+    targets, n_outputs = make_targets(task_name, rng)
+    task = get_task(task_name)
+    modality = "image" if kind == "pixels" else "text"
+    cfg = TrainParams(**{**CFG.model_dump(), "batch_order": "uniform", "loss_weights": "split"})
+    every = np.arange(N)
+    jobs = [Job(np.sort(rng.choice(N, n, replace=False)), seed, every) for seed, n in zip((41, 42), ROW_COUNTS[1:])]
+    solo = [train_one(name, inputs, j.rows, targets, task, n_outputs, cfg, j.seed, modality, None, j.weight_rows)
+            for j in jobs]
+    many = train_many(name, inputs, jobs, targets, task, n_outputs, cfg, modality)
+    bucketed = train_one(name, inputs, jobs[0].rows, targets, task, n_outputs, CFG, jobs[0].seed, modality)
+    for a, b in zip(solo, many):
+        np.testing.assert_allclose(predict(a, inputs, every), predict(b, inputs, every), rtol=1e-4, atol=1e-4)
+    assert np.abs(predict(bucketed, inputs, every) - predict(solo[0], inputs, every)).max() > 1e-3

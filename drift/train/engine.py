@@ -298,7 +298,10 @@ def _train_stack(members: list[_Member], inputs: Inputs, targets: torch.Tensor, 
                  optimizer, bar, device: torch.device, grad_clip: float | None = None) -> None:
     members.sort(key=lambda m: -len(m.batches))  # stable: the models still training are always a prefix
     stack = _Stack([m.model for m in members], device)
-    loss_of = _StackedLoss(task, members, targets, [jobs[m.index].rows for m in members], device)
+    # each model's loss weights come from its weight rows (train.loss_weights split), else its training rows
+    weight_rows = [jobs[m.index].rows if jobs[m.index].weight_rows is None else jobs[m.index].weight_rows
+                   for m in members]
+    loss_of = _StackedLoss(task, members, targets, weight_rows, device)
     adam = StackedAdam.like(optimizer, stack.flat)
     by_size = any(isinstance(x, nn.modules.batchnorm._BatchNorm) for x in members[0].model.modules())
     n_active = len(members)
