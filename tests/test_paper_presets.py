@@ -157,6 +157,7 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
         if modality == "text":
             check(f"embed.encoders.{encoder}", m["producer"], spec.hub_id)
             check("embed.pooling", m["pooling_strategy"], {"mean": "masked_mean"}.get(embed.pooling, embed.pooling))
+            check("embed.normalize", code["pooled_normalize"], embed.normalize)
             check("embed.max_length", common["max_length"], embed.max_length)
         else:
             # theirs as the timm weights they equal, else as their code names them (then ours differ)
@@ -196,7 +197,7 @@ def test_every_fact_is_compared(preset, tmp_path):
     compared_code = {"categories", "separator", "inclusion", "time", "resize", "optimizer", "weight_decay",
                      "encoder_weights", "loss", "sample_strata", "ratings", "source", "source_url", "encoder_input",
                      "split_draw", "split_row_order", "pixel_scale", "loss_weights_rows", "encoder_pooling",
-                     "encoder_pixels", "batch_order"}
+                     "encoder_pixels", "batch_order", "pooled_normalize"}
     assert set(f["from_code"]) <= compared_code
 
 
@@ -414,3 +415,28 @@ def test_batches_are_a_uniform_shuffle(tmp_path):
         theirs = [b.numpy() for b in loader]
         assert [b.tolist() for b in ours] == [b.tolist() for b in theirs]
     assert len(ours[-1]) == 200 % 64
+
+
+def test_pooled_text_vector_is_their_masked_mean(tmp_path):
+    """embed.normalize false: MiniLM's pooled vector as the embed stage builds the encoder is their masked mean of
+    the bare model's last hidden states (no sentence-transformers Normalize), not the unit vector."""
+    from transformers import AutoModel, AutoTokenizer
+
+    from drift.encoders.embed import encoder_kwargs
+    from drift.encoders.load import make_encoder
+
+    params = applied("paper-arxiv", tmp_path)
+    embed = params.embed.model_copy(update={"device": "cpu", "dtype": "float32"})
+    encoder = make_encoder("minilm-l6", **encoder_kwargs("minilm-l6", embed))
+    texts = ["Attention is all you need", "A much longer title of a paper about drift, over the years of arXiv"]
+    ours = encoder.encode_flat(texts)[0]
+    tokenizer = AutoTokenizer.from_pretrained(encoder.path, local_files_only=True)
+    model = AutoModel.from_pretrained(encoder.path, local_files_only=True).eval()
+    batch = tokenizer(texts, padding="longest", truncation=True, max_length=embed.max_length, return_tensors="pt")
+    with torch.no_grad():
+        hidden = model(**batch).last_hidden_state.float()
+    mask = batch["attention_mask"].float()[..., None]
+    theirs = ((hidden * mask).sum(1) / mask.sum(1).clamp_min(1.0)).numpy()
+    np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
+    assert np.abs(np.linalg.norm(ours, axis=1) - 1).max() > 1e-2  # not normalised
+    assert not encoder.normalize and make_encoder("minilm-l6", max_length=16).normalize  # the default: ours

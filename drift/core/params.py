@@ -321,6 +321,9 @@ class EmbedParams(Section):
     cache_dir: Optional[str] = None   # null: $DRIFT_CACHE_DIR or ~/.cache/drift
     device: Optional[str] = None      # null: cuda when available, else cpu
     chunk_rows: PositiveInt = 512     # rows per commit to the embedding store: the most a killed run can lose
+    # a sentence-transformers checkpoint's Normalize module applied to its pooled vector (true), or the bare
+    # model's pooled vector as it is (false: the authors' masked mean)
+    normalize: bool = True
     # what the frozen vision encoders read: pixels / 255 normalised by each encoder's mean and std (normalised),
     # or the 0-255 values upsampled and not normalised (raw: the authors' runs)
     image_input: Annotated[str, choice("normalised", "raw")] = "normalised"

@@ -41,6 +41,8 @@ def encoder_kwargs(name: str, cfg: EmbedParams) -> dict:
         kwargs["max_length"] = cfg.max_length
         if cfg.pooling is not None:
             kwargs["pooling"] = cfg.pooling
+        if not cfg.normalize:
+            kwargs["normalize"] = False
     else:  # the defaults are left out, so a default run's encoders are built as before
         if cfg.image_input != "normalised":
             kwargs["image_input"] = cfg.image_input
