@@ -361,16 +361,22 @@ def test_gradient_clipping_batched_equals_solo(name, task_name):
     assert np.abs(predict(free, inputs, rows) - predict(solo[0], inputs, rows)).max() > 1e-3  # the clip binds
 
 
-@pytest.mark.parametrize("targets_on,pixels_on", [(True, True), (False, True), (True, False), (False, False)])
-def test_checkpoints_say_which_standardisation_they_hold(tmp_path, targets_on, pixels_on):
+@pytest.mark.parametrize("targets_on,pixels_on,scale", [(True, True, "unit"), (False, True, "unit"),
+                                                      (True, False, "unit"), (False, False, "unit"),
+                                                      (True, True, "raw"), (False, False, "raw")])
+def test_checkpoints_say_which_standardisation_they_hold(tmp_path, targets_on, pixels_on, scale):
     """train.standardise_targets / standardise_pixels off build the bare model; a checkpoint read back gets the
-    wrappers it was saved with (evaluate needs no parameter to read a paper preset's checkpoints)."""
-    from drift.models.checkpoints import load_checkpoint, save_checkpoint
+    wrappers it was saved with, PixelScaled (train.pixel_scale: raw) included (evaluate needs no parameter to
+    read a paper preset's checkpoints)."""
+    from drift.models.checkpoints import PixelScaled, load_checkpoint, save_checkpoint
 
     spec = InputSpec("pixels", (3, 8, 8))
-    model = build_model("mlp-s", spec, 1, "regression", standardise_targets=targets_on, standardise_pixels=pixels_on)
+    model = build_model("mlp-s", spec, 1, "regression", standardise_targets=targets_on, standardise_pixels=pixels_on,
+                        pixel_scale=scale)
     assert isinstance(model, Standardised) == targets_on
-    assert isinstance(model.inner if targets_on else model, PixelStandardised) == pixels_on
+    outer = model.inner if targets_on else model
+    assert isinstance(outer, PixelScaled) == (scale == "raw")
+    assert isinstance(outer.inner if scale == "raw" else outer, PixelStandardised) == pixels_on
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.01)
@@ -379,3 +385,47 @@ def test_checkpoints_say_which_standardisation_they_hold(tmp_path, targets_on, p
     assert type(back) is type(model)
     x = torch.rand(4, 3, 8, 8) * 255
     torch.testing.assert_close(back(x), model.eval()(x))
+
+
+@pytest.mark.parametrize("name", ["mlp-s", "cnn-s"])
+def test_raw_pixel_scale_batched_equals_solo(name):
+    """train.pixel_scale raw: the stacked engine trains what train_one trains, and the model differs from the one
+    trained on [0, 1] pixels."""
+    deterministic(1)
+    rng = np.random.default_rng(5)
+    inputs = make_inputs("pixels", rng)
+    targets, n_outputs = make_targets("binary", rng)
+    task = get_task("binary")
+    raw = TrainParams(**{**CFG.model_dump(), "standardise_pixels": False, "pixel_scale": "raw"})
+    jobs = [Job(np.sort(rng.choice(N, n, replace=False)), seed) for seed, n in zip((31, 32), ROW_COUNTS[1:])]
+    solo = [train_one(name, inputs, j.rows, targets, task, n_outputs, raw, j.seed, "image") for j in jobs]
+    many = train_many(name, inputs, jobs, targets, task, n_outputs, raw, "image")
+    unit = train_one(name, inputs, jobs[0].rows, targets, task, n_outputs,
+                     TrainParams(**{**raw.model_dump(), "pixel_scale": "unit"}), jobs[0].seed, "image")
+    rows = np.arange(N)
+    for a, b in zip(solo, many):
+        np.testing.assert_allclose(predict(a, inputs, rows), predict(b, inputs, rows), rtol=1e-4, atol=1e-4)
+    assert np.abs(predict(unit, inputs, rows) - predict(solo[0], inputs, rows)).max() > 1e-3
+
+
+@pytest.mark.parametrize("name,task_name", [("ffn-s", "regression"), ("mlp-s", "binary")])
+def test_uniform_batch_order_batched_equals_solo(name, task_name):
+    """train.batch_order uniform (and loss weights from other rows): the stacked engine draws each member's
+    batches as train_one does, so both train the same models; and the order is not the bucketed one."""
+    deterministic(1)
+    rng = np.random.default_rng(9)
+    kind = next(m.input for m in list_models() if m.name == name)
+    inputs = make_inputs(kind, rng)
+    targets, n_outputs = make_targets(task_name, rng)
+    task = get_task(task_name)
+    modality = "image" if kind == "pixels" else "text"
+    cfg = TrainParams(**{**CFG.model_dump(), "batch_order": "uniform", "loss_weights": "split"})
+    every = np.arange(N)
+    jobs = [Job(np.sort(rng.choice(N, n, replace=False)), seed, every) for seed, n in zip((41, 42), ROW_COUNTS[1:])]
+    solo = [train_one(name, inputs, j.rows, targets, task, n_outputs, cfg, j.seed, modality, None, j.weight_rows)
+            for j in jobs]
+    many = train_many(name, inputs, jobs, targets, task, n_outputs, cfg, modality)
+    bucketed = train_one(name, inputs, jobs[0].rows, targets, task, n_outputs, CFG, jobs[0].seed, modality)
+    for a, b in zip(solo, many):
+        np.testing.assert_allclose(predict(a, inputs, every), predict(b, inputs, every), rtol=1e-4, atol=1e-4)
+    assert np.abs(predict(bucketed, inputs, every) - predict(solo[0], inputs, every)).max() > 1e-3

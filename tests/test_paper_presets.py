@@ -9,6 +9,7 @@ import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import torch.nn as nn
@@ -104,6 +105,9 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
         check(f"{dataset}.sample.seed", common["sample_seed"],
               params.split.seed if cfg.sample.seed is None else cfg.sample.seed)
     check("split.seed", common["split_seed"], params.split.seed)
+    check("split.draw", code["split_draw"], params.split.draw)
+    # our rows reach the draw in ingest order (the slice stage's records), theirs in their DataFrame's
+    check("split.row_order", code["split_row_order"], "ingest_order")
     check("split.test_fraction", common["test_size"], params.split.test_fraction)
     strata = ["slice" if s in ("year", "half_year") else "label" for s in common["split_stratify_by"]]
     check("split.stratify", strata, params.split.stratify)
@@ -113,6 +117,7 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
     check("train.seeds", common["seeds"], train.seeds)
     check("train.epochs", common["epochs"], train.epochs)
     check("train.batch_size", common["batch_size"], train.batch_size)
+    check("train.batch_order", code["batch_order"], train.batch_order)
     optimizer = make_optimizer(nn.Linear(2, 1), modality, train)
     name = {torch.optim.AdamW: "adamw", torch.optim.Adam: "adam"}[type(optimizer)]
     check("train.optimizer", common.get("optimizer", code.get("optimizer")), name)
@@ -121,11 +126,15 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
     check("train.grad_clip", common.get("gradient_clip_norm"), train.grad_clip)
     if task == "regression":
         check("train.loss", [common["loss"], common["rating_weighting"]], ["weighted_mse", "inverse_frequency"])
+    if "loss_weights_rows" in code:
+        check("train.loss_weights", code["loss_weights_rows"], train.loss_weights)
     # their code standardises neither targets nor pixels
     if task == "regression":
         check("train.standardise_targets", False, train.standardise_targets)
     if modality == "image":
         check("train.standardise_pixels", False, train.standardise_pixels)
+        check("train.pixel_scale", code["pixel_scale"], train.pixel_scale)
+        check("embed.image_input", code["encoder_pixels"], embed.image_input)
     # the models, each with its learning rate, its input and its encoder
     models = f["models"]
     check("train.models", sorted(models), sorted(train.models[dataset]))
@@ -148,12 +157,15 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
         if modality == "text":
             check(f"embed.encoders.{encoder}", m["producer"], spec.hub_id)
             check("embed.pooling", m["pooling_strategy"], {"mean": "masked_mean"}.get(embed.pooling, embed.pooling))
+            check("embed.normalize", code["pooled_normalize"], embed.normalize)
             check("embed.max_length", common["max_length"], embed.max_length)
         else:
             # theirs as the timm weights they equal, else as their code names them (then ours differ)
             check(f"embed.encoders.{encoder}", SAME_WEIGHTS.get(model, code["encoder_weights"][model]), spec.hub_id)
             check(f"embed.pooling.{encoder}", "producer_default", "producer_default" if spec.pooling == "timm"
                   else spec.pooling)
+            check(f"embed.image_pooling.{encoder}", code["encoder_pooling"].get(model, "producer_default"),
+                  embed.image_pooling.get(encoder, "producer_default"))
     return out
 
 
@@ -183,7 +195,9 @@ def test_every_fact_is_compared(preset, tmp_path):
                        "rating_weighting", "max_length"}
     assert set(f["common"]) <= compared_common
     compared_code = {"categories", "separator", "inclusion", "time", "resize", "optimizer", "weight_decay",
-                     "encoder_weights", "loss", "sample_strata", "ratings", "source", "source_url", "encoder_input"}
+                     "encoder_weights", "loss", "sample_strata", "ratings", "source", "source_url", "encoder_input",
+                     "split_draw", "split_row_order", "pixel_scale", "loss_weights_rows", "encoder_pooling",
+                     "encoder_pixels", "batch_order", "pooled_normalize"}
     assert set(f["from_code"]) <= compared_code
 
 
@@ -208,3 +222,221 @@ def test_readme_lists_every_deviation():
         for key in deviations(preset):
             assert f"`{key}`" in text, f"README's 'Reproducing the paper' does not list {preset}'s deviation {key}"
         assert f"drift preset {preset}" in text and f"drift fetch {PRESETS[preset]}" in text
+
+
+# ---------------------------------------------------------------- what the preset runs, beyond its params
+
+
+def their_split_test_rows(years: list[int], labels: list | None, test_size: float, seed: int) -> set[int]:
+    """The test rows (positions) of the authors' per-year split as their sample/splits.py states it: rows sorted by
+    year (stably here: see the split.row_order deviation), one RandomState(seed) drawing randint(0, 2**32 - 1) per
+    year of 3 rows or more, in year order, for train_test_split of that year's rows, stratified by the label when
+    every class has 2 rows and ceil(test_size * n) and the rest each hold every class."""
+    import math
+
+    import pandas as pd
+    from sklearn.model_selection import train_test_split
+
+    df = pd.DataFrame({"year": years, "label": labels if labels is not None else [0] * len(years)})
+    df = df.sort_values("year", kind="stable")
+    rng = np.random.RandomState(seed)
+    test: set[int] = set()
+    for year in df["year"].unique():
+        part = df[df["year"] == year]
+        if len(part) < 3:
+            continue
+        rs = rng.randint(0, 2**32 - 1)
+        y = part["label"]
+        counts = y.value_counts()
+        n_minor = math.ceil(test_size * len(y))
+        ok = labels is not None and y.nunique() >= 2 and counts.min() >= 2 and n_minor >= y.nunique() \
+            and len(y) - n_minor >= y.nunique()
+        _, t = train_test_split(part, test_size=test_size, stratify=y if ok else None, random_state=rs)
+        test |= set(t.index.tolist())
+    return test
+
+
+@pytest.mark.parametrize("with_labels", [True, False])
+def test_split_draws_their_test_rows(with_labels):
+    """split.draw per-slice gives the test rows their algorithm gives on the same rows: years of 1, 2, 3, 11 and
+    57 rows (11 * 0.3 rounds up to 4 test rows, not 3), one class too rare to stratify in one year."""
+    from drift.protocol.slicing import per_slice_split
+
+    rng = np.random.default_rng(7)
+    sizes = {1950: 57, 1951: 1, 1952: 2, 1953: 3, 1954: 11, 1956: 40}
+    years = [y for y, n in sizes.items() for _ in range(n)]
+    order = rng.permutation(len(years))  # rows not grouped by year in the input
+    years = [years[i] for i in order]
+    labels = rng.integers(0, 2, len(years)).tolist()
+    labels[years.index(1956)] = 1
+    for i, y in enumerate(years):  # 1956: a single row of class 1, so not stratified there
+        if y == 1956 and i != years.index(1956):
+            labels[i] = 0
+    index = np.asarray([sorted(sizes).index(y) for y in years])
+    ours = per_slice_split(index, labels, with_labels, 0.3, 42)
+    theirs = their_split_test_rows(years, labels if with_labels else None, 0.3, 42)
+    assert set(np.flatnonzero(ours == "test").tolist()) == theirs
+    assert sum(years[i] == 1954 for i in theirs) == 4 and not any(years[i] in (1951, 1952) for i in theirs)
+
+
+def test_split_draw_as_the_slice_stage_runs_it(tmp_path):
+    """The preset's split params reach build_slices: their draw on a record table, not our id-hash draw."""
+    import pyarrow as pa
+
+    from drift.core.params import DatasetParams
+    from drift.protocol.slicing import build_slices
+
+    params = applied("paper-yearbook", tmp_path)
+    assert params.split.draw == "per-slice"
+    years = [1950 + i % 4 for i in range(60)]
+    labels = [(i * 7) % 3 % 2 for i in range(60)]
+    records = pa.table({"id": [f"r{i:03d}" for i in range(60)],
+                        "time": pa.array(np.array([f"{y}-06-01" for y in years], dtype="datetime64[us]")),
+                        "label": labels})
+    cfg = DatasetParams(slices={"unit": "year", "start": 1950, "end": 1954})
+    table, _ = build_slices(records, cfg, params.split)
+    test = {int(i[1:]) for i, s in zip(table.column("id").to_pylist(), table.column("split").to_pylist()) if s == "test"}
+    assert test == their_split_test_rows(years, labels, 0.3, 42)
+    default, _ = build_slices(records, cfg, load(yaml.safe_load((ROOT / "params.yaml").read_text())).split)
+    assert default.column("split").to_pylist() != table.column("split").to_pylist()
+
+
+def test_yearbook_models_read_0_255(tmp_path):
+    """train.pixel_scale raw (their convert_to_tensor_dataset, no division by 255): every image model trained from
+    scratch is built with PixelScaled outermost, so its inner model reads the stored 0-255 values; a checkpoint
+    of it loads back the same way."""
+    from drift.models import InputSpec
+    from drift.models.checkpoints import PixelScaled, build_model, load_checkpoint, save_checkpoint
+
+    params = applied("paper-yearbook", tmp_path)
+    spec = InputSpec("pixels", (3, 32, 32))
+    seen = {}
+    for name in [m for m in params.train.models["yearbook"] if get_model_info(m).input == "pixels"]:
+        model = build_model(name, spec, 2, "classification", params.train.dropout, params.train.standardise_targets,
+                            params.train.standardise_pixels, params.train.pixel_scale)
+        assert isinstance(model, PixelScaled) and float(model.pixel_factor) == 255.0, name
+        model.inner.register_forward_pre_hook(lambda mod, args: seen.__setitem__("max", float(args[0].max())))
+        model.eval()(torch.full((1, 3, 32, 32), 200 / 255))
+        assert abs(seen["max"] - 200.0) < 1e-3, name
+    save_checkpoint(model, tmp_path / "m.pt")
+    assert isinstance(load_checkpoint(name, spec, 2, "classification", tmp_path / "m.pt"), PixelScaled)
+    plain_model = build_model("mlp-s", spec, 2, "classification")  # the embedded default: [0, 1]
+    assert not isinstance(plain_model, PixelScaled)
+
+
+@pytest.mark.parametrize("preset,task_name", [("paper-amazon", "regression"), ("paper-arxiv", "multilabel")])
+def test_loss_weights_come_from_the_whole_training_split(preset, tmp_path, task_name):
+    """train.loss_weights split: every cutoff's loss weighs as theirs does, with weights from the whole training
+    split (Amazon: w_r = total / count of rating r, their WeightedMSELoss; arXiv: pos_weight = negatives /
+    positives per category in BCEWithLogitsLoss), not from the cutoff's rows."""
+    from types import SimpleNamespace
+
+    import torch.nn.functional as F
+
+    from drift.train.loop import loss_weight_rows, prepare_model
+
+    params = applied(preset, tmp_path)
+    assert params.train.loss_weights == "split"
+    rng = np.random.default_rng(0)
+    n = 200
+    slices = np.repeat(np.arange(4), n // 4)
+    splits = np.where(rng.random(n) < 0.3, "test", "train")
+    if task_name == "regression":  # early slices rate high, late ones low: the cutoff's balance is not the split's
+        y = torch.as_tensor(np.clip(5 - slices + rng.integers(-1, 2, n), 1, 5).astype(np.float32))
+        outputs = torch.as_tensor(rng.normal(3, 1, (n, 1)).astype(np.float32))
+    else:
+        y = torch.as_tensor((rng.random((n, 3)) < (0.1 + 0.2 * slices[:, None] / 3)).astype(np.float32))
+        outputs = torch.as_tensor(rng.normal(size=(n, 3)).astype(np.float32))
+    weight_rows = loss_weight_rows(SimpleNamespace(splits=splits), params.train)
+    assert (weight_rows == np.flatnonzero(splits == "train")).all()
+    cutoff = np.flatnonzero((slices <= 0) & (splits == "train"))
+    task = get_task(task_name)
+    loss_fn, _ = prepare_model(nn.Linear(1, 1), None, cutoff, y[cutoff], task, y[weight_rows])
+    yt = y[weight_rows]
+    if task_name == "regression":
+        counts = torch.stack([(yt == r).sum() for r in range(1, 6)]).float()
+        w = counts.sum() / counts
+        theirs = (((outputs[cutoff, 0] - y[cutoff]) ** 2) * w[y[cutoff].long() - 1]).mean()
+    else:
+        pos = yt.sum(0)
+        theirs = F.binary_cross_entropy_with_logits(outputs[cutoff], y[cutoff],
+                                                    pos_weight=torch.where(pos > 0, (len(yt) - pos) / pos, 1.0))
+    torch.testing.assert_close(loss_fn(outputs[cutoff], y[cutoff]), theirs)
+    own, _ = prepare_model(nn.Linear(1, 1), None, cutoff, y[cutoff], task)  # train.loss_weights cutoff: another loss
+    assert abs(float(own(outputs[cutoff], y[cutoff])) - float(theirs)) > 1e-3
+
+
+def test_dinov3_pools_the_cls_token_of_raw_pixels(tmp_path):
+    """The preset's DINOv3-S as the embed stage builds it (random weights, the real architecture) gives their
+    pooled vector: the 0-255 portrait upsampled bilinearly to 224 with no normalisation, through the backbone,
+    the CLS token after the final norm (the Hugging Face model's pooler_output), not timm's patch average."""
+    import timm
+    from safetensors.torch import save_file
+
+    from drift.encoders.embed import encoder_kwargs
+    from drift.encoders.vision import VisionEncoder
+
+    params = applied("paper-yearbook", tmp_path)
+    torch.manual_seed(0)
+    arch = ENCODERS["dinov3-s"].hub_id
+    reference = timm.create_model(arch, pretrained=False, num_classes=0).eval()
+    save_file(reference.state_dict(), str(tmp_path / "model.safetensors"))
+    embed = params.embed.model_copy(update={"weights": {"dinov3-s": str(tmp_path / "model.safetensors")},
+                                            "device": "cpu"})
+    encoder = VisionEncoder("dinov3-s", **encoder_kwargs("dinov3-s", embed))
+    images = np.random.default_rng(0).integers(0, 256, (2, 3, 32, 32), dtype=np.uint8)
+    x = torch.nn.functional.interpolate(torch.from_numpy(images).float(), size=(224, 224), mode="bilinear",
+                                        align_corners=False)
+    with torch.no_grad():
+        tokens = reference.forward_features(x)
+    theirs = tokens[:, 0].numpy()
+    ours = encoder.encode_batch(images)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4)
+    assert np.abs(ours - tokens[:, reference.num_prefix_tokens:].mean(1).numpy()).max() > 1e-3
+    assert encoder.fingerprint_fields()["pooling"] == "timm:token" and encoder.fingerprint_fields()["input"] == "raw"
+
+
+def test_batches_are_a_uniform_shuffle(tmp_path):
+    """train.batch_order uniform: each epoch's batches are a DataLoader(shuffle=True)'s over the cutoff's rows,
+    torch.randperm from its generator cut in order, the last batch short; token rows are not grouped by length."""
+    from torch.utils.data import DataLoader
+
+    from drift.models.inputs import epoch_batches
+
+    params = applied("paper-arxiv", tmp_path)
+    assert params.train.batch_order == "uniform"
+    rows = np.arange(10, 210)
+    lengths = np.random.default_rng(0).integers(1, 128, 300)
+    for epoch in (0, 3):
+        ours = epoch_batches(rows, lengths, params.train.batch_size, np.random.default_rng(0),
+                             params.train.batch_order, seed=5, epoch=epoch)
+        loader = DataLoader(rows.tolist(), batch_size=params.train.batch_size, shuffle=True,
+                            generator=torch.Generator().manual_seed(5 + epoch))
+        theirs = [b.numpy() for b in loader]
+        assert [b.tolist() for b in ours] == [b.tolist() for b in theirs]
+    assert len(ours[-1]) == 200 % 64
+
+
+def test_pooled_text_vector_is_their_masked_mean(tmp_path):
+    """embed.normalize false: MiniLM's pooled vector as the embed stage builds the encoder is their masked mean of
+    the bare model's last hidden states (no sentence-transformers Normalize), not the unit vector."""
+    from transformers import AutoModel, AutoTokenizer
+
+    from drift.encoders.embed import encoder_kwargs
+    from drift.encoders.load import make_encoder
+
+    params = applied("paper-arxiv", tmp_path)
+    embed = params.embed.model_copy(update={"device": "cpu", "dtype": "float32"})
+    encoder = make_encoder("minilm-l6", **encoder_kwargs("minilm-l6", embed))
+    texts = ["Attention is all you need", "A much longer title of a paper about drift, over the years of arXiv"]
+    ours = encoder.encode_flat(texts)[0]
+    tokenizer = AutoTokenizer.from_pretrained(encoder.path, local_files_only=True)
+    model = AutoModel.from_pretrained(encoder.path, local_files_only=True).eval()
+    batch = tokenizer(texts, padding="longest", truncation=True, max_length=embed.max_length, return_tensors="pt")
+    with torch.no_grad():
+        hidden = model(**batch).last_hidden_state.float()
+    mask = batch["attention_mask"].float()[..., None]
+    theirs = ((hidden * mask).sum(1) / mask.sum(1).clamp_min(1.0)).numpy()
+    np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
+    assert np.abs(np.linalg.norm(ours, axis=1) - 1).max() > 1e-2  # not normalised
+    assert not encoder.normalize and make_encoder("minilm-l6", max_length=16).normalize  # the default: ours

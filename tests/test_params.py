@@ -178,7 +178,7 @@ def test_null_means_empty():
 
 @pytest.mark.parametrize("change, expected", [
     (lambda p: p["train"].update(epoch=3),
-     "unknown parameter train.epoch: did you mean train.epochs? valid: baselines, batch_size, dropout, engine, epochs, grad_clip, "),
+     "unknown parameter train.epoch: did you mean train.epochs? valid: baselines, batch_order, batch_size, dropout, engine, epochs, grad_clip, "),
     (lambda p: p.update(trian=p.pop("train")), "unknown parameter trian: did you mean train? valid: amazon, "),
     (lambda p: p["sotu"].update(min_word=20), "unknown parameter sotu.min_word: did you mean sotu.min_words? valid: "),
     (lambda p: p["synth-portraits"].update(concept=1.0),

@@ -305,6 +305,15 @@ class SplitParams(Section):
     seed: Int = 0
     test_fraction: Annotated[Float, Field(gt=0, lt=1)] = 0.3
     stratify: Annotated[list[Annotated[str, choice(*STRATA)]], Field(min_length=1)] = ["slice", "label"]  # [slice]: by time alone
+    # id-hash: each stratum's rows in an order hashed from id and seed, n * f test rows rounded half up (stable
+    # under appends); per-slice: the authors' draw (drift.protocol.slicing.per_slice_split), stratify must hold slice
+    draw: Annotated[str, choice("id-hash", "per-slice")] = "id-hash"
+
+    @model_validator(mode="after")
+    def _per_slice(self):
+        if self.draw == "per-slice" and "slice" not in self.stratify:
+            raise DriftError(f"split.draw per-slice splits each slice: split.stratify must list slice, got {self.stratify}")
+        return self
 
 
 class EmbedParams(Section):
@@ -320,6 +329,16 @@ class EmbedParams(Section):
     device: Optional[str] = None      # null: cuda when available, else cpu
     chunk_rows: Bounded(MAX_ROWS) = 512     # rows per commit to the embedding store: the most a killed run can lose
 
+    # a sentence-transformers checkpoint's Normalize module applied to its pooled vector (true), or the bare
+    # model's pooled vector as it is (false: the authors' masked mean)
+    normalize: bool = True
+    # what the frozen vision encoders read: pixels / 255 normalised by each encoder's mean and std (normalised),
+    # or the 0-255 values upsampled and not normalised (raw: the authors' runs)
+    image_input: Annotated[str, choice("normalised", "raw")] = "normalised"
+    # vision encoder -> timm global_pool its pooled vector is taken with (token: the CLS token); left out: timm's default
+    image_pooling: Annotated[dict[str, Annotated[str, choice("token", "avg")]], _known_keys(ENCODERS)] = {}
+
+
     @model_validator(mode="after")
     def _positions(self):
         for name in dict.fromkeys([self.text_encoder, *self.encoders]):
@@ -329,7 +348,6 @@ class EmbedParams(Section):
                     "drift_plain", f"embed.max_length is {self.max_length}, above the {spec.positions} positions of "
                                    f"encoder {name}: set it to at most {spec.positions}")
         return self
-
 
 class TrainParams(Section):
     SECTION: ClassVar[str] = "train"
@@ -346,6 +364,14 @@ class TrainParams(Section):
     grad_clip: Optional[Annotated[Float, Field(gt=0)]] = None  # each model's gradient norm clipped to this; null: none
     standardise_targets: bool = True   # regression heads train on targets standardised per cutoff (Standardised)
     standardise_pixels: bool = True    # image models read pixels standardised per channel (PixelStandardised)
+    # each epoch's batches: bucketed (token rows of similar length share a batch; others a plain shuffle, numpy's
+    # generator) or uniform (a shuffling torch DataLoader's uniform permutation, seeded seed + epoch: the authors')
+    batch_order: Annotated[str, choice("bucketed", "uniform")] = "bucketed"
+    # the loss's class / rating weights: from each cutoff's own training rows (cutoff), or once from the whole
+    # training split, every slice (split: the authors' runs)
+    loss_weights: Annotated[str, choice("cutoff", "split")] = "cutoff"
+    # image models trained from scratch read pixels / 255 in [0, 1] (unit), or the stored 0-255 values (raw: PixelScaled)
+    pixel_scale: Annotated[str, choice("unit", "raw")] = "unit"
     baselines: list[str] = ["baseline-prior", "baseline-linear"]
     models: Annotated[dict[str, list[str]], AfterValidator(_known_datasets)] = {}  # dataset -> model names
 

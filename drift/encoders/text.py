@@ -71,11 +71,13 @@ def cut_text(text: str, max_length: int) -> str:
 class TextEncoder(Fingerprinted):
     """Runs a frozen text encoder over texts, sorted by length so batches carry little padding.
 
+    `normalize` false skips a sentence-transformers checkpoint's Normalize module (embed.normalize).
     `pooling` overrides the registry's ("mean", "cls" or "pooler", see POOLINGS); self.spec is the spec this
     encoder runs with, and its pooling is part of the fingerprint (another pooling is another store table)."""
 
     def __init__(self, name: str, max_length: int = 128, batch_size: int = 32, dtype: str = "float32",
-                 device: str | None = None, weights: str | None = None, pooling: str | None = None):
+                 device: str | None = None, weights: str | None = None, pooling: str | None = None,
+                 normalize: bool = True):
         self.spec = get_encoder_spec(name)
         if self.spec.modality != "text":
             raise DriftError(f"{name} is a {self.spec.modality} encoder; embed.text_encoder needs a text one")
@@ -110,9 +112,10 @@ class TextEncoder(Fingerprinted):
         # a tokenizer may emit inputs the model has no use for (token_type_ids for DistilBERT, MPNet, ModernBERT)
         accepted = inspect.signature(self.model.forward).parameters
         self.tokenizer.model_input_names = [n for n in self.tokenizer.model_input_names if n in accepted]
-        # sentence-transformers models end in a Normalize module: apply it to the pooled vector as they do
+        # sentence-transformers models end in a Normalize module: apply it to the pooled vector as they do,
+        # unless `normalize` is false (embed.normalize: the bare model's pooled vector, the authors' runs)
         modules = self.path / "modules.json"
-        self.normalize = modules.exists() and "Normalize" in modules.read_text()
+        self.normalize = bool(normalize) and modules.exists() and "Normalize" in modules.read_text()
         self.dim = int(self.model.config.hidden_size)
 
     def fingerprint_fields(self) -> dict:

@@ -72,8 +72,9 @@ def has_classifier(arch: str, weights_file: Path) -> bool:
         return any(key.startswith(f"{head}.") for key in f.keys() for head in heads)
 
 
-def build_model(arch: str, image_size: int, weights_file: Path) -> torch.nn.Module:
-    """timm model `arch` with the weights in weights_file and no classifier, built for image_size."""
+def build_model(arch: str, image_size: int, weights_file: Path, global_pool: str | None = None) -> torch.nn.Module:
+    """timm model `arch` with the weights in weights_file and no classifier, built for image_size, pooling with
+    timm's `global_pool` (None: the architecture's default)."""
     kwargs = size_kwargs(arch, image_size)
     # timm's own loader applies the architecture's checkpoint filter (renames, position-embedding resampling).
     # Loading with the checkpoint's own classifier (or none, when it has none) keeps the load strict: a wrong
@@ -87,6 +88,8 @@ def build_model(arch: str, image_size: int, weights_file: Path) -> torch.nn.Modu
         reason = " ".join(str(e).split())[:300]
         raise DriftError(f"weights {weights_file} do not load into timm model {arch}: {reason}") from e
     model.reset_classifier(0)  # keeps the head's pooling (CLS token, attention pool, average), drops the logits
+    if global_pool is not None:
+        model.reset_classifier(0, global_pool)
     return model
 
 
@@ -99,10 +102,12 @@ def head_pooling(model: torch.nn.Module) -> str:
 
 
 class VisionEncoder(Fingerprinted):
-    """Runs a frozen timm encoder over uint8 images [n, C, H, W]; returns the pooled float32 [n, D]."""
+    """Runs a frozen timm encoder over uint8 images [n, C, H, W]; returns the pooled float32 [n, D].
+    `image_input` normalised: pixels / 255 normalised by the encoder's mean and std; raw: the 0-255 values as
+    they are (the authors' runs). `global_pool`: timm's pooling of the head (None: the architecture's)."""
 
     def __init__(self, name: str, batch_size: int = 64, dtype: str = "float32", device: str | None = None,
-                 weights: str | None = None):
+                 weights: str | None = None, image_input: str = "normalised", global_pool: str | None = None):
         self.spec = get_encoder_spec(name)
         if self.spec.modality != "image":
             raise DriftError(f"{name} is a {self.spec.modality} encoder; image datasets need an image one")
@@ -111,7 +116,10 @@ class VisionEncoder(Fingerprinted):
         self.batch_size, self.dtype = int(batch_size), dtype
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.path = resolve_weights(self.spec, weights)
-        self.model = build_model(self.spec.hub_id, self.spec.image_size, self.path)
+        if image_input not in ("normalised", "raw"):
+            raise DriftError(f"embed.image_input must be normalised or raw, got {image_input!r}")
+        self.image_input, self.global_pool = image_input, global_pool
+        self.model = build_model(self.spec.hub_id, self.spec.image_size, self.path, global_pool)
         self.model.eval().requires_grad_(False).to(self.device)
         self.dim = int(self.model.num_features)
         config = timm.data.resolve_data_config({}, model=self.model)
@@ -122,12 +130,22 @@ class VisionEncoder(Fingerprinted):
         self._std = torch.tensor(self.std, device=self.device).view(1, 3, 1, 1)
 
     def fingerprint_fields(self) -> dict:
-        return {"pooling": f"timm:{head_pooling(self.model)}", "image_size": self.image_size,
-                "resize": "bilinear", "mean": self.mean, "std": self.std, "dtype": self.dtype}
+        fields = {"pooling": f"timm:{head_pooling(self.model)}", "image_size": self.image_size,
+                  "resize": "bilinear", "mean": self.mean, "std": self.std, "dtype": self.dtype}
+        if self.image_input != "normalised":  # off the default only: a default run's fingerprints stay
+            fields["input"] = self.image_input
+        return fields
 
     def preprocess(self, images: np.ndarray) -> torch.Tensor:
-        """uint8 [n, C, H, W] -> normalised float [n, 3, S, S] on the device."""
-        x = torch.from_numpy(np.ascontiguousarray(images)).to(self.device).float().div_(255)
+        """uint8 [n, C, H, W] -> float [n, 3, S, S] on the device: normalised, or 0-255 (image_input raw)."""
+        x = torch.from_numpy(np.ascontiguousarray(images)).to(self.device).float()
+        if self.image_input == "raw":
+            if x.shape[1] == 1:
+                x = x.expand(-1, 3, -1, -1)
+            if x.shape[-2:] != (self.image_size, self.image_size):
+                x = F.interpolate(x, size=(self.image_size, self.image_size), mode="bilinear", align_corners=False)
+            return x
+        x = x.div_(255)
         if x.shape[1] == 1:
             x = x.expand(-1, 3, -1, -1)  # grayscale: the encoders were all trained on RGB
         if x.shape[-2:] != (self.image_size, self.image_size):

@@ -5,7 +5,8 @@ checkpoint holds, so train, evaluate and saliency cannot disagree.
 
 Two wrappers hold per-cutoff statistics in the checkpoint: regression heads are wrapped in `Standardised` (they
 train on targets standardised per cutoff and map their outputs back to the rating scale), image models in
-`PixelStandardised` (pixels standardised per channel). Each says why, with the measurement.
+`PixelStandardised` (pixels standardised per channel). Each says why, with the measurement. `PixelScaled`
+holds no statistic: it gives an image model the stored 0-255 values (the authors' scale).
 """
 from __future__ import annotations
 
@@ -84,28 +85,47 @@ class PixelStandardised(_Wrapped):
         return self.inner((x - self.mean[:, None, None]) / self.std[:, None, None])
 
 
+class PixelScaled(_Wrapped):
+    """An image model reading the stored 0-255 values (train.pixel_scale: raw, the authors' scale): the inputs
+    arrive divided by 255 and are multiplied back by the `pixel_factor` buffer before anything else."""
+
+    def __init__(self, inner: nn.Module, factor: float = 255.0):
+        super().__init__(inner)
+        self.register_buffer("pixel_factor", torch.tensor(float(factor)))
+
+    def forward(self, x):
+        return self.inner(x * self.pixel_factor)
+
+
 def build_model(name: str, spec: InputSpec, n_outputs: int, task_name: str, dropout: float = 0.0,
-                standardise_targets: bool = True, standardise_pixels: bool = True) -> nn.Module:
+                standardise_targets: bool = True, standardise_pixels: bool = True,
+                pixel_scale: str = "unit") -> nn.Module:
     """The module a checkpoint of `name` holds for this task (untrained); `dropout` changes no parameter, so a
-    checkpoint loads into the model built with any p; the wrappers as train.standardise_targets and
-    train.standardise_pixels say (both on by default; off in the paper presets, as the authors' runs)."""
+    checkpoint loads into the model built with any p; the wrappers as train.standardise_targets,
+    train.standardise_pixels (both on by default; off in the paper presets, as the authors' runs) and
+    train.pixel_scale (raw: PixelScaled outside PixelStandardised) say."""
     model = create_model(name, spec, n_outputs, dropout)
     if getattr(model, "closed_form", False):  # the references standardise in their own closed form
         return model
     if spec.kind == "pixels" and standardise_pixels:
         model = PixelStandardised(model, spec.shape[0])
+    if spec.kind == "pixels" and pixel_scale == "raw":
+        model = PixelScaled(model)
     if task_name == "regression" and standardise_targets:
         return Standardised(model)
     return model
 
 
-def _wrappers(state: dict) -> tuple[bool, bool]:
-    """(targets standardised, pixels standardised) of a saved state dict: the wrappers' buffers at its top."""
+def _wrappers(state: dict) -> tuple[bool, bool, str]:
+    """(targets standardised, pixels standardised, pixel scale) of a saved state dict: the wrappers' buffers at
+    its top."""
     def wraps(prefix: str, buffers: tuple[str, ...]) -> bool:
         return all(prefix + b in state for b in buffers) and all(
             k in {prefix + b for b in buffers} or k.startswith(prefix + "inner.") for k in state if k.startswith(prefix))
     targets = wraps("", ("shift", "scale"))
-    return targets, wraps("inner." if targets else "", ("mean", "std"))
+    prefix = "inner." if targets else ""
+    raw = wraps(prefix, ("pixel_factor",))
+    return targets, wraps(prefix + "inner." if raw else prefix, ("mean", "std")), "raw" if raw else "unit"
 
 
 def checkpoint_path(models_dir: Path, model: str, seed: int, cutoff: int) -> Path:
@@ -152,7 +172,8 @@ def load_checkpoint(name: str, spec: InputSpec, n_outputs: int, task_name: str, 
     if why:
         raise DriftError(f"checkpoint {path} is not a plain state dict ({why}): delete it and run "
                          f"`dvc repro -f train@<dataset>` to train or place it again")
-    targets, pixels = _wrappers(state)  # the checkpoint says which wrappers it was trained in
-    model = build_model(name, spec, n_outputs, task_name, standardise_targets=targets, standardise_pixels=pixels)
+    targets, pixels, scale = _wrappers(state)  # the checkpoint says which wrappers it was trained in
+    model = build_model(name, spec, n_outputs, task_name, standardise_targets=targets, standardise_pixels=pixels,
+                        pixel_scale=scale)
     model.load_state_dict(state)
     return model.eval()

@@ -160,6 +160,26 @@ def load_inputs(kind: str, table, store=None, max_tokens: int = 512) -> Inputs:
     return Inputs("tokens", flat, offsets, max_tokens=max_tokens)
 
 
+def uniform_batches(rows: np.ndarray, batch_size: int, seed: int, epoch: int) -> list[np.ndarray]:
+    """Epoch `epoch`'s batches as a shuffling torch DataLoader over `rows` cuts them (train.batch_order uniform,
+    the authors' runs), with a generator seeded seed + epoch: the loader's iterator first draws its base seed
+    from it, then RandomSampler draws torch.randperm(len(rows)); cut in order, the last batch smaller.
+    (tests/test_paper_presets.py checks this against torch's DataLoader itself.)"""
+    generator = torch.Generator().manual_seed(int(seed) + int(epoch))
+    torch.empty((), dtype=torch.int64).random_(generator=generator)  # the iterator's base seed
+    rows = np.asarray(rows)[torch.randperm(len(rows), generator=generator).numpy()]
+    return [rows[i:i + batch_size] for i in range(0, len(rows), batch_size)]
+
+
+def epoch_batches(rows: np.ndarray, lengths: np.ndarray | None, batch_size: int, rng: np.random.Generator,
+                  order: str = "bucketed", seed: int = 0, epoch: int = 0) -> list[np.ndarray]:
+    """One epoch's batches as train.batch_order says: bucketed (length_bucketed_batches, drawn from `rng`) or
+    uniform (uniform_batches from `seed` and `epoch`; `rng` untouched)."""
+    if order == "uniform":
+        return uniform_batches(rows, batch_size, seed, epoch)
+    return length_bucketed_batches(rows, lengths, batch_size, rng)
+
+
 def length_bucketed_batches(rows: np.ndarray, lengths: np.ndarray | None, batch_size: int,
                             rng: np.random.Generator) -> list[np.ndarray]:
     """Shuffled batches; for token inputs rows of similar length share a batch (little padding), while the

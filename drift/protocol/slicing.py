@@ -103,6 +103,39 @@ def stratified_split(ids: list[str], strata: list[str], test_fraction: float, se
     return split
 
 
+def per_slice_split(index: np.ndarray, labels: list, by_label: bool, test_fraction: float, seed: int) -> np.ndarray:
+    """'train' / 'test' per row, the authors' draw (split.draw: per-slice): one generator seeded with `seed` draws
+    a seed per slice, in time order, for scikit-learn's train_test_split of that slice's rows (in input order),
+    stratified by label where scikit-learn can stratify it; its test share is rounded up. A slice of fewer than
+    3 rows draws no seed and goes to train whole."""
+    from sklearn.model_selection import train_test_split
+
+    split = np.full(len(index), "train", dtype=object)
+    scalar = all(not isinstance(v, (list, tuple, np.ndarray)) for v in labels)
+    y_all = np.asarray(labels) if scalar else np.asarray(stratum_keys(labels))
+    rng = np.random.RandomState(seed)
+    for s in np.unique(index):
+        rows = np.flatnonzero(index == s)  # input order
+        if len(rows) < 3:
+            continue
+        slice_seed = rng.randint(0, 2**32 - 1)
+        y = y_all[rows]
+        stratify = y if by_label and _can_stratify(y, test_fraction) else None
+        _, test = train_test_split(rows, test_size=test_fraction, stratify=stratify, random_state=slice_seed)
+        split[test] = "test"
+    return split
+
+
+def _can_stratify(y: np.ndarray, test_fraction: float) -> bool:
+    """Whether scikit-learn can stratify a split of this test share: two classes or more, each of two rows or
+    more, and at least one row per class on each side."""
+    _, counts = np.unique(y, return_counts=True)
+    if len(counts) < 2 or counts.min() < 2:
+        return False
+    n_test = int(np.ceil(test_fraction * len(y)))
+    return n_test >= len(counts) and len(y) - n_test >= len(counts)
+
+
 def stratified_sample(ids: list[str], strata: list[str], n: int, seed: int) -> np.ndarray:
     """Indices of a sample of n rows, allocated to strata in proportion to their size (largest remainders),
     each stratum's rows chosen in the seeded order. Returned sorted, so row order follows the input."""
@@ -161,8 +194,12 @@ def build_slices(records, cfg: DatasetParams, split_cfg: SplitParams):
     ids = [ids[i] for i in chosen]
     strata = [strata[i] for i in chosen]
 
-    split = stratified_split(ids, split_strata(index, [label_values[i] for i in chosen], strata, split_cfg.stratify),
-                             split_cfg.test_fraction, seed)
+    chosen_labels = [label_values[i] for i in chosen]
+    if split_cfg.draw == "per-slice":
+        split = per_slice_split(index, chosen_labels, "label" in split_cfg.stratify, split_cfg.test_fraction, seed)
+    else:
+        split = stratified_split(ids, split_strata(index, chosen_labels, strata, split_cfg.stratify),
+                                 split_cfg.test_fraction, seed)
 
     # slices with no row at all are dropped (Yearbook's missing years: K = 104 of 109); slices with some rows
     # but fewer than min_samples stay, marked unusable: the white bands of the paper's figures

@@ -34,8 +34,8 @@ STAGES = {
         "extra": ["requirements.lock"], "inputs": ["slice_manifest", "embeddings"],
         "params": ["train.epochs", "train.seeds", "train.batch_size", "train.weight_decay", "train.lr",
                    "train.threads", "train.engine", "train.max_tokens", "train.dropout", "train.grad_clip",
-                   "train.standardise_targets", "train.standardise_pixels", "train.baselines", "embed.max_length",
-                   "train.models.${key}", "compute"],
+                   "train.standardise_targets", "train.standardise_pixels", "train.pixel_scale", "train.loss_weights",
+                   "train.batch_order", "train.baselines", "embed.max_length", "train.models.${key}", "compute"],
         "outs": ["models"], "metrics": ["train_metrics"]},
     "evaluate": {
         "extra": ["requirements.lock"], "inputs": ["models", "slice_manifest", "embeddings"],

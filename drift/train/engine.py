@@ -25,7 +25,7 @@ from torch.func import functional_call, vmap
 from drift.core.params import TrainParams
 from drift.models.blocks import Dropout
 from drift.models.checkpoints import build_model
-from drift.models.inputs import Inputs, length_bucketed_batches
+from drift.models.inputs import Inputs, epoch_batches
 from drift.protocol.tasks import class_weights, rating_weights
 from drift.train.loop import (  # Job: what train_many takes
     Job,
@@ -124,12 +124,13 @@ def _member(index: int, name: str, inputs: Inputs, job: Job, targets: torch.Tens
     torch.manual_seed(job.seed)
     rng = np.random.default_rng(job.seed)
     model = build_model(name, inputs.spec(), n_outputs, task.name, cfg.dropout,
-                        cfg.standardise_targets, cfg.standardise_pixels)
-    loss_fn, norm = prepare_model(model, inputs, job.rows, targets[torch.from_numpy(job.rows)], task)
+                        cfg.standardise_targets, cfg.standardise_pixels, cfg.pixel_scale)
+    weights = None if job.weight_rows is None else targets[torch.from_numpy(job.weight_rows)]
+    loss_fn, norm = prepare_model(model, inputs, job.rows, targets[torch.from_numpy(job.rows)], task, weights)
     lengths = inputs.lengths if inputs.kind == "tokens" else None
     batches, ends = [], set()
-    for _ in range(cfg.epochs):
-        batches += length_bucketed_batches(job.rows, lengths, cfg.batch_size, rng)
+    for epoch in range(cfg.epochs):
+        batches += epoch_batches(job.rows, lengths, cfg.batch_size, rng, cfg.batch_order, job.seed, epoch)
         ends.add(len(batches))
     return _Member(index, model.train(), loss_fn, norm, batches, ends, mask_generator(job.seed))
 
@@ -297,7 +298,10 @@ def _train_stack(members: list[_Member], inputs: Inputs, targets: torch.Tensor, 
                  optimizer, bar, device: torch.device, grad_clip: float | None = None) -> None:
     members.sort(key=lambda m: -len(m.batches))  # stable: the models still training are always a prefix
     stack = _Stack([m.model for m in members], device)
-    loss_of = _StackedLoss(task, members, targets, [jobs[m.index].rows for m in members], device)
+    # each model's loss weights come from its weight rows (train.loss_weights split), else its training rows
+    weight_rows = [jobs[m.index].rows if jobs[m.index].weight_rows is None else jobs[m.index].weight_rows
+                   for m in members]
+    loss_of = _StackedLoss(task, members, targets, weight_rows, device)
     adam = StackedAdam.like(optimizer, stack.flat)
     by_size = any(isinstance(x, nn.modules.batchnorm._BatchNorm) for x in members[0].model.modules())
     n_active = len(members)
@@ -331,11 +335,11 @@ def train_many(name: str, inputs: Inputs, jobs: list[Job], targets: torch.Tensor
     if not jobs:
         return []
     probe = build_model(name, inputs.spec(), n_outputs, task.name, cfg.dropout,
-                        cfg.standardise_targets, cfg.standardise_pixels)
+                        cfg.standardise_targets, cfg.standardise_pixels, cfg.pixel_scale)
     optimizer = None if getattr(probe, "closed_form", False) else make_optimizer(probe, modality, cfg)
     if engine_path(probe, optimizer)[0] == "solo":
-        return [train_one(name, inputs, job.rows, targets, task, n_outputs, cfg, job.seed, modality, bar)
-                for job in jobs]
+        return [train_one(name, inputs, job.rows, targets, task, n_outputs, cfg, job.seed, modality, bar,
+                          job.weight_rows) for job in jobs]
     # jobs of similar length share a stack, so few models idle; a stack holds at most INPUT_BUDGET input elements
     order = sorted(range(len(jobs)), key=lambda i: -n_steps(len(jobs[i].rows), cfg))
     per_model = max(_per_model_elements(inputs, job.rows, cfg.batch_size) for job in jobs)

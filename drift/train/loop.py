@@ -23,13 +23,14 @@ from drift.core.params import ComputeParams, TrainParams
 from drift.core.progress import progress
 from drift.models import get_model_info, model_module, model_modules
 from drift.models.checkpoints import (
+    PixelScaled,
     PixelStandardised,
     Standardised,
     build_model,
     checkpoint_path,
     save_checkpoint,
 )
-from drift.models.inputs import Inputs, length_bucketed_batches
+from drift.models.inputs import Inputs, epoch_batches
 from drift.store.cells import (
     CHECKPOINT_KEYS,
     CellCache,
@@ -64,15 +65,20 @@ def deterministic(threads: int) -> None:
     torch.set_num_threads(max(1, int(threads)))
 
 
-def prepare_model(model: torch.nn.Module, inputs: Inputs, rows: np.ndarray, train_targets: torch.Tensor, task):
+def prepare_model(model: torch.nn.Module, inputs: Inputs, rows: np.ndarray, train_targets: torch.Tensor, task,
+                  weight_targets: torch.Tensor | None = None):
     """What a fresh model fixes from its cutoff's training rows before the first step: pixel and target
-    standardisation, the loss with its class weights, and the loss factor `norm`. Returns (loss_fn, norm).
-    Shared by train_one and drift.train.engine so both train the same thing."""
-    loss_fn = task.loss(train_targets)
+    standardisation, the loss with its class weights (from `weight_targets` when given: train.loss_weights
+    split), and the loss factor `norm`. Returns (loss_fn, norm). Shared by train_one and drift.train.engine so
+    both train the same thing."""
+    loss_fn = task.loss(train_targets if weight_targets is None else weight_targets)
     norm = 1.0
     pixels = model.inner if isinstance(model, Standardised) else model
+    factor = 1.0
+    if isinstance(pixels, PixelScaled):  # the statistics of the values the inner model reads
+        factor, pixels = float(pixels.pixel_factor), pixels.inner
     if isinstance(pixels, PixelStandardised):
-        pixels.fit_inputs(inputs.batch(rows[i:i + 4096]) for i in range(0, len(rows), 4096))
+        pixels.fit_inputs((x * factor,) for (x,) in (inputs.batch(rows[i:i + 4096]) for i in range(0, len(rows), 4096)))
     if isinstance(model, Standardised):
         model.fit_scale(train_targets)
         norm = float(model.scale) ** -2  # the weighted MSE in standardised units: the same steps at any scale
@@ -80,12 +86,14 @@ def prepare_model(model: torch.nn.Module, inputs: Inputs, rows: np.ndarray, trai
 
 
 def train_one(name: str, inputs: Inputs, rows: np.ndarray, targets: torch.Tensor, task, n_outputs: int,
-              cfg: TrainParams, seed: int, modality: str = "text", bar=None) -> torch.nn.Module:
-    """One model on the given training rows (`cfg`: the train params); returns it in eval mode."""
+              cfg: TrainParams, seed: int, modality: str = "text", bar=None,
+              weight_rows: np.ndarray | None = None) -> torch.nn.Module:
+    """One model on the given training rows (`cfg`: the train params); returns it in eval mode. `weight_rows`:
+    the rows the loss's class weights come from (loss_weight_rows), else `rows`."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model = build_model(name, inputs.spec(), n_outputs, task.name, cfg.dropout,
-                        cfg.standardise_targets, cfg.standardise_pixels)
+                        cfg.standardise_targets, cfg.standardise_pixels, cfg.pixel_scale)
     epochs = cfg.epochs
     train_targets = targets[torch.from_numpy(rows)]
     if getattr(model, "closed_form", False):  # the references: fitted once on all training rows
@@ -93,13 +101,15 @@ def train_one(name: str, inputs: Inputs, rows: np.ndarray, targets: torch.Tensor
         if bar is not None:
             bar.advance(epochs)
         return model.eval()
-    loss_fn, norm = prepare_model(model, inputs, rows, train_targets, task)
+    weights = None if weight_rows is None else targets[torch.from_numpy(weight_rows)]
+    loss_fn, norm = prepare_model(model, inputs, rows, train_targets, task, weights)
     optimizer = make_optimizer(model, modality, cfg)
     lengths = inputs.lengths if inputs.kind == "tokens" else None
     model.train()
-    for _ in range(epochs):
+    for epoch in range(epochs):
         # the next batches are read from disk on a background thread while this one trains
-        for batch, x in inputs.prefetch(length_bucketed_batches(rows, lengths, cfg.batch_size, rng)):
+        batches = epoch_batches(rows, lengths, cfg.batch_size, rng, cfg.batch_order, seed, epoch)
+        for batch, x in inputs.prefetch(batches):
             optimizer.zero_grad(set_to_none=True)
             loss = loss_fn(model(*x), targets[torch.from_numpy(batch)]) * norm
             loss.backward()
@@ -126,19 +136,29 @@ def training_id(name: str, modality: str, cfg: TrainParams, inputs: Inputs) -> d
             # the knobs off their defaults only: a default run's keys stay as they were
             **({"grad_clip": cfg.grad_clip} if cfg.grad_clip is not None else {}),
             **({"standardise_targets": False} if not cfg.standardise_targets else {}),
-            **({"standardise_pixels": False} if not cfg.standardise_pixels else {})}
+            **({"standardise_pixels": False} if not cfg.standardise_pixels else {}),
+            **({"pixel_scale": cfg.pixel_scale} if cfg.pixel_scale != "unit" and modality == "image" else {}),
+            **({"batch_order": cfg.batch_order} if cfg.batch_order != "bucketed" else {})}
 
 
 @dataclass
 class Job:
-    """One model to train, as train_one takes it: its training rows and its seed."""
+    """One model to train, as train_one takes it: its training rows, its seed, and the rows its loss's class
+    weights come from (None: its training rows)."""
     rows: np.ndarray
     seed: int
+    weight_rows: np.ndarray | None = None
 
 
 def cutoff_rows(data: SliceData, k: int) -> np.ndarray:
     """The training rows of f_k: the train split of every slice <= k."""
     return np.flatnonzero((data.slices <= k) & (data.splits == "train"))
+
+
+def loss_weight_rows(data: SliceData, cfg: TrainParams) -> np.ndarray | None:
+    """The rows every cutoff's loss weights come from under train.loss_weights split: the whole training split,
+    every slice (the authors' runs); None under cutoff (each cutoff's own training rows)."""
+    return np.flatnonzero(data.splits == "train") if cfg.loss_weights == "split" else None
 
 
 @dataclass
@@ -164,7 +184,8 @@ def train_group(group: TrainGroup) -> list[str]:
     todo = [(seed, k, key) for seed, k, key in group.todo if not cache.has_checkpoint(key)]
     if todo:
         inputs, targets = data.inputs(name), data.task.target_tensor(data.labels)
-        jobs = [Job(cutoff_rows(data, k), seed * 100_003 + k) for seed, k, _ in todo]
+        weight_rows = loss_weight_rows(data, cfg)
+        jobs = [Job(cutoff_rows(data, k), seed * 100_003 + k, weight_rows) for seed, k, _ in todo]
         seeds = ",".join(str(s) for s in dict.fromkeys(seed for seed, _, _ in todo))
         with progress(f"train {name} seed {seeds}", total=len(jobs) * cfg.epochs) as bar, \
                 tempfile.TemporaryDirectory(prefix="drift-train-") as tmp:
@@ -173,7 +194,7 @@ def train_group(group: TrainGroup) -> list[str]:
                                            data.modality, bar)
             else:
                 trained = (train_one(name, inputs, job.rows, targets, data.task, data.n_outputs, cfg, job.seed,
-                                     data.modality, bar) for job in jobs)
+                                     data.modality, bar, job.weight_rows) for job in jobs)
             for (seed, k, key), model in zip(todo, trained):
                 # saved under its final file name: torch writes the name into the archive, so into the bytes
                 path = Path(tmp) / checkpoint_path(tmp, name, seed, k).name
@@ -214,6 +235,9 @@ def train_roster(data: SliceData, models: list[str], cfg: TrainParams, models_di
         closed_form = info.family == "Reference"
         spec = f"{info!r}|{inputs.spec()!r}|{data.n_outputs}|{data.task.name}"
         training, input_id = training_id(name, data.modality, cfg, inputs), data.input_id(name)
+        weight_rows = loss_weight_rows(data, cfg)
+        if weight_rows is not None and data.task.name in ("regression", "multilabel"):  # the weights' rows: the key's
+            training = {**training, "loss_weights": rows_digest(data.row_hashes, weight_rows)}
         code = code_version("train", model_module(name), model_modules())  # its own head's module, not the others'
         batched = train_many is not None and not closed_form and cfg.engine != "solo"
         model_todo = []
