@@ -8,6 +8,8 @@ from drift.core.params import load_params
 from drift.core.paths import EMBED_METRICS
 from drift.core.stage import require, run_stage, write_json
 from drift.encoders.embed import embed_all
+from drift.store.cells import corrupt_line
+from drift.store.embeddings import DamagedRows, discard_fragments
 from drift.store.features import write_features
 from drift.store.location import cache_dir
 from drift.store.slices import read_slice_manifest
@@ -19,13 +21,24 @@ def main(argv):
     p = require(name, "slice_manifest")
     store = cache_dir(params.embed)
     modality = read_slice_manifest(p["slices"])["modality"]
-    results = embed_all(p["slices"], modality, params.embed, store, params.compute)
-    manifests = {enc: manifest for enc, (manifest, _) in results.items()}
-    write_json(p["embeddings"], {"encoders": manifests})
-    # the model inputs as files train and evaluate read batch by batch (rebuilt only when rows or store change)
-    write_features(p["slices"], manifests, store, p["features"], modality)
+    corrupt: list[str] = []
+    for attempt in (0, 1):
+        results = embed_all(p["slices"], modality, params.embed, store, params.compute)
+        manifests = {enc: manifest for enc, (manifest, _) in results.items()}
+        write_json(p["embeddings"], {"encoders": manifests})
+        # the model inputs as files train and evaluate read batch by batch (rebuilt only when rows or store change)
+        try:
+            write_features(p["slices"], manifests, store, p["features"], modality)
+            break
+        except DamagedRows as e:  # a miss: those rows' fragments are discarded and computed again, once
+            if attempt:
+                raise
+            discard_fragments(e.path, set(e.damaged.values()))
+            corrupt += [f"{e.path.name} key {key}" for key in e.damaged]
+    if line := corrupt_line(f"embed@{name}", corrupt, "store row(s)"):
+        print(line, file=sys.stderr)
     for enc, (manifest, metrics) in results.items():
-        write_json(Path(EMBED_METRICS) / f"{name}-{enc}.json", metrics)
+        write_json(Path(EMBED_METRICS) / f"{name}-{enc}.json", {**metrics, "corrupt": len(corrupt)})
         print(f"embed {name} with {enc}: {metrics['unique']} unique rows, {metrics['computed']} computed, "
               f"{metrics['cache_hits']} from the store {store / manifest['store']} ({metrics['seconds']:.1f} s)",
               file=sys.stderr)
