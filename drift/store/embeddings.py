@@ -6,11 +6,11 @@ lock), so two processes embedding at once can both commit the same key: readers 
 key, and compaction deletes the later ones and merges small fragments.
 
 Every row carries the CRC-32 of its pooled vector's bytes (`pooled_crc32`) and of its token states' bytes
-(`tokens_crc32`), written with the row. Reads check them, and a row whose bytes no longer match or that holds a
-non-finite value is never served: it is recorded in `damaged` (key and fragment), and the embed stage discards
-the whole fragments holding such rows and computes them again (`discard_fragments`); `scan_damage` is what
-`drift cache verify` reads. Tables written before the checksums existed are read unchecked (finite values still
-checked).
+(`tokens_crc32`), written with the row; a row holding a NaN or an inf is never written. Reads check the
+checksums, and a row whose bytes no longer match (so that may hold anything, a NaN too) is never served: it
+is recorded in `damaged` (key and fragment), and the embed stage discards the whole fragments holding such rows
+and computes them again (`discard_fragments`); `scan_damage` is what `drift cache verify` reads. Tables written
+before the checksums existed are checked for non-finite values only.
 """
 from __future__ import annotations
 
@@ -79,20 +79,22 @@ def row_checksums(values: np.ndarray, offsets: np.ndarray | None = None) -> np.n
 
 
 def damaged_rows(values: np.ndarray, checksums: np.ndarray | None, offsets: np.ndarray | None = None) -> np.ndarray:
-    """Indexes of the rows whose bytes fail their checksum (None: not checked) or that hold a non-finite value."""
-    n = len(offsets) - 1 if offsets is not None else len(values)
-    finite = np.isfinite(values)
-    finite = finite.reshape(len(values), -1).all(axis=1) if len(values) else np.ones(0, bool)
-    if offsets is not None:  # a ragged row is finite when all its token rows are
-        bad_values = np.flatnonzero(~finite)
-        bad = np.zeros(n, bool)
-        if len(bad_values):
-            bad[np.searchsorted(np.asarray(offsets[1:]), bad_values, side="right")] = True
-    else:
-        bad = ~finite
+    """Indexes of the rows whose bytes fail their checksum; without checksums (a table written before them), of
+    the rows holding a non-finite value. A row that matches its checksum holds what `append` wrote, and append
+    never writes a non-finite value."""
     if checksums is not None:
-        bad |= row_checksums(values, offsets) != np.asarray(checksums, np.uint32)
-    return np.flatnonzero(bad)
+        return np.flatnonzero(row_checksums(values, offsets) != np.asarray(checksums, np.uint32))
+    return non_finite_rows(values, offsets)
+
+
+def non_finite_rows(values: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:
+    """Indexes of the rows (of a 2-d array, or ragged rows: flat values + offsets) holding a NaN or an inf."""
+    if not len(values):
+        return np.zeros(0, np.int64)
+    bad = np.flatnonzero(~np.isfinite(values).reshape(len(values), -1).all(axis=1))
+    if offsets is None or not len(bad):
+        return bad
+    return np.unique(np.searchsorted(np.asarray(offsets[1:]), bad, side="right"))
 
 
 def legacy_schema(schema: pa.Schema) -> pa.Schema:
@@ -219,7 +221,15 @@ class EmbeddingStore:
             offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
             columns["tokens"] = pa.ListArray.from_arrays(pa.array(offsets), inner)
             columns["n_tokens"] = pa.array(lengths)
-        columns[CHECKSUM["pooled"]] = pa.array(row_checksums(np.asarray(pooled, np.float32).reshape(-1, self.dim)))
+        pooled = np.asarray(pooled, np.float32).reshape(-1, self.dim)
+        bad = non_finite_rows(pooled)
+        if self.with_tokens:
+            bad = np.union1d(bad, non_finite_rows(flat.reshape(-1, self.dim), offsets))
+        if len(bad):  # never stored, so never served
+            raise DriftError(f"{self.encoder} gave NaN or inf for {len(bad)} of {len(keys)} rows (first key "
+                             f"{keys[int(bad[0])]}): nothing of this chunk was stored in {self.path}; check the "
+                             "encoder's weights and embed.dtype")
+        columns[CHECKSUM["pooled"]] = pa.array(row_checksums(pooled))
         if self.with_tokens:
             columns[CHECKSUM["tokens"]] = pa.array(row_checksums(flat.reshape(-1, self.dim), offsets))
         try:
