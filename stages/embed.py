@@ -9,6 +9,8 @@ from drift.core.params import load_params
 from drift.core.paths import EMBED_METRICS
 from drift.core.stage import require, run_stage, write_json
 from drift.encoders.embed import embed_all
+from drift.store.cells import corrupt_line
+from drift.store.embeddings import DamagedRows, discard_fragments
 from drift.store.features import write_features
 from drift.store.location import cache_dir
 from drift.store.slices import read_slice_manifest
@@ -21,14 +23,25 @@ def main(argv):
     store = cache_dir(params.embed)
     check_store(store)  # on object storage: endpoint, credentials and bucket, one line each
     modality = read_slice_manifest(p["slices"])["modality"]
-    # rows the store lacks that pulled feature files hold (same fingerprint, verified) fill it first, uncomputed
-    results = embed_all(p["slices"], modality, params.embed, store, params.compute, seed_from=p["features"])
-    manifests = {enc: manifest for enc, (manifest, _) in results.items()}
-    write_json(p["embeddings"], {"encoders": manifests})
-    # the model inputs as files train and evaluate read batch by batch (rebuilt only when rows or store change)
-    write_features(p["slices"], manifests, store, p["features"], modality)
+    corrupt: list[str] = []
+    for attempt in (0, 1):
+        # rows the store lacks that pulled feature files hold (same fingerprint, verified) fill it first, uncomputed
+        results = embed_all(p["slices"], modality, params.embed, store, params.compute, seed_from=p["features"])
+        manifests = {enc: manifest for enc, (manifest, _) in results.items()}
+        write_json(p["embeddings"], {"encoders": manifests})
+        # the model inputs as files train and evaluate read batch by batch (rebuilt only when rows or store change)
+        try:
+            write_features(p["slices"], manifests, store, p["features"], modality)
+            break
+        except DamagedRows as e:  # a miss: those rows' fragments are discarded and computed again, once
+            if attempt:
+                raise
+            discard_fragments(e.path, set(e.damaged.values()))
+            corrupt += [f"{e.path.name} key {key}" for key in e.damaged]
+    if line := corrupt_line(f"embed@{name}", corrupt, "store row(s)"):
+        print(line, file=sys.stderr)
     for enc, (manifest, metrics) in results.items():
-        write_json(Path(EMBED_METRICS) / f"{name}-{enc}.json", metrics)
+        write_json(Path(EMBED_METRICS) / f"{name}-{enc}.json", {**metrics, "corrupt": len(corrupt)})
         print(f"embed {name} with {enc}: {metrics['unique']} unique rows, {metrics['computed']} computed, "
               f"{metrics['cache_hits']} from the store {store / manifest['store']} ({metrics['seeded']} of them filled from "
               f"pulled feature files; {metrics['seconds']:.1f} s)",

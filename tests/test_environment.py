@@ -88,6 +88,14 @@ def test_cheap_versions_do_not_import_the_libraries():
     assert out.stdout.strip() == "[]"
 
 
+def native_capability() -> str:
+    """The code path torch picks on this CPU when nothing pins it (what CPUID offers, not /proc/cpuinfo)."""
+    env = {k: v for k, v in os.environ.items() if k not in CPU_CODE_PATH}
+    code = "import torch; print(torch.backends.cpu.get_cpu_capability())"
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
 @pytest.mark.parametrize("preset, expected", [(None, "AVX2"), ("default", "DEFAULT"), ("avx512", "AVX512")])
 def test_importing_drift_pins_the_cpu_code_path_before_torch(preset, expected):
     """A stage script imports drift before torch: torch's kernels, oneDNN, MKL and OpenBLAS run their AVX2 code
@@ -97,6 +105,35 @@ def test_importing_drift_pins_the_cpu_code_path_before_torch(preset, expected):
         env["ATEN_CPU_CAPABILITY"] = preset
     code = "import drift, os, torch; print(torch.backends.cpu.get_cpu_capability(), os.environ['MKL_CBWR'])"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    if expected == "AVX512" and "avx512f" not in Path("/proc/cpuinfo").read_text():
-        expected = "AVX2"  # torch falls back to the best path the CPU has
+    if expected == "AVX512" and native_capability() != "AVX512":
+        expected = "AVX2"  # torch caps a preset at the best path the CPU has
     assert out.stdout.split() == [expected, "AVX2"]
+
+
+NUMPY_AVX512 = ("X86_V4", "AVX512_ICL", "AVX512_SPR")  # numpy >= 2.4's AVX-512 dispatch targets
+
+
+def test_importing_drift_turns_numpys_avx512_loops_off():
+    """numpy's own loops (exp, log, sin, ...) round otherwise in their AVX-512 versions: after `import drift`
+    only the AVX2 ones can run, here and in this test process (conftest pins before numpy is imported)."""
+    env = {k: v for k, v in os.environ.items() if k not in CPU_CODE_PATH}
+    code = ("import drift, numpy; from numpy._core._multiarray_umath import __cpu_features__ as f; "
+            f"print([t for t in {NUMPY_AVX512!r} if f.get(t)])")
+    out = subprocess.run([sys.executable, "-W", "error::ImportWarning", "-c", code], env=env, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stderr
+    from numpy._core._multiarray_umath import __cpu_features__
+    assert [t for t in NUMPY_AVX512 if __cpu_features__.get(t)] == []
+
+
+def test_numpys_transcendentals_give_the_avx2_bits():
+    """The same bits on any x86-64 with AVX2: these digests were computed natively (an AVX-512 CPU, pinned)
+    and under `qemu-x86_64 -cpu Haswell` (AVX2, no AVX-512), where numpy's AVX-512 loops gave others."""
+    import numpy as np
+
+    x = np.random.default_rng(0).standard_normal(1000)
+    digests = {name: hashlib.sha256(f(x).tobytes()).hexdigest()[:12]
+               for name, f in {"exp": np.exp, "log": lambda v: np.log(np.abs(v)),
+                               "log1p": lambda v: np.log1p(np.abs(v)), "expm1": np.expm1}.items()}
+    assert digests == {"exp": "88812449833f", "log": "5b2645eb87d1", "log1p": "9803b7ee1c07",
+                       "expm1": "d024bd88acda"}

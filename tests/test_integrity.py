@@ -184,14 +184,49 @@ def test_a_library_version_change_reuses_nothing(clean, capsys, monkeypatch):
 
 
 def test_editing_one_head_module_retrains_only_its_models(clean):
-    """In the project's copy of drift/ (the code its stage then runs): an edit to drift/models/text.py retrains
+    """In the project's copy of drift/ (the code its stage then runs): a code edit to drift/models/text.py retrains
     ffn-s only; the probe and the references are reused."""
     repo = clean["repo"]
     module = repo / "drift/models/text.py"
-    module.write_text(module.read_text() + "\n# an edit to the text heads\n")
+    module.write_text(module.read_text() + "\n_AN_EDIT_TO_THE_TEXT_HEADS = 1\n")  # code: a comment changes no key
     env = {**os.environ, "PYTHONPATH": str(repo)}
     done = subprocess.run([sys.executable, "stages/train.py", "sotu"], cwd=repo, env=env, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     train = metrics(repo, "train")
     assert (train["trained"], train["reused"]) == (clean["cutoffs"], 3 * clean["cutoffs"])
+
+
+def store_data_file(clean) -> Path:
+    """The largest data file of the text encoder's store table (its token states)."""
+    tables = sorted(clean["cache"].glob("minilm-l6-*.lance"))
+    return max((p for t in tables for p in (t / "data").glob("*.lance")), key=lambda p: p.stat().st_size)
+
+
+def test_damaged_store_rows_are_named_and_computed_again(clean, capsys, monkeypatch):
+    """256 bytes flipped inside the store's data file: `drift cache verify` names the table, the fragment and
+    the key range; the embed stage refuses those rows, computes them again, and the model inputs come out byte
+    for byte as the clean run's."""
+    from typer.testing import CliRunner
+
+    features = clean["repo"] / "data/features/sotu"
+    original = {str(p.relative_to(features)): p.read_bytes() for p in sorted(features.rglob("*.npy"))}
+    path = store_data_file(clean)
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 256] = bytes(b ^ 0xFF for b in data[middle:middle + 256])
+    path.write_bytes(bytes(data))
+    monkeypatch.chdir(clean["repo"])
+    bad = CliRunner().invoke(cache_app, ["verify", "--json"])
+    assert bad.exit_code == 1, bad.output
+    damage = [c for c in json.loads(bad.stdout)["corrupt"] if c["path"] == str(path.parent.parent)]
+    assert damage and all(c["first_key"] and c["last_key"] and c["rows"] >= 1 for c in damage), bad.stdout
+    import shutil
+    shutil.rmtree(features)  # a fresh workspace on this cache: the features are built from the store's rows
+    err = rerun(clean, capsys, stages=("embed",))
+    assert "embed@sotu: " in err and "cached store row(s) failed their checksum or content check and were recomputed" in err
+    embed = json.loads((clean["repo"] / "metrics/embed/sotu-minilm-l6.json").read_text())
+    assert embed["corrupt"] >= 1 and embed["computed"] >= embed["corrupt"]
+    assert {str(p.relative_to(features)): p.read_bytes() for p in sorted(features.rglob("*.npy"))} == original
+    ok = CliRunner().invoke(cache_app, ["verify", "--json"])
+    assert ok.exit_code == 0, ok.output

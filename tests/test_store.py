@@ -83,3 +83,73 @@ def test_embed_computes_only_missing_keys(tmp_path):
     again, metrics = embed_dataset(path, cfg, tmp_path / "cache")
     assert (metrics["computed"], metrics["cache_hits"]) == (1, 3)  # only the appended row runs the encoder
     assert again["fingerprint"] == manifest["fingerprint"] and again["keys_sha256"] != manifest["keys_sha256"]
+
+
+def three_fragments(tmp_path) -> EmbeddingStore:
+    rng = np.random.default_rng(1)
+    store = EmbeddingStore(tmp_path, "enc", "c" * 64, dim=8, with_tokens=True)
+    for chunk in range(3):
+        lengths = rng.integers(1, 30, 40)
+        store.append([f"k{chunk}-{i:02d}" for i in range(40)], rng.standard_normal((40, 8)).astype(np.float32),
+                     rng.standard_normal((int(lengths.sum()), 8)).astype(np.float16), lengths)
+    return store
+
+
+def test_damaged_rows_are_never_served_and_named(tmp_path):
+    """Bytes flipped in one data file: the rows they hit fail their CRC-32 on read (DamagedRows names the keys
+    and fragment), scan_damage names fragment and key range, and discarding the fragment makes them missing."""
+    import lance
+
+    from drift.store.embeddings import DamagedRows, discard_fragments, scan_damage
+
+    store = three_fragments(tmp_path)
+    assert scan_damage(store.path) == []
+    files = sorted((store.path / "data").iterdir(), key=lambda p: p.stat().st_mtime)
+    data = bytearray(files[1].read_bytes())
+    middle = len(data) // 3
+    data[middle:middle + 64] = bytes(b ^ 0x55 for b in data[middle:middle + 64])
+    files[1].write_bytes(bytes(data))
+    damage = scan_damage(store.path)
+    assert len(damage) == 1 and damage[0]["first_key"].startswith("k1-") and damage[0]["rows"] >= 1
+    reader = EmbeddingStore(tmp_path, "enc", "c" * 64, dim=8, with_tokens=True)
+    keys = [f"k{c}-{i:02d}" for c in range(3) for i in range(40)]
+    with pytest.raises(DamagedRows) as raised:
+        reader.read_tokens(keys)
+    assert set(raised.value.damaged.values()) == {damage[0]["fragment"]}
+    assert damage[0]["first_key"] in raised.value.damaged
+    flat, offsets = reader.read_tokens(keys[:40] + keys[80:])  # the other fragments are served
+    assert discard_fragments(store.path, {damage[0]["fragment"]}) == 40
+    assert lance.dataset(str(store.path)).count_rows() == 80 and scan_damage(store.path) == []
+    assert store.missing(keys) == keys[40:80]
+
+
+@pytest.mark.parametrize("where", ["pooled", "tokens"])
+def test_non_finite_values_are_never_stored(tmp_path, where):
+    store = EmbeddingStore(tmp_path, "enc", "d" * 64, dim=4, with_tokens=True)
+    pooled, tokens = np.zeros((2, 4), np.float32), np.zeros((3, 4), np.float16)
+    (pooled if where == "pooled" else tokens)[-1, 2] = np.nan if where == "pooled" else np.inf
+    with pytest.raises(DriftError, match=r"enc gave NaN or inf for 1 of 2 rows \(first key b\)"):
+        store.append(["a", "b"], pooled, tokens, [1, 2])
+    assert store.missing(["a", "b"]) == ["a", "b"]
+
+
+def test_a_table_written_before_checksums_is_read_and_appended_to(tmp_path):
+    """A table without the checksum columns keeps its schema; its rows are checked for finite values only."""
+    import lance
+    import pyarrow as pa
+
+    from drift.store.embeddings import legacy_schema, scan_damage, store_schema
+
+    schema = legacy_schema(store_schema(4, with_tokens=False))
+    path = tmp_path / "enc-eeeeeeeeeeeeeeee.lance"
+    lance.write_dataset(pa.table({"key": ["a", "b"], "pooled": pa.FixedSizeListArray.from_arrays(
+        pa.array(np.array([0, 1, 2, 3, np.nan, 0, 0, 0], np.float32)), 4)}, schema=schema), str(path),
+        data_storage_version="2.0")
+    store = EmbeddingStore(tmp_path, "enc", "e" * 64, dim=4, with_tokens=False)
+    store.append(["c"], np.ones((1, 4), np.float32))
+    assert lance.dataset(str(path)).schema.names == ["key", "pooled"]
+    np.testing.assert_array_equal(store.read_pooled(["c", "a"]), [[1, 1, 1, 1], [0, 1, 2, 3]])
+    from drift.store.embeddings import DamagedRows
+    with pytest.raises(DamagedRows):
+        store.read_pooled(["b"])
+    assert [d["first_key"] for d in scan_damage(path)] == ["b"]

@@ -86,13 +86,16 @@ def test_concurrent_appends_lose_and_duplicate_nothing(s3_store):
 def test_cell_cache_on_object_storage(s3_store, tmp_path):
     root = prefix()
     cache = CellCache(root)
+    import torch
+
     source = tmp_path / "f.pt"
-    source.write_bytes(b"state dict bytes")
+    torch.save({"weight": torch.arange(4.0)}, source)  # a plain state dict: the cache refuses anything else
+    state = source.read_bytes()
     cache.put_checkpoint("ab" * 32, source)
     cache.put_cell("ab" * 32, "cd" * 32, 0.75)
     cache.sync()
     again = CellCache(root)
-    assert again.checkpoint("ab" * 32) == b"state dict bytes" and again.cell("ab" * 32, "cd" * 32) == (True, 0.75)
+    assert again.checkpoint("ab" * 32) == state and again.cell("ab" * 32, "cd" * 32) == (True, 0.75)
     assert again.checkpoint("ef" * 32) is None and again.cell("ab" * 32, "ef" * 32) == (False, None)
     # a half-written object (a client that died mid-upload through a non-atomic tool): a miss, never served
     path = again.checkpoint_path("ab" * 32)
@@ -104,7 +107,7 @@ def test_cell_cache_on_object_storage(s3_store, tmp_path):
     target = tmp_path / "placed.pt"
     cache.put_checkpoint("ab" * 32, source)  # a re-run completes what is missing
     cache.place("ab" * 32, target)
-    assert target.read_bytes() == b"state dict bytes"
+    assert target.read_bytes() == state
 
 
 def test_half_written_table_object_is_not_served(s3_store):

@@ -416,12 +416,14 @@ def collect_checkpoints(where: Path, keep: set[str], grace_minutes: float, dry_r
 def verify(ctx: typer.Context,
            cache_dir: Optional[str] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
            as_json: bool = typer.Option(False, "--json", help="machine-readable output: what was checked, what is corrupt")):
-    """Check every cache: the store's tables (every row read), the cached checkpoints and cells (their sha256),
+    """Check every cache: the store's tables (every row read and checked against its checksum, finite values;
+    damage named by fragment and key range), the cached checkpoints and cells (their sha256),
     and this workspace's feature files (size and sha256 against their header). Exit 1 when anything is corrupt."""
     import lance  # lazy: kept out of `drift --help`
 
     from drift.store.embeddings import (  # lazy: lance, kept out of `drift --help`
         committed,
+        scan_damage,
     )
     from drift.store.features import (
         file_problem,  # lazy: lance, kept out of `drift --help`
@@ -440,9 +442,16 @@ def verify(ctx: typer.Context,
         checked["tables"] += 1
         try:
             dataset = lance.dataset(str(path))
-            rows = sum(batch.num_rows for batch in dataset.to_batches())
+            rows = sum(batch.num_rows for batch in dataset.to_batches(columns=["key"]))
             if rows != dataset.count_rows():
                 corrupt.append({"path": str(path), "problem": f"{rows} rows read, {dataset.count_rows()} committed"})
+            for damage in scan_damage(path):  # every row's values against its checksum, and finite
+                keys = (f"keys {damage['first_key']} .. {damage['last_key']}" if damage["first_key"] is not None
+                        else "unreadable")
+                corrupt.append({"path": str(path), "fragment": damage["fragment"], "rows": damage["rows"],
+                                "first_key": damage["first_key"], "last_key": damage["last_key"],
+                                "problem": f"fragment {damage['fragment']}: {damage['rows']} row(s), {keys}: "
+                                           f"{damage['problem']}"})
         except Exception as e:  # any failure to read a table is what verify reports
             corrupt.append({"path": str(path), "problem": " ".join(str(e).split())[:200]})
     for path in checkpoint_files(where):

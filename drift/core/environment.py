@@ -25,14 +25,19 @@ LOCK_FILE = "requirements.lock"  # written by `make lock`, installed from by `ma
 # The CPU code path torch's kernels (ATen), oneDNN, MKL and OpenBLAS choose at run time, pinned to AVX2: an
 # AVX-512 machine would otherwise sum in other orders and give other numbers in the 4th decimal. Read once
 # when each library loads, so set before torch is imported: drift/__init__.py (every stage script and the CLI),
-# Ray's workers (drift/core/executor.py), the test suite (tests/conftest.py). A value already in the
-# environment wins (ATEN_CPU_CAPABILITY=avx512 runs the native path). Any x86-64 CPU with AVX2 runs these.
+# Ray's workers (drift/core/executor.py), the test suite (tests/conftest.py); numpy's reads its own when it is
+# first imported, so drift is imported before numpy too. A value already in the environment wins
+# (ATEN_CPU_CAPABILITY=avx512 runs the native path). Any x86-64 CPU with AVX2 runs these. numpy's names are
+# those of numpy >= 2.4 (the lock); an older numpy warns (ImportWarning) and keeps its AVX-512 loops.
 CPU_CODE_PATH = {
     "ATEN_CPU_CAPABILITY": "avx2",      # torch's vectorised kernels: default | avx2 | avx512
     "ONEDNN_MAX_CPU_ISA": "AVX2",       # oneDNN (convolutions, linear layers on CPU)
     "MKL_ENABLE_INSTRUCTIONS": "AVX2",  # MKL's dispatch (torch's BLAS)
     "MKL_CBWR": "AVX2",                 # MKL's conditional numerical reproducibility: the same bits on any AVX2 CPU
     "OPENBLAS_CORETYPE": "Haswell",     # numpy's and scipy's OpenBLAS (the linear reference model): AVX2 kernels
+    # numpy's own SIMD loops (exp, log, log1p, expm1, sin, ...: the estimates, the shift kernel) dispatch to
+    # AVX-512 versions that round otherwise than the AVX2 ones: these targets off, every AVX2 CPU runs the same
+    "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
 }
 
 

@@ -142,7 +142,9 @@ class LinearBaseline(nn.Module):
         var, mean = torch.var_mean(X, 0, correction=0)
         if not (torch.isfinite(var).all() and torch.isfinite(mean).all()):  # any NaN / inf shows in its column
             raise DriftError("LinearBaseline: the inputs contain NaN or inf")
-        std = var.to(f64).sqrt()
+        # numpy's sqrt is IEEE-rounded on every CPU; torch's goes through MKL's vector math, whose last bit
+        # follows the CPU (docs/decisions.md)
+        std = torch.from_numpy(np.sqrt(var.to(f64).numpy()))
         std = torch.where(std < STD_FLOOR, torch.ones_like(std), std)
         mean = mean.to(f64)
         # the logistic fits run in float32 (half the memory traffic of each L-BFGS pass), ridge's Cholesky in float64

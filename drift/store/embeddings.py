@@ -9,11 +9,19 @@ On object storage (cache_dir s3://bucket/prefix, an ObjectPath) there is no file
 version with a conditional put (put-if-absent of the version's manifest) and retries an append that lost the
 race on the new latest version, so concurrent appends lose no row and duplicate none; of two racing creates,
 one commits and the other finds the table made.
+
+Every row carries the CRC-32 of its pooled vector's bytes (`pooled_crc32`) and of its token states' bytes
+(`tokens_crc32`), written with the row; a row holding a NaN or an inf is never written. Reads check the
+checksums, and a row whose bytes no longer match (so that may hold anything, a NaN too) is never served: it
+is recorded in `damaged` (key and fragment), and the embed stage discards the whole fragments holding such rows
+and computes them again (`discard_fragments`); `scan_damage` is what `drift cache verify` reads. Tables written
+before the checksums existed are checked for non-finite values only.
 """
 from __future__ import annotations
 
 import fcntl
 import json
+import zlib
 from datetime import timedelta
 from pathlib import Path
 
@@ -36,15 +44,69 @@ NO_KEYS = pa.array([], pa.large_string())
 
 
 
+class DamagedRows(DriftError):
+    """Rows of a store table that a read refused: {key: fragment id} in `damaged`."""
+
+    def __init__(self, path: Path, damaged: dict[str, int]):
+        self.path, self.damaged = Path(path), dict(damaged)
+        super().__init__(f"{len(self.damaged)} rows of the embedding table {self.path} fail their checksum or hold "
+                         f"non-finite values (first key {next(iter(self.damaged))}): run `dvc repro -f "
+                         "embed@<dataset>` to compute them again")
+
+
 def table_name(encoder: str, fingerprint: str) -> str:
     return f"{encoder}-{fingerprint[:16]}.lance"
+
+
+CHECKSUM = {"pooled": "pooled_crc32", "tokens": "tokens_crc32"}  # the checksum column of each value column
 
 
 def store_schema(dim: int, with_tokens: bool, metadata: dict | None = None) -> pa.Schema:
     fields = [pa.field("key", pa.string()), pa.field("pooled", pa.list_(pa.float32(), dim))]
     if with_tokens:
         fields += [pa.field("tokens", pa.list_(pa.list_(pa.float16(), dim))), pa.field("n_tokens", pa.int32())]
+    fields += [pa.field(CHECKSUM["pooled"], pa.uint32())]
+    if with_tokens:
+        fields += [pa.field(CHECKSUM["tokens"], pa.uint32())]
     return pa.schema(fields, metadata=metadata)
+
+
+def row_checksums(values: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:
+    """CRC-32 of each row's bytes, [n] uint32: rows of a 2-d array, or ragged rows (flat values + offsets)."""
+    flat = np.ascontiguousarray(values)
+    data = memoryview(flat.reshape(-1).view(np.uint8))
+    row_bytes = flat.itemsize * (flat.shape[1] if flat.ndim > 1 else 1)
+    if offsets is None:
+        bounds = np.arange(len(flat) + 1, dtype=np.int64) * row_bytes
+    else:
+        bounds = np.asarray(offsets, np.int64) * row_bytes
+    bounds = bounds.tolist()
+    return np.fromiter((zlib.crc32(data[a:b]) for a, b in zip(bounds[:-1], bounds[1:])), np.uint32,
+                       count=len(bounds) - 1)
+
+
+def damaged_rows(values: np.ndarray, checksums: np.ndarray | None, offsets: np.ndarray | None = None) -> np.ndarray:
+    """Indexes of the rows whose bytes fail their checksum; without checksums (a table written before them), of
+    the rows holding a non-finite value. A row that matches its checksum holds what `append` wrote, and append
+    never writes a non-finite value."""
+    if checksums is not None:
+        return np.flatnonzero(row_checksums(values, offsets) != np.asarray(checksums, np.uint32))
+    return non_finite_rows(values, offsets)
+
+
+def non_finite_rows(values: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:
+    """Indexes of the rows (of a 2-d array, or ragged rows: flat values + offsets) holding a NaN or an inf."""
+    if not len(values):
+        return np.zeros(0, np.int64)
+    bad = np.flatnonzero(~np.isfinite(values).reshape(len(values), -1).all(axis=1))
+    if offsets is None or not len(bad):
+        return bad
+    return np.unique(np.searchsorted(np.asarray(offsets[1:]), bad, side="right"))
+
+
+def legacy_schema(schema: pa.Schema) -> pa.Schema:
+    """The schema of a table written before rows carried checksums."""
+    return pa.schema([f for f in schema if f.name not in CHECKSUM.values()], metadata=schema.metadata)
 
 
 def committed(path: Path | ObjectPath) -> bool:
@@ -110,6 +172,8 @@ class EmbeddingStore:
         self._ds = None          # the pinned version
         self._keys = NO_KEYS     # the key of each row of _ds, in take() order
         self._state = []         # (id, rows, deleted) per fragment of _ds: tells an append from a rewrite
+        self._has_checksums = None  # whether the table's rows carry checksums (None: not yet known)
+        self.damaged: dict[str, int] = {}  # key -> fragment id of every row a read refused (checksum, non-finite)
 
     # -- the pinned version
 
@@ -166,15 +230,36 @@ class EmbeddingStore:
             offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
             columns["tokens"] = pa.ListArray.from_arrays(pa.array(offsets), inner)
             columns["n_tokens"] = pa.array(lengths)
-        table = pa.Table.from_pydict(columns, schema=self.schema)
+        pooled = np.asarray(pooled, np.float32).reshape(-1, self.dim)
+        bad = non_finite_rows(pooled)
+        if self.with_tokens:
+            bad = np.union1d(bad, non_finite_rows(flat.reshape(-1, self.dim), offsets))
+        if len(bad):  # never stored, so never served
+            raise DriftError(f"{self.encoder} gave NaN or inf for {len(bad)} of {len(keys)} rows (first key "
+                             f"{keys[int(bad[0])]}): nothing of this chunk was stored in {self.path}; check the "
+                             "encoder's weights and embed.dtype")
+        columns[CHECKSUM["pooled"]] = pa.array(row_checksums(pooled))
+        if self.with_tokens:
+            columns[CHECKSUM["tokens"]] = pa.array(row_checksums(flat.reshape(-1, self.dim), offsets))
         try:
             self._create()
+            schema = self.schema if self._checksummed() else legacy_schema(self.schema)
+            table = pa.Table.from_pydict({f.name: columns[f.name] for f in schema}, schema=schema)
             # concurrent appends are safe in Lance; a failed one removes its data file and commits nothing
             lance.write_dataset(table, str(self.path), mode="append")
         except OSError as e:
             if is_disk_full(e):
-                raise disk_full(self.path, "embed.cache_dir (or $DRIFT_CACHE_DIR)", table.nbytes) from None
+                raise disk_full(self.path, "embed.cache_dir (or $DRIFT_CACHE_DIR)",
+                                sum(c.nbytes for c in columns.values())) from None
             raise
+
+    def _checksummed(self) -> bool:
+        """Whether the table's rows carry checksums (a table created before they existed does not)."""
+        if self._has_checksums is None:
+            if not committed(self.path):
+                return True
+            self._has_checksums = CHECKSUM["pooled"] in lance.dataset(str(self.path)).schema.names
+        return self._has_checksums
 
     def _create(self) -> None:
         """Create the table empty, once, under a file lock: two Lance "create" writes racing each other can
@@ -216,45 +301,81 @@ class EmbeddingStore:
                              "run `dvc repro -f embed@<dataset>` to compute them")
         return found.to_numpy(zero_copy_only=False).astype(np.int64)
 
-    def _take(self, keys, column: str) -> tuple[pa.Array, np.ndarray]:
-        """The column's values for the distinct rows, read in storage order, and the index that maps each
-        key to its row among them."""
+    def _take(self, keys, column: str) -> tuple[pa.Array, np.ndarray, np.ndarray | None, np.ndarray]:
+        """The column's values for the distinct rows, read in storage order, the index that maps each key to its
+        row among them, the rows' checksums of that column (None: not stored, or a column without one) and the
+        rows' positions in the pinned version."""
         keys = _as_keys(keys)
+        checksum = CHECKSUM.get(column) if self._checksummed() else None
         for attempt in (0, 1):
             positions = self._positions(keys)
             rows, inverse = np.unique(positions, return_inverse=True)
             try:
-                values = self._ds.take(rows, columns=[column]).column(column)
-                return (values.chunk(0) if values.num_chunks == 1 else values.combine_chunks()), inverse
+                table = self._ds.take(rows, columns=[column] + ([checksum] if checksum else []))
+                values = table.column(column)
+                values = values.chunk(0) if values.num_chunks == 1 else values.combine_chunks()
+                sums = table.column(checksum).to_numpy() if checksum else None
+                return values, inverse, sums, rows
             except OSError:
                 if attempt:
                     raise
                 self._ds, self._state = None, []  # a compaction elsewhere removed our version's files: re-pin
         raise AssertionError("unreachable")
 
-    def read_pooled(self, keys) -> np.ndarray:
-        """[n, D] float32, aligned with keys."""
+    def _refuse(self, keys, inverse: np.ndarray, positions: np.ndarray, bad: np.ndarray) -> None:
+        """Record the rows a read found damaged (indexes among the distinct rows read) in `damaged`."""
+        if not len(bad):
+            return
+        live = np.cumsum([rows - deleted for _, rows, deleted in self._state])
+        fragment_ids = [fid for fid, _, _ in self._state]
+        first = np.zeros(len(positions), np.int64)
+        first[inverse[::-1]] = np.arange(len(inverse))[::-1]  # a key of each distinct row
+        keys = _as_keys(keys)
+        for row in bad:
+            fragment = fragment_ids[int(np.searchsorted(live, positions[row], side="right"))]
+            self.damaged.setdefault(keys[int(first[row])].as_py(), int(fragment))
+
+    def read_pooled(self, keys, strict: bool = True) -> np.ndarray:
+        """[n, D] float32, aligned with keys. A damaged row (checksum, non-finite) is recorded in `damaged` and
+        raises DamagedRows; with strict=False it is read as zeros, and the caller must not serve the result while
+        `damaged` is not empty (the feature build, which names every damaged row at its end)."""
         if len(keys) == 0:
             return np.zeros((0, self.dim), np.float32)
-        column, inverse = self._take(keys, "pooled")
+        column, inverse, sums, positions = self._take(keys, "pooled")
         values = column.flatten().to_numpy().reshape(-1, self.dim)
+        bad = damaged_rows(values, sums)
+        if len(bad):
+            self._refuse(keys, inverse, positions, bad)
+            if strict:
+                raise DamagedRows(self.path, self.damaged)
+            values = values.copy()
+            values[bad] = 0
         return values if np.array_equal(inverse, np.arange(len(values))) else values[inverse]
 
     def read_lengths(self, keys) -> np.ndarray:
         """Token count of each key, [n] int64 (the small n_tokens column: no token states read)."""
         if len(keys) == 0:
             return np.zeros(0, np.int64)
-        column, inverse = self._take(keys, "n_tokens")
+        column, inverse, _, _ = self._take(keys, "n_tokens")
         return column.to_numpy(zero_copy_only=False).astype(np.int64)[inverse.reshape(-1)]
 
-    def read_tokens(self, keys) -> tuple[np.ndarray, np.ndarray]:
-        """Token states of each key, ragged: (flat [sum n_i, D] float16, offsets [n+1] int64) aligned with keys."""
+    def read_tokens(self, keys, strict: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Token states of each key, ragged: (flat [sum n_i, D] float16, offsets [n+1] int64) aligned with keys.
+        A damaged row is recorded in `damaged` and handled as in read_pooled."""
         if len(keys) == 0:
             return np.zeros((0, self.dim), np.float16), np.zeros(1, np.int64)
-        column, inverse = self._take(keys, "tokens")
+        column, inverse, sums, positions = self._take(keys, "tokens")
         offsets = column.offsets.to_numpy().astype(np.int64)
         offsets -= offsets[0]
         flat = column.flatten().flatten().to_numpy().reshape(-1, self.dim)
+        bad = damaged_rows(flat, sums, offsets)
+        if len(bad):
+            self._refuse(keys, inverse, positions, bad)
+            if strict:
+                raise DamagedRows(self.path, self.damaged)
+            flat = flat.copy()
+            for row in bad:
+                flat[offsets[row]:offsets[row + 1]] = 0
         if np.array_equal(inverse, np.arange(len(offsets) - 1)):
             return flat, offsets
         return _ragged_take(flat, offsets, inverse)
@@ -289,6 +410,59 @@ def open_store(manifest: dict, cache_dir: Path) -> EmbeddingStore:
         raise DriftError(f"embedding table {store.path.name} is not in {location(cache_dir)} (another embed.cache_dir, "
                          f"or removed by `drift cache gc`): run `dvc repro -f embed@<dataset>` to compute it")
     return store
+
+
+def discard_fragments(path: Path, fragment_ids) -> int:
+    """Delete whole fragments (those holding damaged rows), so their rows are missing and the next embed run
+    computes them again, in the same chunks and batches as the run that wrote them (a fragment is one or more
+    whole commits); returns the rows deleted."""
+    ds = lance.dataset(str(path))
+    wanted = {int(f) for f in fragment_ids}
+    fragments = [f for f in ds.get_fragments() if f.metadata.id in wanted]
+    if not fragments:
+        return 0
+    rows = sum(f.count_rows() for f in fragments)
+    lance.LanceDataset.commit(str(path), LanceOperation.Delete([], [f.metadata.id for f in fragments],
+                                                               "drift: damaged rows"), read_version=ds.version)
+    return rows
+
+
+def scan_damage(path: Path, batch_rows: int = 1024) -> list[dict]:
+    """Every row of a table read and checked (checksums, finite values): one entry per fragment with damage,
+    {fragment, rows (damaged), first_key, last_key (in storage order), problem}. A fragment that cannot be read
+    at all is one entry with the reader's error."""
+    ds = lance.dataset(str(path))
+    names = ds.schema.names
+    found = []
+    for fragment in ds.get_fragments():
+        bad_keys: list[str] = []
+        try:
+            for column in ("pooled", "tokens"):
+                if column not in names:
+                    continue
+                checksum = CHECKSUM[column] if CHECKSUM[column] in names else None
+                scanner = fragment.scanner(columns=["key", column] + ([checksum] if checksum else []),
+                                           batch_size=batch_rows)
+                for batch in scanner.to_batches():
+                    values = batch.column(column)
+                    sums = batch.column(checksum).to_numpy() if checksum else None
+                    if column == "tokens":
+                        offsets = values.offsets.to_numpy().astype(np.int64)
+                        flat = values.flatten().flatten().to_numpy().reshape(-1, ds.schema.field("pooled").type.list_size)
+                        bad = damaged_rows(flat[offsets[0]:offsets[-1]], sums, offsets - offsets[0])
+                    else:
+                        bad = damaged_rows(values.flatten().to_numpy().reshape(len(batch), -1), sums)
+                    bad_keys += batch.column("key").take(pa.array(bad, pa.int64())).to_pylist()
+        except Exception as e:  # any failure to read a fragment is damage to report
+            found.append({"fragment": fragment.metadata.id, "rows": fragment.metadata.physical_rows,
+                          "first_key": None, "last_key": None, "problem": " ".join(str(e).split())[:200]})
+            continue
+        if bad_keys:
+            unique = list(dict.fromkeys(bad_keys))
+            found.append({"fragment": fragment.metadata.id, "rows": len(unique), "first_key": unique[0],
+                          "last_key": unique[-1],
+                          "problem": "rows fail their checksum or hold non-finite values"})
+    return found
 
 
 def dedupe_table(path: Path, attempts: int = 5) -> int:

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from drift.core.errors import DriftError
-from drift.store.embeddings import open_store
+from drift.store.embeddings import DamagedRows, open_store
 from drift.store.integrity import fsync_dir, fsync_file, sha256_file
 
 FORMAT = 2  # 2: each file's size and sha256 in the header
@@ -197,7 +197,8 @@ def file_problem(path: Path, header: dict | None = None) -> str | None:
 
 
 def build_embeddings(store, keys: pa.Array, out: Path, keys_hash: str | None = None) -> dict:
-    """One encoder's feature files from its store table, in the order of `keys`; returns the header.
+    """One encoder's feature files from its store table, in the order of `keys`; returns the header. A row that
+    fails its checksum or holds a non-finite value raises DamagedRows (naming every such key) and writes nothing.
     Memory: one chunk of keys' token states (CHUNK_BYTES) at a time."""
     keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
     keys_hash = keys_hash or keys_sha256(keys)
@@ -219,7 +220,7 @@ def build_embeddings(store, keys: pa.Array, out: Path, keys_hash: str | None = N
         step = max(1, int(CHUNK_BYTES // per_row))
         with _open_npy(tmp / "tokens.npy", np.float16, files["tokens"][1]) as f:
             for start in range(0, n, step):
-                flat, chunk_offsets = store.read_tokens(keys.slice(start, step))
+                flat, chunk_offsets = store.read_tokens(keys.slice(start, step), strict=False)
                 if not np.array_equal(chunk_offsets, offsets[start:start + step + 1] - offsets[start]):
                     raise DriftError(f"{store.path}: token counts changed while reading; run the build again")
                 _write(f, flat)
@@ -227,7 +228,10 @@ def build_embeddings(store, keys: pa.Array, out: Path, keys_hash: str | None = N
         step = max(1, CHUNK_BYTES // (dim * 4))
     with _open_npy(tmp / "pooled.npy", np.float32, (n, dim)) as f:
         for start in range(0, n, step):
-            _write(f, store.read_pooled(keys.slice(start, step)))
+            _write(f, store.read_pooled(keys.slice(start, step), strict=False))
+    if store.damaged:  # never served: the embed stage discards those rows' fragments and computes them again
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise DamagedRows(store.path, store.damaged)
     header = _header(tmp, keys_hash, n, files, encoder=store.encoder, fingerprint=store.fingerprint,
                      store=store.path.name, dim=dim)
     _finish(tmp, out, header)
