@@ -156,8 +156,10 @@ def test_cache_commands_on_object_storage(s3_store, tmp_path, monkeypatch):
     used.append(["k1", "k2"], np.ones((2, DIM), np.float32))
     EmbeddingStore(root, "vit-s16-in21k", "b" * 64, DIM, with_tokens=False).append(["k0"], np.zeros((1, DIM), np.float32))
     cells = CellCache(root)
+    import torch
+
     source = tmp_path / "f.pt"
-    source.write_bytes(b"weights")
+    torch.save({"weight": torch.zeros(2)}, source)
     cells.put_checkpoint("11" * 32, source)  # listed below: kept
     cells.put_checkpoint("22" * 32, source)  # listed nowhere: collected
     cells.put_cell(CellCache(root).checkpoint_path("11" * 32).read_bytes().split(b" ")[2].decode(), "33" * 32, 0.5)
@@ -181,12 +183,12 @@ def test_cache_commands_on_object_storage(s3_store, tmp_path, monkeypatch):
     assert collected["checkpoints"]["checkpoints"] == [str(cells.checkpoint_path("22" * 32))]
     assert [t["table"] for t in json.loads(drift_cli("cache", "--json", "--cache-dir", str(root), cwd=repo).stdout)] \
         == [used.path.name]
-    assert CellCache(root).checkpoint("11" * 32) == b"weights" and CellCache(root).checkpoint("22" * 32) is None
+    assert CellCache(root).checkpoint("11" * 32) == source.read_bytes() and CellCache(root).checkpoint("22" * 32) is None
     damaged = cells.checkpoint_path("11" * 32)
     damaged.write_bytes(damaged.read_bytes()[:-1])  # a half-written object
     verified = drift_cli("cache", "verify", "--json", "--cache-dir", str(root), cwd=repo)
     assert verified.returncode == 1 and json.loads(verified.stdout)["corrupt"] == [
-        {"path": str(damaged), "problem": "6 bytes where 7 were written"}]
+        {"path": str(damaged), "problem": f"{len(source.read_bytes()) - 1} bytes where {len(source.read_bytes())} were written"}]
     missing = drift_cli("cache", "--cache-dir", "s3://no-such-bucket/store", cwd=repo)
     assert missing.returncode != 0 and "bucket no-such-bucket" in missing.stderr + missing.stdout
 
