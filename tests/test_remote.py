@@ -1,45 +1,73 @@
 """`dvc push` / `dvc pull` carry the embeddings: machine A computes them, a fresh clone B with an empty store
 pulls them from a real S3 server on 127.0.0.1 (moto's, tests/s3_server.py) and reproduces A's matrices byte
-for byte without running an encoder; faults on the remote end in DVC's error and lose nothing."""
+for byte without running an encoder; `dvc exp push` / `dvc exp pull` carry an experiment the same way and
+`dvc gc` with the experiment flags keeps it; faults on the remote end in DVC's error and lose nothing."""
 from __future__ import annotations
 
 import json
 import shutil
 from pathlib import Path
 
+import pytest
+import yaml
+
 from conftest import ROOT, make_project, only, run, tiny_params
 
 CACHE_TYPE = "reflink,hardlink,symlink,copy"  # what the repository's .dvc/config sets
 
 
-def s3_remote(repo: Path, server, bucket: str, name: str = "storage") -> None:
+def s3_remote(repo: Path, endpoint: str, bucket: str, name: str = "storage") -> None:
     """The README's S3 remote: the bucket and endpoint committed in .dvc/config, the keys from the environment."""
     run(["dvc", "remote", "add", "-d", name, f"s3://{bucket}/dvc"], repo)
-    run(["dvc", "remote", "modify", name, "endpointurl", server.endpoint], repo)
+    run(["dvc", "remote", "modify", name, "endpointurl", endpoint], repo)
 
 
 def matrices(repo: Path) -> dict:
     return {p.relative_to(repo).as_posix(): p.read_bytes() for p in sorted((repo / "data/eval").rglob("*.json"))}
 
 
+def tree(repo: Path, folder: str) -> dict:
+    """Every file under repo/folder by relative path, as bytes."""
+    return {p.relative_to(repo).as_posix(): p.read_bytes() for p in sorted((repo / folder).rglob("*")) if p.is_file()}
+
+
 def embed_metrics(repo: Path) -> dict:
     return json.loads((repo / "metrics/embed/sotu-minilm-l6.json").read_text())
 
 
-def test_push_on_a_pull_and_repro_on_b_runs_no_encoder(tmp_path, s3_server):
+def stages_run(output: str) -> list[str]:
+    return [line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage '")]
+
+
+@pytest.fixture(scope="module")
+def machine_a(tmp_path_factory, s3_store):
+    """Machine A, built once for this file: the tiny sotu project ran `dvc repro` (the encoder ran), committed,
+    pushed its git history to a bare repository (`origin`) and its outputs to the S3 remote. Yields (A, origin).
+    A test that changes A's workspace puts it back (`git checkout .` + `dvc checkout`)."""
+    from s3_server import BUCKET
+
+    root = tmp_path_factory.mktemp("machines")
     params = only(tiny_params(), "sotu")
     params["train"]["models"] = {"sotu": ["ffn-s", "probe-minilm"]}
-    a = make_project(tmp_path / "a", params, Path(".drift/cache"))  # each clone's own store, empty at first
+    a = make_project(root / "a", params, Path(".drift/cache"))  # each clone's own store, empty at first
     assert "hardlink" in (ROOT / ".dvc/config").read_text()
     run(["dvc", "config", "cache.type", CACHE_TYPE], a)
-    s3_remote(a, s3_server, s3_server.bucket("drift-team"))
+    s3_remote(a, s3_store, BUCKET)
     run(["dvc", "repro"], a)
     assert embed_metrics(a)["computed"] > 0
     run(["git", "add", "-A"], a)
     run(["git", "commit", "-qm", "run on A"], a)
     pushed = run(["dvc", "push"], a).stdout
     assert "pushed" in pushed, pushed
+    origin = root / "origin.git"
+    run(["git", "init", "-q", "--bare", str(origin)], root)
+    run(["git", "remote", "add", "origin", str(origin)], a)
+    run(["git", "push", "-q", "origin", "HEAD"], a)
+    yield a, origin
 
+
+def test_push_on_a_pull_and_repro_on_b_runs_no_encoder(tmp_path, machine_a):
+    a, _ = machine_a
     # B: git clone, dvc pull, dvc repro; nothing of A's store or DVC cache is reachable
     b = tmp_path / "b"
     run(["git", "clone", "-q", str(a), str(b)], tmp_path)
@@ -75,6 +103,64 @@ def test_push_on_a_pull_and_repro_on_b_runs_no_encoder(tmp_path, s3_server):
     run(["dvc", "checkout", "data/features/sotu"], b)
     assert (b / "data/features/sotu/minilm-l6/pooled.npy").read_bytes() == \
         (a / "data/features/sotu/minilm-l6/pooled.npy").read_bytes()
+
+
+def test_an_experiment_travels_by_exp_push_and_pull_and_gc_keeps_it(tmp_path, machine_a):
+    """A runs `dvc exp run -S train.epochs=2` and `dvc exp push origin <exp>` (the git refs to origin, the
+    outputs to the S3 remote); a fresh clone B does `dvc exp pull` + `dvc exp apply` and has the experiment's
+    metrics and models without running a stage. Then `dvc gc -w -a -T --all-experiments` on A drops only
+    garbage: `dvc checkout` and `dvc exp apply` restore the workspace and the experiment from the cache."""
+    a, origin = machine_a
+    baseline_models = tree(a, "data/models")
+    out = run(["dvc", "exp", "run", "-n", "epochs2", "-S", "train.epochs=2"], a).stdout
+    assert "train@sotu" in stages_run(out) and "embed@sotu" not in stages_run(out), out
+    exp_metrics, exp_models, exp_matrices = tree(a, "metrics"), tree(a, "data/models"), matrices(a)
+    assert exp_models != baseline_models  # two epochs train other weights
+    pushed = run(["dvc", "exp", "push", "origin", "epochs2"], a).stdout
+    assert "epochs2" in pushed, pushed
+
+    b = tmp_path / "b"
+    run(["git", "clone", "-q", str(origin), str(b)], tmp_path)
+    assert not (b / "data/models").exists() and not (b / ".dvc/cache").exists()
+    run(["dvc", "exp", "pull", "origin", "epochs2"], b)
+    assert "epochs2" in run(["dvc", "exp", "list", "--name-only"], b).stdout
+    run(["dvc", "exp", "apply", "epochs2"], b)
+    assert tree(b, "metrics") == exp_metrics and tree(b, "data/models") == exp_models
+    assert matrices(b) == exp_matrices
+    shown = json.loads(run(["dvc", "metrics", "show", "--json"], b).stdout)
+    assert shown == json.loads(run(["dvc", "metrics", "show", "--json"], a).stdout)
+    status = run(["dvc", "status"], b).stdout
+    assert not any(f"{stage}@sotu" in status for stage in ("embed", "train", "evaluate", "report")), status
+    assert stages_run(run(["dvc", "repro"], b).stdout) == ["check"]  # no encoder, no training on B
+    assert not (b / ".drift/cache").exists() or not list((b / ".drift/cache").glob("*.lance"))
+
+    # back to A's baseline workspace; the experiment lives only in its ref. Plant garbage: a file added to DVC
+    # and dropped again leaves an object no revision uses.
+    run(["git", "checkout", "--", "."], a)
+    run(["dvc", "checkout", "--force"], a)
+    assert tree(a, "data/models") == baseline_models
+    (a / "scratch.bin").write_bytes(b"garbage no revision uses\n" * 100)
+    run(["dvc", "add", "-q", "scratch.bin"], a)
+    md5 = yaml.safe_load((a / "scratch.bin.dvc").read_text())["outs"][0]["md5"]
+    run(["dvc", "remove", "scratch.bin.dvc"], a)
+    (a / "scratch.bin").unlink()
+    garbage_object = a / ".dvc/cache/files/md5" / md5[:2] / md5[2:]
+    assert garbage_object.exists()
+
+    run(["dvc", "gc", "-w", "-a", "-T", "--all-experiments", "-f"], a)
+    assert not garbage_object.exists()
+    shutil.rmtree(a / "data/models")
+    shutil.rmtree(a / "data/features")
+    run(["dvc", "checkout"], a)
+    assert tree(a, "data/models") == baseline_models
+    status = run(["dvc", "status"], a).stdout
+    assert not any(f"{stage}@sotu" in status for stage in ("embed", "train", "evaluate", "report")), status
+    run(["dvc", "exp", "apply", "epochs2"], a)
+    assert tree(a, "data/models") == exp_models and tree(a, "metrics") == exp_metrics
+    status = run(["dvc", "status"], a).stdout
+    assert not any(f"{stage}@sotu" in status for stage in ("embed", "train", "evaluate", "report")), status
+    run(["git", "checkout", "--", "."], a)
+    run(["dvc", "checkout", "--force"], a)
 
 
 def test_pulled_feature_files_fill_an_empty_store_and_a_damaged_one_is_computed(tmp_path, capfd):
@@ -128,7 +214,7 @@ def data_repo(path: Path, server, bucket: str) -> Path:
     for i in range(4):
         (path / "d" / f"part{i}.npy").write_bytes(os.urandom(50_000))
     run(["dvc", "add", "-q", "d"], path)
-    s3_remote(path, server, bucket)
+    s3_remote(path, server.endpoint, bucket)
     run(["dvc", "remote", "modify", "storage", "verify", "true"], path)  # a pulled object is hashed before use
     run(["git", "add", "-A"], path)
     run(["git", "commit", "-qm", "data"], path)
