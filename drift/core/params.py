@@ -329,7 +329,8 @@ class TrainParams(Section):
     grad_clip: Optional[Annotated[Float, Field(gt=0)]] = None  # each model's gradient norm clipped to this; null: none
     standardise_targets: bool = True   # regression heads train on targets standardised per cutoff (Standardised)
     standardise_pixels: bool = True    # image models read pixels standardised per channel (PixelStandardised)
-    baselines: list[str] = ["baseline-prior", "baseline-linear"]
+    # references in every matrix; baseline-tfidf reads raw text, so an image dataset's roster leaves it out
+    baselines: list[str] = ["baseline-prior", "baseline-linear", "baseline-tfidf"]
     models: Annotated[dict[str, list[str]], AfterValidator(_known_datasets)] = {}  # dataset -> model names
 
 
@@ -545,8 +546,13 @@ def as_params(params) -> Params:
     return params if isinstance(params, Params) else load(params)
 
 
-def roster(train: TrainParams, name: str) -> list[str]:
+TEXT_REFERENCES = ("baseline-tfidf",)  # references that read raw text: no image dataset gets them
+
+
+def roster(train: TrainParams, name: str, modality: str | None = None) -> list[str]:
     """The models a dataset's run trains and reports: `train.models.<name>`, then the references
-    (`train.baselines`, both by default) that give every matrix a floor."""
+    (`train.baselines`, all three by default) that give every matrix a floor; on an image dataset (`modality`
+    "image") the text-only references are left out."""
     models = list(train.models.get(name) or [])  # a dataset without models: drift.data.validate says so
-    return models + [b for b in train.baselines if b not in models]
+    return models + [b for b in train.baselines
+                     if b not in models and not (modality == "image" and b in TEXT_REFERENCES)]

@@ -187,3 +187,141 @@ class LinearBaseline(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.reshape(len(x), self.n_features).to(self.mean.device, torch.float32)
         return self.head((x - self.mean) / self.std)
+
+
+# ---------------------------------------------------------------- the lexical reference: TF-IDF on the raw text
+
+TFIDF_WORD_FEATURES = 40_000   # word 1-2-grams kept (the most frequent in the cutoff's training rows)
+TFIDF_CHAR_FEATURES = 60_000   # character 2-5-grams within words kept; docs/decisions.md has the cost
+TFIDF_C = 1.0                  # scikit-learn's default C (alpha = 1 / C for ridge): TF-IDF rows have unit norm
+TFIDF_MAX_ITER = 300
+_VOCAB_SEP = "\n"              # terms never hold a newline: both analyzers split on whitespace first
+
+
+def _vectorizers(word: int, char: int, vocabularies=(None, None)):
+    """The word and character TfidfVectorizers (sublinear tf, l2 rows; a term must occur in 2 training rows)."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    common = {"sublinear_tf": True, "dtype": np.float32, "lowercase": True}
+    word_vocab, char_vocab = vocabularies
+    return (TfidfVectorizer(analyzer="word", ngram_range=(1, 2), max_features=word, vocabulary=word_vocab,
+                            min_df=1 if word_vocab else 2, **common),
+            TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), max_features=char, vocabulary=char_vocab,
+                            min_df=1 if char_vocab else 2, **common))
+
+
+def _encode_terms(terms) -> torch.Tensor:
+    """A vocabulary as one uint8 buffer: its terms in order, UTF-8, newline-separated."""
+    data = _VOCAB_SEP.join(terms).encode("utf-8")
+    return torch.tensor(np.frombuffer(data, np.uint8).copy()) if data else torch.zeros(0, dtype=torch.uint8)
+
+
+def _decode_terms(buffer: torch.Tensor) -> list[str]:
+    return bytes(buffer.numpy()).decode("utf-8").split(_VOCAB_SEP) if buffer.numel() else []
+
+
+class TfidfBaseline(nn.Module):
+    """A lexical reference on the rows' raw text: scikit-learn's TF-IDF of word 1-2-grams and character 2-5-grams
+    within words (each vocabulary the most frequent terms of the cutoff's training rows, at most
+    TFIDF_WORD_FEATURES + TFIDF_CHAR_FEATURES; idf from those rows), then a linear model fitted in closed form like
+    LinearBaseline's: logistic regression (binary: 2 logits [-z/2, z/2]; multiclass multinomial; multilabel one
+    vs rest, each label weighted neg / pos) or ridge with w_r = n / n_r (ratings), C = TFIDF_C. Its input kind is
+    "text": fit(texts, targets, task_name) and forward(texts) take a sequence of strings. The vocabularies, idf
+    and weights are buffers sized by the fit (a state_dict loads into a fresh model whatever their size)."""
+
+    closed_form = True
+
+    def __init__(self, spec, n_outputs: int, word_features: int = TFIDF_WORD_FEATURES,
+                 char_features: int = TFIDF_CHAR_FEATURES, C: float = TFIDF_C, max_iter: int = TFIDF_MAX_ITER):
+        super().__init__()
+        if not C > 0 or min(word_features, char_features, max_iter) < 1:
+            raise DriftError(f"TfidfBaseline needs C > 0 and positive feature counts and max_iter, got C={C}, "
+                             f"word_features={word_features}, char_features={char_features}, max_iter={max_iter}")
+        self.n_outputs, self.C, self.max_iter = int(n_outputs), float(C), int(max_iter)
+        self.word_features, self.char_features = int(word_features), int(char_features)
+        for name in ("word_vocab", "char_vocab"):
+            self.register_buffer(name, torch.zeros(0, dtype=torch.uint8))
+        for name in ("word_idf", "char_idf"):
+            self.register_buffer(name, torch.zeros(0, dtype=torch.float32))
+        self.register_buffer("weight", torch.zeros(self.n_outputs, 0, dtype=torch.float32))
+        self.register_buffer("bias", torch.zeros(self.n_outputs, dtype=torch.float64))
+        self._transform = None
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        for name in ("word_vocab", "char_vocab", "word_idf", "char_idf", "weight"):
+            if prefix + name in state_dict:   # sized by the fit: take the saved shape before the copy
+                saved = state_dict[prefix + name]
+                setattr(self, name, torch.zeros(saved.shape, dtype=saved.dtype))
+        self._transform = None
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def _features(self, texts):
+        """[n, V] scipy CSR float32: the two TF-IDF blocks side by side, from the buffers."""
+        import scipy.sparse as sp
+        if self._transform is None:
+            vocabs = (_decode_terms(self.word_vocab), _decode_terms(self.char_vocab))
+            vectorizers = _vectorizers(self.word_features, self.char_features,
+                                       tuple({t: i for i, t in enumerate(v)} or None for v in vocabs))
+            for vectorizer, vocab, idf in zip(vectorizers, vocabs, (self.word_idf, self.char_idf)):
+                if vocab:
+                    vectorizer.idf_ = idf.numpy().astype(np.float64)
+            self._transform = [(v, bool(vocab)) for v, vocab in zip(vectorizers, vocabs)]
+        blocks = [v.transform(texts) for v, has in self._transform if has]
+        return sp.hstack(blocks, format="csr", dtype=np.float32) if blocks else sp.csr_matrix((len(texts), 0), dtype=np.float32)
+
+    @torch.no_grad()
+    def fit(self, texts, targets: torch.Tensor, task_name: str) -> "TfidfBaseline":
+        import scipy.sparse as sp
+        texts = [t if isinstance(t, str) else "" for t in texts]
+        y = _check(task_name, targets, self.n_outputs, len(texts))
+        b = prior_row(y, task_name, self.n_outputs).numpy()
+        word, char = _vectorizers(self.word_features, self.char_features)
+        blocks, vocabs, idfs = [], [], []
+        for vectorizer in (word, char):
+            try:
+                blocks.append(vectorizer.fit_transform(texts))
+                vocabs.append(vectorizer.get_feature_names_out().tolist())
+                idfs.append(torch.from_numpy(vectorizer.idf_.astype(np.float32)))
+            except ValueError:        # no term in 2 training rows (a tiny or empty text set): no block
+                vocabs.append([])
+                idfs.append(torch.zeros(0, dtype=torch.float32))
+        Z = sp.hstack(blocks, format="csr", dtype=np.float32) if blocks else None
+        W = np.zeros((0 if Z is None else Z.shape[1], self.n_outputs))
+        y = y.numpy()
+        if Z is not None and Z.shape[1]:
+            with threadpool_limits(1), warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)      # max_iter caps the fit on purpose
+                if task_name == "regression":
+                    _, inverse, counts = np.unique(y, return_inverse=True, return_counts=True)
+                    s = len(y) / counts[inverse]                             # w_r = n / n_r (tasks.rating_weights)
+                    fit = Ridge(alpha=1 / self.C, solver="sparse_cg", tol=1e-6).fit(Z, y, sample_weight=s / s.mean())
+                    W[:, 0], b[0] = fit.coef_, fit.intercept_
+                elif task_name == "binary":
+                    if 0 < y.sum() < len(y):
+                        beta, z0 = _logistic(Z, y, None, self.C, self.max_iter)
+                        W[:, 0], W[:, 1], b[:] = -beta / 2, beta / 2, (-z0 / 2, z0 / 2)
+                elif task_name == "multiclass":
+                    present = np.unique(y).astype(np.int64)
+                    if len(present) >= 2:                                    # an absent class keeps its prior logit
+                        fit = LogisticRegression(C=self.C, tol=TOL, max_iter=self.max_iter).fit(Z, y.astype(np.int64))
+                        coef, intercept = fit.coef_.astype(np.float64), fit.intercept_.astype(np.float64)
+                        if len(present) == 2:                                # scikit-learn's one row: [-z/2, z/2]
+                            coef = np.vstack([-coef / 2, coef / 2])
+                            intercept = np.array([-intercept[0], intercept[0]]) / 2
+                        W[:, present], b[present] = coef.T, intercept
+                else:
+                    pos = y.sum(0)
+                    for c in np.flatnonzero((pos > 0) & (pos < len(y))):    # a label never (or always) seen: its prior
+                        w_c = (len(y) - pos[c]) / pos[c]                      # neg / pos (tasks.class_weights)
+                        W[:, c], b[c] = _logistic(Z, y[:, c], np.where(y[:, c] == 1, w_c, 1.0), self.C, self.max_iter)
+        self.word_vocab, self.char_vocab = _encode_terms(vocabs[0]), _encode_terms(vocabs[1])
+        self.word_idf, self.char_idf = idfs
+        self.weight = torch.from_numpy(np.ascontiguousarray(W.T, dtype=np.float32))
+        self.bias = torch.from_numpy(b.astype(np.float64))
+        self._transform = None
+        return self
+
+    def forward(self, texts) -> torch.Tensor:
+        texts = [t if isinstance(t, str) else "" for t in texts]
+        Z = self._features(texts)
+        out = Z @ self.weight.numpy().T.astype(np.float64) + self.bias.numpy()
+        return torch.from_numpy(np.asarray(out, dtype=np.float32))

@@ -81,14 +81,14 @@ class SliceData:
     def encoder_for(self, model_name: str) -> str | None:
         """The encoder whose embeddings a model reads: its own for a probe, the text encoder for a text head."""
         info = get_model_info(model_name)
-        if self.input_kind(model_name) == "pixels":
+        if self.input_kind(model_name) in ("pixels", "text"):
             return None
         if info.input == "pooled":
             return info.name.removeprefix("probe-")
         return self.params.embed.text_encoder
 
     def input_kind(self, model_name: str) -> str:
-        """pixels, tokens or pooled; the references read pixels of an image dataset, the text encoder's pooled
+        """pixels, tokens, pooled or text (the rows' raw strings); the references read pixels of an image dataset, the text encoder's pooled
         vectors of a text dataset."""
         kind = get_model_info(model_name).input
         if kind == "auto":
@@ -97,6 +97,12 @@ class SliceData:
 
     def inputs(self, model_name: str) -> Inputs:
         kind, encoder = self.input_kind(model_name), self.encoder_for(model_name)
+        if kind == "text" and (kind, None) not in self._inputs:
+            if self.modality != "text":
+                raise DriftError(f"{model_name} reads raw text; {self.name} is an {self.modality} dataset: "
+                                 f"drop {model_name} from train.baselines")
+            texts = read_slice_table(self.slice_path, columns=["text"]).column("text").to_pylist()
+            self._inputs[kind, None] = Inputs("text", np.array(texts, dtype=object))
         if (kind, encoder) not in self._inputs:
             manifest = None
             if encoder is not None:
