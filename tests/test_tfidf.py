@@ -6,7 +6,7 @@ Expectations: planted words that decide the label, scikit-learn's own vectorizer
 import numpy as np
 import pytest
 import torch
-from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.feature_extraction.text import TfidfTransformer
 from sklearn.linear_model import LogisticRegression
 
 from drift.core.errors import DriftError
@@ -15,7 +15,7 @@ from drift.evaluate.predict import predict, predict_many
 from drift.models import InputSpec, create_model, get_model_info
 from drift.models.checkpoints import build_model
 from drift.models.inputs import Inputs
-from drift.models.reference import TfidfBaseline
+from drift.models.reference import TfidfBaseline, text_counts
 from drift.run.checks import check_roster
 
 TEXT = InputSpec("text", (1,))
@@ -24,11 +24,11 @@ CUES = ["fix crash", "add feature", "update docs"]
 
 
 def _texts(n: int, seed: int, classes: int = 3):
-    """n texts of filler words; a label's cue words appear in every text of that label."""
+    """n texts of filler words (as hashed counts); a label's cue words appear in every text of that label."""
     rng = np.random.default_rng(seed)
     y = rng.integers(0, classes, n)
     texts = [" ".join(list(rng.choice(FILLER, 12)) + CUES[c].split()) for c in y]
-    return texts, y
+    return text_counts(texts), y
 
 
 def _accuracy(model, texts, y) -> float:
@@ -53,14 +53,14 @@ def test_planted_cues_are_learned_for_every_task():
 def test_it_is_scikit_learns_tfidf_and_logistic_regression():
     texts, y = _texts(200, 2)
     model = TfidfBaseline(TEXT, 3).fit(texts, torch.tensor(y), "multiclass")
-    word = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, max_features=model.word_features)
-    char = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), min_df=2, sublinear_tf=True,
-                           max_features=model.char_features)
-    from scipy.sparse import hstack
-    Z = hstack([word.fit_transform(texts), char.fit_transform(texts)]).tocsr()
+    df = np.asarray((texts > 0).sum(0)).ravel()
+    assert set(model.columns.tolist()) == set(np.flatnonzero(df >= 2).tolist())    # under max_features: all in 2+
+    Z = TfidfTransformer(sublinear_tf=True).fit_transform(texts[:, model.columns.numpy()])
     expected = LogisticRegression(C=model.C, tol=1e-5, max_iter=model.max_iter).fit(Z, y).decision_function(Z)
     np.testing.assert_allclose(model(texts).numpy(), expected, rtol=1e-3, atol=1e-3)
-    assert model.weight.shape == (3, Z.shape[1])
+    small = TfidfBaseline(TEXT, 3, max_features=10).fit(texts, torch.tensor(y), "multiclass")
+    top = np.sort(df)[::-1][:10]
+    assert len(small.columns) == 10 and sorted(df[small.columns.numpy()].tolist(), reverse=True) == top.tolist()
 
 
 def test_state_dict_round_trip_determinism_and_registry():
@@ -79,9 +79,9 @@ def test_state_dict_round_trip_determinism_and_registry():
 
 def test_text_inputs_batch_and_predict_like_the_other_kinds():
     texts, y = _texts(90, 4)
-    texts[5] = None                                                                   # a row without text
-    inputs = Inputs("text", np.array(texts, dtype=object))
-    assert inputs.spec() == TEXT and inputs.batch(np.array([2, 0]))[0] == [texts[2], texts[0]]
+    assert text_counts(["a b", None])[1].nnz == 0                                    # a row without text
+    inputs = Inputs("text", texts)
+    assert inputs.spec() == TEXT and (inputs.batch(np.array([2, 0]))[0] != texts[[2, 0]]).nnz == 0
     model = TfidfBaseline(TEXT, 3).fit(inputs.batch(np.arange(90))[0], torch.tensor(y), "multiclass")
     rows = np.array([7, 3, 5, 60])
     out = predict(model, inputs, rows, batch_size=2)
@@ -90,10 +90,10 @@ def test_text_inputs_batch_and_predict_like_the_other_kinds():
 
 
 def test_tiny_or_empty_texts_fall_back_to_the_prior():
-    model = TfidfBaseline(TEXT, 2).fit(["", "", ""], torch.tensor([1, 1, 0]), "binary")
-    assert (model(["anything", ""]).argmax(1) == 1).all()                            # no vocabulary: the prior
-    single = TfidfBaseline(TEXT, 2).fit(["just one row"], torch.tensor([0]), "binary")
-    assert (single(["x"]).argmax(1) == 0).all()
+    model = TfidfBaseline(TEXT, 2).fit(text_counts(["", "", ""]), torch.tensor([1, 1, 0]), "binary")
+    assert (model(text_counts(["anything", ""])).argmax(1) == 1).all()               # no vocabulary: the prior
+    single = TfidfBaseline(TEXT, 2).fit(text_counts(["just one row"]), torch.tensor([0]), "binary")
+    assert (single(text_counts(["x"])).argmax(1) == 0).all()
 
 
 def test_roster_on_text_only_and_errors():

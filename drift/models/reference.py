@@ -191,108 +191,87 @@ class LinearBaseline(nn.Module):
 
 # ---------------------------------------------------------------- the lexical reference: TF-IDF on the raw text
 
-TFIDF_WORD_FEATURES = 40_000   # word 1-2-grams kept (the most frequent in the cutoff's training rows)
-TFIDF_CHAR_FEATURES = 60_000   # character 2-5-grams within words kept; docs/decisions.md has the cost
+HASH_BITS = 20                 # each analyzer hashes its terms into 2^20 columns (scikit-learn's HashingVectorizer)
+TFIDF_MAX_FEATURES = 100_000   # terms kept per cutoff: the most frequent of its training rows; docs/decisions.md
 TFIDF_C = 1.0                  # scikit-learn's default C (alpha = 1 / C for ridge): TF-IDF rows have unit norm
 TFIDF_MAX_ITER = 300
-_VOCAB_SEP = "\n"              # terms never hold a newline: both analyzers split on whitespace first
+TEXT_BATCH = 4096              # rows analysed at a time (memory follows it, not the dataset)
 
 
-def _vectorizers(word: int, char: int, vocabularies=(None, None)):
-    """The word and character TfidfVectorizers (sublinear tf, l2 rows; a term must occur in 2 training rows)."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
-    common = {"sublinear_tf": True, "dtype": np.float32, "lowercase": True}
-    word_vocab, char_vocab = vocabularies
-    return (TfidfVectorizer(analyzer="word", ngram_range=(1, 2), max_features=word, vocabulary=word_vocab,
-                            min_df=1 if word_vocab else 2, **common),
-            TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), max_features=char, vocabulary=char_vocab,
-                            min_df=1 if char_vocab else 2, **common))
-
-
-def _encode_terms(terms) -> torch.Tensor:
-    """A vocabulary as one uint8 buffer: its terms in order, UTF-8, newline-separated."""
-    data = _VOCAB_SEP.join(terms).encode("utf-8")
-    return torch.tensor(np.frombuffer(data, np.uint8).copy()) if data else torch.zeros(0, dtype=torch.uint8)
-
-
-def _decode_terms(buffer: torch.Tensor) -> list[str]:
-    return bytes(buffer.numpy()).decode("utf-8").split(_VOCAB_SEP) if buffer.numel() else []
+def text_counts(texts) -> "scipy.sparse.csr_matrix":
+    """The rows' term counts, CSR int32 [n, 2 * 2^HASH_BITS]: word 1-2-grams, then character 3-5-grams within
+    words, lowercased, each hashed by scikit-learn's HashingVectorizer (no sign flip). A row without text (None)
+    has no terms. Computed once per dataset: every cutoff's TF-IDF is a column selection and a weighting of it."""
+    import scipy.sparse as sp
+    from sklearn.feature_extraction.text import HashingVectorizer
+    common = {"n_features": 2 ** HASH_BITS, "alternate_sign": False, "norm": None, "dtype": np.float32}
+    word = HashingVectorizer(analyzer="word", ngram_range=(1, 2), **common)
+    char = HashingVectorizer(analyzer="char_wb", ngram_range=(3, 5), **common)
+    texts = [t if isinstance(t, str) else "" for t in texts]
+    blocks = [sp.hstack([word.transform(texts[i:i + TEXT_BATCH]), char.transform(texts[i:i + TEXT_BATCH])],
+                        format="csr") for i in range(0, len(texts), TEXT_BATCH)]
+    out = sp.vstack(blocks, format="csr") if blocks else sp.csr_matrix((0, 2 ** (HASH_BITS + 1)), dtype=np.float32)
+    return out
 
 
 class TfidfBaseline(nn.Module):
-    """A lexical reference on the rows' raw text: scikit-learn's TF-IDF of word 1-2-grams and character 2-5-grams
-    within words (each vocabulary the most frequent terms of the cutoff's training rows, at most
-    TFIDF_WORD_FEATURES + TFIDF_CHAR_FEATURES; idf from those rows), then a linear model fitted in closed form like
-    LinearBaseline's: logistic regression (binary: 2 logits [-z/2, z/2]; multiclass multinomial; multilabel one
-    vs rest, each label weighted neg / pos) or ridge with w_r = n / n_r (ratings), C = TFIDF_C. Its input kind is
-    "text": fit(texts, targets, task_name) and forward(texts) take a sequence of strings. The vocabularies, idf
-    and weights are buffers sized by the fit (a state_dict loads into a fresh model whatever their size)."""
+    """A lexical reference on the rows' raw text: TF-IDF over hashed word 1-2-grams and character 3-5-grams
+    (text_counts), its vocabulary the TFIDF_MAX_FEATURES terms in most training rows of the cutoff (in at least
+    2; ties to the lower column), idf smoothed and tf sublinear as scikit-learn's TfidfTransformer, rows of unit
+    norm; then a linear model fitted in closed form like LinearBaseline's: logistic regression (binary: 2 logits
+    [-z/2, z/2]; multiclass multinomial; multilabel one vs rest, each label weighted neg / pos) or ridge with
+    w_r = n / n_r (ratings), C = TFIDF_C. Input kind "text": fit(counts, targets, task_name) and forward(counts)
+    take text_counts rows (CSR). Its vocabulary, idf and weights are buffers sized by the fit (a state_dict loads
+    into a fresh model whatever their size)."""
 
     closed_form = True
 
-    def __init__(self, spec, n_outputs: int, word_features: int = TFIDF_WORD_FEATURES,
-                 char_features: int = TFIDF_CHAR_FEATURES, C: float = TFIDF_C, max_iter: int = TFIDF_MAX_ITER):
+    def __init__(self, spec, n_outputs: int, max_features: int = TFIDF_MAX_FEATURES, C: float = TFIDF_C,
+                 max_iter: int = TFIDF_MAX_ITER):
         super().__init__()
-        if not C > 0 or min(word_features, char_features, max_iter) < 1:
-            raise DriftError(f"TfidfBaseline needs C > 0 and positive feature counts and max_iter, got C={C}, "
-                             f"word_features={word_features}, char_features={char_features}, max_iter={max_iter}")
-        self.n_outputs, self.C, self.max_iter = int(n_outputs), float(C), int(max_iter)
-        self.word_features, self.char_features = int(word_features), int(char_features)
-        for name in ("word_vocab", "char_vocab"):
-            self.register_buffer(name, torch.zeros(0, dtype=torch.uint8))
-        for name in ("word_idf", "char_idf"):
-            self.register_buffer(name, torch.zeros(0, dtype=torch.float32))
+        if not C > 0 or min(max_features, max_iter) < 1:
+            raise DriftError(f"TfidfBaseline needs C > 0, max_features >= 1 and max_iter >= 1, got C={C}, "
+                             f"max_features={max_features}, max_iter={max_iter}")
+        self.n_outputs, self.C, self.max_iter, self.max_features = int(n_outputs), float(C), int(max_iter), int(max_features)
+        self.register_buffer("columns", torch.zeros(0, dtype=torch.int64))    # the vocabulary: hashed columns
+        self.register_buffer("idf", torch.zeros(0, dtype=torch.float32))
         self.register_buffer("weight", torch.zeros(self.n_outputs, 0, dtype=torch.float32))
         self.register_buffer("bias", torch.zeros(self.n_outputs, dtype=torch.float64))
-        self._transform = None
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        for name in ("word_vocab", "char_vocab", "word_idf", "char_idf", "weight"):
+        for name in ("columns", "idf", "weight"):
             if prefix + name in state_dict:   # sized by the fit: take the saved shape before the copy
                 saved = state_dict[prefix + name]
                 setattr(self, name, torch.zeros(saved.shape, dtype=saved.dtype))
-        self._transform = None
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
-    def _features(self, texts):
-        """[n, V] scipy CSR float32: the two TF-IDF blocks side by side, from the buffers."""
-        import scipy.sparse as sp
-        if self._transform is None:
-            vocabs = (_decode_terms(self.word_vocab), _decode_terms(self.char_vocab))
-            vectorizers = _vectorizers(self.word_features, self.char_features,
-                                       tuple({t: i for i, t in enumerate(v)} or None for v in vocabs))
-            for vectorizer, vocab, idf in zip(vectorizers, vocabs, (self.word_idf, self.char_idf)):
-                if vocab:
-                    vectorizer.idf_ = idf.numpy().astype(np.float64)
-            self._transform = [(v, bool(vocab)) for v, vocab in zip(vectorizers, vocabs)]
-        blocks = [v.transform(texts) for v, has in self._transform if has]
-        return sp.hstack(blocks, format="csr", dtype=np.float32) if blocks else sp.csr_matrix((len(texts), 0), dtype=np.float32)
+    def _tfidf(self, counts):
+        """[n, V] CSR float32: sublinear tf times idf over the vocabulary's columns, each row of unit norm."""
+        from sklearn.preprocessing import normalize
+        X = counts[:, self.columns.numpy()].astype(np.float32)
+        X.data = np.log(X.data) + 1                                   # sublinear tf: 1 + ln(count)
+        X = X.multiply(self.idf.numpy()[None, :]).tocsr()
+        return normalize(X, norm="l2", copy=False)
 
     @torch.no_grad()
-    def fit(self, texts, targets: torch.Tensor, task_name: str) -> "TfidfBaseline":
-        import scipy.sparse as sp
-        texts = [t if isinstance(t, str) else "" for t in texts]
-        y = _check(task_name, targets, self.n_outputs, len(texts))
+    def fit(self, counts, targets: torch.Tensor, task_name: str) -> "TfidfBaseline":
+        y = _check(task_name, targets, self.n_outputs, counts.shape[0])
         b = prior_row(y, task_name, self.n_outputs).numpy()
-        word, char = _vectorizers(self.word_features, self.char_features)
-        blocks, vocabs, idfs = [], [], []
-        for vectorizer in (word, char):
-            try:
-                blocks.append(vectorizer.fit_transform(texts))
-                vocabs.append(vectorizer.get_feature_names_out().tolist())
-                idfs.append(torch.from_numpy(vectorizer.idf_.astype(np.float32)))
-            except ValueError:        # no term in 2 training rows (a tiny or empty text set): no block
-                vocabs.append([])
-                idfs.append(torch.zeros(0, dtype=torch.float32))
-        Z = sp.hstack(blocks, format="csr", dtype=np.float32) if blocks else None
-        W = np.zeros((0 if Z is None else Z.shape[1], self.n_outputs))
+        n = counts.shape[0]
+        df = np.asarray((counts > 0).sum(0)).ravel()
+        candidates = np.flatnonzero(df >= 2)
+        keep = candidates[np.argsort(-df[candidates], kind="stable")[:self.max_features]]
+        self.columns = torch.from_numpy(np.sort(keep).astype(np.int64))
+        self.idf = torch.from_numpy((np.log((1 + n) / (1 + df[self.columns.numpy()])) + 1).astype(np.float32))
+        W = np.zeros((len(keep), self.n_outputs))
         y = y.numpy()
-        if Z is not None and Z.shape[1]:
+        if len(keep):
+            Z = self._tfidf(counts)
             with threadpool_limits(1), warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)      # max_iter caps the fit on purpose
                 if task_name == "regression":
-                    _, inverse, counts = np.unique(y, return_inverse=True, return_counts=True)
-                    s = len(y) / counts[inverse]                             # w_r = n / n_r (tasks.rating_weights)
+                    _, inverse, n_r = np.unique(y, return_inverse=True, return_counts=True)
+                    s = len(y) / n_r[inverse]                                # w_r = n / n_r (tasks.rating_weights)
                     fit = Ridge(alpha=1 / self.C, solver="sparse_cg", tol=1e-6).fit(Z, y, sample_weight=s / s.mean())
                     W[:, 0], b[0] = fit.coef_, fit.intercept_
                 elif task_name == "binary":
@@ -313,15 +292,12 @@ class TfidfBaseline(nn.Module):
                     for c in np.flatnonzero((pos > 0) & (pos < len(y))):    # a label never (or always) seen: its prior
                         w_c = (len(y) - pos[c]) / pos[c]                      # neg / pos (tasks.class_weights)
                         W[:, c], b[c] = _logistic(Z, y[:, c], np.where(y[:, c] == 1, w_c, 1.0), self.C, self.max_iter)
-        self.word_vocab, self.char_vocab = _encode_terms(vocabs[0]), _encode_terms(vocabs[1])
-        self.word_idf, self.char_idf = idfs
         self.weight = torch.from_numpy(np.ascontiguousarray(W.T, dtype=np.float32))
         self.bias = torch.from_numpy(b.astype(np.float64))
-        self._transform = None
         return self
 
-    def forward(self, texts) -> torch.Tensor:
-        texts = [t if isinstance(t, str) else "" for t in texts]
-        Z = self._features(texts)
-        out = Z @ self.weight.numpy().T.astype(np.float64) + self.bias.numpy()
+    def forward(self, counts) -> torch.Tensor:
+        if not len(self.columns):                                     # no vocabulary: the prior for every row
+            return torch.from_numpy(np.tile(self.bias.numpy(), (counts.shape[0], 1)).astype(np.float32))
+        out = self._tfidf(counts) @ self.weight.numpy().T.astype(np.float64) + self.bias.numpy()
         return torch.from_numpy(np.asarray(out, dtype=np.float32))

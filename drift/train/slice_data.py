@@ -13,6 +13,7 @@ from drift.core.params import Params
 from drift.core.stage import require
 from drift.models import get_model_info
 from drift.models.inputs import Inputs, open_inputs
+from drift.models.reference import text_counts
 from drift.protocol.tasks import get_task
 from drift.store.cells import row_hashes
 from drift.store.features import ensure_features, keys_sha256
@@ -102,7 +103,7 @@ class SliceData:
                 raise DriftError(f"{model_name} reads raw text; {self.name} is an {self.modality} dataset: "
                                  f"drop {model_name} from train.baselines")
             texts = read_slice_table(self.slice_path, columns=["text"]).column("text").to_pylist()
-            self._inputs[kind, None] = Inputs("text", np.array(texts, dtype=object))
+            self._inputs[kind, None] = Inputs("text", text_counts(texts))
         if (kind, encoder) not in self._inputs:
             manifest = None
             if encoder is not None:
