@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import SHIPPED_PARAMS
 from conftest import drift_cli as drift
 
 DRIFT = str(Path(sys.executable).parent / "drift")
@@ -64,8 +66,9 @@ def test_models_json_fields(tmp_path):
     assert abs(by_name["cnn-s"]["trainable_params"] - 94_000) / 94_000 < 0.1
 
 
-def test_models_for_a_dataset_use_its_inputs_and_outputs():
-    root = Path(__file__).resolve().parents[1]  # params.yaml: sotu is binary on 384-d MiniLM states
+def test_models_for_a_dataset_use_its_inputs_and_outputs(tmp_path):
+    root = tmp_path  # the shipped params.yaml: sotu is binary on 384-d MiniLM states
+    shutil.copy(SHIPPED_PARAMS, root / "params.yaml")
     rows = {r["name"]: r for r in json.loads(drift("models", "--dataset", "sotu", "--json", cwd=root).stdout)}
     assert rows["probe-minilm-l6"]["trainable_params"] == 384 * 2 + 2
     assert rows["probe-minilm-l6"]["total_params"] == 770 + 22_700_000  # the frozen encoder counts in the total

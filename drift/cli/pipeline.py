@@ -319,15 +319,18 @@ def track(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
 
 
 def preset(name: str = typer.Argument(..., help="a file in params/, e.g. paper-yearbook"),
-           params: Path = typer.Option(Path("params.yaml"), help="the params file to update")):
-    """Apply a paper preset (params/<name>.yaml) to params.yaml; then `dvc exp run` or `dvc repro`."""
+           params: Path = typer.Option(Path("params.yaml"), help="the params file to update"),
+           only: bool = typer.Option(False, "--only", help="run only the preset's datasets: drop your own "
+                                     "(drift init) datasets and their sections too")):
+    """Apply a paper preset (params/<name>.yaml) to params.yaml; then `dvc exp run` or `dvc repro`. Your own
+    datasets (added by `drift init`) stay beside the preset's unless --only."""
     from drift.data.datasets import load
 
     try:
-        changed = apply_preset(name, params, check=load)
+        changed = apply_preset(name, params, check=load, only=only)
     except DriftError as e:
         fail(e)
-    console.print(f"applied {name}: {', '.join(changed) or 'nothing changed'}")
+    console.print(f"applied {name}: {', '.join(changed) or 'nothing changed'}", highlight=False, soft_wrap=True)
     console.print("next: `dvc exp run -n " + name + "` (or `dvc repro`)", style="dim")
 
 

@@ -194,7 +194,7 @@ class LinearBaseline(nn.Module):
 HASH_BITS = 20                 # each analyzer hashes its terms into 2^20 columns (scikit-learn's HashingVectorizer)
 TFIDF_MAX_FEATURES = 100_000   # terms kept per cutoff: the most frequent of its training rows; docs/decisions.md
 TFIDF_C = 1.0                  # scikit-learn's default C (alpha = 1 / C for ridge): TF-IDF rows have unit norm
-TFIDF_MAX_ITER = 300
+TFIDF_MAX_ITER = 100           # L-BFGS passes at most: each is one sweep of the sparse rows (docs/decisions.md)
 TEXT_BATCH = 4096              # rows analysed at a time (memory follows it, not the dataset)
 
 
@@ -272,7 +272,7 @@ class TfidfBaseline(nn.Module):
                 if task_name == "regression":
                     _, inverse, n_r = np.unique(y, return_inverse=True, return_counts=True)
                     s = len(y) / n_r[inverse]                                # w_r = n / n_r (tasks.rating_weights)
-                    fit = Ridge(alpha=1 / self.C, solver="sparse_cg", tol=1e-6).fit(Z, y, sample_weight=s / s.mean())
+                    fit = Ridge(alpha=1 / self.C, solver="lsqr", tol=1e-4).fit(Z, y, sample_weight=s / s.mean())
                     W[:, 0], b[0] = fit.coef_, fit.intercept_
                 elif task_name == "binary":
                     if 0 < y.sum() < len(y):
