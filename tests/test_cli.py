@@ -184,3 +184,24 @@ def test_summary_table_fits_80_columns_without_cutting(extra, seeds, every_colum
     assert std_left_out is False
     if seeds > 1:
         assert "± 0.012" in text  # the seed spread is kept before the optional columns
+
+
+def test_summary_shows_the_margin_over_baseline_tfidf():
+    from rich.console import Console
+
+    from drift.cli.pipeline import summary_table
+    from drift.report.results import summary_rows
+
+    models = {**WITH_REFS, "baseline-tfidf": (0.85, 0.70, "Reference")}
+    stats = {m: {"id": i, "future": f, "decay": i - f, "metric": "accuracy", "higher_is_better": True, "k": 3,
+                 "seeds": 1, "family": fam} for m, (i, f, fam) in models.items()}
+    rows = summary_rows(stats, "decay")
+    assert next(r for r in rows if r["model"] == "tx-s")["margin_tfidf"] == pytest.approx(0.05)
+    for width, shown in ((200, True), (60, False)):   # narrow: vs tfidf gives way after vs linear and the family
+        table, _ = summary_table(rows, width)
+        console = Console(width=width, record=True, file=open("/dev/null", "w"))
+        console.print(table)
+        text = console.export_text()
+        assert ("tfidf" in text.splitlines()[0]) is shown and "…" not in text
+        if shown:
+            assert "+0.050" in next(line for line in text.splitlines() if " tx-s " in f" {line} ")

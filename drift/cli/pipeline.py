@@ -53,8 +53,8 @@ def summary_table(rows: list[dict], width: int) -> tuple[Table, bool]:
     has_std = any(r.get(f"{s}_std") is not None for r in rows for s in ("id", "future", "decay"))
     # (std, vs tfidf, vs linear, family), richest first
     inner = [(True, True, True), (True, False, True), (True, False, False), (False, False, False)]
-    layouts = [(std, tfidf, linear, family) for std in (True, False) for tfidf, linear, family in inner
-               if (has_std or not std) and (has["linear"] or not linear) and (has["tfidf"] or not tfidf)]
+    layouts = [(std, tfidf and has["tfidf"], linear and has["linear"], family)
+               for std in (True, False) for tfidf, linear, family in inner if has_std or not std]
     layouts = list(dict.fromkeys(layouts))
     measure = Console(width=10_000)  # the table's natural width, not clamped to the terminal's
     for n, (std, tfidf, linear, family) in enumerate(layouts):
