@@ -321,3 +321,16 @@ def test_dvc_repro_runs_a_multiclass_text_table_and_an_image_table(project):
 
 def metrics_of(repo: Path, name: str) -> dict:
     return json.loads((repo / "metrics" / name / "ffn-s.json").read_text())
+
+
+def test_an_empty_time_is_missing_and_every_quarantined_row_keeps_its_raw_value(tmp_path):
+    rows = ticket_rows(5)
+    rows = rows + [{**rows[0], "ticket_id": "E1", "opened": ""}, {**rows[0], "ticket_id": "E2", "opened": "  "},
+                   dict(rows[1])]
+    write_csv_gz(tmp_path / "t.csv.gz", [{**r, "opened": r["opened"] if isinstance(r["opened"], str)
+                                          else r["opened"].isoformat()} for r in rows])
+    counts, records, bad = run_ingest(tmp_path, section(tmp_path / "t.csv.gz"))
+    assert counts["quarantined_by_reason"] == {"missing_time": 2, "duplicate_id": 1}
+    assert all(raw for raw in bad["raw"].to_pylist()), bad.to_pylist()        # the duplicate too
+    times = sorted(records["time"].to_pylist())
+    assert counts["data_span"] == [str(times[0]), str(times[-1])] and counts["span"] == ["2019-01-01", "2022-01-01"]
