@@ -205,3 +205,21 @@ def test_summary_shows_the_margin_over_baseline_tfidf():
         assert ("tfidf" in text.splitlines()[0]) is shown and "…" not in text
         if shown:
             assert "+0.050" in next(line for line in text.splitlines() if " tx-s " in f" {line} ")
+
+
+def test_tables_are_not_cut_when_piped(tmp_path):
+    """Piped (no terminal, no $COLUMNS), a summary too wide for 80 columns keeps every column and the seed std;
+    with $COLUMNS=80 the optional columns give way as on a narrow terminal."""
+    import os
+    import subprocess
+
+    write_with_refs(tmp_path, {**WITH_REFS, **LONG_NAMES}, seeds=3)
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    cmd = [DRIFT, "summary", "--metrics-dir", str(tmp_path / "metrics")]
+    piped = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert piped.returncode == 0, piped.stderr
+    header = next(line for line in piped.stdout.splitlines() if " rank " in f" {line} ")
+    assert "family" in header and "linear" in header and "…" not in piped.stdout
+    assert "left out to fit" not in piped.stdout and max(map(len, piped.stdout.splitlines())) > 80
+    narrow = subprocess.run(cmd, capture_output=True, text=True, env={**env, "COLUMNS": "80"}, cwd=tmp_path)
+    assert all(len(line) <= 80 for line in narrow.stdout.splitlines() if "│" in line or " rank " in line)
