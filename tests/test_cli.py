@@ -223,3 +223,16 @@ def test_tables_are_not_cut_when_piped(tmp_path):
     assert "left out to fit" not in piped.stdout and max(map(len, piped.stdout.splitlines())) > 80
     narrow = subprocess.run(cmd, capture_output=True, text=True, env={**env, "COLUMNS": "80"}, cwd=tmp_path)
     assert all(len(line) <= 80 for line in narrow.stdout.splitlines() if "│" in line or " rank " in line)
+
+
+def test_wild_time_summary_names_the_split_by_its_slice_label(tmp_path):
+    write_with_refs(tmp_path)
+    for path in (tmp_path / "metrics" / "sotu").glob("*.json"):
+        stats = json.loads(path.read_text())
+        stats["protocols"] = {"wild-time": {"eval_fix_split": 1, "eval_fix_split_label": "1990s",
+                                            "eval_fix_average": 0.6, "eval_fix_worst": 0.5,
+                                            "eval_stream_average": 0.7, "eval_stream_worst": 0.6}}
+        path.write_text(json.dumps(stats))
+    shown = drift("summary", "--protocol", "wild-time", "--metrics-dir", tmp_path / "metrics", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "Eval-Fix trained through 1990s" in shown.stdout and "period 1" not in shown.stdout

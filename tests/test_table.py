@@ -271,6 +271,11 @@ def test_wild_time_and_clear_against_a_hand_computation():
     holes = M.copy()
     holes[2, :] = holes[:, 2] = np.nan  # an unusable period: the next scored one follows period 1
     assert clear(holes)["next_domain"] == pytest.approx((0.7 + 0.5) / 2)
+    # the split period named by its slice label, counted over the scored periods only
+    assert wild_time(M, True, labels=["2000", "2001", "2002", "2003"])["eval_fix_split_label"] == "2001"
+    empty_first = np.full((5, 5), np.nan)
+    empty_first[1:, 1:] = M
+    assert wild_time(empty_first, True, labels=["1999", "2000", "2001", "2002", "2003"])["eval_fix_split_label"] == "2001"
     assert protocol_summary(M, True)["id"] == pytest.approx(c["in_domain"])
 
 

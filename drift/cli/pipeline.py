@@ -175,7 +175,9 @@ def print_peers(peers: dict[str, list[dict]], protocol: str, as_json: bool) -> N
     for name, rows in peers.items():
         first = rows[0]
         direction = "higher is better" if first["higher_is_better"] else "lower is better"
-        split = f", Eval-Fix trained through period {first['eval_fix_split']}" if protocol == "wild-time" else ""
+        label = first.get("eval_fix_split_label")  # the slice's label; older metrics: the scored period's index
+        split = (f", Eval-Fix trained through {label}" if label is not None else
+                 f", Eval-Fix trained through period {first['eval_fix_split']}") if protocol == "wild-time" else ""
         console.print(f"[bold]{name}[/bold]: {first['metric']} ({direction}), {protocol}{split}", highlight=False,
                       soft_wrap=True)
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)

@@ -84,7 +84,8 @@ def model_metrics(result: dict) -> dict:
         **{f"{s}_std": spread[s]["std"] for s in STATS},
         **{f"{s}_ci95": [spread[s]["ci_low"], spread[s]["ci_high"]] for s in STATS},
         # the peers' summaries of the same seed-averaged matrix (drift.protocol.peers), and the task's other metrics
-        "protocols": {"wild-time": wild_time(result["matrix"], higher), "clear": clear(result["matrix"])},
+        "protocols": {"wild-time": wild_time(result["matrix"], higher, labels=result["labels"]),
+                      "clear": clear(result["matrix"])},
         **({"also": {metric: id_future_decay(mean_over_seeds([from_json(m) for m in seeds.values()]), higher)
                      for metric, seeds in result["also"].items()}} if result.get("also") else {}),
     }
