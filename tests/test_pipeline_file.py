@@ -51,3 +51,13 @@ def test_the_check_stage_runs_first_every_time():
     assert check["always_changed"] is True and "params.yaml" in check["deps"]
     assert check["outs"] == [PARAMS_CHECKED] and PARAMS_CHECKED in stages["ingest"]["do"]["deps"]
     assert not any("torch" in dep or "/models/" in dep for dep in check["deps"])  # a second, not a torch import
+
+
+def test_a_run_stages_nothing_the_user_did_not_stage():
+    """DVC's autostage would `git add` dvc.lock and every .gitignore it touches after each run: off, so an
+    unchanged re-run leaves `git status` as it was."""
+    import configparser
+
+    config = configparser.ConfigParser()
+    config.read(ROOT / ".dvc" / "config")
+    assert config.get("core", "autostage", fallback="false").strip().lower() in ("false", "0", "no")
