@@ -16,7 +16,7 @@ def main(argv):
     params = load_params()
     data = SliceData(params, name)  # slice and embed first, then train: the first missing input is named
     p = require(name, "models")
-    results, counts = evaluate_roster(data, roster(params.train, name), p["models"], params.train.threads,
+    results, counts = evaluate_roster(data, roster(params.train, name, params.info(name).modality), p["models"], params.train.threads,
                                       CellCache(cache_dir(params.embed)), params.compute)
     for model, result in results.items():
         write_json(p["eval"] / f"{model}.json", result)

@@ -13,7 +13,7 @@ def main(argv):
     params = load_params()
     p = require(name, "eval")
     grid = params.report.saliency.get(name)  # None: the default grid of an image dataset
-    models = roster(params.train, name)
+    models = roster(params.train, name, params.info(name).modality)
     write_dataset_report(name, models, saliency_grid=grid)
     # drift without labels: the shift matrix and the novel rows, correlated with each model's true decay
     write_shift(SliceData(params, name), **params.report.shift.model_dump(), evals=load_eval(p["eval"], models))

@@ -20,7 +20,7 @@ def main(argv):
     params = load_params()
     validate(params, name)
     data = SliceData(params, name)
-    models = roster(params.train, name)
+    models = roster(params.train, name, params.info(name).modality)
     engines = None
     if params.train.engine == "auto":  # per family and device kind (drift/train/rates.py AUTO_BATCHED)
         device = "cuda" if params.compute.gpus_per_task else "cpu"

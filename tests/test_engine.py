@@ -122,7 +122,8 @@ def test_every_registry_model_has_a_path():
     paths = {}
     for info in list_models():
         spec = {"pixels": InputSpec("pixels", (3, 8, 8)), "tokens": InputSpec("tokens", (16,), max_tokens=16),
-                "pooled": InputSpec("pooled", (16,)), "auto": InputSpec("pooled", (16,))}[info.input]
+                "pooled": InputSpec("pooled", (16,)), "auto": InputSpec("pooled", (16,)),
+                "text": InputSpec("text", (1,))}[info.input]
         model = build_model(info.name, spec, 2, "binary")
         optimizer = None if info.family == "Reference" else make_optimizer(model, "text", TrainParams())
         paths[info.name] = engine_path(model, optimizer)[0]

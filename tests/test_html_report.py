@@ -26,6 +26,7 @@ from drift.core.params import load_params
 from drift.models import get_model_info
 from drift.report.html import write_html_report
 from drift.report.outputs import write_dataset_report
+from conftest import SHIPPED_PARAMS
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ("sotu", "synth-portraits")
@@ -154,7 +155,7 @@ def committed(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("committed")
     for name in ("metrics", "plots", "tables"):
         shutil.copytree(ROOT / name, root / name)
-    shutil.copy(ROOT / "params.yaml", root / "params.yaml")
+    shutil.copy(SHIPPED_PARAMS, root / "params.yaml")
     params = load_params(root / "params.yaml")
     for name in DATASETS:
         write_policy_report(name, params.report.policy, params.train.epochs, root)

@@ -72,7 +72,10 @@ def test_duplicate_ids_are_quarantined_and_strict_stops(tmp_path, monkeypatch):
     counts = ingest("sotu", dataset_params("sotu", cfg), tmp_path / "r.parquet", tmp_path / "q.parquet")
     assert (counts["read"], counts["kept"], counts["filtered"], counts["quarantined"]) == (3, 1, 1, 1)
     bad = pq.read_table(tmp_path / "q.parquet").to_pylist()
-    assert bad == [{"where": "a", "reason": "duplicate_id", "raw": None}]
+    assert bad == [{"where": "a", "reason": "duplicate_id", "raw": "y"}]      # the dropped row's own text
+    # the configured span beside the data's own: the first and last time of the rows kept
+    assert counts["span"] == ["2000-01-01", "2002-01-01"]
+    assert counts["data_span"] == ["2001-01-01 00:00:00", "2001-01-01 00:00:00"]
     with pytest.raises(DriftError, match="bad input at a: duplicate_id"):
         ingest("sotu", dataset_params("sotu", {**cfg, "strict": True}), tmp_path / "r2.parquet", tmp_path / "q2.parquet")
     assert not (tmp_path / "r2.parquet").exists() and not (tmp_path / "r2.partial").exists()

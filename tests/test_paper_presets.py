@@ -23,6 +23,7 @@ from drift.data.datasets import yearbook as yearbook_module
 from drift.models import get_model_info
 from drift.protocol.tasks import get_task
 from drift.train.loop import learning_rate, make_optimizer
+from conftest import SHIPPED_PARAMS
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESETS = {"paper-yearbook": "yearbook", "paper-amazon": "amazon", "paper-arxiv": "arxiv"}
@@ -47,7 +48,7 @@ def facts(dataset: str) -> dict:
 
 def applied(preset: str, tmp_path: Path, presets: Path = ROOT / "params"):
     params_path = tmp_path / "params.yaml"
-    shutil.copy(ROOT / "params.yaml", params_path)
+    shutil.copy(SHIPPED_PARAMS, params_path)
     apply_preset(preset, params_path=params_path, presets=presets, check=load)
     return load(yaml.safe_load(params_path.read_text()))
 

@@ -16,14 +16,15 @@ def test_repro_end_to_end(project):
     # the same commit and params give the same matrices, bit for bit: train and evaluate again in new processes
     # (an image model with batch norm, a Transformer head on token states, a probe, the references)
     first = {p: p.read_bytes() for p in sorted((repo / "data/eval").rglob("*.json"))}
-    assert len(first) == 9
+    assert len(first) == 10  # sotu: 3 models + 3 references (baseline-tfidf on text only); synth-portraits: 2 + 2
     stages = [f"{stage}@{d}" for d in ("sotu", "synth-portraits") for stage in ("train", "evaluate")]
     run(["dvc", "repro", "-f", "-s", *stages], repo)
     again = {p: p.read_bytes() for p in sorted((repo / "data/eval").rglob("*.json"))}
     assert again == first, [p.name for p in first if first[p] != again.get(p)]
 
     # every stage wrote what users read
-    for dataset, models in {"sotu": ["ffn-s", "tx-s", "probe-minilm", "baseline-prior", "baseline-linear"],
+    for dataset, models in {"sotu": ["ffn-s", "tx-s", "probe-minilm", "baseline-prior", "baseline-linear",
+                                     "baseline-tfidf"],
                             "synth-portraits": ["mlp-s", "cnn-s", "baseline-prior", "baseline-linear"]}.items():
         ingest = json.loads((repo / f"metrics/ingest/{dataset}.json").read_text())
         assert ingest["kept"] + ingest["filtered"] + ingest["quarantined"] == ingest["read"] > 0
@@ -36,6 +37,11 @@ def test_repro_end_to_end(project):
             cells = json.loads((repo / f"plots/{dataset}/{model}/matrix.json").read_text())
             assert len(cells) == metrics["k"] ** 2 and {"train", "eval", "value"} == set(cells[0])
             assert (repo / f"plots/{dataset}/{model}/heatmap.png").stat().st_size > 1000
+    # the lexical reference sits in every text matrix, and every text model's metrics carry its margin
+    ffn = json.loads((repo / "metrics/sotu/ffn-s.json").read_text())
+    tfidf = json.loads((repo / "metrics/sotu/baseline-tfidf.json").read_text())
+    assert abs(ffn["margin_tfidf"] - (ffn["id"] - tfidf["id"])) < 1e-9 and tfidf["reference"] is True
+    assert not (repo / "metrics/synth-portraits/baseline-tfidf.json").exists()
     embed = json.loads((repo / "metrics/embed/sotu-minilm-l6.json").read_text())
     assert embed["computed"] == embed["unique"] > 0 and embed["cache_hits"] == 0
 

@@ -53,3 +53,13 @@ def test_the_check_stage_runs_first_every_time():
     assert check["outs"] == [PARAMS_CHECKED] and PARAMS_CHECKED in stages["ingest"]["do"]["deps"]
     # the rosters are checked against the model registry here, before any ingest: its code is a dep
     assert "drift/models/__init__.py" in check["deps"] and "drift/run/checks.py" in check["deps"]
+
+
+def test_a_run_stages_nothing_the_user_did_not_stage():
+    """DVC's autostage would `git add` dvc.lock and every .gitignore it touches after each run: off, so an
+    unchanged re-run leaves `git status` as it was."""
+    import configparser
+
+    config = configparser.ConfigParser()
+    config.read(ROOT / ".dvc" / "config")
+    assert config.get("core", "autostage", fallback="false").strip().lower() in ("false", "0", "no")

@@ -14,6 +14,7 @@ from drift.cli import app
 from drift.cli.plan import plan_tables
 from drift.core.errors import DriftError
 from drift.run.plan import plan
+from conftest import SHIPPED_PARAMS
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESETS = ROOT / "params"
@@ -21,7 +22,7 @@ PRESETS = ROOT / "params"
 
 def write_params(tmp_path: Path, **changes) -> Path:
     """params.yaml of the repository with sections replaced (a shallow update per top-level key)."""
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params = yaml.safe_load((SHIPPED_PARAMS).read_text())
     for key, value in changes.items():
         params[key] = {**params[key], **value} if isinstance(params.get(key), dict) and key != "datasets" else value
     path = tmp_path / "params.yaml"
@@ -89,7 +90,7 @@ def test_counts_from_a_slice_manifest_by_hand(tmp_path):
 @pytest.mark.parametrize("preset, runs, cutoffs", [("paper-yearbook", 105, 104), ("paper-amazon", 57, 20),
                                                    ("paper-arxiv", 60, 26)])
 def test_presets_give_table_1(preset, runs, cutoffs, tmp_path):
-    out = plan(preset, params_path=ROOT / "params.yaml", presets=PRESETS, manifest_dir=tmp_path, bench=False)
+    out = plan(preset, params_path=SHIPPED_PARAMS, presets=PRESETS, manifest_dir=tmp_path, bench=False)
     (name, d), = out["datasets"].items()
     assert out["model_seed_runs"] == runs == d["paper"]["model_seed_runs"]
     assert d["slices"]["trainable"] == cutoffs and d["trainings"] == runs * cutoffs
@@ -97,7 +98,7 @@ def test_presets_give_table_1(preset, runs, cutoffs, tmp_path):
 
 def test_unknown_preset_lists_the_valid_ones():
     with pytest.raises(DriftError) as error:
-        plan("paper-yerbook", params_path=ROOT / "params.yaml", presets=PRESETS, bench=False)
+        plan("paper-yerbook", params_path=SHIPPED_PARAMS, presets=PRESETS, bench=False)
     message = str(error.value)
     assert "\n" not in message and "paper-yearbook" in message and "paper-arxiv" in message
 

@@ -203,7 +203,8 @@ def test_without_a_manifest_each_slice_counts_as_one_row(tmp_path):
     assert any("no slice manifest" in n for n in result["notes"]) and any("ignored" in n for n in result["notes"])
 
 
-def test_the_command(tmp_path):
+def test_the_command(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")  # as on an 80-column terminal (piped without it: the natural width)
     write_committed(tmp_path)
     out = drift("policy", "sotu", cwd=tmp_path)
     assert out.returncode == 0, out.stderr

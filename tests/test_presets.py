@@ -13,6 +13,7 @@ from drift.core.params import SliceSpec, load
 from drift.core.presets import apply_preset
 from drift.models import get_model_info
 from drift.run.checks import validate
+from conftest import SHIPPED_PARAMS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,7 +33,7 @@ PROBES = {  # the frozen encoders of Tables 4, 12 and 20
 
 def applied(name: str, tmp_path: Path) -> dict:
     params_path = tmp_path / "params.yaml"
-    shutil.copy(ROOT / "params.yaml", params_path)
+    shutil.copy(SHIPPED_PARAMS, params_path)
     apply_preset(name, params_path=params_path, presets=ROOT / "params")
     return yaml.safe_load(params_path.read_text())
 

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 import torch
-from conftest import ROOT, drift_cli, only, repro_in_process, tiny_params
+from conftest import ROOT, SHIPPED_PARAMS, drift_cli, only, repro_in_process, tiny_params
 from torch import nn
 
 from drift.core.encoder_registry import ENCODERS, EncoderSpec
@@ -165,7 +165,7 @@ def test_plan_projects_from_rehearsed_rates(tmp_path):
     write_rates("cpu", "amazon", {"families": families, "encoders": encoders, "preset": "paper-amazon",
                                   "profile": "default", "measured_at": "now",
                                   "engines": {"FFN": {"solo": 100.0, "batched": 300.0}}})
-    out = plan("paper-amazon", ROOT / "params.yaml", ROOT / "params", manifest_dir=tmp_path,
+    out = plan("paper-amazon", SHIPPED_PARAMS, ROOT / "params", manifest_dir=tmp_path,
                cache_path=tmp_path / "bench.json", seconds=0.1)
     rates = out["benchmark"]["rates"]["amazon"]
     assert all(r["source"].startswith("rehearsal (paper-amazon, default profile") for r in rates.values())
@@ -174,6 +174,6 @@ def test_plan_projects_from_rehearsed_rates(tmp_path):
     ffn = d["models"]["ffn-m"]
     assert abs(ffn["train_hours_here"] - ffn["row_passes"] / 100.0 / 3600) < 1e-9
     assert abs(d["projected_embed_hours"]["here"] - 7 * d["rows"] / 10.0 / 3600) < 1e-6
-    auto = plan("paper-amazon", ROOT / "params.yaml", ROOT / "params", manifest_dir=tmp_path,
+    auto = plan("paper-amazon", SHIPPED_PARAMS, ROOT / "params", manifest_dir=tmp_path,
                 cache_path=tmp_path / "bench.json", seconds=0.1, rates_device="cpu")
     assert auto["benchmark"]["rates"]["amazon"]["ffn-s"]["train_rows_per_s"] == 100.0

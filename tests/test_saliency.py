@@ -14,6 +14,7 @@ from drift.models.inputs import Inputs
 from drift.protocol.tasks import get_task
 from drift.report.saliency import saliency_map, select_rows
 from drift.train.loop import train_one
+from conftest import SHIPPED_PARAMS
 
 
 def linear_model(C=2, H=3, W=4, n_outputs=2, seed=0):
@@ -181,7 +182,7 @@ def test_default_grid_fits_the_embedded_dataset():
 
     from drift.protocol.slicing import slice_edges
 
-    params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    params = yaml.safe_load(SHIPPED_PARAMS.read_text())
     grid = params["report"]["saliency"]["synth-portraits"]
     _, labels = slice_edges(SliceSpec(**params["synth-portraits"]["slices"]))
     assert labels == [str(y) for y in range(2000, 2008)]

@@ -260,6 +260,7 @@ REFS = {
     "baseline-prior": dict(id=0.60, future=0.60, decay=0.00, family="Reference", reference=True),
     "cnn-s": dict(id=None, future=0.50, decay=None, family="CNN"),
     "baseline-linear": dict(id=0.70, future=0.65, decay=0.05, family="Reference", reference=True),
+    "baseline-tfidf": dict(id=0.75, future=0.70, decay=0.05, family="Reference", reference=True),
 }
 
 
@@ -268,7 +269,7 @@ def test_references_are_listed_after_the_ranked_models_without_a_rank():
     # decay: tx-s 0.05, ffn-s 0.20, cnn-s none; then the references (prior's decay 0.00 would lead otherwise)
     assert [(r["rank"], r["model"], r["reference"]) for r in rows] == [
         (1, "tx-s", False), (2, "ffn-s", False), (None, "cnn-s", False),
-        (None, "baseline-prior", True), (None, "baseline-linear", True)]
+        (None, "baseline-prior", True), (None, "baseline-linear", True), (None, "baseline-tfidf", True)]
     assert is_reference("baseline-prior") and is_reference("x", {"family": "Reference"})
     assert is_reference("x", {"reference": True}) and not is_reference("probe-minilm", {"family": "Frozen"})
 
@@ -277,10 +278,11 @@ def test_reference_margins_by_hand():
     m = reference_margins(REFS, higher_is_better=True)
     assert set(m) == {"ffn-s", "tx-s", "cnn-s"}                        # references get no margin
     assert m["ffn-s"] == {"margin_prior": approx(0.80 - 0.60), "margin_linear": approx(0.80 - 0.70),
-                          "beats_prior": True}
+                          "margin_tfidf": approx(0.80 - 0.75), "beats_prior": True}
     assert m["tx-s"] == {"margin_prior": approx(0.55 - 0.60), "margin_linear": approx(0.55 - 0.70),
-                         "beats_prior": False}
-    assert m["cnn-s"] == {"margin_prior": None, "margin_linear": None, "beats_prior": None}   # no ID
+                         "margin_tfidf": approx(0.55 - 0.75), "beats_prior": False}
+    assert m["cnn-s"] == {"margin_prior": None, "margin_linear": None, "margin_tfidf": None,
+                          "beats_prior": None}   # no ID
     assert below_prior(REFS, True) == ["tx-s"]
     # lower is better (balanced MSE): the margin is ref - model, so positive is still better
     lower = {"ffn-s": dict(id=2.31), "tx-s": dict(id=1.90), "baseline-prior": dict(id=2.10)}
@@ -290,7 +292,7 @@ def test_reference_margins_by_hand():
     assert m["tx-s"]["margin_linear"] is None                           # no baseline-linear
     assert below_prior(lower, False) == ["ffn-s"]
     assert id_margin(0.5, 0.5, True) == 0.0 and reference_margins({"ffn-s": dict(id=0.5)}, True)["ffn-s"] == {
-        "margin_prior": None, "margin_linear": None, "beats_prior": None}
+        "margin_prior": None, "margin_linear": None, "margin_tfidf": None, "beats_prior": None}
     assert below_prior({"ffn-s": dict(id=0.5)}, True) == []            # no prior: nothing to warn about
 
 

@@ -271,6 +271,11 @@ def test_wild_time_and_clear_against_a_hand_computation():
     holes = M.copy()
     holes[2, :] = holes[:, 2] = np.nan  # an unusable period: the next scored one follows period 1
     assert clear(holes)["next_domain"] == pytest.approx((0.7 + 0.5) / 2)
+    # the split period named by its slice label, counted over the scored periods only
+    assert wild_time(M, True, labels=["2000", "2001", "2002", "2003"])["eval_fix_split_label"] == "2001"
+    empty_first = np.full((5, 5), np.nan)
+    empty_first[1:, 1:] = M
+    assert wild_time(empty_first, True, labels=["1999", "2000", "2001", "2002", "2003"])["eval_fix_split_label"] == "2001"
     assert protocol_summary(M, True)["id"] == pytest.approx(c["in_domain"])
 
 
@@ -321,3 +326,48 @@ def test_dvc_repro_runs_a_multiclass_text_table_and_an_image_table(project):
 
 def metrics_of(repo: Path, name: str) -> dict:
     return json.loads((repo / "metrics" / name / "ffn-s.json").read_text())
+
+
+def test_an_empty_time_is_missing_and_every_quarantined_row_keeps_its_raw_value(tmp_path):
+    rows = ticket_rows(5)
+    rows = rows + [{**rows[0], "ticket_id": "E1", "opened": ""}, {**rows[0], "ticket_id": "E2", "opened": "  "},
+                   dict(rows[1])]
+    write_csv_gz(tmp_path / "t.csv.gz", [{**r, "opened": r["opened"] if isinstance(r["opened"], str)
+                                          else r["opened"].isoformat()} for r in rows])
+    counts, records, bad = run_ingest(tmp_path, section(tmp_path / "t.csv.gz"))
+    assert counts["quarantined_by_reason"] == {"missing_time": 2, "duplicate_id": 1}
+    assert all(raw for raw in bad["raw"].to_pylist()), bad.to_pylist()        # the duplicate too
+    times = sorted(records["time"].to_pylist())
+    assert counts["data_span"] == [str(times[0]), str(times[-1])] and counts["span"] == ["2019-01-01", "2022-01-01"]
+
+
+def test_drift_init_takes_ids_by_uniqueness_never_a_hash_as_text_and_asks_between_two_ids(tmp_path):
+    import hashlib
+
+    day = dt.date(2018, 1, 1)
+    rows = [{"sha": hashlib.sha1(str(i).encode()).hexdigest(), "date": str(day + dt.timedelta(days=5 * i)),
+             "subject": f"{['fix', 'feat', 'docs'][i % 3]}: change {i} in the parser module",
+             "kind": ["fix", "feat", "docs"][i % 3]} for i in range(300)]
+    write_jsonl(tmp_path / "c.jsonl", rows)
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(tiny_params(), sort_keys=False))
+    done = drift_cli("init", "commits", tmp_path / "c.jsonl", "--label", "kind", "--slices", "half-year",
+                     "--params", params, "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    section = yaml.safe_load(params.read_text())["commits"]
+    assert section["text"] == ["subject"] and section["id"] == "sha"        # the hash: the id, never the text
+    assert section["slices"] == {"unit": "half-year", "start": 2018, "end": 2023}
+    # two unique key-like columns: a question naming both, exit 2, nothing written
+    write_jsonl(tmp_path / "d.jsonl", [{**r, "url": f"https://example.org/c/{r['sha']}"} for r in rows])
+    before = params.read_text()
+    asked = drift_cli("init", "more", tmp_path / "d.jsonl", "--label", "kind", "--params", params, cwd=tmp_path)
+    assert asked.returncode == 2 and "which column is the id: sha, url?" in asked.stderr, asked.stderr
+    assert params.read_text() == before
+    named = drift_cli("init", "more", tmp_path / "d.jsonl", "--label", "kind", "--id", "url", "--slices",
+                      "decade:2010:2030", "--params", params, cwd=tmp_path)
+    assert named.returncode == 0, named.stderr
+    more = yaml.safe_load(params.read_text())["more"]
+    assert more["id"] == "url" and more["text"] == ["subject"] and more["slices"]["unit"] == "decade"
+    bad = drift_cli("init", "other", tmp_path / "d.jsonl", "--label", "kind", "--id", "none", "--slices",
+                    "weeks", "--params", params, cwd=tmp_path)
+    assert bad.returncode == 2 and "unknown slice unit 'weeks'" in bad.stderr, bad.stderr

@@ -43,6 +43,10 @@ def init(name: str = typer.Argument(..., help="the dataset's name in params.yaml
          image: Optional[str] = typer.Option(None, "--image", help="the image column (bytes, paths or arrays)"),
          label: Optional[str] = typer.Option(None, "--label", help="the label column (multilabel: comma-separated)"),
          task: Optional[str] = typer.Option(None, "--task", help="binary, multiclass, regression or multilabel"),
+         id_column: Optional[str] = typer.Option(None, "--id", help="the id column (unique per row); none: row "
+                                                 "numbers; by default the one unique key-like column"),
+         slices: Optional[str] = typer.Option(None, "--slices", help="UNIT[:START:END], e.g. year, half-year, "
+                                              "decade:1950:2030 (default: years when the data spans 3 or more)"),
          params_path: Path = typer.Option(Path("params.yaml"), "--params", help="the params.yaml to edit"),
          as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Inspect a table's columns, propose its section (time, input, label, task, slices) and write it to
@@ -52,7 +56,8 @@ def init(name: str = typer.Argument(..., help="the dataset's name in params.yaml
         check_name(name, "dataset name")
         if name in DATASETS:
             raise DriftError(f"{name!r} is a built-in dataset: choose another name for your table")
-        proposal = propose(name, source, time=time, text=split(text), image=image, label=split(label), task=task)
+        proposal = propose(name, source, time=time, text=split(text), image=image, label=split(label), task=task,
+                           id_column=id_column, slices=slices)
         section = proposal["section"]
         write_dataset(params_path, name, section, "text" if "text" in section else "image")
     except Ambiguous as question:

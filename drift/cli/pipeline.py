@@ -46,23 +46,23 @@ def _margin(row: dict, key: str):
 
 def summary_table(rows: list[dict], width: int) -> tuple[Table, bool]:
     """The Rich table of one dataset's summary rows that fits `width` columns without cutting any column:
-    with the ± seed std and the "vs linear" column when they fit, dropping "vs linear" first, then the
-    family, then the std. Returns (table, whether the std was left out for width)."""
+    with the ± seed std and the "vs tfidf" and "vs linear" columns when they fit, dropping "vs linear" first,
+    then the family, then "vs tfidf", then the std. Returns (table, whether the std was left out for width)."""
     has = {key: any(f"margin_{key}" in r and r[f"margin_{key}"] is not None for r in rows)
-           or any(r["model"] == f"baseline-{key}" for r in rows) for key in ("prior", "linear")}
+           or any(r["model"] == f"baseline-{key}" for r in rows) for key in ("prior", "linear", "tfidf")}
     has_std = any(r.get(f"{s}_std") is not None for r in rows for s in ("id", "future", "decay"))
-    # (std, vs linear, family), richest first: "vs linear" goes first, then the family, then the std
-    layouts = [(True, True, True), (True, False, True), (True, False, False),
-               (False, True, True), (False, False, True), (False, False, False)]
-    layouts = [(std, linear, family) for std, linear, family in layouts
-               if (has_std or not std) and (has["linear"] or not linear)]
+    # (std, vs tfidf, vs linear, family), richest first
+    inner = [(True, True, True), (True, False, True), (True, False, False), (False, False, False)]
+    layouts = [(std, tfidf and has["tfidf"], linear and has["linear"], family)
+               for std in (True, False) for tfidf, linear, family in inner if has_std or not std]
     layouts = list(dict.fromkeys(layouts))
     measure = Console(width=10_000)  # the table's natural width, not clamped to the terminal's
-    for n, (std, linear, family) in enumerate(layouts):
+    for n, (std, tfidf, linear, family) in enumerate(layouts):
         last = n == len(layouts) - 1
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
         columns = ["rank", "model"] + (["family"] if family else []) + ["ID", "Future", "Decay"]
         columns += (["vs prior"] if has["prior"] else []) + (["vs linear"] if linear else [])
+        columns += ["vs tfidf"] if tfidf else []
         for column in columns:  # the last resort may fold names, never drop them
             table.add_column(column, justify="left" if column in ("model", "family") else "right",
                              no_wrap=not last or column not in ("model", "family"), overflow="fold",
@@ -74,6 +74,7 @@ def summary_table(rows: list[dict], width: int) -> tuple[Table, bool]:
             cells += [_with_std(row, s) if std else fmt(row.get(s)) for s in ("id", "future", "decay")]
             cells += [_margin(row, "prior")] if has["prior"] else []
             cells += [_margin(row, "linear")] if linear else []
+            cells += [_margin(row, "tfidf")] if tfidf else []
             next_ref = i + 1 < len(rows) and rows[i + 1]["reference"]
             table.add_row(*cells, style="dim italic" if ref else None, end_section=not ref and next_ref)
         if last or Measurement.get(measure, measure.options, table).maximum <= width:
@@ -133,8 +134,9 @@ def summary(dataset: Optional[str] = typer.Argument(None, help="one dataset; all
     refs = any(r["reference"] for rows in out.values() for r in rows)
     console.print("ID: mean of the diagonal (trained through, tested on held-out rows of the same period). "
                   "Future: mean over later periods. Decay: how much is lost going forward."
-                  + (" vs prior / vs linear: ID margin over the reference models baseline-prior / baseline-linear "
-                     "(positive = better); references (ref) are not ranked." if refs else "")
+                  + (" vs prior / vs linear / vs tfidf: ID margin over the reference models baseline-prior / "
+                     "baseline-linear / baseline-tfidf (positive = better); references (ref) are not ranked."
+                     if refs else "")
                   + (" Without labels: how well the shift, the novel share and the estimated matrix ranked the "
                      "true drop over future cells (Spearman ρ), and the estimate's error there (MAE)."
                      if any(signals.values()) else ""), style="dim")
@@ -173,7 +175,9 @@ def print_peers(peers: dict[str, list[dict]], protocol: str, as_json: bool) -> N
     for name, rows in peers.items():
         first = rows[0]
         direction = "higher is better" if first["higher_is_better"] else "lower is better"
-        split = f", Eval-Fix trained through period {first['eval_fix_split']}" if protocol == "wild-time" else ""
+        label = first.get("eval_fix_split_label")  # the slice's label; older metrics: the scored period's index
+        split = (f", Eval-Fix trained through {label}" if label is not None else
+                 f", Eval-Fix trained through period {first['eval_fix_split']}") if protocol == "wild-time" else ""
         console.print(f"[bold]{name}[/bold]: {first['metric']} ({direction}), {protocol}{split}", highlight=False,
                       soft_wrap=True)
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
@@ -317,15 +321,18 @@ def track(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
 
 
 def preset(name: str = typer.Argument(..., help="a file in params/, e.g. paper-yearbook"),
-           params: Path = typer.Option(Path("params.yaml"), help="the params file to update")):
-    """Apply a paper preset (params/<name>.yaml) to params.yaml; then `dvc exp run` or `dvc repro`."""
+           params: Path = typer.Option(Path("params.yaml"), help="the params file to update"),
+           only: bool = typer.Option(False, "--only", help="run only the preset's datasets: drop your own "
+                                     "(drift init) datasets and their sections too")):
+    """Apply a paper preset (params/<name>.yaml) to params.yaml; then `dvc exp run` or `dvc repro`. Your own
+    datasets (added by `drift init`) stay beside the preset's unless --only."""
     from drift.data.datasets import load
 
     try:
-        changed = apply_preset(name, params, check=load)
+        changed = apply_preset(name, params, check=load, only=only)
     except DriftError as e:
         fail(e)
-    console.print(f"applied {name}: {', '.join(changed) or 'nothing changed'}")
+    console.print(f"applied {name}: {', '.join(changed) or 'nothing changed'}", highlight=False, soft_wrap=True)
     console.print("next: `dvc exp run -n " + name + "` (or `dvc repro`)", style="dim")
 
 

@@ -372,7 +372,8 @@ class TrainParams(Section):
     loss_weights: Annotated[str, choice("cutoff", "split")] = "cutoff"
     # image models trained from scratch read pixels / 255 in [0, 1] (unit), or the stored 0-255 values (raw: PixelScaled)
     pixel_scale: Annotated[str, choice("unit", "raw")] = "unit"
-    baselines: list[str] = ["baseline-prior", "baseline-linear"]
+    # references in every matrix; baseline-tfidf reads raw text, so an image dataset's roster leaves it out
+    baselines: list[str] = ["baseline-prior", "baseline-linear", "baseline-tfidf"]
     models: Annotated[dict[str, list[str]], AfterValidator(_known_datasets)] = {}  # dataset -> model names
 
 
@@ -612,8 +613,13 @@ def as_params(params) -> Params:
     return params if isinstance(params, Params) else load(params)
 
 
-def roster(train: TrainParams, name: str) -> list[str]:
+TEXT_REFERENCES = ("baseline-tfidf",)  # references that read raw text: no image dataset gets them
+
+
+def roster(train: TrainParams, name: str, modality: str | None = None) -> list[str]:
     """The models a dataset's run trains and reports: `train.models.<name>`, then the references
-    (`train.baselines`, both by default) that give every matrix a floor."""
+    (`train.baselines`, all three by default) that give every matrix a floor; on an image dataset (`modality`
+    "image") the text-only references are left out."""
     models = list(train.models.get(name) or [])  # a dataset without models: drift.data.validate says so
-    return models + [b for b in train.baselines if b not in models]
+    return models + [b for b in train.baselines
+                     if b not in models and not (modality == "image" and b in TEXT_REFERENCES)]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from drift.core.datasets import DATASETS
 from drift.core.errors import DriftError, check_name, close_matches
 from drift.core.params import load, plain
 
@@ -10,13 +11,15 @@ PRESETS = Path("params")
 
 
 def apply_preset(name: str, params_path: Path = Path("params.yaml"), presets: Path = PRESETS,
-                 check=load) -> list[str]:
-    """Merge params/<name>.yaml into params.yaml, keeping its comments; returns the keys changed. `check`
-    validates the merged document before it is written (the CLI passes drift.data.datasets.load, which
+                 check=load, only: bool = False) -> list[str]:
+    """Merge params/<name>.yaml into params.yaml, keeping its comments; returns what changed: the keys, and for
+    `datasets` what was replaced and what was kept, e.g. "datasets (sotu, synth-portraits -> amazon; kept vite)".
+    `check` validates the merged document before it is written (the CLI passes drift.data.datasets.load, which
     types the dataset sections too).
 
-    Mappings merge key by key; lists and values replace; `datasets` is replaced whole, so a preset chooses
-    which datasets the pipeline runs."""
+    Mappings merge key by key; lists and values replace; the preset's `datasets` replace the built-in ones
+    (sotu, amazon, ...), while the user's own datasets (`drift init` tables) stay with their sections; with
+    `only`, `datasets` is replaced whole and the sections of the user's datasets it drops go too."""
     from ruamel.yaml import YAML  # lazy: ruamel.yaml, only when a preset is applied
 
     check_name(name, "preset")
@@ -27,7 +30,25 @@ def apply_preset(name: str, params_path: Path = Path("params.yaml"), presets: Pa
     yaml_rt.width = 120
     params = yaml_rt.load(params_path.read_text())
     preset = yaml_rt.load((presets / f"{name}.yaml").read_text())
+    before = dict(params.get("datasets") or {})
+    own = [d for d in before if d not in DATASETS]                  # the user's tables, not a built-in dataset
     changed = merge_preset(params, preset)
+    if "datasets" in (preset or {}):
+        after = params["datasets"]
+        kept = [d for d in own if d not in after] if not only else []
+        for d in kept:
+            after[d] = before[d]
+        dropped = [d for d in own if d not in after]
+        for d in dropped:                                           # --only: their sections would be unknown
+            params.pop(d, None)
+            (params.get("train") or {}).get("models", {}).pop(d, None)
+        replaced = [d for d in before if d not in own and d not in after]
+        note = f"datasets ({', '.join(replaced) or 'none'} -> {', '.join(d for d in after if d not in kept)}"
+        note += (f"; kept {', '.join(kept)}" if kept else "") + (f"; dropped {', '.join(dropped)} and their "
+                                                                 f"sections" if dropped else "") + ")"
+        changed = [c for c in changed if c != "datasets"]
+        if dict(after) != before:
+            changed.insert(0, note)
     try:
         check(plain(params))  # the merged params must hold up before they are written
     except DriftError as e:

@@ -73,10 +73,12 @@ def ingest(name: str, cfg: DatasetParams, records_path: Path, quarantine_path: P
     tmp_path = records_path.with_suffix(".partial")
     seen_ids: set[str] = set()
     buffer: list[dict] = []
+    data_span: list = [None, None]  # the kept rows' first and last time
     try:
         with pq.ParquetWriter(tmp_path, schema) as writer, progress(f"ingest {name}") as bar:
             if fast and hasattr(dataset, "read_batches") and info.modality == "text":  # Batches hold text
-                _ingest_batches(dataset.read_batches(cfg), (start, end), ledger, seen_ids, writer, schema, bar)
+                data_span = _ingest_batches(dataset.read_batches(cfg), (start, end), ledger, seen_ids, writer,
+                                            schema, bar)
                 rows = ()
             else:
                 rows = dataset.read(cfg, ledger)
@@ -88,10 +90,11 @@ def ingest(name: str, cfg: DatasetParams, records_path: Path, quarantine_path: P
                     ledger.filter("time_outside_span", seconds_like=int(seconds_like))
                     continue
                 if row["id"] in seen_ids:
-                    ledger.quarantine(row["id"], "duplicate_id")
+                    ledger.quarantine(row["id"], "duplicate_id", duplicate_raw(row.get("text"), time))
                     continue
                 seen_ids.add(row["id"])
                 ledger.keep()
+                data_span = [min(data_span[0] or time, time), max(data_span[1] or time, time)]
                 buffer.append(row)
                 if len(buffer) >= BATCH_ROWS:
                     writer.write_batch(_batch(buffer, schema, info.modality))
@@ -117,12 +120,22 @@ def ingest(name: str, cfg: DatasetParams, records_path: Path, quarantine_path: P
         raise
     tmp_path.replace(records_path)  # a killed ingest never leaves a half-written records file behind
     bad_tmp.replace(quarantine_path)
-    return {"dataset": name, **ledger.counts(), "span": [str(start.date()), str(end.date())]}
+    # span: the configured one (slices' edges); data_span: the first and last time of the rows kept
+    return {"dataset": name, **ledger.counts(), "span": [str(start.date()), str(end.date())],
+            "data_span": [None if t is None else str(t) for t in data_span]}
 
 
-def _ingest_batches(batches, span, ledger: Ledger, seen_ids: set[str], writer, schema: pa.Schema, bar) -> None:
+def duplicate_raw(text, time) -> str:
+    """What the quarantine keeps of a duplicate row: its text (an image row: its time), so the user sees what
+    was dropped."""
+    return text if isinstance(text, str) else f"time {time}"
+
+
+def _ingest_batches(batches, span, ledger: Ledger, seen_ids: set[str], writer, schema: pa.Schema, bar) -> list:
     """The driver's loop above on drift.data.datasets._fast Batches: the same span filter, duplicate check and
-    BATCH_ROWS-row batches written, with the reader's bad rows and the duplicates quarantined in line order."""
+    BATCH_ROWS-row batches written, with the reader's bad rows and the duplicates quarantined in line order.
+    Returns the kept rows' [first, last] time."""
+    data_span: list = [None, None]
     start, end = (pa.scalar(t, pa.timestamp("us")) for t in span)
     pending: list[pa.Table] = []  # kept rows not yet written, fewer than BATCH_ROWS
     n_pending = 0
@@ -159,12 +172,19 @@ def _ingest_batches(batches, span, ledger: Ledger, seen_ids: set[str], writer, s
         if any(duplicate):
             dup_lines = pc.filter(table["line"], pa.array(duplicate)).to_pylist()
             dup_ids = pc.filter(table["id"], pa.array(duplicate)).to_pylist()
-            bad = sorted(bad + [(line, row_id, "duplicate_id", None) for line, row_id in zip(dup_lines, dup_ids)],
+            dup_raw = [duplicate_raw(text, time) for text, time in zip(
+                pc.filter(table["text"], pa.array(duplicate)).to_pylist() if "text" in table.column_names
+                else [None] * len(dup_ids), pc.filter(table["time"], pa.array(duplicate)).to_pylist())]
+            bad = sorted(bad + [(line, row_id, "duplicate_id", raw)
+                                for line, row_id, raw in zip(dup_lines, dup_ids, dup_raw)],
                          key=lambda b: b[0])  # stable: one line has one row
             table = table.filter(pc.invert(pa.array(duplicate)))
         for _, where, reason, raw in bad:  # in line order, as the line-by-line path quarantines them
             ledger.quarantine(where, reason, raw)
         ledger.keep(table.num_rows)
+        if table.num_rows:
+            first, last = (v.as_py() for v in pc.min_max(table["time"]).values())
+            data_span = [min(data_span[0] or first, first), max(data_span[1] or last, last)]
         pending.append(table.drop_columns(["line"]))
         n_pending += table.num_rows
         while n_pending >= BATCH_ROWS:
@@ -179,6 +199,7 @@ def _ingest_batches(batches, span, ledger: Ledger, seen_ids: set[str], writer, s
     write_thread.shutdown()
     if n_pending:
         writer.write_batch(_arrow_batch(pa.concat_tables(pending), schema))
+    return data_span
 
 
 def _arrow_batch(table: pa.Table, schema: pa.Schema) -> pa.RecordBatch:

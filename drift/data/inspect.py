@@ -104,10 +104,35 @@ def _is_image(s: pl.Series) -> str | None:
     return None
 
 
+def looks_like_key(s: pl.Series) -> bool:
+    """A hash, a URL, an id or a number: numbers, or strings of which 95% hold no whitespace. Such a column is
+    never taken as text unless named with --text."""
+    if s.dtype.is_numeric():
+        return True
+    if s.dtype != pl.String:
+        return False
+    text = _strings(s)
+    return len(text) > 0 and not text.str.contains(r"\s").mean() > 0.05
+
+
 def _is_text(s: pl.Series) -> bool:
     text = _strings(s) if s.dtype == pl.String else None
-    return (text is not None and len(text) > 0
+    return (text is not None and len(text) > 0 and not looks_like_key(s)
             and (text.str.len_chars().mean() >= 15 or text.n_unique() > len(text) // 2) and not ID_NAMES.match(s.name))
+
+
+def parse_slices(spec: str, low, high) -> dict:
+    """--slices UNIT[:START:END] -> the section's slices; START and END default to the data's years."""
+    parts = spec.split(":")
+    if len(parts) not in (1, 3) or not parts[0]:
+        raise DriftError(f"--slices {spec!r}: write UNIT or UNIT:START:END, e.g. year or decade:1950:2030")
+    out = {"unit": parts[0], "start": low.year, "end": high.year + 1}
+    if len(parts) == 3:
+        try:
+            out["start"], out["end"] = int(parts[1]), int(parts[2])
+        except ValueError:
+            raise DriftError(f"--slices {spec!r}: START and END are years, e.g. {parts[0]}:2000:2024") from None
+    return out
 
 
 def _is_label(s: pl.Series) -> bool:
@@ -142,11 +167,14 @@ def _task(s: pl.Series) -> str:
 
 
 def propose(name: str, source: str, time: str | None = None, text: list[str] | None = None,
-            image: str | None = None, label: list[str] | None = None, task: str | None = None) -> dict:
-    """The section of dataset `name` (a mapping ready for params.yaml) and `columns`, what the sample showed."""
+            image: str | None = None, label: list[str] | None = None, task: str | None = None,
+            id_column: str | None = None, slices: str | None = None) -> dict:
+    """The section of dataset `name` (a mapping ready for params.yaml) and `columns`, what the sample showed.
+    The id: `id_column` ("none": row numbers), else the one column whose values are unique and look like keys
+    (no whitespace, or numbers; several: the one named like an id, else a question); `slices`: UNIT[:START:END]."""
     frame, n_files = sample(source)
     columns = frame.columns
-    for given in [time, image, *(text or []), *(label or [])]:
+    for given in [time, image, *(text or []), *(label or []), None if id_column == "none" else id_column]:
         if given is not None and given not in columns:
             raise DriftError(f"{source} has no column {given!r}: its columns are {', '.join(columns)}")
     if text and image:
@@ -158,8 +186,17 @@ def propose(name: str, source: str, time: str | None = None, text: list[str] | N
         time = _choose("time", "--time", candidates, [c for c in candidates if TIME_NAMES.search(c)])
     if encodings.get(time) is None:
         raise DriftError(f"column {time!r} reads as no time (timestamps, dates, years, epoch seconds or ms)")
-    ids = [c for c in columns if ID_NAMES.match(c) and frame[c].n_unique() == frame.height and c != time]
-    id_column = ids[0] if len(ids) == 1 else None
+    if id_column is None:
+        ids = [c for c in columns if c != time and c not in (text or []) and c not in (label or [])
+               and frame[c].null_count() == 0 and frame[c].n_unique() == frame.height and looks_like_key(frame[c])
+               and not frame[c].dtype.is_float()]
+        named = [c for c in ids if ID_NAMES.match(c)]
+        id_column = (ids[0] if len(ids) == 1 else named[0] if len(named) == 1 else None)
+        if id_column is None and len(ids) > 1:
+            raise Ambiguous(f"which column is the id: {', '.join(ids)}? answer with --id <column> (--id none: "
+                            f"row numbers)")
+    elif id_column == "none":
+        id_column = None
 
     rest = [c for c in columns if c not in (time, id_column)]
     if label is None:
@@ -204,7 +241,10 @@ def propose(name: str, source: str, time: str | None = None, text: list[str] | N
         section["classes"] = label_names(cfg)
     invalid: dict = {}
     low, high = time_span(cfg, invalid)
-    section["slices"] = slices_for(low, high)
+    section["slices"] = parse_slices(slices, low, high) if slices else slices_for(low, high)
+    if slices:
+        from drift.protocol.slicing import slice_edges
+        slice_edges(parse(TableParams, section, name).slices)  # a unit or edges that cannot slice: say so now
     section["min_samples"] = 20
     section["strict"] = False
     return {"section": section, "columns": {c: str(frame[c].dtype) for c in columns}, "files": n_files,

@@ -13,6 +13,7 @@ import numpy as np
 from drift.core.executor import check_reachable, run_tasks, workers
 from drift.core.objectstore import location
 from drift.core.params import ComputeParams
+from drift.core.progress import progress
 from drift.evaluate.estimate import METHODS, calibrate, estimated_matrix, source_rows
 from drift.evaluate.predict import predict_many
 from drift.models import get_model_info, model_module, model_modules
@@ -195,17 +196,19 @@ def evaluate_roster(data: SliceData, models: list[str], models_dir: Path, thread
                       "estimated": {m: {} for m in METHODS[data.task.name]}} for name in models}
     for result in results.values() if data.task.also else ():
         result["also"] = {metric: {} for metric in data.task.also}  # {metric: {seed: matrix}}
-    for job, (matrix, estimated, done, also) in zip(jobs, run_tasks(evaluate_seed, jobs, compute)):
-        result = results[job.name]
-        result["seeds"][str(job.seed)] = matrix
-        for metric, rows in also.items():
-            result["also"][metric][str(job.seed)] = rows
-        for method, rows in estimated.items():
-            result["estimated"][method][str(job.seed)] = rows
-        for key in ("computed", "reused"):
-            counts[key] += done[key]
-            counts["estimates"][key] += done["estimates"][key]
-        counts["corrupt"] += done["corrupt"]
-        counts["recomputed"]["corrupt"] += len(done["corrupt"])
+    with progress(f"evaluate {data.name}: (model, seed) matrices", total=len(jobs)) as bar:
+        for job, (matrix, estimated, done, also) in zip(jobs, run_tasks(evaluate_seed, jobs, compute)):
+            result = results[job.name]
+            result["seeds"][str(job.seed)] = matrix
+            for metric, rows in also.items():
+                result["also"][metric][str(job.seed)] = rows
+            for method, rows in estimated.items():
+                result["estimated"][method][str(job.seed)] = rows
+            for key in ("computed", "reused"):
+                counts[key] += done[key]
+                counts["estimates"][key] += done["estimates"][key]
+            counts["corrupt"] += done["corrupt"]
+            counts["recomputed"]["corrupt"] += len(done["corrupt"])
+            bar.advance()
     counts.update(executor=compute.executor, workers=workers(compute) if jobs else 0)
     return results, counts

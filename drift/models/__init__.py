@@ -4,6 +4,7 @@ Three kinds of input:
   "pixels"  images, forward(x) with x [B, C, H, W]                        (mlp, cnn, resnet, vit; Table 3)
   "tokens"  token states, forward(x, mask), x [B, T, D], mask [B, T] bool  (text heads; Tables 11, 19)
   "pooled"  a frozen encoder's pooled vector, forward(x) with x [B, D]     (probe-<encoder>; Tables 4, 12, 20)
+  "text"    the rows' raw text, forward(texts) with a sequence of B strings (baseline-tfidf, a reference)
 Every model returns [B, n_outputs] and carries `.name`, `.family` and `.input_kind`. `dropout` p reaches the
 families that have dropout in the authors' definitions (ViT, every text head); the others have none.
 """
@@ -18,10 +19,10 @@ from drift.core.encoder_registry import ENCODERS
 from drift.core.errors import DriftError, close_matches
 from drift.models import image, text
 from drift.models.probe import LinearProbe
-from drift.models.reference import LinearBaseline, PriorBaseline
+from drift.models.reference import LinearBaseline, PriorBaseline, TfidfBaseline
 from drift.protocol.summary import REFERENCES
 
-INPUT_KINDS = ("pixels", "tokens", "pooled")
+INPUT_KINDS = ("pixels", "tokens", "pooled", "text")
 # "auto": a reference model reads what the dataset offers: pixels of an image dataset, or the text encoder's
 # pooled vectors of a text dataset (drift.train.slice_data resolves it)
 
@@ -64,6 +65,7 @@ for _enc in ENCODERS.values():
 # references in every matrix, fitted in closed form through the same protocol (drift/models/reference.py)
 _register(REFERENCES["prior"], "Reference", "-", "auto", "Prior", PriorBaseline)
 _register(REFERENCES["linear"], "Reference", "-", "auto", "Linear", LinearBaseline)
+_register(REFERENCES["tfidf"], "Reference", "-", "text", "TF-IDF", TfidfBaseline)  # text datasets only
 BASELINES = tuple(REFERENCES.values())
 
 
@@ -101,7 +103,7 @@ def create_model(name: str, input_spec: InputSpec, n_outputs: int, dropout: floa
     canonical = _resolve(name)
     info = MODELS[canonical]
     spec = input_spec
-    want = "(C, H, W)" if spec.kind == "pixels" else "(D,)"
+    want = {"pixels": "(C, H, W)", "text": "(1,)"}.get(spec.kind, "(D,)")
     if info.input == "auto" and spec.kind not in ("pixels", "pooled"):
         raise DriftError(f"model '{name}' reads pixels or pooled vectors; got {spec.kind} input")
     if info.input != "auto" and spec.kind != info.input:
@@ -143,6 +145,8 @@ def reference_spec(name: str, arxiv: bool = False) -> tuple[InputSpec, int]:
     text_outputs = 7 if arxiv else 1
     if info.input == "auto":  # the references: pooled 768-d text vectors (Amazon / arXiv)
         return InputSpec("pooled", (768,)), text_outputs
+    if info.input == "text":
+        return InputSpec("text", (1,)), text_outputs
     if info.input == "pixels":
         return InputSpec("pixels", (3, 32, 32)), 2
     if info.input == "tokens":

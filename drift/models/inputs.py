@@ -1,7 +1,8 @@
 """Model inputs as torch tensors, batch by batch, from the feature files on disk (drift/store/features.py) or from
 arrays in memory.
 
-pixels: the slice table's uint8 images; pooled: the encoder's pooled vectors; tokens: the ragged token states
+pixels: the slice table's uint8 images; pooled: the encoder's pooled vectors; text: the rows' hashed term counts (a
+scipy CSR matrix in memory, drift.models.reference.text_counts; a batch is its rows); tokens: the ragged token states
 (flat float16 array + offsets), padded per batch only to that batch's longest row. On disk, a batch reads just
 its rows, so memory follows the batch size and the prefetch depth, not the dataset. `prefetch` reads the next
 batches on a background thread while the model runs on this one (pinned memory and non-blocking copies when
@@ -31,7 +32,7 @@ class Inputs:
         self.kind = kind
         # token rows are cut to this many tokens (no head has a position table, so no head is sized by it)
         self.max_tokens = int(max_tokens)
-        self.data = data if isinstance(data, DiskArray) else np.asarray(data)
+        self.data = data if isinstance(data, DiskArray) or kind == "text" else np.asarray(data)
         self.offsets = None if offsets is None else np.asarray(offsets, np.int64)
         self.image_shape = tuple(image_shape)
 
@@ -44,6 +45,8 @@ class Inputs:
             return InputSpec("pixels", self.image_shape)
         if self.kind == "tokens":
             return InputSpec("tokens", (self.data.shape[1],), max_tokens=self.max_tokens)
+        if self.kind == "text":
+            return InputSpec("text", (1,))
         return InputSpec("pooled", (self.data.shape[1],))
 
     def _rows(self, rows: np.ndarray) -> np.ndarray:
@@ -64,6 +67,8 @@ class Inputs:
             return (torch.from_numpy(self._rows(rows)).reshape(len(rows), *self.image_shape).float() / 255.0,)
         if self.kind == "pooled":
             return (torch.from_numpy(self._rows(rows)).float(),)
+        if self.kind == "text":
+            return (self.data[rows],)
         starts = self.offsets[rows]
         lengths = torch.from_numpy(np.minimum(self.offsets[rows + 1] - starts, self.max_tokens))
         width = int(lengths.max())
@@ -80,6 +85,9 @@ class Inputs:
         blocking (a pinned block is not reused before its copy ends: torch's host allocator records it)."""
         device = None if device is None else torch.device(device)
         pin = (device is not None and device.type == "cuda") if pin is None else pin
+
+        if self.kind == "text":  # sparse counts stay on the host: the model that reads them runs there
+            device, pin = None, False
 
         def load(rows):
             tensors = self.batch(rows)

@@ -189,3 +189,117 @@ class LinearBaseline(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.reshape(len(x), self.n_features).to(self.mean.device, torch.float32)
         return self.head((x - self.mean) / self.std)
+
+
+# ---------------------------------------------------------------- the lexical reference: TF-IDF on the raw text
+
+HASH_BITS = 20                 # each analyzer hashes its terms into 2^20 columns (scikit-learn's HashingVectorizer)
+TFIDF_MAX_FEATURES = 100_000   # terms kept per cutoff: the most frequent of its training rows; docs/decisions.md
+TFIDF_C = 1.0                  # scikit-learn's default C (alpha = 1 / C for ridge): TF-IDF rows have unit norm
+TFIDF_MAX_ITER = 100           # L-BFGS passes at most: each is one sweep of the sparse rows (docs/decisions.md)
+TEXT_BATCH = 4096              # rows analysed at a time (memory follows it, not the dataset)
+
+
+def text_counts(texts) -> "scipy.sparse.csr_matrix":
+    """The rows' term counts, CSR int32 [n, 2 * 2^HASH_BITS]: word 1-2-grams, then character 3-5-grams within
+    words, lowercased, each hashed by scikit-learn's HashingVectorizer (no sign flip). A row without text (None)
+    has no terms. Computed once per dataset: every cutoff's TF-IDF is a column selection and a weighting of it."""
+    import scipy.sparse as sp
+    from sklearn.feature_extraction.text import HashingVectorizer
+    common = {"n_features": 2 ** HASH_BITS, "alternate_sign": False, "norm": None, "dtype": np.float32}
+    word = HashingVectorizer(analyzer="word", ngram_range=(1, 2), **common)
+    char = HashingVectorizer(analyzer="char_wb", ngram_range=(3, 5), **common)
+    texts = [t if isinstance(t, str) else "" for t in texts]
+    blocks = [sp.hstack([word.transform(texts[i:i + TEXT_BATCH]), char.transform(texts[i:i + TEXT_BATCH])],
+                        format="csr") for i in range(0, len(texts), TEXT_BATCH)]
+    out = sp.vstack(blocks, format="csr") if blocks else sp.csr_matrix((0, 2 ** (HASH_BITS + 1)), dtype=np.float32)
+    return out
+
+
+class TfidfBaseline(nn.Module):
+    """A lexical reference on the rows' raw text: TF-IDF over hashed word 1-2-grams and character 3-5-grams
+    (text_counts), its vocabulary the TFIDF_MAX_FEATURES terms in most training rows of the cutoff (in at least
+    2; ties to the lower column), idf smoothed and tf sublinear as scikit-learn's TfidfTransformer, rows of unit
+    norm; then a linear model fitted in closed form like LinearBaseline's: logistic regression (binary: 2 logits
+    [-z/2, z/2]; multiclass multinomial; multilabel one vs rest, each label weighted neg / pos) or ridge with
+    w_r = n / n_r (ratings), C = TFIDF_C. Input kind "text": fit(counts, targets, task_name) and forward(counts)
+    take text_counts rows (CSR). Its vocabulary, idf and weights are buffers sized by the fit (a state_dict loads
+    into a fresh model whatever their size)."""
+
+    closed_form = True
+
+    def __init__(self, spec, n_outputs: int, max_features: int = TFIDF_MAX_FEATURES, C: float = TFIDF_C,
+                 max_iter: int = TFIDF_MAX_ITER):
+        super().__init__()
+        if not C > 0 or min(max_features, max_iter) < 1:
+            raise DriftError(f"TfidfBaseline needs C > 0, max_features >= 1 and max_iter >= 1, got C={C}, "
+                             f"max_features={max_features}, max_iter={max_iter}")
+        self.n_outputs, self.C, self.max_iter, self.max_features = int(n_outputs), float(C), int(max_iter), int(max_features)
+        self.register_buffer("columns", torch.zeros(0, dtype=torch.int64))    # the vocabulary: hashed columns
+        self.register_buffer("idf", torch.zeros(0, dtype=torch.float32))
+        self.register_buffer("weight", torch.zeros(self.n_outputs, 0, dtype=torch.float32))
+        self.register_buffer("bias", torch.zeros(self.n_outputs, dtype=torch.float64))
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        for name in ("columns", "idf", "weight"):
+            if prefix + name in state_dict:   # sized by the fit: take the saved shape before the copy
+                saved = state_dict[prefix + name]
+                setattr(self, name, torch.zeros(saved.shape, dtype=saved.dtype))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def _tfidf(self, counts):
+        """[n, V] CSR float32: sublinear tf times idf over the vocabulary's columns, each row of unit norm."""
+        from sklearn.preprocessing import normalize
+        X = counts[:, self.columns.numpy()].astype(np.float32)
+        X.data = np.log(X.data) + 1                                   # sublinear tf: 1 + ln(count)
+        X = X.multiply(self.idf.numpy()[None, :]).tocsr()
+        return normalize(X, norm="l2", copy=False)
+
+    @torch.no_grad()
+    def fit(self, counts, targets: torch.Tensor, task_name: str) -> "TfidfBaseline":
+        y = _check(task_name, targets, self.n_outputs, counts.shape[0])
+        b = prior_row(y, task_name, self.n_outputs).numpy()
+        n = counts.shape[0]
+        df = np.asarray((counts > 0).sum(0)).ravel()
+        candidates = np.flatnonzero(df >= 2)
+        keep = candidates[np.argsort(-df[candidates], kind="stable")[:self.max_features]]
+        self.columns = torch.from_numpy(np.sort(keep).astype(np.int64))
+        self.idf = torch.from_numpy((np.log((1 + n) / (1 + df[self.columns.numpy()])) + 1).astype(np.float32))
+        W = np.zeros((len(keep), self.n_outputs))
+        y = y.numpy()
+        if len(keep):
+            Z = self._tfidf(counts)
+            with threadpool_limits(1), warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)      # max_iter caps the fit on purpose
+                if task_name == "regression":
+                    _, inverse, n_r = np.unique(y, return_inverse=True, return_counts=True)
+                    s = len(y) / n_r[inverse]                                # w_r = n / n_r (tasks.rating_weights)
+                    fit = Ridge(alpha=1 / self.C, solver="lsqr", tol=1e-4).fit(Z, y, sample_weight=s / s.mean())
+                    W[:, 0], b[0] = fit.coef_, fit.intercept_
+                elif task_name == "binary":
+                    if 0 < y.sum() < len(y):
+                        beta, z0 = _logistic(Z, y, None, self.C, self.max_iter)
+                        W[:, 0], W[:, 1], b[:] = -beta / 2, beta / 2, (-z0 / 2, z0 / 2)
+                elif task_name == "multiclass":
+                    present = np.unique(y).astype(np.int64)
+                    if len(present) >= 2:                                    # an absent class keeps its prior logit
+                        fit = LogisticRegression(C=self.C, tol=TOL, max_iter=self.max_iter).fit(Z, y.astype(np.int64))
+                        coef, intercept = fit.coef_.astype(np.float64), fit.intercept_.astype(np.float64)
+                        if len(present) == 2:                                # scikit-learn's one row: [-z/2, z/2]
+                            coef = np.vstack([-coef / 2, coef / 2])
+                            intercept = np.array([-intercept[0], intercept[0]]) / 2
+                        W[:, present], b[present] = coef.T, intercept
+                else:
+                    pos = y.sum(0)
+                    for c in np.flatnonzero((pos > 0) & (pos < len(y))):    # a label never (or always) seen: its prior
+                        w_c = (len(y) - pos[c]) / pos[c]                      # neg / pos (tasks.class_weights)
+                        W[:, c], b[c] = _logistic(Z, y[:, c], np.where(y[:, c] == 1, w_c, 1.0), self.C, self.max_iter)
+        self.weight = torch.from_numpy(np.ascontiguousarray(W.T, dtype=np.float32))
+        self.bias = torch.from_numpy(b.astype(np.float64))
+        return self
+
+    def forward(self, counts) -> torch.Tensor:
+        if not len(self.columns):                                     # no vocabulary: the prior for every row
+            return torch.from_numpy(np.tile(self.bias.numpy(), (counts.shape[0], 1)).astype(np.float32))
+        out = self._tfidf(counts) @ self.weight.numpy().T.astype(np.float64) + self.bias.numpy()
+        return torch.from_numpy(np.asarray(out, dtype=np.float32))

@@ -46,8 +46,11 @@ def default_split(K: int) -> int:
     return max((K - 1) // 2, 0)
 
 
-def wild_time(M, higher_is_better: bool, split: int | None = None) -> dict:
-    """Eval-Fix (trained through period `split` of the scored periods, default_split when None) and Eval-Stream."""
+def wild_time(M, higher_is_better: bool, split: int | None = None, labels: list | None = None) -> dict:
+    """Eval-Fix (trained through period `split` of the scored periods, default_split when None) and Eval-Stream;
+    with the slice `labels` of M's rows, eval_fix_split_label names the split period by its label."""
+    filled = np.isfinite(as_matrix(M))
+    kept = np.flatnonzero(filled.any(0) | filled.any(1))
     M = scored_periods(M)
     K = M.shape[0]
     s = default_split(K) if split is None else split
@@ -55,8 +58,11 @@ def wild_time(M, higher_is_better: bool, split: int | None = None) -> dict:
         raise DriftError(f"Eval-Fix split period {s} is outside the {K} scored periods (0..{K - 1})")
     fix_mean, fix_worst = _mean_worst(M[s, s + 1:] if K else np.array([]), higher_is_better)
     stream_mean, stream_worst = _mean_worst(np.diagonal(M, 1), higher_is_better)
-    return {"eval_fix_split": s if K else None, "eval_fix_average": fix_mean, "eval_fix_worst": fix_worst,
-            "eval_stream_average": stream_mean, "eval_stream_worst": stream_worst}
+    out = {"eval_fix_split": s if K else None, "eval_fix_average": fix_mean, "eval_fix_worst": fix_worst,
+           "eval_stream_average": stream_mean, "eval_stream_worst": stream_worst}
+    if labels is not None:
+        out["eval_fix_split_label"] = str(labels[kept[s]]) if K else None
+    return out
 
 
 def clear(M) -> dict:

@@ -17,7 +17,7 @@ ORDERS = ("decay", "future", "id")   # what a ranking may be ordered by; decay i
 DEFAULT_ORDER = "decay"
 REFERENCE_FAMILY = "Reference"
 REFERENCE_PREFIX = "baseline-"
-REFERENCES = {"prior": "baseline-prior", "linear": "baseline-linear"}  # margin_<key> is the margin over <model>
+REFERENCES = {"prior": "baseline-prior", "linear": "baseline-linear", "tfidf": "baseline-tfidf"}  # margin_<key> is the margin over <model>
 
 
 # -----------------------------------------------------------------------------
@@ -98,7 +98,7 @@ def _ranked(rows: list[dict], higher_is_better: bool, key: str = DEFAULT_ORDER) 
 
 
 # -----------------------------------------------------------------------------
-# reference models (baseline-prior, baseline-linear): not ranked, the yardstick of the others
+# reference models (baseline-prior, baseline-linear, baseline-tfidf on text): not ranked, the yardstick of the others
 
 def is_reference(model: str, stats: dict | None = None) -> bool:
     """A reference model: its metrics say so ("reference": true), its family is "Reference", or its name
@@ -116,8 +116,9 @@ def id_margin(model_id, reference_id, higher_is_better: bool) -> float | None:
 
 
 def reference_margins(stats: dict, higher_is_better: bool) -> dict[str, dict]:
-    """For every non-reference model of stats (model -> {id, ...}): margin_prior and margin_linear, its ID
-    margin over baseline-prior and baseline-linear (None when that reference is absent or an ID is None), and
+    """For every non-reference model of stats (model -> {id, ...}): margin_prior, margin_linear and margin_tfidf,
+    its ID margin over baseline-prior, baseline-linear and baseline-tfidf (None when that reference is absent or
+    an ID is None), and
     beats_prior (margin_prior > 0; None when the margin is None)."""
     ref_ids = {key: (stats[name].get("id") if name in stats else None) for key, name in REFERENCES.items()}
     out = {}

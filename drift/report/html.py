@@ -101,9 +101,10 @@ def _summary(tables: dict) -> str:
         rows.append(["ref" if ref else str(r.get("rank") or "—"), html.escape(r["model"]),
                      html.escape(r.get("family") or ""), _num(r.get("id")), _num(r.get("future")),
                      _num(r.get("decay")), "" if ref else _num(r.get("margin_prior"), sign=True),
-                     "" if ref else _num(r.get("margin_linear"), sign=True)])
+                     "" if ref else _num(r.get("margin_linear"), sign=True),
+                     "" if ref else _num(r.get("margin_tfidf"), sign=True)])
         classes.append("reference" if ref else "")
-    out = _table(["rank", "model", "family", "ID", "Future", "Decay", "vs prior", "vs linear"], rows, classes,
+    out = _table(["rank", "model", "family", "ID", "Future", "Decay", "vs prior", "vs linear", "vs tfidf"], rows, classes,
                  left=3)
     for model in tables.get("below_prior") or []:
         out += f'<p class="warn">{html.escape(model)} does not beat baseline-prior in distribution.</p>'

@@ -84,7 +84,8 @@ def model_metrics(result: dict) -> dict:
         **{f"{s}_std": spread[s]["std"] for s in STATS},
         **{f"{s}_ci95": [spread[s]["ci_low"], spread[s]["ci_high"]] for s in STATS},
         # the peers' summaries of the same seed-averaged matrix (drift.protocol.peers), and the task's other metrics
-        "protocols": {"wild-time": wild_time(result["matrix"], higher), "clear": clear(result["matrix"])},
+        "protocols": {"wild-time": wild_time(result["matrix"], higher, labels=result["labels"]),
+                      "clear": clear(result["matrix"])},
         **({"also": {metric: id_future_decay(mean_over_seeds([from_json(m) for m in seeds.values()]), higher)
                      for metric, seeds in result["also"].items()}} if result.get("also") else {}),
     }
@@ -208,7 +209,7 @@ def write_report(name: str, results: dict[str, dict], root: Path = Path("."), n_
 
 ORDER_LABELS = {"decay": "Decay", "future": "Future", "id": "ID"}
 # markdown column -> the key of the row it shows
-_MD_KEYS = {"vs prior": "margin_prior", "vs linear": "margin_linear"}
+_MD_KEYS = {"vs prior": "margin_prior", "vs linear": "margin_linear", "vs tfidf": "margin_tfidf"}
 
 
 def _md(rows: list[dict], columns: list[str]) -> str:
@@ -233,7 +234,7 @@ def tables_markdown(t: dict) -> str:
     direction = "higher is better" if t["higher_is_better"] else "lower is better"
     by = t.get("ranked_by", DEFAULT_ORDER)
     ranking_md = _md(t["ranking"], ["rank", "model", "family", "id", "future", "decay", "future_std", "decay_std",
-                                    "vs prior", "vs linear"])
+                                    "vs prior", "vs linear", "vs tfidf"])
     prior = next((r for r in t["ranking"] if r["model"] == REFERENCES["prior"]), None)
     warnings = [below_prior_message(t["dataset"], r["model"], r["id"], prior["id"], t["metric"],
                                     t["higher_is_better"])
@@ -241,8 +242,9 @@ def tables_markdown(t: dict) -> str:
     parts = [
         f"# {t['dataset']}: {t['metric']} ({direction})",
         "ID: the diagonal (trained through, tested on held-out rows of the same period). Future: the later "
-        "periods. Decay: what is lost going forward (positive = worse). vs prior, vs linear: the ID margin over "
-        "the reference models baseline-prior and baseline-linear (positive = better); references (rank ref) are "
+        "periods. Decay: what is lost going forward (positive = worse). vs prior, vs linear, vs tfidf: the ID "
+        "margin over the reference models baseline-prior, baseline-linear and baseline-tfidf (text; positive = "
+        "better); references (rank ref) are "
         "not ranked and not in the families or the cohort mean.",
         f"## Models, {_order_note(by)} (Table 5)",
         ranking_md + ("\n\n" + "\n".join(f"- {w}" for w in warnings) if warnings else ""),

@@ -54,7 +54,7 @@ def load_results(metrics_dir: Path, dataset: str | None = None,
 def summary_rows(models: dict[str, dict], by: str) -> list[dict]:
     """One dataset's metrics (model -> metrics) as summary rows in rank order: each model's metrics with
     model, rank (None for a reference), reference, ranked_by and, for the models that are not references,
-    margin_prior, margin_linear and beats_prior (recomputed from the IDs, so older metrics files get them too)."""
+    margin_prior, margin_linear, margin_tfidf and beats_prior (recomputed from the IDs, so older metrics files get them too)."""
     higher = next(iter(models.values()))["higher_is_better"]
     margins = reference_margins(models, higher)
     return [{**models[r["model"]], "model": r["model"], "rank": r["rank"],

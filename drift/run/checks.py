@@ -18,6 +18,8 @@ def check_roster(models: list[str], modality: str, text_encoder: str | None, enc
         info = get_model_info(name)
         if modality == "image" and info.input == "tokens":
             raise DriftError(f"{name} is a text head; it cannot run on an image dataset")
+        if modality == "image" and info.input == "text":
+            raise DriftError(f"{name} reads raw text; it cannot run on an image dataset")
         if modality == "text" and info.input == "pixels":
             raise DriftError(f"{name} is an image model; it cannot run on a text dataset")
         if info.input == "pooled":
@@ -37,7 +39,7 @@ def validate(params: Params, name: str) -> None:
     of train.lr. The dataset's section and slices are ingest's (drift.data.validate.validate_data)."""
     validate_names(params, name)
     embed = params.embed
-    check_roster(roster(params.train, name), params.info(name).modality, embed.text_encoder, embed.encoders)
+    check_roster(roster(params.train, name, params.info(name).modality), params.info(name).modality, embed.text_encoder, embed.encoders)
     if isinstance(params.train.lr, dict):
         families = {"default"} | {info.family.lower() for info in MODELS.values()}
         for family in params.train.lr:

@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from drift.core.errors import DriftError, close_matches
-from drift.core.params import EmbedParams, Params, TrainParams
+from drift.core.params import EmbedParams, Params, TrainParams, roster
 from drift.core.presets import PRESETS, list_presets, merge_preset
 from drift.data.datasets import dataset_cfg, get_dataset, load
 from drift.models import get_model_info
@@ -215,7 +215,7 @@ def count_campaign(params: Params, manifest_dir: Path = Path("data/slices"), row
     for name in params.datasets:
         shape = dataset_shape(params, name, manifest_dir, rows.get(name))
         models = list(train.models.get(name) or [])
-        references = [b for b in train.baselines if b not in models]
+        references = [b for b in roster(train, name, shape.modality) if b not in models]
         encoders = dataset_encoders(params.embed, shape.modality)
         counts = count_dataset(shape, models, references, len(train.seeds), train.epochs, len(encoders))
         datasets[name] = {"modality": shape.modality, "task": shape.task, "n_labels": shape.n_labels,

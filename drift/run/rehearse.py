@@ -484,7 +484,7 @@ def measured(root: Path, params, name: str, trains: list, evals: list, stages: l
         return out
     manifest = json.loads(manifest_path.read_text())
     out["rows"] = manifest["rows"]
-    out["models"] = roster(params.train, name)
+    out["models"] = roster(params.train, name, params.info(name).modality)
     out["cutoffs"] = [s["label"] for s in manifest["slices"] if s.get("trainable", s["usable"])]
     token_rate = None
     for path in sorted((root / "metrics" / "embed").glob(f"{name}-*.json")):
@@ -554,7 +554,7 @@ def compare_engines(root: Path, params, names: list[str], device: str) -> dict:
             data = SliceData(load(yaml.safe_load(Path("params.yaml").read_text())), name)
             cutoffs = trainable_cutoffs(data.manifest["slices"])
             families: dict[str, list[str]] = {}
-            for model in roster(params.train, name):
+            for model in roster(params.train, name, params.info(name).modality):
                 info = get_model_info(model)
                 if info.family != "Reference":
                     families.setdefault(info.family, []).append(model)

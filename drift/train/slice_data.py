@@ -13,6 +13,7 @@ from drift.core.params import Params
 from drift.core.stage import require
 from drift.models import get_model_info
 from drift.models.inputs import Inputs, open_inputs
+from drift.models.reference import text_counts
 from drift.protocol.tasks import get_task
 from drift.store.cells import row_hashes
 from drift.store.features import ensure_features, keys_sha256
@@ -81,14 +82,14 @@ class SliceData:
     def encoder_for(self, model_name: str) -> str | None:
         """The encoder whose embeddings a model reads: its own for a probe, the text encoder for a text head."""
         info = get_model_info(model_name)
-        if self.input_kind(model_name) == "pixels":
+        if self.input_kind(model_name) in ("pixels", "text"):
             return None
         if info.input == "pooled":
             return info.name.removeprefix("probe-")
         return self.params.embed.text_encoder
 
     def input_kind(self, model_name: str) -> str:
-        """pixels, tokens or pooled; the references read pixels of an image dataset, the text encoder's pooled
+        """pixels, tokens, pooled or text (the rows' raw strings); the references read pixels of an image dataset, the text encoder's pooled
         vectors of a text dataset."""
         kind = get_model_info(model_name).input
         if kind == "auto":
@@ -97,6 +98,12 @@ class SliceData:
 
     def inputs(self, model_name: str) -> Inputs:
         kind, encoder = self.input_kind(model_name), self.encoder_for(model_name)
+        if kind == "text" and (kind, None) not in self._inputs:
+            if self.modality != "text":
+                raise DriftError(f"{model_name} reads raw text; {self.name} is an {self.modality} dataset: "
+                                 f"drop {model_name} from train.baselines")
+            texts = read_slice_table(self.slice_path, columns=["text"]).column("text").to_pylist()
+            self._inputs[kind, None] = Inputs("text", text_counts(texts))
         if (kind, encoder) not in self._inputs:
             manifest = None
             if encoder is not None:

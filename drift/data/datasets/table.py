@@ -408,7 +408,9 @@ def parsed_batches(cfg: TableParams, chunk_rows: int = CHUNK_ROWS) -> Iterator[t
                     invalid = pl.select(pl.any_horizontal(flags)).to_series()
                     reason = pl.select(pl.when(invalid).then(pl.lit("invalid_utf8")).otherwise(reason)).to_series()
                 time = parse_time(frame[cfg.time], cfg.time_encoding, cfg.time_format)
-                time_reason = pl.select(pl.when(frame[cfg.time].is_null()).then(pl.lit("missing_time"))
+                raw_time = frame[cfg.time]
+                no_time = raw_time.is_null() | (raw_time.cast(pl.String, strict=False).str.strip_chars() == "")
+                time_reason = pl.select(pl.when(no_time).then(pl.lit("missing_time"))  # null or empty: missing
                                         .when(time.is_null()).then(pl.lit("bad_time")).otherwise(None)).to_series()
                 label, label_reason = parse_label(frame, cfg, classes)
                 if cfg.text:
