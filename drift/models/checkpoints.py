@@ -77,7 +77,8 @@ class PixelStandardised(_Wrapped):
             n += x.shape[1]
         if n:
             mean = total / n
-            std = (total_sq / n - mean * mean).clamp(min=0).sqrt()
+            # numpy's sqrt (IEEE, exact on every CPU), not torch's (MKL's vector math, CPU-dependent last bits)
+            std = torch.from_numpy(np.sqrt((total_sq / n - mean * mean).clamp(min=0).numpy()))
             self.mean.copy_(mean.float())
             self.std.copy_(torch.where(std > 1e-6, std, torch.ones_like(std)).float())
 

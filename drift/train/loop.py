@@ -54,8 +54,10 @@ def make_optimizer(model: torch.nn.Module, modality: str, cfg: TrainParams) -> t
     the optimiser follows the modality, not the input (paper Section 4.3)."""
     lr = learning_rate(cfg.lr, getattr(model, "family", "default"))
     if modality == "image":
-        return torch.optim.Adam(model.parameters(), lr=lr)
-    return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=cfg.weight_decay)
+        return torch.optim.Adam(model.parameters(), lr=lr, fused=True)
+    # fused: one ATen kernel per step whose sqrt is the CPU's exact one; the default step takes torch.sqrt through
+    # MKL's vector math, whose last bits follow the CPU model (AVX2-only AMD vs others) whatever MKL_CBWR says
+    return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=cfg.weight_decay, fused=True)
 
 
 def deterministic(threads: int) -> None:
