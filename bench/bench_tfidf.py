@@ -9,6 +9,7 @@ paper's Amazon at its last cutoff trains on about 0.7 x 300,000 = 210,000 rows.
     python bench/bench_tfidf.py --rows 2000,20000            # Amazon-shaped, regression
     python bench/bench_tfidf.py --rows 20000 --task multiclass
     python bench/bench_tfidf.py --slices data/slices/sotu.lance
+    python bench/bench_tfidf.py --quick                      # 300 rows: seconds
 """
 from __future__ import annotations
 
@@ -56,7 +57,10 @@ def main(argv=None):
     parser.add_argument("--rows", default="2000,20000")
     parser.add_argument("--task", default="regression", choices=("regression", "multiclass"))
     parser.add_argument("--slices", help="a slice table: time a fit on its training rows instead")
+    parser.add_argument("--quick", action="store_true", help="300 Amazon-shaped rows, regression: seconds")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.rows, args.task = "300", "regression"
     torch.set_num_threads(1)
     if args.slices:
         import lance

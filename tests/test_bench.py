@@ -57,6 +57,9 @@ PROMISED = {
         rf"^2\. read {NUM} rows \(pooled \+ tokens, a fresh store\): local disk {NUM} rows/s, S3 {NUM} rows/s: "
         rf"S3 at {NUM}x local$",
     ],
+    "bench_tfidf.py": [
+        rf'^\{{"rows": 300, "task": "regression", "count_rows_per_s": {NUM}, "fit_s": {NUM}, "predict_rows_per_s": {NUM}',
+    ],
     "bench_table.py": [
         *(rf"^  {reader} +{NUM} s  peak RSS +{NUM} MB \(anonymous +{NUM} MB\)  kept " for reader in ("line", "fast", "table")),
     ],

@@ -102,7 +102,8 @@ async def _visit(port: int, urls: list[str]) -> list[dict]:
 
 def load_in_chromium(paths: list[Path]) -> list[dict]:
     """Each page as headless Chromium saw it: its figures, sections, requests, failures, errors, a screenshot."""
-    with tempfile.TemporaryDirectory() as profile:
+    # ignore_cleanup_errors: Chromium's helper processes may still write the profile as the browser exits
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
         browser = subprocess.Popen(
             [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
              "--disable-background-networking", "--disable-component-update", "--disable-default-apps",

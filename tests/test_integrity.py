@@ -37,6 +37,7 @@ def metrics(repo: Path, stage: str) -> dict:
 def clean(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("integrity")
     params = only(tiny_params(), "sotu")
+    params["train"]["baselines"] = ["baseline-prior", "baseline-linear"]  # the counts below: 4 models
     repo = make_project(tmp / "repo", params, tmp / "cache")
     repro_in_process(repo, "sotu", stages=STAGES)
     return {"repo": repo, "cache": tmp / "cache", "results": results(repo),

@@ -94,7 +94,7 @@ def check_prior(repo: Path, name: str, task: str, min_samples: int) -> tuple[dic
     assert abs(prior["id"] - trivial_id) < 1e-6, (prior["id"], trivial_id)
     assert abs(prior["future"] - trivial_future) < 1e-6, (prior["future"], trivial_future)
     for model, m in res.items():  # the margins the report writes are the oriented ID differences
-        if model in REFERENCES:
+        if model in REFERENCES or m.get("reference"):  # baseline-tfidf too
             continue
         better = m["id"] - prior["id"] if m["higher_is_better"] else prior["id"] - m["id"]
         assert abs(m["margin_prior"] - better) < 1e-9 and m["beats_prior"] is (better > 0)
@@ -171,7 +171,7 @@ def test_amazon_heads_beat_the_mean_rating(project):
     ingest = json.loads((repo / "metrics/ingest/amazon.json").read_text())
     assert ingest["read"] == 2400 and not ingest["quarantined"]  # 16 categories x 150 reviews, .jsonl.gz included
     res, prior_id = check_prior(repo, "amazon", "regression", min_samples=20)
-    assert set(res) == set(TEXT_HEADS + REFERENCES) and all(m["k"] == 10 for m in res.values())
+    assert set(res) == set(TEXT_HEADS + REFERENCES + ['baseline-tfidf']) and all(m["k"] == 10 for m in res.values())
     assert all(m["metric"] == "balanced_mse" and m["higher_is_better"] is False for m in res.values())
     # every rating present in a slice's test split: the mean of the distinct ratings (3) scores exactly 2.0
     # (4 + 1 + 0 + 1 + 4) / 5; 2014 has one 1-star and one 2-star review, both in its train split, so its test
@@ -209,7 +209,7 @@ def test_arxiv_heads_rank_labels_above_chance(project):
     ingest = json.loads((repo / "metrics/ingest/arxiv.json").read_text())
     assert ingest["filtered_by_rule"]["no_kept_category"] > 0  # papers of none of the seven categories
     res, prior_id = check_prior(repo, "arxiv", "multilabel", min_samples=10)
-    assert set(res) == set(TEXT_HEADS + REFERENCES) and all(m["k"] == 4 for m in res.values())
+    assert set(res) == set(TEXT_HEADS + REFERENCES + ['baseline-tfidf']) and all(m["k"] == 4 for m in res.values())
     assert all(m["metric"] == "macro_auc" and m["higher_is_better"] is True for m in res.values())
     assert prior_id == 0.5 and res["baseline-prior"]["id"] == 0.5  # every diagonal cell has a scorable class
 

@@ -49,6 +49,7 @@ def machine_a(tmp_path_factory, s3_store):
     root = tmp_path_factory.mktemp("machines")
     params = only(tiny_params(), "sotu")
     params["train"]["models"] = {"sotu": ["ffn-s", "probe-minilm"]}
+    params["train"]["baselines"] = ["baseline-prior", "baseline-linear"]  # 4 matrices
     a = make_project(root / "a", params, Path(".drift/cache"))  # each clone's own store, empty at first
     assert "hardlink" in (ROOT / ".dvc/config").read_text()
     run(["dvc", "config", "cache.type", CACHE_TYPE], a)
