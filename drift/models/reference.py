@@ -110,6 +110,32 @@ def _logistic(Z: np.ndarray, y: np.ndarray, s: np.ndarray | None, C: float,
     return fit.coef_[0].astype(np.float64), float(fit.intercept_[0])
 
 
+def _fit_classes(Z, y: np.ndarray, task_name: str, W: np.ndarray, b: np.ndarray, C: float, max_iter: int) -> None:
+    """The logistic fits both linear references share, into W [D, n_outputs] and b (prior logits on entry): binary
+    plain cross-entropy as 2 logits [-z/2, z/2]; multiclass multinomial, unweighted, an absent class keeping its
+    prior logit; multilabel one logistic per label, positives weighted neg / pos, a label never (or always) seen
+    keeping its prior. Z: dense or sparse [n, D]; y: checked targets (see _check) as numpy."""
+    if task_name == "binary":
+        if 0 < y.sum() < len(y):
+            beta, z0 = _logistic(Z, y, None, C, max_iter)
+            W[:, 0], W[:, 1], b[:] = -beta / 2, beta / 2, (-z0 / 2, z0 / 2)
+    elif task_name == "multiclass":
+        present = np.unique(y).astype(np.int64)
+        if len(present) >= 2:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)   # max_iter caps the fit on purpose
+                fit = LogisticRegression(C=C, tol=TOL, max_iter=max_iter).fit(Z, y.astype(np.int64))
+            coef, intercept = fit.coef_.astype(np.float64), fit.intercept_.astype(np.float64)
+            if len(present) == 2:                                     # scikit-learn's one row: [-z/2, z/2]
+                coef, intercept = np.vstack([-coef / 2, coef / 2]), np.array([-intercept[0], intercept[0]]) / 2
+            W[:, present], b[present] = coef.T, intercept
+    else:
+        pos = y.sum(0)
+        for c in np.flatnonzero((pos > 0) & (pos < len(y))):
+            w_c = (len(y) - pos[c]) / pos[c]                          # neg / pos (tasks.class_weights)
+            W[:, c], b[c] = _logistic(Z, y[:, c], np.where(y[:, c] == 1, w_c, 1.0), C, max_iter)
+
+
 class LinearBaseline(nn.Module):
     """A linear model on the standardised, flattened input (training mean and std; a std under STD_FLOOR counts
     as 1, so a constant pixel maps to 0), fitted by scikit-learn: the penalty |beta|^2 / (2C) is added to the loss
@@ -160,25 +186,8 @@ class LinearBaseline(nn.Module):
                 # sum_i s_i (y_i - z_i.beta - b)^2 + |beta|^2 / C: half of it is the loss summed plus |beta|^2 / (2C)
                 fit = Ridge(alpha=1 / self.C, solver="cholesky").fit(Z, y, sample_weight=s / s.mean())
                 W[:, 0], b[0] = fit.coef_, fit.intercept_
-            elif task_name == "binary":
-                if 0 < y.sum() < len(y):                                      # plain cross-entropy, unweighted
-                    beta, z0 = _logistic(Z, y, None, self.C, self.max_iter)
-                    W[:, 0], W[:, 1], b[:] = -beta / 2, beta / 2, (-z0 / 2, z0 / 2)
-            elif task_name == "multiclass":
-                present = np.unique(y).astype(np.int64)
-                if len(present) >= 2:                                         # multinomial, unweighted; an absent
-                    with warnings.catch_warnings():                           # class keeps its prior logit
-                        warnings.simplefilter("ignore", ConvergenceWarning)
-                        fit = LogisticRegression(C=self.C, tol=TOL, max_iter=self.max_iter).fit(Z, y.astype(np.int64))
-                    coef, intercept = fit.coef_.astype(np.float64), fit.intercept_.astype(np.float64)
-                    if len(present) == 2:                                     # scikit-learn's one row: [-z/2, z/2]
-                        coef, intercept = np.vstack([-coef / 2, coef / 2]), np.array([-intercept[0], intercept[0]]) / 2
-                    W[:, present], b[present] = coef.T, intercept
             else:
-                pos = y.sum(0)
-                for c in np.flatnonzero((pos > 0) & (pos < len(y))):         # a label never (or always) seen: its prior
-                    w_c = (len(y) - pos[c]) / pos[c]                          # neg / pos (tasks.class_weights)
-                    W[:, c], b[c] = _logistic(Z, y[:, c], np.where(y[:, c] == 1, w_c, 1.0), self.C, self.max_iter)
+                _fit_classes(Z, y, task_name, W, b, self.C, self.max_iter)
 
         self.mean.copy_(mean)
         self.std.copy_(std)
@@ -276,24 +285,8 @@ class TfidfBaseline(nn.Module):
                     s = len(y) / n_r[inverse]                                # w_r = n / n_r (tasks.rating_weights)
                     fit = Ridge(alpha=1 / self.C, solver="lsqr", tol=1e-4).fit(Z, y, sample_weight=s / s.mean())
                     W[:, 0], b[0] = fit.coef_, fit.intercept_
-                elif task_name == "binary":
-                    if 0 < y.sum() < len(y):
-                        beta, z0 = _logistic(Z, y, None, self.C, self.max_iter)
-                        W[:, 0], W[:, 1], b[:] = -beta / 2, beta / 2, (-z0 / 2, z0 / 2)
-                elif task_name == "multiclass":
-                    present = np.unique(y).astype(np.int64)
-                    if len(present) >= 2:                                    # an absent class keeps its prior logit
-                        fit = LogisticRegression(C=self.C, tol=TOL, max_iter=self.max_iter).fit(Z, y.astype(np.int64))
-                        coef, intercept = fit.coef_.astype(np.float64), fit.intercept_.astype(np.float64)
-                        if len(present) == 2:                                # scikit-learn's one row: [-z/2, z/2]
-                            coef = np.vstack([-coef / 2, coef / 2])
-                            intercept = np.array([-intercept[0], intercept[0]]) / 2
-                        W[:, present], b[present] = coef.T, intercept
                 else:
-                    pos = y.sum(0)
-                    for c in np.flatnonzero((pos > 0) & (pos < len(y))):    # a label never (or always) seen: its prior
-                        w_c = (len(y) - pos[c]) / pos[c]                      # neg / pos (tasks.class_weights)
-                        W[:, c], b[c] = _logistic(Z, y[:, c], np.where(y[:, c] == 1, w_c, 1.0), self.C, self.max_iter)
+                    _fit_classes(Z, y, task_name, W, b, self.C, self.max_iter)
         self.weight = torch.from_numpy(np.ascontiguousarray(W.T, dtype=np.float32))
         self.bias = torch.from_numpy(b.astype(np.float64))
         return self
