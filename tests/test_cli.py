@@ -236,3 +236,147 @@ def test_wild_time_summary_names_the_split_by_its_slice_label(tmp_path):
     shown = drift("summary", "--protocol", "wild-time", "--metrics-dir", tmp_path / "metrics", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert "Eval-Fix trained through 1990s" in shown.stdout and "period 1" not in shown.stdout
+
+
+# ---------------------------------------------------------------- drift init: --per-slice, a byte-exact round trip
+
+
+def write_tickets(path: Path, per_year: int = 600, years=(2019, 2020, 2021)) -> None:
+    """Tickets spread evenly over the months of `years`: per_year / 12 a month."""
+    import datetime as dt
+
+    rows = [{"ticket_id": f"T{y}-{i}", "opened": dt.datetime(y, 1 + i % 12, 1 + i % 28, 9, i % 60).isoformat(),
+             "body": f"{['billing', 'login', 'shipping'][i % 3]} trouble with my order {i} please help",
+             "category": ["billing", "login", "shipping"][i % 3]} for y in years for i in range(per_year)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def only_added(before: str, after: str) -> list[str]:
+    """The lines `after` adds to `before`; fails when it changes or removes any byte of `before`."""
+    import difflib
+
+    a, b = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    assert all(op in ("equal", "insert") for op, *_ in ops), \
+        "".join(difflib.unified_diff(a, b, "before", "after"))
+    return [line for op, _, _, j1, j2 in ops if op == "insert" for line in b[j1:j2]]
+
+
+def test_drift_init_per_slice_chooses_the_unit_shows_it_and_slices_as_shown(tmp_path):
+    from drift.core.params import load_params
+    from drift.data.datasets import dataset_cfg
+    from drift.data.ingest import ingest
+    from drift.data.records import read_records
+    from drift.store.slices import slice_dataset
+
+    write_tickets(tmp_path / "t.jsonl")                                  # 50 rows a month over 2019-2021
+    shutil.copy(SHIPPED_PARAMS, tmp_path / "params.yaml")
+    for n, unit, k in ((40, "month", 36), (160, "quarter", 12), (250, "half-year", 6), (500, "year", 3)):
+        shutil.copy(SHIPPED_PARAMS, tmp_path / "params.yaml")
+        done = drift("init", "mine", "t.jsonl", "--per-slice", n, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        shown = done.stdout.splitlines()[0]
+        median = {"month": 50, "quarter": 150, "half-year": 300, "year": 600}[unit]
+        assert shown == (f"--per-slice {n}: unit {unit}, {k} slices (2019-2022), rows per slice min {median}, "
+                         f"median {median}, max {median}"), done.stdout
+        assert "decade" in done.stdout and "wrote mine" in done.stdout.splitlines()[-2]  # every unit, then written
+    # the last one (year) sliced for real: the slice table's rows per slice are the ones shown
+    import os
+
+    import yaml
+    assert yaml.safe_load((tmp_path / "params.yaml").read_text())["mine"]["slices"] == \
+        {"unit": "year", "start": 2019, "end": 2022}
+    params = load_params(tmp_path / "params.yaml")
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        ingest("mine", dataset_cfg(params, "mine"), tmp_path / "r.parquet", tmp_path / "q.parquet")
+        _, manifest = slice_dataset(read_records(tmp_path / "r.parquet"), "mine", params.split)
+    finally:
+        os.chdir(old)
+    assert [s["rows"] for s in manifest["slices"]] == [600, 600, 600]
+    # --slices and --per-slice: one line, nothing written; N must be a count
+    before = (tmp_path / "params.yaml").read_text()
+    both = drift("init", "other", "t.jsonl", "--per-slice", 100, "--slices", "year", cwd=tmp_path)
+    assert both.returncode == 2 and "--slices and --per-slice both choose the slices: give one" in both.stderr
+    assert len(both.stderr.strip().splitlines()) == 1
+    zero = drift("init", "other", "t.jsonl", "--per-slice", 0, cwd=tmp_path)
+    assert zero.returncode == 2 and "--per-slice 0" in zero.stderr
+    assert (tmp_path / "params.yaml").read_text() == before
+    shown = json.loads(drift("init", "other", "t.jsonl", "--per-slice", 2000, "--json", cwd=tmp_path).stdout)
+    assert shown["slicing"]["unit"] == "decade" and shown["slicing"]["rows"] == [600, 900, 1200]
+
+
+HAND_WRITTEN = """\
+# my project's params: comments, flow lists, nulls, quoted strings and long lists, as a person writes them
+datasets: {sotu: {input: drift/data/datasets/sotu.py, reader: "drift/data/datasets/sotu.py"}}   # flow style
+sotu:
+  min_words: 30        # a comment after a value
+  start_year: 1853
+  slices: {unit: 'decade', start: 1850, end: 2030}
+  cap_per_slice: 100
+  min_samples: 40
+  strict: false
+embed:
+  text_encoder: "minilm-l6"
+  encoders: []
+  weights: {}
+  cache_dir: ~
+  dtype: 'float32'
+train:
+  epochs: 1
+  seeds: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33]
+  max_tokens: null
+  grad_clip:
+  models:
+    sotu:
+      - ffn-s
+      - probe-minilm
+# a comment between sections
+report:
+  policy:
+    every: [2,
+            3]
+    shift_thresholds: null
+"""
+
+
+@pytest.mark.parametrize("start", ["shipped", "hand-written"])
+def test_drift_init_adds_only_its_own_lines_to_params_yaml_and_force_replaces_only_them(tmp_path, start):
+    import yaml
+
+    write_tickets(tmp_path / "t.jsonl", per_year=60)
+    params = tmp_path / "params.yaml"
+    params.write_text(SHIPPED_PARAMS.read_text() if start == "shipped" else HAND_WRITTEN)
+    before = params.read_text()
+    done = drift("init", "mine", "t.jsonl", "--slices", "half-year", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    after = params.read_text()
+    entry = "mine: {input: t.jsonl, reader: drift/data/datasets/table.py}"
+    if start == "hand-written":  # a flow mapping grows in place: its line keeps its comment, nothing else moves
+        grown = ('datasets: {sotu: {input: drift/data/datasets/sotu.py, reader: "drift/data/datasets/sotu.py"}, '
+                 + entry + '}   # flow style')
+        assert after.splitlines()[1] == grown
+        before = before.replace(before.splitlines()[1], grown)
+    added = only_added(before, after)
+    roster = "    mine: [ffn-s, probe-minilm]\n"
+    assert added == ([] if start == "hand-written" else ["  " + entry + "\n"]) + [roster, "\n", "mine:\n"] + [
+        f"  {line}\n" for line in ("kind: table", "source: t.jsonl", "id: ticket_id", "time: opened",
+                                   "time_encoding: timestamp", "text: [body]", "label: category", "task: multiclass",
+                                   "classes: [billing, login, shipping]",
+                                   "slices: {unit: half-year, start: 2019, end: 2022}", "min_samples: 20",
+                                   "strict: false")]
+    written = yaml.safe_load(after)
+    assert written["datasets"]["mine"] == {"input": "t.jsonl", "reader": "drift/data/datasets/table.py"}
+    assert written["train"]["models"]["mine"] == ["ffn-s", "probe-minilm"]
+    # the same name again: one line, nothing written; --force replaces its section and entry only
+    again = drift("init", "mine", "t.jsonl", cwd=tmp_path)
+    assert again.returncode == 2 and len(again.stderr.strip().splitlines()) == 1
+    assert "'mine' is already in params.yaml" in again.stderr and "--force" in again.stderr
+    assert params.read_text() == after
+    forced = drift("init", "mine", "t.jsonl", "--slices", "year", "--force", cwd=tmp_path)
+    assert forced.returncode == 0, forced.stderr
+    replaced = params.read_text()
+    assert yaml.safe_load(replaced)["mine"]["slices"] == {"unit": "year", "start": 2019, "end": 2022}
+    assert replaced == after.replace("slices: {unit: half-year, start: 2019, end: 2022}",
+                                     "slices: {unit: year, start: 2019, end: 2022}")

@@ -92,7 +92,7 @@ BAD = [  # (change, the stage whose check stops it, the one line it prints)
     (lambda p: p["train"]["models"].update(sotu=["ffn-s", "cnn-x"]), "train", "unknown model 'cnn-x'"),
     (lambda p: p["sotu"].update(slices={"unit": "decade", "start": 1990, "end": 1990}), "ingest", "yields no slices"),
     (lambda p: p["sotu"].update(slices={"unit": "fortnight", "start": 1990, "end": 2000}), "ingest",
-     "valid: year, half-year, decade, custom"),
+     "valid: year, half-year, quarter, month, decade, custom"),
     (lambda p: p["train"]["models"].update(sotu=["cnn-s"]), "train", "image model"),
     (lambda p: p["embed"].update(encoders=["robertaa"]), "ingest", "unknown encoder 'robertaa'"),
 ]

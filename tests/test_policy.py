@@ -224,3 +224,43 @@ def test_the_command(tmp_path, monkeypatch):
     (tmp_path / "est.json").write_text(json.dumps(long_format(est, LABELS)))
     data = json.loads(drift("policy", "sotu", "ffn-s", "--estimate", "est.json", "--json", cwd=tmp_path).stdout)
     assert any(p["policy"] == "drop" for p in data["models"]["ffn-s"]["policies"])
+
+
+def test_the_policy_figure_has_no_overlapping_labels_or_ticks():
+    """Crowded panels (thresholds close in cost and score, paper-scale costs): every label drawn sits inside its
+    axes and overlaps no other label, x tick labels never touch, and each label drawn or counted as left off."""
+    import matplotlib.text
+
+    from drift.report.plots import pareto_figure
+
+    rng = np.random.default_rng(0)
+    policies = [{"policy": "never", "param": None, "name": "never", "cost": 0.0}]
+    policies += [{"policy": "every", "param": n, "name": f"every {n}", "cost": 4.2e6 / n} for n in (2, 3, 4)]
+    policies += [{"policy": "always", "param": None, "name": "always", "cost": 8.4e6}]
+    policies += [{"policy": kind, "param": float(t), "name": f"{kind} {t:g}", "cost": 6e5 + 2e4 * i}
+                 for kind in ("shift", "drop") for i, t in enumerate(rng.uniform(0, 0.1, 3))]
+    for i, p in enumerate(policies):
+        p.update(mean=0.45 + 0.004 * (i % 5), worst=0.0, pareto=i % 2 == 0, best=i == 1, retrainings=i)
+    result = {"dataset": "crowded", "metric": "accuracy", "higher_is_better": True, "cost_unit": "rows x epochs",
+              "models": {m: {"policies": [dict(p) for p in policies], "reference": m.startswith("baseline")}
+                         for m in ("ffn-s", "probe-minilm", "baseline-tfidf", "tx-s")}}
+    fig = pareto_figure(result)
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes[:4]:
+        labels = [t for t in ax.texts if isinstance(t, matplotlib.text.Annotation)]
+        boxes = [t.get_window_extent(renderer) for t in labels]
+        frame = ax.get_window_extent(renderer)
+        for i, box in enumerate(boxes):
+            assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+            for j in range(i):
+                assert not box.overlaps(boxes[j]), (labels[i].get_text(), labels[j].get_text())
+        left_off = len(policies) - len(labels)
+        assert (f"{left_off} label(s) left off" in ax.get_xlabel()) == (left_off > 0)
+        assert left_off < len(policies) // 2                          # most policies keep their label
+        assert all(len(t.get_text()) <= 12 for t in labels)           # "drop 0.063", never "drop 0.0634781"
+        ticks = [t.get_window_extent(renderer) for t in ax.get_xticklabels() if t.get_text()]
+        assert len(ticks) >= 3 and all(len(t.get_text()) <= 5 for t in ax.get_xticklabels())
+        ticks.sort(key=lambda b: b.x0)
+        assert all(a.x1 + 2 <= b.x0 for a, b in zip(ticks, ticks[1:])), [t.get_text() for t in ax.get_xticklabels()]
+    import matplotlib.pyplot as plt
+    plt.close(fig)

@@ -26,6 +26,12 @@ def test_units_and_labels():
     edges, labels = slice_edges(SliceSpec(unit="half-year", start=2014, end=2024))
     assert len(labels) == 20 and labels[:3] == ["2014-H1", "2014-H2", "2015-H1"]
     assert edges[1] == dt.datetime(2014, 7, 1)
+    edges, labels = slice_edges(SliceSpec(unit="quarter", start=2019, end=2022))
+    assert len(labels) == 12 and labels[:2] == ["2019-Q1", "2019-Q2"] and labels[-1] == "2021-Q4"
+    assert edges[1:4] == [dt.datetime(2019, 4, 1), dt.datetime(2019, 7, 1), dt.datetime(2019, 10, 1)]
+    edges, labels = slice_edges(SliceSpec(unit="month", start=2023, end=2024))
+    assert labels == [f"2023-{m:02d}" for m in range(1, 13)] and edges[-2:] == [dt.datetime(2023, 12, 1),
+                                                                                dt.datetime(2024, 1, 1)]
     _, labels = slice_edges(SliceSpec(unit="decade", start=1850, end=2030))
     assert len(labels) == 18 and labels[-1] == "2020s"
     edges, labels = slice_edges(SliceSpec(unit="custom", edges=["1950-01-01", "1970-07-01", 2000]))
@@ -34,7 +40,7 @@ def test_units_and_labels():
 
 @pytest.mark.parametrize("spec, message", [
     ({"unit": "year", "start": 2000, "end": 2000}, "yields no slices"),
-    ({"unit": "week", "start": 2000, "end": 2001}, "valid: year, half-year, decade, custom"),
+    ({"unit": "week", "start": 2000, "end": 2001}, "valid: year, half-year, quarter, month, decade, custom"),
     ({"unit": "decade", "start": 1855, "end": 1900}, "on a decade"),
     ({"unit": "custom", "edges": ["2000-01-01", "1999-01-01"]}, "increase"),
     ({"unit": "year"}, "need integer `start` and `end`"),

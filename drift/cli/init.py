@@ -3,10 +3,12 @@ roster), from what its columns show (drift/data/inspect.py), comments of params.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Optional
 
 import typer
+import yaml
 from rich.console import Console
 
 from drift.cli.common import console, fail
@@ -18,21 +20,116 @@ from drift.data.inspect import Ambiguous, entry, propose
 ROSTERS = {"text": ["ffn-s", "probe-minilm"], "image": ["mlp-s", "cnn-s"]}  # the models a new dataset starts with
 
 
-def write_dataset(params_path: Path, name: str, section: dict, modality: str) -> None:
-    """Add (or replace) dataset `name` in params.yaml: its entry under `datasets`, its section, its roster."""
-    from ruamel.yaml import YAML  # lazy: ruamel.yaml, only when params.yaml is edited
+def write_dataset(params_path: Path, name: str, section: dict, modality: str, force: bool = False) -> None:
+    """Add dataset `name` to params.yaml as text: its `datasets` entry, its section (at the end) and, when it has
+    none, its roster under train.models. Every other byte stays as it was (comments, flow lists, quoting, nulls).
+    A name already there is a one-line error; `force` replaces its entry and section in place (the roster stays).
+    The edited text must parse to exactly the intended params and pass the schema before it is written."""
+    text = params_path.read_text() if params_path.exists() else ""
+    params = yaml.safe_load(text) or {}
+    if not isinstance(params, dict):
+        raise DriftError(f"{params_path} holds no mapping at its top level: it cannot take a dataset")
+    if (name in params or name in (params.get("datasets") or {})) and not force:
+        raise DriftError(f"{name!r} is already in {params_path}: choose another name, or --force to replace its "
+                         f"section and datasets entry (the rest of the file stays as it is)")
+    wanted = json.loads(json.dumps(params, default=str))
+    wanted.setdefault("datasets", {})
+    wanted["datasets"] = {**(wanted["datasets"] or {}), name: entry(section["source"])}
+    wanted[name] = json.loads(json.dumps(section, default=str))
+    train = wanted.setdefault("train", {}) or {}
+    wanted["train"] = train
+    roster = None if (train.get("models") or {}).get(name) else ROSTERS[modality]
+    if roster:
+        train["models"] = {**(train.get("models") or {}), name: roster}
 
-    yaml_rt = YAML()
-    yaml_rt.width = 120
-    params = yaml_rt.load(params_path.read_text()) if params_path.exists() else {}
-    params.setdefault("datasets", {})[name] = entry(section["source"])
-    params[name] = section
-    models = params.setdefault("train", {}).setdefault("models", {})
-    if not models.get(name):
-        models[name] = ROSTERS[modality]
-    load(json.loads(json.dumps(params)))  # the edited params must hold up before they are written
-    with open(params_path, "w") as f:
-        yaml_rt.dump(params, f)
+    text = _set_item(text, ["datasets"], name, entry(section["source"]))
+    text = _set_item(text, [], name, section)
+    if roster:
+        text = _set_item(text, ["train", "models"], name, roster)
+    if json.loads(json.dumps(yaml.safe_load(text), default=str)) != wanted:  # the text edit went wrong: stop
+        raise DriftError(f"could not add {name!r} to {params_path} without rewriting it: add the section "
+                         f"`drift init --json` prints by hand")
+    load(wanted)  # the edited params must hold up before they are written
+    tmp = params_path.with_name(f".{params_path.name}.drift-init")
+    tmp.write_text(text)
+    os.replace(tmp, params_path)
+
+
+def _dump(key: str, value, indent: int) -> str:
+    """`key: value` as YAML lines at `indent`: scalars and collections of scalars in flow style."""
+    out = yaml.safe_dump({key: value}, sort_keys=False, default_flow_style=None, width=120, allow_unicode=True)
+    return "".join(" " * indent + line + "\n" for line in out.splitlines())
+
+
+def _end(node) -> int:
+    """Where a node's text ends: a block collection ends with its last item, not at the next key's line."""
+    while isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and not node.flow_style and node.value:
+        node = node.value[-1][1] if isinstance(node, yaml.MappingNode) else node.value[-1]
+    return node.end_mark.index
+
+
+def _line_end(text: str, index: int) -> int:
+    """The start of the line after the one holding `index` (a block scalar's end is already there)."""
+    if index > 0 and text[index - 1] == "\n":
+        return index
+    newline = text.find("\n", index)
+    return len(text) if newline < 0 else newline + 1
+
+
+def _set_item(text: str, path: list[str], key: str, value) -> str:
+    """`text` with mapping `path` (top level: []) holding `key: value`, created where missing; only the lines of
+    that item (or of the created mappings) change."""
+    node = yaml.compose(text) if text.strip() else None
+    indent, parents = 0, []
+    for part in path:
+        if node is not None and not isinstance(node, yaml.MappingNode):
+            raise DriftError(f"params.yaml: {'.'.join(parents) or 'the top level'} is no mapping")
+        found = [(k, v) for k, v in (node.value if node is not None else []) if k.value == part]
+        if not found or not isinstance(found[0][1], yaml.MappingNode) or not found[0][1].value:
+            break
+        parents.append(part)
+        key_node, node = found[0]
+        indent = node.value[0][0].start_mark.column
+    missing = path[len(parents):]
+    node_items = node.value if node is not None else []
+    if missing:  # the mappings `path` lacks created (or an empty one filled) with the item inside
+        tree = {key: value}
+        for part in reversed(missing[1:]):
+            tree = {part: tree}
+        existing = [(k, v) for k, v in node_items if k.value == missing[0]]
+        if existing:  # present but empty or null (`datasets:`, `models: {}`): that item replaced
+            k, v = existing[0]
+            return (text[:k.start_mark.index - k.start_mark.column] + _dump(missing[0], tree, k.start_mark.column)
+                    + text[_line_end(text, _end(v)):])
+        if not parents:
+            return _append(text, _dump(missing[0], tree, 0))
+        at = _line_end(text, _end(node))
+        return text[:at] + _dump(missing[0], tree, indent) + text[at:]
+    if node is None:
+        return _append(text, _dump(key, value, 0))
+    items = [(k, v) for k, v in node.value if k.value == key]
+    if items:  # replaced in place
+        k, v = items[0]
+        if node.flow_style:
+            flow = yaml.safe_dump({key: value}, default_flow_style=True, width=10 ** 6).strip()[1:-1]
+            return text[:k.start_mark.index] + flow + text[_end(v):]
+        block = _dump(key, value, k.start_mark.column)
+        return text[:k.start_mark.index - k.start_mark.column] + block + text[_line_end(text, _end(v)):]
+    if node.flow_style:  # {a: 1} -> {a: 1, key: value}
+        flow = yaml.safe_dump({key: value}, default_flow_style=True, width=10 ** 6).strip()[1:-1]
+        close = node.end_mark.index - 1
+        return text[:close] + (", " if node.value else "") + flow + text[close:]
+    if not path:
+        return _append(text, _dump(key, value, 0))
+    at = _line_end(text, _end(node))
+    return text[:at] + _dump(key, value, indent) + text[at:]
+
+
+def _append(text: str, block: str) -> str:
+    """`block` at the end of `text`, after a blank line (a new top-level key)."""
+    if text and not text.endswith("\n"):
+        text += "\n"
+    return text + ("\n" if text.strip() else "") + block
 
 
 def init(name: str = typer.Argument(..., help="the dataset's name in params.yaml (any name not built in)"),
@@ -46,7 +143,12 @@ def init(name: str = typer.Argument(..., help="the dataset's name in params.yaml
          id_column: Optional[str] = typer.Option(None, "--id", help="the id column (unique per row); none: row "
                                                  "numbers; by default the one unique key-like column"),
          slices: Optional[str] = typer.Option(None, "--slices", help="UNIT[:START:END], e.g. year, half-year, "
-                                              "decade:1950:2030 (default: years when the data spans 3 or more)"),
+                                              "quarter, month, decade:1950:2030 (default: years when the data "
+                                              "spans 3 or more)"),
+         per_slice: Optional[int] = typer.Option(None, "--per-slice", help="choose the unit whose slices hold "
+                                                 "about N rows (shown before writing); not with --slices"),
+         force: bool = typer.Option(False, "--force", help="replace the section and datasets entry of a name "
+                                    "already in params.yaml"),
          params_path: Path = typer.Option(Path("params.yaml"), "--params", help="the params.yaml to edit"),
          as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Inspect a table's columns, propose its section (time, input, label, task, slices) and write it to
@@ -57,9 +159,11 @@ def init(name: str = typer.Argument(..., help="the dataset's name in params.yaml
         if name in DATASETS:
             raise DriftError(f"{name!r} is a built-in dataset: choose another name for your table")
         proposal = propose(name, source, time=time, text=split(text), image=image, label=split(label), task=task,
-                           id_column=id_column, slices=slices)
+                           id_column=id_column, slices=slices, per_slice=per_slice)
         section = proposal["section"]
-        write_dataset(params_path, name, section, "text" if "text" in section else "image")
+        if proposal["slicing"] and not as_json:
+            show_slicing(proposal["slicing"])
+        write_dataset(params_path, name, section, "text" if "text" in section else "image", force=force)
     except Ambiguous as question:
         Console(stderr=True, soft_wrap=True).print(f"[yellow]question:[/yellow] {question}", highlight=False)
         raise typer.Exit(2)
@@ -81,6 +185,17 @@ def init(name: str = typer.Argument(..., help="the dataset's name in params.yaml
     console.print(f"wrote {name} to {params_path} (datasets.{name}, {name}:, train.models.{name}); change any "
                   f"key there or re-run with --time/--text/--image/--label/--task", style="dim", soft_wrap=True)
     console.print(f"next: dvc repro   then: drift summary {name}   and reports/{name}.html", highlight=False)
+
+
+def show_slicing(choice: dict) -> None:
+    """The unit --per-slice chose, and what each unit would give, as rows per slice."""
+    low, median, high = choice["rows"]
+    console.print(f"--per-slice {choice['per_slice']}: unit {choice['unit']}, {choice['k']} slices "
+                  f"({choice['slices']['start']}-{choice['slices']['end']}), rows per slice min {low}, median "
+                  f"{median:g}, max {high}", highlight=False, soft_wrap=True)
+    for c in choice["candidates"]:
+        console.print(f"  {c['unit']:<9} {c['k']:>5} slices   rows per slice min {c['rows'][0]}, median "
+                      f"{c['rows'][1]:g}, max {c['rows'][2]}", style="dim", highlight=False, soft_wrap=True)
 
 
 COMMANDS = (init,)

@@ -256,7 +256,7 @@ class Section(BaseModel):
 # ---------------------------------------------------------------- datasets
 
 class SliceSpec(Section):
-    """{unit: year | half-year | decade, start, end} or {unit: custom, edges, labels}; drift.protocol.slicing.slice_edges
+    """{unit: year | half-year | quarter | month | decade, start, end} or {unit: custom, edges, labels}; drift.protocol.slicing.slice_edges
     checks the combination (one-line errors naming the valid units)."""
     unit: Optional[str] = None
     start: Optional[Int] = None

@@ -11,6 +11,7 @@ import re
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 
@@ -122,11 +123,12 @@ def _is_text(s: pl.Series) -> bool:
 
 
 def parse_slices(spec: str, low, high) -> dict:
-    """--slices UNIT[:START:END] -> the section's slices; START and END default to the data's years."""
+    """--slices UNIT[:START:END] -> the section's slices; START and END default to the data's years (decades)."""
     parts = spec.split(":")
     if len(parts) not in (1, 3) or not parts[0]:
         raise DriftError(f"--slices {spec!r}: write UNIT or UNIT:START:END, e.g. year or decade:1950:2030")
-    out = {"unit": parts[0], "start": low.year, "end": high.year + 1}
+    step = 10 if parts[0] == "decade" else 1  # a decade's START and END default to the data's decades
+    out = {"unit": parts[0], "start": low.year // step * step, "end": (high.year // step + 1) * step}
     if len(parts) == 3:
         try:
             out["start"], out["end"] = int(parts[1]), int(parts[2])
@@ -168,10 +170,15 @@ def _task(s: pl.Series) -> str:
 
 def propose(name: str, source: str, time: str | None = None, text: list[str] | None = None,
             image: str | None = None, label: list[str] | None = None, task: str | None = None,
-            id_column: str | None = None, slices: str | None = None) -> dict:
+            id_column: str | None = None, slices: str | None = None, per_slice: int | None = None) -> dict:
     """The section of dataset `name` (a mapping ready for params.yaml) and `columns`, what the sample showed.
     The id: `id_column` ("none": row numbers), else the one column whose values are unique and look like keys
-    (no whitespace, or numbers; several: the one named like an id, else a question); `slices`: UNIT[:START:END]."""
+    (no whitespace, or numbers; several: the one named like an id, else a question); `slices`: UNIT[:START:END];
+    `per_slice`: the unit whose median slice holds nearest N rows (`slicing` in the result: see choose_unit)."""
+    if slices and per_slice is not None:
+        raise DriftError("--slices and --per-slice both choose the slices: give one (--per-slice N picks the unit)")
+    if per_slice is not None and per_slice < 1:
+        raise DriftError(f"--per-slice {per_slice}: give the rows a slice should hold, a whole number >= 1")
     frame, n_files = sample(source)
     columns = frame.columns
     for given in [time, image, *(text or []), *(label or []), None if id_column == "none" else id_column]:
@@ -240,30 +247,39 @@ def propose(name: str, source: str, time: str | None = None, text: list[str] | N
     if task in ("binary", "multiclass"):
         section["classes"] = label_names(cfg)
     invalid: dict = {}
-    low, high = time_span(cfg, invalid)
-    section["slices"] = parse_slices(slices, low, high) if slices else slices_for(low, high)
+    times: list = []
+    low, high = time_span(cfg, invalid, times)
+    slicing = None
+    if per_slice is not None:
+        slicing = choose_unit(np.concatenate(times), low, high, per_slice)
+        section["slices"] = slicing["slices"]
+    else:
+        section["slices"] = parse_slices(slices, low, high) if slices else slices_for(low, high)
     if slices:
         from drift.protocol.slicing import slice_edges
         slice_edges(parse(TableParams, section, name).slices)  # a unit or edges that cannot slice: say so now
     section["min_samples"] = 20
     section["strict"] = False
     return {"section": section, "columns": {c: str(frame[c].dtype) for c in columns}, "files": n_files,
-            "invalid_utf8": sum(invalid.values()),
+            "invalid_utf8": sum(invalid.values()), "slicing": slicing,
             "span": [str(low), str(high)], "examples": {c: [str(v)[:40] for v in frame[c].head(3).to_list()]
                                                          for c in columns}}
 
 
-def time_span(cfg: TableParams, invalid: dict | None = None):
+def time_span(cfg: TableParams, invalid: dict | None = None, times: list | None = None):
     """(earliest, latest) time over the whole source; `invalid` (when given) gets file -> its rows with invalid
-    UTF-8, which ingest will quarantine (invalid_utf8)."""
+    UTF-8, which ingest will quarantine (invalid_utf8); `times` (when given) gets every readable time, as
+    datetime64[us] arrays."""
     low = high = None
     with tempfile.TemporaryDirectory(prefix="drift-init-") as tmp:
         for path, fmt in source_files(cfg.source, cfg.format):
             for frame in scan_batches(path, fmt, [cfg.time], cfg, Path(tmp), repaired=invalid):
-                times = parse_time(frame[cfg.time], cfg.time_encoding, cfg.time_format).drop_nulls()
-                if len(times):
-                    low = times.min() if low is None else min(low, times.min())
-                    high = times.max() if high is None else max(high, times.max())
+                found = parse_time(frame[cfg.time], cfg.time_encoding, cfg.time_format).drop_nulls()
+                if len(found):
+                    low = found.min() if low is None else min(low, found.min())
+                    high = found.max() if high is None else max(high, found.max())
+                    if times is not None:
+                        times.append(found.cast(pl.Datetime("us")).to_numpy())
     if low is None:
         raise DriftError(f"no readable time in column {cfg.time!r} of {cfg.source}")
     return low, high
@@ -273,6 +289,30 @@ def slices_for(low, high) -> dict:
     """One slice a year when the span covers three years or more, else one a half-year."""
     unit = "year" if high.year - low.year >= 2 else "half-year"
     return {"unit": unit, "start": low.year, "end": high.year + 1}
+
+
+def choose_unit(times: np.ndarray, low, high, per_slice: int) -> dict:
+    """The slicing unit whose median slice holds nearest `per_slice` rows (by ratio; a tie: the finer unit), over
+    the units --slices accepts, each spanning the data's years: {"slices": the section's spec, "unit", "k" (the
+    number of slices), "rows": [min, median, max] per slice, "per_slice", "candidates": the same for every unit}.
+    Rows are the source's rows with a readable time, before ingest's checks."""
+    from drift.core.params import SliceSpec
+    from drift.protocol.slicing import AUTO_UNITS, assign_slices, slice_edges
+
+    candidates = []
+    for unit in AUTO_UNITS:
+        step = 10 if unit == "decade" else 1
+        spec = {"unit": unit, "start": low.year // step * step, "end": (high.year // step + 1) * step}
+        edges, _ = slice_edges(SliceSpec.model_validate(spec))
+        index = assign_slices(times, edges)
+        counts = np.bincount(index[index >= 0], minlength=len(edges) - 1)
+        rows = [int(counts.min()), float(np.median(counts)), int(counts.max())]
+        candidates.append({"slices": spec, "unit": unit, "k": len(counts), "rows": rows,
+                           "off_by": abs(np.log(max(rows[1], 0.5) / per_slice))})
+    best = min(candidates, key=lambda c: (round(c["off_by"], 9), c["k"] * -1))
+    for c in candidates:
+        c.pop("off_by")
+    return {**best, "per_slice": per_slice, "candidates": candidates}
 
 
 def dvc_input(source: str) -> str:

@@ -3,6 +3,8 @@
 A slice spec (the `slices:` key of a dataset's params) is one of
     {unit: year,      start: 1905, end: 2014}      yearly slices [1905, 1906) ... [2013, 2014)
     {unit: half-year, start: 2014, end: 2024}      "2014-H1", "2014-H2", ...
+    {unit: quarter,   start: 2019, end: 2022}      "2019-Q1" ... "2021-Q4"
+    {unit: month,     start: 2023, end: 2024}      "2023-01" ... "2023-12"
     {unit: decade,    start: 1850, end: 2030}      "1850s" ... "2020s"  (start, end multiples of 10)
     {unit: custom, edges: ["1950-01-01", "1970-07-01", "2000-01-01"], labels: [...]}  K = len(edges) - 1
 `start` is inclusive, `end` exclusive, both years. Times outside [first edge, last edge) belong to no slice.
@@ -18,7 +20,9 @@ import pyarrow as pa
 from drift.core.errors import DriftError
 from drift.core.params import DatasetParams, SliceSpec, SplitParams
 
-UNITS = ("year", "half-year", "decade", "custom")
+UNITS = ("year", "half-year", "quarter", "month", "decade", "custom")
+AUTO_UNITS = ("month", "quarter", "half-year", "year", "decade")  # the calendar units, finest first
+MONTHS = {"half-year": (1, 7), "quarter": (1, 4, 7, 10), "month": tuple(range(1, 13))}  # each slice's first month
 
 
 def slice_edges(spec: SliceSpec) -> tuple[list[dt.datetime], list[str]]:
@@ -49,8 +53,10 @@ def slice_edges(spec: SliceSpec) -> tuple[list[dt.datetime], list[str]]:
             edges = [dt.datetime(y, 1, 1) for y in range(start, end + 1, 10)]
             labels = [f"{y}s" for y in range(start, end, 10)]
         else:
-            edges = [dt.datetime(y, m, 1) for y in range(start, end) for m in (1, 7)] + [dt.datetime(end, 1, 1)]
-            labels = [f"{y}-H{h}" for y in range(start, end) for h in (1, 2)]
+            months = MONTHS[unit]
+            edges = [dt.datetime(y, m, 1) for y in range(start, end) for m in months] + [dt.datetime(end, 1, 1)]
+            name = {"half-year": "{y}-H{i}", "quarter": "{y}-Q{i}", "month": "{y}-{m:02d}"}[unit]
+            labels = [name.format(y=y, i=i, m=m) for y in range(start, end) for i, m in enumerate(months, 1)]
     if len(edges) < 2:
         raise DriftError(f"the slice spec {spec} yields no slices: `end` must come after `start`")
     if len(labels) != len(edges) - 1:

@@ -157,14 +157,65 @@ def saliency_grid(maps: dict, models: list[str], columns: list[dict], path: Path
 
 
 def pareto_plot(result: dict, path: Path) -> None:
+    """Retraining policies drawn by pareto_figure, saved to `path`."""
+    _save(pareto_figure(result), path)
+
+
+def compact_number(value: float, _pos=None) -> str:
+    """A tick label that stays short at any scale: 0, 750, 12k, 1.5M, 2G."""
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= size:
+            return f"{value / size:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def policy_label(policy: dict) -> str:
+    """A policy's name on the figure: a threshold to 2 significant digits ("drop 0.077", not "drop 0.076667")."""
+    if policy["policy"] in ("shift", "drop") and policy.get("param") is not None:
+        return f"{policy['policy']} {policy['param']:.2g}"
+    return policy["name"]
+
+
+LABEL_OFFSETS = [(3, 3, "left"), (3, -9, "left"), (-3, 3, "right"), (-3, -9, "right"), (3, 10, "left"),
+                 (-3, 10, "right"), (3, -16, "left"), (-3, -16, "right"), (3, 17, "left"), (-3, 17, "right")]
+
+
+def place_labels(ax, renderer, points: list[tuple[float, float]], labels: list[str], bold: list[bool]) -> int:
+    """Each point's label at the first offset (LABEL_OFFSETS, points) where it overlaps no label placed before,
+    no other point's marker and stays inside the axes; a label with no such place is left off. Returns how many."""
+    frame = ax.get_window_extent(renderer)
+    markers = [ax.transData.transform(xy) for xy in points]
+    placed, left_off = [], 0
+    for i in sorted(range(len(points)), key=lambda i: (not bold[i], points[i])):  # the best policy's label first
+        for dx, dy, ha in LABEL_OFFSETS:
+            text = ax.annotate(labels[i], points[i], xytext=(dx, dy), textcoords="offset points", fontsize=6,
+                               ha=ha, fontweight="bold" if bold[i] else "normal")
+            box = text.get_window_extent(renderer)
+            clear = (frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+                     and not any(box.overlaps(other) for other in placed)
+                     and not any(j != i and box.x0 - 3 <= mx <= box.x1 + 3 and box.y0 - 3 <= my <= box.y1 + 3
+                                 for j, (mx, my) in enumerate(markers)))
+            if clear:
+                placed.append(box)
+                break
+            text.remove()
+        else:
+            left_off += 1
+    return left_off
+
+
+def pareto_figure(result: dict):
     """Retraining policies (drift/analysis/policy.py): one panel per model, mean score (filled) and worst period
     (hollow, joined by a thin line) against the retraining cost; the Pareto front of the mean as a step line,
-    the best policy's name in bold. result: policy.dataset_policies."""
+    each policy's name beside its mean where it overlaps nothing (place_labels; the panel's x label counts
+    those left off), the best policy's in bold; at most 5 x ticks, short (compact_number). result:
+    policy.dataset_policies."""
     models = list(result["models"])
     higher = result["higher_is_better"]
     cols = min(3, max(1, len(models)))
     rows = int(np.ceil(len(models) / cols)) or 1
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows + 0.4), dpi=120, squeeze=False)
+    drawn = []
     for ax, model in zip(axes.flat, models):
         policies = [p for p in result["models"][model]["policies"] if p["mean"] is not None]
         for p in policies:
@@ -172,20 +223,31 @@ def pareto_plot(result: dict, path: Path) -> None:
             ax.plot([p["cost"], p["cost"]], [p["mean"], p["worst"]], color=color, linewidth=0.6, alpha=0.6)
             ax.plot(p["cost"], p["mean"], "o", color=color, markersize=5)
             ax.plot(p["cost"], p["worst"], "o", mfc="none", color=color, markersize=4)
-            ax.annotate(p["name"], (p["cost"], p["mean"]), xytext=(3, 3), textcoords="offset points", fontsize=6,
-                        fontweight="bold" if p["best"] else "normal")
         front = sorted((p["cost"], p["mean"]) for p in policies if p["pareto"])
         if front:
             ax.step(*zip(*front), where="post", color="#dd8452", linewidth=1, alpha=0.8)
         ax.set_title(model + (" (reference)" if result["models"][model].get("reference") else ""), fontsize=9)
-        ax.set_xlabel(f"retraining cost ({result['cost_unit']})", fontsize=8)
         ax.set_ylabel(METRIC_LABELS.get(result["metric"], result["metric"]), fontsize=8)
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(nbins=5))
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(compact_number))
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
+        ax.margins(x=0.08, y=0.12)  # room for the labels of the outermost points
+        ax.set_xlabel(f"retraining cost ({result['cost_unit']})", fontsize=8)
+        drawn.append((ax, policies))
     for ax in list(axes.flat)[len(models):]:
         ax.axis("off")
     better = "higher" if higher else "lower"
     fig.suptitle(f"{result['dataset']}: retraining policies replayed from the drift matrix (dot: mean, ring: worst "
                  f"period; orange: Pareto front; {better} is better)", fontsize=9)
     fig.tight_layout()
-    _save(fig, path)
+    renderer = fig.canvas.get_renderer()
+    for ax, policies in drawn:  # placed once the layout is final: the boxes are measured where they are drawn
+        ax.set_xlim(ax.get_xlim())
+        ax.set_ylim(ax.get_ylim())
+        left_off = place_labels(ax, renderer, [(p["cost"], p["mean"]) for p in policies],
+                                [policy_label(p) for p in policies], [bool(p["best"]) for p in policies])
+        if left_off:
+            ax.set_xlabel(f"retraining cost ({result['cost_unit']}); {left_off} label(s) left off: the table has "
+                          f"every policy", fontsize=7)
+    return fig
