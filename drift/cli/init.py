@@ -1,5 +1,6 @@
 """`drift init <name> <source>`: a table of your own added to params.yaml (its section, its `datasets` entry, a
-roster), from what its columns show (drift/data/inspect.py), comments of params.yaml kept."""
+roster), from what its columns show (drift/data/inspect.py); params.yaml is edited as text, so every other byte
+of it stays as it was."""
 from __future__ import annotations
 
 import json
@@ -88,7 +89,7 @@ def _set_item(text: str, path: list[str], key: str, value) -> str:
         if not found or not isinstance(found[0][1], yaml.MappingNode) or not found[0][1].value:
             break
         parents.append(part)
-        key_node, node = found[0]
+        node = found[0][1]
         indent = node.value[0][0].start_mark.column
     missing = path[len(parents):]
     node_items = node.value if node is not None else []
