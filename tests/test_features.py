@@ -258,7 +258,7 @@ def test_slice_data_builds_and_reads_the_feature_files(embedded, tmp_path, monke
     monkeypatch.chdir(tmp_path)
     (tmp_path / "data" / "slices").mkdir(parents=True)
     (tmp_path / "data" / "embeddings").mkdir()
-    shutil.copytree(path, "data/slices/sotu.lance")
+    shutil.copy(path, "data/slices/sotu.lance")
     shutil.copy(path.with_suffix(".json"), "data/slices/sotu.json")
     (tmp_path / "data" / "embeddings" / "sotu.json").write_text(json.dumps({"encoders": {"minilm-l6": manifest}}))
     params = tiny_params()

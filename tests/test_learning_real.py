@@ -16,11 +16,12 @@ import json
 import shutil
 from pathlib import Path
 
-import lance
 import numpy as np
 from conftest import repro_in_process
 from PIL import Image
 from test_real_pipelines import real_params, results
+
+from drift.store.slices import read_slice_table
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TEXT_HEADS = ["ffn-s", "textcnn-s", "bigru-s", "tx-s", "probe-minilm"]
@@ -35,7 +36,7 @@ REFERENCES = ["baseline-prior", "baseline-linear"]
 # cells; Future: mean of the filled cells j > i.
 
 def slice_table(repo: Path, name: str):
-    table = lance.dataset(str(repo / f"data/slices/{name}.lance")).to_table(columns=["slice", "split", "label"])
+    table = read_slice_table(repo / f"data/slices/{name}.lance", columns=["slice", "split", "label"])
     return (table.column("slice").to_numpy(), np.array(table.column("split").to_pylist(), dtype=object),
             table.column("label").to_pylist())
 

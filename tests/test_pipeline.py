@@ -59,6 +59,11 @@ def test_repro_end_to_end(project):
     run(["git", "add", "-A"], repo)
     run(["git", "commit", "-qm", "first run"], repo)
 
+    # the same records re-sliced and re-embedded give the same bytes: dvc.lock as committed, nothing to commit
+    run(["dvc", "repro", "-f", "-s", "ingest@sotu", "slice@sotu", "slice@synth-portraits", "embed@sotu"], repo)
+    assert run(["git", "status", "--porcelain"], repo).stdout == ""
+    assert "Data and pipelines are up to date" in run(["dvc", "status"], repo).stdout
+
     # a typo on the up-to-date workspace (the README's way to iterate) fails in the check stage, in one line
     typo = run(["dvc", "exp", "run", "-S", "+train.epoch=3"], repo, check=False)
     assert typo.returncode != 0 and "Running stage 'train" not in typo.stdout

@@ -153,3 +153,24 @@ def test_a_table_written_before_checksums_is_read_and_appended_to(tmp_path):
     with pytest.raises(DamagedRows):
         store.read_pooled(["b"])
     assert [d["first_key"] for d in scan_damage(path)] == ["b"]
+
+
+def test_the_slice_table_is_the_same_bytes_every_write(tmp_path):
+    """Lance writes a metadata map in hash order and its 2.1 format picks encodings from samples: the slice table
+    is written so that the same records always give the same file (dvc.lock unchanged on a re-run)."""
+    import pyarrow as pa
+
+    from drift.store.slices import read_slice_table, write_slice_table
+    table = pa.table({"id": [str(i) for i in range(500)], "key": [f"k{i}" for i in range(500)],
+                      "slice": [i % 5 for i in range(500)], "split": ["train", "test"] * 250,
+                      "label": [i % 2 for i in range(500)], "text": [f"words {i} " * (i % 40) for i in range(500)]})
+    table = table.replace_schema_metadata({f"m{i}".encode(): str(i).encode() for i in range(8)})
+    written = set()
+    for n in range(4):
+        path = tmp_path / f"t{n}.lance"
+        write_slice_table(table, path, {"dataset": "t"})
+        written.add(path.read_bytes())
+    assert len(written) == 1
+    back = read_slice_table(tmp_path / "t0.lance", columns=["key", "text"])
+    assert back.column("text").to_pylist() == table.column("text").to_pylist()
+    assert back.schema.metadata == table.schema.metadata  # the metadata folded into one entry comes back whole

@@ -45,6 +45,8 @@ PATHS = {
 }
 PARAMS_CHECKED = "data/params.checked"  # the check stage's mark, the same bytes every run: every ingest depends on it
 EMBED_METRICS = "metrics/embed"  # one JSON per dataset and encoder: rows computed vs found in the store
+# the embed stage's wall times, beside its metrics but never committed (a committed result is the same every run)
+EMBED_TIMINGS = ".drift/timings/embed"
 METRICS = "metrics"  # every model's ID / Future / Decay lives in metrics/<dataset>/<model>.json
 PLOTS = "plots"
 

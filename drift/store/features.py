@@ -17,7 +17,6 @@ import shutil
 import sys
 from pathlib import Path
 
-import lance
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,6 +24,7 @@ import pyarrow.compute as pc
 from drift.core.errors import DriftError
 from drift.store.embeddings import DamagedRows, open_store
 from drift.store.integrity import fsync_dir, fsync_file, sha256_file
+from drift.store.slices import read_slice_table, slice_table_batches
 
 FORMAT = 2  # 2: each file's size and sha256 in the header
 CHUNK_BYTES = 64 << 20  # store reads of about this many bytes of token states at a time, while building
@@ -240,17 +240,15 @@ def build_embeddings(store, keys: pa.Array, out: Path, keys_hash: str | None = N
 
 def build_pixels(slice_path: Path, out: Path, keys_hash: str, rows_per_read: int = 4096) -> dict:
     """The slice table's images as uint8 [n, C, H, W], read from the table in batches; returns the header."""
-    ds = lance.dataset(str(slice_path))
-    meta = ds.schema.metadata or {}
+    n, meta, batches = slice_table_batches(slice_path, ["image"], rows_per_read)
     shape = tuple(int(x) for x in meta.get(b"image_shape", b"3,32,32").decode().split(","))
-    n = ds.count_rows()
     out = Path(out)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     written = 0
     with _open_npy(tmp / "pixels.npy", np.uint8, (n, *shape)) as f:
-        for batch in ds.scanner(columns=["image"], batch_size=rows_per_read, scan_in_order=True).to_batches():
+        for batch in batches:
             _write(f, batch.column("image").flatten().to_numpy().reshape(batch.num_rows, *shape))
             written += batch.num_rows
     if written != n:
@@ -306,7 +304,7 @@ def write_features(slice_path: Path, encoders: dict, cache_dir: Path, out_dir: P
     image dataset, under out_dir (data/features/<dataset>). Directories of encoders no longer listed are
     removed, so the directory is exactly this run's output. Returns {name: header}."""
     out_dir = Path(out_dir)
-    keys = _keys_array(lance.dataset(str(slice_path)).to_table(columns=["key"]).column("key"))
+    keys = _keys_array(read_slice_table(slice_path, columns=["key"]).column("key").combine_chunks())
     keys_hash = keys_sha256(keys)
     wanted = {}
     for name, manifest in encoders.items():

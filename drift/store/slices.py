@@ -1,14 +1,18 @@
 """The slice table (`data/slices/<dataset>.lance`): the canonical records with `slice`, `slice_label` and `split`,
-and the small JSON manifest beside it (`<dataset>.json`: slices, task, a content digest), so that what downstream
-stages depend on is deterministic even though Lance file names are random."""
+as one Lance file, and the small JSON manifest beside it (`<dataset>.json`: slices, task, a content digest).
+The file is byte-deterministic (same records, same bytes, so dvc.lock does not change on a re-run): Lance's
+2.0 file format, its schema metadata folded into one JSON entry (`drift`), never a Lance dataset directory
+(random file names, a timestamped manifest)."""
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 from pathlib import Path
 
-import lance
 import pyarrow as pa
+from lance.file import LanceFileReader, LanceFileWriter
 
 from drift.core.errors import DriftError
 from drift.core.params import DatasetParams, SplitParams
@@ -16,9 +20,33 @@ from drift.data.records import records_manifest
 from drift.protocol.slicing import build_slices
 
 
+# Lance's 2.1 file format picks encodings from samples, so its bytes vary run to run; 2.0's do not
+FILE_FORMAT = "2.0"
+METADATA_KEY = b"drift"
+
+
+def _folded(schema: pa.Schema) -> pa.Schema:
+    """Every metadata entry in one sorted JSON value: Lance writes a map's entries in hash order."""
+    meta = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
+    return schema.with_metadata({METADATA_KEY: json.dumps(meta, sort_keys=True).encode()})
+
+
+def _unfolded(schema: pa.Schema) -> pa.Schema:
+    meta = json.loads((schema.metadata or {}).get(METADATA_KEY, b"{}"))
+    return schema.with_metadata({k.encode(): v.encode() for k, v in meta.items()})
+
+
 def write_slice_table(table: pa.Table, path: Path, manifest: dict) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    lance.write_dataset(table, str(path), mode="overwrite" if Path(path).exists() else "create")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    folded = table.replace_schema_metadata(_folded(table.schema).metadata)
+    writer = LanceFileWriter(str(tmp), folded.schema, version=FILE_FORMAT)
+    writer.write_batch(folded)
+    writer.close()
+    if path.is_dir():  # a slice table of an earlier version: a Lance dataset directory
+        shutil.rmtree(path)
+    os.replace(tmp, path)
     digest = hashlib.sha256()
     for name in ("id", "key", "slice", "split", "label"):
         digest.update(name.encode())
@@ -34,10 +62,27 @@ def read_slice_manifest(path: Path) -> dict:
     return json.loads(manifest_path.read_text())
 
 
-def read_slice_table(path: Path, columns: list[str] | None = None) -> pa.Table:
-    if not Path(path).exists():
+def _reader(path: Path, columns: list[str] | None) -> LanceFileReader:
+    path = Path(path)
+    if not path.exists():
         raise DriftError(f"no slice table at {path}: run `dvc repro slice@<dataset>` first")
-    return lance.dataset(str(path)).to_table(columns=columns)
+    if path.is_dir():
+        raise DriftError(f"{path} is a slice table of an earlier version (a directory): "
+                         f"run `dvc repro -f slice@{path.stem}` to rewrite it")
+    return LanceFileReader(str(path), columns=columns)
+
+
+def read_slice_table(path: Path, columns: list[str] | None = None) -> pa.Table:
+    """The slice table (or its `columns`), with the schema metadata the slice stage gave it."""
+    table = _reader(path, columns).read_all(batch_size=65536).to_table()
+    return table.replace_schema_metadata(_unfolded(table.schema).metadata)
+
+
+def slice_table_batches(path: Path, columns: list[str], batch_size: int):
+    """(rows, schema metadata, an iterator of record batches of `columns` in row order)."""
+    reader = _reader(path, columns)
+    schema = _unfolded(reader.metadata().schema)
+    return reader.num_rows(), schema.metadata or {}, reader.read_all(batch_size=batch_size).to_batches()
 
 
 def slice_dataset(records, name: str, split_cfg: SplitParams):

@@ -66,6 +66,13 @@ def n_steps(n_rows: int, cfg: TrainParams) -> int:
     return cfg.epochs * math.ceil(n_rows / cfg.batch_size)
 
 
+def exact_sqrt(t: torch.Tensor) -> torch.Tensor:
+    """sqrt by numpy on a CPU: the instruction's correctly rounded result on every SIMD width, as fused Adam's."""
+    if t.device.type != "cpu":
+        return t.sqrt()
+    return torch.from_numpy(np.sqrt(t.detach().numpy()))
+
+
 class StackedAdam:
     """Adam / AdamW over stacked flat parameters [M, P], the formulas of torch.optim's single-tensor Adam
     (exp_avg.lerp_, exp_avg_sq.mul_.addcmul_, bias corrections, addcdiv; AdamW's decoupled decay
@@ -101,7 +108,7 @@ class StackedAdam:
         v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
         bias_correction1 = 1 - beta1 ** step
         bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
-        denom = (v.sqrt() / bias_correction2_sqrt).add_(self.eps)
+        denom = (exact_sqrt(v) / bias_correction2_sqrt).add_(self.eps)
         p.addcdiv_(m, denom, value=-self.lr / bias_correction1)
 
 
