@@ -298,3 +298,34 @@ def test_a_preset_name_that_is_no_identifier_is_refused(tmp_path):
     with pytest.raises(DriftError) as e:
         apply_preset("../params", tmp_path / "params.yaml", tmp_path)
     assert str(e.value) == f"preset: '../params' is not a valid name: {RULE}"
+
+
+def _open_files(pid: int) -> list[str]:
+    fds = Path(f"/proc/{pid}/fd")
+    names = []
+    for fd in fds.iterdir() if fds.exists() else []:
+        try:
+            names.append(os.readlink(fd))
+        except OSError:  # closed meanwhile
+            pass
+    return names
+
+
+def test_ctrl_c_in_a_drift_command_is_one_line_and_leaves_nothing_behind(tmp_path):
+    rows = b"".join(b"2020-01-%02d,some words here %d,%s\n" % (1 + i % 28, i, b"ab"[i % 2:i % 2 + 1])
+                    for i in range(2_000_000))
+    (tmp_path / "big.csv").write_bytes(b"time,text,label\n2020-01-01,bad \xff,a\n" + rows)  # invalid UTF-8: a copy
+    (tmp_path / "params.yaml").write_text("datasets: {}\n")
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path / "tmp")}
+    process = subprocess.Popen([sys.executable, "-m", "drift.cli", "init", "mine", "big.csv", "--time", "time",
+                                "--text", "text", "--label", "label"], cwd=tmp_path, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not any("/utf8-" in name for name in _open_files(process.pid)):  # inside the command: copying the table
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.02)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert (process.returncode, err, out) == (130, "python -m drift.cli init: interrupted; re-run resumes\n", "")
+    assert (tmp_path / "params.yaml").read_text() == "datasets: {}\n" and list((tmp_path / "tmp").iterdir()) == []

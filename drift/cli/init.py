@@ -31,8 +31,14 @@ def write_dataset(params_path: Path, name: str, section: dict, modality: str) ->
     if not models.get(name):
         models[name] = ROSTERS[modality]
     load(json.loads(json.dumps(params)))  # the edited params must hold up before they are written
-    with open(params_path, "w") as f:
-        yaml_rt.dump(params, f)
+    partial = params_path.with_name(params_path.name + ".partial")
+    try:  # written whole, then moved: Ctrl-C or a full disk never leaves half a params.yaml
+        with open(partial, "w") as f:
+            yaml_rt.dump(params, f)
+        partial.replace(params_path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
 
 
 def init(name: str = typer.Argument(..., help="the dataset's name in params.yaml (any name not built in)"),
