@@ -178,6 +178,41 @@ def test_invalid_utf8_in_a_parquet_text_column_of_bytes_quarantines_its_rows(tmp
     assert [b["where"] for b in pq.read_table(tmp_path / "q.parquet").to_pylist()] == ["b.parquet:4", "b.parquet:8"]
 
 
+def hostile_parquet(path: Path, column_type: str) -> Path:
+    """200 rows; rows 18 and 121 hold invalid UTF-8 in the text, 51 in the label, 61 in the time: as a string
+    column built from the raw bytes (what a careless writer leaves: pyarrow does not check) or as binary."""
+    def strings(values):
+        if column_type == "binary":
+            return pa.array(values, pa.binary())
+        offsets = np.cumsum([0] + [len(v) for v in values]).astype(np.int32)
+        return pa.Array.from_buffers(pa.string(), len(values),
+                                     [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(b"".join(values))])
+    texts = [b"bad \xff bytes" if i in (17, 120) else b"hello number %d" % i for i in range(200)]
+    labels = [b"a\xfe" if i == 50 else b"ab"[i % 2:i % 2 + 1] for i in range(200)]
+    times = [b"2020-01-0\xff" if i == 60 else b"2020-01-0%d" % (1 + i % 9) for i in range(200)]
+    pq.write_table(pa.table({"time": strings(times), "text": strings(texts), "label": strings(labels)}), path)
+    return path
+
+
+@pytest.mark.parametrize("column_type", ["string", "binary"])
+def test_invalid_utf8_in_any_parquet_column_quarantines_its_rows(tmp_path, column_type):
+    path = hostile_parquet(tmp_path / "p.parquet", column_type)
+    cfg = {"source": str(path), "time": "time", "text": ["text"], "label": "label", "task": "binary",
+           "slices": {"unit": "year", "start": 2020, "end": 2021}}  # no classes: label_names skips the bad cell
+    counts = ingest("t", parse(TableParams, cfg, "t"), tmp_path / "r.parquet", tmp_path / "q.parquet")
+    assert counts["kept"] == 196 and counts["quarantined_by_reason"] == {"invalid_utf8": 4}
+    assert [(b["where"], b["reason"]) for b in pq.read_table(tmp_path / "q.parquet").to_pylist()] == [
+        ("p.parquet:18", "invalid_utf8"), ("p.parquet:51", "invalid_utf8"), ("p.parquet:61", "invalid_utf8"),
+        ("p.parquet:121", "invalid_utf8")]
+    assert pq.read_table(tmp_path / "r.parquet")["text"][0].as_py() == "hello number 0"
+    (tmp_path / "params.yaml").write_text("datasets: {}\n")
+    result = drift_cli("init", "mine", "p.parquet", cwd=tmp_path)  # every role from the columns themselves
+    assert result.returncode == 0, result.stderr
+    assert "4 row(s) hold invalid UTF-8: ingest will quarantine them (invalid_utf8) and keep the rest" in result.stdout
+    section = yaml.safe_load((tmp_path / "params.yaml").read_text())["mine"]
+    assert (section["time"], section["text"], section["label"], section["task"]) == ("time", ["text"], "label", "binary")
+
+
 def test_drift_init_proposes_a_section_for_a_table_with_invalid_utf8_and_counts_its_rows(tmp_path):
     hostile_table(tmp_path, "csv")
     (tmp_path / "params.yaml").write_text("datasets: {}\n")
