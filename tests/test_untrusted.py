@@ -261,7 +261,9 @@ def test_a_typo_in_a_roster_fails_in_the_check_stage_before_ingest(tmp_path):
     data["mine"]["slices"] = {"unit": "year", "start": 2020, "end": 2022}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(data))
     result = run([sys.executable, str(ROOT / "stages" / "check.py")], tmp_path, check=False)
-    assert result.returncode == 2 and result.stderr.startswith("error: unknown model 'tx-ss': did you mean tx-s")
+    from drift.core.model_registry import ALIASES, MODELS
+    assert result.returncode == 2 and result.stderr == (
+        f"error: unknown model 'tx-ss': did you mean tx-s, tx-m, tx-l? valid: {', '.join(sorted([*MODELS, *ALIASES]))}\n")
     assert not (tmp_path / "data" / "params.checked").exists()
 
 
