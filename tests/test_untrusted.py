@@ -190,23 +190,28 @@ def hostile_parquet(path: Path, column_type: str) -> Path:
     texts = [b"bad \xff bytes" if i in (17, 120) else b"hello number %d" % i for i in range(200)]
     labels = [b"a\xfe" if i == 50 else b"ab"[i % 2:i % 2 + 1] for i in range(200)]
     times = [b"2020-01-0\xff" if i == 60 else b"2020-01-0%d" % (1 + i % 9) for i in range(200)]
-    pq.write_table(pa.table({"time": strings(times), "text": strings(texts), "label": strings(labels)}), path)
+    table = pa.table({"time": strings(times), "text": strings(texts), "label": strings(labels)})
+    if path.suffix == ".arrow":  # a save_to_disk file: the Arrow IPC stream format
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+    else:
+        pq.write_table(table, path)
     return path
 
 
-@pytest.mark.parametrize("column_type", ["string", "binary"])
-def test_invalid_utf8_in_any_parquet_column_quarantines_its_rows(tmp_path, column_type):
-    path = hostile_parquet(tmp_path / "p.parquet", column_type)
+@pytest.mark.parametrize("column_type, fmt", [("string", "parquet"), ("binary", "parquet"), ("string", "arrow")])
+def test_invalid_utf8_in_any_parquet_column_quarantines_its_rows(tmp_path, column_type, fmt):
+    path = hostile_parquet(tmp_path / f"p.{fmt}", column_type)
     cfg = {"source": str(path), "time": "time", "text": ["text"], "label": "label", "task": "binary",
            "slices": {"unit": "year", "start": 2020, "end": 2021}}  # no classes: label_names skips the bad cell
     counts = ingest("t", parse(TableParams, cfg, "t"), tmp_path / "r.parquet", tmp_path / "q.parquet")
     assert counts["kept"] == 196 and counts["quarantined_by_reason"] == {"invalid_utf8": 4}
     assert [(b["where"], b["reason"]) for b in pq.read_table(tmp_path / "q.parquet").to_pylist()] == [
-        ("p.parquet:18", "invalid_utf8"), ("p.parquet:51", "invalid_utf8"), ("p.parquet:61", "invalid_utf8"),
-        ("p.parquet:121", "invalid_utf8")]
+        (f"p.{fmt}:18", "invalid_utf8"), (f"p.{fmt}:51", "invalid_utf8"), (f"p.{fmt}:61", "invalid_utf8"),
+        (f"p.{fmt}:121", "invalid_utf8")]
     assert pq.read_table(tmp_path / "r.parquet")["text"][0].as_py() == "hello number 0"
     (tmp_path / "params.yaml").write_text("datasets: {}\n")
-    result = drift_cli("init", "mine", "p.parquet", cwd=tmp_path)  # every role from the columns themselves
+    result = drift_cli("init", "mine", path.name, cwd=tmp_path)  # every role from the columns themselves
     assert result.returncode == 0, result.stderr
     assert "4 row(s) hold invalid UTF-8: ingest will quarantine them (invalid_utf8) and keep the rest" in result.stdout
     section = yaml.safe_load((tmp_path / "params.yaml").read_text())["mine"]

@@ -56,13 +56,16 @@ def sample(source: str) -> tuple[pl.DataFrame, int]:
                                     truncate_ragged_lines=True, encoding="utf8-lossy")
             else:
                 frame = pl.read_ndjson(plain, n_rows=SAMPLE_ROWS, infer_schema_length=SAMPLE_ROWS, ignore_errors=True)
-    elif fmt == "parquet":  # a cell of invalid UTF-8 read as null: time_span counts its rows
+    elif fmt == "parquet":  # below: a cell of invalid UTF-8 read as null (_lossy_text); time_span counts its rows
         batch = next(pq.ParquetFile(path).iter_batches(batch_size=SAMPLE_ROWS), None)
         frame = pl.from_arrow(utf8_checked(batch)[0]) if batch is not None else pl.DataFrame()
-        frame = frame.with_columns([_lossy_text(frame[c]) for c in frame.columns if frame[c].dtype == pl.Binary])
     else:
         with pa.memory_map(str(path)) as f:
-            frame = pl.from_arrow(pa.ipc.open_stream(f).read_all().slice(0, SAMPLE_ROWS))
+            table = pa.ipc.open_stream(f).read_all().slice(0, SAMPLE_ROWS).combine_chunks()
+        batches = table.to_batches()
+        frame = pl.from_arrow(utf8_checked(batches[0])[0]) if batches else pl.from_arrow(table)
+    if fmt in ("parquet", "arrow"):
+        frame = frame.with_columns([_lossy_text(frame[c]) for c in frame.columns if frame[c].dtype == pl.Binary])
     return frame, len(files)
 
 
@@ -287,10 +290,11 @@ def time_span(cfg: TableParams, invalid: dict | None = None):
     low = high = None
     with tempfile.TemporaryDirectory(prefix="drift-init-") as tmp:
         for path, fmt in source_files(cfg.source, cfg.format):
-            columns = [c for c in columns_of(cfg) if c != cfg.image] if fmt == "parquet" else [cfg.time]
-            repaired = None if fmt == "parquet" else invalid
+            columnar = fmt in ("parquet", "arrow")
+            columns = [c for c in columns_of(cfg) if c != cfg.image] if columnar else [cfg.time]
+            repaired = None if columnar else invalid
             for frame in scan_batches(path, fmt, columns, cfg, Path(tmp), repaired=repaired):
-                if fmt == "parquet" and invalid is not None:  # bytes, or strings holding bad cells (utf8_checked)
+                if columnar and invalid is not None:  # bytes, or strings holding bad cells (utf8_checked)
                     bad = [invalid_cells(frame[c]) for c in columns if frame[c].dtype == pl.Binary]
                     n_bad = pl.select(pl.any_horizontal(bad)).to_series().sum() if bad else 0
                     if n_bad:

@@ -221,8 +221,11 @@ def scan_batches(path: Path, fmt: str, columns: list[str], cfg: TableParams, tmp
             reader = pa.ipc.open_stream(f)
             _check_columns(path, reader.schema.names, columns)
             for batch in reader:
+                batch, bad = utf8_checked(batch.select(columns))
+                if bad and repaired is not None:
+                    repaired[path] = repaired.get(path, 0) + bad
                 if batch.num_rows:
-                    yield from pl.from_arrow(batch.select(columns)).iter_slices(chunk_rows)
+                    yield from pl.from_arrow(batch).iter_slices(chunk_rows)
         return
     if fmt == "parquet":  # pyarrow's reader, which leaves strings unchecked: utf8_checked finds the bad cells
         file = pq.ParquetFile(plain)
