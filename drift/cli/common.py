@@ -1,4 +1,4 @@
-"""What every `drift` command shares: the console, one-line errors, number formatting."""
+"""What every `drift` command shares: the console, one-line errors, Ctrl-C as one line (DriftApp), number formatting."""
 from __future__ import annotations
 
 import os
