@@ -3,11 +3,10 @@ they read comes from the library; no module here is imported by it): pipeline.py
 preset), init.py (a table of your own into params.yaml), report.py (show, compare, plots, saliency), cache.py
 (cache list | verify | compact | gc), plan.py (the cost of a campaign), rehearse.py (a preset's whole pipeline on
 a small sample), policy.py (retraining policies), remote.py (push, pull: DVC's, with one-line faults), paper.py (the authors' published results beside ours)."""
-import typer
-
 from drift.cli import cache, init, paper, pipeline, plan, policy, rehearse, remote, report
+from drift.cli.common import DriftApp
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = DriftApp(add_completion=False, no_args_is_help=True,
                   help="Measure how models decay over time: summaries of the DVC pipeline's drift matrices.")
 for command in (pipeline.COMMANDS + init.COMMANDS + report.COMMANDS + plan.COMMANDS + policy.COMMANDS + paper.COMMANDS
                 + rehearse.COMMANDS + remote.COMMANDS):

@@ -20,7 +20,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from drift.cli.common import fail
+from drift.cli.common import InterruptibleGroup, fail
 from drift.core.errors import DriftError, close_matches
 from drift.core.objectstore import ObjectPath, check_store, location
 from drift.core.params import load_params
@@ -28,7 +28,7 @@ from drift.core.paths import PATHS
 from drift.store.cells import CHECKPOINT_KEYS, MAGIC, cell_problem, checkpoint_problem
 from drift.store.location import cache_dir, default_cache_dir
 
-cache_app = typer.Typer(add_completion=False, invoke_without_command=True,
+cache_app = typer.Typer(cls=InterruptibleGroup, add_completion=False, invoke_without_command=True,
                         help="The embedding store: list its tables, compact them, delete those no manifest uses.")
 
 CACHE_DIR_HELP = ("the store, a folder or s3://bucket/prefix (default: embed.cache_dir of ./params.yaml, else "

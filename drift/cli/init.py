@@ -52,8 +52,12 @@ def write_dataset(params_path: Path, name: str, section: dict, modality: str, fo
                          f"`drift init --json` prints by hand")
     load(wanted)  # the edited params must hold up before they are written
     tmp = params_path.with_name(f".{params_path.name}.drift-init")
-    tmp.write_text(text)
-    os.replace(tmp, params_path)
+    try:  # written whole, then moved: Ctrl-C or a full disk never leaves half a params.yaml
+        tmp.write_text(text)
+        os.replace(tmp, params_path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _dump(key: str, value, indent: int) -> str:

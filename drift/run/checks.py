@@ -9,7 +9,7 @@ from drift.core.encoder_registry import get_encoder_spec
 from drift.core.errors import DriftError, close_matches
 from drift.core.params import Params, roster
 from drift.data.validate import validate_names
-from drift.models import MODELS, get_model_info
+from drift.core.model_registry import MODELS, get_model_info
 
 
 def check_roster(models: list[str], modality: str, text_encoder: str | None, encoders=()) -> None:
