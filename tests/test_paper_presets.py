@@ -16,7 +16,7 @@ import torch.nn as nn
 import yaml
 
 from drift.core.datasets import DATASETS
-from drift.core.encoder_registry import ENCODERS
+from drift.core.encoder_registry import ENCODERS, autocast_dtype
 from drift.core.presets import apply_preset
 from drift.data.datasets import dataset_cfg, load
 from drift.data.datasets import yearbook as yearbook_module
@@ -136,6 +136,9 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
         check("train.standardise_pixels", False, train.standardise_pixels)
         check("train.pixel_scale", code["pixel_scale"], train.pixel_scale)
         check("embed.image_input", code["encoder_pixels"], embed.image_input)
+    # the encoders' forward pass on a GPU, as the encoders decide it (None: float32, no autocast)
+    check("embed.compute_dtype", code["encoder_compute_dtype"],
+          autocast_dtype(embed.dtype, embed.compute_dtype, "cuda") or "float32")
     # the models, each with its learning rate, its input and its encoder
     models = f["models"]
     check("train.models", sorted(models), sorted(train.models[dataset]))
@@ -198,7 +201,7 @@ def test_every_fact_is_compared(preset, tmp_path):
     compared_code = {"categories", "separator", "inclusion", "time", "resize", "optimizer", "weight_decay",
                      "encoder_weights", "loss", "sample_strata", "ratings", "source", "source_url", "encoder_input",
                      "split_draw", "split_row_order", "pixel_scale", "loss_weights_rows", "encoder_pooling",
-                     "encoder_pixels", "batch_order", "pooled_normalize"}
+                     "encoder_pixels", "batch_order", "pooled_normalize", "encoder_compute_dtype"}
     assert set(f["from_code"]) <= compared_code
 
 
@@ -441,3 +444,23 @@ def test_pooled_text_vector_is_their_masked_mean(tmp_path):
     np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
     assert np.abs(np.linalg.norm(ours, axis=1) - 1).max() > 1e-2  # not normalised
     assert not encoder.normalize and make_encoder("minilm-l6", max_length=16).normalize  # the default: ours
+
+
+@pytest.mark.parametrize("preset", ["paper-amazon", "paper-arxiv"])
+def test_encoders_compute_in_float32(preset, tmp_path):
+    """embed.compute_dtype float32: the encoder the embed stage builds from the preset runs its forward pass
+    without autocast on a GPU (theirs: float32, stored in float16), while the embedded default with
+    embed.dtype float16 autocasts; the compute dtype is in the fingerprint, so the two never share a table.
+    Built on the meta device, which stands for any accelerator here (the CPU always computes in float32)."""
+    from drift.encoders.embed import encoder_kwargs
+    from drift.encoders.load import make_encoder
+
+    params = applied(preset, tmp_path)
+    assert params.embed.dtype == "float16" and params.embed.compute_dtype == "float32"
+    kwargs = encoder_kwargs("minilm-l6", params.embed.model_copy(update={"device": "meta"}))
+    theirs = make_encoder("minilm-l6", **kwargs)
+    assert theirs.autocast is None and theirs.fingerprint_fields()["compute_dtype"] == "float32"
+    default = params.embed.model_copy(update={"device": "meta", "compute_dtype": None})
+    ours = make_encoder("minilm-l6", **encoder_kwargs("minilm-l6", default))
+    assert ours.autocast == "float16" and "compute_dtype" not in ours.fingerprint_fields()
+    assert make_encoder("minilm-l6", device="cpu", dtype="float16").autocast is None  # the CPU: float32

@@ -325,6 +325,9 @@ class EmbedParams(Section):
     pooling: Optional[Annotated[str, choice(*POOLINGS)]] = "mean"  # null: each encoder's own
     batch_size: Bounded(MAX_BATCH) = 32
     dtype: Annotated[str, choice(*DTYPES)] = "float32"
+    # the encoders' forward pass on a GPU: null computes under autocast in `dtype` (float32: no autocast), a
+    # dtype computes in it whatever `dtype` stores (float32: the authors' runs, float16 only when stored)
+    compute_dtype: Optional[Annotated[str, choice(*DTYPES)]] = None
     cache_dir: Optional[str] = None   # null: $DRIFT_CACHE_DIR or ~/.cache/drift
     device: Optional[str] = None      # null: cuda when available, else cpu
     chunk_rows: Bounded(MAX_ROWS) = 512     # rows per commit to the embedding store: the most a killed run can lose
