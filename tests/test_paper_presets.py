@@ -92,6 +92,8 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
         check("amazon.categories", code["categories"], cfg.categories)
     if dataset == "amazon":
         check("amazon.text_fields", common["text_col"], "+".join(cfg.text_fields))
+        check("amazon.keep_empty", code["empty_texts"], "kept" if cfg.keep_empty else "quarantined")
+        check("amazon.keep_duplicates", code["repeated_reviews"], "kept" if cfg.keep_duplicates else "quarantined")
     if dataset == "arxiv":
         check("arxiv.text", common["text_col"], "title_abstract")
         check("arxiv.separator", code["separator"], cfg.separator)
@@ -201,7 +203,8 @@ def test_every_fact_is_compared(preset, tmp_path):
     compared_code = {"categories", "separator", "inclusion", "time", "resize", "optimizer", "weight_decay",
                      "encoder_weights", "loss", "sample_strata", "ratings", "source", "source_url", "encoder_input",
                      "split_draw", "split_row_order", "pixel_scale", "loss_weights_rows", "encoder_pooling",
-                     "encoder_pixels", "batch_order", "pooled_normalize", "encoder_compute_dtype"}
+                     "encoder_pixels", "batch_order", "pooled_normalize", "encoder_compute_dtype", "empty_texts",
+                     "repeated_reviews"}
     assert set(f["from_code"]) <= compared_code
 
 
@@ -464,3 +467,37 @@ def test_encoders_compute_in_float32(preset, tmp_path):
     ours = make_encoder("minilm-l6", **encoder_kwargs("minilm-l6", default))
     assert ours.autocast == "float16" and "compute_dtype" not in ours.fingerprint_fields()
     assert make_encoder("minilm-l6", device="cpu", dtype="float16").autocast is None  # the CPU: float32
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_amazon_keeps_empty_and_repeated_reviews(fast, tmp_path):
+    """amazon.keep_empty and keep_duplicates: the preset's ingest keeps what their scope keeps, every line with a
+    1-5 rating in the span, an empty text and a repeated review included (the repeat under id "<id>#2"); the
+    embedded default quarantines both. Both ingest paths (Arrow and line by line) read the same."""
+    import pyarrow.parquet as pq
+
+    from drift.data.ingest import ingest
+
+    params = applied("paper-amazon", tmp_path)
+    lines = [{"user_id": "u1", "parent_asin": "a1", "timestamp": 1420070400000 + i, "rating": 1 + i % 5,
+              "title": "t", "text": f"review {i}"} for i in range(6)]
+    lines.append({**lines[0], "timestamp": 1420070400100, "text": "   "})  # an empty text
+    lines.append(dict(lines[2]))                                     # a repeated review
+    lines.append(dict(lines[2]))
+    lines.append({**lines[1], "timestamp": 1420070400500, "rating": 0})  # out of their 1-5 filter
+    source = tmp_path / "raw"
+    source.mkdir()
+    (source / "All_Beauty.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    kept = {}
+    for name, cfg in (("theirs", dataset_cfg(params, "amazon")),
+                      ("ours", dataset_cfg(params, "amazon").model_copy(update={"keep_empty": False,
+                                                                                "keep_duplicates": False}))):
+        cfg = cfg.model_copy(update={"source": str(source), "categories": ["All_Beauty"]})
+        counts = ingest("amazon", cfg, tmp_path / f"{name}.parquet", tmp_path / f"{name}.q.parquet", fast=fast)
+        kept[name] = pq.read_table(tmp_path / f"{name}.parquet").to_pydict()
+        assert counts["kept"] == len(kept[name]["id"])
+    assert len(kept["theirs"]["id"]) == 9 and len(set(kept["theirs"]["id"])) == 9
+    repeat = "u1:a1:1420070400002"
+    assert kept["theirs"]["id"].count(f"{repeat}#2") == 1 and kept["theirs"]["id"].count(f"{repeat}#3") == 1
+    assert kept["theirs"]["text"][6] == "   " and kept["theirs"]["text"][:6] == [f"review {i}" for i in range(6)]
+    assert kept["ours"]["id"] == kept["theirs"]["id"][:6]
