@@ -107,6 +107,8 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
         check(f"{dataset}.sample.n", common["sample_size"], cfg.sample.n)
         check(f"{dataset}.sample.seed", common["sample_seed"],
               params.split.seed if cfg.sample.seed is None else cfg.sample.seed)
+    if "sample_draw" in code:
+        check(f"{dataset}.sample.draw", code["sample_draw"], cfg.sample.draw)
     check("split.seed", common["split_seed"], params.split.seed)
     check("split.draw", code["split_draw"], params.split.draw)
     # our rows reach the draw in ingest order (the slice stage's records), theirs in their DataFrame's
@@ -204,7 +206,7 @@ def test_every_fact_is_compared(preset, tmp_path):
                      "encoder_weights", "loss", "sample_strata", "ratings", "source", "source_url", "encoder_input",
                      "split_draw", "split_row_order", "pixel_scale", "loss_weights_rows", "encoder_pooling",
                      "encoder_pixels", "batch_order", "pooled_normalize", "encoder_compute_dtype", "empty_texts",
-                     "repeated_reviews"}
+                     "repeated_reviews", "sample_draw"}
     assert set(f["from_code"]) <= compared_code
 
 
@@ -501,3 +503,52 @@ def test_amazon_keeps_empty_and_repeated_reviews(fast, tmp_path):
     assert kept["theirs"]["id"].count(f"{repeat}#2") == 1 and kept["theirs"]["id"].count(f"{repeat}#3") == 1
     assert kept["theirs"]["text"][6] == "   " and kept["theirs"]["text"][:6] == [f"review {i}" for i in range(6)]
     assert kept["ours"]["id"] == kept["theirs"]["id"][:6]
+
+
+def their_amazon_sample(half_years: list[int], ratings: list[int], n: int, seed: int) -> list[int]:
+    """The rows of the authors' Amazon sample as their dataset/amazon_reviews_23/scope.py states it: a row index,
+    all rows when n covers them, a plain seeded polars sample when n is under the number of (half_year, rating)
+    strata, else the lowest-index row of each stratum plus DataFrame.sample(n - strata, seed) of the others."""
+    import polars as pl
+
+    df = pl.DataFrame({"half_year": half_years, "rating": ratings}).with_row_index("row_id")
+    if n >= df.height:
+        return df["row_id"].to_list()
+    if n < df.select("half_year", "rating").unique().height:
+        return sorted(df.sample(n=n, seed=seed)["row_id"].to_list())
+    first = df.group_by("half_year", "rating", maintain_order=True).head(1)["row_id"]
+    others = df.filter(~pl.col("row_id").is_in(first.implode()))
+    return sorted(first.to_list() + others.sample(n=n - len(first), seed=seed)["row_id"].to_list())
+
+
+@pytest.mark.parametrize("n", [15, 40, 70])
+def test_amazon_sample_is_their_rows(n, tmp_path):
+    """sample.draw cover-uniform: the preset's slice stage keeps the rows their scope keeps on the same frame
+    (one stratum with a single row, rows not grouped by stratum); the embedded default's allocation differs."""
+    import pyarrow as pa
+
+    from drift.protocol.slicing import build_slices
+
+    params = applied("paper-amazon", tmp_path)
+    cfg = dataset_cfg(params, "amazon")
+    cfg = type(cfg).model_validate({**cfg.model_dump(), "min_samples": 1,
+                                    "slices": {"unit": "half-year", "start": 2014, "end": 2016}})
+    rng = np.random.default_rng(3)
+    m = 200
+    months = rng.integers(0, 48, m)
+    ratings = rng.choice([1, 2, 3, 4, 5], m, p=[0.1, 0.05, 0.1, 0.25, 0.5]).astype(float)
+    ratings[(months // 6) == 3] = 5.0
+    ratings[np.flatnonzero((months // 6) == 3)[0]] = 2.0  # a stratum of one row
+    times = [f"{2014 + mo // 12}-{mo % 12 + 1:02d}-15" for mo in months]
+    records = pa.table({"id": [f"r{i:03d}" for i in range(m)], "label": ratings.tolist(),
+                        "time": pa.array(np.array(times, dtype="datetime64[us]"))})
+    in_span = [i for i, mo in enumerate(months) if mo < 24]
+    half_years = [28 + int(months[i]) // 6 for i in in_span]
+    theirs = {f"r{in_span[i]:03d}" for i in their_amazon_sample(half_years, [int(ratings[i]) for i in in_span],
+                                                                   n, cfg.sample.seed)}
+    sample = cfg.sample.model_copy(update={"n": n})
+    table, _ = build_slices(records, cfg.model_copy(update={"sample": sample}), params.split)
+    assert set(table.column("id").to_pylist()) == theirs and len(theirs) == min(n, len(in_span))
+    default = cfg.model_copy(update={"sample": sample.model_copy(update={"draw": "proportional"})})
+    ours, _ = build_slices(records, default, params.split)
+    assert set(ours.column("id").to_pylist()) != theirs

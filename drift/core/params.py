@@ -271,6 +271,9 @@ class SliceSpec(Section):
 class SampleSpec(Section):
     n: Annotated[int, Field(ge=0)]  # rows kept, stratified by slice and label; 0: all
     seed: Optional[Int] = None      # null: split.seed
+    # proportional: each (slice, label) stratum's share by largest remainders, rows in the id-hash order; cover-uniform:
+    # the first row of every stratum, then polars' seeded uniform sample of the rest (the authors' Amazon sample)
+    draw: Annotated[str, choice("proportional", "cover-uniform")] = "proportional"
 
 
 class DatasetParams(Section):
