@@ -123,6 +123,7 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
     check("train.epochs", common["epochs"], train.epochs)
     check("train.batch_size", common["batch_size"], train.batch_size)
     check("train.batch_order", code["batch_order"], train.batch_order)
+    check("train.slice_seed", code["slice_seed"], train.slice_seed)
     optimizer = make_optimizer(nn.Linear(2, 1), modality, train)
     name = {torch.optim.AdamW: "adamw", torch.optim.Adam: "adam"}[type(optimizer)]
     check("train.optimizer", common.get("optimizer", code.get("optimizer")), name)
@@ -206,7 +207,7 @@ def test_every_fact_is_compared(preset, tmp_path):
                      "encoder_weights", "loss", "sample_strata", "ratings", "source", "source_url", "encoder_input",
                      "split_draw", "split_row_order", "pixel_scale", "loss_weights_rows", "encoder_pooling",
                      "encoder_pixels", "batch_order", "pooled_normalize", "encoder_compute_dtype", "empty_texts",
-                     "repeated_reviews", "sample_draw"}
+                     "repeated_reviews", "sample_draw", "slice_seed"}
     assert set(f["from_code"]) <= compared_code
 
 
@@ -552,3 +553,24 @@ def test_amazon_sample_is_their_rows(n, tmp_path):
     default = cfg.model_copy(update={"sample": sample.model_copy(update={"draw": "proportional"})})
     ours, _ = build_slices(records, default, params.split)
     assert set(ours.column("id").to_pylist()) != theirs
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_cutoff_seeds_are_their_slice_seeds(preset, tmp_path):
+    """train.slice_seed hash: f_k's seed is theirs, int.from_bytes(sha256(f"{seed}:{trainer}:{slice}")[:4], "big")
+    with their trainer key (the snapshot's name) and the slice's time value (a year, or half-years from 2000),
+    for every model of the run but the text probes (their keys add _base); the default offsets by k."""
+    import hashlib
+
+    from drift.train.loop import cutoff_seed
+
+    params = applied(preset, tmp_path)
+    unit = dataset_cfg(params, PRESETS[preset]).slices.unit
+    label, time = ("2014-H2", 29) if unit == "half-year" else ("1931", 1931)
+    for model, m in facts(PRESETS[preset])["models"].items():
+        if m["frozen_backbone"] and get_model_info(model).input == "pooled" and PRESETS[preset] != "yearbook":
+            continue
+        key = m["snapshot"].rsplit("/", 1)[1].removesuffix(".json")
+        theirs = int.from_bytes(hashlib.sha256(f"3:{key}:{time}".encode()).digest()[:4], "big")
+        assert cutoff_seed(3, model, 5, label, params.train.slice_seed) == theirs, model
+    assert cutoff_seed(3, "mlp-s", 5, label) == 3 * 100_003 + 5

@@ -378,6 +378,9 @@ class TrainParams(Section):
     loss_weights: Annotated[str, choice("cutoff", "split")] = "cutoff"
     # image models trained from scratch read pixels / 255 in [0, 1] (unit), or the stored 0-255 values (raw: PixelScaled)
     pixel_scale: Annotated[str, choice("unit", "raw")] = "unit"
+    # f_k's seed: offset (seed * 100003 + k) or hash (the first 4 bytes of sha256 of "seed:model:slice", the slice
+    # as a year or a half-year counted from 2000: the authors' per-slice seed)
+    slice_seed: Annotated[str, choice("offset", "hash")] = "offset"
     # references in every matrix; baseline-tfidf reads raw text, so an image dataset's roster leaves it out
     baselines: list[str] = ["baseline-prior", "baseline-linear", "baseline-tfidf"]
     models: Annotated[dict[str, list[str]], AfterValidator(_known_datasets)] = {}  # dataset -> model names
