@@ -574,3 +574,30 @@ def test_cutoff_seeds_are_their_slice_seeds(preset, tmp_path):
         theirs = int.from_bytes(hashlib.sha256(f"3:{key}:{time}".encode()).digest()[:4], "big")
         assert cutoff_seed(3, model, 5, label, params.train.slice_seed) == theirs, model
     assert cutoff_seed(3, "mlp-s", 5, label) == 3 * 100_003 + 5
+
+
+def test_vision_encoders_pool_as_theirs(tmp_path):
+    """The pooling of every Yearbook encoder as the preset builds it (timm's head, embed.image_pooling) is the one
+    their model reads out: CLIP's pooler_output (the CLS token after the final LayerNorm: token), SigLIP's
+    attention-pooling head (map), torchvision ConvNeXt's avgpool then LayerNorm2d (avg, head norm), DINOv2's
+    torch.hub CLS token after the norm (token), DINOv3's pooler_output (token), and their timm backbones with
+    num_classes=0 (EVA-02, ResNet-50, ViT-S/16, MAE: timm's own default)."""
+    import timm
+
+    from drift.encoders.vision import head_pooling
+
+    params = applied("paper-yearbook", tmp_path)
+    theirs = {"clip-b32": "token", "siglip-b": "map", "convnext-s": "avg", "dinov2-s": "token", "dinov3-s": "token",
+              "eva02-b": "avg", "resnet50-in": "avg", "vit-s16-in21k": "token", "mae-b": "token"}
+    assert sorted(theirs) == sorted(params.embed.encoders)
+    for name, pooling in theirs.items():
+        with torch.device("meta"):
+            model = timm.create_model(ENCODERS[name].hub_id, pretrained=False, num_classes=0)
+        if name in params.embed.image_pooling:
+            model.reset_classifier(0, params.embed.image_pooling[name])
+        assert head_pooling(model) == pooling, name
+        if pooling == "token":  # the token is read after the final LayerNorm, as their pooler outputs
+            assert isinstance(model.norm, nn.LayerNorm) and isinstance(model.fc_norm, nn.Identity), name
+    with torch.device("meta"):
+        convnext = timm.create_model(ENCODERS["convnext-s"].hub_id, pretrained=False, num_classes=0)
+    assert type(convnext.head.norm).__name__ == "LayerNorm2d"  # pooled, then normalised: their classifier[0]
