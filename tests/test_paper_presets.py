@@ -601,3 +601,36 @@ def test_vision_encoders_pool_as_theirs(tmp_path):
     with torch.device("meta"):
         convnext = timm.create_model(ENCODERS["convnext-s"].hub_id, pretrained=False, num_classes=0)
     assert type(convnext.head.norm).__name__ == "LayerNorm2d"  # pooled, then normalised: their classifier[0]
+
+
+# their MLP presets (drift_happens/model/dataset/image/architectures.py _mlp_preset: hidden layers, ReLU, no
+# normalisation, no dropout) and their ImageMLP's construction (model/blocks/mlp.py): Linear, ReLU per hidden
+# layer in order, then the Linear to the classes
+THEIR_MLP_HIDDEN = {"mlp-s": (32,), "mlp-m": (128, 128), "mlp-l": (512, 512, 512)}
+
+
+def their_mlp(hidden: tuple[int, ...], in_dim: int, n_classes: int) -> nn.Sequential:
+    layers, prev = [], in_dim
+    for width in hidden:
+        layers += [nn.Linear(prev, width), nn.ReLU()]
+        prev = width
+    return nn.Sequential(*layers, nn.Linear(prev, n_classes))
+
+
+@pytest.mark.parametrize("name", sorted(THEIR_MLP_HIDDEN))
+def test_mlp_is_their_construction(name):
+    """Our MLPs on a 3x32x32 portrait have their layout, layer by layer (Linear shapes, biases, ReLU), their exact
+    parameter count, and, built after the same torch seed, the same initial weights: their modules' init order is
+    ours for these models."""
+    from drift.models import InputSpec, create_model
+
+    torch.manual_seed(11)
+    ours = create_model(name, InputSpec("pixels", (3, 32, 32)), 2)
+    torch.manual_seed(11)
+    theirs = their_mlp(THEIR_MLP_HIDDEN[name], 3 * 32 * 32, 2)
+    layers = [m for m in ours.modules() if isinstance(m, (nn.Linear, nn.ReLU, nn.BatchNorm1d, nn.LayerNorm,
+                                                          nn.Dropout))]
+    assert [type(m) for m in layers] == [type(m) for m in theirs]
+    assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters())
+    for a, b in zip([p for p in ours.parameters()], theirs.parameters()):
+        assert a.shape == b.shape and torch.equal(a, b)
