@@ -634,3 +634,18 @@ def test_mlp_is_their_construction(name):
     assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters())
     for a, b in zip([p for p in ours.parameters()], theirs.parameters()):
         assert a.shape == b.shape and torch.equal(a, b)
+
+
+def test_portrait_resize_is_their_area_average():
+    """yearbook.resize area on a portrait of the real size (186 x 171, a ratio that is no integer) gives, per pixel,
+    the mean of the input area it covers, as OpenCV's INTER_AREA shrinks (their dataset/yearbook/transform.py),
+    stated here independently: each input pixel repeated 32 times along both axes, then the mean of each
+    186 x 171 block. Ours are those means rounded to uint8 (the yearbook.pixels deviation: at most 0.5 off)."""
+    rng = np.random.default_rng(5)
+    portrait = rng.integers(0, 256, (186, 171), dtype=np.uint8)
+    fine = np.repeat(np.repeat(portrait, 32, axis=0), 32, axis=1)
+    theirs = fine.reshape(32, 186, 32, 171).sum(axis=(1, 3), dtype=np.int64) / (186 * 171)
+    ours = yearbook_module.area_resize(np.repeat(portrait[..., None], 3, axis=2))
+    assert ours.shape == (3, 32, 32) and (ours[0] == ours[2]).all()
+    assert np.abs(ours[0] - theirs).max() <= 0.5 + 1e-9
+    assert (ours[0] == np.rint(theirs)).all()  # the means, rounded: the same bytes
