@@ -649,3 +649,51 @@ def test_portrait_resize_is_their_area_average():
     assert ours.shape == (3, 32, 32) and (ours[0] == ours[2]).all()
     assert np.abs(ours[0] - theirs).max() <= 0.5 + 1e-9
     assert (ours[0] == np.rint(theirs)).all()  # the means, rounded: the same bytes
+
+
+# their CNN presets (architectures.py _cnn_preset: channels, kernel 3, batch norm, ReLU, max-pool after every
+# convolution, global average pool, no MLP head) and their ImageCNN's construction (model/blocks/cnn.py)
+THEIR_CNN_CHANNELS = {"cnn-s": (32, 64, 128), "cnn-m": (48, 96, 192, 192), "cnn-l": (64, 128, 256, 256, 512)}
+
+
+class TheirCNN(nn.Module):
+    def __init__(self, channels, n_classes):
+        super().__init__()
+        layers, prev = [], 3
+        for width in channels:  # nn.Conv2d's default bias=True, nn.MaxPool2d's default floor
+            layers += [nn.Conv2d(prev, width, 3, padding=1), nn.BatchNorm2d(width), nn.ReLU(), nn.MaxPool2d(2, 2)]
+            prev = width
+        self.encoder, self.head = nn.Sequential(*layers), nn.Sequential(nn.Linear(prev, n_classes))
+
+    def forward(self, x):
+        return self.head(self.encoder(x).mean(dim=(2, 3)))
+
+
+@pytest.mark.parametrize("name", sorted(THEIR_CNN_CHANNELS))
+def test_cnn_is_their_construction_but_the_conv_bias(name):
+    """Our CNNs are theirs on a 3x32x32 portrait but for the convolutions' biases, which the batch norm after
+    each removes: their parameter count is ours plus one per channel, and their model holding our weights (biases
+    zero) gives our outputs, training and evaluation mode alike. The bias draws change the initial weights that
+    follow them (the train.init_order deviation)."""
+    from drift.models import InputSpec, create_model
+
+    ours = create_model(name, InputSpec("pixels", (3, 32, 32)), 2)
+    theirs = TheirCNN(THEIR_CNN_CHANNELS[name], 2)
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert count(theirs) == count(ours) + sum(THEIR_CNN_CHANNELS[name])
+    own = [m for m in ours.modules() if not isinstance(m, (nn.Sequential, type(ours)))]
+    their = [m for m in theirs.modules() if not isinstance(m, (nn.Sequential, TheirCNN))]
+    assert [type(m) for m in own] == [type(m) for m in their]
+    with torch.no_grad():
+        for a, b in zip(own, their):
+            if isinstance(a, (nn.Conv2d, nn.Linear, nn.BatchNorm2d)):
+                b.weight.copy_(a.weight)
+                if isinstance(a, nn.Conv2d):
+                    assert a.bias is None and b.bias is not None
+                    b.bias.zero_()
+                else:
+                    b.bias.copy_(a.bias)
+    x = torch.rand(8, 3, 32, 32)
+    for mode in (True, False):
+        ours.train(mode), theirs.train(mode)
+        torch.testing.assert_close(ours(x), theirs(x), rtol=1e-5, atol=1e-6)
