@@ -271,6 +271,9 @@ class SliceSpec(Section):
 class SampleSpec(Section):
     n: Annotated[int, Field(ge=0)]  # rows kept, stratified by slice and label; 0: all
     seed: Optional[Int] = None      # null: split.seed
+    # proportional: each (slice, label) stratum's share by largest remainders, rows in the id-hash order; cover-uniform:
+    # the first row of every stratum, then polars' seeded uniform sample of the rest (the authors' Amazon sample)
+    draw: Annotated[str, choice("proportional", "cover-uniform")] = "proportional"
 
 
 class DatasetParams(Section):
@@ -325,6 +328,9 @@ class EmbedParams(Section):
     pooling: Optional[Annotated[str, choice(*POOLINGS)]] = "mean"  # null: each encoder's own
     batch_size: Bounded(MAX_BATCH) = 32
     dtype: Annotated[str, choice(*DTYPES)] = "float32"
+    # the encoders' forward pass on a GPU: null computes under autocast in `dtype` (float32: no autocast), a
+    # dtype computes in it whatever `dtype` stores (float32: the authors' runs, float16 only when stored)
+    compute_dtype: Optional[Annotated[str, choice(*DTYPES)]] = None
     cache_dir: Optional[str] = None   # null: $DRIFT_CACHE_DIR or ~/.cache/drift
     device: Optional[str] = None      # null: cuda when available, else cpu
     chunk_rows: Bounded(MAX_ROWS) = 512     # rows per commit to the embedding store: the most a killed run can lose
@@ -372,6 +378,9 @@ class TrainParams(Section):
     loss_weights: Annotated[str, choice("cutoff", "split")] = "cutoff"
     # image models trained from scratch read pixels / 255 in [0, 1] (unit), or the stored 0-255 values (raw: PixelScaled)
     pixel_scale: Annotated[str, choice("unit", "raw")] = "unit"
+    # f_k's seed: offset (seed * 100003 + k) or hash (the first 4 bytes of sha256 of "seed:model:slice", the slice
+    # as a year or a half-year counted from 2000: the authors' per-slice seed)
+    slice_seed: Annotated[str, choice("offset", "hash")] = "offset"
     # references in every matrix; baseline-tfidf reads raw text, so an image dataset's roster leaves it out
     baselines: list[str] = ["baseline-prior", "baseline-linear", "baseline-tfidf"]
     models: Annotated[dict[str, list[str]], AfterValidator(_known_datasets)] = {}  # dataset -> model names
