@@ -1,7 +1,9 @@
 """Shared test helpers: a real project copy in a temporary git repository, run with real DVC."""
 from __future__ import annotations
 
+import inspect
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -156,3 +158,47 @@ def s3_store():
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+# what makes a test a `pipeline` one (left out of `make test-fast`): a DVC repository, a Ray cluster, a
+# subprocess, a server; searched in the test's source, the functions of its module it calls and its fixtures
+HEAVY = re.compile(r"make_project|repro_in_process|subprocess|Popen|\brun\(\[|[\"']dvc[\"']|\bray\.|[\"']ray[\"']|"
+                   r"s3_server|s3_store|chromium")
+
+
+def _sources(func, module, seen: set) -> list[str]:
+    """The source of func and of every function of `module` it names, transitively (nested code included)."""
+    if func in seen or not inspect.isfunction(func):
+        return []
+    seen.add(func)
+    try:
+        out = [inspect.getsource(func)]
+    except (OSError, TypeError):
+        return []
+    codes, names = [func.__code__], set()
+    while codes:
+        code = codes.pop()
+        names.update(code.co_names)
+        codes.extend(c for c in code.co_consts if inspect.iscode(c))
+    for name in names:
+        called = getattr(module, name, None)
+        if inspect.isfunction(called) and called.__module__ == module.__name__:
+            out += _sources(called, module, seen)
+    return out
+
+
+def is_pipeline_test(item) -> bool:
+    """True when the test (or what it calls in its module, or a fixture it uses) builds a DVC repository, starts
+    Ray or a subprocess: the tests `make test-fast` leaves out."""
+    seen: set = set()
+    sources = _sources(item.function, item.module, seen)
+    for name in item.fixturenames:
+        for fixture in item._fixtureinfo.name2fixturedefs.get(name, ()):
+            sources += _sources(fixture.func, inspect.getmodule(fixture.func), seen)
+    return any(HEAVY.search(text) for text in sources)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if isinstance(item, pytest.Function) and is_pipeline_test(item):
+            item.add_marker(pytest.mark.pipeline)
