@@ -9,7 +9,7 @@ from rich import box
 from rich.table import Table
 
 from drift.cli.common import console, fail, fmt
-from drift.core.datasets import DATASETS as OURS
+from drift.core.dataset_registry import DATASETS as OURS
 from drift.core.errors import DriftError, close_matches
 from drift.report.published import DATASETS, compare_run, has_published
 

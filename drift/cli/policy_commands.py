@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich import box
@@ -38,12 +37,12 @@ def policy_table(result: dict) -> Table:
 
 
 def policy(dataset: str = typer.Argument(..., help="a dataset with a report (plots/<dataset>/)"),
-           model: Optional[str] = typer.Argument(None, help="one model; every model of the report by default"),
-           shift: Optional[Path] = typer.Option(None, "--shift", help="a label-free shift matrix S[i][j], long-format "
+           model: str | None = typer.Argument(None, help="one model; every model of the report by default"),
+           shift: Path | None = typer.Option(None, "--shift", help="a label-free shift matrix S[i][j], long-format "
                                                 "JSON {train, eval, value}: adds the shift policies"),
-           estimate: Optional[Path] = typer.Option(None, "--estimate", help="the model's estimated matrix E[i][j], "
+           estimate: Path | None = typer.Option(None, "--estimate", help="the model's estimated matrix E[i][j], "
                                                    "long-format JSON: adds the drop policies (needs a model)"),
-           seconds_per_row: Optional[float] = typer.Option(None, "--seconds-per-row",
+           seconds_per_row: float | None = typer.Option(None, "--seconds-per-row",
                                                            help="turn the cost (rows x epochs) into seconds"),
            as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
            root: Path = typer.Option(Path("."), "--root", help="the repository's root")):

@@ -1,7 +1,7 @@
 """One-line user errors: a stage or the CLI prints the message and exits 2, no traceback."""
 import difflib
-import re
 import errno
+import re
 import shutil
 from pathlib import Path
 

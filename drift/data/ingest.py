@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from drift.core.datasets import dataset_info
+from drift.core.dataset_registry import dataset_info
 from drift.core.errors import disk_full, is_disk_full
 from drift.core.params import DatasetParams
 from drift.core.progress import progress

@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from drift.core.datasets import TABLE_READER
+from drift.core.dataset_registry import TABLE_READER
 from drift.core.errors import DriftError
 from drift.core.params import parse
 from drift.data.datasets.table import (

@@ -466,7 +466,7 @@ def benchmark(params: Params, counts: dict, cache: BenchCache, every_model: bool
             for measured in (members if every_model else [bench_model_for(members)]):
                 spec = bench_input(params, dataset, name, measured)
                 rates = cache.get(f"{get_model_info(measured).name} | {spec.key()}", threads,
-                                  lambda: measure_model(measured, spec, threads, seconds))
+                                  lambda: measure_model(measured, spec, threads, seconds))  # noqa: B023 (called here)
                 for model in [measured] if every_model else members:
                     out[name][model] = {"measured_as": measured, "source": "micro-benchmark",
                                         "input": spec.key(), "shape": spec.label(),
