@@ -37,11 +37,12 @@ MODELS = Path(PATHS["models"]).parent  # every dataset's checkpoints, and their 
 FEATURES = Path(PATHS["features"]).parent
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
+    return f"{n:.1f} TiB"
 
 
 def resolve_cache_dir(option) -> Path | ObjectPath:

@@ -11,6 +11,7 @@ import json
 import os
 import platform
 import re
+from collections.abc import Mapping
 from functools import cache, lru_cache
 from importlib import metadata
 from pathlib import Path
@@ -58,7 +59,7 @@ def package_version(distribution: str) -> str | None:
 
 
 @lru_cache(maxsize=1)
-def _module_distributions() -> dict[str, list[str]]:
+def _module_distributions() -> Mapping[str, list[str]]:
     return metadata.packages_distributions()  # scans every installed distribution: once per process
 
 
