@@ -48,10 +48,10 @@ format: install
 test: install browser lint
 	. $(BIN)/activate && python -m pytest -q -n auto --dist loadfile
 
-# pure functions and small modules only: no DVC repository, Ray cluster or subprocess (tests/conftest.py marks
-# those `pipeline`); for the edit-test loop
+# pure functions and small modules only: no DVC repository, Ray cluster, subprocess or server (marked `pipeline`
+# by tests/conftest.py), no real encoder, training or figures (`compute`); for the edit-test loop
 test-fast: install
-	. $(BIN)/activate && python -m pytest -q -n auto --dist loadfile -m "not pipeline and not slow"
+	. $(BIN)/activate && python -m pytest -q -n auto --dist loadfile -m "not pipeline and not compute and not slow"
 
 # the long tests (real vision checkpoints): before changing drift/encoders/ or the probes
 test-slow: install

@@ -164,6 +164,11 @@ def s3_store():
 # subprocess, a server; searched in the test's source, the functions of its module it calls and its fixtures
 HEAVY = re.compile(r"make_project|repro_in_process|subprocess|Popen|\brun\(\[|[\"']dvc[\"']|\bray\.|[\"']ray[\"']|"
                    r"s3_server|s3_store|chromium")
+# what makes it a `compute` one (also left out): a real encoder or vision backbone, a model trained, a report's
+# figures drawn, a vector index built
+COMPUTE = re.compile(r"make_encoder|text_encoder|TextEncoder|SentenceTransformer|\btimm\b|vision_encoder|embed_dataset|"
+                     r"embed_all|train_one|train_many|train_roster|train_group|write_report|write_policy_report|"
+                     r"\breport\(tmp_path|saliency|lancedb|forward_backward|create_model\(")
 
 
 def _sources(func, module, seen: set) -> list[str]:
@@ -187,18 +192,22 @@ def _sources(func, module, seen: set) -> list[str]:
     return out
 
 
-def is_pipeline_test(item) -> bool:
-    """True when the test (or what it calls in its module, or a fixture it uses) builds a DVC repository, starts
-    Ray or a subprocess: the tests `make test-fast` leaves out."""
+def test_sources(item) -> list[str]:
+    """The source of a test, of the functions of its module it calls and of the fixtures it uses."""
     seen: set = set()
     sources = _sources(item.function, item.module, seen)
     for name in item.fixturenames:
         for fixture in item._fixtureinfo.name2fixturedefs.get(name, ()):
             sources += _sources(fixture.func, inspect.getmodule(fixture.func), seen)
-    return any(HEAVY.search(text) for text in sources)
+    return sources
 
 
 def pytest_collection_modifyitems(config, items):
+    # the lanes of `make test-fast`: a test is `pipeline` when its sources match HEAVY, `compute` when COMPUTE
     for item in items:
-        if isinstance(item, pytest.Function) and is_pipeline_test(item):
-            item.add_marker(pytest.mark.pipeline)
+        if isinstance(item, pytest.Function):
+            sources = test_sources(item)
+            if any(HEAVY.search(text) for text in sources):
+                item.add_marker(pytest.mark.pipeline)
+            if any(COMPUTE.search(text) for text in sources):
+                item.add_marker(pytest.mark.compute)
