@@ -165,10 +165,11 @@ def s3_store():
 HEAVY = re.compile(r"make_project|repro_in_process|subprocess|Popen|\brun\(\[|[\"']dvc[\"']|\bray\.|[\"']ray[\"']|"
                    r"s3_server|s3_store|chromium")
 # what makes it a `compute` one (also left out): a real encoder or vision backbone, a model trained, a report's
-# figures drawn, a vector index built
-COMPUTE = re.compile(r"make_encoder|text_encoder|TextEncoder|SentenceTransformer|\btimm\b|vision_encoder|embed_dataset|"
-                     r"embed_all|train_one|train_many|train_roster|train_group|write_report|write_policy_report|"
-                     r"\breport\(tmp_path|saliency|lancedb|forward_backward|create_model\(")
+# figures drawn, a vector index built, a rehearsal
+COMPUTE = re.compile(r"make_encoder|text_encoder|TextEncoder|SentenceTransformer|\btimm\b|vision_encoder|"
+                     r"embed_dataset|embed_all|train_one|train_many|train_roster|train_group|build_model\(|"
+                     r"create_model\(|forward_backward|write_report|write_policy_report|\breport\(tmp_path|"
+                     r"saliency|lancedb|\brehearse\(")
 
 
 def _sources(func, module, seen: set) -> list[str]:
