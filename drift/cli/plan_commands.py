@@ -18,9 +18,10 @@ def _count(n) -> str:
         return "—"
     if n < 100_000:
         return f"{n:,}"
-    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6)):
         if n >= scale:
             return f"{n / scale:.3g}{unit}"
+    return f"{n / 1e3:.3g}k"
 
 
 def _hours(h) -> str:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 from rich import box
+from rich.console import JustifyMethod
 from rich.table import Table
 
 from drift.analysis.policy import dataset_policies, load_signal, report_labels
@@ -22,8 +23,10 @@ def policy_table(result: dict) -> Table:
     """One row per model and policy, models in sections; ★ the best mean score, • the rest of the Pareto front
     (no policy scores better for no more cost). Fits 80 columns."""
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
-    for column, justify in (("model", "left"), ("policy", "left"), ("", "left"), ("mean", "right"),
-                            ("worst", "right"), ("retrains", "right"), (f"cost ({result['cost_unit']})", "right")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("model", "left"), ("policy", "left"), ("", "left"), ("mean", "right"),
+        ("worst", "right"), ("retrains", "right"), (f"cost ({result['cost_unit']})", "right"))
+    for column, justify in columns:
         table.add_column(column, justify=justify, no_wrap=True)
     models = list(result["models"].items())
     for n, (model, r) in enumerate(models):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import os
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -76,6 +77,7 @@ def ingest(name: str, cfg: DatasetParams, records_path: Path, quarantine_path: P
     data_span: list = [None, None]  # the kept rows' first and last time
     try:
         with pq.ParquetWriter(tmp_path, schema) as writer, progress(f"ingest {name}") as bar:
+            rows: Iterable[dict]
             if fast and hasattr(dataset, "read_batches") and info.modality == "text":  # Batches hold text
                 data_span = _ingest_batches(dataset.read_batches(cfg), (start, end), ledger, seen_ids, writer,
                                             schema, bar)
