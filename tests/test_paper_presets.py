@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 import yaml
 
-from drift.core.datasets import DATASETS
+from drift.core.dataset_registry import DATASETS
 from drift.core.encoder_registry import ENCODERS, autocast_dtype
 from drift.core.presets import apply_preset
 from drift.data.datasets import dataset_cfg, load

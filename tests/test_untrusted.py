@@ -28,7 +28,7 @@ from drift.data.datasets.table import TableParams, parse_time
 from drift.data.ingest import ingest
 from drift.models.checkpoints import load_checkpoint
 from drift.models import InputSpec
-from drift.store.cells import MAGIC, CellCache, checkpoint_problem
+from drift.store.cells import MAGIC, ResultCache, checkpoint_problem
 from drift.store.integrity import sha256_bytes
 from drift.store.slices import slice_warnings
 
@@ -299,8 +299,8 @@ def test_a_checkpoint_that_is_not_a_plain_state_dict_is_named_recomputed_and_fla
     buffer = io.BytesIO()
     torch.save(torch.nn.Linear(2, 2), buffer)  # a whole module: a pickle weights_only refuses
     body = buffer.getvalue()
-    cache = CellCache(tmp_path / "cache")
-    path = cache.checkpoint_path("ab" * 32)
+    cache = ResultCache(tmp_path / "cache")
+    path = cache.checkpoint_file("ab" * 32)
     path.parent.mkdir(parents=True)
     path.write_bytes(MAGIC + f" {sha256_bytes(body)} {len(body)}\n".encode() + body)  # a valid checksum
     assert cache.checkpoint("ab" * 32) is None and cache.corrupt == [str(path)]  # a miss: train recomputes it

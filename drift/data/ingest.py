@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import os
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from drift.core.datasets import dataset_info
+from drift.core.dataset_registry import dataset_info
 from drift.core.errors import disk_full, is_disk_full
 from drift.core.params import DatasetParams
 from drift.core.progress import progress
@@ -77,6 +78,7 @@ def ingest(name: str, cfg: DatasetParams, records_path: Path, quarantine_path: P
     data_span: list = [None, None]  # the kept rows' first and last time
     try:
         with pq.ParquetWriter(tmp_path, schema) as writer, progress(f"ingest {name}") as bar:
+            rows: Iterable[dict]
             if fast and hasattr(dataset, "read_batches") and info.modality == "text":  # Batches hold text
                 data_span = _ingest_batches(dataset.read_batches(cfg), (start, end), ledger, seen_ids, writer,
                                             schema, bar, keep_duplicates)

@@ -16,7 +16,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from drift.core.datasets import TABLE_READER
+from drift.core.dataset_registry import TABLE_READER
 from drift.core.errors import DriftError
 from drift.core.params import parse
 from drift.data.datasets.table import (

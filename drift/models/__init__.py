@@ -18,7 +18,7 @@ import torch.nn as nn
 from drift.core.encoder_registry import ENCODERS
 from drift.core.errors import DriftError
 from drift.core.model_registry import ALIASES, MODELS, ModelInfo, get_model_info, resolve
-from drift.models import image, text
+from drift.models import image, text_heads
 from drift.models.probe import LinearProbe
 from drift.models.reference import LinearBaseline, PriorBaseline, TfidfBaseline
 from drift.protocol.summary import REFERENCES
@@ -48,7 +48,7 @@ def _register(name, family, size, input_kind, display, cls, **kwargs):
 for _fam, (_cls, _family, _sizes) in image.SIZES.items():
     for _size, _kw in _sizes.items():
         _register(f"{_fam}-{_size}", _family, _size.upper(), "pixels", f"{_family}-{_size.upper()}", _cls, **_kw)
-for _name, (_cls, _family, _display, _size, _kw) in text.HEADS.items():
+for _name, (_cls, _family, _display, _size, _kw) in text_heads.HEADS.items():
     _register(_name, _family, _size, "tokens", _display, _cls, **_kw)
 for _enc in ENCODERS.values():
     _register(f"probe-{_enc.name}", "Frozen", "-", "pooled", _enc.display, LinearProbe)
@@ -65,7 +65,7 @@ _resolve = resolve
 
 
 def model_module(name: str) -> str:
-    """The module defining a model's class (drift.models.text for the text heads): what its cache key covers
+    """The module defining a model's class (drift.models.text_heads for the text heads): what its cache key covers
     of the model code (drift/store/cells.py `code_version`)."""
     return _BUILD[_resolve(name)][0].__module__
 

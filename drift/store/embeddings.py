@@ -402,7 +402,7 @@ class EmbeddingStore:
         return table_info(self.path)
 
 
-def open_store(manifest: dict, cache_dir: Path) -> EmbeddingStore:
+def open_store(manifest: dict, cache_dir: Path | ObjectPath) -> EmbeddingStore:
     """The store table a manifest names; a clear error when it is not in this cache directory."""
     store = EmbeddingStore(cache_dir, manifest["encoder"], manifest["fingerprint"], manifest["dim"],
                            with_tokens=manifest.get("with_tokens", True))

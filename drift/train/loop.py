@@ -35,7 +35,7 @@ from drift.models.checkpoints import (
 from drift.models.inputs import Inputs, epoch_batches
 from drift.store.cells import (
     CHECKPOINT_KEYS,
-    CellCache,
+    ResultCache,
     checkpoint_key,
     code_version,
     rows_digest,
@@ -211,7 +211,7 @@ def train_group(group: TrainGroup) -> list[str]:
     or in a Ray worker, with the same seeds and thread count: the same bytes either way."""
     data, cfg, name = group.data, group.cfg, group.name
     deterministic(cfg.threads)
-    cache = CellCache(group.cache_root)
+    cache = ResultCache(group.cache_root)
     todo = [(seed, k, key) for seed, k, key in group.todo if not cache.has_checkpoint(key)]
     if todo:
         inputs, targets = data.inputs(name), data.task.target_tensor(data.labels)
@@ -237,7 +237,7 @@ def train_group(group: TrainGroup) -> list[str]:
 
 
 def train_roster(data: SliceData, models: list[str], cfg: TrainParams, models_dir: Path,
-                 cache: CellCache | None = None, compute: ComputeParams | None = None, train_many=None,
+                 cache: ResultCache | None = None, compute: ComputeParams | None = None, train_many=None,
                  engines: dict[str, str] | None = None) -> dict:
     """Every model of the roster, every seed: f_k for each trainable cutoff, saved under `models_dir`.
 
@@ -255,7 +255,7 @@ def train_roster(data: SliceData, models: list[str], cfg: TrainParams, models_di
     compute = compute or ComputeParams()
     deterministic(cfg.threads)
     shutil.rmtree(models_dir, ignore_errors=True)
-    cache = cache or CellCache(Path(tempfile.mkdtemp(prefix="drift-cells-")))
+    cache = cache or ResultCache(Path(tempfile.mkdtemp(prefix="drift-cells-")))
     cutoffs = trainable_cutoffs(data.manifest["slices"])
     counts = {"trained": 0, "reused": 0}
     base_cfg = cfg

@@ -84,7 +84,7 @@ class TableParams(DatasetParams):
 
 
 PARAMS = TableParams
-TASK = None      # from the section (drift.core.datasets.dataset_info)
+TASK = None      # from the section (drift.core.dataset_registry.dataset_info)
 MODALITY = None
 
 

@@ -20,7 +20,7 @@ from drift.models import get_model_info, model_module, model_modules
 from drift.models.checkpoints import list_checkpoints, load_checkpoint
 from drift.protocol.matrix import drift_matrix, scored_cells, to_json
 from drift.store.cells import (
-    CellCache,
+    ResultCache,
     cell_key,
     code_version,
     file_digest,
@@ -129,7 +129,7 @@ def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
 
     data = job.data
     deterministic(job.threads)
-    cache = CellCache(job.cache_root)
+    cache = ResultCache(job.cache_root)
     methods = METHODS[data.task.name]
     labels = np.array(data.labels)
     known, known_estimates, plans, known_also = look_up(job, cache, methods)
@@ -176,7 +176,7 @@ def evaluate_roster(data: SliceData, models: list[str], models_dir: Path, thread
 
     deterministic(threads)
     compute = compute or ComputeParams()
-    cache = cache or CellCache(Path(tempfile.mkdtemp(prefix="drift-cells-")))
+    cache = cache or ResultCache(Path(tempfile.mkdtemp(prefix="drift-cells-")))
     models_dir = Path(models_dir).resolve()
     labels = [s["label"] for s in data.manifest["slices"]]
     jobs = []
