@@ -84,7 +84,8 @@ def _set_item(text: str, path: list[str], key: str, value) -> str:
     """`text` with mapping `path` (top level: []) holding `key: value`, created where missing; only the lines of
     that item (or of the created mappings) change."""
     node = yaml.compose(text) if text.strip() else None
-    indent, parents = 0, []
+    indent = 0
+    parents: list[str] = []
     for part in path:
         if node is not None and not isinstance(node, yaml.MappingNode):
             raise DriftError(f"params.yaml: {'.'.join(parents) or 'the top level'} is no mapping")
