@@ -4,22 +4,24 @@ label-free estimates of the same cells, in three steps around the protocol's def
 (batched), then let the definition score the rest and store it."""
 from __future__ import annotations
 
+import json
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from drift.core.executor import check_reachable, run_tasks, workers
+from drift.core.executor import check_reachable, run_tasks, ships_inputs, workers
 from drift.core.objectstore import location
 from drift.core.params import ComputeParams
 from drift.core.progress import progress
 from drift.evaluate.estimate import METHODS, calibrate, estimated_matrix, source_rows
 from drift.evaluate.predict import predict_many
 from drift.models import get_model_info, model_module, model_modules
-from drift.models.checkpoints import list_checkpoints, load_checkpoint
+from drift.models.checkpoints import checkpoint_path, list_checkpoints, load_checkpoint
 from drift.protocol.matrix import drift_matrix, scored_cells, to_json
 from drift.store.cells import (
+    CHECKPOINT_KEYS,
     CellCache,
     cell_key,
     code_version,
@@ -32,8 +34,9 @@ from drift.train.slice_data import SliceData
 
 @dataclass
 class EvalJob:
-    """One task of the evaluation: every cell of one (model, seed), from its checkpoints {cutoff: path}.
-    SliceData travels as its recipe (params, dataset, repository) and is rebuilt by the worker."""
+    """One task of the evaluation: every cell of one (model, seed), from its checkpoints {cutoff: path}, or
+    {cutoff: cache key} (`from_cache`: a worker that shares no filesystem with the stage reads them from the
+    checkpoint cache). SliceData travels as its recipe or shipped (drift/train/slice_data.py)."""
     data: SliceData
     name: str
     seed: int
@@ -41,6 +44,7 @@ class EvalJob:
     cache_root: Path
     threads: int
     code: str  # drift.store.cells.code_version("evaluate", its model's module), computed where the checkout is
+    from_cache: bool = False
 
 
 @dataclass
@@ -127,6 +131,13 @@ def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
     estimates}, and the task's `also` metrics' matrices {metric: JSON rows} (multiclass: macro_f1). Cached cells are read, the rest predicted and scored by the protocol's drift_matrix, then stored
     (atomically); the same values in the stage's process or in a Ray worker."""
 
+    if job.from_cache:
+        with tempfile.TemporaryDirectory(prefix="drift-checkpoints-") as tmp:
+            cache, paths = CellCache(job.cache_root), {}
+            for i, key in job.checkpoints.items():  # verified by its checksum, under its name in data/models/
+                paths[i] = checkpoint_path(tmp, job.name, job.seed, i)
+                cache.place(key, paths[i])
+            return evaluate_seed(replace(job, checkpoints=paths, from_cache=False))
     data = job.data
     deterministic(job.threads)
     cache = CellCache(job.cache_root)
@@ -179,15 +190,24 @@ def evaluate_roster(data: SliceData, models: list[str], models_dir: Path, thread
     cache = cache or CellCache(Path(tempfile.mkdtemp(prefix="drift-cells-")))
     models_dir = Path(models_dir).resolve()
     labels = [s["label"] for s in data.manifest["slices"]]
+    shipped = ships_inputs(compute, cache.root)  # workers that see only the store: checkpoints by cache key
+    keys = json.loads((models_dir / CHECKPOINT_KEYS).read_text()) if shipped else {}
     jobs = []
     for name in models:
         code = code_version("evaluate", model_module(name), model_modules())  # its own head's module, not the others'
         data.inputs(name)  # builds the feature files here, before any task reads them
         for seed, checkpoints in list_checkpoints(models_dir, name).items():
-            jobs.append(EvalJob(data, name, seed, checkpoints, location(cache.root).resolve(), threads, code))
+            if shipped:
+                checkpoints = {i: keys[str(path.relative_to(models_dir))] for i, path in checkpoints.items()}
+            jobs.append(EvalJob(data, name, seed, checkpoints, location(cache.root).resolve(), threads, code,
+                                from_cache=shipped))
     if jobs:
         cache.root.mkdir(parents=True, exist_ok=True)
-        check_reachable([cache.root, models_dir, data.paths["slices"], data.paths["features"]], compute)
+        if shipped:
+            check_reachable([cache.root], compute)
+            data.ship()
+        else:
+            check_reachable([cache.root, models_dir, data.paths["slices"], data.paths["features"]], compute)
     counts = {"computed": 0, "reused": 0, "estimates": {"computed": 0, "reused": 0}, "recomputed": {"corrupt": 0},
               "corrupt": []}
     results = {name: {"dataset": data.name, "model": name, "family": get_model_info(name).family,
