@@ -79,13 +79,19 @@ def test_ray_workers_that_see_only_the_s3_store_give_the_local_bytes(s3_cluster,
     store = ObjectPath(f"s3://{BUCKET}/ray-{uuid.uuid4().hex[:8]}")
     repo, _ = ray_copy((local, params, expected), tmp_path, store)
     calls, seen = [], []
-    for module, name in ((drift.train.loop, "run_tasks"), (drift.evaluate.matrices, "run_tasks"),
-                         (drift.encoders.embed, "map_actors")):
-        def away(*args, real=getattr(drift.core.executor, name), name=name, **kwargs):
+
+    def away(name):
+        real = getattr(drift.core.executor, name)
+
+        def call(*args, **kwargs):
             calls.append(name)
             with checkout_away(repo, seen):
                 return real(*args, **kwargs)
-        monkeypatch.setattr(module, name, away)
+        return call
+
+    for module, name in ((drift.train.loop, "run_tasks"), (drift.evaluate.matrices, "run_tasks"),
+                         (drift.encoders.embed, "map_actors")):
+        monkeypatch.setattr(module, name, away(name))
     repro_in_process(repo, *DATASETS, stages=("embed", "train", "evaluate"))
 
     assert "map_actors" in calls and calls.count("run_tasks") == 2 * len(DATASETS)  # train and evaluate: each
