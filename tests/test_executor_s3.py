@@ -38,7 +38,7 @@ def small_params() -> dict:
     reference), raw text (TF-IDF), pixels (mlp-s); several embed chunks, so both actors commit."""
     params = only(tiny_params(), *DATASETS)
     params["sotu"].update(cap_per_slice=14, slices={"unit": "decade", "start": 1970, "end": 2000})
-    params["synth-portraits"].update(per_slice=40)
+    params["synth-portraits"].update(per_slice=40, slices={"unit": "year", "start": 2000, "end": 2002})
     params["train"]["models"] = {"sotu": ["ffn-s"], "synth-portraits": ["mlp-s"]}
     params["embed"]["chunk_rows"] = 16
     return params
