@@ -39,6 +39,7 @@ def small_params() -> dict:
     params = only(tiny_params(), *DATASETS)
     params["sotu"].update(cap_per_slice=14, slices={"unit": "decade", "start": 1970, "end": 2000})
     params["synth-portraits"].update(per_slice=40, slices={"unit": "year", "start": 2000, "end": 2002})
+    params["report"]["saliency"]["synth-portraits"]["cells"] = [["2000", "2001"]]
     params["train"]["models"] = {"sotu": ["ffn-s"], "synth-portraits": ["mlp-s"]}
     params["embed"]["chunk_rows"] = 16
     return params
@@ -102,3 +103,17 @@ def test_ray_workers_that_see_only_the_s3_store_give_the_local_bytes(s3_cluster,
     assert got.keys() == expected.keys() and any(p.endswith(".pt") for p in got)
     assert [p for p in got if got[p] != expected[p]] == []
     assert list((store / "checkpoints").rglob("*.ckpt")) and list((store / "cells").rglob("*.json"))
+
+
+def test_a_checkpoint_the_s3_cache_lacks_travels_as_its_bytes(s3_cluster, tmp_path):
+    """Checkpoints pulled by DVC into a workspace whose store never held them still reach the workers."""
+    from drift.evaluate.matrices import shipped_checkpoint
+    from drift.store.cells import CellCache
+
+    cache = CellCache(ObjectPath(f"s3://{BUCKET}/lacks-{uuid.uuid4().hex[:8]}"))
+    path = tmp_path / "cutoff000.pt"
+    path.write_bytes(b"a checkpoint's bytes")
+    assert shipped_checkpoint(path, None, cache) == b"a checkpoint's bytes"  # no checkpoints.json entry
+    assert shipped_checkpoint(path, "ab" * 32, cache) == b"a checkpoint's bytes"  # not in the cache
+    cache.put_checkpoint("ab" * 32, path)
+    assert shipped_checkpoint(path, "ab" * 32, cache) == "ab" * 32

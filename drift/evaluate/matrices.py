@@ -35,8 +35,8 @@ from drift.train.slice_data import SliceData
 @dataclass
 class EvalJob:
     """One task of the evaluation: every cell of one (model, seed), from its checkpoints {cutoff: path}, or
-    {cutoff: cache key} (`from_cache`: a worker that shares no filesystem with the stage reads them from the
-    checkpoint cache). SliceData travels as its recipe or shipped (drift/train/slice_data.py)."""
+    {cutoff: cache key or bytes} (`from_cache`: for a worker that shares no filesystem with the stage, which
+    reads them from the checkpoint cache). SliceData travels as its recipe or shipped (drift/train/slice_data.py)."""
     data: SliceData
     name: str
     seed: int
@@ -134,9 +134,13 @@ def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
     if job.from_cache:
         with tempfile.TemporaryDirectory(prefix="drift-checkpoints-") as tmp:
             cache, paths = CellCache(job.cache_root), {}
-            for i, key in job.checkpoints.items():  # verified by its checksum, under its name in data/models/
+            for i, source in job.checkpoints.items():  # under its name in data/models/
                 paths[i] = checkpoint_path(tmp, job.name, job.seed, i)
-                cache.place(key, paths[i])
+                if isinstance(source, bytes):
+                    paths[i].parent.mkdir(parents=True, exist_ok=True)
+                    paths[i].write_bytes(source)
+                else:
+                    cache.place(source, paths[i])  # verified by its checksum
             return evaluate_seed(replace(job, checkpoints=paths, from_cache=False))
     data = job.data
     deterministic(job.threads)
@@ -177,6 +181,14 @@ def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
     return to_json(matrix), {m: to_json(estimated[m]) for m in methods}, counts, also_json
 
 
+def shipped_checkpoint(path: Path, key: str | None, cache: CellCache) -> str | bytes:
+    """What a worker that shares no filesystem with the stage gets of a checkpoint: its cache key, or its bytes
+    when the cache lacks it (checkpoints pulled by DVC into a workspace whose store never held them)."""
+    if key is not None and cache.checkpoint_path(key).exists():
+        return key
+    return path.read_bytes()
+
+
 def evaluate_roster(data: SliceData, models: list[str], models_dir: Path, threads: int = 1, cache=None,
                     compute: ComputeParams | None = None) -> tuple[dict, dict]:
     """({model: its evaluation}, counts): per-seed drift matrices with what a reader needs to interpret them
@@ -191,14 +203,16 @@ def evaluate_roster(data: SliceData, models: list[str], models_dir: Path, thread
     models_dir = Path(models_dir).resolve()
     labels = [s["label"] for s in data.manifest["slices"]]
     shipped = ships_inputs(compute, cache.root)  # workers that see only the store: checkpoints by cache key
-    keys = json.loads((models_dir / CHECKPOINT_KEYS).read_text()) if shipped else {}
+    listing = models_dir / CHECKPOINT_KEYS
+    keys = json.loads(listing.read_text()) if shipped and listing.exists() else {}
     jobs = []
     for name in models:
         code = code_version("evaluate", model_module(name), model_modules())  # its own head's module, not the others'
         data.inputs(name)  # builds the feature files here, before any task reads them
         for seed, checkpoints in list_checkpoints(models_dir, name).items():
             if shipped:
-                checkpoints = {i: keys[str(path.relative_to(models_dir))] for i, path in checkpoints.items()}
+                checkpoints = {i: shipped_checkpoint(path, keys.get(str(path.relative_to(models_dir))), cache)
+                               for i, path in checkpoints.items()}
             jobs.append(EvalJob(data, name, seed, checkpoints, location(cache.root).resolve(), threads, code,
                                 from_cache=shipped))
     if jobs:
