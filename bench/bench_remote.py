@@ -193,7 +193,7 @@ def encoder_rate(texts: list[str], max_length: int) -> float:
     return len(texts) / (time.perf_counter() - started)
 
 
-def paper_shaped(tmp: Path, env: dict, server, rows: int) -> str:
+def paper_shaped(tmp: Path, env: dict, server, rows: int) -> list[str]:
     """A paper-shaped store (bench_scale's generator: random 768-d token states with the Amazon fixture's token
     lengths, 8 slices) turned into feature files on A, `dvc add`ed and pushed to S3; B's `dvc pull` of them
     against encoding the same rows at MiniLM's rate on the fixture's reviews (a lower bound for A's encoder)."""
@@ -229,9 +229,47 @@ def paper_shaped(tmp: Path, env: dict, server, rows: int) -> str:
              for line in Path(f).read_text().splitlines()][:64]
     rate = encoder_rate(texts, 256)  # MiniLM's most positions
     encode = rows / rate
-    return (f"7. paper-shaped store, {rows} rows ({size:.0f} MB of feature files): B's dvc pull {pull:.1f} s vs "
-            f"encoding them {encode:.0f} s at MiniLM's {rate:.1f} rows/s here: {encode / pull:.0f}x; "
-            f"pulled files {'equal to' if equal else 'DIFFER from'} A's")
+    return [(f"7. paper-shaped store, {rows} rows ({size:.0f} MB of feature files): B's dvc pull {pull:.1f} s vs "
+             f"encoding them {encode:.0f} s at MiniLM's {rate:.1f} rows/s here: {encode / pull:.0f}x; "
+             f"pulled files {'equal to' if equal else 'DIFFER from'} A's"),
+            paper_epoch(out, b / "data/features/paper/minilm-l6", tmp / "paper-store/d.lance")]
+
+
+def paper_epoch(computed: Path, pulled: Path, table: Path, repeats: int = 3) -> str:
+    """One ffn-s epoch on the paper-shaped store's training rows, reading A's feature files (computed there)
+    and B's pulled ones, alternated `repeats` times (best of each); the trained state dicts compared."""
+    import hashlib
+    import io
+
+    import torch
+    from bench_scale import MAX_TOKENS
+
+    from drift.core.params import TrainParams
+    from drift.models.inputs import open_inputs
+    from drift.protocol.tasks import get_task
+    from drift.store.slices import read_slice_table
+    from drift.train.loop import deterministic, train_one
+
+    deterministic(1)
+    columns = read_slice_table(table, columns=["split", "label"])
+    task = get_task("binary")
+    targets = task.target_tensor(columns.column("label").to_pylist())
+    rows = np.flatnonzero(columns.column("split").to_numpy(zero_copy_only=False) == "train")
+    cfg = TrainParams(epochs=1, batch_size=64, lr=1e-3)
+    seconds, digests = {"A": [], "B": []}, {}
+    for _ in range(repeats):
+        for name, folder in (("A", computed), ("B", pulled)):
+            inputs = open_inputs("tokens", folder, max_tokens=MAX_TOKENS)
+            started = time.perf_counter()
+            model = train_one("ffn-s", inputs, rows, targets, task, task.n_outputs(2), cfg, seed=0)
+            seconds[name].append(time.perf_counter() - started)
+            buffer = io.BytesIO()
+            torch.save(model.state_dict(), buffer)
+            digests[name] = hashlib.sha256(buffer.getvalue()).hexdigest()
+    a_s, b_s = min(seconds["A"]), min(seconds["B"])
+    weights = "equal byte for byte" if digests["A"] == digests["B"] else "DIFFER"
+    return (f"8. a training epoch (ffn-s, paper-shaped, {len(rows)} rows) on B's pulled features {b_s:.2f} s vs on "
+            f"A's computed ones {a_s:.2f} s: {a_s / b_s:.2f}x; the trained weights {weights}")
 
 
 def main() -> None:
@@ -259,7 +297,8 @@ def main() -> None:
             if repro:
                 for line in a_to_b(Path(tmp), env, server):
                     print(line, flush=True)
-                print(paper_shaped(Path(tmp), env, server, args.paper_rows), flush=True)
+                for line in paper_shaped(Path(tmp), env, server, args.paper_rows):
+                    print(line, flush=True)
     finally:
         server.stop()
 
