@@ -75,7 +75,8 @@ class SliceData:
         sizes and sha256 against their header, and reads them there. Open every model's inputs first."""
         import ray  # lazy: ray, only with compute.executor ray
 
-        files = {kind: {f.name: f.read_bytes() for f in sorted(path.iterdir()) if f.is_file()}
+        # one object per file: the stage holds one file's bytes at a time
+        files = {kind: {f.name: ray.put(f.read_bytes()) for f in sorted(path.iterdir()) if f.is_file()}
                  for kind, path in self._feature_dirs.items()}
         text = {kind: inputs for kind, inputs in self._inputs.items() if kind not in self._feature_dirs}
         self._shipped = ray.put({"params": self.params, "name": self.name, "manifest": self.manifest,
@@ -166,7 +167,7 @@ def _unship(ref) -> SliceData:
         path = folder / f"{kind}-{encoder}"
         path.mkdir()
         for name, body in files.items():
-            (path / name).write_bytes(body)
+            (path / name).write_bytes(ray.get(body))
         manifest = data.encoders[encoder] if encoder is not None else None
         if not is_current(path, data.keys_sha256, manifest):
             raise DriftError(f"the {kind} inputs of {data.name} shipped to Ray worker {os.uname().nodename} do "
