@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from drift.core.errors import DriftError
-from drift.core.executor import check_reachable, run_tasks, workers
+from drift.core.executor import check_reachable, run_tasks, ships_inputs, workers
 from drift.core.objectstore import location
 from drift.core.params import ComputeParams, TrainParams
 from drift.core.progress import progress
@@ -292,7 +292,11 @@ def train_roster(data: SliceData, models: list[str], cfg: TrainParams, models_di
             groups.append(TrainGroup(data, name, model_todo, cfg, location(cache.root).resolve(), train_many))
     if groups:
         cache.root.mkdir(parents=True, exist_ok=True)
-        check_reachable([cache.root, data.paths["slices"], data.paths["features"]], compute)
+        if ships_inputs(compute, cache.root):  # workers that see only the store: the inputs go with the tasks
+            check_reachable([cache.root], compute)
+            data.ship()
+        else:
+            check_reachable([cache.root, data.paths["slices"], data.paths["features"]], compute)
     for group, keys in zip(groups, run_tasks(train_group, groups, compute)):
         for (seed, k, _), key in zip(group.todo, keys):
             cache.place(key, checkpoint_path(models_dir, group.name, seed, k))
