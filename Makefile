@@ -13,7 +13,7 @@ LOCK := requirements.lock
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo test test-slow install lock clean browser
+.PHONY: demo test test-fast test-slow lint format install lock clean browser
 
 # a changed pyproject.toml or lock file installs again
 $(BIN)/drift: pyproject.toml $(LOCK)
@@ -34,9 +34,24 @@ browser:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
 	  echo "chromium not installed: the browser test will be skipped"
 
+# the gates: ruff's lint rules and mypy on the library, the stage scripts and the benchmarks (pyproject.toml)
+LINTED := drift stages bench
+lint: install
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/mypy
+
+# the formatter (110 columns, pyproject.toml); `ruff format --check` joins `make lint` once the tree is formatted
+format: install
+	$(BIN)/ruff format $(LINTED)
+
 # one pytest worker per core; a test file's tests stay on one worker (they share its fixtures and temp repos)
-test: install browser
+test: install browser lint
 	. $(BIN)/activate && python -m pytest -q -n auto --dist loadfile
+
+# pure functions and small modules only: no DVC repository, Ray cluster, subprocess or server (marked `pipeline`
+# by tests/conftest.py), no real encoder, training or figures (`compute`); for the edit-test loop
+test-fast: install
+	. $(BIN)/activate && python -m pytest -q -n auto --dist loadfile -m "not pipeline and not compute and not slow"
 
 # the long tests (real vision checkpoints): before changing drift/encoders/ or the probes
 test-slow: install

@@ -108,8 +108,12 @@ def main(argv=None):
         for r in range(args.rounds):
             shutil.rmtree(tmp / "cache", ignore_errors=True)
             encoder.batch_size = args.batch_size
-            stage = lambda: colds.append(timed(lambda: embed_dataset(path, cfg, tmp / "cache", encoder=encoder))[0])
-            plain = lambda: bares.append(timed(lambda: bare.encode(texts, batch_size=args.batch_size))[0])
+            def stage():
+                colds.append(timed(lambda: embed_dataset(path, cfg, tmp / "cache", encoder=encoder))[0])
+
+            def plain():
+                bares.append(timed(lambda: bare.encode(texts, batch_size=args.batch_size))[0])
+
             for step in ((stage, plain) if r % 2 == 0 else (plain, stage)):
                 step()
         cold, bare_s = min(colds), min(bares)

@@ -22,7 +22,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from drift.core.datasets import dataset_info
+from drift.core.dataset_registry import dataset_info
 from drift.data.datasets import get_dataset
 from drift.encoders.text import TextEncoder
 from drift.protocol.tasks import get_task

@@ -1,12 +1,12 @@
 """Stage evaluate@<dataset>: every checkpoint on every slice -> one drift matrix per model and seed
-(drift/evaluate/matrices.py `evaluate_roster`); cells already scored come from the cell cache (drift/store/cells.py), and
+(drift/evaluate/fill_matrices.py `evaluate_roster`); cells already scored come from the cell cache (drift/store/cells.py), and
 metrics/evaluate/<dataset>.json counts the cells computed and reused."""
 import sys
 
 from drift.core.params import load_params, roster
 from drift.core.stage import require, run_stage, write_json
-from drift.evaluate.matrices import evaluate_roster
-from drift.store.cells import CellCache, corrupt_line
+from drift.evaluate.fill_matrices import evaluate_roster
+from drift.store.cells import ResultCache, corrupt_line
 from drift.store.location import cache_dir
 from drift.train.slice_data import SliceData
 
@@ -17,7 +17,7 @@ def main(argv):
     data = SliceData(params, name)  # slice and embed first, then train: the first missing input is named
     p = require(name, "models")
     results, counts = evaluate_roster(data, roster(params.train, name, params.info(name).modality), p["models"], params.train.threads,
-                                      CellCache(cache_dir(params.embed)), params.compute)
+                                      ResultCache(cache_dir(params.embed)), params.compute)
     for model, result in results.items():
         write_json(p["eval"] / f"{model}.json", result)
     corrupt = counts.pop("corrupt")

@@ -7,7 +7,7 @@ from drift.core.params import load_params, roster
 from drift.core.stage import run_stage, write_json
 from drift.models import get_model_info
 from drift.run.checks import validate
-from drift.store.cells import CellCache, corrupt_line
+from drift.store.cells import ResultCache, corrupt_line
 from drift.store.location import cache_dir
 from drift.train.engine import train_many
 from drift.train.loop import train_roster
@@ -29,7 +29,7 @@ def main(argv):
     # batched: every seed and cutoff of a model stacked
     batched = train_many if params.train.engine in ("batched", "auto") else None
     counts = train_roster(data, models, params.train, data.paths["models"],
-                          CellCache(cache_dir(params.embed)), params.compute, batched, engines)
+                          ResultCache(cache_dir(params.embed)), params.compute, batched, engines)
     corrupt = counts.pop("corrupt")
     if line := corrupt_line(f"train@{name}", corrupt, "checkpoint(s)"):
         print(line, file=sys.stderr)

@@ -1,7 +1,9 @@
 """Shared test helpers: a real project copy in a temporary git repository, run with real DVC."""
 from __future__ import annotations
 
+import inspect
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -156,3 +158,57 @@ def s3_store():
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+# what makes a test a `pipeline` one (left out of `make test-fast`): a DVC repository, a Ray cluster, a
+# subprocess, a server; searched in the test's source, the functions of its module it calls and its fixtures
+HEAVY = re.compile(r"make_project|repro_in_process|subprocess|Popen|\brun\(\[|[\"']dvc[\"']|\bray\.|[\"']ray[\"']|"
+                   r"s3_server|s3_store|chromium")
+# what makes it a `compute` one (also left out): a real encoder or vision backbone, a model trained, a report's
+# figures drawn, a vector index built, a rehearsal
+COMPUTE = re.compile(r"make_encoder|text_encoder|TextEncoder|SentenceTransformer|\btimm\b|vision_encoder|"
+                     r"embed_dataset|embed_all|train_one|train_many|train_roster|train_group|build_model\(|"
+                     r"create_model\(|forward_backward|write_report|write_policy_report|\breport\(tmp_path|"
+                     r"saliency|lancedb|\brehearse\(")
+
+
+def _sources(func, module, seen: set) -> list[str]:
+    """The source of func and of every function of `module` it names, transitively (nested code included)."""
+    if func in seen or not inspect.isfunction(func):
+        return []
+    seen.add(func)
+    try:
+        out = [inspect.getsource(func)]
+    except (OSError, TypeError):
+        return []
+    codes, names = [func.__code__], set()
+    while codes:
+        code = codes.pop()
+        names.update(code.co_names)
+        codes.extend(c for c in code.co_consts if inspect.iscode(c))
+    for name in names:
+        called = getattr(module, name, None)
+        if inspect.isfunction(called) and called.__module__ == module.__name__:
+            out += _sources(called, module, seen)
+    return out
+
+
+def test_sources(item) -> list[str]:
+    """The source of a test, of the functions of its module it calls and of the fixtures it uses."""
+    seen: set = set()
+    sources = _sources(item.function, item.module, seen)
+    for name in item.fixturenames:
+        for fixture in item._fixtureinfo.name2fixturedefs.get(name, ()):
+            sources += _sources(fixture.func, inspect.getmodule(fixture.func), seen)
+    return sources
+
+
+def pytest_collection_modifyitems(config, items):
+    # the lanes of `make test-fast`: a test is `pipeline` when its sources match HEAVY, `compute` when COMPUTE
+    for item in items:
+        if isinstance(item, pytest.Function):
+            sources = test_sources(item)
+            if any(HEAVY.search(text) for text in sources):
+                item.add_marker(pytest.mark.pipeline)
+            if any(COMPUTE.search(text) for text in sources):
+                item.add_marker(pytest.mark.compute)

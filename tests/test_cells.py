@@ -65,7 +65,7 @@ def test_code_version_is_the_stage_closure(tmp_path):
     for stage in ("train", "evaluate"):
         copy = copy_closure(tmp_path, stage)
         assert cells.code_version(stage, root=copy) == cells.code_version(stage)
-        (copy / "drift/models/text.py").write_text((copy / "drift/models/text.py").read_text() + "\n_EDITED = 1\n")  # code: a comment changes no key
+        (copy / "drift/models/text_heads.py").write_text((copy / "drift/models/text_heads.py").read_text() + "\n_EDITED = 1\n")  # code: a comment changes no key
         assert cells.code_version(stage, root=copy) != cells.code_version(stage)
     dvc = __import__("yaml").safe_load((ROOT / "dvc.yaml").read_text())
     train_deps = {d for d in dvc["stages"]["train"]["do"]["deps"] if d.startswith(("drift/", "stages/"))}
@@ -81,7 +81,7 @@ def test_a_models_code_is_its_own_module_and_the_shared_code(tmp_path, stage):
 
     copy = copy_closure(tmp_path, stage)
     modules = model_modules()
-    assert {"drift.models.image", "drift.models.text", "drift.models.probe", "drift.models.reference"} <= set(modules)
+    assert {"drift.models.image", "drift.models.text_heads", "drift.models.probe", "drift.models.reference"} <= set(modules)
 
     def versions():
         return {m: cells.code_version(stage, model_module(m), modules, root=copy)
@@ -89,7 +89,7 @@ def test_a_models_code_is_its_own_module_and_the_shared_code(tmp_path, stage):
 
     before = versions()
     assert len(set(before.values())) == 4
-    text = copy / "drift/models/text.py"
+    text = copy / "drift/models/text_heads.py"
     text.write_text(text.read_text() + "\n_EDITED = 1\n")  # code: a comment changes no key
     after = versions()
     assert [m for m in before if before[m] != after[m]] == ["ffn-s"]
@@ -101,13 +101,13 @@ def test_a_models_code_is_its_own_module_and_the_shared_code(tmp_path, stage):
 def test_a_library_version_changes_every_key(monkeypatch):
     import drift.core.environment as environment
 
-    before = cells.code_version("train", "drift.models.text", ["drift.models.text"])
+    before = cells.code_version("train", "drift.models.text_heads", ["drift.models.text_heads"])
     real = environment.package_version
     for name in ("torch", "numpy", "scikit-learn", "pylance"):
         monkeypatch.setattr(environment, "package_version", lambda d, name=name: "0.0.1" if d == name else real(d))
-        assert cells.code_version("train", "drift.models.text", ["drift.models.text"]) != before, name
+        assert cells.code_version("train", "drift.models.text_heads", ["drift.models.text_heads"]) != before, name
     monkeypatch.undo()
-    assert cells.code_version("train", "drift.models.text", ["drift.models.text"]) == before
+    assert cells.code_version("train", "drift.models.text_heads", ["drift.models.text_heads"]) == before
 
 
 def counts(repo: Path, stage: str) -> dict:

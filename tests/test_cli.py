@@ -158,7 +158,7 @@ LONG_NAMES = {"probe-vit-s16-in21k": (0.65, 0.55, "Frozen"), "bilstm-attn-l": (0
 def test_summary_table_fits_80_columns_without_cutting(extra, seeds, every_column):
     from rich.console import Console
 
-    from drift.cli.pipeline import summary_table
+    from drift.cli.pipeline_commands import summary_table
     from drift.report.results import summary_rows
 
     models = {**WITH_REFS, **extra}
@@ -189,7 +189,7 @@ def test_summary_table_fits_80_columns_without_cutting(extra, seeds, every_colum
 def test_summary_shows_the_margin_over_baseline_tfidf():
     from rich.console import Console
 
-    from drift.cli.pipeline import summary_table
+    from drift.cli.pipeline_commands import summary_table
     from drift.report.results import summary_rows
 
     models = {**WITH_REFS, "baseline-tfidf": (0.85, 0.70, "Reference")}

@@ -12,7 +12,7 @@ PARAMS = "drift/core/params.py"
 
 def _keys(root):
     return (code_version("train", root=root), code_version("evaluate", root=root),
-            code_version("train", "drift.models.text", ["drift.models.text", "drift.models.image"], root=root))
+            code_version("train", "drift.models.text_heads", ["drift.models.text_heads", "drift.models.image"], root=root))
 
 
 @pytest.fixture

@@ -59,7 +59,7 @@ def test_compare_keeps_reference_rows(monkeypatch):
 
     from typer.testing import CliRunner
 
-    import drift.cli.report as cli_report
+    import drift.cli.report_commands as cli_report
     from drift.cli import app
 
     prior = {**stats(0.6, 0.6), "family": "Reference", "reference": True}

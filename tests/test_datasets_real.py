@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from drift.core.datasets import DATASETS
+from drift.core.dataset_registry import DATASETS
 from drift.core.errors import DriftError
 from drift.data.datasets import amazon, arxiv, get_dataset, yearbook
 from drift.data.ledger import Ledger

@@ -79,8 +79,8 @@ def test_closure_follows_function_level_and_package_imports(tmp_path):
 
 def resolved_deps() -> dict[tuple[str, str], list[str]]:
     """{(stage, dataset): its deps} for every dataset of the table, `${item.*}` and `${key}` filled in from the
-    `datasets` entry params.yaml would give it (drift/core/datasets.py names its reader)."""
-    from drift.core.datasets import DATASETS
+    `datasets` entry params.yaml would give it (drift/core/dataset_registry.py names its reader)."""
+    from drift.core.dataset_registry import DATASETS
 
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     out = {}
@@ -99,7 +99,7 @@ def resolved_deps() -> dict[tuple[str, str], list[str]]:
 def test_a_reader_edit_reruns_only_its_datasets_ingest():
     """Editing drift/data/datasets/<module>.py changes what one stage depends on: ingest of its dataset. No
     other dataset's ingest, no slice, embed, train, evaluate or report."""
-    from drift.core.datasets import DATASETS
+    from drift.core.dataset_registry import DATASETS
 
     deps = resolved_deps()
     for dataset, info in DATASETS.items():
@@ -114,7 +114,7 @@ def test_a_reader_edit_reruns_only_its_datasets_ingest():
 
 def test_only_ingest_imports_a_reader():
     """The later stages read task, modality and label names from the table or the slice manifest."""
-    from drift.core.datasets import DATASETS
+    from drift.core.dataset_registry import DATASETS
 
     readers = {ROOT / info.reader for info in DATASETS.values()}
     for script in sorted((ROOT / "stages").glob("*.py")):

@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 
 from drift.core.params import TrainParams
-from drift.evaluate.matrices import EvalJob, evaluate_seed
+from drift.evaluate.fill_matrices import EvalJob, evaluate_seed
 from drift.evaluate.predict import predict, predict_many
 from drift.models import InputSpec, list_models
 from drift.models.blocks import Dropout

@@ -17,7 +17,7 @@ import pytest
 from conftest import make_project, only, repro_in_process, tiny_params
 
 from drift.cli.cache import cache_app
-from drift.store.cells import CHECKPOINT_KEYS, CellCache
+from drift.store.cells import CHECKPOINT_KEYS, ResultCache
 
 STAGES = ("ingest", "slice", "embed", "train", "evaluate")
 
@@ -53,7 +53,7 @@ def rerun(clean, capsys, stages=("train", "evaluate")) -> str:
 def cached_checkpoint(clean, model: str = "ffn-s") -> Path:
     keys = json.loads((clean["repo"] / "data/models/sotu" / CHECKPOINT_KEYS).read_text())
     key = next(k for path, k in keys.items() if path.startswith(f"{model}/"))
-    return CellCache(clean["cache"]).checkpoint_path(key)
+    return ResultCache(clean["cache"]).checkpoint_file(key)
 
 
 def test_a_clean_rerun_reuses_everything(clean, capsys):
@@ -82,7 +82,7 @@ def test_a_damaged_checkpoint_is_retrained(clean, capsys, fault):
     assert f"train@sotu: 1 cached checkpoint(s) failed their checksum or content check and were recomputed: {path}" in err
     assert metrics(clean["repo"], "evaluate")["computed"] == 0  # the same bytes again: every cell still cached
     assert results(clean["repo"]) == clean["results"]
-    assert CellCache(clean["cache"]).checkpoint(path.stem) is not None  # repaired in the cache
+    assert ResultCache(clean["cache"]).checkpoint(path.stem) is not None  # repaired in the cache
 
 
 def score_cell(clean) -> Path:
@@ -153,24 +153,24 @@ def test_drift_cache_gc_collects_what_no_list_refers_to(clean, monkeypatch):
     from typer.testing import CliRunner
 
     monkeypatch.chdir(clean["repo"])
-    cache = CellCache(clean["cache"])
-    orphan = cache.checkpoint_path("f" * 64)
+    cache = ResultCache(clean["cache"])
+    orphan = cache.checkpoint_file("f" * 64)
     source = clean["repo"] / "orphan.pt"
     source.write_bytes(b"not in any list")
     cache.put_checkpoint("f" * 64, source)
     digest = __import__("hashlib").sha256(b"not in any list").hexdigest()
     cache.put_cell(digest, "e" * 64, 0.5)
     old = 0  # older than any grace period
-    for path in (orphan, cache.cell_path(digest, "e" * 64), cache.cell_path(digest, "e" * 64).parent):
+    for path in (orphan, cache.cell_file(digest, "e" * 64), cache.cell_file(digest, "e" * 64).parent):
         os.utime(path, (old, old))
     before = sorted((clean["cache"] / "checkpoints").rglob("*.ckpt"))
     dry = json.loads(CliRunner().invoke(cache_app, ["gc", "--dry-run", "--json", "--grace-minutes", "0"]).stdout)
     assert dry["checkpoints"]["checkpoints"] == [str(orphan)]
-    assert dry["checkpoints"]["cells"] == [str(cache.cell_path(digest, "e" * 64).parent)]
+    assert dry["checkpoints"]["cells"] == [str(cache.cell_file(digest, "e" * 64).parent)]
     assert orphan.exists()
     done = json.loads(CliRunner().invoke(cache_app, ["gc", "--json", "--grace-minutes", "0"]).stdout)
     assert done["checkpoints"]["checkpoints"] == [str(orphan)] and not orphan.exists()
-    assert not cache.cell_path(digest, "e" * 64).exists()
+    assert not cache.cell_file(digest, "e" * 64).exists()
     assert sorted((clean["cache"] / "checkpoints").rglob("*.ckpt")) == [p for p in before if p != orphan]
 
 
@@ -185,10 +185,10 @@ def test_a_library_version_change_reuses_nothing(clean, capsys, monkeypatch):
 
 
 def test_editing_one_head_module_retrains_only_its_models(clean):
-    """In the project's copy of drift/ (the code its stage then runs): a code edit to drift/models/text.py retrains
+    """In the project's copy of drift/ (the code its stage then runs): a code edit to drift/models/text_heads.py retrains
     ffn-s only; the probe and the references are reused."""
     repo = clean["repo"]
-    module = repo / "drift/models/text.py"
+    module = repo / "drift/models/text_heads.py"
     module.write_text(module.read_text() + "\n_AN_EDIT_TO_THE_TEXT_HEADS = 1\n")  # code: a comment changes no key
     env = {**os.environ, "PYTHONPATH": str(repo)}
     done = subprocess.run([sys.executable, "stages/train.py", "sotu"], cwd=repo, env=env, capture_output=True,

@@ -119,4 +119,21 @@ def test_the_checks_catch_a_climb_and_a_cycle():
     # the real graph has the edges the layers rest on
     g = graph()
     assert "core.params" in g["protocol.slicing"] and "data.datasets._io" in g["data.datasets.amazon"]
-    assert "cli.report" in g["cli"]
+    assert "cli.report_commands" in g["cli"]
+
+
+def shared_basenames(names: list[str]) -> dict[str, list[str]]:
+    """Last parts of module (and package) names that more than one of them ends in."""
+    by_last: dict[str, list[str]] = {}
+    for name in names:
+        by_last.setdefault(name.split(".")[-1], []).append(name)
+    return {last: sorted(full) for last, full in by_last.items() if len(full) > 1}
+
+
+def test_no_two_modules_share_a_name():
+    # a name says one thing: cli/plan.py beside run/plan.py, or core/datasets.py beside data/datasets/, makes
+    # every `plan` or `datasets` in a traceback, an import or a grep ambiguous
+    names = [m for m in modules() if m.split(".")[-1] != "__main__"]
+    assert shared_basenames(names) == {}, f"modules sharing a name: {shared_basenames(names)}: rename one"
+    assert shared_basenames(["cli.plan", "run.plan", "core.datasets", "data.datasets", "data.datasets.amazon"]) \
+        == {"plan": ["cli.plan", "run.plan"], "datasets": ["core.datasets", "data.datasets"]}

@@ -15,8 +15,8 @@ import torch
 import torch.nn as nn
 import yaml
 
-from drift.core.datasets import DATASETS
-from drift.core.encoder_registry import ENCODERS
+from drift.core.dataset_registry import DATASETS
+from drift.core.encoder_registry import ENCODERS, autocast_dtype
 from drift.core.presets import apply_preset
 from drift.data.datasets import dataset_cfg, load
 from drift.data.datasets import yearbook as yearbook_module
@@ -92,6 +92,8 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
         check("amazon.categories", code["categories"], cfg.categories)
     if dataset == "amazon":
         check("amazon.text_fields", common["text_col"], "+".join(cfg.text_fields))
+        check("amazon.keep_empty", code["empty_texts"], "kept" if cfg.keep_empty else "quarantined")
+        check("amazon.keep_duplicates", code["repeated_reviews"], "kept" if cfg.keep_duplicates else "quarantined")
     if dataset == "arxiv":
         check("arxiv.text", common["text_col"], "title_abstract")
         check("arxiv.separator", code["separator"], cfg.separator)
@@ -105,6 +107,8 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
         check(f"{dataset}.sample.n", common["sample_size"], cfg.sample.n)
         check(f"{dataset}.sample.seed", common["sample_seed"],
               params.split.seed if cfg.sample.seed is None else cfg.sample.seed)
+    if "sample_draw" in code:
+        check(f"{dataset}.sample.draw", code["sample_draw"], cfg.sample.draw)
     check("split.seed", common["split_seed"], params.split.seed)
     check("split.draw", code["split_draw"], params.split.draw)
     # our rows reach the draw in ingest order (the slice stage's records), theirs in their DataFrame's
@@ -119,6 +123,7 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
     check("train.epochs", common["epochs"], train.epochs)
     check("train.batch_size", common["batch_size"], train.batch_size)
     check("train.batch_order", code["batch_order"], train.batch_order)
+    check("train.slice_seed", code["slice_seed"], train.slice_seed)
     optimizer = make_optimizer(nn.Linear(2, 1), modality, train)
     name = {torch.optim.AdamW: "adamw", torch.optim.Adam: "adam"}[type(optimizer)]
     check("train.optimizer", common.get("optimizer", code.get("optimizer")), name)
@@ -136,6 +141,9 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
         check("train.standardise_pixels", False, train.standardise_pixels)
         check("train.pixel_scale", code["pixel_scale"], train.pixel_scale)
         check("embed.image_input", code["encoder_pixels"], embed.image_input)
+    # the encoders' forward pass on a GPU, as the encoders decide it (None: float32, no autocast)
+    check("embed.compute_dtype", code["encoder_compute_dtype"],
+          autocast_dtype(embed.dtype, embed.compute_dtype, "cuda") or "float32")
     # the models, each with its learning rate, its input and its encoder
     models = f["models"]
     check("train.models", sorted(models), sorted(train.models[dataset]))
@@ -198,7 +206,8 @@ def test_every_fact_is_compared(preset, tmp_path):
     compared_code = {"categories", "separator", "inclusion", "time", "resize", "optimizer", "weight_decay",
                      "encoder_weights", "loss", "sample_strata", "ratings", "source", "source_url", "encoder_input",
                      "split_draw", "split_row_order", "pixel_scale", "loss_weights_rows", "encoder_pooling",
-                     "encoder_pixels", "batch_order", "pooled_normalize"}
+                     "encoder_pixels", "batch_order", "pooled_normalize", "encoder_compute_dtype", "empty_texts",
+                     "repeated_reviews", "sample_draw", "slice_seed"}
     assert set(f["from_code"]) <= compared_code
 
 
@@ -441,3 +450,250 @@ def test_pooled_text_vector_is_their_masked_mean(tmp_path):
     np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
     assert np.abs(np.linalg.norm(ours, axis=1) - 1).max() > 1e-2  # not normalised
     assert not encoder.normalize and make_encoder("minilm-l6", max_length=16).normalize  # the default: ours
+
+
+@pytest.mark.parametrize("preset", ["paper-amazon", "paper-arxiv"])
+def test_encoders_compute_in_float32(preset, tmp_path):
+    """embed.compute_dtype float32: the encoder the embed stage builds from the preset runs its forward pass
+    without autocast on a GPU (theirs: float32, stored in float16), while the embedded default with
+    embed.dtype float16 autocasts; the compute dtype is in the fingerprint, so the two never share a table.
+    Built on the meta device, which stands for any accelerator here (the CPU always computes in float32)."""
+    from drift.encoders.embed import encoder_kwargs
+    from drift.encoders.load import make_encoder
+
+    params = applied(preset, tmp_path)
+    assert params.embed.dtype == "float16" and params.embed.compute_dtype == "float32"
+    kwargs = encoder_kwargs("minilm-l6", params.embed.model_copy(update={"device": "meta"}))
+    theirs = make_encoder("minilm-l6", **kwargs)
+    assert theirs.autocast is None and theirs.fingerprint_fields()["compute_dtype"] == "float32"
+    default = params.embed.model_copy(update={"device": "meta", "compute_dtype": None})
+    ours = make_encoder("minilm-l6", **encoder_kwargs("minilm-l6", default))
+    assert ours.autocast == "float16" and "compute_dtype" not in ours.fingerprint_fields()
+    assert make_encoder("minilm-l6", device="cpu", dtype="float16").autocast is None  # the CPU: float32
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_amazon_keeps_empty_and_repeated_reviews(fast, tmp_path):
+    """amazon.keep_empty and keep_duplicates: the preset's ingest keeps what their scope keeps, every line with a
+    1-5 rating in the span, an empty text and a repeated review included (the repeat under id "<id>#2"); the
+    embedded default quarantines both. Both ingest paths (Arrow and line by line) read the same."""
+    import pyarrow.parquet as pq
+
+    from drift.data.ingest import ingest
+
+    params = applied("paper-amazon", tmp_path)
+    lines = [{"user_id": "u1", "parent_asin": "a1", "timestamp": 1420070400000 + i, "rating": 1 + i % 5,
+              "title": "t", "text": f"review {i}"} for i in range(6)]
+    lines.append({**lines[0], "timestamp": 1420070400100, "text": "   "})  # an empty text
+    lines.append(dict(lines[2]))                                     # a repeated review
+    lines.append(dict(lines[2]))
+    lines.append({**lines[1], "timestamp": 1420070400500, "rating": 0})  # out of their 1-5 filter
+    source = tmp_path / "raw"
+    source.mkdir()
+    (source / "All_Beauty.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    kept = {}
+    for name, cfg in (("theirs", dataset_cfg(params, "amazon")),
+                      ("ours", dataset_cfg(params, "amazon").model_copy(update={"keep_empty": False,
+                                                                                "keep_duplicates": False}))):
+        cfg = cfg.model_copy(update={"source": str(source), "categories": ["All_Beauty"]})
+        counts = ingest("amazon", cfg, tmp_path / f"{name}.parquet", tmp_path / f"{name}.q.parquet", fast=fast)
+        kept[name] = pq.read_table(tmp_path / f"{name}.parquet").to_pydict()
+        assert counts["kept"] == len(kept[name]["id"])
+    assert len(kept["theirs"]["id"]) == 9 and len(set(kept["theirs"]["id"])) == 9
+    repeat = "u1:a1:1420070400002"
+    assert kept["theirs"]["id"].count(f"{repeat}#2") == 1 and kept["theirs"]["id"].count(f"{repeat}#3") == 1
+    assert kept["theirs"]["text"][6] == "   " and kept["theirs"]["text"][:6] == [f"review {i}" for i in range(6)]
+    assert kept["ours"]["id"] == kept["theirs"]["id"][:6]
+
+
+def their_amazon_sample(half_years: list[int], ratings: list[int], n: int, seed: int) -> list[int]:
+    """The rows of the authors' Amazon sample as their dataset/amazon_reviews_23/scope.py states it: a row index,
+    all rows when n covers them, a plain seeded polars sample when n is under the number of (half_year, rating)
+    strata, else the lowest-index row of each stratum plus DataFrame.sample(n - strata, seed) of the others."""
+    import polars as pl
+
+    df = pl.DataFrame({"half_year": half_years, "rating": ratings}).with_row_index("row_id")
+    if n >= df.height:
+        return df["row_id"].to_list()
+    if n < df.select("half_year", "rating").unique().height:
+        return sorted(df.sample(n=n, seed=seed)["row_id"].to_list())
+    first = df.group_by("half_year", "rating", maintain_order=True).head(1)["row_id"]
+    others = df.filter(~pl.col("row_id").is_in(first.implode()))
+    return sorted(first.to_list() + others.sample(n=n - len(first), seed=seed)["row_id"].to_list())
+
+
+@pytest.mark.parametrize("n", [15, 40, 70])
+def test_amazon_sample_is_their_rows(n, tmp_path):
+    """sample.draw cover-uniform: the preset's slice stage keeps the rows their scope keeps on the same frame
+    (one stratum with a single row, rows not grouped by stratum); the embedded default's allocation differs."""
+    import pyarrow as pa
+
+    from drift.protocol.slicing import build_slices
+
+    params = applied("paper-amazon", tmp_path)
+    cfg = dataset_cfg(params, "amazon")
+    cfg = type(cfg).model_validate({**cfg.model_dump(), "min_samples": 1,
+                                    "slices": {"unit": "half-year", "start": 2014, "end": 2016}})
+    rng = np.random.default_rng(3)
+    m = 200
+    months = rng.integers(0, 48, m)
+    ratings = rng.choice([1, 2, 3, 4, 5], m, p=[0.1, 0.05, 0.1, 0.25, 0.5]).astype(float)
+    ratings[(months // 6) == 3] = 5.0
+    ratings[np.flatnonzero((months // 6) == 3)[0]] = 2.0  # a stratum of one row
+    times = [f"{2014 + mo // 12}-{mo % 12 + 1:02d}-15" for mo in months]
+    records = pa.table({"id": [f"r{i:03d}" for i in range(m)], "label": ratings.tolist(),
+                        "time": pa.array(np.array(times, dtype="datetime64[us]"))})
+    in_span = [i for i, mo in enumerate(months) if mo < 24]
+    half_years = [28 + int(months[i]) // 6 for i in in_span]
+    theirs = {f"r{in_span[i]:03d}" for i in their_amazon_sample(half_years, [int(ratings[i]) for i in in_span],
+                                                                   n, cfg.sample.seed)}
+    sample = cfg.sample.model_copy(update={"n": n})
+    table, _ = build_slices(records, cfg.model_copy(update={"sample": sample}), params.split)
+    assert set(table.column("id").to_pylist()) == theirs and len(theirs) == min(n, len(in_span))
+    default = cfg.model_copy(update={"sample": sample.model_copy(update={"draw": "proportional"})})
+    ours, _ = build_slices(records, default, params.split)
+    assert set(ours.column("id").to_pylist()) != theirs
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_cutoff_seeds_are_their_slice_seeds(preset, tmp_path):
+    """train.slice_seed hash: f_k's seed is theirs, int.from_bytes(sha256(f"{seed}:{trainer}:{slice}")[:4], "big")
+    with their trainer key (the snapshot's name) and the slice's time value (a year, or half-years from 2000),
+    for every model of the run but the text probes (their keys add _base); the default offsets by k."""
+    import hashlib
+
+    from drift.train.loop import cutoff_seed
+
+    params = applied(preset, tmp_path)
+    unit = dataset_cfg(params, PRESETS[preset]).slices.unit
+    label, time = ("2014-H2", 29) if unit == "half-year" else ("1931", 1931)
+    for model, m in facts(PRESETS[preset])["models"].items():
+        if m["frozen_backbone"] and get_model_info(model).input == "pooled" and PRESETS[preset] != "yearbook":
+            continue
+        key = m["snapshot"].rsplit("/", 1)[1].removesuffix(".json")
+        theirs = int.from_bytes(hashlib.sha256(f"3:{key}:{time}".encode()).digest()[:4], "big")
+        assert cutoff_seed(3, model, 5, label, params.train.slice_seed) == theirs, model
+    assert cutoff_seed(3, "mlp-s", 5, label) == 3 * 100_003 + 5
+
+
+def test_vision_encoders_pool_as_theirs(tmp_path):
+    """The pooling of every Yearbook encoder as the preset builds it (timm's head, embed.image_pooling) is the one
+    their model reads out: CLIP's pooler_output (the CLS token after the final LayerNorm: token), SigLIP's
+    attention-pooling head (map), torchvision ConvNeXt's avgpool then LayerNorm2d (avg, head norm), DINOv2's
+    torch.hub CLS token after the norm (token), DINOv3's pooler_output (token), and their timm backbones with
+    num_classes=0 (EVA-02, ResNet-50, ViT-S/16, MAE: timm's own default)."""
+    import timm
+
+    from drift.encoders.vision import head_pooling
+
+    params = applied("paper-yearbook", tmp_path)
+    theirs = {"clip-b32": "token", "siglip-b": "map", "convnext-s": "avg", "dinov2-s": "token", "dinov3-s": "token",
+              "eva02-b": "avg", "resnet50-in": "avg", "vit-s16-in21k": "token", "mae-b": "token"}
+    assert sorted(theirs) == sorted(params.embed.encoders)
+    for name, pooling in theirs.items():
+        with torch.device("meta"):
+            model = timm.create_model(ENCODERS[name].hub_id, pretrained=False, num_classes=0)
+        if name in params.embed.image_pooling:
+            model.reset_classifier(0, params.embed.image_pooling[name])
+        assert head_pooling(model) == pooling, name
+        if pooling == "token":  # the token is read after the final LayerNorm, as their pooler outputs
+            assert isinstance(model.norm, nn.LayerNorm) and isinstance(model.fc_norm, nn.Identity), name
+    with torch.device("meta"):
+        convnext = timm.create_model(ENCODERS["convnext-s"].hub_id, pretrained=False, num_classes=0)
+    assert type(convnext.head.norm).__name__ == "LayerNorm2d"  # pooled, then normalised: their classifier[0]
+
+
+# their MLP presets (drift_happens/model/dataset/image/architectures.py _mlp_preset: hidden layers, ReLU, no
+# normalisation, no dropout) and their ImageMLP's construction (model/blocks/mlp.py): Linear, ReLU per hidden
+# layer in order, then the Linear to the classes
+THEIR_MLP_HIDDEN = {"mlp-s": (32,), "mlp-m": (128, 128), "mlp-l": (512, 512, 512)}
+
+
+def their_mlp(hidden: tuple[int, ...], in_dim: int, n_classes: int) -> nn.Sequential:
+    layers, prev = [], in_dim
+    for width in hidden:
+        layers += [nn.Linear(prev, width), nn.ReLU()]
+        prev = width
+    return nn.Sequential(*layers, nn.Linear(prev, n_classes))
+
+
+@pytest.mark.parametrize("name", sorted(THEIR_MLP_HIDDEN))
+def test_mlp_is_their_construction(name):
+    """Our MLPs on a 3x32x32 portrait have their layout, layer by layer (Linear shapes, biases, ReLU), their exact
+    parameter count, and, built after the same torch seed, the same initial weights: their modules' init order is
+    ours for these models."""
+    from drift.models import InputSpec, create_model
+
+    torch.manual_seed(11)
+    ours = create_model(name, InputSpec("pixels", (3, 32, 32)), 2)
+    torch.manual_seed(11)
+    theirs = their_mlp(THEIR_MLP_HIDDEN[name], 3 * 32 * 32, 2)
+    layers = [m for m in ours.modules() if isinstance(m, (nn.Linear, nn.ReLU, nn.BatchNorm1d, nn.LayerNorm,
+                                                          nn.Dropout))]
+    assert [type(m) for m in layers] == [type(m) for m in theirs]
+    assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters())
+    for a, b in zip([p for p in ours.parameters()], theirs.parameters()):
+        assert a.shape == b.shape and torch.equal(a, b)
+
+
+def test_portrait_resize_is_their_area_average():
+    """yearbook.resize area on a portrait of the real size (186 x 171, a ratio that is no integer) gives, per pixel,
+    the mean of the input area it covers, as OpenCV's INTER_AREA shrinks (their dataset/yearbook/transform.py),
+    stated here independently: each input pixel repeated 32 times along both axes, then the mean of each
+    186 x 171 block. Ours are those means rounded to uint8 (the yearbook.pixels deviation: at most 0.5 off)."""
+    rng = np.random.default_rng(5)
+    portrait = rng.integers(0, 256, (186, 171), dtype=np.uint8)
+    fine = np.repeat(np.repeat(portrait, 32, axis=0), 32, axis=1)
+    theirs = fine.reshape(32, 186, 32, 171).sum(axis=(1, 3), dtype=np.int64) / (186 * 171)
+    ours = yearbook_module.area_resize(np.repeat(portrait[..., None], 3, axis=2))
+    assert ours.shape == (3, 32, 32) and (ours[0] == ours[2]).all()
+    assert np.abs(ours[0] - theirs).max() <= 0.5 + 1e-9
+    assert (ours[0] == np.rint(theirs)).all()  # the means, rounded: the same bytes
+
+
+# their CNN presets (architectures.py _cnn_preset: channels, kernel 3, batch norm, ReLU, max-pool after every
+# convolution, global average pool, no MLP head) and their ImageCNN's construction (model/blocks/cnn.py)
+THEIR_CNN_CHANNELS = {"cnn-s": (32, 64, 128), "cnn-m": (48, 96, 192, 192), "cnn-l": (64, 128, 256, 256, 512)}
+
+
+class TheirCNN(nn.Module):
+    def __init__(self, channels, n_classes):
+        super().__init__()
+        layers, prev = [], 3
+        for width in channels:  # nn.Conv2d's default bias=True, nn.MaxPool2d's default floor
+            layers += [nn.Conv2d(prev, width, 3, padding=1), nn.BatchNorm2d(width), nn.ReLU(), nn.MaxPool2d(2, 2)]
+            prev = width
+        self.encoder, self.head = nn.Sequential(*layers), nn.Sequential(nn.Linear(prev, n_classes))
+
+    def forward(self, x):
+        return self.head(self.encoder(x).mean(dim=(2, 3)))
+
+
+@pytest.mark.parametrize("name", sorted(THEIR_CNN_CHANNELS))
+def test_cnn_is_their_construction_but_the_conv_bias(name):
+    """Our CNNs are theirs on a 3x32x32 portrait but for the convolutions' biases, which the batch norm after
+    each removes: their parameter count is ours plus one per channel, and their model holding our weights (biases
+    zero) gives our outputs, training and evaluation mode alike. The bias draws change the initial weights that
+    follow them (the train.init_order deviation)."""
+    from drift.models import InputSpec, create_model
+
+    ours = create_model(name, InputSpec("pixels", (3, 32, 32)), 2)
+    theirs = TheirCNN(THEIR_CNN_CHANNELS[name], 2)
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert count(theirs) == count(ours) + sum(THEIR_CNN_CHANNELS[name])
+    own = [m for m in ours.modules() if not isinstance(m, (nn.Sequential, type(ours)))]
+    their = [m for m in theirs.modules() if not isinstance(m, (nn.Sequential, TheirCNN))]
+    assert [type(m) for m in own] == [type(m) for m in their]
+    with torch.no_grad():
+        for a, b in zip(own, their):
+            if isinstance(a, (nn.Conv2d, nn.Linear, nn.BatchNorm2d)):
+                b.weight.copy_(a.weight)
+                if isinstance(a, nn.Conv2d):
+                    assert a.bias is None and b.bias is not None
+                    b.bias.zero_()
+                else:
+                    b.bias.copy_(a.bias)
+    x = torch.rand(8, 3, 32, 32)
+    for mode in (True, False):
+        ours.train(mode), theirs.train(mode)
+        torch.testing.assert_close(ours(x), theirs(x), rtol=1e-5, atol=1e-6)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from conftest import SHIPPED_PARAMS, only, run, tiny_params
 
-from drift.core.datasets import DATASETS
+from drift.core.dataset_registry import DATASETS
 from drift.core.errors import DriftError
 from drift.core.params import (
     RUN_CHOICES,

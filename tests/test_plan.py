@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 import drift.run.plan as plan_module
 from drift.cli import app
-from drift.cli.plan import plan_tables
+from drift.cli.plan_commands import plan_tables
 from drift.core.errors import DriftError
 from drift.run.plan import plan
 from conftest import SHIPPED_PARAMS

@@ -9,7 +9,7 @@ import numpy as np
 from conftest import repro_in_process, run, tiny_params
 from PIL import Image
 
-from drift.core.datasets import DATASETS
+from drift.core.dataset_registry import DATASETS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

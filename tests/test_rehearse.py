@@ -82,8 +82,8 @@ class ShortPositions(nn.Module):
 
 
 def test_a_head_that_fails_at_the_presets_max_length(monkeypatch):
-    # registered as a head of drift.models.text: a model's cache key covers the registry module defining it
-    monkeypatch.setattr(ShortPositions, "__module__", "drift.models.text")
+    # registered as a head of drift.models.text_heads: a model's cache key covers the registry module defining it
+    monkeypatch.setattr(ShortPositions, "__module__", "drift.models.text_heads")
     monkeypatch.setitem(MODELS, "tx-short", ModelInfo("tx-short", "Transformer", "S", "tokens", "TX-Short"))
     monkeypatch.setitem(_BUILD, "tx-short", (ShortPositions, {}))
     out = rehearse("paper-amazon", ["train.models.amazon=[tx-short]", "embed.encoders=[]"], profile="tiny",

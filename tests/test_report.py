@@ -281,7 +281,7 @@ def test_show_unknown_names_are_one_line(tmp_path):
 
 
 def test_drift_command_has_the_report_commands():
-    """The `drift` command has show, compare, plots and saliency (drift/cli/report.py)."""
+    """The `drift` command has show, compare, plots and saliency (drift/cli/report_commands.py)."""
     result = subprocess.run([str(Path(sys.executable).parent / "drift"), "--help"], capture_output=True, text=True)
     listed = {line.strip("│ ").split(" ")[0] for line in result.stdout.splitlines()}
     assert {"show", "compare", "plots", "saliency"} <= listed, result.stdout

@@ -15,7 +15,7 @@ import pytest
 from drift.core.errors import DriftError
 from drift.core.objectstore import ObjectPath, check_store, location
 from drift.core.params import EmbedParams
-from drift.store.cells import CellCache
+from drift.store.cells import ResultCache
 from drift.store.embeddings import EmbeddingStore, committed, compact_table, table_info
 from drift.store.location import cache_dir
 from s3_server import BUCKET, free_port
@@ -85,7 +85,7 @@ def test_concurrent_appends_lose_and_duplicate_nothing(s3_store):
 
 def test_cell_cache_on_object_storage(s3_store, tmp_path):
     root = prefix()
-    cache = CellCache(root)
+    cache = ResultCache(root)
     import torch
 
     source = tmp_path / "f.pt"
@@ -94,13 +94,13 @@ def test_cell_cache_on_object_storage(s3_store, tmp_path):
     cache.put_checkpoint("ab" * 32, source)
     cache.put_cell("ab" * 32, "cd" * 32, 0.75)
     cache.sync()
-    again = CellCache(root)
+    again = ResultCache(root)
     assert again.checkpoint("ab" * 32) == state and again.cell("ab" * 32, "cd" * 32) == (True, 0.75)
     assert again.checkpoint("ef" * 32) is None and again.cell("ab" * 32, "ef" * 32) == (False, None)
     # a half-written object (a client that died mid-upload through a non-atomic tool): a miss, never served
-    path = again.checkpoint_path("ab" * 32)
+    path = again.checkpoint_file("ab" * 32)
     path.write_bytes(path.read_bytes()[:-3])
-    cell = again.cell_path("ab" * 32, "cd" * 32)
+    cell = again.cell_file("ab" * 32, "cd" * 32)
     cell.write_bytes(cell.read_bytes()[:10])
     assert again.checkpoint("ab" * 32) is None and again.cell("ab" * 32, "cd" * 32) == (False, None)
     assert again.corrupt == [str(path), str(cell)]
@@ -155,14 +155,14 @@ def test_cache_commands_on_object_storage(s3_store, tmp_path, monkeypatch):
     used.append(["k0", "k1"], np.zeros((2, DIM), np.float32))
     used.append(["k1", "k2"], np.ones((2, DIM), np.float32))
     EmbeddingStore(root, "vit-s16-in21k", "b" * 64, DIM, with_tokens=False).append(["k0"], np.zeros((1, DIM), np.float32))
-    cells = CellCache(root)
+    cells = ResultCache(root)
     import torch
 
     source = tmp_path / "f.pt"
     torch.save({"weight": torch.zeros(2)}, source)
     cells.put_checkpoint("11" * 32, source)  # listed below: kept
     cells.put_checkpoint("22" * 32, source)  # listed nowhere: collected
-    cells.put_cell(CellCache(root).checkpoint_path("11" * 32).read_bytes().split(b" ")[2].decode(), "33" * 32, 0.5)
+    cells.put_cell(ResultCache(root).checkpoint_file("11" * 32).read_bytes().split(b" ")[2].decode(), "33" * 32, 0.5)
     repo = tmp_path / "repo"
     (repo / "data/embeddings").mkdir(parents=True)
     (repo / "data/embeddings/sotu.json").write_text(json.dumps({"store": used.path.name}))
@@ -180,11 +180,11 @@ def test_cache_commands_on_object_storage(s3_store, tmp_path, monkeypatch):
     collected = json.loads(drift_cli("cache", "gc", "--json", "--grace-minutes", "0", "--cache-dir", str(root),
                                      cwd=repo).stdout)
     assert [d["table"] for d in collected["deleted"]] == ["vit-s16-in21k-bbbbbbbbbbbbbbbb.lance"]
-    assert collected["checkpoints"]["checkpoints"] == [str(cells.checkpoint_path("22" * 32))]
+    assert collected["checkpoints"]["checkpoints"] == [str(cells.checkpoint_file("22" * 32))]
     assert [t["table"] for t in json.loads(drift_cli("cache", "--json", "--cache-dir", str(root), cwd=repo).stdout)] \
         == [used.path.name]
-    assert CellCache(root).checkpoint("11" * 32) == source.read_bytes() and CellCache(root).checkpoint("22" * 32) is None
-    damaged = cells.checkpoint_path("11" * 32)
+    assert ResultCache(root).checkpoint("11" * 32) == source.read_bytes() and ResultCache(root).checkpoint("22" * 32) is None
+    damaged = cells.checkpoint_file("11" * 32)
     damaged.write_bytes(damaged.read_bytes()[:-1])  # a half-written object
     verified = drift_cli("cache", "verify", "--json", "--cache-dir", str(root), cwd=repo)
     assert verified.returncode == 1 and json.loads(verified.stdout)["corrupt"] == [

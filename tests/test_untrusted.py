@@ -28,7 +28,7 @@ from drift.data.datasets.table import TableParams, parse_time
 from drift.data.ingest import ingest
 from drift.models.checkpoints import load_checkpoint
 from drift.models import InputSpec
-from drift.store.cells import MAGIC, CellCache, checkpoint_problem
+from drift.store.cells import MAGIC, ResultCache, checkpoint_problem
 from drift.store.integrity import sha256_bytes
 from drift.store.slices import slice_warnings
 
@@ -178,6 +178,46 @@ def test_invalid_utf8_in_a_parquet_text_column_of_bytes_quarantines_its_rows(tmp
     assert [b["where"] for b in pq.read_table(tmp_path / "q.parquet").to_pylist()] == ["b.parquet:4", "b.parquet:8"]
 
 
+def hostile_parquet(path: Path, column_type: str) -> Path:
+    """200 rows; rows 18 and 121 hold invalid UTF-8 in the text, 51 in the label, 61 in the time: as a string
+    column built from the raw bytes (what a careless writer leaves: pyarrow does not check) or as binary."""
+    def strings(values):
+        if column_type == "binary":
+            return pa.array(values, pa.binary())
+        offsets = np.cumsum([0] + [len(v) for v in values]).astype(np.int32)
+        return pa.Array.from_buffers(pa.string(), len(values),
+                                     [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(b"".join(values))])
+    texts = [b"bad \xff bytes" if i in (17, 120) else b"hello number %d" % i for i in range(200)]
+    labels = [b"a\xfe" if i == 50 else b"ab"[i % 2:i % 2 + 1] for i in range(200)]
+    times = [b"2020-01-0\xff" if i == 60 else b"2020-01-0%d" % (1 + i % 9) for i in range(200)]
+    table = pa.table({"time": strings(times), "text": strings(texts), "label": strings(labels)})
+    if path.suffix == ".arrow":  # a save_to_disk file: the Arrow IPC stream format
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+    else:
+        pq.write_table(table, path)
+    return path
+
+
+@pytest.mark.parametrize("column_type, fmt", [("string", "parquet"), ("binary", "parquet"), ("string", "arrow")])
+def test_invalid_utf8_in_any_parquet_column_quarantines_its_rows(tmp_path, column_type, fmt):
+    path = hostile_parquet(tmp_path / f"p.{fmt}", column_type)
+    cfg = {"source": str(path), "time": "time", "text": ["text"], "label": "label", "task": "binary",
+           "slices": {"unit": "year", "start": 2020, "end": 2021}}  # no classes: label_names skips the bad cell
+    counts = ingest("t", parse(TableParams, cfg, "t"), tmp_path / "r.parquet", tmp_path / "q.parquet")
+    assert counts["kept"] == 196 and counts["quarantined_by_reason"] == {"invalid_utf8": 4}
+    assert [(b["where"], b["reason"]) for b in pq.read_table(tmp_path / "q.parquet").to_pylist()] == [
+        (f"p.{fmt}:18", "invalid_utf8"), (f"p.{fmt}:51", "invalid_utf8"), (f"p.{fmt}:61", "invalid_utf8"),
+        (f"p.{fmt}:121", "invalid_utf8")]
+    assert pq.read_table(tmp_path / "r.parquet")["text"][0].as_py() == "hello number 0"
+    (tmp_path / "params.yaml").write_text("datasets: {}\n")
+    result = drift_cli("init", "mine", path.name, cwd=tmp_path)  # every role from the columns themselves
+    assert result.returncode == 0, result.stderr
+    assert "4 row(s) hold invalid UTF-8: ingest will quarantine them (invalid_utf8) and keep the rest" in result.stdout
+    section = yaml.safe_load((tmp_path / "params.yaml").read_text())["mine"]
+    assert (section["time"], section["text"], section["label"], section["task"]) == ("time", ["text"], "label", "binary")
+
+
 def test_drift_init_proposes_a_section_for_a_table_with_invalid_utf8_and_counts_its_rows(tmp_path):
     hostile_table(tmp_path, "csv")
     (tmp_path / "params.yaml").write_text("datasets: {}\n")
@@ -226,7 +266,9 @@ def test_a_typo_in_a_roster_fails_in_the_check_stage_before_ingest(tmp_path):
     data["mine"]["slices"] = {"unit": "year", "start": 2020, "end": 2022}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(data))
     result = run([sys.executable, str(ROOT / "stages" / "check.py")], tmp_path, check=False)
-    assert result.returncode == 2 and result.stderr.startswith("error: unknown model 'tx-ss': did you mean tx-s")
+    from drift.core.model_registry import ALIASES, MODELS
+    assert result.returncode == 2 and result.stderr == (
+        f"error: unknown model 'tx-ss': did you mean tx-s, tx-m, tx-l? valid: {', '.join(sorted([*MODELS, *ALIASES]))}\n")
     assert not (tmp_path / "data" / "params.checked").exists()
 
 
@@ -257,8 +299,8 @@ def test_a_checkpoint_that_is_not_a_plain_state_dict_is_named_recomputed_and_fla
     buffer = io.BytesIO()
     torch.save(torch.nn.Linear(2, 2), buffer)  # a whole module: a pickle weights_only refuses
     body = buffer.getvalue()
-    cache = CellCache(tmp_path / "cache")
-    path = cache.checkpoint_path("ab" * 32)
+    cache = ResultCache(tmp_path / "cache")
+    path = cache.checkpoint_file("ab" * 32)
     path.parent.mkdir(parents=True)
     path.write_bytes(MAGIC + f" {sha256_bytes(body)} {len(body)}\n".encode() + body)  # a valid checksum
     assert cache.checkpoint("ab" * 32) is None and cache.corrupt == [str(path)]  # a miss: train recomputes it
@@ -298,3 +340,34 @@ def test_a_preset_name_that_is_no_identifier_is_refused(tmp_path):
     with pytest.raises(DriftError) as e:
         apply_preset("../params", tmp_path / "params.yaml", tmp_path)
     assert str(e.value) == f"preset: '../params' is not a valid name: {RULE}"
+
+
+def _open_files(pid: int) -> list[str]:
+    fds = Path(f"/proc/{pid}/fd")
+    names = []
+    for fd in fds.iterdir() if fds.exists() else []:
+        try:
+            names.append(os.readlink(fd))
+        except OSError:  # closed meanwhile
+            pass
+    return names
+
+
+def test_ctrl_c_in_a_drift_command_is_one_line_and_leaves_nothing_behind(tmp_path):
+    rows = b"".join(b"2020-01-%02d,some words here %d,%s\n" % (1 + i % 28, i, b"ab"[i % 2:i % 2 + 1])
+                    for i in range(2_000_000))
+    (tmp_path / "big.csv").write_bytes(b"time,text,label\n2020-01-01,bad \xff,a\n" + rows)  # invalid UTF-8: a copy
+    (tmp_path / "params.yaml").write_text("datasets: {}\n")
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path / "tmp")}
+    process = subprocess.Popen([sys.executable, "-m", "drift.cli", "init", "mine", "big.csv", "--time", "time",
+                                "--text", "text", "--label", "label"], cwd=tmp_path, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not any("/utf8-" in name for name in _open_files(process.pid)):  # inside the command: copying the table
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.02)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert (process.returncode, err, out) == (130, "python -m drift.cli init: interrupted; re-run resumes\n", "")
+    assert (tmp_path / "params.yaml").read_text() == "datasets: {}\n" and list((tmp_path / "tmp").iterdir()) == []

@@ -1,16 +1,27 @@
 """The `drift` command (console entry point drift.cli:app), one module per command group, rendering only (what
-they read comes from the library; no module here is imported by it): pipeline.py (summary, models, fetch, track,
-preset), init.py (a table of your own into params.yaml), report.py (show, compare, plots, saliency), cache.py
-(cache list | verify | compact | gc), plan.py (the cost of a campaign), rehearse.py (a preset's whole pipeline on
-a small sample), policy.py (retraining policies), remote.py (push, pull: DVC's, with one-line faults), paper.py (the authors' published results beside ours)."""
-import typer
+they read comes from the library; no module here is imported by it): pipeline_commands.py (summary, models, fetch,
+track, preset), init.py (a table of your own into params.yaml), report_commands.py (show, compare, plots,
+saliency), cache.py (cache list | verify | compact | gc), plan_commands.py (the cost of a campaign),
+rehearse_commands.py (a preset's whole pipeline on a small sample), policy_commands.py (retraining policies),
+remote_commands.py (push, pull: DVC's, with one-line faults), paper.py (the authors' published results beside
+ours)."""
+from drift.cli import (
+    cache,
+    init,
+    paper,
+    pipeline_commands,
+    plan_commands,
+    policy_commands,
+    rehearse_commands,
+    remote_commands,
+    report_commands,
+)
+from drift.cli.common import DriftApp
 
-from drift.cli import cache, init, paper, pipeline, plan, policy, rehearse, remote, report
-
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = DriftApp(add_completion=False, no_args_is_help=True,
                   help="Measure how models decay over time: summaries of the DVC pipeline's drift matrices.")
-for command in (pipeline.COMMANDS + init.COMMANDS + report.COMMANDS + plan.COMMANDS + policy.COMMANDS + paper.COMMANDS
-                + rehearse.COMMANDS + remote.COMMANDS):
+for command in (pipeline_commands.COMMANDS + init.COMMANDS + report_commands.COMMANDS + plan_commands.COMMANDS
+                + policy_commands.COMMANDS + paper.COMMANDS + rehearse_commands.COMMANDS + remote_commands.COMMANDS):
     app.command()(command)
 app.add_typer(cache.cache_app, name="cache")
 

@@ -13,14 +13,13 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from drift.cli.common import fail
+from drift.cli.common import InterruptibleGroup, fail
 from drift.core.errors import DriftError, close_matches
 from drift.core.objectstore import ObjectPath, check_store, location
 from drift.core.params import load_params
@@ -28,7 +27,7 @@ from drift.core.paths import PATHS
 from drift.store.cells import CHECKPOINT_KEYS, MAGIC, cell_problem, checkpoint_problem
 from drift.store.location import cache_dir, default_cache_dir
 
-cache_app = typer.Typer(add_completion=False, invoke_without_command=True,
+cache_app = typer.Typer(cls=InterruptibleGroup, add_completion=False, invoke_without_command=True,
                         help="The embedding store: list its tables, compact them, delete those no manifest uses.")
 
 CACHE_DIR_HELP = ("the store, a folder or s3://bucket/prefix (default: embed.cache_dir of ./params.yaml, else "
@@ -38,11 +37,12 @@ MODELS = Path(PATHS["models"]).parent  # every dataset's checkpoints, and their 
 FEATURES = Path(PATHS["features"]).parent
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
+    return f"{n:.1f} TiB"
 
 
 def resolve_cache_dir(option) -> Path | ObjectPath:
@@ -99,7 +99,7 @@ def manifest_refs(sources: list[Path]) -> dict[str, list[str]]:
     return refs
 
 
-def _sources(keep_manifests: Optional[List[Path]]) -> list[Path]:
+def _sources(keep_manifests: list[Path] | None) -> list[Path]:
     return ([MANIFESTS] if MANIFESTS.is_dir() else []) + list(keep_manifests or [])
 
 
@@ -121,14 +121,14 @@ def _json_flag(ctx: typer.Context, as_json: bool) -> bool:
     return as_json or bool((ctx.obj or {}).get("json"))
 
 
-def _cache_dir_option(ctx: typer.Context, cache_dir: Optional[str]) -> Optional[str]:
+def _cache_dir_option(ctx: typer.Context, cache_dir: str | None) -> str | None:
     return cache_dir if cache_dir is not None else (ctx.obj or {}).get("cache_dir")
 
 
 @cache_app.callback()
 def cache(ctx: typer.Context,
           as_json: bool = typer.Option(False, "--json", help="machine-readable output (for any subcommand too)"),
-          cache_dir: Optional[str] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP)):
+          cache_dir: str | None = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP)):
     """`drift cache` alone lists the tables."""
     ctx.obj = {"json": as_json, "cache_dir": cache_dir}
     if ctx.invoked_subcommand is None:
@@ -162,9 +162,9 @@ def cache_table(rows: list[dict]) -> Table:
 
 @cache_app.command("list")
 def list_tables(ctx: typer.Context,
-                cache_dir: Optional[str] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
+                cache_dir: str | None = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
                 as_json: bool = typer.Option(False, "--json", help="machine-readable output: a list of tables"),
-                keep_manifests: Optional[List[Path]] = typer.Option(
+                keep_manifests: list[Path] | None = typer.Option(
                     None, "--manifests", help="more manifests to match tables to datasets (repeatable)")):
     """Each table: encoder, fingerprint, rows, dimension, size on disk, fragments, datasets using it."""
     from drift.store.embeddings import (
@@ -191,8 +191,8 @@ def list_tables(ctx: typer.Context,
 
 @cache_app.command()
 def compact(ctx: typer.Context,
-            tables: Optional[List[str]] = typer.Argument(None, help="table names (default: every table)"),
-            cache_dir: Optional[str] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
+            tables: list[str] | None = typer.Argument(None, help="table names (default: every table)"),
+            cache_dir: str | None = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
             as_json: bool = typer.Option(False, "--json", help="machine-readable output: what each table became")):
     """Delete duplicate keys (two writers at once), merge small fragments, drop files only old versions use."""
     from drift.store.embeddings import (  # lazy: lance, kept out of `drift --help`
@@ -231,11 +231,11 @@ def compact(ctx: typer.Context,
 @cache_app.command()
 def gc(ctx: typer.Context,
        dry_run: bool = typer.Option(False, "--dry-run", help="list what would be deleted, delete nothing"),
-       keep_manifests: Optional[List[Path]] = typer.Option(
+       keep_manifests: list[Path] | None = typer.Option(
            None, "--keep-manifests", help="also keep tables these manifests use: a manifest, a folder of them or "
                                           "a repository (repeatable)"),
        grace_minutes: float = typer.Option(60, help="keep tables written this recently (an embed may be running)"),
-       cache_dir: Optional[str] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
+       cache_dir: str | None = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
        as_json: bool = typer.Option(False, "--json", help="machine-readable output: what was (or would be) deleted")):
     """Delete the tables no manifest in data/embeddings/ (or --keep-manifests) refers to, and the checkpoints and
     cells no checkpoint list (data/models/*/checkpoints.json here, in the `dvc exp` refs, or in a repository
@@ -414,7 +414,7 @@ def collect_checkpoints(where: Path, keep: set[str], grace_minutes: float, dry_r
 
 @cache_app.command()
 def verify(ctx: typer.Context,
-           cache_dir: Optional[str] = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
+           cache_dir: str | None = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
            as_json: bool = typer.Option(False, "--json", help="machine-readable output: what was checked, what is corrupt")):
     """Check every cache: the store's tables (every row read and checked against its checksum, finite values;
     damage named by fragment and key range), the cached checkpoints and cells (their sha256),

@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Optional
 
 import typer
 import yaml
 from rich.console import Console
 
 from drift.cli.common import console, fail
-from drift.core.datasets import DATASETS
+from drift.core.dataset_registry import DATASETS
 from drift.core.errors import DriftError, check_name
 from drift.data.datasets import load
 from drift.data.inspect import Ambiguous, entry, propose
@@ -52,8 +51,12 @@ def write_dataset(params_path: Path, name: str, section: dict, modality: str, fo
                          f"`drift init --json` prints by hand")
     load(wanted)  # the edited params must hold up before they are written
     tmp = params_path.with_name(f".{params_path.name}.drift-init")
-    tmp.write_text(text)
-    os.replace(tmp, params_path)
+    try:  # written whole, then moved: Ctrl-C or a full disk never leaves half a params.yaml
+        tmp.write_text(text)
+        os.replace(tmp, params_path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _dump(key: str, value, indent: int) -> str:
@@ -81,7 +84,8 @@ def _set_item(text: str, path: list[str], key: str, value) -> str:
     """`text` with mapping `path` (top level: []) holding `key: value`, created where missing; only the lines of
     that item (or of the created mappings) change."""
     node = yaml.compose(text) if text.strip() else None
-    indent, parents = 0, []
+    indent = 0
+    parents: list[str] = []
     for part in path:
         if node is not None and not isinstance(node, yaml.MappingNode):
             raise DriftError(f"params.yaml: {'.'.join(parents) or 'the top level'} is no mapping")
@@ -136,17 +140,17 @@ def _append(text: str, block: str) -> str:
 def init(name: str = typer.Argument(..., help="the dataset's name in params.yaml (any name not built in)"),
          source: str = typer.Argument(..., help="a Parquet, CSV or JSON-lines file (.gz too), a folder or glob "
                                       "of them, or a Hugging Face save_to_disk folder"),
-         time: Optional[str] = typer.Option(None, "--time", help="the time column"),
-         text: Optional[str] = typer.Option(None, "--text", help="text columns, comma-separated, joined in order"),
-         image: Optional[str] = typer.Option(None, "--image", help="the image column (bytes, paths or arrays)"),
-         label: Optional[str] = typer.Option(None, "--label", help="the label column (multilabel: comma-separated)"),
-         task: Optional[str] = typer.Option(None, "--task", help="binary, multiclass, regression or multilabel"),
-         id_column: Optional[str] = typer.Option(None, "--id", help="the id column (unique per row); none: row "
+         time: str | None = typer.Option(None, "--time", help="the time column"),
+         text: str | None = typer.Option(None, "--text", help="text columns, comma-separated, joined in order"),
+         image: str | None = typer.Option(None, "--image", help="the image column (bytes, paths or arrays)"),
+         label: str | None = typer.Option(None, "--label", help="the label column (multilabel: comma-separated)"),
+         task: str | None = typer.Option(None, "--task", help="binary, multiclass, regression or multilabel"),
+         id_column: str | None = typer.Option(None, "--id", help="the id column (unique per row); none: row "
                                                  "numbers; by default the one unique key-like column"),
-         slices: Optional[str] = typer.Option(None, "--slices", help="UNIT[:START:END], e.g. year, half-year, "
+         slices: str | None = typer.Option(None, "--slices", help="UNIT[:START:END], e.g. year, half-year, "
                                               "quarter, month, decade:1950:2030 (default: years when the data "
                                               "spans 3 or more)"),
-         per_slice: Optional[int] = typer.Option(None, "--per-slice", help="choose the unit whose slices hold "
+         per_slice: int | None = typer.Option(None, "--per-slice", help="choose the unit whose slices hold "
                                                  "about N rows (shown before writing); not with --slices"),
          force: bool = typer.Option(False, "--force", help="replace the section and datasets entry of a name "
                                     "already in params.yaml"),
@@ -154,7 +158,8 @@ def init(name: str = typer.Argument(..., help="the dataset's name in params.yaml
          as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Inspect a table's columns, propose its section (time, input, label, task, slices) and write it to
     params.yaml, so that the next `dvc repro` runs it. An ambiguous column is a question on stderr."""
-    split = (lambda v: [c.strip() for c in v.split(",") if c.strip()] if v else None)
+    def split(v):
+        return [c.strip() for c in v.split(",") if c.strip()] if v else None
     try:
         check_name(name, "dataset name")
         if name in DATASETS:
@@ -167,7 +172,7 @@ def init(name: str = typer.Argument(..., help="the dataset's name in params.yaml
         write_dataset(params_path, name, section, "text" if "text" in section else "image", force=force)
     except Ambiguous as question:
         Console(stderr=True, soft_wrap=True).print(f"[yellow]question:[/yellow] {question}", highlight=False)
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     except DriftError as e:
         fail(e)
     if as_json:

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import typer
 from rich import box
+from rich.console import JustifyMethod
 from rich.table import Table
 
 from drift.cli.common import console, fail, fmt
-from drift.core.datasets import DATASETS as OURS
+from drift.core.dataset_registry import DATASETS as OURS
 from drift.core.errors import DriftError, close_matches
 from drift.report.published import DATASETS, compare_run, has_published
 
@@ -19,8 +20,10 @@ STATS = ("id", "future", "decay")
 def published_table(result: dict, digits: int) -> Table:
     """The published ranking alone (Tables 5, 13, 21)."""
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for column, justify in (("#", "right"), ("model", "left"), ("paper", "left"), ("family", "left"),
-                            ("ID", "right"), ("Future", "right"), ("Decay", "right")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("#", "right"), ("model", "left"), ("paper", "left"), ("family", "left"),
+        ("ID", "right"), ("Future", "right"), ("Decay", "right"))
+    for column, justify in columns:
         table.add_column(column, justify=justify, no_wrap=True)
     for r in result["models"]:
         if r["published"] is not None:
@@ -33,8 +36,10 @@ def comparison_table(result: dict, digits: int) -> Table:
     """Per model up to three rows: our ID / Future / Decay and rank, the paper's, and the difference with the
     mean |ours - paper| over the cells both fill; a model one side lacks has that side's row only."""
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
-    for column, justify in (("model", "left"), ("as printed", "left"), ("", "left"), ("ID", "right"), ("Future", "right"),
-                            ("Decay", "right"), ("rank", "right"), ("|ΔM|", "right")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("model", "left"), ("as printed", "left"), ("", "left"), ("ID", "right"), ("Future", "right"),
+        ("Decay", "right"), ("rank", "right"), ("|ΔM|", "right"))
+    for column, justify in columns:
         table.add_column(column, justify=justify, no_wrap=True)
     for r in result["models"]:
         lines = []

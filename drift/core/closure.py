@@ -14,6 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from drift.core.environment import library_versions
+from drift.core.errors import DriftError
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: drift/ and stages/ beside each other
 
@@ -73,13 +74,20 @@ def import_closure(script: Path, root: Path = ROOT, exclude=()) -> list[str]:
     return sorted(str(f.relative_to(root)) for f in seen)
 
 
+def _existing_module_file(module: str, root: Path) -> Path:
+    path = module_file(module, root)
+    if path is None:
+        raise DriftError(f"no module {module} under {root}: name a module of drift/ (e.g. drift.train.loop)")
+    return path
+
+
 def module_path(module: str, root: Path = ROOT) -> str:
-    return str(module_file(module, root).relative_to(root))
+    return str(_existing_module_file(module, root).relative_to(root))
 
 
 def module_closure(module: str, root: Path = ROOT, exclude=()) -> list[str]:
     """A module's own file and its import closure (relative paths, sorted; `exclude` as import_closure's)."""
-    return sorted({module_path(module, root), *import_closure(module_file(module, root), root, exclude)})
+    return sorted({module_path(module, root), *import_closure(_existing_module_file(module, root), root, exclude)})
 
 
 def external_imports(files, root: Path = ROOT) -> set[str]:

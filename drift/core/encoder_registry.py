@@ -16,6 +16,13 @@ POOLINGS = ("mean", "cls", "pooler")  # embed.pooling: token mean, first token, 
 DTYPES = ("float32", "bfloat16", "float16")  # embed.dtype: bfloat16 / float16 use autocast on a GPU
 
 
+def autocast_dtype(dtype: str, compute_dtype: str | None, device: str) -> str | None:
+    """The dtype an encoder's forward pass autocasts to, or None for plain float32: `compute_dtype` when set,
+    else the stored `dtype` (embed.compute_dtype null); never on the CPU, which computes in float32."""
+    compute = compute_dtype or dtype
+    return None if compute == "float32" or device == "cpu" else compute
+
+
 @dataclass(frozen=True)
 class EncoderSpec:
     name: str          # registry name, e.g. "minilm-l6"

@@ -11,7 +11,8 @@ import json
 import os
 import platform
 import re
-from functools import lru_cache
+from collections.abc import Mapping
+from functools import cache, lru_cache
 from importlib import metadata
 from pathlib import Path
 
@@ -48,7 +49,7 @@ def pin_cpu_code_path() -> dict[str, str]:
     return {name: os.environ[name] for name in CPU_CODE_PATH}
 
 
-@lru_cache(maxsize=None)  # installed versions do not change under a running process
+@cache  # installed versions do not change under a running process
 def package_version(distribution: str) -> str | None:
     """The installed version of a distribution, None when it is not installed."""
     try:
@@ -58,11 +59,11 @@ def package_version(distribution: str) -> str | None:
 
 
 @lru_cache(maxsize=1)
-def _module_distributions() -> dict[str, list[str]]:
+def _module_distributions() -> Mapping[str, list[str]]:
     return metadata.packages_distributions()  # scans every installed distribution: once per process
 
 
-@lru_cache(maxsize=None)
+@cache
 def _requirements(distribution: str) -> tuple[str, ...]:
     """The distributions `distribution` requires when installed without extras (one level)."""
     names = []

@@ -1,7 +1,7 @@
 """One-line user errors: a stage or the CLI prints the message and exits 2, no traceback."""
 import difflib
-import re
 import errno
+import re
 import shutil
 from pathlib import Path
 
@@ -26,11 +26,12 @@ def is_disk_full(error: BaseException) -> bool:
                                            or "No space left on device" in str(error))
 
 
-def _size(n: int) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
+def _size(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB"):
+        if n < 1024:
             return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
         n /= 1024
+    return f"{n:.1f} GiB"
 
 
 def disk_full(path, setting: str | None = None, needed: int | None = None) -> DriftError:

@@ -5,7 +5,8 @@ evaluate) to `run_tasks` and gets the results back in the items' order, so it wr
 executor writes. Every task writes atomically into the caches beside the embedding store, so a task Ray
 retries finds what a dead attempt finished. Ray starts once per process: a local cluster sized to this machine
 (no compute.address, no $RAY_ADDRESS) or the cluster there; `check_reachable` stats the repository's files and
-the store from every node before any compute."""
+the store from every node before any compute. With the store on object storage the workers need no shared
+filesystem: the tasks' inputs travel through Ray's object store (`ships_inputs`)."""
 from __future__ import annotations
 
 import logging
@@ -129,6 +130,13 @@ def map_actors(cls, args: tuple, calls: list[tuple], compute: ComputeParams, act
         for handle in handles:  # the encoders' memory goes back to the cluster
             ray.kill(handle)
     return results
+
+
+def ships_inputs(compute: ComputeParams, store) -> bool:
+    """Whether a stage sends its tasks' inputs through Ray's object store (SliceData.ship; checkpoints come from
+    the cache by key): on Ray with the store and caches on object storage, where the workers are taken to share
+    no filesystem with the stage, only the store's endpoint."""
+    return compute.executor != "local" and is_object_store(store)
 
 
 def _missing(paths: list[str]) -> list[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import socket
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
 from urllib.parse import urlparse
@@ -41,7 +41,7 @@ def endpoint() -> str | None:
     return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _filesystem(endpoint_url: str | None, region: str | None, access_key_id: str | None):
     import pyarrow.fs as pafs  # lazy: only for a store on object storage
 
@@ -85,10 +85,10 @@ class ObjectPath:
     def __hash__(self) -> int:
         return hash(self.uri)
 
-    def __truediv__(self, part) -> "ObjectPath":
+    def __truediv__(self, part) -> ObjectPath:
         return ObjectPath(f"{self.uri}/{str(part).strip('/')}")
 
-    def __rtruediv__(self, other) -> "ObjectPath":
+    def __rtruediv__(self, other) -> ObjectPath:
         return self  # `root / location`: an absolute location, as with pathlib
 
     @property
@@ -113,10 +113,10 @@ class ObjectPath:
         return "." + self.name.rsplit(".", 1)[1] if "." in self.name.lstrip(".") else ""
 
     @property
-    def parent(self) -> "ObjectPath":
+    def parent(self) -> ObjectPath:
         return ObjectPath(SCHEME + self.key.rsplit("/", 1)[0]) if "/" in self.key else self
 
-    def with_name(self, name: str) -> "ObjectPath":
+    def with_name(self, name: str) -> ObjectPath:
         return self.parent / name
 
     def relative_to(self, other) -> Path:
@@ -125,10 +125,10 @@ class ObjectPath:
             raise ValueError(f"{self} is not under {other}")
         return Path(self.uri[len(prefix):])
 
-    def expanduser(self) -> "ObjectPath":
+    def expanduser(self) -> ObjectPath:
         return self
 
-    def resolve(self) -> "ObjectPath":
+    def resolve(self) -> ObjectPath:
         return self
 
     def is_absolute(self) -> bool:
@@ -166,7 +166,7 @@ class ObjectPath:
             return []
         return found[:1] if limit_one else found
 
-    def objects(self) -> list[tuple["ObjectPath", int, float]]:
+    def objects(self) -> list[tuple[ObjectPath, int, float]]:
         """(object, size, mtime) of every object below this prefix, from one listing."""
         return [(ObjectPath(SCHEME + i.path), i.size or 0, i.mtime.timestamp() if i.mtime is not None else 0.0)
                 for i in self._list(recursive=True) if i.type.name == "File"]

@@ -13,7 +13,7 @@ import datetime as dt
 import types
 import typing
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Optional, Union
+from typing import Annotated, Any, ClassVar, Union
 
 import yaml
 from pydantic import (
@@ -30,7 +30,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from drift.core.datasets import DATASETS, TABLE_READER, dataset_info
+from drift.core.dataset_registry import DATASETS, TABLE_READER, dataset_info
 from drift.core.encoder_registry import DTYPES, ENCODERS, POOLINGS
 from drift.core.errors import DriftError, check_name, close_matches
 
@@ -184,8 +184,8 @@ Bounded = lambda most: Annotated[int, Field(ge=1, le=most)]  # noqa: E731
 Float = Annotated[float, BeforeValidator(_number)]
 Label = Annotated[str, BeforeValidator(_label)]
 Edge = Annotated[Any, PlainValidator(_edge)]
-LearningRate = Annotated[Union[float, dict[str, float]], PlainValidator(_lr)]
-Sha256 = Annotated[Optional[Union[str, dict[str, str]]], PlainValidator(_sha256)]
+LearningRate = Annotated[float | dict[str, float], PlainValidator(_lr)]
+Sha256 = Annotated[str | dict[str, str] | None, PlainValidator(_sha256)]
 Names = Annotated[list[str], BeforeValidator(_one_or_many)]
 Encoder = Annotated[str, AfterValidator(_encoder)]
 
@@ -258,11 +258,11 @@ class Section(BaseModel):
 class SliceSpec(Section):
     """{unit: year | half-year | quarter | month | decade, start, end} or {unit: custom, edges, labels}; drift.protocol.slicing.slice_edges
     checks the combination (one-line errors naming the valid units)."""
-    unit: Optional[str] = None
-    start: Optional[Int] = None
-    end: Optional[Int] = None
-    edges: Optional[list[Edge]] = None
-    labels: Optional[list[Label]] = None
+    unit: str | None = None
+    start: Int | None = None
+    end: Int | None = None
+    edges: list[Edge] | None = None
+    labels: list[Label] | None = None
 
     def spec(self) -> dict:
         return self.model_dump(exclude_none=True)
@@ -270,7 +270,10 @@ class SliceSpec(Section):
 
 class SampleSpec(Section):
     n: Annotated[int, Field(ge=0)]  # rows kept, stratified by slice and label; 0: all
-    seed: Optional[Int] = None      # null: split.seed
+    seed: Int | None = None      # null: split.seed
+    # proportional: each (slice, label) stratum's share by largest remainders, rows in the id-hash order; cover-uniform:
+    # the first row of every stratum, then polars' seeded uniform sample of the rest (the authors' Amazon sample)
+    draw: Annotated[str, choice("proportional", "cover-uniform")] = "proportional"
 
 
 class DatasetParams(Section):
@@ -279,8 +282,8 @@ class DatasetParams(Section):
     slices: SliceSpec = Field(default_factory=SliceSpec)
     min_samples: PositiveInt = 1           # slices with fewer rows stay empty in every matrix
     strict: bool = False                   # fail at the first bad row instead of quarantining it
-    cap_per_slice: Optional[PositiveInt] = None  # a sample per slice, stratified by label (split.seed)
-    sample: Optional[SampleSpec] = None    # a sample of the whole dataset, stratified by slice and label
+    cap_per_slice: PositiveInt | None = None  # a sample per slice, stratified by label (split.seed)
+    sample: SampleSpec | None = None    # a sample of the whole dataset, stratified by slice and label
 
 
 def slices_field(**spec):
@@ -291,7 +294,7 @@ def slices_field(**spec):
 class CorpusParams(DatasetParams):
     """A real corpus: its files at `source` (else `datasets.<name>`), downloadable by `drift fetch`."""
     source: str
-    url: Optional[str] = None
+    url: str | None = None
     sha256: Sha256 = None
 
 
@@ -322,11 +325,14 @@ class EmbedParams(Section):
     encoders: Annotated[list[Encoder], AfterValidator(_distinct)] = []  # more frozen encoders whose pooled vectors feed probe-<encoder>
     weights: Annotated[dict[str, str], _known_keys(ENCODERS)] = {}  # encoder -> local weights file or folder
     max_length: Bounded(MAX_TOKENS) = 64  # tokens per text; at most the text encoders' positions
-    pooling: Optional[Annotated[str, choice(*POOLINGS)]] = "mean"  # null: each encoder's own
+    pooling: Annotated[str, choice(*POOLINGS)] | None = "mean"  # null: each encoder's own
     batch_size: Bounded(MAX_BATCH) = 32
     dtype: Annotated[str, choice(*DTYPES)] = "float32"
-    cache_dir: Optional[str] = None   # null: $DRIFT_CACHE_DIR or ~/.cache/drift
-    device: Optional[str] = None      # null: cuda when available, else cpu
+    # the encoders' forward pass on a GPU: null computes under autocast in `dtype` (float32: no autocast), a
+    # dtype computes in it whatever `dtype` stores (float32: the authors' runs, float16 only when stored)
+    compute_dtype: Annotated[str, choice(*DTYPES)] | None = None
+    cache_dir: str | None = None   # null: $DRIFT_CACHE_DIR or ~/.cache/drift
+    device: str | None = None      # null: cuda when available, else cpu
     chunk_rows: Bounded(MAX_ROWS) = 512     # rows per commit to the embedding store: the most a killed run can lose
 
     # a sentence-transformers checkpoint's Normalize module applied to its pooled vector (true), or the bare
@@ -359,9 +365,9 @@ class TrainParams(Section):
     threads: Bounded(MAX_THREADS) = 1         # fixed torch threads: bit-identical results
     # batched: drift/train/engine.py, equal to float tolerance; auto: per family and device kind (train/rates.py)
     engine: Annotated[str, choice("solo", "batched", "auto")] = "solo"
-    max_tokens: Optional[Bounded(MAX_TOKENS)] = None  # token rows are cut here; null: embed.max_length
+    max_tokens: Bounded(MAX_TOKENS) | None = None  # token rows are cut here; null: embed.max_length
     dropout: Annotated[Float, Field(ge=0, lt=1)] = 0.0  # p of the models with dropout layers (ViT, text heads); 0: off
-    grad_clip: Optional[Annotated[Float, Field(gt=0)]] = None  # each model's gradient norm clipped to this; null: none
+    grad_clip: Annotated[Float, Field(gt=0)] | None = None  # each model's gradient norm clipped to this; null: none
     standardise_targets: bool = True   # regression heads train on targets standardised per cutoff (Standardised)
     standardise_pixels: bool = True    # image models read pixels standardised per channel (PixelStandardised)
     # each epoch's batches: bucketed (token rows of similar length share a batch; others a plain shuffle, numpy's
@@ -372,6 +378,9 @@ class TrainParams(Section):
     loss_weights: Annotated[str, choice("cutoff", "split")] = "cutoff"
     # image models trained from scratch read pixels / 255 in [0, 1] (unit), or the stored 0-255 values (raw: PixelScaled)
     pixel_scale: Annotated[str, choice("unit", "raw")] = "unit"
+    # f_k's seed: offset (seed * 100003 + k) or hash (the first 4 bytes of sha256 of "seed:model:slice", the slice
+    # as a year or a half-year counted from 2000: the authors' per-slice seed)
+    slice_seed: Annotated[str, choice("offset", "hash")] = "offset"
     # references in every matrix; baseline-tfidf reads raw text, so an image dataset's roster leaves it out
     baselines: list[str] = ["baseline-prior", "baseline-linear", "baseline-tfidf"]
     models: Annotated[dict[str, list[str]], AfterValidator(_known_datasets)] = {}  # dataset -> model names
@@ -384,7 +393,7 @@ class ComputeParams(Section):
     """Where train, evaluate and embed run their heavy part (drift/core/executor.py): the same results either way."""
     SECTION: ClassVar[str] = "compute"
     executor: Annotated[str, choice(*EXECUTORS)] = "local"  # local: in the stage's process; ray: Ray tasks
-    address: Optional[str] = None     # the Ray cluster to join; null: $RAY_ADDRESS, else a local cluster of this machine
+    address: str | None = None     # the Ray cluster to join; null: $RAY_ADDRESS, else a local cluster of this machine
     cpus_per_task: Annotated[Float, Field(gt=0)] = 1.0  # CPUs each training / evaluation task and embed actor holds
     gpus_per_task: Annotated[Float, Field(ge=0)] = 0.0  # GPUs each holds (fractional: 0.25 packs four on a GPU)
     embed_actors: Bounded(MAX_THREADS) = 1     # encoders loaded at once by the embed stage, each fed chunks of rows
@@ -392,8 +401,8 @@ class ComputeParams(Section):
 
 class SaliencyGrid(Section):
     SECTION: ClassVar[str] = "report.saliency.<dataset>"
-    models: Optional[list[str]] = None        # null: every image model of the roster
-    cells: Optional[list[list[Label]]] = None  # [trained through, evaluated on] slice labels; null: a spread
+    models: list[str] | None = None        # null: every image model of the roster
+    cells: list[list[Label]] | None = None  # [trained through, evaluated on] slice labels; null: a spread
     n: Bounded(MAX_ROWS) = 64                  # portraits averaged per map
 
 
@@ -401,9 +410,9 @@ class PolicyParams(Section):
     """Retraining policies replayed from the drift matrices (drift/analysis/policy.py): their parameter lists."""
     SECTION: ClassVar[str] = "report.policy"
     every: list[PositiveInt] = [2, 3, 4]              # retrain every n periods, one policy per n
-    shift_thresholds: Optional[list[Float]] = None   # retrain when the coming period's shift exceeds one; null: its quartiles
-    drop_thresholds: Optional[list[Float]] = None    # retrain when the estimated score drops by more; null: its quartiles
-    seconds_per_row: Optional[Annotated[Float, Field(gt=0)]] = None  # turns the cost (training rows x epochs) into seconds
+    shift_thresholds: list[Float] | None = None   # retrain when the coming period's shift exceeds one; null: its quartiles
+    drop_thresholds: list[Float] | None = None    # retrain when the estimated score drops by more; null: its quartiles
+    seconds_per_row: Annotated[Float, Field(gt=0)] | None = None  # turns the cost (training rows x epochs) into seconds
 
 
 class ShiftParams(Section):
@@ -429,8 +438,8 @@ class ReportParams(Section):
 class DatasetEntry(Section):
     """One dataset of the run (params.yaml `datasets.<name>`): what its ingest depends on beyond the stage's code."""
     SECTION: ClassVar[str] = "datasets.<name>"
-    input: Optional[str] = None  # its raw input: new or changed files re-run its ingest; null: none beyond its reader
-    reader: str                  # its reader, drift/data/datasets/<module>.py (drift/core/datasets.py names it)
+    input: str | None = None  # its raw input: new or changed files re-run its ingest; null: none beyond its reader
+    reader: str                  # its reader, drift/data/datasets/<module>.py (drift/core/dataset_registry.py names it)
 
 
 def _check_names(data: dict) -> None:
@@ -514,7 +523,7 @@ class _Params(Section):
         return dataset_info(name, self.tables.get(name))
 
 
-# params.yaml: the sections above, and one mapping per dataset of the table (drift/core/datasets.py), kept as
+# params.yaml: the sections above, and one mapping per dataset of the table (drift/core/dataset_registry.py), kept as
 # written: its params class lives with its reader (drift/data/datasets/<module>.py), which types and checks it
 Params = create_model(
     "Params", __base__=_Params, __doc__="params.yaml.",

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from drift.core.datasets import DATASETS
+from drift.core.dataset_registry import DATASETS
 from drift.core.errors import DriftError, check_name, close_matches
 from drift.core.params import load, plain
 

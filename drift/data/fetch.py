@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import urlparse
 
-from drift.core.datasets import DATASETS
+from drift.core.dataset_registry import DATASETS
 from drift.core.errors import DriftError
 from drift.data.datasets import dataset_params, get_dataset
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import os
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from drift.core.datasets import dataset_info
+from drift.core.dataset_registry import dataset_info
 from drift.core.errors import disk_full, is_disk_full
 from drift.core.params import DatasetParams
 from drift.core.progress import progress
@@ -72,13 +73,15 @@ def ingest(name: str, cfg: DatasetParams, records_path: Path, quarantine_path: P
     records_path.parent.mkdir(parents=True, exist_ok=True)
     tmp_path = records_path.with_suffix(".partial")
     seen_ids: set[str] = set()
+    keep_duplicates = getattr(cfg, "keep_duplicates", False)  # a dataset that keeps repeated rows (amazon)
     buffer: list[dict] = []
     data_span: list = [None, None]  # the kept rows' first and last time
     try:
         with pq.ParquetWriter(tmp_path, schema) as writer, progress(f"ingest {name}") as bar:
+            rows: Iterable[dict]
             if fast and hasattr(dataset, "read_batches") and info.modality == "text":  # Batches hold text
                 data_span = _ingest_batches(dataset.read_batches(cfg), (start, end), ledger, seen_ids, writer,
-                                            schema, bar)
+                                            schema, bar, keep_duplicates)
                 rows = ()
             else:
                 rows = dataset.read(cfg, ledger)
@@ -90,8 +93,10 @@ def ingest(name: str, cfg: DatasetParams, records_path: Path, quarantine_path: P
                     ledger.filter("time_outside_span", seconds_like=int(seconds_like))
                     continue
                 if row["id"] in seen_ids:
-                    ledger.quarantine(row["id"], "duplicate_id", duplicate_raw(row.get("text"), time))
-                    continue
+                    if not keep_duplicates:
+                        ledger.quarantine(row["id"], "duplicate_id", duplicate_raw(row.get("text"), time))
+                        continue
+                    row["id"] = repeat_id(row["id"], seen_ids)
                 seen_ids.add(row["id"])
                 ledger.keep()
                 data_span = [min(data_span[0] or time, time), max(data_span[1] or time, time)]
@@ -125,13 +130,22 @@ def ingest(name: str, cfg: DatasetParams, records_path: Path, quarantine_path: P
             "data_span": [None if t is None else str(t) for t in data_span]}
 
 
+def repeat_id(row_id: str, seen_ids: set[str]) -> str:
+    """The id a kept repeat of `row_id` gets: "<id>#<n>" with the smallest n >= 2 not yet seen."""
+    n = 2
+    while f"{row_id}#{n}" in seen_ids:
+        n += 1
+    return f"{row_id}#{n}"
+
+
 def duplicate_raw(text, time) -> str:
     """What the quarantine keeps of a duplicate row: its text (an image row: its time), so the user sees what
     was dropped."""
     return text if isinstance(text, str) else f"time {time}"
 
 
-def _ingest_batches(batches, span, ledger: Ledger, seen_ids: set[str], writer, schema: pa.Schema, bar) -> list:
+def _ingest_batches(batches, span, ledger: Ledger, seen_ids: set[str], writer, schema: pa.Schema, bar,
+                    keep_duplicates: bool = False) -> list:
     """The driver's loop above on drift.data.datasets._fast Batches: the same span filter, duplicate check and
     BATCH_ROWS-row batches written, with the reader's bad rows and the duplicates quarantined in line order.
     Returns the kept rows' [first, last] time."""
@@ -164,10 +178,16 @@ def _ingest_batches(batches, span, ledger: Ledger, seen_ids: set[str], writer, s
                 seconds_like = pc.sum(pc.fill_null(in_1970, False)).as_py() or 0
             ledger.filter("time_outside_span", n_out, seconds_like)
             table = table.filter(in_span)
-        duplicate = []
-        for row_id in table["id"].to_pylist():
-            duplicate.append(row_id in seen_ids)
+        duplicate, ids = [], table["id"].to_pylist()
+        for i, row_id in enumerate(ids):
+            repeat = row_id in seen_ids
+            if repeat and keep_duplicates:
+                ids[i] = row_id = repeat_id(row_id, seen_ids)
+                repeat = False
+            duplicate.append(repeat)
             seen_ids.add(row_id)
+        if keep_duplicates:
+            table = table.set_column(table.schema.get_field_index("id"), "id", pa.array(ids, pa.string()))
         bad = batch.bad
         if any(duplicate):
             dup_lines = pc.filter(table["line"], pa.array(duplicate)).to_pylist()

@@ -14,17 +14,22 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
 
-from drift.core.datasets import TABLE_READER
+from drift.core.dataset_registry import TABLE_READER
 from drift.core.errors import DriftError
 from drift.core.params import parse
 from drift.data.datasets.table import (
     TableParams,
+    columns_of,
+    invalid_cells,
     label_names,
     parse_time,
     scan_batches,
     source_files,
     source_root,
+    text_cells,
+    utf8_checked,
     utf8_copy,
 )
 
@@ -52,12 +57,37 @@ def sample(source: str) -> tuple[pl.DataFrame, int]:
                                     truncate_ragged_lines=True, encoding="utf8-lossy")
             else:
                 frame = pl.read_ndjson(plain, n_rows=SAMPLE_ROWS, infer_schema_length=SAMPLE_ROWS, ignore_errors=True)
-    elif fmt == "parquet":
-        frame = pl.scan_parquet(path).head(SAMPLE_ROWS).collect()
+    elif fmt == "parquet":  # below: a cell of invalid UTF-8 read as null (_lossy_text); time_span counts its rows
+        batch = next(pq.ParquetFile(path).iter_batches(batch_size=SAMPLE_ROWS), None)
+        frame = pl.from_arrow(utf8_checked(batch)[0]) if batch is not None else pl.DataFrame()
     else:
         with pa.memory_map(str(path)) as f:
-            frame = pl.from_arrow(pa.ipc.open_stream(f).read_all().slice(0, SAMPLE_ROWS))
+            table = pa.ipc.open_stream(f).read_all().slice(0, SAMPLE_ROWS).combine_chunks()
+        batches = table.to_batches()
+        frame = pl.from_arrow(utf8_checked(batches[0])[0]) if batches else pl.from_arrow(table)
+    if fmt in ("parquet", "arrow"):
+        frame = frame.with_columns([_lossy_text(frame[c]) for c in frame.columns if frame[c].dtype == pl.Binary])
     return frame, len(files)
+
+
+def _lossy_text(s: pl.Series) -> pl.Series:
+    """A column of bytes of which 95% decode as UTF-8, as text, null where a cell does not (ingest quarantines
+    its row): text stored as bytes, or strings with a few bad cells; images (a PNG's first byte is no UTF-8)
+    stay bytes."""
+    values = s.drop_nulls().to_list()
+    valid = sum(1 for v in values if _utf8(v))
+    if not values or valid < 0.95 * len(values):
+        return s
+    return pl.Series(s.name, [v.decode("utf-8") if v is not None and _utf8(v) else None for v in s.to_list()],
+                     dtype=pl.String)
+
+
+def _utf8(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
 
 
 def _strings(s: pl.Series) -> pl.Series:
@@ -268,13 +298,22 @@ def propose(name: str, source: str, time: str | None = None, text: list[str] | N
 
 def time_span(cfg: TableParams, invalid: dict | None = None, times: list | None = None):
     """(earliest, latest) time over the whole source; `invalid` (when given) gets file -> its rows with invalid
-    UTF-8, which ingest will quarantine (invalid_utf8); `times` (when given) gets every readable time, as
-    datetime64[us] arrays."""
+    UTF-8, which ingest will quarantine (invalid_utf8): a Parquet file's columns the section reads are scanned
+    for them, a text file is checked whole; `times` (when given) gets every readable time, as datetime64[us]
+    arrays."""
     low = high = None
     with tempfile.TemporaryDirectory(prefix="drift-init-") as tmp:
         for path, fmt in source_files(cfg.source, cfg.format):
-            for frame in scan_batches(path, fmt, [cfg.time], cfg, Path(tmp), repaired=invalid):
-                found = parse_time(frame[cfg.time], cfg.time_encoding, cfg.time_format).drop_nulls()
+            columnar = fmt in ("parquet", "arrow")
+            columns = [c for c in columns_of(cfg) if c != cfg.image] if columnar else [cfg.time]
+            repaired = None if columnar else invalid
+            for frame in scan_batches(path, fmt, columns, cfg, Path(tmp), repaired=repaired):
+                if columnar and invalid is not None:  # bytes, or strings holding bad cells (utf8_checked)
+                    bad = [invalid_cells(frame[c]) for c in columns if frame[c].dtype == pl.Binary]
+                    n_bad = pl.select(pl.any_horizontal(bad)).to_series().sum() if bad else 0
+                    if n_bad:
+                        invalid[path] = invalid.get(path, 0) + n_bad
+                found = parse_time(text_cells(frame[cfg.time]), cfg.time_encoding, cfg.time_format).drop_nulls()
                 if len(found):
                     low = found.min() if low is None else min(low, found.min())
                     high = found.max() if high is None else max(high, found.max())

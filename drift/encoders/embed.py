@@ -33,11 +33,13 @@ CHUNK_ROWS = EmbedParams.model_fields["chunk_rows"].default  # rows per commit: 
 
 def encoder_kwargs(name: str, cfg: EmbedParams) -> dict:
     """The constructor arguments the `embed` params give encoder `name`:
-    batch size, dtype, device, weights, and for a text encoder max_length and pooling (embed.pooling: null keeps
+    batch size, dtype, compute dtype, device, weights, and for a text encoder max_length and pooling (embed.pooling: null keeps
     the encoder's own; vision encoders pool as their timm head does, or as embed.image_pooling says, and read
     pixels as embed.image_input says)."""
     kwargs = {"batch_size": cfg.batch_size, "dtype": cfg.dtype, "device": cfg.device,
               "weights": cfg.weights.get(name)}  # an encoder without local weights: the Hugging Face cache
+    if cfg.compute_dtype is not None:  # left out by default, so a default run's encoders are built as before
+        kwargs["compute_dtype"] = cfg.compute_dtype
     if get_encoder_spec(name).modality == "text":
         kwargs["max_length"] = cfg.max_length
         if cfg.pooling is not None:

@@ -14,7 +14,7 @@ import torch
 
 # params.yaml embed.pooling: the mean of the last hidden states over real tokens, the first token's state, or the
 # model's own pooler output (BERT, RoBERTa, MPNet have one; DistilBERT, ELECTRA, DeBERTa-v3, ModernBERT do not)
-from drift.core.encoder_registry import POOLINGS, get_encoder_spec
+from drift.core.encoder_registry import POOLINGS, autocast_dtype, get_encoder_spec
 from drift.core.errors import DriftError
 from drift.core.progress import stderr
 from drift.encoders.fingerprint import Fingerprinted
@@ -72,12 +72,13 @@ class TextEncoder(Fingerprinted):
     """Runs a frozen text encoder over texts, sorted by length so batches carry little padding.
 
     `normalize` false skips a sentence-transformers checkpoint's Normalize module (embed.normalize).
+    `compute_dtype` (embed.compute_dtype): the forward pass's dtype on a GPU; None autocasts to `dtype`.
     `pooling` overrides the registry's ("mean", "cls" or "pooler", see POOLINGS); self.spec is the spec this
     encoder runs with, and its pooling is part of the fingerprint (another pooling is another store table)."""
 
     def __init__(self, name: str, max_length: int = 128, batch_size: int = 32, dtype: str = "float32",
                  device: str | None = None, weights: str | None = None, pooling: str | None = None,
-                 normalize: bool = True):
+                 normalize: bool = True, compute_dtype: str | None = None):
         self.spec = get_encoder_spec(name)
         if self.spec.modality != "text":
             raise DriftError(f"{name} is a {self.spec.modality} encoder; embed.text_encoder needs a text one")
@@ -85,6 +86,8 @@ class TextEncoder(Fingerprinted):
             self.spec = dataclasses.replace(self.spec, pooling=check_pooling(pooling, name))
         self.max_length, self.batch_size, self.dtype = int(max_length), int(batch_size), dtype
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.compute_dtype = compute_dtype
+        self.autocast = autocast_dtype(dtype, compute_dtype, self.device)  # None: float32
         self.path = resolve_weights(self.spec, weights)
         from transformers import (  # lazy: transformers, only when the model is loaded
             AutoModel,
@@ -119,8 +122,11 @@ class TextEncoder(Fingerprinted):
         self.dim = int(self.model.config.hidden_size)
 
     def fingerprint_fields(self) -> dict:
-        return {"pooling": self.spec.pooling, "normalize": self.normalize, "layer": "last",
-                "max_length": self.max_length, "dtype": self.dtype}
+        fields = {"pooling": self.spec.pooling, "normalize": self.normalize, "layer": "last",
+                  "max_length": self.max_length, "dtype": self.dtype}
+        if self.compute_dtype is not None:  # set only: a default run's fingerprints stay
+            fields["compute_dtype"] = self.compute_dtype
+        return fields
 
     @torch.inference_mode()
     def encode_flat(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -131,9 +137,9 @@ class TextEncoder(Fingerprinted):
         cuda = self.device.startswith("cuda")
         # pinned host memory lets the copy to the GPU run asynchronously
         batch = {k: (v.pin_memory() if cuda else v).to(self.device, non_blocking=cuda) for k, v in batch.items()}
-        # mixed precision on a GPU only: on the CPU the same code runs in float32
-        autocast = self.dtype in ("bfloat16", "float16") and self.device != "cpu"
-        with torch.autocast(self.device.split(":")[0], dtype=getattr(torch, self.dtype), enabled=autocast):
+        # mixed precision on a GPU only (self.autocast): on the CPU the same code runs in float32
+        with torch.autocast(self.device.split(":")[0], dtype=getattr(torch, self.autocast or "float32"),
+                            enabled=self.autocast is not None):
             out = self.model(**batch)
         hidden = out.last_hidden_state.float()
         mask = batch["attention_mask"].bool()

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from huggingface_hub import try_to_load_from_cache
 from safetensors import safe_open
 
-from drift.core.encoder_registry import DTYPES, get_encoder_spec
+from drift.core.encoder_registry import DTYPES, autocast_dtype, get_encoder_spec
 from drift.core.errors import DriftError
 from drift.encoders.fingerprint import Fingerprinted
 
@@ -104,10 +104,12 @@ def head_pooling(model: torch.nn.Module) -> str:
 class VisionEncoder(Fingerprinted):
     """Runs a frozen timm encoder over uint8 images [n, C, H, W]; returns the pooled float32 [n, D].
     `image_input` normalised: pixels / 255 normalised by the encoder's mean and std; raw: the 0-255 values as
-    they are (the authors' runs). `global_pool`: timm's pooling of the head (None: the architecture's)."""
+    they are (the authors' runs). `global_pool`: timm's pooling of the head (None: the architecture's).
+    `compute_dtype` (embed.compute_dtype): the forward pass's dtype on a GPU; None autocasts to `dtype`."""
 
     def __init__(self, name: str, batch_size: int = 64, dtype: str = "float32", device: str | None = None,
-                 weights: str | None = None, image_input: str = "normalised", global_pool: str | None = None):
+                 weights: str | None = None, image_input: str = "normalised", global_pool: str | None = None,
+                 compute_dtype: str | None = None):
         self.spec = get_encoder_spec(name)
         if self.spec.modality != "image":
             raise DriftError(f"{name} is a {self.spec.modality} encoder; image datasets need an image one")
@@ -115,6 +117,10 @@ class VisionEncoder(Fingerprinted):
             raise DriftError(f"embed.dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         self.batch_size, self.dtype = int(batch_size), dtype
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if compute_dtype is not None and compute_dtype not in DTYPES:
+            raise DriftError(f"embed.compute_dtype must be one of {', '.join(DTYPES)}, got {compute_dtype!r}")
+        self.compute_dtype = compute_dtype
+        self.autocast = autocast_dtype(dtype, compute_dtype, self.device)  # None: float32
         self.path = resolve_weights(self.spec, weights)
         if image_input not in ("normalised", "raw"):
             raise DriftError(f"embed.image_input must be normalised or raw, got {image_input!r}")
@@ -134,6 +140,8 @@ class VisionEncoder(Fingerprinted):
                   "resize": "bilinear", "mean": self.mean, "std": self.std, "dtype": self.dtype}
         if self.image_input != "normalised":  # off the default only: a default run's fingerprints stay
             fields["input"] = self.image_input
+        if self.compute_dtype is not None:
+            fields["compute_dtype"] = self.compute_dtype
         return fields
 
     def preprocess(self, images: np.ndarray) -> torch.Tensor:
@@ -162,9 +170,9 @@ class VisionEncoder(Fingerprinted):
         if len(images) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
         x = self.preprocess(images)
-        # mixed precision on a GPU only: on the CPU the same code runs in float32
-        autocast = self.dtype != "float32" and self.device != "cpu"
-        with torch.autocast(self.device.split(":")[0], dtype=getattr(torch, self.dtype), enabled=autocast):
+        # mixed precision on a GPU only (self.autocast): on the CPU the same code runs in float32
+        with torch.autocast(self.device.split(":")[0], dtype=getattr(torch, self.autocast or "float32"),
+                            enabled=self.autocast is not None):
             return self.model(x).float().cpu().numpy()
 
     def encode(self, images: np.ndarray, on_batch=None) -> np.ndarray:

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 import torch.nn as nn
 
 from drift.core.encoder_registry import ENCODERS
-from drift.core.errors import DriftError, close_matches
-from drift.models import image, text
+from drift.core.errors import DriftError
+from drift.core.model_registry import ALIASES, MODELS, ModelInfo, get_model_info, resolve
+from drift.models import image, text_heads
 from drift.models.probe import LinearProbe
 from drift.models.reference import LinearBaseline, PriorBaseline, TfidfBaseline
 from drift.protocol.summary import REFERENCES
@@ -34,31 +35,20 @@ class InputSpec:
     max_tokens: int = 512   # tokens: longest sequence (rows are cut there; no head has a position table)
 
 
-@dataclass(frozen=True)
-class ModelInfo:
-    name: str       # registry name, e.g. "cnn-m"
-    family: str     # as the paper's tables write it, e.g. "CNN", "Recurrent", "Frozen" (the probes)
-    size: str       # "S" | "M" | "L", "-" for probes
-    input: str      # "pixels" | "tokens" | "pooled"
-    display: str    # as the paper writes the model, e.g. "CNN-M", "BiLSTM-Attn-L", "DINOv2-S"
-    dropout: bool = False  # has dropout layers (p 0.1 in the authors' runs): ViT and the text heads
-
-
-MODELS: dict[str, ModelInfo] = {}
+_DERIVED: dict[str, ModelInfo] = {}  # what the classes say: must equal drift.core.model_registry's MODELS
 _BUILD: dict[str, tuple] = {}          # name -> (class, size arguments)
-ALIASES = {"probe-minilm": "probe-minilm-l6"}
 
 
 def _register(name, family, size, input_kind, display, cls, **kwargs):
     dropout = "dropout" in inspect.signature(cls).parameters
-    MODELS[name] = ModelInfo(name, family, size, input_kind, display, dropout)
+    _DERIVED[name] = ModelInfo(name, family, size, input_kind, display, dropout)
     _BUILD[name] = (cls, kwargs)
 
 
 for _fam, (_cls, _family, _sizes) in image.SIZES.items():
     for _size, _kw in _sizes.items():
         _register(f"{_fam}-{_size}", _family, _size.upper(), "pixels", f"{_family}-{_size.upper()}", _cls, **_kw)
-for _name, (_cls, _family, _display, _size, _kw) in text.HEADS.items():
+for _name, (_cls, _family, _display, _size, _kw) in text_heads.HEADS.items():
     _register(_name, _family, _size, "tokens", _display, _cls, **_kw)
 for _enc in ENCODERS.values():
     _register(f"probe-{_enc.name}", "Frozen", "-", "pooled", _enc.display, LinearProbe)
@@ -67,22 +57,15 @@ _register(REFERENCES["prior"], "Reference", "-", "auto", "Prior", PriorBaseline)
 _register(REFERENCES["linear"], "Reference", "-", "auto", "Linear", LinearBaseline)
 _register(REFERENCES["tfidf"], "Reference", "-", "text", "TF-IDF", TfidfBaseline)  # text datasets only
 BASELINES = tuple(REFERENCES.values())
-
-
-def _resolve(name: str) -> str:
-    name = ALIASES.get(name, name)
-    if name not in MODELS:
-        raise DriftError(f"unknown model '{name}': {close_matches(name, list(MODELS) + list(ALIASES))}")
-    return name
-
-
-def get_model_info(name: str) -> ModelInfo:
-    """The registry entry of a model (aliases resolved); an unknown name lists the valid ones."""
-    return MODELS[_resolve(name)]
+if _DERIVED != MODELS:  # the check stage reads the torch-free table: it must say what the classes build
+    _differ = sorted(n for n in {*_DERIVED, *MODELS} if _DERIVED.get(n) != MODELS.get(n))
+    raise RuntimeError(f"drift/core/model_registry.py disagrees with the model classes on {', '.join(_differ)}: "
+                       f"make its table say what drift/models registers")
+_resolve = resolve
 
 
 def model_module(name: str) -> str:
-    """The module defining a model's class (drift.models.text for the text heads): what its cache key covers
+    """The module defining a model's class (drift.models.text_heads for the text heads): what its cache key covers
     of the model code (drift/store/cells.py `code_version`)."""
     return _BUILD[_resolve(name)][0].__module__
 

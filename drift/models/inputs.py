@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import torch

@@ -12,6 +12,7 @@ bit-identical on the same machine and thread count.
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -21,6 +22,9 @@ from sklearn.linear_model import LogisticRegression, Ridge
 from threadpoolctl import threadpool_limits
 
 from drift.core.errors import DriftError
+
+if TYPE_CHECKING:
+    import scipy.sparse
 
 PRIOR_EPS = 1e-6     # class frequencies / prevalences are clamped to [PRIOR_EPS, 1 - PRIOR_EPS]
 STD_FLOOR = 1e-6     # a feature whose training std is below this is only centred (its std taken as 1)
@@ -91,7 +95,7 @@ class PriorBaseline(nn.Module):
         self.register_buffer("logits", torch.zeros(self.n_outputs))
 
     @torch.no_grad()
-    def fit(self, x: torch.Tensor | None, targets: torch.Tensor, task_name: str) -> "PriorBaseline":
+    def fit(self, x: torch.Tensor | None, targets: torch.Tensor, task_name: str) -> PriorBaseline:
         y = _check(task_name, targets, self.n_outputs, None if x is None else len(x))
         self.logits.copy_(prior_row(y, task_name, self.n_outputs))
         return self
@@ -159,7 +163,7 @@ class LinearBaseline(nn.Module):
         self.head.requires_grad_(False)
 
     @torch.no_grad()
-    def fit(self, x: torch.Tensor, targets: torch.Tensor, task_name: str) -> "LinearBaseline":
+    def fit(self, x: torch.Tensor, targets: torch.Tensor, task_name: str) -> LinearBaseline:
         x = torch.as_tensor(x).detach()
         if x.dim() < 1 or (len(x) and x[0].numel() != self.n_features):
             raise DriftError(f"LinearBaseline expects {self.n_features} features per row, got shape {tuple(x.shape)}")
@@ -209,7 +213,7 @@ TFIDF_MAX_ITER = 100           # L-BFGS passes at most: each is one sweep of the
 TEXT_BATCH = 4096              # rows analysed at a time (memory follows it, not the dataset)
 
 
-def text_counts(texts) -> "scipy.sparse.csr_matrix":
+def text_counts(texts) -> scipy.sparse.csr_matrix:
     """The rows' term counts, CSR int32 [n, 2 * 2^HASH_BITS]: word 1-2-grams, then character 3-5-grams within
     words, lowercased, each hashed by scikit-learn's HashingVectorizer (no sign flip). A row without text (None)
     has no terms. Computed once per dataset: every cutoff's TF-IDF is a column selection and a weighting of it."""
@@ -265,7 +269,7 @@ class TfidfBaseline(nn.Module):
         return normalize(X, norm="l2", copy=False)
 
     @torch.no_grad()
-    def fit(self, counts, targets: torch.Tensor, task_name: str) -> "TfidfBaseline":
+    def fit(self, counts, targets: torch.Tensor, task_name: str) -> TfidfBaseline:
         y = _check(task_name, targets, self.n_outputs, counts.shape[0])
         b = prior_row(y, task_name, self.n_outputs).numpy()
         n = counts.shape[0]

@@ -3,7 +3,7 @@
 Cell (i, j) is scored on the held-out test split of slice j when f_i trained on it (j <= i), on all of slice j
 when it is the future (j > i). Rows and columns of unusable slices stay empty, and so does any cell the metric
 cannot score: null, never zero. `drift_matrix` is the definition the evaluate stage runs; the cell cache and
-batched prediction (drift/evaluate/matrices.py) only decide which outputs it is given.
+batched prediction (drift/evaluate/fill_matrices.py) only decide which outputs it is given.
 """
 from __future__ import annotations
 

@@ -82,10 +82,10 @@ def macro_auc(Y, scores) -> float | None:
         return None
     scores = _finite(scores.reshape(Y.shape), "model outputs")
     aucs = [binary_auc(Y[:, c], scores[:, c]) for c in range(Y.shape[1])]
-    aucs = [a for a in aucs if a is not None]
-    if not aucs:
+    scored = [a for a in aucs if a is not None]
+    if not scored:
         return None
-    return float(np.mean(aucs))
+    return float(np.mean(scored))
 
 
 def macro_f1(y, logits) -> float | None:

@@ -58,7 +58,7 @@ def wild_time(M, higher_is_better: bool, split: int | None = None, labels: list 
         raise DriftError(f"Eval-Fix split period {s} is outside the {K} scored periods (0..{K - 1})")
     fix_mean, fix_worst = _mean_worst(M[s, s + 1:] if K else np.array([]), higher_is_better)
     stream_mean, stream_worst = _mean_worst(np.diagonal(M, 1), higher_is_better)
-    out = {"eval_fix_split": s if K else None, "eval_fix_average": fix_mean, "eval_fix_worst": fix_worst,
+    out: dict[str, float | int | str | None] = {"eval_fix_split": s if K else None, "eval_fix_average": fix_mean, "eval_fix_worst": fix_worst,
            "eval_stream_average": stream_mean, "eval_stream_worst": stream_worst}
     if labels is not None:
         out["eval_fix_split_label"] = str(labels[kept[s]]) if K else None

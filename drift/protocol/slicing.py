@@ -158,6 +158,25 @@ def stratified_sample(ids: list[str], strata: list[str], n: int, seed: int) -> n
     return np.sort(np.concatenate(chosen)) if chosen else np.arange(0)
 
 
+def cover_uniform_sample(strata: list[str], n: int, seed: int) -> np.ndarray:
+    """Indices of a sample of n rows (sample.draw cover-uniform, the authors' Amazon sample): the first row of
+    each stratum in row order, then a uniform sample without replacement of the other rows for the rest of n,
+    drawn by polars' DataFrame.sample with `seed` over those rows in row order; fewer rows than strata: the
+    uniform sample of all rows. Returned sorted."""
+    import polars as pl  # lazy: only this draw uses polars here
+
+    if n >= len(strata):
+        return np.arange(len(strata))
+    codes = np.unique(np.asarray(strata, dtype=object), return_inverse=True)[1].reshape(-1)
+    _, first = np.unique(codes, return_index=True)
+    if n < len(first):
+        return np.sort(pl.DataFrame({"row": np.arange(len(strata))}).sample(n=n, seed=seed)["row"].to_numpy())
+    first = np.sort(first)
+    rest = np.setdiff1d(np.arange(len(strata)), first)
+    extra = pl.DataFrame({"row": rest}).sample(n=n - len(first), seed=seed)["row"].to_numpy()
+    return np.sort(np.concatenate([first, extra]))
+
+
 def split_strata(index: np.ndarray, label_values: list, strata: list[str], stratify: list[str]) -> list[str]:
     """The split's stratum of each row (`split.stratify`): slice and label (`strata`, as the sample's), the
     slice alone, or the label alone."""
@@ -185,7 +204,9 @@ def build_slices(records, cfg: DatasetParams, split_cfg: SplitParams):
     strata = [f"{s}|{k}" for s, k in zip(index.tolist(), stratum_keys(label_values))]
     sample = cfg.sample
     if sample is not None and sample.n:
-        chosen = stratified_sample(ids, strata, sample.n, seed if sample.seed is None else sample.seed)
+        sample_seed = seed if sample.seed is None else sample.seed
+        chosen = (cover_uniform_sample(strata, sample.n, sample_seed) if sample.draw == "cover-uniform"
+                  else stratified_sample(ids, strata, sample.n, sample_seed))
     elif cfg.cap_per_slice:
         cap = cfg.cap_per_slice
         chosen = []

@@ -188,7 +188,7 @@ def seed_spread(mats, higher_is_better: bool, n_boot: int = 1000, seed: int = 0)
     per_seed = [id_future_decay(M, higher_is_better) for M in A]
 
     rng = np.random.default_rng(seed)
-    boot = {s: [] for s in STATS}
+    boot: dict[str, list[float]] = {s: [] for s in STATS}
     for _ in range(n_boot):
         M = mean_over_seeds(A[rng.integers(0, len(A), size=len(A))])
         diag, future = _regions(M)

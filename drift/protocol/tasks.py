@@ -11,8 +11,8 @@ Multiclass also reports macro-F1 (`also`); accuracy is its primary metric, as Wi
 multiclass datasets (docs/decisions.md). The class weights are fixed once per training cutoff from that cutoff's whole (cumulative) training set:
 `loss = task.loss(train_targets)` and then `loss(outputs, targets)` for every batch."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import torch

@@ -185,7 +185,8 @@ def place_labels(ax, renderer, points: list[tuple[float, float]], labels: list[s
     no other point's marker and stays inside the axes; a label with no such place is left off. Returns how many."""
     frame = ax.get_window_extent(renderer)
     markers = [ax.transData.transform(xy) for xy in points]
-    placed, left_off = [], 0
+    placed: list = []
+    left_off = 0
     for i in sorted(range(len(points)), key=lambda i: (not bold[i], points[i])):  # the best policy's label first
         for dx, dy, ha in LABEL_OFFSETS:
             text = ax.annotate(labels[i], points[i], xytext=(dx, dy), textcoords="offset points", fontsize=6,
@@ -241,7 +242,7 @@ def pareto_figure(result: dict):
     fig.suptitle(f"{result['dataset']}: retraining policies replayed from the drift matrix (dot: mean, ring: worst "
                  f"period; orange: Pareto front; {better} is better)", fontsize=9)
     fig.tight_layout()
-    renderer = fig.canvas.get_renderer()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # the Agg canvas has it; the base class does not say
     for ax, policies in drawn:  # placed once the layout is final: the boxes are measured where they are drawn
         ax.set_xlim(ax.get_xlim())
         ax.set_ylim(ax.get_ylim())

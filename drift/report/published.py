@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +36,7 @@ def resolve_dataset(dataset: str) -> str:
     return name
 
 
-@lru_cache(maxsize=None)
+@cache
 def _read(dataset: str) -> dict:
     return json.loads(gzip.decompress((DATA / f"{dataset}.json.gz").read_bytes()))
 

@@ -27,7 +27,7 @@ def load_results(metrics_dir: Path, dataset: str | None = None,
     """{dataset: {model: metrics}} from metrics/<dataset>/<model>.json (what `dvc metrics show` reads), for the
     datasets `declared` (the workspace's params.yaml `datasets`: a folder another experiment left is no result
     of this one); None: every dataset of the table with a folder."""
-    from drift.core.datasets import DATASETS
+    from drift.core.dataset_registry import DATASETS
 
     # a dataset's folder: a built-in dataset's, or any but the stages' own (a configured table's)
     folders = sorted(p for p in metrics_dir.glob("*") if p.is_dir() and p.name not in STAGE_FOLDERS)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from drift.core.encoder_registry import get_encoder_spec
 from drift.core.errors import DriftError, close_matches
+from drift.core.model_registry import MODELS, get_model_info
 from drift.core.params import Params, roster
 from drift.data.validate import validate_names
-from drift.models import MODELS, get_model_info
 
 
 def check_roster(models: list[str], modality: str, text_encoder: str | None, encoders=()) -> None:
@@ -35,7 +35,7 @@ def check_roster(models: list[str], modality: str, text_encoder: str | None, enc
 
 def validate(params: Params, name: str) -> None:
     """What the train stage checks before any compute, beyond the schema (drift.core.params): validate_names,
-    then the models of the roster (against the dataset's modality in drift/core/datasets.py) and the families
+    then the models of the roster (against the dataset's modality in drift/core/dataset_registry.py) and the families
     of train.lr. The dataset's section and slices are ingest's (drift.data.validate.validate_data)."""
     validate_names(params, name)
     embed = params.embed

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from drift.core.closure import ROOT, import_closure
-from drift.core.datasets import DATASETS
+from drift.core.dataset_registry import DATASETS
 from drift.core.paths import EMBED_METRICS, PARAMS_CHECKED, dvc_path
 
 # stage -> what it reads and writes; inputs/outputs are drift/core/paths.py names, `extra` deps are literal

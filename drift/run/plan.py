@@ -127,8 +127,8 @@ def dataset_shape(params: Params, name: str, manifest_dir: Path = Path("data/sli
         rows, source, note = rows_override, "--rows", f"--rows {name}={rows_override}"
     elif cfg.sample is not None and cfg.sample.n:
         rows, source, note = cfg.sample.n, "params", f"{name}.sample.n = {cfg.sample.n:,}"
-    elif getattr(cfg, "cap_per_slice", None):
-        rows = cfg.cap_per_slice * len(labels)
+    elif cap := getattr(cfg, "cap_per_slice", None):
+        rows = cap * len(labels)
         source, note = "params", f"{name}.cap_per_slice x {len(labels)} slices (at most)"
     elif hasattr(module, "planned_rows"):  # a generator: rows follow from its params
         rows, non_empty, note = module.planned_rows(cfg, len(labels))
@@ -466,7 +466,7 @@ def benchmark(params: Params, counts: dict, cache: BenchCache, every_model: bool
             for measured in (members if every_model else [bench_model_for(members)]):
                 spec = bench_input(params, dataset, name, measured)
                 rates = cache.get(f"{get_model_info(measured).name} | {spec.key()}", threads,
-                                  lambda: measure_model(measured, spec, threads, seconds))
+                                  lambda: measure_model(measured, spec, threads, seconds))  # noqa: B023 (called here)
                 for model in [measured] if every_model else members:
                     out[name][model] = {"measured_as": measured, "source": "micro-benchmark",
                                         "input": spec.key(), "shape": spec.label(),

@@ -413,7 +413,7 @@ def rehearse(preset: str, overrides: list[str] | None = None, data: Path | None 
         os.chdir(root)
         failed = False
         try:
-            from drift.evaluate import matrices
+            from drift.evaluate import fill_matrices
             from drift.train import loop
 
             for stage, name, _ in steps:
@@ -427,7 +427,7 @@ def rehearse(preset: str, overrides: list[str] | None = None, data: Path | None 
                     if stage == "embed":
                         standins()
                     main = runpy.run_path(str(root / "stages" / f"{stage}.py"))["main"]
-                    with timed(loop, "train_group", trains), timed(matrices, "evaluate_seed", evals):
+                    with timed(loop, "train_group", trains), timed(fill_matrices, "evaluate_seed", evals):
                         main([name])
                     if stage == "slice":
                         before, kept = restrict_cutoffs(root / "data" / "slices" / f"{name}.json",
@@ -468,7 +468,7 @@ def rehearse(preset: str, overrides: list[str] | None = None, data: Path | None 
 
 
 def _modality(name: str) -> str:
-    from drift.core.datasets import dataset_info
+    from drift.core.dataset_registry import dataset_info
 
     return dataset_info(name).modality
 

@@ -63,7 +63,7 @@ def _hash(*parts) -> str:
 
 def row_hashes(keys, labels: list, splits) -> np.ndarray:
     """One 32-byte digest per row of its payload key, label and split (computed once per dataset)."""
-    return np.array([hashlib.sha256(f"{k}|{l}|{s}".encode()).digest() for k, l, s in zip(keys, labels, splits)],
+    return np.array([hashlib.sha256(f"{k}|{y}|{s}".encode()).digest() for k, y, s in zip(keys, labels, splits)],
                     dtype="S32")
 
 
@@ -95,7 +95,7 @@ def _intact(record, key: str) -> bool:
             and record.get("sha256") == _cell_record(key, record["score"])["sha256"])
 
 
-class CellCache:
+class ResultCache:
     """Checkpoints and cell scores by key, under `root` (the embedding store's directory). `corrupt` lists the
     entries this instance found not to match their checksum (each then served as a miss)."""
 
@@ -104,10 +104,10 @@ class CellCache:
         self.corrupt: list[str] = []
         self._unsynced: set[Path] = set()
 
-    def checkpoint_path(self, key: str) -> Path:
+    def checkpoint_file(self, key: str) -> Path:
         return self.root / "checkpoints" / key[:2] / f"{key}.ckpt"
 
-    def cell_path(self, checkpoint: str, key: str) -> Path:
+    def cell_file(self, checkpoint: str, key: str) -> Path:
         return self.root / "cells" / checkpoint[:2] / checkpoint / f"{key}.json"
 
     def _bad(self, path: Path) -> None:
@@ -115,7 +115,7 @@ class CellCache:
 
     def checkpoint(self, key: str) -> bytes | None:
         """The checkpoint's bytes (a state dict, as torch.save wrote it) when cached and intact, else None."""
-        path = self.checkpoint_path(key)
+        path = self.checkpoint_file(key)
         try:
             data = path.read_bytes()
         except FileNotFoundError:
@@ -131,13 +131,13 @@ class CellCache:
     def put_checkpoint(self, key: str, source: Path) -> None:
         data = Path(source).read_bytes()
         header = MAGIC + f" {sha256_bytes(data)} {len(data)}\n".encode()
-        write_atomic(self.checkpoint_path(key), header + data)  # whole or not at all, fsynced
+        write_atomic(self.checkpoint_file(key), header + data)  # whole or not at all, fsynced
 
     def place(self, key: str, target: Path) -> None:
         """The cached checkpoint at its place in data/models/ (a copy: DVC owns what is in the workspace)."""
         data = self.checkpoint(key)
         if data is None:
-            raise DriftError(f"checkpoint {self.checkpoint_path(key)} vanished or was damaged while this stage ran "
+            raise DriftError(f"checkpoint {self.checkpoint_file(key)} vanished or was damaged while this stage ran "
                              f"(another process collecting the cache?): run the stage again")
         target = Path(target)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -146,7 +146,7 @@ class CellCache:
     def cell(self, checkpoint: str, key: str):
         """(True, score) when cached and intact (score None: the metric could not score the cell), else
         (False, None)."""
-        path = self.cell_path(checkpoint, key)
+        path = self.cell_file(checkpoint, key)
         try:
             text = path.read_text()
         except FileNotFoundError:
@@ -163,7 +163,7 @@ class CellCache:
     def put_cell(self, checkpoint: str, key: str, score) -> None:
         """Atomic (a rename) and checksummed; durable after `sync()` (an fsync per cell costs 3 ms: one per
         directory instead, and a cell torn by a power cut fails its checksum)."""
-        path = self.cell_path(checkpoint, key)
+        path = self.cell_file(checkpoint, key)
         write_atomic(path, json.dumps(_cell_record(key, score)).encode(), durable=False)
         self._unsynced.add(path.parent)
 

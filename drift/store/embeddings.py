@@ -1,21 +1,14 @@
 """The embedding store (the feature store): one Lance table per encoder fingerprint under the cache directory,
 keyed by the payload's content hash: pooled vectors as fixed_size_list<float32>[D], token states ragged as
-list<fixed_size_list<float16>[D]> plus `n_tokens`, no padding stored. Rows are appended in chunks, each a
-commit, so a killed run keeps what it finished. Writers only append (the table is created once, under a file
-lock), so two processes embedding at once can both commit the same key: readers take the first row of each
-key, and compaction deletes the later ones and merges small fragments.
+list<fixed_size_list<float16>[D]> plus `n_tokens`, no padding. Writers only append, in chunks, each chunk one
+commit (a killed run keeps what it finished); the table is created once, under a file lock on disk, by Lance's
+conditional put on object storage (cache_dir s3://bucket/prefix, an ObjectPath). Two writers may commit the
+same key: readers take the first row of a key, compaction deletes the later ones and merges small fragments.
 
-On object storage (cache_dir s3://bucket/prefix, an ObjectPath) there is no file lock: Lance commits each
-version with a conditional put (put-if-absent of the version's manifest) and retries an append that lost the
-race on the new latest version, so concurrent appends lose no row and duplicate none; of two racing creates,
-one commits and the other finds the table made.
-
-Every row carries the CRC-32 of its pooled vector's bytes (`pooled_crc32`) and of its token states' bytes
-(`tokens_crc32`), written with the row; a row holding a NaN or an inf is never written. Reads check the
-checksums, and a row whose bytes no longer match (so that may hold anything, a NaN too) is never served: it
-is recorded in `damaged` (key and fragment), and the embed stage discards the whole fragments holding such rows
-and computes them again (`discard_fragments`); `scan_damage` is what `drift cache verify` reads. Tables written
-before the checksums existed are checked for non-finite values only.
+Every row carries the CRC-32 of its pooled bytes (`pooled_crc32`) and token bytes (`tokens_crc32`); a row
+holding a NaN or an inf is never written. A read whose bytes fail their checksum is never served: the row goes
+to `damaged` (key and fragment), and the embed stage discards and recomputes its fragments
+(`discard_fragments`); `scan_damage` is what `drift cache verify` reads.
 """
 from __future__ import annotations
 
@@ -402,7 +395,7 @@ class EmbeddingStore:
         return table_info(self.path)
 
 
-def open_store(manifest: dict, cache_dir: Path) -> EmbeddingStore:
+def open_store(manifest: dict, cache_dir: Path | ObjectPath) -> EmbeddingStore:
     """The store table a manifest names; a clear error when it is not in this cache directory."""
     store = EmbeddingStore(cache_dir, manifest["encoder"], manifest["fingerprint"], manifest["dim"],
                            with_tokens=manifest.get("with_tokens", True))

@@ -135,7 +135,7 @@ def open_features(path: Path) -> dict:
 # ---------------------------------------------------------------- building
 
 
-def _open_npy(path: Path, dtype, shape) -> "object":
+def _open_npy(path: Path, dtype, shape) -> object:
     """A file with a .npy header for this dtype and shape, positioned to write the data sequentially."""
     f = open(path, "wb")
     np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),

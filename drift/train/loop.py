@@ -8,6 +8,7 @@ seed on CPU (`deterministic`).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import tempfile
@@ -17,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from drift.core.executor import check_reachable, run_tasks, workers
+from drift.core.errors import DriftError
+from drift.core.executor import check_reachable, run_tasks, ships_inputs, workers
 from drift.core.objectstore import location
 from drift.core.params import ComputeParams, TrainParams
 from drift.core.progress import progress
@@ -33,7 +35,7 @@ from drift.models.checkpoints import (
 from drift.models.inputs import Inputs, epoch_batches
 from drift.store.cells import (
     CHECKPOINT_KEYS,
-    CellCache,
+    ResultCache,
     checkpoint_key,
     code_version,
     rows_digest,
@@ -140,7 +142,8 @@ def training_id(name: str, modality: str, cfg: TrainParams, inputs: Inputs) -> d
             **({"standardise_targets": False} if not cfg.standardise_targets else {}),
             **({"standardise_pixels": False} if not cfg.standardise_pixels else {}),
             **({"pixel_scale": cfg.pixel_scale} if cfg.pixel_scale != "unit" and modality == "image" else {}),
-            **({"batch_order": cfg.batch_order} if cfg.batch_order != "bucketed" else {})}
+            **({"batch_order": cfg.batch_order} if cfg.batch_order != "bucketed" else {}),
+            **({"slice_seed": cfg.slice_seed} if cfg.slice_seed != "offset" else {})}
 
 
 @dataclass
@@ -150,6 +153,32 @@ class Job:
     rows: np.ndarray
     seed: int
     weight_rows: np.ndarray | None = None
+
+
+def slice_time(label: str) -> int:
+    """A slice's time value as the authors key it: its year ("1930"), or a half-year counted from 2000
+    ("2014-H1" = 28); other labels are a one-line error."""
+    year, _, half = label.partition("-H")
+    if not year.isdigit() or half not in ("", "1", "2"):
+        raise DriftError(f"train.slice_seed hash needs yearly or half-yearly slices, got slice {label!r}: "
+                         f"set train.slice_seed to offset")
+    return (int(year) - 2000) * 2 + int(half) - 1 if half else int(year)
+
+
+def trainer_key(name: str) -> str:
+    """A model's name as the authors' runs key it: "-" as "_", a probe as "<encoder>_frozen" (cnn-l: cnn_l,
+    probe-dinov3-s: dinov3_s_frozen; their text probes add "_base", bert_base_frozen, which this leaves out)."""
+    key = name.replace("-", "_")
+    return f"{key.removeprefix('probe_')}_frozen" if key.startswith("probe_") else key
+
+
+def cutoff_seed(seed: int, name: str, k: int, label: str, how: str = "offset") -> int:
+    """The seed f_k trains from (train.slice_seed): offset: seed * 100003 + k; hash: the authors' per-slice seed,
+    the first 4 bytes (big-endian) of sha256(f"{seed}:{trainer_key(name)}:{slice_time(label)}")."""
+    if how == "offset":
+        return seed * 100_003 + k
+    digest = hashlib.sha256(f"{seed}:{trainer_key(name)}:{slice_time(label)}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
 
 
 def cutoff_rows(data: SliceData, k: int) -> np.ndarray:
@@ -182,12 +211,14 @@ def train_group(group: TrainGroup) -> list[str]:
     or in a Ray worker, with the same seeds and thread count: the same bytes either way."""
     data, cfg, name = group.data, group.cfg, group.name
     deterministic(cfg.threads)
-    cache = CellCache(group.cache_root)
+    cache = ResultCache(group.cache_root)
     todo = [(seed, k, key) for seed, k, key in group.todo if not cache.has_checkpoint(key)]
     if todo:
         inputs, targets = data.inputs(name), data.task.target_tensor(data.labels)
         weight_rows = loss_weight_rows(data, cfg)
-        jobs = [Job(cutoff_rows(data, k), seed * 100_003 + k, weight_rows) for seed, k, _ in todo]
+        labels = {s["index"]: s["label"] for s in data.manifest["slices"]}
+        jobs = [Job(cutoff_rows(data, k), cutoff_seed(seed, name, k, labels[k], cfg.slice_seed), weight_rows)
+                for seed, k, _ in todo]
         seeds = ",".join(str(s) for s in dict.fromkeys(seed for seed, _, _ in todo))
         with progress(f"train {name} seed {seeds}", total=len(jobs) * cfg.epochs) as bar, \
                 tempfile.TemporaryDirectory(prefix="drift-train-") as tmp:
@@ -206,7 +237,7 @@ def train_group(group: TrainGroup) -> list[str]:
 
 
 def train_roster(data: SliceData, models: list[str], cfg: TrainParams, models_dir: Path,
-                 cache: CellCache | None = None, compute: ComputeParams | None = None, train_many=None,
+                 cache: ResultCache | None = None, compute: ComputeParams | None = None, train_many=None,
                  engines: dict[str, str] | None = None) -> dict:
     """Every model of the roster, every seed: f_k for each trainable cutoff, saved under `models_dir`.
 
@@ -224,7 +255,7 @@ def train_roster(data: SliceData, models: list[str], cfg: TrainParams, models_di
     compute = compute or ComputeParams()
     deterministic(cfg.threads)
     shutil.rmtree(models_dir, ignore_errors=True)
-    cache = cache or CellCache(Path(tempfile.mkdtemp(prefix="drift-cells-")))
+    cache = cache or ResultCache(Path(tempfile.mkdtemp(prefix="drift-cells-")))
     cutoffs = trainable_cutoffs(data.manifest["slices"])
     counts = {"trained": 0, "reused": 0}
     base_cfg = cfg
@@ -261,7 +292,11 @@ def train_roster(data: SliceData, models: list[str], cfg: TrainParams, models_di
             groups.append(TrainGroup(data, name, model_todo, cfg, location(cache.root).resolve(), train_many))
     if groups:
         cache.root.mkdir(parents=True, exist_ok=True)
-        check_reachable([cache.root, data.paths["slices"], data.paths["features"]], compute)
+        if ships_inputs(compute, cache.root):  # workers that see only the store: the inputs go with the tasks
+            check_reachable([cache.root], compute)
+            data.ship()
+        else:
+            check_reachable([cache.root, data.paths["slices"], data.paths["features"]], compute)
     for group, keys in zip(groups, run_tasks(train_group, groups, compute)):
         for (seed, k, _), key in zip(group.todo, keys):
             cache.place(key, checkpoint_path(models_dir, group.name, seed, k))

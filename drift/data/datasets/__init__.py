@@ -1,4 +1,4 @@
-"""The dataset readers: one module per dataset of drift/core/datasets.py's table, read only by the ingest stage.
+"""The dataset readers: one module per dataset of drift/core/dataset_registry.py's table, read only by the ingest stage.
 
 A dataset module defines NAME (the registry name), TASK ("binary" | "multiclass" | "regression" | "multilabel",
 drift.protocol.tasks), MODALITY ("text" | "image"), `label_names(cfg) -> list[str]` ([] for regression) and
@@ -14,7 +14,7 @@ import importlib
 from pathlib import Path
 from types import ModuleType
 
-from drift.core.datasets import DATASETS, dataset_info
+from drift.core.dataset_registry import DATASETS, dataset_info
 from drift.core.params import DatasetParams, Params, as_params, parse
 from drift.core.params import load as load_core
 from drift.core.params import load_params as load_core_params

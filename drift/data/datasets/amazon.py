@@ -6,8 +6,8 @@ data/raw/amazon), categories (default every file in source), url and sha256 (dri
 template with {category}, {file name: sha}), strict (the ingest driver). Record: id =
 "user_id:parent_asin:timestamp", time = `timestamp` (ms since epoch, UTC), label = float(rating), text = the
 `text_fields` (title, text) joined by "\\n", verbatim (<br /> tags included). Quarantine reasons: malformed_json, missing_id,
-missing_timestamp, bad_timestamp, missing_rating, bad_rating, rating_out_of_range, empty_text; a cut or corrupt
-.gz keeps its rows before the damage and is quarantined by name (damaged_file)."""
+missing_timestamp, bad_timestamp, missing_rating, bad_rating, rating_out_of_range, empty_text (unless keep_empty);
+a cut or corrupt .gz keeps its rows before the damage and is quarantined by name (damaged_file)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -59,6 +59,11 @@ class AmazonParams(CorpusParams):
     sample: Optional[SampleSpec] = Field(default_factory=lambda: SampleSpec(n=300_000, seed=0))
     min_samples: PositiveInt = 100
     text_fields: Annotated[list[Annotated[str, choice(*TEXT_FIELDS)]], Field(min_length=1)] = ["title", "text"]
+    # rows whose text fields are all empty: quarantined as empty_text (false), or kept with their empty text (true:
+    # the authors' runs); repeated reviews (one user, item and time): quarantined as duplicate_id (false), or kept,
+    # the n-th repeat with id "<id>#<n>" (true: the authors' runs)
+    keep_empty: bool = False
+    keep_duplicates: bool = False
 
 
 PARAMS = AmazonParams
@@ -109,15 +114,17 @@ def read(cfg: AmazonParams, ledger: Ledger) -> Iterator[dict]:
         ledger.file(path.name)
         try:
             for lineno, raw, row in iter_json_lines(path):
-                record = row_record(row, f"{path.name}:{lineno}", raw, ledger, cfg.text_fields)
+                record = row_record(row, f"{path.name}:{lineno}", raw, ledger, cfg.text_fields, cfg.keep_empty)
                 if record is not None:
                     yield record
         except DamagedFile as e:  # a cut or corrupt .gz: its rows before the damage are kept, the others read
             ledger.damaged(path.name, e.reason)
 
 
-def row_record(row, where: str, raw: bytes, ledger: Ledger, fields=("title", "text")) -> dict | None:
-    """One parsed line -> its record, or None after quarantining it with its reason."""
+def row_record(row, where: str, raw: bytes, ledger: Ledger, fields=("title", "text"),
+               keep_empty: bool = False) -> dict | None:
+    """One parsed line -> its record, or None after quarantining it with its reason (`keep_empty`: a row with
+    no text is kept, its text "")."""
     if not isinstance(row, dict):
         ledger.quarantine(where, "malformed_json", raw_text(raw))
         return None
@@ -150,7 +157,7 @@ def row_record(row, where: str, raw: bytes, ledger: Ledger, fields=("title", "te
         return None
 
     parts = [row.get(f) or "" for f in fields]
-    if not all(isinstance(p, str) for p in parts) or not any(p.strip() for p in parts):
+    if not all(isinstance(p, str) for p in parts) or not (keep_empty or any(p.strip() for p in parts)):
         ledger.quarantine(where, "empty_text", raw_text(raw))
         return None
 
@@ -168,14 +175,16 @@ MIN_MS = (dt.datetime.min - EPOCH) // dt.timedelta(milliseconds=1)
 MAX_MS = (dt.datetime.max - EPOCH) // dt.timedelta(milliseconds=1)
 
 
-def vectorise(table: pa.Table, fields=("title", "text")):
+def vectorise(table: pa.Table, fields=("title", "text"), keep_empty: bool = False):
     """row_record as column operations, for the rows whose every check passes; the rest fall back to it."""
     user, asin, ts, rating = table["user_id"], table["parent_asin"], table["timestamp"], table["rating"]
     parts = [or_empty(table[f]) for f in fields]
     good = pc.and_kleene(pc.greater(pc.utf8_length(user), 0), pc.greater(pc.utf8_length(asin), 0))
     good = pc.and_kleene(good, pc.and_kleene(pc.greater_equal(ts, MIN_MS), pc.less_equal(ts, MAX_MS)))
     good = pc.and_kleene(good, pc.and_kleene(pc.greater_equal(rating, 1.0), pc.less_equal(rating, 5.0)))
-    good = pc.and_kleene(good, functools.reduce(pc.or_, [pc.match_substring_regex(p, NON_WHITESPACE) for p in parts]))
+    if not keep_empty:
+        good = pc.and_kleene(good, functools.reduce(pc.or_, [pc.match_substring_regex(p, NON_WHITESPACE)
+                                                             for p in parts]))
     keep = pc.fill_null(good, False)  # a null anywhere (a missing field) is a row for row_record
     in_range = pc.if_else(keep, ts, 0)  # the product of an out-of-range value is never used; it must not overflow
     records = pa.table({
@@ -190,8 +199,10 @@ def vectorise(table: pa.Table, fields=("title", "text")):
 def read_batches(cfg: AmazonParams) -> Iterator[Batch]:
     """The fast path: Batches of every category file, in order (drift.data.datasets._fast)."""
     for path in category_files(cfg):
-        yield from fast_batches(path, SCHEMA, functools.partial(vectorise, fields=cfg.text_fields),
-                                functools.partial(row_record, fields=cfg.text_fields), RECORDS)
+        yield from fast_batches(path, SCHEMA, functools.partial(vectorise, fields=cfg.text_fields,
+                                                                keep_empty=cfg.keep_empty),
+                                functools.partial(row_record, fields=cfg.text_fields, keep_empty=cfg.keep_empty),
+                                RECORDS)
 
 
 def download_targets(cfg) -> list[tuple[str, Path]]:

@@ -8,8 +8,8 @@ label column(s) and the task. Each file is scanned lazily with an explicit schem
 batches, so memory stays bounded. A bad row is quarantined with its reason (missing_id, missing_time, bad_time,
 missing_label, bad_label, label_not_in_classes, empty_input, unreadable_image, path_outside_root: an image path
 relative to the source's folder that resolves, symlinks followed, outside it (or outside `image_root`, a wider
-folder allowed explicitly), never opened; invalid_utf8: a text
-cell that is not UTF-8), one reason a row, the first met;
+folder allowed explicitly), never opened; invalid_utf8: a cell
+of a CSV, JSON-lines or Parquet file that is not UTF-8), one reason a row, the first met;
 duplicate ids are the ingest driver's. Images become 3x32x32 RGB (resized), as the built-in image datasets.
 """
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Annotated, ClassVar, Optional
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
 from PIL import Image
 from pydantic import model_validator
 
@@ -83,7 +84,7 @@ class TableParams(DatasetParams):
 
 
 PARAMS = TableParams
-TASK = None      # from the section (drift.core.datasets.dataset_info)
+TASK = None      # from the section (drift.core.dataset_registry.dataset_info)
 MODALITY = None
 
 
@@ -175,11 +176,41 @@ def utf8_copy(path: Path, tmp: Path) -> tuple[Path, int]:
     return Path(name), bad
 
 
+def utf8_checked(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, int]:
+    """(the batch with each string column that holds invalid UTF-8 as binary, the number of rows with such a
+    cell): Parquet does not promise valid strings, and polars refuses a whole file over one bad cell. A valid
+    column costs one C++ validation; only an invalid one is checked cell by cell."""
+    bad = np.zeros(batch.num_rows, dtype=bool)
+    columns = []
+    for field, column in zip(batch.schema, batch.columns):
+        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+            try:
+                column.validate(full=True)
+            except pa.ArrowInvalid:
+                column = column.cast(pa.large_binary() if pa.types.is_large_string(field.type) else pa.binary())
+                for i, value in enumerate(column.to_pylist()):
+                    if value is not None and not _is_utf8(value):
+                        bad[i] = True
+        columns.append(column)
+    if not bad.any():
+        return batch, 0
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names), int(bad.sum())
+
+
+def _is_utf8(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
 def scan_batches(path: Path, fmt: str, columns: list[str], cfg: TableParams, tmp: Path,
                  chunk_rows: int = CHUNK_ROWS, repaired: dict | None = None) -> Iterator[pl.DataFrame]:
     """The file's `columns` in batches of at most chunk_rows rows: a lazy scan with an explicit schema (text files:
     every column a string, parsed here; Parquet and Arrow: their own types), streamed. A CSV or JSON-lines file
-    with invalid UTF-8 is read from its utf8_copy; `repaired` (when given) gets path -> its lines that were not."""
+    with invalid UTF-8 is read from its utf8_copy, a Parquet string column holding some as binary (utf8_checked);
+    `repaired` (when given) gets path -> its lines (Parquet: rows of `columns`) that were not valid UTF-8."""
     plain = _plain_copy(path, tmp)
     if fmt in ("csv", "jsonl"):
         plain, bad = utf8_copy(plain, tmp)
@@ -190,12 +221,23 @@ def scan_batches(path: Path, fmt: str, columns: list[str], cfg: TableParams, tmp
             reader = pa.ipc.open_stream(f)
             _check_columns(path, reader.schema.names, columns)
             for batch in reader:
+                batch, bad = utf8_checked(batch.select(columns))
+                if bad and repaired is not None:
+                    repaired[path] = repaired.get(path, 0) + bad
                 if batch.num_rows:
-                    yield from pl.from_arrow(batch.select(columns)).iter_slices(chunk_rows)
+                    yield from pl.from_arrow(batch).iter_slices(chunk_rows)
         return
-    if fmt == "parquet":
-        lazy = pl.scan_parquet(plain)
-    elif fmt == "csv":
+    if fmt == "parquet":  # pyarrow's reader, which leaves strings unchecked: utf8_checked finds the bad cells
+        file = pq.ParquetFile(plain)
+        _check_columns(path, file.schema_arrow.names, columns)
+        for batch in file.iter_batches(batch_size=chunk_rows, columns=columns):
+            batch, bad = utf8_checked(batch)
+            if bad and repaired is not None:
+                repaired[path] = repaired.get(path, 0) + bad
+            if batch.num_rows:
+                yield pl.from_arrow(batch)
+        return
+    if fmt == "csv":
         lazy = pl.scan_csv(plain, infer_schema=False, separator=cfg.csv_separator, truncate_ragged_lines=True)
     else:
         schema = {c: (pl.List(pl.Int64) if c == cfg.image and cfg.image_encoding == "array" else pl.String)
@@ -370,6 +412,20 @@ def _decoded(cells: pl.Series) -> tuple[pl.Series, pl.Series]:
     return pl.Series(cells.name, text, dtype=pl.String), pl.Series(invalid, dtype=pl.Boolean)
 
 
+def invalid_cells(cells: pl.Series) -> pl.Series:
+    """Whether each cell of a column of bytes is not UTF-8."""
+    return _decoded(cells)[1]
+
+
+def text_cells(cells: pl.Series) -> pl.Series:
+    """A column as it is read for times and labels: bytes decoded as UTF-8, null where they are not (those rows
+    are quarantined as invalid_utf8); any other column as it is."""
+    if cells.dtype != pl.Binary:
+        return cells
+    text, invalid = _decoded(cells)
+    return pl.select(pl.when(invalid).then(None).otherwise(text)).to_series().alias(cells.name)
+
+
 def columns_of(cfg: TableParams) -> list[str]:
     names = ([cfg.id] if cfg.id else []) + [cfg.time] + (cfg.text or [cfg.image]) + list(cfg.label)
     return list(dict.fromkeys(names))
@@ -396,11 +452,11 @@ def parsed_batches(cfg: TableParams, chunk_rows: int = CHUNK_ROWS) -> Iterator[t
                     ids = pl.select(pl.format(f"{name}:{{}}", in_file)).to_series()
                     reason = pl.Series([None] * n, dtype=pl.String)
                 flags = []  # a row with bytes that were not UTF-8: its own reason, first
-                if repaired:  # a CSV or JSON-lines file read from its utf8_copy
+                if repaired and fmt in ("csv", "jsonl"):  # read from its utf8_copy
                     flags += [frame[c].str.contains(BAD_BYTES, literal=True).fill_null(False)
                               for c in columns if frame[c].dtype == pl.String]
-                for column in (cfg.text or []):  # a Parquet or Arrow text column of raw bytes: decoded here
-                    if frame[column].dtype == pl.Binary:
+                for column in columns:  # a Parquet or Arrow column of raw bytes (an image's aside): decoded here
+                    if column != cfg.image and frame[column].dtype == pl.Binary:
                         text, invalid = _decoded(frame[column])
                         frame = frame.with_columns(text)
                         flags.append(invalid)
@@ -465,7 +521,7 @@ def label_names(cfg: TableParams) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="drift-table-") as tmp:
         for path, fmt in source_files(cfg.source, cfg.format):
             for frame in scan_batches(path, fmt, [cfg.label[0]], cfg, Path(tmp)):
-                found |= set(_class_text(frame[cfg.label[0]]).drop_nulls().unique().to_list()) - {""}
+                found |= set(_class_text(text_cells(frame[cfg.label[0]])).drop_nulls().unique().to_list()) - {""}
     classes = sorted(found, key=lambda v: (0, float(v), v) if _is_number(v) else (1, 0.0, v))
     want = "exactly 2" if cfg.task == "binary" else "at least 3"
     if (cfg.task == "binary") != (len(classes) == 2) or len(classes) < 2:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich import box
@@ -19,9 +18,10 @@ def _count(n) -> str:
         return "—"
     if n < 100_000:
         return f"{n:,}"
-    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6)):
         if n >= scale:
             return f"{n / scale:.3g}{unit}"
+    return f"{n / 1e3:.3g}k"
 
 
 def _hours(h) -> str:
@@ -95,7 +95,7 @@ def _parse_pairs(values: list[str], option: str, kind=float) -> dict:
     return pairs
 
 
-def plan(preset: Optional[str] = typer.Argument(None, help="a preset in params/ (e.g. paper-yearbook), merged "
+def plan(preset: str | None = typer.Argument(None, help="a preset in params/ (e.g. paper-yearbook), merged "
                                                          "in memory over params.yaml; params.yaml alone by default"),
                  as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
                  params: Path = typer.Option(Path("params.yaml"), help="the params file to plan"),

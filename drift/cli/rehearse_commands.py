@@ -89,9 +89,9 @@ def rehearse(preset: str = typer.Argument(..., help="a preset in params/, e.g. p
                 console.print(f"re-run it alone: {s['rerun']}" + ("" if keep else " (with --keep)"),
                               highlight=False, soft_wrap=True)
         for name, d in out["datasets"].items():
-            for family, e in (d.get("engines") or {}).items():
-                console.print(f"{name} {family} ({e['model']}): solo {e['solo']:,.0f} vs batched "
-                              f"{e['batched']:,.0f} rows/s", style="dim", highlight=False)
+            for family, engine in (d.get("engines") or {}).items():
+                console.print(f"{name} {family} ({engine['model']}): solo {engine['solo']:,.0f} vs batched "
+                              f"{engine['batched']:,.0f} rows/s", style="dim", highlight=False)
         if out.get("rates_file"):
             console.print(f"rates stored in {out['rates_file']} (drift plan {preset} reads them)", style="dim",
                           highlight=False)

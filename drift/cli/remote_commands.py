@@ -2,8 +2,6 @@
 matrices), with one line naming the remote, the cause and the fix when the remote fails."""
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from drift.cli.common import console, fail
@@ -11,19 +9,19 @@ from drift.core.errors import DriftError
 from drift.run.remote import transfer
 
 
-def _run(action: str, remote: Optional[str]) -> None:
+def _run(action: str, remote: str | None) -> None:
     try:
         console.print(transfer(action, remote) or f"dvc {action}: done", highlight=False, soft_wrap=True)
     except DriftError as e:
         fail(e)
 
 
-def push(remote: Optional[str] = typer.Option(None, "-r", "--remote", help="a DVC remote; the default one if unset")):
+def push(remote: str | None = typer.Option(None, "-r", "--remote", help="a DVC remote; the default one if unset")):
     """`dvc push`: upload what DVC caches (the feature files the encoders produced included) to the remote."""
     _run("push", remote)
 
 
-def pull(remote: Optional[str] = typer.Option(None, "-r", "--remote", help="a DVC remote; the default one if unset")):
+def pull(remote: str | None = typer.Option(None, "-r", "--remote", help="a DVC remote; the default one if unset")):
     """`dvc pull`: download the outputs, so `dvc repro` on this machine runs no encoder."""
     _run("pull", remote)
 

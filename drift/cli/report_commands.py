@@ -12,7 +12,6 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 import typer
@@ -136,7 +135,7 @@ def show(dataset: str = typer.Argument(..., help="a dataset with a report (plots
 
 def compare(rev_a: str = typer.Argument(..., help="a git revision or DVC experiment, e.g. HEAD~1"),
             rev_b: str = typer.Argument("workspace", help="another (default: the workspace)"),
-            dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help="only this dataset"),
+            dataset: str | None = typer.Option(None, "--dataset", "-d", help="only this dataset"),
             as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
             root: Path = typer.Option(Path("."), "--root", help="the repository's root")):
     """What changed in ID, Future and Decay per model between two revisions or experiments."""
@@ -232,9 +231,9 @@ def render_plots(revs: list[str], out: Path, root: Path = Path("."), targets: li
         return written
 
 
-def plots(revs: Optional[list[str]] = typer.Argument(None, help="revisions or experiments (none: the workspace)"),
+def plots(revs: list[str] | None = typer.Argument(None, help="revisions or experiments (none: the workspace)"),
           out: Path = typer.Option(Path("plots_png"), "--out", "-o", help="where the PNGs go"),
-          targets: Optional[list[str]] = typer.Option(None, "--target", "-t", help="only these plot files or folders"),
+          targets: list[str] | None = typer.Option(None, "--target", "-t", help="only these plot files or folders"),
           as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
           root: Path = typer.Option(Path("."), "--root", help="the repository's root")):
     """Render DVC's plots (and `dvc plots diff` comparisons) to PNG locally: no browser, no network."""
@@ -269,19 +268,19 @@ def _split(values: list[str] | None) -> list[str] | None:
 
 
 def saliency(dataset: str = typer.Argument(..., help="an image dataset with trained models"),
-             cutoffs: Optional[list[str]] = typer.Option(
+             cutoffs: list[str] | None = typer.Option(
                  None, "--cutoffs", "-c",
                  help="training cutoffs (slice labels or indices, comma-separated); default 3 over the timeline"),
-             models: Optional[list[str]] = typer.Option(
+             models: list[str] | None = typer.Option(
                  None, "--models", "-m", help="image models (comma-separated); default every trained one"),
-             eval_slice: Optional[str] = typer.Option(
+             eval_slice: str | None = typer.Option(
                  None, "--eval", help="evaluate every column on this slice; default the slice after each cutoff"),
              n: int = typer.Option(64, "--n", help="portraits averaged per panel"),
-             out: Optional[Path] = typer.Option(
+             out: Path | None = typer.Option(
                  None, "--out", "-o", help="the PNG (default plots_png/<dataset>/saliency.png)"),
              as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Mean gradient saliency maps of the image models (paper Figure 3) as a PNG grid: models × cutoffs."""
-    from drift.core.datasets import DATASETS
+    from drift.core.dataset_registry import DATASETS
     from drift.report.saliency import write_saliency
     from drift.store.slices import read_slice_manifest
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich import box
@@ -81,7 +80,7 @@ def summary_table(rows: list[dict], width: int) -> tuple[Table, bool]:
             return table, has_std and not std
 
 
-def summary(dataset: Optional[str] = typer.Argument(None, help="one dataset; all by default"),
+def summary(dataset: str | None = typer.Argument(None, help="one dataset; all by default"),
             by: str = typer.Option("decay", "--by", help="rank by decay (smallest first, the paper's Tables 5, "
                                    "13, 21), future or id (the better first)"),
             as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
@@ -223,7 +222,7 @@ def dataset_specs(dataset: str, params_path: Path = Path("params.yaml")):
     return {"tokens": InputSpec("tokens", (dim,)), "pooled": InputSpec("pooled", (dim,))}, n_outputs, "text"
 
 
-def models(dataset: Optional[str] = typer.Option(None, help="count parameters for this dataset's inputs and outputs"),
+def models(dataset: str | None = typer.Option(None, help="count parameters for this dataset's inputs and outputs"),
            as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Every registered model: family, size, input, trainable and total parameters.
 

@@ -4,23 +4,25 @@ label-free estimates of the same cells, in three steps around the protocol's def
 (batched), then let the definition score the rest and store it."""
 from __future__ import annotations
 
+import json
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from drift.core.executor import check_reachable, run_tasks, workers
+from drift.core.executor import check_reachable, run_tasks, ships_inputs, workers
 from drift.core.objectstore import location
 from drift.core.params import ComputeParams
 from drift.core.progress import progress
 from drift.evaluate.estimate import METHODS, calibrate, estimated_matrix, source_rows
 from drift.evaluate.predict import predict_many
 from drift.models import get_model_info, model_module, model_modules
-from drift.models.checkpoints import list_checkpoints, load_checkpoint
+from drift.models.checkpoints import checkpoint_path, list_checkpoints, load_checkpoint
 from drift.protocol.matrix import drift_matrix, scored_cells, to_json
 from drift.store.cells import (
-    CellCache,
+    CHECKPOINT_KEYS,
+    ResultCache,
     cell_key,
     code_version,
     file_digest,
@@ -32,8 +34,9 @@ from drift.train.slice_data import SliceData
 
 @dataclass
 class EvalJob:
-    """One task of the evaluation: every cell of one (model, seed), from its checkpoints {cutoff: path}.
-    SliceData travels as its recipe (params, dataset, repository) and is rebuilt by the worker."""
+    """One task of the evaluation: every cell of one (model, seed), from its checkpoints {cutoff: path}, or
+    {cutoff: cache key or bytes} (`from_cache`: for a worker that shares no filesystem with the stage, which
+    reads them from the checkpoint cache). SliceData travels as its recipe or shipped (drift/train/slice_data.py)."""
     data: SliceData
     name: str
     seed: int
@@ -41,6 +44,7 @@ class EvalJob:
     cache_root: Path
     threads: int
     code: str  # drift.store.cells.code_version("evaluate", its model's module), computed where the checkout is
+    from_cache: bool = False
 
 
 @dataclass
@@ -127,9 +131,20 @@ def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
     estimates}, and the task's `also` metrics' matrices {metric: JSON rows} (multiclass: macro_f1). Cached cells are read, the rest predicted and scored by the protocol's drift_matrix, then stored
     (atomically); the same values in the stage's process or in a Ray worker."""
 
+    if job.from_cache:
+        with tempfile.TemporaryDirectory(prefix="drift-checkpoints-") as tmp:
+            cache, paths = ResultCache(job.cache_root), {}
+            for i, source in job.checkpoints.items():  # under its name in data/models/
+                paths[i] = checkpoint_path(tmp, job.name, job.seed, i)
+                if isinstance(source, bytes):
+                    paths[i].parent.mkdir(parents=True, exist_ok=True)
+                    paths[i].write_bytes(source)
+                else:
+                    cache.place(source, paths[i])  # verified by its checksum
+            return evaluate_seed(replace(job, checkpoints=paths, from_cache=False))
     data = job.data
     deterministic(job.threads)
-    cache = CellCache(job.cache_root)
+    cache = ResultCache(job.cache_root)
     methods = METHODS[data.task.name]
     labels = np.array(data.labels)
     known, known_estimates, plans, known_also = look_up(job, cache, methods)
@@ -166,6 +181,14 @@ def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
     return to_json(matrix), {m: to_json(estimated[m]) for m in methods}, counts, also_json
 
 
+def shipped_checkpoint(path: Path, key: str | None, cache: ResultCache) -> str | bytes:
+    """What a worker that shares no filesystem with the stage gets of a checkpoint: its cache key, or its bytes
+    when the cache lacks it (checkpoints pulled by DVC into a workspace whose store never held them)."""
+    if key is not None and cache.checkpoint_file(key).exists():
+        return key
+    return path.read_bytes()
+
+
 def evaluate_roster(data: SliceData, models: list[str], models_dir: Path, threads: int = 1, cache=None,
                     compute: ComputeParams | None = None) -> tuple[dict, dict]:
     """({model: its evaluation}, counts): per-seed drift matrices with what a reader needs to interpret them
@@ -176,18 +199,29 @@ def evaluate_roster(data: SliceData, models: list[str], models_dir: Path, thread
 
     deterministic(threads)
     compute = compute or ComputeParams()
-    cache = cache or CellCache(Path(tempfile.mkdtemp(prefix="drift-cells-")))
+    cache = cache or ResultCache(Path(tempfile.mkdtemp(prefix="drift-cells-")))
     models_dir = Path(models_dir).resolve()
     labels = [s["label"] for s in data.manifest["slices"]]
+    shipped = ships_inputs(compute, cache.root)  # workers that see only the store: checkpoints by cache key
+    listing = models_dir / CHECKPOINT_KEYS
+    keys = json.loads(listing.read_text()) if shipped and listing.exists() else {}
     jobs = []
     for name in models:
         code = code_version("evaluate", model_module(name), model_modules())  # its own head's module, not the others'
         data.inputs(name)  # builds the feature files here, before any task reads them
         for seed, checkpoints in list_checkpoints(models_dir, name).items():
-            jobs.append(EvalJob(data, name, seed, checkpoints, location(cache.root).resolve(), threads, code))
+            if shipped:
+                checkpoints = {i: shipped_checkpoint(path, keys.get(str(path.relative_to(models_dir))), cache)
+                               for i, path in checkpoints.items()}
+            jobs.append(EvalJob(data, name, seed, checkpoints, location(cache.root).resolve(), threads, code,
+                                from_cache=shipped))
     if jobs:
         cache.root.mkdir(parents=True, exist_ok=True)
-        check_reachable([cache.root, models_dir, data.paths["slices"], data.paths["features"]], compute)
+        if shipped:
+            check_reachable([cache.root], compute)
+            data.ship()
+        else:
+            check_reachable([cache.root, models_dir, data.paths["slices"], data.paths["features"]], compute)
     counts = {"computed": 0, "reused": 0, "estimates": {"computed": 0, "reused": 0}, "recomputed": {"corrupt": 0},
               "corrupt": []}
     results = {name: {"dataset": data.name, "model": name, "family": get_model_info(name).family,

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich import box
+from rich.console import JustifyMethod
 from rich.table import Table
 
 from drift.analysis.policy import dataset_policies, load_signal, report_labels
@@ -23,8 +23,10 @@ def policy_table(result: dict) -> Table:
     """One row per model and policy, models in sections; ★ the best mean score, • the rest of the Pareto front
     (no policy scores better for no more cost). Fits 80 columns."""
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
-    for column, justify in (("model", "left"), ("policy", "left"), ("", "left"), ("mean", "right"),
-                            ("worst", "right"), ("retrains", "right"), (f"cost ({result['cost_unit']})", "right")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("model", "left"), ("policy", "left"), ("", "left"), ("mean", "right"),
+        ("worst", "right"), ("retrains", "right"), (f"cost ({result['cost_unit']})", "right"))
+    for column, justify in columns:
         table.add_column(column, justify=justify, no_wrap=True)
     models = list(result["models"].items())
     for n, (model, r) in enumerate(models):
@@ -38,12 +40,12 @@ def policy_table(result: dict) -> Table:
 
 
 def policy(dataset: str = typer.Argument(..., help="a dataset with a report (plots/<dataset>/)"),
-           model: Optional[str] = typer.Argument(None, help="one model; every model of the report by default"),
-           shift: Optional[Path] = typer.Option(None, "--shift", help="a label-free shift matrix S[i][j], long-format "
+           model: str | None = typer.Argument(None, help="one model; every model of the report by default"),
+           shift: Path | None = typer.Option(None, "--shift", help="a label-free shift matrix S[i][j], long-format "
                                                 "JSON {train, eval, value}: adds the shift policies"),
-           estimate: Optional[Path] = typer.Option(None, "--estimate", help="the model's estimated matrix E[i][j], "
+           estimate: Path | None = typer.Option(None, "--estimate", help="the model's estimated matrix E[i][j], "
                                                    "long-format JSON: adds the drop policies (needs a model)"),
-           seconds_per_row: Optional[float] = typer.Option(None, "--seconds-per-row",
+           seconds_per_row: float | None = typer.Option(None, "--seconds-per-row",
                                                            help="turn the cost (rows x epochs) into seconds"),
            as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
            root: Path = typer.Option(Path("."), "--root", help="the repository's root")):

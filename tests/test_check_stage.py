@@ -1,0 +1,31 @@
+"""The check stage validates params.yaml without the heavy libraries: no torch, transformers, timm or lancedb is
+imported on its path (a fresh interpreter runs stages/check.py and lists what it loaded), and the torch-free
+model table it reads says exactly what drift/models builds."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+from conftest import ROOT
+
+HEAVY = ("torch", "transformers", "timm", "lancedb", "sentence_transformers", "sklearn")
+
+
+def test_the_check_stage_imports_no_torch(tmp_path):
+    shutil.copy(ROOT / "tests" / "fixtures" / "params.yaml", tmp_path / "params.yaml")
+    probe = ("import runpy, sys\nsys.argv = ['stages/check.py']\n"
+             f"runpy.run_path({str(ROOT / 'stages' / 'check.py')!r}, run_name='__main__')\n"
+             f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))\n")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
+                            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+    assert (tmp_path / "data" / "params.checked").read_text() == "params.yaml checked by stages/check.py\n"
+
+
+def test_the_torch_free_model_table_is_what_drift_models_builds():
+    from drift.core import model_registry
+    from drift import models
+    assert models._DERIVED == model_registry.MODELS and models.MODELS is model_registry.MODELS
+    assert set(models._BUILD) == set(model_registry.MODELS)
