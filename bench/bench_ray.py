@@ -91,7 +91,7 @@ def main(argv=None):
         all_s, got_all = timed_run(repo, params, cache, args.datasets, ("train",),
                                    {"executor": "ray", "cpus_per_task": 1.0}, args.repeats)
         assert got_one == got_all
-        trained = {ds: json.loads((repo / f"metrics/train/{ds}.json").read_text())["trained"] for ds in args.datasets}
+        trained = {ds: json.loads((repo / f".drift/runs/train/{ds}.json").read_text())["trained"] for ds in args.datasets}
         ray.shutdown()
         local, first, warm = min(local_s), ray_s[0], min(ray_s)
         result = {

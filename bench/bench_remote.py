@@ -118,7 +118,7 @@ def a_to_b(tmp: Path, env: dict, server) -> list[str]:
     sh(["dvc", "remote", "modify", "s3", "endpointurl", server.endpoint], a, env)
     server.bucket("team")
     repro_a = sh(["dvc", "repro"], a, env)
-    embed_a = json.loads((a / "metrics/embed/sotu-minilm-l6.json").read_text())
+    embed_a = json.loads((a / ".drift/runs/embed/sotu-minilm-l6.json").read_text())
     encoder_s = embed_a["seconds"]
     sh(["git", "add", "-A"], a, env)
     sh(["git", "commit", "-qm", "a"], a, env)
@@ -126,7 +126,7 @@ def a_to_b(tmp: Path, env: dict, server) -> list[str]:
     b = tmp / "repo-b"
     sh(["git", "clone", "-q", str(a), str(b)], tmp, env)
     b_s = sh(["dvc", "pull", "-q"], b, env) + sh(["dvc", "repro"], b, env)
-    embed = "metrics/embed/sotu-minilm-l6.json"  # rewritten by the embed stage whenever it runs
+    embed = ".drift/runs/embed/sotu-minilm-l6.json"  # rewritten by the embed stage whenever it runs
     ran = (b / embed).read_bytes() != (a / embed).read_bytes()
     on_b = "RUN AGAIN on B" if ran else "not run on B (its metrics file is A's)"
     differ = [p for p in ("data/models", "data/eval") if tree_bytes(a / p) != tree_bytes(b / p)]

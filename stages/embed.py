@@ -1,13 +1,11 @@
 """Stage embed@<dataset>: frozen-encoder embeddings of the dataset's rows, computed only for missing keys
-(drift/encoders/embed.py `embed_all`). The output manifest lists every encoder's store table; metrics/embed/ counts
+(drift/encoders/embed.py `embed_all`). The output manifest lists every encoder's store table; .drift/runs/embed/ counts
 the rows computed and found in the store; data/features/<dataset>/ holds the inputs as memory-mappable files."""
 import sys
-from pathlib import Path
 
 from drift.core.objectstore import check_store
 from drift.core.params import load_params
-from drift.core.paths import EMBED_METRICS, EMBED_TIMINGS
-from drift.core.stage import require, run_stage, write_json
+from drift.core.stage import require, run_stage, write_json, write_run
 from drift.encoders.embed import embed_all
 from drift.store.cells import corrupt_line
 from drift.store.embeddings import DamagedRows, discard_fragments
@@ -41,12 +39,10 @@ def main(argv):
     if line := corrupt_line(f"embed@{name}", corrupt, "store row(s)"):
         print(line, file=sys.stderr)
     for enc, (manifest, metrics) in results.items():
-        seconds = metrics.pop("seconds")
-        write_json(Path(EMBED_METRICS) / f"{name}-{enc}.json", {**metrics, "corrupt": len(corrupt)})
-        write_json(Path(EMBED_TIMINGS) / f"{name}-{enc}.json", {"computed": metrics["computed"], "seconds": seconds})
+        write_run("embed", f"{name}-{enc}.json", {**metrics, "corrupt": len(corrupt)})
         print(f"embed {name} with {enc}: {metrics['unique']} unique rows, {metrics['computed']} computed, "
               f"{metrics['cache_hits']} from the store {store / manifest['store']} ({metrics['seeded']} of them filled from "
-              f"pulled feature files; {seconds:.1f} s)",
+              f"pulled feature files; {metrics['seconds']:.1f} s)",
               file=sys.stderr)
 
 

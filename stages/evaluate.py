@@ -1,10 +1,10 @@
 """Stage evaluate@<dataset>: every checkpoint on every slice -> one drift matrix per model and seed
 (drift/evaluate/fill_matrices.py `evaluate_roster`); cells already scored come from the cell cache (drift/store/cells.py), and
-metrics/evaluate/<dataset>.json counts the cells computed and reused."""
+.drift/runs/evaluate/<dataset>.json counts the cells computed and reused."""
 import sys
 
 from drift.core.params import load_params, roster
-from drift.core.stage import require, run_stage, write_json
+from drift.core.stage import require, run_stage, write_json, write_run
 from drift.evaluate.fill_matrices import evaluate_roster
 from drift.store.cells import ResultCache, corrupt_line
 from drift.store.location import cache_dir
@@ -23,7 +23,7 @@ def main(argv):
     corrupt = counts.pop("corrupt")
     if line := corrupt_line(f"evaluate@{name}", corrupt, "cell(s)"):
         print(line, file=sys.stderr)
-    write_json(p["eval_metrics"], {"dataset": name, **counts})
+    write_run("evaluate", f"{name}.json", {"dataset": name, **counts})
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 """Stage train@<dataset>: for every model of the roster and seed, one checkpoint per cutoff k trained on
 slices <= k (drift/train/loop.py), or copied from the checkpoint cache when nothing that decides it has changed
-(drift/store/cells.py); metrics/train/<dataset>.json counts both."""
+(drift/store/cells.py); .drift/runs/train/<dataset>.json counts both."""
 import sys
 
 from drift.core.params import load_params, roster
-from drift.core.stage import run_stage, write_json
+from drift.core.stage import run_stage, write_run
 from drift.models import get_model_info
 from drift.run.checks import validate
 from drift.store.cells import ResultCache, corrupt_line
@@ -34,7 +34,7 @@ def main(argv):
     if line := corrupt_line(f"train@{name}", corrupt, "checkpoint(s)"):
         print(line, file=sys.stderr)
     engine = engines or {m: "batched" if batched else "solo" for m in models}
-    write_json(data.paths["train_metrics"], {"dataset": name, **counts, "engines": engine})
+    write_run("train", f"{name}.json", {"dataset": name, **counts, "engines": engine})
 
 
 if __name__ == "__main__":

@@ -472,7 +472,7 @@ def test_temp_experiments_reuse_the_store(project):
     params["train"]["models"] = {"sotu": ["ffn-s"]}
     repo = project(params)
     run(["dvc", "repro", "train@sotu"], repo)  # (evaluate and report add nothing here)
-    first = json.loads((repo / "metrics/embed/sotu-minilm-l6.json").read_text())
+    first = json.loads((repo / ".drift/runs/embed/sotu-minilm-l6.json").read_text())
     assert first["computed"] == first["unique"] > 0
     run(["git", "add", "-A"], repo)
     run(["git", "commit", "-qm", "first run"], repo)
@@ -490,7 +490,5 @@ def test_temp_experiments_reuse_the_store(project):
 
 
 def experiment_metrics(repo: Path, name: str) -> dict:
-    """metrics/embed of a finished experiment, from its git commit."""
-    refs = run(["git", "for-each-ref", "--format=%(refname)", "refs/exps"], repo).stdout.split()
-    ref = next(r for r in refs if r.endswith("/" + name))
-    return json.loads(run(["git", "show", f"{ref}:metrics/embed/sotu-minilm-l6.json"], repo).stdout)
+    """The embed run record of a finished experiment, kept in the main repository (also for --temp)."""
+    return json.loads((repo / f".drift/runs/exps/{name}/embed/sotu-minilm-l6.json").read_text())

@@ -95,14 +95,14 @@ def test_ray_gives_the_local_results_byte_for_byte(cluster, reference, tmp_path)
     got = outputs(repo)
     assert got.keys() == expected.keys() and any(p.endswith(".pt") for p in got)
     assert [p for p in got if got[p] != expected[p]] == []
-    embed = json.loads((repo / "metrics/embed/sotu-minilm-l6.json").read_text())
+    embed = json.loads((repo / ".drift/runs/embed/sotu-minilm-l6.json").read_text())
     assert (embed["executor"], embed["workers"], embed["computed"]) == ("ray", 2, embed["unique"])
     for name in DATASETS:
-        train = json.loads((repo / f"metrics/train/{name}.json").read_text())
-        evaluate = json.loads((repo / f"metrics/evaluate/{name}.json").read_text())
+        train = json.loads((repo / f".drift/runs/train/{name}.json").read_text())
+        evaluate = json.loads((repo / f".drift/runs/evaluate/{name}.json").read_text())
         assert (train["executor"], train["workers"], train["reused"]) == ("ray", 2, 0) and train["trained"] > 0
         assert (evaluate["executor"], evaluate["workers"], evaluate["reused"]) == ("ray", 2, 0)
-        assert json.loads((local / f"metrics/train/{name}.json").read_text())["executor"] == "local"
+        assert json.loads((local / f".drift/runs/train/{name}.json").read_text())["executor"] == "local"
 
 
 MARKER: Path | None = None  # set by the test below; the function is pickled by value with it
@@ -143,7 +143,7 @@ def test_a_worker_killed_while_training_is_retried_and_resumes(cluster, referenc
     got = {p: b for p, b in outputs(repo).items() if "synth-portraits" in p}
     want = {p: b for p, b in expected.items() if "synth-portraits" in p}
     assert got.keys() == want.keys() and [p for p in got if got[p] != want[p]] == []
-    train = json.loads((repo / "metrics/train/synth-portraits.json").read_text())
+    train = json.loads((repo / ".drift/runs/train/synth-portraits.json").read_text())
     assert train["trained"] == sum(p.endswith(".pt") for p in want) - train["reused"]
 
 

@@ -226,7 +226,7 @@ def test_damaged_store_rows_are_named_and_computed_again(clean, capsys, monkeypa
     shutil.rmtree(features)  # a fresh workspace on this cache: the features are built from the store's rows
     err = rerun(clean, capsys, stages=("embed",))
     assert "embed@sotu: " in err and "cached store row(s) failed their checksum or content check and were recomputed" in err
-    embed = json.loads((clean["repo"] / "metrics/embed/sotu-minilm-l6.json").read_text())
+    embed = json.loads((clean["repo"] / ".drift/runs/embed/sotu-minilm-l6.json").read_text())
     assert embed["corrupt"] >= 1 and embed["computed"] >= embed["corrupt"]
     assert {str(p.relative_to(features)): p.read_bytes() for p in sorted(features.rglob("*.npy"))} == original
     ok = CliRunner().invoke(cache_app, ["verify", "--json"])

@@ -42,7 +42,7 @@ def test_repro_end_to_end(project):
     tfidf = json.loads((repo / "metrics/sotu/baseline-tfidf.json").read_text())
     assert abs(ffn["margin_tfidf"] - (ffn["id"] - tfidf["id"])) < 1e-9 and tfidf["reference"] is True
     assert not (repo / "metrics/synth-portraits/baseline-tfidf.json").exists()
-    embed = json.loads((repo / "metrics/embed/sotu-minilm-l6.json").read_text())
+    embed = json.loads((repo / ".drift/runs/embed/sotu-minilm-l6.json").read_text())
     assert embed["computed"] == embed["unique"] > 0 and embed["cache_hits"] == 0
 
     # dvc metrics show lists every model
@@ -89,7 +89,7 @@ def test_cache_is_shared_between_repositories(project):
     repro_in_process(first, "sotu", stages=("ingest", "slice", "embed"))  # the store is the subject, not DVC
     second = project(only(tiny_params(), "sotu"), "second")
     repro_in_process(second, "sotu", stages=("ingest", "slice", "embed"))
-    embed = json.loads((second / "metrics/embed/sotu-minilm-l6.json").read_text())
+    embed = json.loads((second / ".drift/runs/embed/sotu-minilm-l6.json").read_text())
     assert embed["computed"] == 0 and embed["cache_hits"] == embed["unique"] > 0
 
 

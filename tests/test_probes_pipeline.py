@@ -45,7 +45,7 @@ def check_probes(repo, vision_dim: int) -> None:
         metrics = json.loads((repo / f"metrics/{dataset}/{model}.json").read_text())
         # random encoder weights: nothing to learn, but every diagonal cell is scored (accuracy in [0, 1])
         assert 0.0 <= metrics["id"] <= 1.0 and metrics["family"] == "Frozen" and metrics["seeds"] == 1
-        embed = json.loads((repo / f"metrics/embed/{dataset}-{encoder}.json").read_text())
+        embed = json.loads((repo / f".drift/runs/embed/{dataset}-{encoder}.json").read_text())
         assert embed["computed"] == embed["unique"] > 0
         manifest = json.loads((repo / f"data/embeddings/{dataset}.json").read_text())["encoders"][encoder]
         assert manifest["dim"] == dim and manifest["with_tokens"] is False

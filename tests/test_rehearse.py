@@ -140,7 +140,7 @@ def test_the_same_params_train_the_same_checkpoint_keys_under_two_rates_files(pr
         shutil.rmtree(tmp_path / "cache", ignore_errors=True)
         repro_in_process(repo, "sotu", stages=("ingest", "slice", "embed", "train"))
         keys.append(json.loads((repo / "data/models/sotu/checkpoints.json").read_text()))
-        metrics = json.loads((repo / "metrics/train/sotu.json").read_text())
+        metrics = json.loads((repo / ".drift/runs/train/sotu.json").read_text())
         assert {m: metrics["engines"][m] for m in ("ffn-s", "probe-minilm")} == {"ffn-s": "solo",
                                                                                   "probe-minilm": "batched"}
     assert keys[0] == keys[1] and keys[0]

@@ -32,7 +32,7 @@ def tree(repo: Path, folder: str) -> dict:
 
 
 def embed_metrics(repo: Path) -> dict:
-    return json.loads((repo / "metrics/embed/sotu-minilm-l6.json").read_text())
+    return json.loads((repo / ".drift/runs/embed/sotu-minilm-l6.json").read_text())
 
 
 def stages_run(output: str) -> list[str]:

@@ -174,3 +174,17 @@ def test_the_slice_table_is_the_same_bytes_every_write(tmp_path):
     back = read_slice_table(tmp_path / "t0.lance", columns=["key", "text"])
     assert back.column("text").to_pylist() == table.column("text").to_pylist()
     assert back.schema.metadata == table.schema.metadata  # the metadata folded into one entry comes back whole
+
+
+def test_run_records_stay_in_the_main_repository(tmp_path, monkeypatch):
+    """A stage's record of what it did lands under the main repository's .drift/runs, and an experiment's also
+    under its (sanitised) name: a --temp workspace's record outlives it, a hostile name cannot leave the folder."""
+    from drift.core.paths import run_records
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path))
+    monkeypatch.delenv("DVC_EXP_NAME", raising=False)
+    assert run_records("train", "sotu.json") == [tmp_path / ".drift/runs/train/sotu.json"]
+    monkeypatch.setenv("DVC_EXP_NAME", "../../etc/x y")
+    latest, experiment = run_records("train", "sotu.json")
+    assert latest == tmp_path / ".drift/runs/train/sotu.json"
+    assert experiment == tmp_path / ".drift/runs/exps/_.._etc_x_y/train/sotu.json"
+    assert experiment.resolve().is_relative_to(tmp_path / ".drift/runs/exps")

@@ -6,6 +6,7 @@ Paths are relative to the repository root (where dvc.yaml is); `dataset_paths(na
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from drift.core.errors import DriftError, check_name
@@ -25,10 +26,8 @@ PATHS = {
     "features": "data/features/{name}",
     # train: one checkpoint per model, seed and cutoff; how many were trained and how many reused (drift/store/cells.py)
     "models": "data/models/{name}",
-    "train_metrics": "metrics/train/{name}.json",
     # evaluate: per-seed drift matrices, one JSON per model; cells computed and reused
     "eval": "data/eval/{name}",
-    "eval_metrics": "metrics/evaluate/{name}.json",
     # report: small, committed results
     "metrics": "metrics/{name}",
     "plots": "plots/{name}",
@@ -44,9 +43,10 @@ PATHS = {
     "shift_summary": "tables/{name}-shift.json",
 }
 PARAMS_CHECKED = "data/params.checked"  # the check stage's mark, the same bytes every run: every ingest depends on it
-EMBED_METRICS = "metrics/embed"  # one JSON per dataset and encoder: rows computed vs found in the store
-# the embed stage's wall times, beside its metrics but never committed (a committed result is the same every run)
-EMBED_TIMINGS = ".drift/timings/embed"
+# what a run did, not what it computed (rows embedded or found in the store, trainings and cells done or reused,
+# seconds): it depends on the caches' state, so it is kept out of git and of dvc.lock (.drift/ is ignored);
+# .drift/runs/{embed,train,evaluate}/ under the main repository (run_records)
+RUNS = ".drift/runs"
 METRICS = "metrics"  # every model's ID / Future / Decay lives in metrics/<dataset>/<model>.json
 PLOTS = "plots"
 
@@ -81,3 +81,14 @@ def main_repository(cwd: str | Path | None = None) -> Path:
         if directory.name == "exps" and directory.parent.name == "tmp" and directory.parent.parent.name == ".dvc":
             return directory.parent.parent.parent
     return cwd
+
+
+def run_records(stage: str, file: str) -> list[Path]:
+    """Where a stage records what this run did: <main repository>/.drift/runs/<stage>/<file> (the latest run) and,
+    in a `dvc exp run` (DVC sets $DVC_EXP_NAME, also for --temp and --queue copies), the same under
+    .drift/runs/exps/<experiment>/, so a temporary workspace's record outlives it."""
+    root = main_repository() / RUNS
+    paths = [root / stage / file]
+    if experiment := os.environ.get("DVC_EXP_NAME"):
+        paths.append(root / "exps" / re.sub(r"[^A-Za-z0-9._-]", "_", experiment).lstrip(".") / stage / file)
+    return paths

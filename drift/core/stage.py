@@ -11,7 +11,7 @@ import traceback
 from pathlib import Path
 
 from drift.core.errors import DriftError, is_disk_full
-from drift.core.paths import dataset_paths, main_repository
+from drift.core.paths import dataset_paths, main_repository, run_records
 
 LOGS = ".drift/logs"  # under the main repository: a temporary experiment's copy takes its logs with it
 
@@ -65,6 +65,12 @@ def write_json(path: Path, data) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def write_run(stage: str, file: str, data) -> None:
+    """The run record of `stage` (drift.core.paths.run_records): what it did, out of git and dvc.lock."""
+    for path in run_records(stage, file):
+        write_json(path, data)
 
 
 # which stage writes each input a later stage reads (drift/core/paths.py names)

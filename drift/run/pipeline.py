@@ -14,7 +14,7 @@ from pathlib import Path
 
 from drift.core.closure import ROOT, import_closure
 from drift.core.dataset_registry import DATASETS
-from drift.core.paths import EMBED_METRICS, PARAMS_CHECKED, dvc_path
+from drift.core.paths import PARAMS_CHECKED, dvc_path
 
 # stage -> what it reads and writes; inputs/outputs are drift/core/paths.py names, `extra` deps are literal
 STAGES = {
@@ -36,12 +36,12 @@ STAGES = {
                    "train.threads", "train.engine", "train.max_tokens", "train.dropout", "train.grad_clip",
                    "train.standardise_targets", "train.standardise_pixels", "train.pixel_scale", "train.loss_weights",
                    "train.batch_order", "train.baselines", "embed.max_length", "train.models.${key}", "compute"],
-        "outs": ["models"], "metrics": ["train_metrics"]},
+        "outs": ["models"]},
     "evaluate": {
         "extra": ["requirements.lock"], "inputs": ["models", "slice_manifest", "embeddings"],
         "params": ["train.threads", "train.max_tokens", "train.baselines", "embed.max_length", "train.models.${key}",
                    "compute"],
-        "outs": ["eval"], "metrics": ["eval_metrics"]},
+        "outs": ["eval"]},
     "report": {
         "extra": ["requirements.lock"], "inputs": ["eval", "models", "slice_manifest", "embeddings"],
         "params": ["train.baselines", "train.epochs", "report", "train.models.${key}", "train.max_tokens",
@@ -125,7 +125,6 @@ def dvc_yaml(root: Path = ROOT) -> str:
             out += [f"        - {dvc_path(k)}: {{cache: false, template: {t}, x: {x}, y: {y}}}"
                     for k, t, x, y in stage["plots"]]
         out.append("")
-    out += ["metrics:", f"  - {EMBED_METRICS}", ""]
     return "\n".join(out)
 
 

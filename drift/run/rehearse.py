@@ -27,7 +27,7 @@ import yaml
 from drift.core.encoder_registry import ENCODERS
 from drift.core.errors import DriftError
 from drift.core.params import roster
-from drift.core.paths import EMBED_TIMINGS
+from drift.core.paths import RUNS
 from drift.core.presets import PRESETS, list_presets, merge_preset
 from drift.data.datasets import load
 from drift.train.rates import rates_path, write_rates
@@ -488,12 +488,10 @@ def measured(root: Path, params, name: str, trains: list, evals: list, stages: l
     out["models"] = roster(params.train, name, params.info(name).modality)
     out["cutoffs"] = [s["label"] for s in manifest["slices"] if s.get("trainable", s["usable"])]
     token_rate = None
-    for path in sorted((root / "metrics" / "embed").glob(f"{name}-*.json")):
+    for path in sorted((root / RUNS / "embed").glob(f"{name}-*.json")):
         m = json.loads(path.read_text())
-        timing = root / EMBED_TIMINGS / path.name
-        seconds = json.loads(timing.read_text())["seconds"] if timing.exists() else None
-        enc = {"rows": m["computed"], "seconds": seconds,
-               "rows_per_s": m["computed"] / seconds if seconds else None}
+        enc = {"rows": m["computed"], "seconds": m["seconds"],
+               "rows_per_s": m["computed"] / m["seconds"] if m["seconds"] else None}
         if m.get("tokens"):
             token_rate = m["tokens"] / max(m["computed"], 1)
         out["encoders"][m["encoder"]] = enc

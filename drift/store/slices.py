@@ -19,7 +19,6 @@ from drift.core.params import DatasetParams, SplitParams
 from drift.data.records import records_manifest
 from drift.protocol.slicing import build_slices
 
-
 # Lance's 2.1 file format picks encodings from samples, so its bytes vary run to run; 2.0's do not
 FILE_FORMAT = "2.0"
 METADATA_KEY = b"drift"
