@@ -7,13 +7,15 @@ from pathlib import Path
 
 from drift.core.paths import PARAMS_CHECKED
 from drift.core.stage import run_stage
-from drift.data.datasets import dataset_cfg, load_params
+from drift.core.params import load_params
+from drift.data.datasets import check_datasets, dataset_cfg
 from drift.data.validate import validate_data
 from drift.run.checks import validate
 
 
 def main(argv):
-    params = load_params()  # the schema, and every dataset section params.yaml writes
+    params = load_params()
+    check_datasets(params)  # every dataset section params.yaml writes
     for name in params.datasets:
         validate_data(params, name, dataset_cfg(params, name))
         validate(params, name)  # the roster: what train would refuse, refused before ingest

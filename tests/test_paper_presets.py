@@ -18,12 +18,12 @@ import yaml
 from drift.core.datasets import DATASETS
 from drift.core.encoder_registry import ENCODERS
 from drift.core.presets import apply_preset
-from drift.data.datasets import dataset_cfg, load
+from drift.data.datasets import dataset_cfg
 from drift.data.datasets import yearbook as yearbook_module
 from drift.models import get_model_info
 from drift.protocol.tasks import get_task
 from drift.train.loop import learning_rate, make_optimizer
-from conftest import SHIPPED_PARAMS
+from conftest import SHIPPED_PARAMS, checked_params
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESETS = {"paper-yearbook": "yearbook", "paper-amazon": "amazon", "paper-arxiv": "arxiv"}
@@ -49,8 +49,8 @@ def facts(dataset: str) -> dict:
 def applied(preset: str, tmp_path: Path, presets: Path = ROOT / "params"):
     params_path = tmp_path / "params.yaml"
     shutil.copy(SHIPPED_PARAMS, params_path)
-    apply_preset(preset, params_path=params_path, presets=presets, check=load)
-    return load(yaml.safe_load(params_path.read_text()))
+    apply_preset(preset, params_path=params_path, presets=presets, check=checked_params)
+    return checked_params(yaml.safe_load(params_path.read_text()))
 
 
 def deviations(preset: str) -> dict[str, str]:
@@ -298,7 +298,7 @@ def test_split_draw_as_the_slice_stage_runs_it(tmp_path):
     table, _ = build_slices(records, cfg, params.split)
     test = {int(i[1:]) for i, s in zip(table.column("id").to_pylist(), table.column("split").to_pylist()) if s == "test"}
     assert test == their_split_test_rows(years, labels, 0.3, 42)
-    default, _ = build_slices(records, cfg, load(yaml.safe_load((ROOT / "params.yaml").read_text())).split)
+    default, _ = build_slices(records, cfg, checked_params(yaml.safe_load((ROOT / "params.yaml").read_text())).split)
     assert default.column("split").to_pylist() != table.column("split").to_pylist()
 
 

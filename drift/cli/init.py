@@ -12,7 +12,8 @@ from rich.console import Console
 from drift.cli.common import console, fail
 from drift.core.datasets import DATASETS
 from drift.core.errors import DriftError, check_name
-from drift.data.datasets import load
+from drift.core.params import load_params
+from drift.data.datasets import check_datasets
 from drift.data.inspect import Ambiguous, entry, propose
 
 ROSTERS = {"text": ["ffn-s", "probe-minilm"], "image": ["mlp-s", "cnn-s"]}  # the models a new dataset starts with
@@ -30,7 +31,7 @@ def write_dataset(params_path: Path, name: str, section: dict, modality: str) ->
     models = params.setdefault("train", {}).setdefault("models", {})
     if not models.get(name):
         models[name] = ROSTERS[modality]
-    load(json.loads(json.dumps(params)))  # the edited params must hold up before they are written
+    check_datasets(load_params(json.loads(json.dumps(params))))  # the edited params must hold up before they are written
     with open(params_path, "w") as f:
         yaml_rt.dump(params, f)
 

@@ -587,30 +587,28 @@ def plain(data: Any) -> Any:
     return data
 
 
-def load(data: dict) -> Params:
-    """params.yaml's document validated: the typed Params, or a one-line DriftError before any compute."""
+def _document(data: dict) -> Params:
     data = plain(data)
     return parse(Params, data, context={"tables": configured_tables(data)})
 
 
 # ---------------------------------------------------------------- reading params.yaml
 
-def load_params(path: str | Path = "params.yaml") -> Params:
-    """params.yaml, typed and checked: the one way every stage and CLI command reads it. An unknown key or a
-    wrong type is a one-line DriftError here, before any compute."""
-    path = Path(path)
+def load_params(source: str | Path | dict = "params.yaml") -> Params:
+    """params.yaml typed and checked: the one way the stages, the CLI, plan and rehearse read the configuration.
+    `source` is the file's path or a document already read (a preset merged in memory, an edit about to be
+    written). An unknown key or a wrong type is a one-line DriftError here, before any compute; the dataset
+    sections stay as written until drift.data.datasets.dataset_cfg types one (check_datasets types them all)."""
+    if isinstance(source, dict):
+        return _document(source)
+    path = Path(source)
     if not path.exists():
         raise DriftError(f"no {path} here: run from the repository root (where dvc.yaml is)")
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
         raise DriftError(f"{path} is not valid YAML: {' '.join(str(e).split())}") from None
-    return load(data or {})
-
-
-def as_params(params) -> Params:
-    """Params as they are, or a params.yaml document (a mapping) checked into Params."""
-    return params if isinstance(params, Params) else load(params)
+    return _document(data or {})
 
 
 TEXT_REFERENCES = ("baseline-tfidf",)  # references that read raw text: no image dataset gets them

@@ -17,12 +17,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from drift.core.errors import DriftError, close_matches
-from drift.core.params import EmbedParams, Params, TrainParams, roster
-from drift.core.presets import PRESETS, list_presets, merge_preset
-from drift.data.datasets import dataset_cfg, get_dataset, load
+from drift.core.params import EmbedParams, Params, TrainParams, load_params, roster
+from drift.core.presets import PRESETS, merged_document
+from drift.data.datasets import check_datasets, dataset_cfg, get_dataset
 from drift.models import get_model_info
 from drift.train.rates import machine_id, read_rates
 
@@ -48,17 +46,11 @@ DEVICE_PEAK_FLOPS = {
 
 def plan_params(preset: str | None, params_path: Path = Path("params.yaml"), presets: Path = PRESETS):
     """Params (drift.core.params.Params) of params.yaml, with preset `preset` merged in memory (nothing written)."""
-    params_path = Path(params_path)
-    if not params_path.exists():
-        raise DriftError(f"no {params_path} here: run from the repository root (where dvc.yaml is)")
-    data = yaml.safe_load(params_path.read_text()) or {}
-    if preset is not None:
-        available = list_presets(presets)
-        if preset not in available:
-            raise DriftError(f"unknown preset {preset!r}: {close_matches(preset, available)}")
-        merge_preset(data, yaml.safe_load((Path(presets) / f"{preset}.yaml").read_text()) or {})
+    data = merged_document(preset, params_path, presets)
     try:
-        return load(data)
+        params = load_params(data)
+        check_datasets(params)
+        return params
     except DriftError as e:
         raise DriftError(f"params.yaml with preset {preset} applied: {e}" if preset else str(e)) from None
 
