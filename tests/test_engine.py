@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from drift.core.params import TrainParams
+from drift.core.params import TrainParams, model_training
 from drift.evaluate.matrices import EvalJob, evaluate_seed
 from drift.evaluate.predict import predict, predict_many
 from drift.models import InputSpec, list_models
@@ -125,7 +125,8 @@ def test_every_registry_model_has_a_path():
                 "pooled": InputSpec("pooled", (16,)), "auto": InputSpec("pooled", (16,)),
                 "text": InputSpec("text", (1,))}[info.input]
         model = build_model(info.name, spec, 2, "binary")
-        optimizer = None if info.family == "Reference" else make_optimizer(model, "text", TrainParams())
+        optimizer = None if info.family == "Reference" else make_optimizer(
+            model, model_training(TrainParams(), info.family, "text", info.dropout, 16))
         paths[info.name] = engine_path(model, optimizer)[0]
     solo = {n for n, p in paths.items() if p == "solo"}
     assert solo == {i.name for i in list_models() if i.family in ("Recurrent", "Reference")}

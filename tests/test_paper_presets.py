@@ -17,12 +17,13 @@ import yaml
 
 from drift.core.datasets import DATASETS
 from drift.core.encoder_registry import ENCODERS
+from drift.core.params import model_training
 from drift.core.presets import apply_preset
 from drift.data.datasets import dataset_cfg
 from drift.data.datasets import yearbook as yearbook_module
 from drift.models import get_model_info
 from drift.protocol.tasks import get_task
-from drift.train.loop import learning_rate, make_optimizer
+from drift.train.loop import make_optimizer
 from conftest import SHIPPED_PARAMS, checked_params
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,7 +120,7 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
     check("train.epochs", common["epochs"], train.epochs)
     check("train.batch_size", common["batch_size"], train.batch_size)
     check("train.batch_order", code["batch_order"], train.batch_order)
-    optimizer = make_optimizer(nn.Linear(2, 1), modality, train)
+    optimizer = make_optimizer(nn.Linear(2, 1), model_training(train, "default", modality, False, 1))
     name = {torch.optim.AdamW: "adamw", torch.optim.Adam: "adam"}[type(optimizer)]
     check("train.optimizer", common.get("optimizer", code.get("optimizer")), name)
     check("train.weight_decay", common.get("weight_decay", code.get("weight_decay")),
@@ -141,7 +142,7 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
     check("train.models", sorted(models), sorted(train.models[dataset]))
     for model, m in models.items():
         info = get_model_info(model)
-        check(f"train.lr.{model}", m["learning_rate"], learning_rate(train.lr, info.family))
+        check(f"train.lr.{model}", m["learning_rate"], train.lr_for(info.family))
         if m.get("dtype") is not None:
             check(f"embed.dtype.{model}", m["dtype"], embed.dtype)
         if not m["frozen_backbone"]:

@@ -323,3 +323,29 @@ def test_one_function_loads_the_configuration():
         assert ("drift.core.params", "load_params") in sources, f"{script.name} does not read params.yaml " \
                                                                 "through drift.core.params.load_params"
         assert "safe_load" not in script.read_text(), f"{script.name} reads a YAML file of its own"
+
+
+def test_what_decides_a_checkpoint_is_stated_once():
+    # every TrainParams field says what it decides (or why nothing); the checkpoint key's record and the train
+    # stage's DVC params are derived from that, so neither can forget a field
+    from drift.core.params import CHECKPOINT, ROSTER, ModelTraining, model_training
+    from drift.run.pipeline import STAGES
+
+    unstated = [n for n, f in TrainParams.model_fields.items()
+                if not (isinstance(f.json_schema_extra, dict) and "decides" in f.json_schema_extra
+                        and (f.json_schema_extra["decides"] or f.json_schema_extra.get("why")))]
+    assert not unstated, f"TrainParams fields that state neither what they decide nor why nothing: {unstated}"
+    keyed = TrainParams.deciding(CHECKPOINT)
+    assert set(ModelTraining.model_fields) == set(keyed) | {"optimizer"}
+    tracked = STAGES["train"]["params"]
+    for name in keyed + TrainParams.deciding(ROSTER):
+        assert (f"train.{name}" if name != "models" else "train.models.${key}") in tracked, name
+    # one record feeds the key and the optimiser: the learning rate resolved once, as a float, per family
+    train = TrainParams(lr={"frozen": 0.01, "cnn": 0.003})
+    assert model_training(train, "CNN", "image", False, 64).lr == 0.003
+    assert model_training(train, "Frozen", "text", False, 64).optimizer == "adamw"
+    record = model_training(train, "Recurrent", "text", True, 64)
+    assert record.lr == 0.001 and isinstance(record.lr, float) and record.dropout == 0.0 == train.dropout
+    assert model_training(train.model_copy(update={"dropout": 0.1}), "MLP", "image", False, 64).dropout == 0.0
+    with pytest.raises(DriftError, match="resolved per model"):
+        model_training(train.model_copy(update={"engine": "auto"}), "CNN", "image", False, 64)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from drift.core.errors import DriftError, close_matches
-from drift.core.params import EmbedParams, Params, TrainParams, load_params, roster
+from drift.core.params import EmbedParams, Params, TrainParams, load_params, model_training, roster
 from drift.core.presets import PRESETS, merged_document
 from drift.data.datasets import check_datasets, dataset_cfg, get_dataset
 from drift.models import get_model_info
@@ -325,7 +325,9 @@ def measure_model(model_name: str, spec: BenchInput, threads: int, seconds: floa
         if getattr(model, "closed_form", False):  # the references: one closed-form fit, not timed per step
             return {"train_rows_per_s": None, "eval_rows_per_s": None}
         loss_fn = task.loss(targets)
-        optimizer = make_optimizer(model, spec.modality, TrainParams(lr=1e-3, weight_decay=0.01))
+        training = model_training(TrainParams(lr=1e-3, weight_decay=0.01), get_model_info(model_name).family,
+                                  spec.modality, False, spec.max_tokens)
+        optimizer = make_optimizer(model, training)
         batch = rows[:spec.batch_size]
 
         def train_step():
