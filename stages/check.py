@@ -5,9 +5,9 @@ an up-to-date workspace. A few seconds (the model registry imports torch). Write
 bytes every time: every ingest depends on it, which orders them after it and never invalidates them."""
 from pathlib import Path
 
+from drift.core.params import load_params
 from drift.core.paths import PARAMS_CHECKED
 from drift.core.stage import run_stage
-from drift.core.params import load_params
 from drift.data.datasets import check_datasets, dataset_cfg
 from drift.data.validate import validate_data
 from drift.run.checks import validate

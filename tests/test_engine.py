@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn as nn
 
+from drift.core.environment import deterministic
 from drift.core.params import TrainParams, model_training
 from drift.evaluate.matrices import EvalJob, evaluate_seed
 from drift.evaluate.predict import predict, predict_many
@@ -32,7 +33,7 @@ from drift.train.engine import (
     mask_generator,
     train_many,
 )
-from drift.train.loop import deterministic, make_optimizer, train_one, train_roster
+from drift.train.loop import make_optimizer, train_one, train_roster
 
 N = 240
 CFG = TrainParams(epochs=2, batch_size=16, lr=3e-3, weight_decay=0.05)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from drift.core.environment import deterministic
 from drift.core.executor import check_reachable, run_tasks, workers
 from drift.core.objectstore import location
 from drift.core.params import ComputeParams
@@ -18,6 +19,7 @@ from drift.evaluate.estimate import METHODS, calibrate, estimated_matrix, source
 from drift.evaluate.predict import predict_many
 from drift.models import get_model_info, model_module, model_modules
 from drift.models.checkpoints import list_checkpoints, load_checkpoint
+from drift.models.slice_data import SliceData
 from drift.protocol.matrix import drift_matrix, scored_cells, to_json
 from drift.store.cells import (
     CellCache,
@@ -26,8 +28,6 @@ from drift.store.cells import (
     file_digest,
     rows_digest,
 )
-from drift.train.loop import deterministic
-from drift.train.slice_data import SliceData
 
 
 @dataclass

@@ -526,17 +526,13 @@ def compare_engines(root: Path, params, names: list[str], device: str) -> dict:
     import numpy as np
     import torch
 
+    from drift.core.environment import deterministic
     from drift.models import get_model_info
+    from drift.models.slice_data import SliceData, input_settings
     from drift.run.plan import bench_model_for
+    from drift.store.slices import trainable_cutoffs
     from drift.train.engine import train_many
-    from drift.train.loop import (
-        Job,
-        cutoff_rows,
-        deterministic,
-        train_one,
-        trainable_cutoffs,
-    )
-    from drift.train.slice_data import SliceData
+    from drift.train.loop import Job, cutoff_rows, train_one
 
     cfg = params.train.model_copy(update={"epochs": 1})
     out: dict = {}
@@ -544,7 +540,7 @@ def compare_engines(root: Path, params, names: list[str], device: str) -> dict:
     os.chdir(root)
     try:
         for name in names:
-            data = SliceData(load_params(root / "params.yaml"), name)
+            data = SliceData(name, input_settings(load_params(root / "params.yaml")))
             cutoffs = trainable_cutoffs(data.manifest["slices"])
             families: dict[str, list[str]] = {}
             for model in roster(params.train, name, params.info(name).modality):

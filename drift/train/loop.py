@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from drift.core.environment import deterministic
 from drift.core.executor import check_reachable, run_tasks, workers
 from drift.core.objectstore import location
 from drift.core.params import ComputeParams, ModelTraining, TrainParams, model_training
@@ -31,6 +32,7 @@ from drift.models.checkpoints import (
     save_checkpoint,
 )
 from drift.models.inputs import Inputs, epoch_batches
+from drift.models.slice_data import SliceData
 from drift.store.cells import (
     CHECKPOINT_KEYS,
     CellCache,
@@ -38,7 +40,7 @@ from drift.store.cells import (
     code_version,
     rows_digest,
 )
-from drift.train.slice_data import SliceData
+from drift.store.slices import trainable_cutoffs
 
 
 def make_optimizer(model: torch.nn.Module, training: ModelTraining) -> torch.optim.Optimizer:
@@ -57,13 +59,6 @@ def training_record(name: str, modality: str, cfg: TrainParams, inputs: Inputs,
     optimiser reads. `engine`: the one training it (else `cfg.engine`, already solo or batched)."""
     info = get_model_info(name)
     return model_training(cfg, info.family, modality, info.dropout, inputs.max_tokens, engine)
-
-
-def deterministic(threads: int) -> None:
-    """Bit-identical runs for a seed: deterministic kernels and a fixed thread count (a reduction split over
-    another number of threads adds in another order)."""
-    torch.use_deterministic_algorithms(True)
-    torch.set_num_threads(max(1, int(threads)))
 
 
 def prepare_model(model: torch.nn.Module, inputs: Inputs, rows: np.ndarray, train_targets: torch.Tensor, task,
@@ -120,11 +115,6 @@ def train_one(name: str, inputs: Inputs, rows: np.ndarray, targets: torch.Tensor
         if bar is not None:
             bar.advance()
     return model.eval()
-
-
-def trainable_cutoffs(slice_info: list[dict]) -> list[int]:
-    """The cutoffs k that get a model f_k: slices with enough rows and at least one training row."""
-    return [s["index"] for s in slice_info if s.get("trainable", s["usable"])]
 
 
 @dataclass
