@@ -158,14 +158,15 @@ def test_a_missing_key_takes_the_schema_default():
     assert sotu.slices.spec() == {"unit": "decade", "start": 1850, "end": 2030}
 
 
-def test_a_corpus_reads_from_its_datasets_entry_unless_source_is_set():
+def test_a_corpus_reads_from_its_datasets_entry():
     params = shipped()
     params["datasets"] = {"yearbook": {"input": "elsewhere/yearbook.tar.gz", "reader": DATASETS["yearbook"].reader},
-                          "amazon": {"input": "elsewhere/amazon", "reader": DATASETS["amazon"].reader}}
+                          "amazon": {"input": "data/raw/amazon", "reader": DATASETS["amazon"].reader}}
     del params["yearbook"]["source"]
     typed = checked_params(params)
     assert dataset_cfg(typed, "yearbook").source == "elsewhere/yearbook.tar.gz"
-    assert dataset_cfg(typed, "amazon").source == "data/raw/amazon"  # set in its section: the section wins
+    assert dataset_cfg(typed, "amazon").source == "data/raw/amazon"  # its section names the same files
+    # its section naming other files than its datasets entry: tests/test_params.py::test_a_dataset_named_twice...
     assert YearbookParams().source == shipped()["yearbook"]["source"]
 
 
@@ -349,3 +350,39 @@ def test_what_decides_a_checkpoint_is_stated_once():
     assert model_training(train.model_copy(update={"dropout": 0.1}), "MLP", "image", False, 64).dropout == 0.0
     with pytest.raises(DriftError, match="resolved per model"):
         model_training(train.model_copy(update={"engine": "auto"}), "CNN", "image", False, 64)
+
+
+def test_a_dataset_named_twice_or_its_files_named_twice_is_one_line(tmp_path):
+    # PyYAML keeps the last of two equal keys silently: params.yaml refuses them, with both lines
+    text = SHIPPED_PARAMS.read_text().replace("datasets:\n", "datasets:\n  sotu: {input: data/raw/other, reader: "
+                                                             "drift/data/datasets/sotu.py}\n", 1)
+    (tmp_path / "params.yaml").write_text(text)
+    with pytest.raises(DriftError, match=r"^params.yaml names 'sotu' twice in one mapping \(lines \d+ and \d+\): "
+                                         r"keep one$"):
+        load_params(tmp_path / "params.yaml")
+    # a corpus's files named by datasets.<name>.input and, differently, by its section's source
+    data = shipped()
+    data["datasets"]["amazon"] = {"input": "data/raw/elsewhere", "reader": DATASETS["amazon"].reader}
+    data["train"]["models"]["amazon"] = ["ffn-s"]
+    message = error(data)
+    assert message == ("amazon.source (data/raw/amazon) and datasets.amazon.input (data/raw/elsewhere) name different "
+                       "files: name them once, as `datasets.amazon.input`, and drop amazon.source")
+    data["datasets"]["amazon"]["input"] = "data/raw/amazon/"
+    assert dataset_cfg(load_params(data), "amazon").source == "data/raw/amazon/"
+
+
+def test_drift_check_refuses_an_earlier_form_without_dvc(tmp_path):
+    # `drift check` runs the check stage's checks alone: the old `datasets.<name>: <path>` form is one line of
+    # ours, where `dvc repro` would stop in DVC's own parse of dvc.yaml
+    from conftest import drift_cli
+
+    text = SHIPPED_PARAMS.read_text()
+    (tmp_path / "params.yaml").write_text(text)
+    assert drift_cli("check", cwd=tmp_path).returncode == 0
+    line = next(l for l in text.splitlines() if l.startswith("  sotu: {"))
+    (tmp_path / "params.yaml").write_text(text.replace(line, "  sotu: drift/data/datasets/sotu.py", 1))
+    result = drift_cli("check", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip() == ("error: params.yaml `datasets.sotu: drift/data/datasets/sotu.py` is the old "
+                                     "form: write `sotu: {input: drift/data/datasets/sotu.py, reader: "
+                                     "drift/data/datasets/sotu.py}`")

@@ -1,6 +1,6 @@
 """The `drift` command (console entry point drift.cli:app), one module per command group, rendering only (what
 they read comes from the library; no module here is imported by it): pipeline.py (summary, models, fetch, track,
-preset), init.py (a table of your own into params.yaml), report.py (show, compare, plots, saliency), cache.py
+preset, check), init.py (a table of your own into params.yaml), report.py (show, compare, plots, saliency), cache.py
 (cache list | verify | compact | gc), plan.py (the cost of a campaign), rehearse.py (a preset's whole pipeline on
 a small sample), policy.py (retraining policies), remote.py (push, pull: DVC's, with one-line faults), paper.py (the authors' published results beside ours)."""
 import typer

@@ -336,4 +336,16 @@ def preset(name: str = typer.Argument(..., help="a file in params/, e.g. paper-y
     console.print("next: `dvc exp run -n " + name + "` (or `dvc repro`)", style="dim")
 
 
-COMMANDS = (summary, models, fetch, track, preset)
+def check(params: Path = typer.Option(Path("params.yaml"), help="the params file to check")):
+    """Check params.yaml as the pipeline's first stage does (schema, every dataset section, slices, rosters),
+    without DVC: an earlier form of a key fails here in one line, before `dvc repro` parses dvc.yaml."""
+    from drift.run.checks import check_run
+
+    try:
+        check_run(load_params(params))
+    except DriftError as e:
+        fail(e)
+    console.print(f"{params}: checked", highlight=False)
+
+
+COMMANDS = (summary, models, fetch, track, preset, check)

@@ -661,6 +661,20 @@ def _document(data: dict) -> Params:
 
 # ---------------------------------------------------------------- reading params.yaml
 
+class _UniqueKeys(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a mapping that names a key twice (PyYAML keeps the last silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, (str, int)) and key in seen:
+                raise DriftError(f"params.yaml names {key!r} twice in one mapping (lines {seen[key]} and "
+                                 f"{key_node.start_mark.line + 1}): keep one")
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_params(source: str | Path | dict = "params.yaml") -> Params:
     """params.yaml typed and checked: the one way the stages, the CLI, plan and rehearse read the configuration.
     `source` is the file's path or a document already read (a preset merged in memory, an edit about to be
@@ -672,7 +686,7 @@ def load_params(source: str | Path | dict = "params.yaml") -> Params:
     if not path.exists():
         raise DriftError(f"no {path} here: run from the repository root (where dvc.yaml is)")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(), Loader=_UniqueKeys)  # noqa: S506 (a safe loader)
     except yaml.YAMLError as e:
         raise DriftError(f"{path} is not valid YAML: {' '.join(str(e).split())}") from None
     return _document(data or {})

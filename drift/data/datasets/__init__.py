@@ -11,9 +11,11 @@ or how to fetch them."""
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from types import ModuleType
 
 from drift.core.datasets import DATASETS, dataset_info
+from drift.core.errors import DriftError
 from drift.core.params import DatasetParams, Params, parse
 
 PACKAGE = __name__  # the readers' modules: PACKAGE.<module of the table>
@@ -33,11 +35,17 @@ def dataset_params(name: str, value=None) -> DatasetParams:
 
 def dataset_cfg(params: Params, name: str) -> DatasetParams:
     """Dataset `name`'s section of params.yaml (drift.core.params.load_params) typed by its module's PARAMS; a
-    real corpus's `source` defaults to its `datasets.<name>.input`. An unknown name lists the valid ones."""
+    real corpus's `source` defaults to its `datasets.<name>.input`, and one that names other files is refused
+    (DVC tracks `input`: the reader would read one path and the stage depend on another). An unknown name lists
+    the valid ones."""
     section = params.section(name)
     cfg = parse(get_dataset(name, params.tables.get(name)).PARAMS, section, name)
     entry = params.datasets.get(name)
-    if "source" in type(cfg).model_fields and "source" not in section and entry is not None and entry.input:
+    if "source" in type(cfg).model_fields and entry is not None and entry.input:
+        # a table's source may be a glob inside its input folder (drift.data.inspect.dvc_input): corpora only
+        if name in DATASETS and "source" in section and Path(str(section["source"])) != Path(entry.input):
+            raise DriftError(f"{name}.source ({section['source']}) and datasets.{name}.input ({entry.input}) name "
+                             f"different files: name them once, as `datasets.{name}.input`, and drop {name}.source")
         cfg.source = entry.input
     return cfg
 
