@@ -14,7 +14,8 @@ from drift.store.location import cache_dir
 def main(argv):
     name = argv[0]
     params = load_params()
-    data = SliceData(name, input_settings(params))  # slice and embed first, then train: the first missing input is named
+    # slice and embed first, then train: the first missing input is named
+    data = SliceData(name, input_settings(params))
     p = require(name, "models")
     results, counts = evaluate_roster(data, roster(params.train, name, params.info(name).modality), p["models"], params.train.threads,
                                       CellCache(cache_dir(params.embed)), params.compute)

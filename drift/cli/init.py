@@ -31,7 +31,8 @@ def write_dataset(params_path: Path, name: str, section: dict, modality: str) ->
     models = params.setdefault("train", {}).setdefault("models", {})
     if not models.get(name):
         models[name] = ROSTERS[modality]
-    check_datasets(load_params(json.loads(json.dumps(params))))  # the edited params must hold up before they are written
+    # the edited params must hold up before they are written
+    check_datasets(load_params(json.loads(json.dumps(params))))
     with open(params_path, "w") as f:
         yaml_rt.dump(params, f)
 

@@ -360,7 +360,8 @@ ROSTER = {"decides": "roster"}
 class TrainParams(Section):
     SECTION: ClassVar[str] = "train"
     epochs: Bounded(MAX_EPOCHS) = Field(5, json_schema_extra=CHECKPOINT)
-    seeds: Annotated[list[Int], Field(min_length=1), AfterValidator(_distinct)] = Field([0], json_schema_extra=ROSTER)
+    seeds: Annotated[list[Int], Field(min_length=1), AfterValidator(_distinct)] = Field(
+        [0], json_schema_extra=ROSTER)
     batch_size: Bounded(MAX_BATCH) = Field(64, json_schema_extra=CHECKPOINT)
     weight_decay: Float = Field(0.01, json_schema_extra=CHECKPOINT)  # AdamW (text heads and probes)
     lr: LearningRate = Field(default_factory=lambda: {"default": LR_DEFAULT, "frozen": 0.01},

@@ -96,7 +96,8 @@ def rehearsal_params(preset: str, overrides: list[str], profile: Profile, full: 
     for name in data["datasets"]:
         cfg, typed_cfg = data.setdefault(name, {}), dataset_cfg(typed, name)
         if typed_cfg.min_samples > profile.min_samples:
-            shrunk.append(f"{name}.min_samples {typed_cfg.min_samples} -> {profile.min_samples} (a small sample's slices)")
+            shrunk.append(f"{name}.min_samples {typed_cfg.min_samples} -> {profile.min_samples} "
+                          "(a small sample's slices)")
             cfg["min_samples"] = profile.min_samples
         sample = typed_cfg.sample
         if name != "yearbook" and (sample is None or not sample.n or sample.n > profile.rows):
