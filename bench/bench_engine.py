@@ -21,13 +21,14 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from drift.core.environment import deterministic
 from drift.core.params import TrainParams
 from drift.evaluate.predict import predict, predict_many
 from drift.models import MODELS
 from drift.models.inputs import Inputs
 from drift.protocol.tasks import get_task
 from drift.train.engine import Job, train_many
-from drift.train.loop import deterministic, train_one
+from drift.train.loop import train_one
 
 
 def make_inputs(kind: str, n: int, width: int, rng) -> Inputs:

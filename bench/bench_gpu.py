@@ -23,13 +23,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from drift.core.dataset_registry import dataset_info
+from drift.core.environment import deterministic
 from drift.data.datasets import get_dataset
 from drift.encoders.text import TextEncoder
 from drift.protocol.tasks import get_task
 from drift.run.plan import BenchInput, _synthetic_inputs, _synthetic_targets, plan
 from drift.run.rehearse import rehearse, write_standin
 from drift.train.engine import Job, train_many
-from drift.train.loop import deterministic, train_one
+from drift.train.loop import train_one
 
 PAPER_GPU_HOURS = 660.5  # Table 1: train + evaluate, A100 GPU-hours, every corpus
 

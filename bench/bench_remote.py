@@ -150,8 +150,8 @@ def epoch_line(a: Path, b: Path, repeats: int = 15) -> str:
     import torch
 
     from drift.core.params import load_params
+    from drift.models.slice_data import SliceData, input_settings
     from drift.train.loop import deterministic, loss_weight_rows, train_one
-    from drift.train.slice_data import SliceData
 
     seconds: dict[str, list[float]] = {"A": [], "B": []}
     digests: dict = {}
@@ -163,7 +163,7 @@ def epoch_line(a: Path, b: Path, repeats: int = 15) -> str:
                 params = load_params(repo / "params.yaml")
                 cfg = params.train.model_copy(update={"epochs": 1})
                 deterministic(cfg.threads)
-                data = SliceData(params, "sotu", repo)
+                data = SliceData("sotu", input_settings(params), repo)
                 inputs, targets = data.inputs("ffn-s"), data.task.target_tensor(data.labels)
                 rows = np.flatnonzero(data.splits == "train")
                 started = time.perf_counter()

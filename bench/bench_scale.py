@@ -74,6 +74,7 @@ def build_store(root: Path, rows: int, counts: np.ndarray, k: int, seed: int = 0
 def child(mode: str, root: Path) -> dict:
     import torch
 
+    from drift.core.environment import deterministic
     from drift.core.params import TrainParams
     from drift.evaluate.predict import predict
     from drift.models.checkpoints import build_model
@@ -86,7 +87,7 @@ def child(mode: str, root: Path) -> dict:
     from drift.protocol.tasks import get_task
     from drift.store.features import keys_sha256, write_features
     from drift.store.slices import read_slice_table
-    from drift.train.loop import deterministic, train_one
+    from drift.train.loop import train_one
 
     deterministic(1)
     manifest = json.loads((root / "manifest.json").read_text())

@@ -6,15 +6,16 @@ import sys
 from drift.core.params import load_params, roster
 from drift.core.stage import require, run_stage, write_json, write_run
 from drift.evaluate.fill_matrices import evaluate_roster
+from drift.models.slice_data import SliceData, input_settings
 from drift.store.cells import ResultCache, corrupt_line
 from drift.store.location import cache_dir
-from drift.train.slice_data import SliceData
 
 
 def main(argv):
     name = argv[0]
     params = load_params()
-    data = SliceData(params, name)  # slice and embed first, then train: the first missing input is named
+    # slice and embed first, then train: the first missing input is named
+    data = SliceData(name, input_settings(params))
     p = require(name, "models")
     results, counts = evaluate_roster(data, roster(params.train, name, params.info(name).modality), p["models"], params.train.threads,
                                       ResultCache(cache_dir(params.embed)), params.compute)

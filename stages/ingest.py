@@ -2,9 +2,10 @@
 file, and a warning line for each file whose rows vanished)."""
 import sys
 
+from drift.core.params import load_params
 from drift.core.paths import dataset_paths
 from drift.core.stage import run_stage, write_json
-from drift.data.datasets import dataset_cfg, load_params
+from drift.data.datasets import check_datasets, dataset_cfg
 from drift.data.ingest import ingest
 from drift.data.validate import validate_data
 
@@ -12,6 +13,7 @@ from drift.data.validate import validate_data
 def main(argv):
     name = argv[0]
     params = load_params()
+    check_datasets(params)
     cfg = dataset_cfg(params, name)
     validate_data(params, name, cfg)  # bad names or slices stop here, before any compute (models: at train)
     p = dataset_paths(name)

@@ -3,9 +3,9 @@ from drift.analysis.policy import write_policy_report
 from drift.analysis.shift import write_shift
 from drift.core.params import load_params, roster
 from drift.core.stage import require, run_stage
+from drift.models.slice_data import SliceData, input_settings
 from drift.report.html import write_html_report
 from drift.report.outputs import load_eval, write_dataset_report
-from drift.train.slice_data import SliceData
 
 
 def main(argv):
@@ -16,7 +16,8 @@ def main(argv):
     models = roster(params.train, name, params.info(name).modality)
     write_dataset_report(name, models, saliency_grid=grid)
     # drift without labels: the shift matrix and the novel rows, correlated with each model's true decay
-    write_shift(SliceData(params, name), **params.report.shift.model_dump(), evals=load_eval(p["eval"], models))
+    write_shift(SliceData(name, input_settings(params)), **params.report.shift.model_dump(),
+                evals=load_eval(p["eval"], models))
     write_policy_report(name, params.report.policy, params.train.epochs)  # replayed from the matrices
     write_html_report(name)  # reports/<name>.html: everything above in one offline page
 

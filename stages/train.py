@@ -6,20 +6,20 @@ import sys
 from drift.core.params import load_params, roster
 from drift.core.stage import run_stage, write_run
 from drift.models import get_model_info
+from drift.models.slice_data import SliceData, input_settings
 from drift.run.checks import validate
 from drift.store.cells import ResultCache, corrupt_line
 from drift.store.location import cache_dir
 from drift.train.engine import train_many
 from drift.train.loop import train_roster
 from drift.train.rates import engine_choice
-from drift.train.slice_data import SliceData
 
 
 def main(argv):
     name = argv[0]
     params = load_params()
     validate(params, name)
-    data = SliceData(params, name)
+    data = SliceData(name, input_settings(params))
     models = roster(params.train, name, params.info(name).modality)
     engines = None
     if params.train.engine == "auto":  # per family and device kind (drift/train/rates.py AUTO_BATCHED)

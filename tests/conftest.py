@@ -212,3 +212,14 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.pipeline)
             if any(COMPUTE.search(text) for text in sources):
                 item.add_marker(pytest.mark.compute)
+
+
+def checked_params(source):
+    """params.yaml (a path or a document) as the check stage and the CLI check it: drift.core.params.load_params,
+    then every dataset section typed by its module (drift.data.datasets.check_datasets)."""
+    from drift.core.params import load_params
+    from drift.data.datasets import check_datasets
+
+    params = load_params(source)
+    check_datasets(params)
+    return params

@@ -38,8 +38,10 @@ def test_a_one_token_code_change_changes_every_key(copy):
     before = _keys(copy)
     path = copy / PARAMS
     source = path.read_text()
-    line = next(l for l in source.splitlines(keepends=True) if l.startswith("    epochs: ") and l.endswith("= 5\n"))
-    path.write_text(source.replace(line, line.replace("= 5\n", "= 6\n"), 1))
+    line = next(l for l in source.splitlines(keepends=True) if l.startswith("    epochs: "))
+    changed = line.replace("Field(5,", "Field(6,")  # the default epochs: one token
+    assert changed != line
+    path.write_text(source.replace(line, changed, 1))
     after = _keys(copy)
     assert all(a != b for a, b in zip(after, before))
 

@@ -9,7 +9,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from drift.core.params import TrainParams
+from drift.core.environment import deterministic
+from drift.core.params import TrainParams, model_training
 from drift.evaluate.fill_matrices import EvalJob, evaluate_seed
 from drift.evaluate.predict import predict, predict_many
 from drift.models import InputSpec, list_models
@@ -32,7 +33,7 @@ from drift.train.engine import (
     mask_generator,
     train_many,
 )
-from drift.train.loop import deterministic, make_optimizer, train_one, train_roster
+from drift.train.loop import make_optimizer, train_one, train_roster
 
 N = 240
 CFG = TrainParams(epochs=2, batch_size=16, lr=3e-3, weight_decay=0.05)
@@ -125,7 +126,8 @@ def test_every_registry_model_has_a_path():
                 "pooled": InputSpec("pooled", (16,)), "auto": InputSpec("pooled", (16,)),
                 "text": InputSpec("text", (1,))}[info.input]
         model = build_model(info.name, spec, 2, "binary")
-        optimizer = None if info.family == "Reference" else make_optimizer(model, "text", TrainParams())
+        optimizer = None if info.family == "Reference" else make_optimizer(
+            model, model_training(TrainParams(), info.family, "text", info.dropout, 16))
         paths[info.name] = engine_path(model, optimizer)[0]
     solo = {n for n, p in paths.items() if p == "solo"}
     assert solo == {i.name for i in list_models() if i.family in ("Recurrent", "Reference")}

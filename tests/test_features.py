@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from drift.core.errors import DriftError
-from drift.core.params import EmbedParams, TrainParams, load
+from drift.core.params import EmbedParams, TrainParams, load_params
 from drift.data.records import payload_key, record_schema
 from drift.encoders.embed import embed_dataset, text_encoder
 from drift.models.inputs import (
@@ -252,7 +252,7 @@ def test_slice_data_builds_and_reads_the_feature_files(embedded, tmp_path, monke
 
     from conftest import tiny_params
 
-    from drift.train.slice_data import SliceData
+    from drift.models.slice_data import SliceData, input_settings
 
     src, path, cache, manifest, _ = embedded
     monkeypatch.chdir(tmp_path)
@@ -263,7 +263,7 @@ def test_slice_data_builds_and_reads_the_feature_files(embedded, tmp_path, monke
     (tmp_path / "data" / "embeddings" / "sotu.json").write_text(json.dumps({"encoders": {"minilm-l6": manifest}}))
     params = tiny_params()
     params["embed"].update(cache_dir=str(cache), max_length=64)
-    data = SliceData(load(params), "sotu")
+    data = SliceData("sotu", input_settings(load_params(params)))
     inputs = data.inputs("ffn-s")
     assert isinstance(inputs.data, DiskArray) and (tmp_path / "data/features/sotu/minilm-l6/header.json").exists()
     assert data.inputs("probe-minilm").kind == "pooled"

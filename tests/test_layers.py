@@ -137,3 +137,26 @@ def test_no_two_modules_share_a_name():
     assert shared_basenames(names) == {}, f"modules sharing a name: {shared_basenames(names)}: rename one"
     assert shared_basenames(["cli.plan", "run.plan", "core.datasets", "data.datasets", "data.datasets.amazon"]) \
         == {"plan": ["cli.plan", "run.plan"], "datasets": ["core.datasets", "data.datasets"]}
+
+
+# packages that must not reach into another one even though it sits below them: evaluation and the label-free
+# analysis read a dataset through drift.models.slice_data and drift.store, never through the training code
+KEPT_APART = {"evaluate": {"train"}, "analysis": {"train"}}
+
+
+def test_evaluate_and_analysis_never_import_train():
+    crossings = [f"drift.{module} imports drift.{other}" for module, imported in graph().items()
+                 for other in imported if layer_of(other) in KEPT_APART.get(layer_of(module), ())]
+    assert not crossings, "imports the layers keep apart:\n" + "\n".join(sorted(crossings))
+
+
+def test_the_slice_table_carries_no_params():
+    # the dataset view train, evaluate and analysis share is made without params.yaml: the slice table imports no
+    # params, and SliceData takes the InputSettings its resolver (input_settings) makes of them, not Params
+    assert "core.params" not in graph()["store.slice_table"]
+    tree = ast.parse((ROOT / "drift" / "models" / "slice_data.py").read_text())
+    init = next(f for c in tree.body if isinstance(c, ast.ClassDef) and c.name == "SliceData"
+                for f in c.body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
+    assert [a.arg for a in init.args.args] == ["self", "name", "settings", "root"]
+    assert not any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute) and n.value.attr == "params"
+                   for n in ast.walk(init)), "SliceData reads self.params"

@@ -17,13 +17,14 @@ import yaml
 
 from drift.core.dataset_registry import DATASETS
 from drift.core.encoder_registry import ENCODERS, autocast_dtype
+from drift.core.params import model_training
 from drift.core.presets import apply_preset
-from drift.data.datasets import dataset_cfg, load
+from drift.data.datasets import dataset_cfg
 from drift.data.datasets import yearbook as yearbook_module
 from drift.models import get_model_info
 from drift.protocol.tasks import get_task
-from drift.train.loop import learning_rate, make_optimizer
-from conftest import SHIPPED_PARAMS
+from drift.train.loop import make_optimizer
+from conftest import SHIPPED_PARAMS, checked_params
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESETS = {"paper-yearbook": "yearbook", "paper-amazon": "amazon", "paper-arxiv": "arxiv"}
@@ -49,8 +50,8 @@ def facts(dataset: str) -> dict:
 def applied(preset: str, tmp_path: Path, presets: Path = ROOT / "params"):
     params_path = tmp_path / "params.yaml"
     shutil.copy(SHIPPED_PARAMS, params_path)
-    apply_preset(preset, params_path=params_path, presets=presets, check=load)
-    return load(yaml.safe_load(params_path.read_text()))
+    apply_preset(preset, params_path=params_path, presets=presets, check=checked_params)
+    return checked_params(yaml.safe_load(params_path.read_text()))
 
 
 def deviations(preset: str) -> dict[str, str]:
@@ -124,7 +125,7 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
     check("train.batch_size", common["batch_size"], train.batch_size)
     check("train.batch_order", code["batch_order"], train.batch_order)
     check("train.slice_seed", code["slice_seed"], train.slice_seed)
-    optimizer = make_optimizer(nn.Linear(2, 1), modality, train)
+    optimizer = make_optimizer(nn.Linear(2, 1), model_training(train, "default", modality, False, 1))
     name = {torch.optim.AdamW: "adamw", torch.optim.Adam: "adam"}[type(optimizer)]
     check("train.optimizer", common.get("optimizer", code.get("optimizer")), name)
     check("train.weight_decay", common.get("weight_decay", code.get("weight_decay")),
@@ -149,7 +150,7 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
     check("train.models", sorted(models), sorted(train.models[dataset]))
     for model, m in models.items():
         info = get_model_info(model)
-        check(f"train.lr.{model}", m["learning_rate"], learning_rate(train.lr, info.family))
+        check(f"train.lr.{model}", m["learning_rate"], train.lr_for(info.family))
         if m.get("dtype") is not None:
             check(f"embed.dtype.{model}", m["dtype"], embed.dtype)
         if not m["frozen_backbone"]:
@@ -307,7 +308,7 @@ def test_split_draw_as_the_slice_stage_runs_it(tmp_path):
     table, _ = build_slices(records, cfg, params.split)
     test = {int(i[1:]) for i, s in zip(table.column("id").to_pylist(), table.column("split").to_pylist()) if s == "test"}
     assert test == their_split_test_rows(years, labels, 0.3, 42)
-    default, _ = build_slices(records, cfg, load(yaml.safe_load((ROOT / "params.yaml").read_text())).split)
+    default, _ = build_slices(records, cfg, checked_params(yaml.safe_load((ROOT / "params.yaml").read_text())).split)
     assert default.column("split").to_pylist() != table.column("split").to_pylist()
 
 

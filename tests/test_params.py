@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import SHIPPED_PARAMS, only, run, tiny_params
+from conftest import SHIPPED_PARAMS, checked_params, only, run, tiny_params
 
 from drift.core.dataset_registry import DATASETS
 from drift.core.errors import DriftError
@@ -19,14 +19,12 @@ from drift.core.params import (
     Params,
     TrainParams,
 )
-from drift.core.params import load as load_core
+from drift.core.params import load_params
 from drift.core.presets import apply_preset
 from drift.data.datasets import (
     dataset_cfg,
     dataset_params,
     get_dataset,
-    load,
-    load_params,
 )
 from drift.data.datasets.yearbook import YearbookParams
 from drift.run.checks import validate
@@ -40,9 +38,9 @@ def shipped() -> dict:
 
 
 def error(data) -> str:
-    """The one-line message load() gives for a params.yaml document."""
+    """The one-line message checked_params() gives for a params.yaml document."""
     with pytest.raises(DriftError) as e:
-        load(data)
+        checked_params(data)
     message = str(e.value)
     assert "\n" not in message
     return message
@@ -57,7 +55,7 @@ def changed(change) -> dict:
 # ---------------------------------------------------------------- what ships holds up
 
 def test_shipped_params_validate():
-    params = load_params(SHIPPED_PARAMS)
+    params = checked_params(SHIPPED_PARAMS)
     assert isinstance(params, Params)
     for name in params.datasets:
         validate(params, name)
@@ -67,7 +65,7 @@ def test_the_workspace_params_validate():
     """Whatever this workspace's params.yaml holds (a user's datasets and sections, a preset), it loads; the
     other tests build their params from the shipped copy (tests/fixtures/params.yaml) or their own."""
     if (ROOT / "params.yaml").exists():
-        load_params(ROOT / "params.yaml")
+        checked_params(ROOT / "params.yaml")
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -75,7 +73,7 @@ def test_every_preset_applied_validates(preset, tmp_path):
     path = tmp_path / "params.yaml"
     shutil.copy(SHIPPED_PARAMS, path)
     apply_preset(preset, params_path=path, presets=ROOT / "params")
-    params = load_params(path)
+    params = checked_params(path)
     for name in params.datasets:
         validate(params, name)
 
@@ -92,16 +90,16 @@ def test_a_preset_that_breaks_params_is_refused_and_nothing_is_written(tmp_path)
 
 
 def test_a_section_per_dataset():
-    params = load(shipped())
+    params = checked_params(shipped())
     assert all(isinstance(dataset_cfg(params, name), get_dataset(name).PARAMS) for name in DATASETS)
     assert set(DATASETS) <= set(Params.keys())  # the schema's dataset sections are the table's
 
 
 def test_the_core_schema_keeps_a_dataset_section_as_written_and_its_module_types_it():
     data = changed(lambda p: p["sotu"].update(min_word=20))
-    assert load_core(data).section("sotu")["min_word"] == 20  # train, evaluate, report: no reader to type it
+    assert load_params(data).section("sotu")["min_word"] == 20  # train, evaluate, report: no reader to type it
     with pytest.raises(DriftError, match=r"^unknown parameter sotu\.min_word: did you mean sotu\.min_words\?"):
-        load(data)  # ingest and the CLI: its module's params class
+        checked_params(data)  # ingest and the CLI: its module's params class
 
 
 def test_an_old_datasets_entry_names_the_new_form():
@@ -154,20 +152,21 @@ def test_run_choices_are_set_by_params_yaml():
 def test_a_missing_key_takes_the_schema_default():
     params = shipped()
     del params["embed"]["max_length"], params["train"]["epochs"], params["sotu"]
-    typed = load(params)
+    typed = checked_params(params)
     sotu = dataset_cfg(typed, "sotu")
     assert typed.embed.max_length == 64 and typed.train.epochs == 5 and sotu.min_words == 30
     assert sotu.slices.spec() == {"unit": "decade", "start": 1850, "end": 2030}
 
 
-def test_a_corpus_reads_from_its_datasets_entry_unless_source_is_set():
+def test_a_corpus_reads_from_its_datasets_entry():
     params = shipped()
     params["datasets"] = {"yearbook": {"input": "elsewhere/yearbook.tar.gz", "reader": DATASETS["yearbook"].reader},
-                          "amazon": {"input": "elsewhere/amazon", "reader": DATASETS["amazon"].reader}}
+                          "amazon": {"input": "data/raw/amazon", "reader": DATASETS["amazon"].reader}}
     del params["yearbook"]["source"]
-    typed = load(params)
+    typed = checked_params(params)
     assert dataset_cfg(typed, "yearbook").source == "elsewhere/yearbook.tar.gz"
-    assert dataset_cfg(typed, "amazon").source == "data/raw/amazon"  # set in its section: the section wins
+    assert dataset_cfg(typed, "amazon").source == "data/raw/amazon"  # its section names the same files
+    # its section naming other files than its datasets entry: tests/test_params.py::test_a_dataset_named_twice...
     assert YearbookParams().source == shipped()["yearbook"]["source"]
 
 
@@ -176,7 +175,7 @@ def test_null_means_empty():
     params["train"]["baselines"] = None
     params["embed"]["encoders"] = None
     params["sotu"] = None
-    typed = load(params)
+    typed = checked_params(params)
     assert typed.train.baselines == [] and typed.embed.encoders == []
     assert dataset_cfg(typed, "sotu") == get_dataset("sotu").PARAMS()
 
@@ -211,7 +210,7 @@ def test_unknown_keys_name_the_key_and_the_closest_valid_ones(change, expected):
 
 
 def test_an_unknown_family_in_lr_stops_validate():
-    params = load(changed(lambda p: p["train"].update(lr={"default": 0.001, "frozn": 0.01})))
+    params = checked_params(changed(lambda p: p["train"].update(lr={"default": 0.001, "frozn": 0.01})))
     with pytest.raises(DriftError, match=r"^unknown parameter train\.lr\.frozn: did you mean train\.lr\.frozen\b"):
         validate(params, "sotu")
 
@@ -253,13 +252,13 @@ def test_wrong_types_are_one_line_errors(change, expected):
 
 def test_numbers_may_be_written_as_yaml_1_1_strings():
     """PyYAML reads `lr: 1e-3` as a string: a number field takes it."""
-    assert load(changed(lambda p: p["train"].update(lr="1e-3", weight_decay="0"))).train.lr == 0.001
+    assert checked_params(changed(lambda p: p["train"].update(lr="1e-3", weight_decay="0"))).train.lr == 0.001
 
 
 def test_the_token_cap_is_train_max_tokens_else_embed_max_length():
-    assert load(shipped()).max_tokens == 64  # train.max_tokens null: embed.max_length
-    assert load(changed(lambda p: p["train"].update(max_tokens=128))).max_tokens == 128
-    assert load(changed(lambda p: p["embed"].update(max_length=32))).max_tokens == 32
+    assert checked_params(shipped()).max_tokens == 64  # train.max_tokens null: embed.max_length
+    assert checked_params(changed(lambda p: p["train"].update(max_tokens=128))).max_tokens == 128
+    assert checked_params(changed(lambda p: p["embed"].update(max_length=32))).max_tokens == 32
 
 
 def test_the_library_validates_plain_mappings_too():
@@ -300,8 +299,90 @@ def test_defaults_are_not_shared():
         params = shipped()
         del params["train"]["baselines"], params["embed"]["weights"]
         return params
-    a = load(without_defaults())
+    a = checked_params(without_defaults())
     a.train.baselines.append("x")
     a.embed.weights["bert"] = "w"
-    b = load(without_defaults())
+    b = checked_params(without_defaults())
     assert "x" not in b.train.baselines and b.embed.weights == {}
+
+
+def test_one_function_loads_the_configuration():
+    # drift.core.params.load_params is the one loader of params.yaml: no other module defines a loader, and every
+    # stage script reads its params through it (a raw read would bring its own defaults)
+    import ast
+
+    loaders = {"load", "load_params", "as_params", "load_core", "load_core_params"}
+    defined = []
+    for path in sorted([*(ROOT / "drift").rglob("*.py"), *(ROOT / "stages").glob("*.py")]):
+        for node in ast.parse(path.read_text()).body:  # module-level functions: the public ones
+            if isinstance(node, ast.FunctionDef) and node.name in loaders:
+                defined.append(f"{path.relative_to(ROOT)}:{node.name}")
+    assert defined == ["drift/core/params.py:load_params"]
+    for script in sorted((ROOT / "stages").glob("*.py")):
+        tree = ast.parse(script.read_text())
+        sources = {(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        assert ("drift.core.params", "load_params") in sources, f"{script.name} does not read params.yaml " \
+                                                                "through drift.core.params.load_params"
+        assert "safe_load" not in script.read_text(), f"{script.name} reads a YAML file of its own"
+
+
+def test_what_decides_a_checkpoint_is_stated_once():
+    # every TrainParams field says what it decides (or why nothing); the checkpoint key's record and the train
+    # stage's DVC params are derived from that, so neither can forget a field
+    from drift.core.params import CHECKPOINT, ROSTER, ModelTraining, model_training
+    from drift.run.pipeline import STAGES
+
+    unstated = [n for n, f in TrainParams.model_fields.items()
+                if not (isinstance(f.json_schema_extra, dict) and "decides" in f.json_schema_extra
+                        and (f.json_schema_extra["decides"] or f.json_schema_extra.get("why")))]
+    assert not unstated, f"TrainParams fields that state neither what they decide nor why nothing: {unstated}"
+    keyed = TrainParams.deciding(CHECKPOINT)
+    assert set(ModelTraining.model_fields) == set(keyed) | {"optimizer"}
+    tracked = STAGES["train"]["params"]
+    for name in keyed + TrainParams.deciding(ROSTER):
+        assert (f"train.{name}" if name != "models" else "train.models.${key}") in tracked, name
+    # one record feeds the key and the optimiser: the learning rate resolved once, as a float, per family
+    train = TrainParams(lr={"frozen": 0.01, "cnn": 0.003})
+    assert model_training(train, "CNN", "image", False, 64).lr == 0.003
+    assert model_training(train, "Frozen", "text", False, 64).optimizer == "adamw"
+    record = model_training(train, "Recurrent", "text", True, 64)
+    assert record.lr == 0.001 and isinstance(record.lr, float) and record.dropout == 0.0 == train.dropout
+    assert model_training(train.model_copy(update={"dropout": 0.1}), "MLP", "image", False, 64).dropout == 0.0
+    with pytest.raises(DriftError, match="resolved per model"):
+        model_training(train.model_copy(update={"engine": "auto"}), "CNN", "image", False, 64)
+
+
+def test_a_dataset_named_twice_or_its_files_named_twice_is_one_line(tmp_path):
+    # PyYAML keeps the last of two equal keys silently: params.yaml refuses them, with both lines
+    text = SHIPPED_PARAMS.read_text().replace("datasets:\n", "datasets:\n  sotu: {input: data/raw/other, reader: "
+                                                             "drift/data/datasets/sotu.py}\n", 1)
+    (tmp_path / "params.yaml").write_text(text)
+    with pytest.raises(DriftError, match=r"^params.yaml names 'sotu' twice in one mapping \(lines \d+ and \d+\): "
+                                         r"keep one$"):
+        load_params(tmp_path / "params.yaml")
+    # a corpus's files named by datasets.<name>.input and, differently, by its section's source
+    data = shipped()
+    data["datasets"]["amazon"] = {"input": "data/raw/elsewhere", "reader": DATASETS["amazon"].reader}
+    data["train"]["models"]["amazon"] = ["ffn-s"]
+    message = error(data)
+    assert message == ("amazon.source (data/raw/amazon) and datasets.amazon.input (data/raw/elsewhere) name different "
+                       "files: name them once, as `datasets.amazon.input`, and drop amazon.source")
+    data["datasets"]["amazon"]["input"] = "data/raw/amazon/"
+    assert dataset_cfg(load_params(data), "amazon").source == "data/raw/amazon/"
+
+
+def test_drift_check_refuses_an_earlier_form_without_dvc(tmp_path):
+    # `drift check` runs the check stage's checks alone: the old `datasets.<name>: <path>` form is one line of
+    # ours, where `dvc repro` would stop in DVC's own parse of dvc.yaml
+    from conftest import drift_cli
+
+    text = SHIPPED_PARAMS.read_text()
+    (tmp_path / "params.yaml").write_text(text)
+    assert drift_cli("check", cwd=tmp_path).returncode == 0
+    line = next(l for l in text.splitlines() if l.startswith("  sotu: {"))
+    (tmp_path / "params.yaml").write_text(text.replace(line, "  sotu: drift/data/datasets/sotu.py", 1))
+    result = drift_cli("check", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip() == ("error: params.yaml `datasets.sotu: drift/data/datasets/sotu.py` is the old "
+                                     "form: write `sotu: {input: drift/data/datasets/sotu.py, reader: "
+                                     "drift/data/datasets/sotu.py}`")

@@ -107,8 +107,10 @@ BAD = [  # (change, the stage whose check stops it, the one line it prints)
 def test_bad_parameters_stop_before_compute(change, stage, expected):
     """In process: ingest checks the data half of the params (no model registry: editing a model never re-runs
     an ingest), train checks everything; each problem is one line."""
+    from conftest import checked_params
+
     from drift.core.errors import DriftError
-    from drift.data.datasets import dataset_cfg, load
+    from drift.data.datasets import dataset_cfg
     from drift.data.validate import validate_data
     from drift.run.checks import validate
 
@@ -118,10 +120,10 @@ def test_bad_parameters_stop_before_compute(change, stage, expected):
     params = only(tiny_params(), "sotu")
     change(params)
     with pytest.raises(DriftError) as error:
-        (ingest_checks if stage == "ingest" else validate)(load(params), "sotu")
+        (ingest_checks if stage == "ingest" else validate)(checked_params(params), "sotu")
     assert expected in str(error.value) and "\n" not in str(error.value)
     if stage == "train":  # the data half passes: ingest, slice and embed run; train stops before training
-        ingest_checks(load(params), "sotu")
+        ingest_checks(checked_params(params), "sotu")
 
 
 def test_bad_parameters_in_a_stage_script_are_one_line(project):

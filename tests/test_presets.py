@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from drift.core.encoder_registry import get_encoder_spec
-from drift.core.params import SliceSpec, load
+from drift.core.params import SliceSpec, load_params
 from drift.core.presets import apply_preset
 from drift.models import get_model_info
 from drift.run.checks import validate
@@ -59,7 +59,7 @@ def test_preset_runs_the_papers_cohort(preset, tmp_path):
     # every probe's encoder is computed by the embed stage, and they are the paper's
     encoders = params["embed"]["encoders"]
     assert {i.name.removeprefix("probe-") for i in probes} == set(encoders) == PROBES[preset]
-    validate(load(params), dataset)
+    validate(load_params(params), dataset)
 
 
 @pytest.mark.parametrize("preset", PAPER)

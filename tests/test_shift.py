@@ -19,7 +19,7 @@ from drift.analysis.shift import (
     write_shift,
 )
 from drift.core.errors import DriftError
-from drift.core.params import load
+from drift.core.params import load_params
 from drift.report.plots import heatmap
 
 
@@ -162,9 +162,9 @@ def test_write_shift_on_a_real_slice_table_and_store(tmp_path, monkeypatch):
     vectors by key, and finds the moved slice."""
     import pyarrow as pa
 
+    from drift.models.slice_data import SliceData, input_settings
     from drift.store.embeddings import EmbeddingStore
     from drift.store.slices import write_slice_table
-    from drift.train.slice_data import SliceData
 
     monkeypatch.chdir(tmp_path)
     rng = np.random.default_rng(7)
@@ -187,7 +187,7 @@ def test_write_shift_on_a_real_slice_table_and_store(tmp_path, monkeypatch):
     (tmp_path / "data/embeddings").mkdir(parents=True)
     (tmp_path / "data/embeddings/toy.json").write_text(json.dumps({"encoders": {"minilm-l6": manifest}}))
     params = {"datasets": {"sotu": {"input": "drift/data/datasets/sotu.py", "reader": "drift/data/datasets/sotu.py"}}, "embed": {"cache_dir": str(tmp_path / "cache")}}
-    data = SliceData(load(params), "toy")
+    data = SliceData("toy", input_settings(load_params(params)))
 
     true = np.array([[0.9, 0.9, 0.88, 0.6], [0.9, 0.9, 0.89, 0.62], [0.9, 0.9, 0.9, 0.65], [0.9, 0.9, 0.9, 0.9]])
     evaluation = {"higher_is_better": True, "seeds": {"0": true.tolist()},

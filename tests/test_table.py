@@ -18,7 +18,7 @@ from conftest import drift_cli, run, tiny_params
 from PIL import Image
 
 from drift.core.errors import DriftError
-from drift.core.params import load, parse
+from drift.core.params import load_params, parse
 from drift.data.datasets import dataset_cfg
 from drift.data.datasets.table import TableParams
 from drift.data.ingest import ingest
@@ -215,15 +215,15 @@ def test_configured_dataset_in_params():
     params["datasets"]["tickets"] = {"input": "t.csv", "reader": "drift/data/datasets/table.py"}
     params["tickets"] = section("t.csv")
     params["train"]["models"]["tickets"] = ["ffn-s"]
-    typed = load(params)
+    typed = load_params(params)
     assert typed.info("tickets").task == "multiclass" and typed.info("tickets").modality == "text"
     assert dataset_cfg(typed, "tickets").classes == list(WORDS)
     params["tickets"]["tim"] = "x"
     with pytest.raises(DriftError, match=r"^unknown parameter tickets\.tim: did you mean tickets\.time\b"):
-        dataset_cfg(load(params), "tickets")
+        dataset_cfg(load_params(params), "tickets")
     params["datasets"]["other"] = {"input": "t.csv", "reader": "drift/data/datasets/x.py"}
     with pytest.raises(DriftError, match=r"unknown parameter datasets\.other"):
-        load(params)
+        load_params(params)
 
 
 def test_drift_init_asks_when_ambiguous_and_writes_the_section(tmp_path):

@@ -21,7 +21,7 @@ from conftest import ROOT, drift_cli, run
 from PIL import Image
 
 from drift.core.errors import DriftError
-from drift.core.params import load, parse
+from drift.core.params import load_params, parse
 from drift.core.paths import dataset_paths
 from drift.data.datasets._io import parse_date
 from drift.data.datasets.table import TableParams, parse_time
@@ -57,7 +57,7 @@ def with_table(data: dict, name: str, models=("ffn-s",)) -> dict:
 
 def refused(data: dict) -> str:
     with pytest.raises(DriftError) as e:
-        load(data)
+        load_params(data)
     return str(e.value)
 
 

@@ -28,12 +28,10 @@ from drift.protocol.summary import mean_over_seeds
 from drift.report.plots import heatmap, long_format
 from drift.store.embeddings import open_store
 from drift.store.features import DiskArray, is_current
-from drift.store.location import cache_dir
-from drift.store.slices import read_slice_table
-from drift.train.loop import trainable_cutoffs
+from drift.store.slices import read_slice_table, trainable_cutoffs
 
 if TYPE_CHECKING:  # the annotation only: SliceData brings torch
-    from drift.train.slice_data import SliceData
+    from drift.models.slice_data import SliceData
 
 MEDIAN_SAMPLE = 1000  # rows whose pairwise distances set the bandwidth
 
@@ -153,17 +151,17 @@ def standardised_pixels(images: np.ndarray) -> np.ndarray:
 
 
 def shift_features(data: SliceData) -> tuple[np.ndarray, str]:
-    """(features of every row of the slice table, what they are) for a drift.train.slice_data.SliceData: the text
+    """(features of every row of the slice table, what they are) for a drift.models.slice_data.SliceData: the text
     encoder's pooled vectors; for an image dataset a vision encoder's (the first of embed.encoders that was
     embedded), else its standardised pixels."""
     if data.modality == "image":
-        vision = [e for e in data.params.embed.encoders if e in data.encoders and ENCODERS[e].modality == "image"]
+        vision = [e for e in data.settings.encoders if e in data.encoders and ENCODERS[e].modality == "image"]
         if not vision:
             images = table_images(read_slice_table(data.slice_path, columns=["image"]))
             return standardised_pixels(images), "pixels (standardised)"
         encoder = vision[0]
     else:
-        encoder = data.params.embed.text_encoder
+        encoder = data.settings.text_encoder
         if encoder not in data.encoders:
             raise DriftError(f"the shift matrix reads the pooled vectors of {encoder}, which embed@{data.name} did "
                              f"not compute: run `dvc repro embed@{data.name}`")
@@ -172,14 +170,14 @@ def shift_features(data: SliceData) -> tuple[np.ndarray, str]:
     if "store" in manifest and is_current(path, data.keys_sha256, manifest):
         pooled = DiskArray(path / "pooled.npy")
         return pooled.read_rows(np.arange(len(pooled))), f"{encoder} pooled"
-    store = open_store(manifest, cache_dir(data.params.embed))
+    store = open_store(manifest, data.settings.store)
     return store.read_pooled(data.table.column("key")), f"{encoder} pooled"
 
 
 def write_shift(data: SliceData, root: Path = Path("."), n: int = 200, permutations: int = 200, alpha: float = 0.05,
                 seed: int = 0, novelty_quantile: float = 0.95, max_rows: int = 500, max_index_rows: int = 100_000,
                 top: int = 5, evals: dict[str, dict] | None = None) -> dict:
-    """The label-free part of a dataset's report, for a drift.train.slice_data.SliceData:
+    """The label-free part of a dataset's report, for a drift.models.slice_data.SliceData:
 
       plots/<ds>/shift/matrix.json   the shift matrix in long format (value = MMD²) with each cell's p, q and
                                      significant (DVC's heatmap template reads it like M)

@@ -1,6 +1,6 @@
 """The `drift` command (console entry point drift.cli:app), one module per command group, rendering only (what
 they read comes from the library; no module here is imported by it): pipeline_commands.py (summary, models, fetch,
-track, preset), init.py (a table of your own into params.yaml), report_commands.py (show, compare, plots,
+track, preset, check), init.py (a table of your own into params.yaml), report_commands.py (show, compare, plots,
 saliency), cache.py (cache list | verify | compact | gc), plan_commands.py (the cost of a campaign),
 rehearse_commands.py (a preset's whole pipeline on a small sample), policy_commands.py (retraining policies),
 remote_commands.py (push, pull: DVC's, with one-line faults), paper.py (the authors' published results beside

@@ -14,7 +14,8 @@ from rich.console import Console
 from drift.cli.common import console, fail
 from drift.core.dataset_registry import DATASETS
 from drift.core.errors import DriftError, check_name
-from drift.data.datasets import load
+from drift.core.params import load_params
+from drift.data.datasets import check_datasets
 from drift.data.inspect import Ambiguous, entry, propose
 
 ROSTERS = {"text": ["ffn-s", "probe-minilm"], "image": ["mlp-s", "cnn-s"]}  # the models a new dataset starts with
@@ -49,7 +50,7 @@ def write_dataset(params_path: Path, name: str, section: dict, modality: str, fo
     if json.loads(json.dumps(yaml.safe_load(text), default=str)) != wanted:  # the text edit went wrong: stop
         raise DriftError(f"could not add {name!r} to {params_path} without rewriting it: add the section "
                          f"`drift init --json` prints by hand")
-    load(wanted)  # the edited params must hold up before they are written
+    check_datasets(load_params(wanted))  # the edited params must hold up before they are written
     tmp = params_path.with_name(f".{params_path.name}.drift-init")
     try:  # written whole, then moved: Ctrl-C or a full disk never leaves half a params.yaml
         tmp.write_text(text)

@@ -209,7 +209,7 @@ def label_free_table(rows: list[dict]) -> Table:
 
 def dataset_specs(dataset: str, params_path: Path = Path("params.yaml")):
     """(spec of each input kind, n_outputs) for a dataset as params.yaml configures it."""
-    from drift.data.datasets import dataset_cfg, load_params
+    from drift.data.datasets import dataset_cfg
     from drift.models import InputSpec
     from drift.protocol.tasks import get_task
 
@@ -281,7 +281,7 @@ def fetch(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
           as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Download a corpus from the URL in params (<dataset>.url), with resume and sha256 check, and register each
     file with DVC as an import of its URL (<file>.dvc; outside a DVC repository it is only downloaded)."""
-    from drift.data.datasets import dataset_cfg, load_params
+    from drift.data.datasets import dataset_cfg
 
     try:
         done = fetch_and_track(dataset, dataset_cfg(load_params(params), dataset), dvc=dvc)
@@ -304,7 +304,7 @@ def track(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
           as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Track raw files you put in place yourself with DVC (`dvc add` on what the dataset reads: the arXiv
     snapshot, the Yearbook folder or .tar.gz, each Amazon category file), as `drift fetch` tracks downloads."""
-    from drift.data.datasets import dataset_cfg, load_params
+    from drift.data.datasets import dataset_cfg
 
     try:
         done = track_dataset(dataset, dataset_cfg(load_params(params), dataset))
@@ -325,14 +325,26 @@ def preset(name: str = typer.Argument(..., help="a file in params/, e.g. paper-y
                                      "(drift init) datasets and their sections too")):
     """Apply a paper preset (params/<name>.yaml) to params.yaml; then `dvc exp run` or `dvc repro`. Your own
     datasets (added by `drift init`) stay beside the preset's unless --only."""
-    from drift.data.datasets import load
+    from drift.data.datasets import check_datasets
 
     try:
-        changed = apply_preset(name, params, check=load, only=only)
+        changed = apply_preset(name, params, check=lambda merged: check_datasets(load_params(merged)), only=only)
     except DriftError as e:
         fail(e)
     console.print(f"applied {name}: {', '.join(changed) or 'nothing changed'}", highlight=False, soft_wrap=True)
     console.print("next: `dvc exp run -n " + name + "` (or `dvc repro`)", style="dim")
 
 
-COMMANDS = (summary, models, fetch, track, preset)
+def check(params: Path = typer.Option(Path("params.yaml"), help="the params file to check")):
+    """Check params.yaml as the pipeline's first stage does (schema, every dataset section, slices, rosters),
+    without DVC: an earlier form of a key fails here in one line, before `dvc repro` parses dvc.yaml."""
+    from drift.run.checks import check_run
+
+    try:
+        check_run(load_params(params))
+    except DriftError as e:
+        fail(e)
+    console.print(f"{params}: checked", highlight=False)
+
+
+COMMANDS = (summary, models, fetch, track, preset, check)

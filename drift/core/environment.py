@@ -49,6 +49,15 @@ def pin_cpu_code_path() -> dict[str, str]:
     return {name: os.environ[name] for name in CPU_CODE_PATH}
 
 
+def deterministic(threads: int) -> None:
+    """Bit-identical runs for a seed: deterministic kernels and a fixed thread count (a reduction split over
+    another number of threads adds in another order). What train and evaluate set before any compute."""
+    import torch
+
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(max(1, int(threads)))
+
+
 @cache  # installed versions do not change under a running process
 def package_version(distribution: str) -> str | None:
     """The installed version of a distribution, None when it is not installed."""

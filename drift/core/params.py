@@ -13,7 +13,7 @@ import datetime as dt
 import types
 import typing
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 import yaml
 from pydantic import (
@@ -355,35 +355,104 @@ class EmbedParams(Section):
                                    f"encoder {name}: set it to at most {spec.positions}")
         return self
 
+# what a TrainParams field decides (its Field's json_schema_extra): CHECKPOINT, a checkpoint's bytes (a field of
+# ModelTraining, so of the checkpoint key, and a DVC param of the train stage); ROSTER, which checkpoints exist (a
+# DVC param; the key holds the model and seed themselves). A field deciding neither says why: {"decides": None,
+# "why": ...}; tests/test_params.py fails on a field without either.
+CHECKPOINT = {"decides": "checkpoint"}
+ROSTER = {"decides": "roster"}
+
+
 class TrainParams(Section):
     SECTION: ClassVar[str] = "train"
-    epochs: Bounded(MAX_EPOCHS) = 5
-    seeds: Annotated[list[Int], Field(min_length=1), AfterValidator(_distinct)] = [0]
-    batch_size: Bounded(MAX_BATCH) = 64
-    weight_decay: Float = 0.01       # AdamW (text heads and probes)
-    lr: LearningRate = Field(default_factory=lambda: {"default": LR_DEFAULT, "frozen": 0.01})
-    threads: Bounded(MAX_THREADS) = 1         # fixed torch threads: bit-identical results
+    epochs: Bounded(MAX_EPOCHS) = Field(5, json_schema_extra=CHECKPOINT)
+    seeds: Annotated[list[Int], Field(min_length=1), AfterValidator(_distinct)] = Field(
+        [0], json_schema_extra=ROSTER)
+    batch_size: Bounded(MAX_BATCH) = Field(64, json_schema_extra=CHECKPOINT)
+    weight_decay: Float = Field(0.01, json_schema_extra=CHECKPOINT)  # AdamW (text heads and probes)
+    lr: LearningRate = Field(default_factory=lambda: {"default": LR_DEFAULT, "frozen": 0.01},
+                             json_schema_extra=CHECKPOINT)
+    # fixed torch threads: bit-identical results
+    threads: Bounded(MAX_THREADS) = Field(1, json_schema_extra=CHECKPOINT)
     # batched: drift/train/engine.py, equal to float tolerance; auto: per family and device kind (train/rates.py)
-    engine: Annotated[str, choice("solo", "batched", "auto")] = "solo"
-    max_tokens: Bounded(MAX_TOKENS) | None = None  # token rows are cut here; null: embed.max_length
-    dropout: Annotated[Float, Field(ge=0, lt=1)] = 0.0  # p of the models with dropout layers (ViT, text heads); 0: off
-    grad_clip: Annotated[Float, Field(gt=0)] | None = None  # each model's gradient norm clipped to this; null: none
-    standardise_targets: bool = True   # regression heads train on targets standardised per cutoff (Standardised)
-    standardise_pixels: bool = True    # image models read pixels standardised per channel (PixelStandardised)
+    engine: Annotated[str, choice("solo", "batched", "auto")] = Field("solo", json_schema_extra=CHECKPOINT)
+    # token rows are cut here; null: embed.max_length
+    max_tokens: Bounded(MAX_TOKENS) | None = Field(None, json_schema_extra=CHECKPOINT)
+    # p of the models with dropout layers (ViT, text heads); 0: off
+    dropout: Annotated[Float, Field(ge=0, lt=1)] = Field(0.0, json_schema_extra=CHECKPOINT)
+    # each model's gradient norm clipped to this; null: none
+    grad_clip: Annotated[Float, Field(gt=0)] | None = Field(None, json_schema_extra=CHECKPOINT)
+    # regression heads train on targets standardised per cutoff (Standardised)
+    standardise_targets: bool = Field(True, json_schema_extra=CHECKPOINT)
+    # image models read pixels standardised per channel (PixelStandardised)
+    standardise_pixels: bool = Field(True, json_schema_extra=CHECKPOINT)
     # each epoch's batches: bucketed (token rows of similar length share a batch; others a plain shuffle, numpy's
     # generator) or uniform (a shuffling torch DataLoader's uniform permutation, seeded seed + epoch: the authors')
-    batch_order: Annotated[str, choice("bucketed", "uniform")] = "bucketed"
+    batch_order: Annotated[str, choice("bucketed", "uniform")] = Field("bucketed", json_schema_extra=CHECKPOINT)
     # the loss's class / rating weights: from each cutoff's own training rows (cutoff), or once from the whole
     # training split, every slice (split: the authors' runs)
-    loss_weights: Annotated[str, choice("cutoff", "split")] = "cutoff"
+    loss_weights: Annotated[str, choice("cutoff", "split")] = Field("cutoff", json_schema_extra=CHECKPOINT)
     # image models trained from scratch read pixels / 255 in [0, 1] (unit), or the stored 0-255 values (raw: PixelScaled)
-    pixel_scale: Annotated[str, choice("unit", "raw")] = "unit"
+    pixel_scale: Annotated[str, choice("unit", "raw")] = Field("unit", json_schema_extra=CHECKPOINT)
     # f_k's seed: offset (seed * 100003 + k) or hash (the first 4 bytes of sha256 of "seed:model:slice", the slice
     # as a year or a half-year counted from 2000: the authors' per-slice seed)
-    slice_seed: Annotated[str, choice("offset", "hash")] = "offset"
+    slice_seed: Annotated[str, choice("offset", "hash")] = Field("offset", json_schema_extra=CHECKPOINT)
     # references in every matrix; baseline-tfidf reads raw text, so an image dataset's roster leaves it out
-    baselines: list[str] = ["baseline-prior", "baseline-linear", "baseline-tfidf"]
-    models: Annotated[dict[str, list[str]], AfterValidator(_known_datasets)] = {}  # dataset -> model names
+    baselines: list[str] = Field(["baseline-prior", "baseline-linear", "baseline-tfidf"], json_schema_extra=ROSTER)
+    models: Annotated[dict[str, list[str]], AfterValidator(_known_datasets)] = Field(
+        {}, json_schema_extra=ROSTER)  # dataset -> model names
+
+    @classmethod
+    def deciding(cls, what: dict) -> list[str]:
+        """The fields that decide `what` (CHECKPOINT or ROSTER), in the schema's order."""
+        return [n for n, f in cls.model_fields.items()
+                if isinstance(f.json_schema_extra, dict) and f.json_schema_extra.get("decides") == what["decides"]]
+
+    def lr_for(self, family: str) -> float:
+        """The learning rate of a model of `family`: train.lr, or its family's entry of a per-family mapping
+        (else `default`, always there)."""
+        if isinstance(self.lr, dict):
+            return float(self.lr.get(family.lower(), self.lr["default"]))
+        return float(self.lr)
+
+
+class ModelTraining(BaseModel):
+    """One model's training, resolved from TrainParams (model_training): every CHECKPOINT field as it acts on
+    this model, plus its optimiser. What the checkpoint key hashes and what the optimiser and loop read."""
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    epochs: int
+    batch_size: int
+    weight_decay: float
+    lr: float
+    optimizer: Literal["adam", "adamw"]       # Adam for an image dataset's models, AdamW for a text one's
+    threads: int
+    engine: Literal["solo", "batched"]
+    max_tokens: int                           # train.max_tokens, else embed.max_length
+    dropout: float                            # 0 for a model without dropout layers
+    grad_clip: float | None
+    standardise_targets: bool
+    standardise_pixels: bool
+    batch_order: Literal["bucketed", "uniform"]
+    loss_weights: Literal["cutoff", "split"]
+    pixel_scale: Literal["unit", "raw"]       # unit on a text dataset: no pixels to scale
+    slice_seed: Literal["offset", "hash"]
+
+
+def model_training(train: TrainParams, family: str, modality: str, has_dropout: bool, max_tokens: int,
+                   engine: str | None = None) -> ModelTraining:
+    """The training of one model of `family` (with dropout layers or not) on a `modality` dataset whose token
+    rows are cut at `max_tokens`; `engine` is the one train.engine auto chose for it (else train.engine)."""
+    engine = engine or train.engine
+    if engine not in ("solo", "batched"):
+        raise DriftError(f"train.engine {engine} is resolved per model before training: solo or batched")
+    return ModelTraining(
+        epochs=train.epochs, batch_size=train.batch_size, weight_decay=float(train.weight_decay),
+        lr=train.lr_for(family), optimizer="adam" if modality == "image" else "adamw", threads=train.threads,
+        engine=engine, max_tokens=max_tokens, dropout=float(train.dropout) if has_dropout else 0.0,
+        grad_clip=None if train.grad_clip is None else float(train.grad_clip),
+        standardise_targets=train.standardise_targets, standardise_pixels=train.standardise_pixels,
+        batch_order=train.batch_order, loss_weights=train.loss_weights,
+        pixel_scale=train.pixel_scale if modality == "image" else "unit", slice_seed=train.slice_seed)
 
 
 EXECUTORS = ("local", "ray")  # compute.executor
@@ -596,30 +665,42 @@ def plain(data: Any) -> Any:
     return data
 
 
-def load(data: dict) -> Params:
-    """params.yaml's document validated: the typed Params, or a one-line DriftError before any compute."""
+def _document(data: dict) -> Params:
     data = plain(data)
     return parse(Params, data, context={"tables": configured_tables(data)})
 
 
 # ---------------------------------------------------------------- reading params.yaml
 
-def load_params(path: str | Path = "params.yaml") -> Params:
-    """params.yaml, typed and checked: the one way every stage and CLI command reads it. An unknown key or a
-    wrong type is a one-line DriftError here, before any compute."""
-    path = Path(path)
+class _UniqueKeys(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a mapping that names a key twice (PyYAML keeps the last silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, (str, int)) and key in seen:
+                raise DriftError(f"params.yaml names {key!r} twice in one mapping (lines {seen[key]} and "
+                                 f"{key_node.start_mark.line + 1}): keep one")
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_params(source: str | Path | dict = "params.yaml") -> Params:
+    """params.yaml typed and checked: the one way the stages, the CLI, plan and rehearse read the configuration.
+    `source` is the file's path or a document already read (a preset merged in memory, an edit about to be
+    written). An unknown key or a wrong type is a one-line DriftError here, before any compute; the dataset
+    sections stay as written until drift.data.datasets.dataset_cfg types one (check_datasets types them all)."""
+    if isinstance(source, dict):
+        return _document(source)
+    path = Path(source)
     if not path.exists():
         raise DriftError(f"no {path} here: run from the repository root (where dvc.yaml is)")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(), Loader=_UniqueKeys)  # noqa: S506 (a safe loader)
     except yaml.YAMLError as e:
         raise DriftError(f"{path} is not valid YAML: {' '.join(str(e).split())}") from None
-    return load(data or {})
-
-
-def as_params(params) -> Params:
-    """Params as they are, or a params.yaml document (a mapping) checked into Params."""
-    return params if isinstance(params, Params) else load(params)
+    return _document(data or {})
 
 
 TEXT_REFERENCES = ("baseline-tfidf",)  # references that read raw text: no image dataset gets them

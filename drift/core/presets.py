@@ -5,17 +5,17 @@ from pathlib import Path
 
 from drift.core.dataset_registry import DATASETS
 from drift.core.errors import DriftError, check_name, close_matches
-from drift.core.params import load, plain
+from drift.core.params import load_params, plain
 
 PRESETS = Path("params")
 
 
 def apply_preset(name: str, params_path: Path = Path("params.yaml"), presets: Path = PRESETS,
-                 check=load, only: bool = False) -> list[str]:
+                 check=load_params, only: bool = False) -> list[str]:
     """Merge params/<name>.yaml into params.yaml, keeping its comments; returns what changed: the keys, and for
     `datasets` what was replaced and what was kept, e.g. "datasets (sotu, synth-portraits -> amazon; kept vite)".
-    `check` validates the merged document before it is written (the CLI passes drift.data.datasets.load, which
-    types the dataset sections too).
+    `check` validates the merged document before it is written (the CLI's also types the dataset sections:
+    drift.data.datasets.check_datasets).
 
     Mappings merge key by key; lists and values replace; the preset's `datasets` replace the built-in ones
     (sotu, amazon, ...), while the user's own datasets (`drift init` tables) stay with their sections; with
@@ -56,6 +56,26 @@ def apply_preset(name: str, params_path: Path = Path("params.yaml"), presets: Pa
     with open(params_path, "w") as f:
         yaml_rt.dump(params, f)
     return changed
+
+
+def merged_document(preset: str | None, params_path: Path = Path("params.yaml"), presets: Path = PRESETS,
+                    overrides: dict | None = None) -> dict:
+    """params.yaml's document with preset `preset` (None: none) and then `overrides` merged in memory, as
+    `drift preset` and `dvc exp run -S` would merge them; nothing is written. drift.core.params.load_params
+    types it."""
+    import yaml
+
+    params_path = Path(params_path)
+    if not params_path.exists():
+        raise DriftError(f"no {params_path} here: run from the repository root (where dvc.yaml is)")
+    data = yaml.safe_load(params_path.read_text()) or {}
+    if preset is not None:
+        available = list_presets(presets)
+        if preset not in available:
+            raise DriftError(f"unknown preset {preset!r}: {close_matches(preset, available)}")
+        merge_preset(data, yaml.safe_load((Path(presets) / f"{preset}.yaml").read_text()) or {})
+    merge_preset(data, overrides or {})
+    return data
 
 
 def list_presets(presets: Path = PRESETS) -> list[str]:

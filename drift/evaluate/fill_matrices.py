@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from drift.core.environment import deterministic
 from drift.core.executor import check_reachable, run_tasks, ships_inputs, workers
 from drift.core.objectstore import location
 from drift.core.params import ComputeParams
@@ -19,6 +20,7 @@ from drift.evaluate.estimate import METHODS, calibrate, estimated_matrix, source
 from drift.evaluate.predict import predict_many
 from drift.models import get_model_info, model_module, model_modules
 from drift.models.checkpoints import checkpoint_path, list_checkpoints, load_checkpoint
+from drift.models.slice_data import SliceData
 from drift.protocol.matrix import drift_matrix, scored_cells, to_json
 from drift.store.cells import (
     CHECKPOINT_KEYS,
@@ -28,15 +30,13 @@ from drift.store.cells import (
     file_digest,
     rows_digest,
 )
-from drift.train.loop import deterministic
-from drift.train.slice_data import SliceData
 
 
 @dataclass
 class EvalJob:
     """One task of the evaluation: every cell of one (model, seed), from its checkpoints {cutoff: path}, or
     {cutoff: cache key or bytes} (`from_cache`: for a worker that shares no filesystem with the stage, which
-    reads them from the checkpoint cache). SliceData travels as its recipe or shipped (drift/train/slice_data.py)."""
+    reads them from the checkpoint cache). SliceData travels as its recipe or shipped (drift/models/slice_data.py)."""
     data: SliceData
     name: str
     seed: int

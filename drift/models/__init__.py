@@ -25,7 +25,7 @@ from drift.protocol.summary import REFERENCES
 
 INPUT_KINDS = ("pixels", "tokens", "pooled", "text")
 # "auto": a reference model reads what the dataset offers: pixels of an image dataset, or the text encoder's
-# pooled vectors of a text dataset (drift.train.slice_data resolves it)
+# pooled vectors of a text dataset (drift.models.slice_data resolves it)
 
 
 @dataclass(frozen=True)

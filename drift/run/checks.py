@@ -46,3 +46,16 @@ def validate(params: Params, name: str) -> None:
             if family not in families:
                 raise DriftError(f"unknown parameter train.lr.{family}: "
                                  f"{close_matches(family, families, prefix='train.lr.')}")
+
+
+def check_run(params: Params) -> None:
+    """Everything the check stage refuses before any compute: every dataset section params.yaml writes, and for
+    each dataset of the run its data (drift.data.validate.validate_data) and its roster (validate). What
+    `drift check` runs too, before DVC parses dvc.yaml."""
+    from drift.data.datasets import check_datasets, dataset_cfg
+    from drift.data.validate import validate_data
+
+    check_datasets(params)
+    for name in params.datasets:
+        validate_data(params, name, dataset_cfg(params, name))
+        validate(params, name)  # the roster: what train would refuse, refused before ingest

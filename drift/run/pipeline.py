@@ -14,6 +14,7 @@ from pathlib import Path
 
 from drift.core.closure import ROOT, import_closure
 from drift.core.dataset_registry import DATASETS
+from drift.core.params import CHECKPOINT, ROSTER, TrainParams
 from drift.core.paths import PARAMS_CHECKED, dvc_path
 
 # stage -> what it reads and writes; inputs/outputs are drift/core/paths.py names, `extra` deps are literal
@@ -32,10 +33,9 @@ STAGES = {
         "outs_block": ["embeddings"], "outs_persist": ["features"]},
     "train": {
         "extra": ["requirements.lock"], "inputs": ["slice_manifest", "embeddings"],
-        "params": ["train.epochs", "train.seeds", "train.batch_size", "train.weight_decay", "train.lr",
-                   "train.threads", "train.engine", "train.max_tokens", "train.dropout", "train.grad_clip",
-                   "train.standardise_targets", "train.standardise_pixels", "train.pixel_scale", "train.loss_weights",
-                   "train.batch_order", "train.baselines", "embed.max_length", "train.models.${key}", "compute"],
+        # what decides a checkpoint or which exist, from the schema's field metadata (train.models: this dataset's)
+        "params": [f"train.{n}" for n in TrainParams.deciding(CHECKPOINT) + TrainParams.deciding(ROSTER)
+                   if n != "models"] + ["embed.max_length", "train.models.${key}", "compute"],
         "outs": ["models"]},
     "evaluate": {
         "extra": ["requirements.lock"], "inputs": ["models", "slice_manifest", "embeddings"],

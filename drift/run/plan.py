@@ -17,12 +17,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from drift.core.errors import DriftError, close_matches
-from drift.core.params import EmbedParams, Params, TrainParams, roster
-from drift.core.presets import PRESETS, list_presets, merge_preset
-from drift.data.datasets import dataset_cfg, get_dataset, load
+from drift.core.params import EmbedParams, Params, TrainParams, load_params, model_training, roster
+from drift.core.presets import PRESETS, merged_document
+from drift.data.datasets import check_datasets, dataset_cfg, get_dataset
 from drift.models import get_model_info
 from drift.train.rates import machine_id, read_rates
 
@@ -48,17 +46,11 @@ DEVICE_PEAK_FLOPS = {
 
 def plan_params(preset: str | None, params_path: Path = Path("params.yaml"), presets: Path = PRESETS):
     """Params (drift.core.params.Params) of params.yaml, with preset `preset` merged in memory (nothing written)."""
-    params_path = Path(params_path)
-    if not params_path.exists():
-        raise DriftError(f"no {params_path} here: run from the repository root (where dvc.yaml is)")
-    data = yaml.safe_load(params_path.read_text()) or {}
-    if preset is not None:
-        available = list_presets(presets)
-        if preset not in available:
-            raise DriftError(f"unknown preset {preset!r}: {close_matches(preset, available)}")
-        merge_preset(data, yaml.safe_load((Path(presets) / f"{preset}.yaml").read_text()) or {})
+    data = merged_document(preset, params_path, presets)
     try:
-        return load(data)
+        params = load_params(data)
+        check_datasets(params)
+        return params
     except DriftError as e:
         raise DriftError(f"params.yaml with preset {preset} applied: {e}" if preset else str(e)) from None
 
@@ -333,7 +325,9 @@ def measure_model(model_name: str, spec: BenchInput, threads: int, seconds: floa
         if getattr(model, "closed_form", False):  # the references: one closed-form fit, not timed per step
             return {"train_rows_per_s": None, "eval_rows_per_s": None}
         loss_fn = task.loss(targets)
-        optimizer = make_optimizer(model, spec.modality, TrainParams(lr=1e-3, weight_decay=0.01))
+        training = model_training(TrainParams(lr=1e-3, weight_decay=0.01), get_model_info(model_name).family,
+                                  spec.modality, False, spec.max_tokens)
+        optimizer = make_optimizer(model, training)
         batch = rows[:spec.batch_size]
 
         def train_step():

@@ -26,10 +26,10 @@ import yaml
 
 from drift.core.encoder_registry import ENCODERS
 from drift.core.errors import DriftError
-from drift.core.params import roster
+from drift.core.params import load_params, roster
 from drift.core.paths import RUNS
-from drift.core.presets import PRESETS, list_presets, merge_preset
-from drift.data.datasets import load
+from drift.core.presets import PRESETS, merged_document
+from drift.data.datasets import check_datasets, dataset_cfg
 from drift.train.rates import rates_path, write_rates
 
 # the vision encoders the tiny profile keeps: a CNN and a ViT, the fastest of each here (0.37 and 0.21 s an image)
@@ -81,56 +81,51 @@ def parse_overrides(pairs: list[str]) -> dict:
 def rehearsal_params(preset: str, overrides: list[str], profile: Profile, full: bool,
                      params_path: Path = ROOT / "params.yaml", presets: Path = ROOT / PRESETS) -> tuple[dict, list]:
     """params.yaml with the preset and the -S overrides merged, then shrunk: (params, [what was shrunk])."""
-    available = list_presets(presets)
-    if preset not in available:
-        from drift.core.errors import close_matches
-        raise DriftError(f"unknown preset {preset!r}: {close_matches(preset, available)}")
-    data = yaml.safe_load(Path(params_path).read_text()) or {}
-    merge_preset(data, yaml.safe_load((Path(presets) / f"{preset}.yaml").read_text()) or {})
-    merge_preset(data, parse_overrides(overrides))
-    load(data)  # a bad override is a one-line error here
+    data = merged_document(preset, params_path, presets, parse_overrides(overrides))
+    typed = load_params(data)  # a bad override is a one-line error here; the values below are read typed
+    check_datasets(typed)
     shrunk = []
     train = data.setdefault("train", {})
     if not full:
-        seeds = train.get("seeds", [0])
+        seeds, epochs = typed.train.seeds, typed.train.epochs
         if len(seeds) > 1:
             shrunk.append(f"train.seeds {seeds} -> [{seeds[0]}]")
             train["seeds"] = seeds[:1]
-        epochs = train.get("epochs", 5)
         if epochs > profile.epochs:
             shrunk.append(f"train.epochs {epochs} -> {profile.epochs}")
             train["epochs"] = profile.epochs
     for name in data["datasets"]:
-        cfg = data.setdefault(name, {})
-        if cfg.get("min_samples", 1) > profile.min_samples:
-            shrunk.append(f"{name}.min_samples {cfg['min_samples']} -> {profile.min_samples} (a small sample's slices)")
+        cfg, typed_cfg = data.setdefault(name, {}), dataset_cfg(typed, name)
+        if typed_cfg.min_samples > profile.min_samples:
+            shrunk.append(f"{name}.min_samples {typed_cfg.min_samples} -> {profile.min_samples} "
+                          "(a small sample's slices)")
             cfg["min_samples"] = profile.min_samples
-        sample = cfg.get("sample") or {}
-        if name != "yearbook" and (not sample.get("n") or sample["n"] > profile.rows):
-            shrunk.append(f"{name}.sample.n {sample.get('n') or 'all'} -> {profile.rows}")
-            cfg["sample"] = {**sample, "n": profile.rows}
+        sample = typed_cfg.sample
+        if name != "yearbook" and (sample is None or not sample.n or sample.n > profile.rows):
+            shrunk.append(f"{name}.sample.n {sample.n if sample and sample.n else 'all'} -> {profile.rows}")
+            cfg["sample"] = {**(cfg.get("sample") or {}), "n": profile.rows}
     embed = data.setdefault("embed", {})
-    vision = [e for e in embed.get("encoders", []) if e in ENCODERS and ENCODERS[e].modality == "image"]
+    vision = [e for e in typed.embed.encoders if ENCODERS[e].modality == "image"]
     if profile.vision_encoders is not None and len(vision) > profile.vision_encoders:
         kept = [e for e in CHEAP_VISION if e in vision][:profile.vision_encoders] or vision[:profile.vision_encoders]
         dropped = [e for e in vision if e not in kept]
-        embed["encoders"] = [e for e in embed["encoders"] if e not in dropped]
-        for name, models in (train.get("models") or {}).items():
-            train["models"][name] = [m for m in models if m.removeprefix("probe-") not in dropped]
+        embed["encoders"] = [e for e in typed.embed.encoders if e not in dropped]
+        train["models"] = {name: [m for m in models if m.removeprefix("probe-") not in dropped]
+                           for name, models in typed.train.models.items()}
         shrunk.append(f"vision encoders {len(vision)} -> {len(kept)}: {', '.join(kept)} (and their probes)")
-    for part in ("report",):
-        shift = data.setdefault(part, {}).setdefault("shift", {})
-        if shift.get("permutations", 200) > 20:
-            shrunk.append(f"report.shift.permutations {shift.get('permutations', 200)} -> 20")
-            shift["permutations"] = 20
+    permutations = typed.report.shift.permutations
+    if permutations > 20:
+        shrunk.append(f"report.shift.permutations {permutations} -> 20")
+        data.setdefault("report", {}).setdefault("shift", {})["permutations"] = 20
     return data, shrunk
 
 
 # ---------------------------------------------------------------- the sample, in the corpus's format
 
-def write_sample(name: str, params: dict, workspace: Path, profile: Profile, data: Path | None) -> str:
-    """Put the sample where the preset's `datasets.<name>.input` says; returns what was written, in words."""
-    target = workspace / params["datasets"][name]["input"]
+def write_sample(name: str, params, workspace: Path, profile: Profile, data: Path | None) -> str:
+    """Put the sample where the preset's `datasets.<name>.input` says (`params`: the typed Params); returns what
+    was written, in words."""
+    target = workspace / params.datasets[name].input
     if data is not None:
         data = Path(data).expanduser().resolve()
         if not data.exists():
@@ -139,22 +134,22 @@ def write_sample(name: str, params: dict, workspace: Path, profile: Profile, dat
         os.symlink(data, target)
         return f"--data {data}"
     if name == "amazon":
-        return _amazon_sample(params, target)
+        return _amazon_sample(dataset_cfg(params, name).categories, target)
     if name == "arxiv":
-        return _arxiv_sample(params, target)
+        return _arxiv_sample(dataset_cfg(params, name).slices, target)
     if name == "yearbook":
-        grid = ((params.get("report") or {}).get("saliency") or {}).get("yearbook") or {}
-        named = sorted({int(label) for cell in grid.get("cells") or [] for label in cell})
+        grid = params.report.saliency.get("yearbook")
+        named = sorted({int(label) for cell in (grid.cells if grid else None) or [] for label in cell})
         return _yearbook_sample(target, profile, named)
     raise DriftError(f"no rehearsal sample for {name}: give one with --data PATH")
 
 
-def _amazon_sample(params: dict, target: Path) -> str:
+def _amazon_sample(categories: list[str], target: Path) -> str:
     """One <Category>.jsonl per category of the preset: the fixture's file where it has one, else real reviews
     of a category the preset leaves out, filed under the missing name."""
     target.mkdir(parents=True, exist_ok=True)
     fixtures = {p.name.split(".")[0]: p for p in sorted((FIXTURES / "amazon2023").iterdir())}
-    categories = params["amazon"]["categories"]
+    categories = categories or list(fixtures)  # none named: every file of the source, the fixture's here
     spare = [c for c in fixtures if c not in categories]
     refiled = []
     for category in categories:
@@ -170,14 +165,13 @@ def _amazon_sample(params: dict, target: Path) -> str:
     return note + (f" ({len(refiled)} refiled from other categories: {', '.join(refiled)})" if refiled else "")
 
 
-def _arxiv_sample(params: dict, target: Path) -> str:
+def _arxiv_sample(slices, target: Path) -> str:
     """The fixture's papers (the snapshot's JSON lines), most of them first submitted in 2007, re-dated round-robin
     over the years of the preset's slices (every version and update_date moved by the same years), so that
     several cutoffs have papers to train on."""
     import re
 
-    spec = params["arxiv"].get("slices") or {}
-    start, end = int(spec.get("start", 2000)), int(spec.get("end", 2026))
+    start, end = slices.start, slices.end
     lines = (FIXTURES / "arxiv" / "arxiv-metadata-sample.json").read_text().splitlines()
     out = []
     for i, line in enumerate(lines):
@@ -378,7 +372,7 @@ def rehearse(preset: str, overrides: list[str] | None = None, data: Path | None 
     prof = PROFILES[profile]
     started = time.perf_counter()
     params, shrunk = rehearsal_params(preset, overrides or [], prof, full)
-    typed = load(params)
+    typed = load_params(params)
     names = list(typed.datasets)
     root = Path(workspace) if workspace else Path(tempfile.mkdtemp(prefix=f"drift-rehearse-{preset}-"))
     device = typed.embed.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -403,7 +397,7 @@ def rehearse(preset: str, overrides: list[str] | None = None, data: Path | None 
     try:
         root.mkdir(parents=True, exist_ok=True)
         for name in names:
-            out["samples"][name] = write_sample(name, params, root, prof, data)
+            out["samples"][name] = write_sample(name, typed, root, prof, data)
         make_workspace(root, params)
         trains, evals = [], []
         for stage in STAGES:
@@ -534,17 +528,13 @@ def compare_engines(root: Path, params, names: list[str], device: str) -> dict:
     import numpy as np
     import torch
 
+    from drift.core.environment import deterministic
     from drift.models import get_model_info
+    from drift.models.slice_data import SliceData, input_settings
     from drift.run.plan import bench_model_for
+    from drift.store.slices import trainable_cutoffs
     from drift.train.engine import train_many
-    from drift.train.loop import (
-        Job,
-        cutoff_rows,
-        deterministic,
-        train_one,
-        trainable_cutoffs,
-    )
-    from drift.train.slice_data import SliceData
+    from drift.train.loop import Job, cutoff_rows, train_one
 
     cfg = params.train.model_copy(update={"epochs": 1})
     out: dict = {}
@@ -552,7 +542,7 @@ def compare_engines(root: Path, params, names: list[str], device: str) -> dict:
     os.chdir(root)
     try:
         for name in names:
-            data = SliceData(load(yaml.safe_load(Path("params.yaml").read_text())), name)
+            data = SliceData(name, input_settings(load_params(root / "params.yaml")))
             cutoffs = trainable_cutoffs(data.manifest["slices"])
             families: dict[str, list[str]] = {}
             for model in roster(params.train, name, params.info(name).modality):

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from drift.core.errors import DriftError
+from drift.core.objectstore import ObjectPath
 from drift.store.embeddings import DamagedRows, open_store
 from drift.store.integrity import fsync_dir, fsync_file, sha256_file
 from drift.store.slices import read_slice_table, slice_table_batches
@@ -275,7 +276,7 @@ def is_current(path: Path, keys_hash: str, manifest: dict | None = None) -> bool
 
 
 def ensure_features(kind: str, slice_path: Path, keys, out_dir: Path, manifest: dict | None = None,
-                    cache_dir: Path | None = None, keys_hash: str | None = None) -> Path:
+                    cache_dir: Path | ObjectPath | None = None, keys_hash: str | None = None) -> Path:
     """The feature directory of one input kind ("pixels", or an encoder's embeddings when `manifest` is
     given), built first if missing or stale. Returns its path."""
     keys_hash = keys_hash or keys_sha256(keys)

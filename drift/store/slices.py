@@ -114,3 +114,10 @@ def slice_warnings(manifest: dict) -> list[str]:
         lines.append(f"{name}: slice(s) {', '.join(no_test)} have no test rows: their columns stay empty; raise "
                      f"split.test_fraction or widen {name}.slices")
     return lines
+
+
+def trainable_cutoffs(slice_info: list[dict]) -> list[int]:
+    """The cutoffs k that get a model f_k: slices (a slice manifest's) with enough rows and at least one training
+    row."""
+    return [s["index"] for s in slice_info if s.get("trainable", s["usable"])]
+

@@ -32,6 +32,7 @@ from drift.train.loop import (  # Job: what train_many takes
     make_optimizer,
     prepare_model,
     train_one,
+    training_record,
 )
 
 # input elements (float32) one stack may hold per step: bounds memory, as the solo run is bounded by one batch
@@ -343,7 +344,8 @@ def train_many(name: str, inputs: Inputs, jobs: list[Job], targets: torch.Tensor
         return []
     probe = build_model(name, inputs.spec(), n_outputs, task.name, cfg.dropout,
                         cfg.standardise_targets, cfg.standardise_pixels, cfg.pixel_scale)
-    optimizer = None if getattr(probe, "closed_form", False) else make_optimizer(probe, modality, cfg)
+    training = training_record(name, modality, cfg, inputs, engine="batched")
+    optimizer = None if getattr(probe, "closed_form", False) else make_optimizer(probe, training)
     if engine_path(probe, optimizer)[0] == "solo":
         return [train_one(name, inputs, job.rows, targets, task, n_outputs, cfg, job.seed, modality, bar,
                           job.weight_rows) for job in jobs]

@@ -18,10 +18,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from drift.core.environment import deterministic
 from drift.core.errors import DriftError
 from drift.core.executor import check_reachable, run_tasks, ships_inputs, workers
 from drift.core.objectstore import location
-from drift.core.params import ComputeParams, TrainParams
+from drift.core.params import ComputeParams, ModelTraining, TrainParams, model_training
 from drift.core.progress import progress
 from drift.models import get_model_info, model_module, model_modules
 from drift.models.checkpoints import (
@@ -33,6 +34,7 @@ from drift.models.checkpoints import (
     save_checkpoint,
 )
 from drift.models.inputs import Inputs, epoch_batches
+from drift.models.slice_data import SliceData
 from drift.store.cells import (
     CHECKPOINT_KEYS,
     ResultCache,
@@ -40,33 +42,25 @@ from drift.store.cells import (
     code_version,
     rows_digest,
 )
-from drift.train.slice_data import SliceData
+from drift.store.slices import trainable_cutoffs
 
 
-def learning_rate(lr_cfg, family: str) -> float:
-    """One rate per task (a number, the paper's protocol), or per family as an explicit option:
-    {default: ..., vit: ..., frozen: ...} (train.lr as drift.core.params reads it: `default` always there)."""
-    if isinstance(lr_cfg, (int, float)):
-        return float(lr_cfg)
-    return float(lr_cfg[family.lower()] if family.lower() in lr_cfg else lr_cfg["default"])
-
-
-def make_optimizer(model: torch.nn.Module, modality: str, cfg: TrainParams) -> torch.optim.Optimizer:
-    """Adam for every model of an image dataset (its probes too), AdamW for every model of a text dataset:
-    the optimiser follows the modality, not the input (paper Section 4.3)."""
-    lr = learning_rate(cfg.lr, getattr(model, "family", "default"))
-    if modality == "image":
-        return torch.optim.Adam(model.parameters(), lr=lr, fused=True)
+def make_optimizer(model: torch.nn.Module, training: ModelTraining) -> torch.optim.Optimizer:
+    """The optimiser `training` (drift.core.params.model_training) names, at its learning rate: Adam for every
+    model of an image dataset (its probes too), AdamW for every model of a text dataset (paper Section 4.3)."""
+    if training.optimizer == "adam":
+        return torch.optim.Adam(model.parameters(), lr=training.lr, fused=True)
     # fused: one ATen kernel per step whose sqrt is the CPU's exact one; the default step takes torch.sqrt through
     # MKL's vector math, whose last bits follow the CPU model (AVX2-only AMD vs others) whatever MKL_CBWR says
-    return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=cfg.weight_decay, fused=True)
+    return torch.optim.AdamW(model.parameters(), lr=training.lr, weight_decay=training.weight_decay, fused=True)
 
 
-def deterministic(threads: int) -> None:
-    """Bit-identical runs for a seed: deterministic kernels and a fixed thread count (a reduction split over
-    another number of threads adds in another order)."""
-    torch.use_deterministic_algorithms(True)
-    torch.set_num_threads(max(1, int(threads)))
+def training_record(name: str, modality: str, cfg: TrainParams, inputs: Inputs,
+                    engine: str | None = None) -> ModelTraining:
+    """Model `name`'s training resolved from the train params: the one record its checkpoint key hashes and its
+    optimiser reads. `engine`: the one training it (else `cfg.engine`, already solo or batched)."""
+    info = get_model_info(name)
+    return model_training(cfg, info.family, modality, info.dropout, inputs.max_tokens, engine)
 
 
 def prepare_model(model: torch.nn.Module, inputs: Inputs, rows: np.ndarray, train_targets: torch.Tensor, task,
@@ -107,7 +101,7 @@ def train_one(name: str, inputs: Inputs, rows: np.ndarray, targets: torch.Tensor
         return model.eval()
     weights = None if weight_rows is None else targets[torch.from_numpy(weight_rows)]
     loss_fn, norm = prepare_model(model, inputs, rows, train_targets, task, weights)
-    optimizer = make_optimizer(model, modality, cfg)
+    optimizer = make_optimizer(model, training_record(name, modality, cfg, inputs, engine="solo"))
     lengths = inputs.lengths if inputs.kind == "tokens" else None
     model.train()
     for epoch in range(epochs):
@@ -123,27 +117,6 @@ def train_one(name: str, inputs: Inputs, rows: np.ndarray, targets: torch.Tensor
         if bar is not None:
             bar.advance()
     return model.eval()
-
-
-def trainable_cutoffs(slice_info: list[dict]) -> list[int]:
-    """The cutoffs k that get a model f_k: slices with enough rows and at least one training row."""
-    return [s["index"] for s in slice_info if s.get("trainable", s["usable"])]
-
-
-def training_id(name: str, modality: str, cfg: TrainParams, inputs: Inputs) -> dict:
-    """The training parameters that decide what a checkpoint of `name` holds (the cell cache's key part)."""
-    family = get_model_info(name).family
-    return {"epochs": cfg.epochs, "batch_size": cfg.batch_size, "weight_decay": cfg.weight_decay,
-            "lr": learning_rate(cfg.lr, family), "optimizer": "adam" if modality == "image" else "adamw",
-            "max_tokens": inputs.max_tokens, "threads": cfg.threads, "engine": cfg.engine,
-            **({"dropout": cfg.dropout} if cfg.dropout and get_model_info(name).dropout else {}),
-            # the knobs off their defaults only: a default run's keys stay as they were
-            **({"grad_clip": cfg.grad_clip} if cfg.grad_clip is not None else {}),
-            **({"standardise_targets": False} if not cfg.standardise_targets else {}),
-            **({"standardise_pixels": False} if not cfg.standardise_pixels else {}),
-            **({"pixel_scale": cfg.pixel_scale} if cfg.pixel_scale != "unit" and modality == "image" else {}),
-            **({"batch_order": cfg.batch_order} if cfg.batch_order != "bucketed" else {}),
-            **({"slice_seed": cfg.slice_seed} if cfg.slice_seed != "offset" else {})}
 
 
 @dataclass
@@ -267,7 +240,7 @@ def train_roster(data: SliceData, models: list[str], cfg: TrainParams, models_di
         cfg = base_cfg.model_copy(update={"engine": engines[name]}) if engines else base_cfg
         closed_form = info.family == "Reference"
         spec = f"{info!r}|{inputs.spec()!r}|{data.n_outputs}|{data.task.name}"
-        training, input_id = training_id(name, data.modality, cfg, inputs), data.input_id(name)
+        training, input_id = training_record(name, data.modality, cfg, inputs).model_dump(), data.input_id(name)
         weight_rows = loss_weight_rows(data, cfg)
         if weight_rows is not None and data.task.name in ("regression", "multilabel"):  # the weights' rows: the key's
             training = {**training, "loss_weights": rows_digest(data.row_hashes, weight_rows)}

@@ -15,9 +15,8 @@ from pathlib import Path
 from types import ModuleType
 
 from drift.core.dataset_registry import DATASETS, dataset_info
-from drift.core.params import DatasetParams, Params, as_params, parse
-from drift.core.params import load as load_core
-from drift.core.params import load_params as load_core_params
+from drift.core.errors import DriftError
+from drift.core.params import DatasetParams, Params, parse
 
 PACKAGE = __name__  # the readers' modules: PACKAGE.<module of the table>
 
@@ -34,34 +33,26 @@ def dataset_params(name: str, value=None) -> DatasetParams:
     return value if isinstance(value, model) else parse(model, {} if value is None else value, name)
 
 
-def dataset_cfg(params, name: str) -> DatasetParams:
-    """Dataset `name`'s section of params.yaml typed by its module's PARAMS; a real corpus's `source` defaults
-    to its `datasets.<name>.input`. An unknown name lists the valid ones."""
-    params = as_params(params)
+def dataset_cfg(params: Params, name: str) -> DatasetParams:
+    """Dataset `name`'s section of params.yaml (drift.core.params.load_params) typed by its module's PARAMS; a
+    real corpus's `source` defaults to its `datasets.<name>.input`, and one that names other files is refused
+    (DVC tracks `input`: the reader would read one path and the stage depend on another). An unknown name lists
+    the valid ones."""
     section = params.section(name)
     cfg = parse(get_dataset(name, params.tables.get(name)).PARAMS, section, name)
     entry = params.datasets.get(name)
-    if "source" in type(cfg).model_fields and "source" not in section and entry is not None and entry.input:
+    if "source" in type(cfg).model_fields and entry is not None and entry.input:
+        # a table's source may be a glob inside its input folder (drift.data.inspect.dvc_input): corpora only
+        if name in DATASETS and "source" in section and Path(str(section["source"])) != Path(entry.input):
+            raise DriftError(f"{name}.source ({section['source']}) and datasets.{name}.input ({entry.input}) name "
+                             f"different files: name them once, as `datasets.{name}.input`, and drop {name}.source")
         cfg.source = entry.input
     return cfg
 
 
-def check_datasets(params) -> Params:
+def check_datasets(params: Params) -> None:
     """Every dataset section params.yaml writes, typed by its module: an unknown key or a wrong type in any is a
-    one-line DriftError."""
-    params = as_params(params)
+    one-line DriftError (the check stage, ingest and the CLI run it after load_params)."""
     written = {n for n in DATASETS if n.replace("-", "_") in params.model_fields_set}
     for name in sorted(written | set(params.datasets)):
         dataset_cfg(params, name)
-    return params
-
-
-def load(data) -> Params:
-    """drift.core.params.load, with every dataset's section checked by its module too."""
-    return check_datasets(load_core(data))
-
-
-def load_params(path: str | Path = "params.yaml") -> Params:
-    """drift.core.params.load_params, with every dataset's section checked by its module too: what the ingest
-    stage and the CLI read."""
-    return check_datasets(load_core_params(path))

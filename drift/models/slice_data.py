@@ -1,72 +1,69 @@
-"""One dataset's slice table as the train and evaluate stages read it: rows, slices, splits, labels, and the
-model inputs (pixels, or the embeddings of the encoder a model reads), read batch by batch from the dataset's
-feature files (drift/store/features.py; built here if the embed stage has not written them for these rows)."""
+"""One dataset's slice table with the model inputs the train, evaluate and report stages read: pixels, the raw
+texts, or the embeddings of the encoder a model reads, batch by batch from the dataset's feature files
+(drift/store/features.py; built here if the embed stage has not written them for these rows). It carries no
+params: InputSettings, resolved once from them (input_settings), says which encoders and what token cap."""
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
-
-import numpy as np
+from typing import NamedTuple
 
 from drift.core.errors import DriftError
+from drift.core.objectstore import ObjectPath
 from drift.core.params import Params
-from drift.core.stage import require
 from drift.models import get_model_info
 from drift.models.inputs import Inputs, open_inputs
 from drift.models.reference import text_counts
-from drift.protocol.tasks import get_task
-from drift.store.cells import row_hashes
-from drift.store.features import ensure_features, is_current, keys_sha256
+from drift.store.features import ensure_features, is_current
 from drift.store.location import cache_dir
-from drift.store.slices import read_slice_manifest, read_slice_table
+from drift.store.slice_table import SliceTable
+from drift.store.slices import read_slice_table
 
 
-def embedding_manifests(path) -> dict[str, dict]:
-    """{encoder name: manifest} from data/embeddings/<dataset>.json."""
-    data = json.loads(path.read_text())
-    if "encoders" in data:
-        return data["encoders"]
-    return {data["encoder"]: data} if data.get("encoder") else {}
+class InputSettings(NamedTuple):
+    """What the model inputs of a run are made of, beyond the rows: the text heads' encoder, the run's other
+    encoders (in params order), the token cap of the text heads, and the embedding store's directory."""
+    text_encoder: str
+    encoders: tuple[str, ...]
+    max_tokens: int
+    store: Path | ObjectPath  # drift.store.location.cache_dir
 
 
-class SliceData:
-    def __init__(self, params: Params, name: str, root: str | Path = "."):
-        """`params`: params.yaml as the stage loaded it (drift.core.params.load_params); `root`: the repository (the
-        working directory of a stage)."""
-        self.root = Path(root).resolve()
-        p = self.paths = require(name, "slice_manifest", "embeddings", root=self.root)
-        self.slice_path = p["slices"]
-        # the small columns only: payloads (texts, images) are read from the feature files, batch by batch
-        self._set_rows(params, name, read_slice_manifest(p["slices"]),
-                       read_slice_table(p["slices"], columns=["key", "slice", "split", "label"]),
-                       embedding_manifests(p["embeddings"]))
-        self._shipped = None
+def input_settings(params: Params) -> InputSettings:
+    """The run's InputSettings: embed.text_encoder, embed.encoders, the token cap (train.max_tokens, else
+    embed.max_length) and the store (embed.cache_dir, else $DRIFT_CACHE_DIR or ~/.cache/drift)."""
+    return InputSettings(params.embed.text_encoder, tuple(params.embed.encoders), params.max_tokens,
+                         cache_dir(params.embed))
 
-    def _set_rows(self, params: Params, name: str, manifest: dict, table, encoders: dict) -> None:
-        self.name, self.params, self.manifest, self.table, self.encoders = name, params, manifest, table, encoders
-        self.task = get_task(manifest["task"])
-        self.n_outputs = self.task.n_outputs(len(manifest["label_names"]))
-        self.keys_sha256 = keys_sha256(table.column("key"))
-        self.slices = table.column("slice").to_numpy()
-        self.splits = table.column("split").to_numpy(zero_copy_only=False)
-        self.labels = table.column("label").to_pylist()
-        self.usable = [s["usable"] for s in manifest["slices"]]
-        self.modality = manifest.get("modality", "text")
+
+class ModelInput(NamedTuple):
+    """What one model reads: pixels, tokens, pooled or text, the encoder of its embeddings (None for pixels and
+    text) and the token cap of its rows."""
+    kind: str
+    encoder: str | None
+    max_tokens: int
+
+
+class SliceData(SliceTable):
+    def __init__(self, name: str, settings: InputSettings, root: str | Path = "."):
+        """Dataset `name`'s slice table (drift.store.slice_table) under `root` (the repository) and the inputs
+        `settings` make of it."""
+        super().__init__(name, root)
+        self.settings = settings
         self._inputs: dict[tuple, Inputs] = {}
         self._feature_dirs: dict[tuple, Path] = {}
-        self._row_hashes = None
+        self._shipped: object = None  # Ray's reference to the shipped rows and inputs (ship)
 
     def __reduce__(self):
-        """Pickled as its recipe (params, name, repository), not its arrays: a Ray task rebuilds it on the worker,
-        which reads the same files (drift/core/executor.py checks that it can). Once `ship`ped, as a reference to
-        its rows and inputs in Ray's object store instead."""
+        """Pickled as its recipe (name, settings, repository), not its arrays: a Ray task rebuilds it on the
+        worker, which reads the same files (drift/core/executor.py checks that it can). Once `ship`ped, as a
+        reference to its rows and inputs in Ray's object store instead."""
         if self._shipped is not None:
             return _unship, (self._shipped,)
-        return SliceData, (self.params, self.name, self.root)
+        return SliceData, (self.name, self.settings, self.root)
 
     def ship(self) -> None:
         """For Ray workers that share no filesystem with this process (the store on object storage): the small
@@ -79,50 +76,46 @@ class SliceData:
         files = {kind: {f.name: ray.put(f.read_bytes()) for f in sorted(path.iterdir()) if f.is_file()}
                  for kind, path in self._feature_dirs.items()}
         text = {kind: inputs for kind, inputs in self._inputs.items() if kind not in self._feature_dirs}
-        self._shipped = ray.put({"params": self.params, "name": self.name, "manifest": self.manifest,
+        self._shipped = ray.put({"settings": self.settings, "name": self.name, "manifest": self.manifest,
                                  "table": self.table, "encoders": self.encoders, "files": files, "text": text})
 
-    def store_dir(self) -> Path:
-        """The embedding store's directory (embed.cache_dir relative to the repository, not the process)."""
-        return self.root / cache_dir(self.params.embed)
+    def store_dir(self) -> Path | ObjectPath:
+        """The embedding store's directory (relative to the repository, not the process)."""
+        return self.root / self.settings.store
 
-    @property
-    def row_hashes(self) -> np.ndarray:
-        """Each row's content (payload key, label, split) as 32 bytes: what the cell cache keys rows by."""
-        if self._row_hashes is None:
-            self._row_hashes = row_hashes(self.table.column("key").to_pylist(), self.labels, self.splits)
-        return self._row_hashes
+    def model_input(self, model_name: str) -> ModelInput:
+        """What a model reads: the references read pixels of an image dataset and the text encoder's pooled
+        vectors of a text one, a probe its own encoder's pooled vectors, a text head the text encoder's tokens."""
+        info = get_model_info(model_name)
+        kind = info.input
+        if kind == "auto":
+            kind = "pixels" if self.manifest.get("modality") == "image" else "pooled"
+        if kind in ("pixels", "text"):
+            encoder = None
+        elif info.input == "pooled":
+            encoder = info.name.removeprefix("probe-")
+        else:
+            encoder = self.settings.text_encoder
+        return ModelInput(kind, encoder, self.settings.max_tokens)
 
     def input_id(self, model_name: str) -> str:
         """What a model's inputs are, beyond the rows' payloads: the encoder fingerprint of the embeddings it
         reads and the token cap, or the pixels themselves (their content keys are the rows')."""
-        kind, encoder = self.input_kind(model_name), self.encoder_for(model_name)
+        kind, encoder, max_tokens = self.model_input(model_name)
         if encoder is None:
             return kind
-        return f"{kind}:{self.encoders[encoder]['fingerprint']}:{self.params.max_tokens}"
-
-    def usable_rows(self) -> np.ndarray:
-        return np.flatnonzero(np.isin(self.slices, [s["index"] for s in self.manifest["slices"] if s["usable"]]))
+        return f"{kind}:{self.encoders[encoder]['fingerprint']}:{max_tokens}"
 
     def encoder_for(self, model_name: str) -> str | None:
         """The encoder whose embeddings a model reads: its own for a probe, the text encoder for a text head."""
-        info = get_model_info(model_name)
-        if self.input_kind(model_name) in ("pixels", "text"):
-            return None
-        if info.input == "pooled":
-            return info.name.removeprefix("probe-")
-        return self.params.embed.text_encoder
+        return self.model_input(model_name).encoder
 
     def input_kind(self, model_name: str) -> str:
-        """pixels, tokens, pooled or text (the rows' raw strings); the references read pixels of an image dataset, the text encoder's pooled
-        vectors of a text dataset."""
-        kind = get_model_info(model_name).input
-        if kind == "auto":
-            return "pixels" if self.manifest.get("modality") == "image" else "pooled"
-        return kind
+        """pixels, tokens, pooled or text (the rows' raw strings)."""
+        return self.model_input(model_name).kind
 
     def inputs(self, model_name: str) -> Inputs:
-        kind, encoder = self.input_kind(model_name), self.encoder_for(model_name)
+        kind, encoder, max_tokens = self.model_input(model_name)
         if kind == "text" and (kind, None) not in self._inputs:
             if self.modality != "text":
                 raise DriftError(f"{model_name} reads raw text; {self.name} is an {self.modality} dataset: "
@@ -142,7 +135,7 @@ class SliceData:
             path = ensure_features(kind, self.slice_path, self.table.column("key"), self.paths["features"], manifest,
                                    self.store_dir(), self.keys_sha256)
             self._feature_dirs[kind, encoder] = path
-            self._inputs[kind, encoder] = open_inputs(kind, path, max_tokens=self.params.max_tokens)
+            self._inputs[kind, encoder] = open_inputs(kind, path, max_tokens=max_tokens)
         return self._inputs[kind, encoder]
 
 
@@ -158,8 +151,10 @@ def _unship(ref) -> SliceData:
 
     bundle = ray.get(ref)
     data = SliceData.__new__(SliceData)
-    data._set_rows(bundle["params"], bundle["name"], bundle["manifest"], bundle["table"], bundle["encoders"])
-    data.root, data.slice_path, data._shipped = None, None, ref
+    data._set_rows(bundle["name"], bundle["manifest"], bundle["table"], bundle["encoders"])
+    data.settings, data._inputs, data._feature_dirs = bundle["settings"], {}, {}
+    # no checkout on this worker: nothing is read by path (inputs() refuses what was not shipped)
+    data.root, data.slice_path, data._shipped = None, None, ref  # type: ignore[assignment]
     folder = Path(tempfile.mkdtemp(prefix="drift-shipped-"))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     data.paths = {"features": folder}
@@ -173,7 +168,7 @@ def _unship(ref) -> SliceData:
             raise DriftError(f"the {kind} inputs of {data.name} shipped to Ray worker {os.uname().nodename} do "
                              "not match their header (damaged in Ray's object store?): run the stage again")
         data._feature_dirs[kind, encoder] = path
-        data._inputs[kind, encoder] = open_inputs(kind, path, max_tokens=data.params.max_tokens)
+        data._inputs[kind, encoder] = open_inputs(kind, path, max_tokens=data.settings.max_tokens)
     data._inputs.update(bundle["text"])
     _UNSHIPPED[ref.hex()] = data
     return data
