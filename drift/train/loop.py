@@ -145,7 +145,7 @@ def trainer_key(name: str) -> str:
     return f"{key.removeprefix('probe_')}_frozen" if key.startswith("probe_") else key
 
 
-def cutoff_seed(seed: int, name: str, k: int, label: str, how: str = "offset") -> int:
+def cutoff_seed(seed: int, name: str, k: int, label: str | None, how: str = "offset") -> int:
     """The seed f_k trains from (train.slice_seed): offset: seed * 100003 + k; hash: the authors' per-slice seed,
     the first 4 bytes (big-endian) of sha256(f"{seed}:{trainer_key(name)}:{slice_time(label)}")."""
     if how == "offset":
@@ -189,7 +189,7 @@ def train_group(group: TrainGroup) -> list[str]:
     if todo:
         inputs, targets = data.inputs(name), data.task.target_tensor(data.labels)
         weight_rows = loss_weight_rows(data, cfg)
-        labels = {s["index"]: s["label"] for s in data.manifest["slices"]}
+        labels = {s["index"]: s.get("label") for s in data.manifest["slices"]}  # read by the hash seed only
         jobs = [Job(cutoff_rows(data, k), cutoff_seed(seed, name, k, labels[k], cfg.slice_seed), weight_rows)
                 for seed, k, _ in todo]
         seeds = ",".join(str(s) for s in dict.fromkeys(seed for seed, _, _ in todo))
