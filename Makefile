@@ -38,9 +38,10 @@ browser:
 LINTED := drift stages bench
 lint: install
 	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/mypy
 
-# the formatter (110 columns, pyproject.toml); `ruff format --check` joins `make lint` once the tree is formatted
+# the formatter (110 columns, pyproject.toml); `make lint` checks that the tree is formatted
 format: install
 	$(BIN)/ruff format $(LINTED)
 

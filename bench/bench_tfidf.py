@@ -17,6 +17,7 @@ word frequencies, so no two rows repeat and the vocabulary grows with the rows a
     python bench/bench_tfidf.py --case paper --rows 60000
     python bench/bench_tfidf.py --quick                  # 300 Amazon-shaped rows, ratings: seconds
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,11 @@ CASES = {"commits": (7_500, "multiclass"), "paper": (210_000, "regression")}
 
 def amazon_shaped(n: int, seed: int = 0) -> tuple[list[str], np.ndarray]:
     """n distinct texts (word counts of the fixture's reviews, words by the fixture's frequencies) and ratings."""
-    rows = [json.loads(line) for f in sorted(glob.glob(str(ROOT / "tests/fixtures/amazon2023/*.jsonl")))
-            for line in open(f)]
+    rows = [
+        json.loads(line)
+        for f in sorted(glob.glob(str(ROOT / "tests/fixtures/amazon2023/*.jsonl")))
+        for line in open(f)
+    ]
     reviews = [re.findall(r"\w+|[^\w\s]", f"{r.get('title', '')} {r['text']}") for r in rows]
     words, freq = np.unique(np.array([w for r in reviews for w in r]), return_counts=True)
     rng = np.random.default_rng(seed)
@@ -65,19 +69,31 @@ def measure(texts, targets: torch.Tensor, task: str, n_outputs: int, counts=None
     fit_s, fit_cpu_s = time.perf_counter() - start, time.process_time() - cpu
     start = time.perf_counter()
     for i in range(0, counts.shape[0], 4096):
-        model(counts[i:i + 4096])
+        model(counts[i : i + 4096])
     predict_s = time.perf_counter() - start
-    pooled = torch.from_numpy(np.random.default_rng(1).standard_normal((len(targets), POOLED_DIM), dtype=np.float32))
+    pooled = torch.from_numpy(
+        np.random.default_rng(1).standard_normal((len(targets), POOLED_DIM), dtype=np.float32)
+    )
     start, cpu = time.perf_counter(), time.process_time()
     LinearBaseline(InputSpec("pooled", (POOLED_DIM,)), n_outputs).fit(pooled, targets, task)
     linear_s, linear_cpu_s = time.perf_counter() - start, time.process_time() - cpu
     n = counts.shape[0]
-    return {"rows": n, "task": task, "count_rows_per_s": round(n / max(count_s, 1e-9)), "fit_s": round(fit_s, 2),
-            "predict_rows_per_s": round(n / predict_s), "features": int(model.weight.shape[1]),
-            "checkpoint_mb": round(sum(t.numel() * t.element_size() for t in model.state_dict().values()) / 1e6, 2),
-            "linear_fit_s": round(linear_s, 3), "fit_vs_linear": round(fit_s / linear_s, 1),
-            "fit_cpu_s": round(fit_cpu_s, 2), "linear_fit_cpu_s": round(linear_cpu_s, 3),
-            "cpu_vs_linear": round(fit_cpu_s / max(linear_cpu_s, 1e-6), 1)}
+    return {
+        "rows": n,
+        "task": task,
+        "count_rows_per_s": round(n / max(count_s, 1e-9)),
+        "fit_s": round(fit_s, 2),
+        "predict_rows_per_s": round(n / predict_s),
+        "features": int(model.weight.shape[1]),
+        "checkpoint_mb": round(
+            sum(t.numel() * t.element_size() for t in model.state_dict().values()) / 1e6, 2
+        ),
+        "linear_fit_s": round(linear_s, 3),
+        "fit_vs_linear": round(fit_s / linear_s, 1),
+        "fit_cpu_s": round(fit_cpu_s, 2),
+        "linear_fit_cpu_s": round(linear_cpu_s, 3),
+        "cpu_vs_linear": round(fit_cpu_s / max(linear_cpu_s, 1e-6), 1),
+    }
 
 
 def sotu_cutoffs() -> dict:
@@ -108,8 +124,14 @@ def sotu_cutoffs() -> dict:
         if len(np.unique(labels[rows].numpy())) == 2:
             runs.append(measure(None, labels[rows], "binary", 2, counts=counts[rows]))
     last = runs[-1]
-    return {"case": "sotu", **last, "count_rows_per_s": count_rows_per_s, "cutoffs": len(runs), "all_cutoffs_fit_s": round(sum(r["fit_s"] for r in runs), 2),
-            "all_cutoffs_linear_fit_s": round(sum(r["linear_fit_s"] for r in runs), 3)}
+    return {
+        "case": "sotu",
+        **last,
+        "count_rows_per_s": count_rows_per_s,
+        "cutoffs": len(runs),
+        "all_cutoffs_fit_s": round(sum(r["fit_s"] for r in runs), 2),
+        "all_cutoffs_linear_fit_s": round(sum(r["linear_fit_s"] for r in runs), 3),
+    }
 
 
 def synthetic(case: str, n: int, task: str) -> dict:
@@ -125,7 +147,9 @@ def synthetic(case: str, n: int, task: str) -> dict:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--case", default="sotu,commits,paper", help="comma-separated: sotu, commits, paper")
     parser.add_argument("--rows", type=int, help="rows of commits or paper instead of 7,500 and 210,000")
     parser.add_argument("--quick", action="store_true", help="300 Amazon-shaped rows, ratings: seconds")
@@ -143,9 +167,12 @@ def main(argv=None):
         else:
             raise SystemExit(f"unknown case {case!r}: valid: sotu, {', '.join(CASES)}")
         print(json.dumps(result), flush=True)
-        print(f"{case}: baseline-tfidf fit {result['fit_s']} s vs baseline-linear fit {result['linear_fit_s']} s "
-              f"on the same {result['rows']:,} rows: {result['fit_vs_linear']}x (CPU {result['fit_cpu_s']} s vs "
-              f"{result['linear_fit_cpu_s']} s: {result['cpu_vs_linear']}x)", flush=True)
+        print(
+            f"{case}: baseline-tfidf fit {result['fit_s']} s vs baseline-linear fit {result['linear_fit_s']} s "
+            f"on the same {result['rows']:,} rows: {result['fit_vs_linear']}x (CPU {result['fit_cpu_s']} s vs "
+            f"{result['linear_fit_cpu_s']} s: {result['cpu_vs_linear']}x)",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

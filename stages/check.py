@@ -4,6 +4,7 @@ any other stage, on every `dvc repro` and `dvc exp run`: dvc.yaml marks it alway
 an up-to-date workspace. About 2 s: the models come from drift/core/model_registry.py, so no torch,
 transformers, timm or lancedb is imported. Writes data/params.checked, the same bytes every time: every ingest
 depends on it, which orders them after it and never invalidates them."""
+
 from pathlib import Path
 
 from drift.core.params import load_params

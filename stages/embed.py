@@ -1,6 +1,7 @@
 """Stage embed@<dataset>: frozen-encoder embeddings of the dataset's rows, computed only for missing keys
 (drift/encoders/embed.py `embed_all`). The output manifest lists every encoder's store table; .drift/runs/embed/ counts
 the rows computed and found in the store; data/features/<dataset>/ holds the inputs as memory-mappable files."""
+
 import sys
 
 from drift.core.objectstore import check_store
@@ -24,7 +25,9 @@ def main(argv):
     corrupt: list[str] = []
     for attempt in (0, 1):
         # rows the store lacks that pulled feature files hold (same fingerprint, verified) fill it first, uncomputed
-        results = embed_all(p["slices"], modality, params.embed, store, params.compute, seed_from=p["features"])
+        results = embed_all(
+            p["slices"], modality, params.embed, store, params.compute, seed_from=p["features"]
+        )
         manifests = {enc: manifest for enc, (manifest, _) in results.items()}
         write_json(p["embeddings"], {"encoders": manifests})
         # the model inputs as files train and evaluate read batch by batch (rebuilt only when rows or store change)
@@ -40,10 +43,12 @@ def main(argv):
         print(line, file=sys.stderr)
     for enc, (manifest, metrics) in results.items():
         write_run("embed", f"{name}-{enc}.json", {**metrics, "corrupt": len(corrupt)})
-        print(f"embed {name} with {enc}: {metrics['unique']} unique rows, {metrics['computed']} computed, "
-              f"{metrics['cache_hits']} from the store {store / manifest['store']} ({metrics['seeded']} of them filled from "
-              f"pulled feature files; {metrics['seconds']:.1f} s)",
-              file=sys.stderr)
+        print(
+            f"embed {name} with {enc}: {metrics['unique']} unique rows, {metrics['computed']} computed, "
+            f"{metrics['cache_hits']} from the store {store / manifest['store']} ({metrics['seeded']} of them filled from "
+            f"pulled feature files; {metrics['seconds']:.1f} s)",
+            file=sys.stderr,
+        )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Stage evaluate@<dataset>: every checkpoint on every slice -> one drift matrix per model and seed
 (drift/evaluate/fill_matrices.py `evaluate_roster`); cells already scored come from the cell cache (drift/store/cells.py), and
 .drift/runs/evaluate/<dataset>.json counts the cells computed and reused."""
+
 import sys
 
 from drift.core.params import load_params, roster
@@ -17,8 +18,14 @@ def main(argv):
     # slice and embed first, then train: the first missing input is named
     data = SliceData(name, input_settings(params))
     p = require(name, "models")
-    results, counts = evaluate_roster(data, roster(params.train, name, params.info(name).modality), p["models"], params.train.threads,
-                                      ResultCache(cache_dir(params.embed)), params.compute)
+    results, counts = evaluate_roster(
+        data,
+        roster(params.train, name, params.info(name).modality),
+        p["models"],
+        params.train.threads,
+        ResultCache(cache_dir(params.embed)),
+        params.compute,
+    )
     for model, result in results.items():
         write_json(p["eval"] / f"{model}.json", result)
     corrupt = counts.pop("corrupt")

@@ -1,5 +1,6 @@
 """Stage ingest@<dataset>: source -> canonical records + quarantine + metrics/ingest/<dataset>.json (counts per
 file, and a warning line for each file whose rows vanished)."""
+
 import sys
 
 from drift.core.params import load_params
@@ -19,7 +20,9 @@ def main(argv):
     p = dataset_paths(name)
     counts = ingest(name, cfg, p["records"], p["quarantine"])
     write_json(p["ingest_metrics"], counts)
-    for line in counts["warnings"]:  # files whose rows vanished: damaged, empty, every row dropped by one rule
+    for line in counts[
+        "warnings"
+    ]:  # files whose rows vanished: damaged, empty, every row dropped by one rule
         print(f"warning: {line}", file=sys.stderr)
 
 

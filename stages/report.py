@@ -1,4 +1,5 @@
 """Stage report@<dataset>: metrics/, plots/ and tables/ of one dataset (see drift/report/outputs.py for the list)."""
+
 from drift.analysis.policy import write_policy_report
 from drift.analysis.shift import write_shift
 from drift.core.params import load_params, roster
@@ -16,8 +17,11 @@ def main(argv):
     models = roster(params.train, name, params.info(name).modality)
     write_dataset_report(name, models, saliency_grid=grid)
     # drift without labels: the shift matrix and the novel rows, correlated with each model's true decay
-    write_shift(SliceData(name, input_settings(params)), **params.report.shift.model_dump(),
-                evals=load_eval(p["eval"], models))
+    write_shift(
+        SliceData(name, input_settings(params)),
+        **params.report.shift.model_dump(),
+        evals=load_eval(p["eval"], models),
+    )
     write_policy_report(name, params.report.policy, params.train.epochs)  # replayed from the matrices
     write_html_report(name)  # reports/<name>.html: everything above in one offline page
 

@@ -1,5 +1,6 @@
 """Stage slice@<dataset>: records -> the time-sliced Lance table with a fixed stratified train/test split; the
 dataset's slicing keys and label names come with the records (ingest writes them), not from its reader."""
+
 import sys
 
 from drift.core.params import load_params

@@ -1,6 +1,7 @@
 """Stage train@<dataset>: for every model of the roster and seed, one checkpoint per cutoff k trained on
 slices <= k (drift/train/loop.py), or copied from the checkpoint cache when nothing that decides it has changed
 (drift/store/cells.py); .drift/runs/train/<dataset>.json counts both."""
+
 import sys
 
 from drift.core.params import load_params, roster
@@ -25,11 +26,22 @@ def main(argv):
     if params.train.engine == "auto":  # per family and device kind (drift/train/rates.py AUTO_BATCHED)
         device = "cuda" if params.compute.gpus_per_task else "cpu"
         engines = {m: engine_choice(get_model_info(m).family, device)[0] for m in models}
-        print(f"train.engine auto on {device}: {', '.join(f'{m} {e}' for m, e in engines.items())}", file=sys.stderr)
+        print(
+            f"train.engine auto on {device}: {', '.join(f'{m} {e}' for m, e in engines.items())}",
+            file=sys.stderr,
+        )
     # batched: every seed and cutoff of a model stacked
     batched = train_many if params.train.engine in ("batched", "auto") else None
-    counts = train_roster(data, models, params.train, data.paths["models"],
-                          ResultCache(cache_dir(params.embed)), params.compute, batched, engines)
+    counts = train_roster(
+        data,
+        models,
+        params.train,
+        data.paths["models"],
+        ResultCache(cache_dir(params.embed)),
+        params.compute,
+        batched,
+        engines,
+    )
     corrupt = counts.pop("corrupt")
     if line := corrupt_line(f"train@{name}", corrupt, "checkpoint(s)"):
         print(line, file=sys.stderr)

@@ -7,6 +7,7 @@ the share of novel rows (farther than the threshold) among the rows M scores cel
 rows farthest from the last cutoff before j are the examples the report shows. Neighbours come by brute force
 in NumPy (default) or from a LanceDB table (`backend`); every side is a seeded subsample of at most `max_rows`
 query rows and `max_index_rows` training rows."""
+
 from __future__ import annotations
 
 import tempfile
@@ -18,7 +19,7 @@ from drift.core.errors import DriftError
 from drift.protocol.matrix import eval_rows
 
 INDEX_MIN_ROWS = 50_000  # below this a flat scan is exact and quick (bench/bench_novelty.py)
-CHUNK_VALUES = 1 << 24   # brute force: distances computed per block of at most this many pairs (64 MB float32)
+CHUNK_VALUES = 1 << 24  # brute force: distances computed per block of at most this many pairs (64 MB float32)
 
 
 def nearest_numpy(reference: np.ndarray, queries: np.ndarray) -> np.ndarray:
@@ -29,9 +30,9 @@ def nearest_numpy(reference: np.ndarray, queries: np.ndarray) -> np.ndarray:
     step = max(1, CHUNK_VALUES // max(len(reference), 1))
     out = np.empty(len(queries), np.float32)
     for start in range(0, len(queries), step):
-        q = queries[start:start + step]
+        q = queries[start : start + step]
         d = norms[None, :] - 2.0 * (q @ reference.T)
-        out[start:start + step] = d.min(1) + (q * q).sum(1)
+        out[start : start + step] = d.min(1) + (q * q).sum(1)
     return np.sqrt(np.maximum(out, 0.0))
 
 
@@ -70,8 +71,13 @@ class LanceNeighbours:
         queries = np.asarray(queries, np.float32)
         if not len(queries):
             return np.zeros(0, np.float32)
-        search = (self.table.search(queries if len(queries) > 1 else queries[0]).distance_type("l2").limit(1)
-                  .where(f"slice <= {int(cutoff)}", prefilter=True).select([]))
+        search = (
+            self.table.search(queries if len(queries) > 1 else queries[0])
+            .distance_type("l2")
+            .limit(1)
+            .where(f"slice <= {int(cutoff)}", prefilter=True)
+            .select([])
+        )
         if self.nprobes:
             search = search.nprobes(self.nprobes)
         found = search.to_arrow()
@@ -85,9 +91,20 @@ def _sample(rows: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     return rows if len(rows) <= n else np.sort(rng.choice(rows, n, replace=False))
 
 
-def novelty(features: np.ndarray, slices: np.ndarray, splits: np.ndarray, cutoffs: list[int], usable: list[bool],
-            ids=None, quantile: float = 0.95, max_rows: int = 500, max_index_rows: int = 100_000, top: int = 5,
-            seed: int = 0, backend: str = "numpy") -> dict:
+def novelty(
+    features: np.ndarray,
+    slices: np.ndarray,
+    splits: np.ndarray,
+    cutoffs: list[int],
+    usable: list[bool],
+    ids=None,
+    quantile: float = 0.95,
+    max_rows: int = 500,
+    max_index_rows: int = 100_000,
+    top: int = 5,
+    seed: int = 0,
+    backend: str = "numpy",
+) -> dict:
     """{"share": K x K share of novel rows (nan = empty), "threshold": {cutoff: distance},
     "examples": [{"period", "cutoff", "rows", "ids", "distances"}] (the `top` most novel rows of each usable
     period j, against the last cutoff before j), "reference_rows", "seconds_search"}."""
@@ -110,19 +127,29 @@ def novelty(features: np.ndarray, slices: np.ndarray, splits: np.ndarray, cutoff
         for i in cutoffs:
             if not np.any(slices[reference] <= i):
                 continue
-            held_out = _sample(np.flatnonzero((slices <= i) & (splits == "test") & usable_slice), max_rows,
-                               np.random.default_rng([seed, 1, i]))
-            cells = {j: _sample(eval_rows(i, j, slices, splits), max_rows, np.random.default_rng([seed, 2, j, int(j <= i)]))
-                     for j in range(k) if usable[j]}
+            held_out = _sample(
+                np.flatnonzero((slices <= i) & (splits == "test") & usable_slice),
+                max_rows,
+                np.random.default_rng([seed, 1, i]),
+            )
+            cells = {
+                j: _sample(
+                    eval_rows(i, j, slices, splits),
+                    max_rows,
+                    np.random.default_rng([seed, 2, j, int(j <= i)]),
+                )
+                for j in range(k)
+                if usable[j]
+            }
             # one search per cutoff: its held-out rows, then every cell's rows
             queries = np.concatenate([held_out, *cells.values()]).astype(np.int64)
             found = index.nearest(features[queries], i)
             if not len(held_out):
                 continue
-            thresholds[i] = float(np.quantile(found[:len(held_out)], quantile))
+            thresholds[i] = float(np.quantile(found[: len(held_out)], quantile))
             offset = len(held_out)
             for j, rows in cells.items():
-                d = found[offset:offset + len(rows)]
+                d = found[offset : offset + len(rows)]
                 offset += len(rows)
                 if len(rows):
                     share[i, j] = float(np.mean(d > thresholds[i]))
@@ -136,9 +163,21 @@ def novelty(features: np.ndarray, slices: np.ndarray, splits: np.ndarray, cutoff
         i = max(before)
         rows, d = distances[i, j]
         order = np.argsort(-d, kind="stable")[:top]
-        examples.append({"period": j, "cutoff": i, "rows": rows[order].tolist(),
-                         "ids": None if ids is None else [ids[r] for r in rows[order]],
-                         "distances": [round(float(x), 4) for x in d[order]],
-                         "novel": [bool(x > thresholds[i]) for x in d[order]]})
-    return {"share": share, "threshold": thresholds, "examples": examples, "reference_rows": len(reference),
-            "quantile": quantile, "seconds_search": round(seconds, 3)}
+        examples.append(
+            {
+                "period": j,
+                "cutoff": i,
+                "rows": rows[order].tolist(),
+                "ids": None if ids is None else [ids[r] for r in rows[order]],
+                "distances": [round(float(x), 4) for x in d[order]],
+                "novel": [bool(x > thresholds[i]) for x in d[order]],
+            }
+        )
+    return {
+        "share": share,
+        "threshold": thresholds,
+        "examples": examples,
+        "reference_rows": len(reference),
+        "quantile": quantile,
+        "seconds_search": round(seconds, 3),
+    }

@@ -8,6 +8,7 @@ E[t][j] of drift/evaluate/estimate.py worse than E[t][t], else M[t][t], by more 
 the latest trained cutoff before j; every policy is scored over periods t0+1 .. K-1, empty cells skipped. Cost:
 the training rows of slices <= t times the epochs (optionally seconds per row), the first model not counted;
 without a slice manifest each slice counts as one row ("slice-epochs")."""
+
 from __future__ import annotations
 
 import json
@@ -26,7 +27,11 @@ from drift.report.results import (
     report_models,
 )
 
-QUARTILES = (25, 50, 75)  # default thresholds: the quartiles of the signal over the cells a policy can consult
+QUARTILES = (
+    25,
+    50,
+    75,
+)  # default thresholds: the quartiles of the signal over the cells a policy can consult
 
 
 def _better(a: float, b: float, higher: bool) -> bool:
@@ -43,8 +48,10 @@ def retrain_costs(k: int, epochs: int, train_rows: list[int] | None = None) -> n
     the rows are unknown)."""
     rows = np.ones(k) if train_rows is None else np.asarray(train_rows, float)
     if len(rows) != k:
-        raise DriftError(f"the slice manifest lists {len(rows)} slices but the matrix has {k}: "
-                         f"re-run `dvc repro` so both come from the same slicing")
+        raise DriftError(
+            f"the slice manifest lists {len(rows)} slices but the matrix has {k}: "
+            f"re-run `dvc repro` so both come from the same slicing"
+        )
     return np.cumsum(rows) * epochs
 
 
@@ -69,11 +76,17 @@ def replay(matrix: np.ndarray, retrain, costs: np.ndarray, higher: bool) -> dict
         scores.append(float(M[deployed, j]))
     finite = [s for s in scores if np.isfinite(s)]
     worst = (min(finite) if higher else max(finite)) if finite else None
-    return {"periods": periods, "deployed": schedule,
-            "scores": [s if np.isfinite(s) else None for s in scores],
-            "scored": len(finite), "mean": float(np.mean(finite)) if finite else None, "worst": worst,
-            "retrainings": len(retrained_at), "retrained_at": retrained_at,
-            "cost": float(sum(costs[t] for t in retrained_at))}
+    return {
+        "periods": periods,
+        "deployed": schedule,
+        "scores": [s if np.isfinite(s) else None for s in scores],
+        "scored": len(finite),
+        "mean": float(np.mean(finite)) if finite else None,
+        "worst": worst,
+        "retrainings": len(retrained_at),
+        "retrained_at": retrained_at,
+        "cost": float(sum(costs[t] for t in retrained_at)),
+    }
 
 
 def estimated_drop(estimate: np.ndarray, matrix: np.ndarray, t: int, j: int, higher: bool) -> float:
@@ -91,13 +104,23 @@ def _quartiles(values: list[float]) -> list[float]:
 def _check_square(name: str, array, k: int) -> np.ndarray:
     array = np.asarray(array, float)
     if array.shape != (k, k):
-        raise DriftError(f"the {name} matrix is {array.shape[0]}x{array.shape[1] if array.ndim > 1 else 0}, "
-                         f"the drift matrix {k}x{k}: compute both over the same slices")
+        raise DriftError(
+            f"the {name} matrix is {array.shape[0]}x{array.shape[1] if array.ndim > 1 else 0}, "
+            f"the drift matrix {k}x{k}: compute both over the same slices"
+        )
     return array
 
 
-def replay_policies(matrix: np.ndarray, higher: bool, costs: np.ndarray, every=(2, 3, 4), shift=None,
-                    estimate=None, shift_thresholds=None, drop_thresholds=None) -> dict:
+def replay_policies(
+    matrix: np.ndarray,
+    higher: bool,
+    costs: np.ndarray,
+    every=(2, 3, 4),
+    shift=None,
+    estimate=None,
+    shift_thresholds=None,
+    drop_thresholds=None,
+) -> dict:
     """Every policy of the module docstring on one matrix: {"policies": [one replay each, with "policy" (its
     kind), "param" and "name"], "skipped": [why a kind did not run], "thresholds": {kind: the τ used}}.
     shift / estimate: K x K arrays (nan = empty) or None, which skips their policies."""
@@ -125,13 +148,18 @@ def replay_policies(matrix: np.ndarray, higher: bool, costs: np.ndarray, every=(
         if not taus:
             skipped.append("shift: the shift matrix has no value at a cell a policy could consult")
         for tau in taus:
-            add("shift", float(tau), lambda j, t, age, tau=tau: bool(S[t, j] > tau))  # nan: no signal, no retraining
+            add(
+                "shift", float(tau), lambda j, t, age, tau=tau: bool(S[t, j] > tau)
+            )  # nan: no signal, no retraining
     if estimate is None:
         skipped.append("drop: no estimated matrix (drift/evaluate/estimate.py) given")
     else:
         E = _check_square("estimated", estimate, k)
-        taus = (list(drop_thresholds) if drop_thresholds
-                else _quartiles([estimated_drop(E, M, t, j, higher) for t, j in consulted]))
+        taus = (
+            list(drop_thresholds)
+            if drop_thresholds
+            else _quartiles([estimated_drop(E, M, t, j, higher) for t, j in consulted])
+        )
         thresholds["drop"] = taus
         if not taus:
             skipped.append("drop: the estimated matrix has no value at a cell a policy could consult")
@@ -148,8 +176,11 @@ def mark_pareto(policies: list[dict], higher: bool) -> None:
     scored = [p for p in policies if p["mean"] is not None]
     for p in policies:
         p["pareto"] = p["mean"] is not None and not any(
-            q["cost"] <= p["cost"] and not _better(p["mean"], q["mean"], higher)
-            and (q["cost"] < p["cost"] or _better(q["mean"], p["mean"], higher)) for q in scored)
+            q["cost"] <= p["cost"]
+            and not _better(p["mean"], q["mean"], higher)
+            and (q["cost"] < p["cost"] or _better(q["mean"], p["mean"], higher))
+            for q in scored
+        )
         p["best"] = False
     if scored:
         sign = -1 if higher else 1
@@ -157,6 +188,7 @@ def mark_pareto(policies: list[dict], higher: bool) -> None:
 
 
 # ---------------------------------------------------------------- one dataset's committed results
+
 
 def load_signal(path: Path, labels: list[str]) -> np.ndarray:
     """A K x K signal (shift or estimate) from a long-format JSON {train, eval, value} over the same labels."""
@@ -166,8 +198,10 @@ def load_signal(path: Path, labels: list[str]) -> np.ndarray:
     rows = json.loads(path.read_text())
     found, values = from_long_format(rows)
     if set(found) - set(labels):
-        raise DriftError(f"{path} has slices {sorted(set(found) - set(labels))[:3]} that the matrix has not: "
-                         f"compute it over the same slices")
+        raise DriftError(
+            f"{path} has slices {sorted(set(found) - set(labels))[:3]} that the matrix has not: "
+            f"compute it over the same slices"
+        )
     index = [found.index(label) if label in found else None for label in labels]
     out = np.full((len(labels), len(labels)), np.nan)
     for a, ia in enumerate(index):
@@ -182,8 +216,12 @@ def report_signals(name: str, root: Path) -> tuple[np.ndarray | None, dict]:
     p = dataset_paths(name, root)
     labels = report_labels(root, name)
     shift = p["shift"] / "matrix.json"
-    return (load_signal(shift, labels) if shift.exists() and labels else None,
-            {f.parent.name: load_signal(f, labels) for f in sorted(p["plots"].glob("*/estimate.json"))} if labels else {})
+    return (
+        load_signal(shift, labels) if shift.exists() and labels else None,
+        {f.parent.name: load_signal(f, labels) for f in sorted(p["plots"].glob("*/estimate.json"))}
+        if labels
+        else {},
+    )
 
 
 def report_labels(root: Path, name: str) -> list[str]:
@@ -192,9 +230,16 @@ def report_labels(root: Path, name: str) -> list[str]:
     return list(dict.fromkeys(r["train"] for r in json.loads(first.read_text()))) if first else []
 
 
-def dataset_policies(name: str, policy: PolicyParams, epochs: int, root: Path = Path("."),
-                     models: list[str] | None = None, shift=None, estimates: dict | None = None,
-                     seconds_per_row: float | None = None) -> dict:
+def dataset_policies(
+    name: str,
+    policy: PolicyParams,
+    epochs: int,
+    root: Path = Path("."),
+    models: list[str] | None = None,
+    shift=None,
+    estimates: dict | None = None,
+    seconds_per_row: float | None = None,
+) -> dict:
     """Every policy on every model (or `models`) of dataset `name`'s committed report (plots/<ds>/<model>/
     matrix.json, metrics/<ds>/): {"dataset", "metric", "higher_is_better", "cost_unit", "notes", "models":
     {model: replay_policies(...)}}. policy: params.yaml's report.policy; epochs: train.epochs (the cost of a
@@ -211,7 +256,9 @@ def dataset_policies(name: str, policy: PolicyParams, epochs: int, root: Path = 
         raise DriftError(f"seconds per row must be positive, got {seconds_per_row}")
     datasets = report_datasets(root)
     if not datasets:
-        raise DriftError(f"no report in {root / 'plots'}: run `dvc repro` (or check out a commit that has one)")
+        raise DriftError(
+            f"no report in {root / 'plots'}: run `dvc repro` (or check out a commit that has one)"
+        )
     if name not in datasets:
         raise DriftError(f"unknown dataset {name!r}: {close_matches(name, datasets)}")
     # the models are those with a metrics file: not the cohort mean, nor a signal's folder (plots/<ds>/shift)
@@ -226,12 +273,16 @@ def dataset_policies(name: str, policy: PolicyParams, epochs: int, root: Path = 
     notes = []
     if manifest:
         unit = "rows x epochs"
-        notes.append(f"cost: training rows of the slices through the cutoff (from {manifest_path.relative_to(root)}) "
-                     f"x epochs ({epochs}; 1 for a closed-form reference), the shared first model not counted")
+        notes.append(
+            f"cost: training rows of the slices through the cutoff (from {manifest_path.relative_to(root)}) "
+            f"x epochs ({epochs}; 1 for a closed-form reference), the shared first model not counted"
+        )
     else:
         unit = "slices x epochs"
-        notes.append(f"cost: no slice manifest at {manifest_path.relative_to(root)} (run `dvc repro slice@{name}` "
-                     f"or `dvc pull`): each slice counted as one row, x epochs ({epochs}; 1 for a reference)")
+        notes.append(
+            f"cost: no slice manifest at {manifest_path.relative_to(root)} (run `dvc repro slice@{name}` "
+            f"or `dvc pull`): each slice counted as one row, x epochs ({epochs}; 1 for a reference)"
+        )
     if seconds_per_row and manifest:
         unit = "seconds"
         notes.append(f"cost in seconds: x {seconds_per_row:g} s per row (a given figure, not measured here)")
@@ -245,27 +296,54 @@ def dataset_policies(name: str, policy: PolicyParams, epochs: int, root: Path = 
         epochs_here = 1 if m.get("reference") else epochs
         costs = retrain_costs(len(m["labels"]), epochs_here, train_rows) * (seconds_per_row or 1.0)
         results[model] = replay_policies(
-            m["matrix"], m["higher_is_better"], costs, policy.every, shift=shift,
-            estimate=(estimates or {}).get(model), shift_thresholds=policy.shift_thresholds,
-            drop_thresholds=policy.drop_thresholds)
+            m["matrix"],
+            m["higher_is_better"],
+            costs,
+            policy.every,
+            shift=shift,
+            estimate=(estimates or {}).get(model),
+            shift_thresholds=policy.shift_thresholds,
+            drop_thresholds=policy.drop_thresholds,
+        )
         results[model]["labels"] = m["labels"]
         results[model]["reference"] = bool(m.get("reference"))
-    return {"dataset": name, "metric": direction[0], "higher_is_better": direction[1], "cost_unit": unit,
-            "notes": notes, "models": results}
+    return {
+        "dataset": name,
+        "metric": direction[0],
+        "higher_is_better": direction[1],
+        "cost_unit": unit,
+        "notes": notes,
+        "models": results,
+    }
 
 
 def policy_rows(result: dict) -> list[dict]:
     """Long format for a DVC scatter plot: one row per model and policy."""
-    return [{"model": model, "policy": p["name"], "cost": round(p["cost"], 6),
-             "mean": None if p["mean"] is None else round(p["mean"], 6),
-             "worst": None if p["worst"] is None else round(p["worst"], 6),
-             "retrainings": p["retrainings"], "pareto": p["pareto"], "best": p["best"],
-             "cost_unit": result["cost_unit"]}
-            for model, r in result["models"].items() for p in r["policies"]]
+    return [
+        {
+            "model": model,
+            "policy": p["name"],
+            "cost": round(p["cost"], 6),
+            "mean": None if p["mean"] is None else round(p["mean"], 6),
+            "worst": None if p["worst"] is None else round(p["worst"], 6),
+            "retrainings": p["retrainings"],
+            "pareto": p["pareto"],
+            "best": p["best"],
+            "cost_unit": result["cost_unit"],
+        }
+        for model, r in result["models"].items()
+        for p in r["policies"]
+    ]
 
 
-def write_policy_report(name: str, policy: PolicyParams, epochs: int, root: Path = Path("."), shift=None,
-                        estimates: dict | None = None) -> dict:
+def write_policy_report(
+    name: str,
+    policy: PolicyParams,
+    epochs: int,
+    root: Path = Path("."),
+    shift=None,
+    estimates: dict | None = None,
+) -> dict:
     """The report stage's policy comparison: plots/<ds>/policies.png (score against cost, per model) and
     plots/policies/<ds>.json (policy_rows, for a DVC plot). policy, epochs, shift / estimates as for
     dataset_policies; when None,

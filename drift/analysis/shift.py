@@ -7,6 +7,7 @@ is the unbiased MMD² (Gretton et al. 2012, eq. 3), RBF kernel with one median-h
 on seeded subsamples of at most n rows a side; p-values from `permutations` relabellings, Benjamini-Hochberg
 over the cells; O((2n)² (D + permutations)) per cell. decay_correlation ranks the shift and a label-free
 estimate of M (drift.evaluate.estimate) against M's true drop."""
+
 from __future__ import annotations
 
 import sys
@@ -51,8 +52,9 @@ def median_bandwidth(features: np.ndarray, rng: np.random.Generator, sample: int
     return h if h > 0 else 1.0  # every row identical: any h gives MMD² = 0
 
 
-def mmd2_unbiased(x: np.ndarray, y: np.ndarray, h: float, permutations: int = 0,
-                  rng: np.random.Generator | None = None) -> tuple[float, float]:
+def mmd2_unbiased(
+    x: np.ndarray, y: np.ndarray, h: float, permutations: int = 0, rng: np.random.Generator | None = None
+) -> tuple[float, float]:
     """(unbiased MMD², permutation p-value; nan without permutations) of samples x [m, D] and y [n, D].
 
     Sums of kernel blocks from one pooled kernel matrix Kp with a zero diagonal: for a side indicator a (1 on
@@ -103,9 +105,17 @@ def _sample(rows: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     return rows if len(rows) <= n else np.sort(rng.choice(rows, n, replace=False))
 
 
-def shift_matrix(features: np.ndarray, slices: np.ndarray, splits: np.ndarray, cutoffs: list[int],
-                 usable: list[bool], n: int = 200, permutations: int = 200, alpha: float = 0.05,
-                 seed: int = 0) -> dict:
+def shift_matrix(
+    features: np.ndarray,
+    slices: np.ndarray,
+    splits: np.ndarray,
+    cutoffs: list[int],
+    usable: list[bool],
+    n: int = 200,
+    permutations: int = 200,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> dict:
     """K x K arrays (nan = empty, as in M): mmd2, p, q, significant; plus the bandwidth h.
 
     Rows: the trained cutoffs (train split of slices <= i); columns: usable slices, on the rows M scores them
@@ -117,13 +127,18 @@ def shift_matrix(features: np.ndarray, slices: np.ndarray, splits: np.ndarray, c
     h = median_bandwidth(features, np.random.default_rng([seed, 0]))
     mmd2, p = np.full((k, k), np.nan), np.full((k, k), np.nan)
     for i in cutoffs:
-        train = _sample(np.flatnonzero((slices <= i) & (splits == "train")), n, np.random.default_rng([seed, 1, i]))
+        train = _sample(
+            np.flatnonzero((slices <= i) & (splits == "train")), n, np.random.default_rng([seed, 1, i])
+        )
         for j in range(k):
             if not usable[j]:
                 continue
-            target = _sample(eval_rows(i, j, slices, splits), n, np.random.default_rng([seed, 2, j, int(j <= i)]))
-            mmd2[i, j], p[i, j] = mmd2_unbiased(features[train], features[target], h, permutations,
-                                                np.random.default_rng([seed, 3, i, j]))
+            target = _sample(
+                eval_rows(i, j, slices, splits), n, np.random.default_rng([seed, 2, j, int(j <= i)])
+            )
+            mmd2[i, j], p[i, j] = mmd2_unbiased(
+                features[train], features[target], h, permutations, np.random.default_rng([seed, 3, i, j])
+            )
     q, significant = benjamini_hochberg(p, alpha)
     return {"mmd2": mmd2, "p": p, "q": q, "significant": significant, "h": h}
 
@@ -134,13 +149,16 @@ def shift_rows(result: dict, labels: list[str]) -> list[dict]:
     k = len(labels)
     for row, (i, j) in zip(rows, [(i, j) for i in range(k) for j in range(k)]):
         finite = np.isfinite(result["p"][i, j])
-        row.update(p=round(float(result["p"][i, j]), 6) if finite else None,
-                   q=round(float(result["q"][i, j]), 6) if finite else None,
-                   significant=bool(result["significant"][i, j]))
+        row.update(
+            p=round(float(result["p"][i, j]), 6) if finite else None,
+            q=round(float(result["q"][i, j]), 6) if finite else None,
+            significant=bool(result["significant"][i, j]),
+        )
     return rows
 
 
 # ---------------------------------------------------------------- a dataset's features
+
 
 def standardised_pixels(images: np.ndarray) -> np.ndarray:
     """uint8 [n, C, H, W] -> float32 [n, C*H*W], each feature at mean 0 and standard deviation 1 over the rows
@@ -163,8 +181,10 @@ def shift_features(data: SliceData) -> tuple[np.ndarray, str]:
     else:
         encoder = data.settings.text_encoder
         if encoder not in data.encoders:
-            raise DriftError(f"the shift matrix reads the pooled vectors of {encoder}, which embed@{data.name} did "
-                             f"not compute: run `dvc repro embed@{data.name}`")
+            raise DriftError(
+                f"the shift matrix reads the pooled vectors of {encoder}, which embed@{data.name} did "
+                f"not compute: run `dvc repro embed@{data.name}`"
+            )
     # the feature files when they are current (verified, in row order; what `dvc pull` brings), else the store
     manifest, path = data.encoders[encoder], Path(data.paths["features"]) / encoder
     if "store" in manifest and is_current(path, data.keys_sha256, manifest):
@@ -174,9 +194,19 @@ def shift_features(data: SliceData) -> tuple[np.ndarray, str]:
     return store.read_pooled(data.table.column("key")), f"{encoder} pooled"
 
 
-def write_shift(data: SliceData, root: Path = Path("."), n: int = 200, permutations: int = 200, alpha: float = 0.05,
-                seed: int = 0, novelty_quantile: float = 0.95, max_rows: int = 500, max_index_rows: int = 100_000,
-                top: int = 5, evals: dict[str, dict] | None = None) -> dict:
+def write_shift(
+    data: SliceData,
+    root: Path = Path("."),
+    n: int = 200,
+    permutations: int = 200,
+    alpha: float = 0.05,
+    seed: int = 0,
+    novelty_quantile: float = 0.95,
+    max_rows: int = 500,
+    max_index_rows: int = 100_000,
+    top: int = 5,
+    evals: dict[str, dict] | None = None,
+) -> dict:
     """The label-free part of a dataset's report, for a drift.models.slice_data.SliceData:
 
       plots/<ds>/shift/matrix.json   the shift matrix in long format (value = MMD²) with each cell's p, q and
@@ -194,52 +224,109 @@ def write_shift(data: SliceData, root: Path = Path("."), n: int = 200, permutati
     start = time.perf_counter()
     features, source = shift_features(data)
     cutoffs = trainable_cutoffs(data.manifest["slices"])
-    result = shift_matrix(features, data.slices, data.splits, cutoffs, data.usable, n=n, permutations=permutations,
-                          alpha=alpha, seed=seed)
+    result = shift_matrix(
+        features,
+        data.slices,
+        data.splits,
+        cutoffs,
+        data.usable,
+        n=n,
+        permutations=permutations,
+        alpha=alpha,
+        seed=seed,
+    )
     seconds = time.perf_counter() - start
 
     ids = read_slice_table(data.slice_path, columns=["id"]).column("id").to_pylist()
-    found = novelty(features, data.slices, data.splits, cutoffs, data.usable, ids=ids, quantile=novelty_quantile,
-                    max_rows=max_rows, max_index_rows=max_index_rows, top=top, seed=seed)
+    found = novelty(
+        features,
+        data.slices,
+        data.splits,
+        cutoffs,
+        data.usable,
+        ids=ids,
+        quantile=novelty_quantile,
+        max_rows=max_rows,
+        max_index_rows=max_index_rows,
+        top=top,
+        seed=seed,
+    )
     labels = [s["label"] for s in data.manifest["slices"]]
     paths = dataset_paths(data.name, root)
     folder = paths["shift"]
     write_json(folder / "matrix.json", shift_rows(result, labels))
     tested = int(np.isfinite(result["p"]).sum())
     significant = int(result["significant"].sum())
-    heatmap(result["mmd2"], labels, folder / "heatmap.png",
-            f"{data.name}: representation shift, MMD² ({source}); • q ≤ {alpha} ({significant}/{tested})",
-            "MMD²", higher_is_better=False, marks=result["significant"])
+    heatmap(
+        result["mmd2"],
+        labels,
+        folder / "heatmap.png",
+        f"{data.name}: representation shift, MMD² ({source}); • q ≤ {alpha} ({significant}/{tested})",
+        "MMD²",
+        higher_is_better=False,
+        marks=result["significant"],
+    )
     write_json(folder / "novelty.json", long_format(found["share"], labels))
-    heatmap(found["share"], labels, folder / "novelty.png",
-            f"{data.name}: share of rows farther than the {novelty_quantile:.0%} quantile from f_i's training rows",
-            "novel share", higher_is_better=False)
-    texts = (read_slice_table(data.slice_path, columns=["text"]).column("text").to_pylist()
-             if data.modality == "text" else None)
+    heatmap(
+        found["share"],
+        labels,
+        folder / "novelty.png",
+        f"{data.name}: share of rows farther than the {novelty_quantile:.0%} quantile from f_i's training rows",
+        "novel share",
+        higher_is_better=False,
+    )
+    texts = (
+        read_slice_table(data.slice_path, columns=["text"]).column("text").to_pylist()
+        if data.modality == "text"
+        else None
+    )
     examples = [
-        {"period": labels[e["period"]], "against_cutoff": labels[e["cutoff"]],
-         "threshold": round(found["threshold"][e["cutoff"]], 4),
-         "rows": [{"id": i, "distance": d, "novel": v, **({"text": texts[r][:300]} if texts else {})}
-                  for r, i, d, v in zip(e["rows"], e["ids"], e["distances"], e["novel"])]}
-        for e in found["examples"]]
+        {
+            "period": labels[e["period"]],
+            "against_cutoff": labels[e["cutoff"]],
+            "threshold": round(found["threshold"][e["cutoff"]], 4),
+            "rows": [
+                {"id": i, "distance": d, "novel": v, **({"text": texts[r][:300]} if texts else {})}
+                for r, i, d, v in zip(e["rows"], e["ids"], e["distances"], e["novel"])
+            ],
+        }
+        for e in found["examples"]
+    ]
     correlation = {}
     for model, evaluation in (evals or {}).items():
-        estimated = {m: mean_over_seeds([from_json(rows) for rows in seeds.values()])
-                     for m, seeds in evaluation.get("estimated", {}).items() if seeds}
+        estimated = {
+            m: mean_over_seeds([from_json(rows) for rows in seeds.values()])
+            for m, seeds in evaluation.get("estimated", {}).items()
+            if seeds
+        }
         correlation[model] = model_decay_correlation(evaluation, result["mmd2"], estimated, found["share"])
-    summary = {"dataset": data.name, "features": source, "dim": int(features.shape[1]),
-               "bandwidth_h": round(result["h"], 6), "n": n, "permutations": permutations, "alpha": alpha,
-               "seed": seed, "cells": tested, "significant": significant,
-               "novelty_quantile": novelty_quantile, "novelty_reference_rows": found["reference_rows"],
-               "correlation": correlation, "examples": examples}
+    summary = {
+        "dataset": data.name,
+        "features": source,
+        "dim": int(features.shape[1]),
+        "bandwidth_h": round(result["h"], 6),
+        "n": n,
+        "permutations": permutations,
+        "alpha": alpha,
+        "seed": seed,
+        "cells": tested,
+        "significant": significant,
+        "novelty_quantile": novelty_quantile,
+        "novelty_reference_rows": found["reference_rows"],
+        "correlation": correlation,
+        "examples": examples,
+    }
     # the times go to stderr, not into the committed summary: two runs of one commit write the same bytes
-    print(f"shift {data.name}: {tested} cells in {seconds:.1f} s, novel rows in {found['seconds_search']:.1f} s",
-          file=sys.stderr)
+    print(
+        f"shift {data.name}: {tested} cells in {seconds:.1f} s, novel rows in {found['seconds_search']:.1f} s",
+        file=sys.stderr,
+    )
     write_json(paths["shift_summary"], summary)
     return {**summary, "result": result, "novelty": found}
 
 
 # ---------------------------------------------------------------- does the shift predict the decay?
+
 
 def drops(matrix: np.ndarray, higher_is_better: bool = True) -> np.ndarray:
     """drop[i][j] = M[i][i] - M[i][j] (positive = a loss, whatever the metric's direction)."""
@@ -262,8 +349,13 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> dict:
     return {"rho": round(float(rho), 4), "p": float(p), "cells": int(keep.sum())}
 
 
-def decay_correlation(true: np.ndarray, higher_is_better: bool, shift: np.ndarray | None = None,
-                      estimated: dict[str, np.ndarray] | None = None, novelty: np.ndarray | None = None) -> dict:
+def decay_correlation(
+    true: np.ndarray,
+    higher_is_better: bool,
+    shift: np.ndarray | None = None,
+    estimated: dict[str, np.ndarray] | None = None,
+    novelty: np.ndarray | None = None,
+) -> dict:
     """Spearman rank correlation over the future cells (j > i) between the true drop M[i][i] - M[i][j] and
     the shift (MMD²), the share of novel rows (drift.analysis.novelty), and each estimate's own drop
     est[i][i] - est[i][j] (estimated: method -> K x K, as drift.evaluate.estimate.estimated_matrix returns). Empty cells
@@ -280,8 +372,12 @@ def decay_correlation(true: np.ndarray, higher_is_better: bool, shift: np.ndarra
     return out
 
 
-def model_decay_correlation(eval_json: dict, shift: np.ndarray | None = None,
-                            estimated: dict[str, np.ndarray] | None = None, novelty: np.ndarray | None = None) -> dict:
+def model_decay_correlation(
+    eval_json: dict,
+    shift: np.ndarray | None = None,
+    estimated: dict[str, np.ndarray] | None = None,
+    novelty: np.ndarray | None = None,
+) -> dict:
     """decay_correlation for one model's eval JSON (data/eval/<ds>/<model>.json): M averaged over seeds."""
     true = mean_over_seeds([from_json(rows) for rows in eval_json["seeds"].values()])
     return decay_correlation(true, eval_json["higher_is_better"], shift, estimated, novelty)

@@ -5,6 +5,7 @@ saliency), cache.py (cache list | verify | compact | gc), plan_commands.py (the 
 rehearse_commands.py (a preset's whole pipeline on a small sample), policy_commands.py (retraining policies),
 remote_commands.py (push, pull: DVC's, with one-line faults), paper.py (the authors' published results beside
 ours)."""
+
 from drift.cli import (
     cache,
     init,
@@ -18,10 +19,21 @@ from drift.cli import (
 )
 from drift.cli.common import DriftApp
 
-app = DriftApp(add_completion=False, no_args_is_help=True,
-                  help="Measure how models decay over time: summaries of the DVC pipeline's drift matrices.")
-for command in (pipeline_commands.COMMANDS + init.COMMANDS + report_commands.COMMANDS + plan_commands.COMMANDS
-                + policy_commands.COMMANDS + paper.COMMANDS + rehearse_commands.COMMANDS + remote_commands.COMMANDS):
+app = DriftApp(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Measure how models decay over time: summaries of the DVC pipeline's drift matrices.",
+)
+for command in (
+    pipeline_commands.COMMANDS
+    + init.COMMANDS
+    + report_commands.COMMANDS
+    + plan_commands.COMMANDS
+    + policy_commands.COMMANDS
+    + paper.COMMANDS
+    + rehearse_commands.COMMANDS
+    + remote_commands.COMMANDS
+):
     app.command()(command)
 app.add_typer(cache.cache_app, name="cache")
 

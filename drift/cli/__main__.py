@@ -1,4 +1,5 @@
 """`python -m drift.cli ...`: the `drift` command without its console script."""
+
 from drift.cli import app
 
 app()

@@ -6,6 +6,7 @@ stage's) names its key: the workspace's, those of the `dvc exp` refs (read from 
 repositories passed with --keep-manifests; a cell is in use when its checkpoint is. `gc` deletes only what none of
 these refers to, and nothing written within --grace-minutes. `verify` checks every entry against its checksum.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,11 +28,17 @@ from drift.core.paths import PATHS
 from drift.store.cells import CHECKPOINT_KEYS, MAGIC, cell_problem, checkpoint_problem
 from drift.store.location import cache_dir, default_cache_dir
 
-cache_app = typer.Typer(cls=InterruptibleGroup, add_completion=False, invoke_without_command=True,
-                        help="The embedding store: list its tables, compact them, delete those no manifest uses.")
+cache_app = typer.Typer(
+    cls=InterruptibleGroup,
+    add_completion=False,
+    invoke_without_command=True,
+    help="The embedding store: list its tables, compact them, delete those no manifest uses.",
+)
 
-CACHE_DIR_HELP = ("the store, a folder or s3://bucket/prefix (default: embed.cache_dir of ./params.yaml, else "
-                  "$DRIFT_CACHE_DIR, else ~/.cache/drift)")
+CACHE_DIR_HELP = (
+    "the store, a folder or s3://bucket/prefix (default: embed.cache_dir of ./params.yaml, else "
+    "$DRIFT_CACHE_DIR, else ~/.cache/drift)"
+)
 MANIFESTS = Path(PATHS["embeddings"]).parent  # every dataset's embedding manifest
 MODELS = Path(PATHS["models"]).parent  # every dataset's checkpoints, and their list of cache keys
 FEATURES = Path(PATHS["features"]).parent
@@ -84,8 +91,10 @@ def manifest_refs(sources: list[Path]) -> dict[str, list[str]]:
         elif source.is_dir():
             files = sorted(source.glob("*.json"))
         else:
-            raise DriftError(f"no manifest at {source}: pass a data/embeddings/<dataset>.json, a folder of them "
-                             "or a repository")
+            raise DriftError(
+                f"no manifest at {source}: pass a data/embeddings/<dataset>.json, a folder of them "
+                "or a repository"
+            )
         for f in files:
             try:
                 manifest = json.loads(f.read_text())
@@ -107,7 +116,9 @@ def _table_path(cache_dir: Path, name: str) -> Path:
     tables = {p.name: p for p in store_tables(cache_dir)}
     name = name if name.endswith(".lance") else f"{name}.lance"
     if name not in tables:
-        raise DriftError(f"no table {name} in {cache_dir}: {close_matches(name, tables) if tables else 'the store is empty'}")
+        raise DriftError(
+            f"no table {name} in {cache_dir}: {close_matches(name, tables) if tables else 'the store is empty'}"
+        )
     return tables[name]
 
 
@@ -126,9 +137,11 @@ def _cache_dir_option(ctx: typer.Context, cache_dir: str | None) -> str | None:
 
 
 @cache_app.callback()
-def cache(ctx: typer.Context,
-          as_json: bool = typer.Option(False, "--json", help="machine-readable output (for any subcommand too)"),
-          cache_dir: str | None = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP)):
+def cache(
+    ctx: typer.Context,
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output (for any subcommand too)"),
+    cache_dir: str | None = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
+):
     """`drift cache` alone lists the tables."""
     ctx.obj = {"json": as_json, "cache_dir": cache_dir}
     if ctx.invoked_subcommand is None:
@@ -144,28 +157,52 @@ FINGERPRINT_CHARS = 8
 
 def cache_table(rows: list[dict]) -> Table:
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
-    for column, right in (("encoder", False), ("fingerprint", False), ("rows", True), ("dim", True),
-                          ("size", True), ("frags", True), ("datasets", False)):
+    for column, right in (
+        ("encoder", False),
+        ("fingerprint", False),
+        ("rows", True),
+        ("dim", True),
+        ("size", True),
+        ("frags", True),
+        ("datasets", False),
+    ):
         table.add_column(column, justify="right" if right else "left", overflow="fold")
     for r in rows:
         fingerprint = (r["fingerprint"] or "")[:FINGERPRINT_CHARS]
         if not r["committed"]:
-            table.add_row(r["encoder"], fingerprint, "—", "—", _size(r["bytes"]), "—",
-                          "incomplete (killed first write): `drift cache gc` removes it")
+            table.add_row(
+                r["encoder"],
+                fingerprint,
+                "—",
+                "—",
+                _size(r["bytes"]),
+                "—",
+                "incomplete (killed first write): `drift cache gc` removes it",
+            )
             continue
         duplicates = r["rows"] - r["unique"] if r["unique"] is not None else 0
         count = f"{r['rows']:,}" + (f"\n+{duplicates:,} dup" if duplicates else "")  # a line of its own
-        table.add_row(r["encoder"], fingerprint, count, str(r["dim"]), _size(r["bytes"]), str(r["fragments"]),
-                      ", ".join(r["datasets"]) or "—")
+        table.add_row(
+            r["encoder"],
+            fingerprint,
+            count,
+            str(r["dim"]),
+            _size(r["bytes"]),
+            str(r["fragments"]),
+            ", ".join(r["datasets"]) or "—",
+        )
     return table
 
 
 @cache_app.command("list")
-def list_tables(ctx: typer.Context,
-                cache_dir: str | None = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
-                as_json: bool = typer.Option(False, "--json", help="machine-readable output: a list of tables"),
-                keep_manifests: list[Path] | None = typer.Option(
-                    None, "--manifests", help="more manifests to match tables to datasets (repeatable)")):
+def list_tables(
+    ctx: typer.Context,
+    cache_dir: str | None = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output: a list of tables"),
+    keep_manifests: list[Path] | None = typer.Option(
+        None, "--manifests", help="more manifests to match tables to datasets (repeatable)"
+    ),
+):
     """Each table: encoder, fingerprint, rows, dimension, size on disk, fragments, datasets using it."""
     from drift.store.embeddings import (
         table_info,  # lazy: lance, kept out of `drift --help`
@@ -190,10 +227,12 @@ def list_tables(ctx: typer.Context,
 
 
 @cache_app.command()
-def compact(ctx: typer.Context,
-            tables: list[str] | None = typer.Argument(None, help="table names (default: every table)"),
-            cache_dir: str | None = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
-            as_json: bool = typer.Option(False, "--json", help="machine-readable output: what each table became")):
+def compact(
+    ctx: typer.Context,
+    tables: list[str] | None = typer.Argument(None, help="table names (default: every table)"),
+    cache_dir: str | None = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output: what each table became"),
+):
     """Delete duplicate keys (two writers at once), merge small fragments, drop files only old versions use."""
     from drift.store.embeddings import (  # lazy: lance, kept out of `drift --help`
         committed,
@@ -212,31 +251,48 @@ def compact(ctx: typer.Context,
             if not committed(path):
                 results.append({"table": path.name, "skipped": "incomplete"})
                 if not as_json:
-                    console.print(f"{path.name}: incomplete (never committed), skipped; `drift cache gc` removes it")
+                    console.print(
+                        f"{path.name}: incomplete (never committed), skipped; `drift cache gc` removes it"
+                    )
                 continue
             r = {**compact_table(path), "skipped": None}
             results.append(r)
             if not as_json:
-                console.print(f"{r['table']}: {r['duplicates_removed']:,} duplicates removed, fragments "
-                              f"{r['fragments_before']} → {r['fragments_after']}, "
-                              f"{_size(r['bytes_before'])} → {_size(r['bytes_after'])}")
+                console.print(
+                    f"{r['table']}: {r['duplicates_removed']:,} duplicates removed, fragments "
+                    f"{r['fragments_before']} → {r['fragments_after']}, "
+                    f"{_size(r['bytes_before'])} → {_size(r['bytes_after'])}"
+                )
     except DriftError as e:
         fail(e)
     except OSError as e:
-        fail(DriftError(f"compaction failed: {str(e).splitlines()[0]} (another process compacting? run it again)"))
+        fail(
+            DriftError(
+                f"compaction failed: {str(e).splitlines()[0]} (another process compacting? run it again)"
+            )
+        )
     if as_json:
         _emit({"cache_dir": str(where), "tables": results})
 
 
 @cache_app.command()
-def gc(ctx: typer.Context,
-       dry_run: bool = typer.Option(False, "--dry-run", help="list what would be deleted, delete nothing"),
-       keep_manifests: list[Path] | None = typer.Option(
-           None, "--keep-manifests", help="also keep tables these manifests use: a manifest, a folder of them or "
-                                          "a repository (repeatable)"),
-       grace_minutes: float = typer.Option(60, help="keep tables written this recently (an embed may be running)"),
-       cache_dir: str | None = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
-       as_json: bool = typer.Option(False, "--json", help="machine-readable output: what was (or would be) deleted")):
+def gc(
+    ctx: typer.Context,
+    dry_run: bool = typer.Option(False, "--dry-run", help="list what would be deleted, delete nothing"),
+    keep_manifests: list[Path] | None = typer.Option(
+        None,
+        "--keep-manifests",
+        help="also keep tables these manifests use: a manifest, a folder of them or "
+        "a repository (repeatable)",
+    ),
+    grace_minutes: float = typer.Option(
+        60, help="keep tables written this recently (an embed may be running)"
+    ),
+    cache_dir: str | None = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
+    as_json: bool = typer.Option(
+        False, "--json", help="machine-readable output: what was (or would be) deleted"
+    ),
+):
     """Delete the tables no manifest in data/embeddings/ (or --keep-manifests) refers to, and the checkpoints and
     cells no checkpoint list (data/models/*/checkpoints.json here, in the `dvc exp` refs, or in a repository
     passed with --keep-manifests) refers to."""
@@ -250,8 +306,10 @@ def gc(ctx: typer.Context,
         where = resolve_cache_dir(_cache_dir_option(ctx, cache_dir))
         sources = _sources(keep_manifests)
         if not sources:
-            raise DriftError(f"no manifests in ./{MANIFESTS}/ and no --keep-manifests: refusing to delete every table "
-                             "(run from the repository root, or pass --keep-manifests)")
+            raise DriftError(
+                f"no manifests in ./{MANIFESTS}/ and no --keep-manifests: refusing to delete every table "
+                "(run from the repository root, or pass --keep-manifests)"
+            )
         refs = manifest_refs(sources)
     except DriftError as e:
         fail(e)
@@ -264,8 +322,10 @@ def gc(ctx: typer.Context,
         if age < grace_minutes:
             recent.append({"table": path.name, "bytes": info["bytes"], "age_minutes": round(age, 2)})
             if not as_json:
-                console.print(f"keep   {path.name}: unused, but written {age:.0f} min ago "
-                              f"(--grace-minutes {grace_minutes:g})")
+                console.print(
+                    f"keep   {path.name}: unused, but written {age:.0f} min ago "
+                    f"(--grace-minutes {grace_minutes:g})"
+                )
             continue
         if not as_json:
             console.print(f"{'would delete' if dry_run else 'delete'} {path.name} ({_size(info['bytes'])})")
@@ -279,21 +339,40 @@ def gc(ctx: typer.Context,
     if listed:
         collected = collect_checkpoints(where, keys, grace_minutes, dry_run)
     else:  # no checkpoint list seen: deleting every checkpoint would be a guess
-        collected = {"checkpoints": [], "cells": [], "bytes": 0, "skipped": f"no ./{MODELS}/*/{CHECKPOINT_KEYS}"}
+        collected = {
+            "checkpoints": [],
+            "cells": [],
+            "bytes": 0,
+            "skipped": f"no ./{MODELS}/*/{CHECKPOINT_KEYS}",
+        }
     if as_json:
-        _emit({"cache_dir": str(where), "dry_run": dry_run, "deleted": deleted, "freed_bytes": freed,
-               "kept_recent": recent, "in_use": sorted(refs),
-               "checkpoints": {**collected, "in_use": len(keys), "listed_by": listed}})
+        _emit(
+            {
+                "cache_dir": str(where),
+                "dry_run": dry_run,
+                "deleted": deleted,
+                "freed_bytes": freed,
+                "kept_recent": recent,
+                "in_use": sorted(refs),
+                "checkpoints": {**collected, "in_use": len(keys), "listed_by": listed},
+            }
+        )
         return
     verb = "would free" if dry_run else "freed"
-    console.print(f"{len(deleted)} table(s) {'to delete' if dry_run else 'deleted'}, {verb} {_size(freed)}; "
-                  f"{len(refs)} in use")
+    console.print(
+        f"{len(deleted)} table(s) {'to delete' if dry_run else 'deleted'}, {verb} {_size(freed)}; "
+        f"{len(refs)} in use"
+    )
     if not listed:
-        console.print(f"checkpoints and cells kept: no ./{MODELS}/*/{CHECKPOINT_KEYS} (run from the repository root)")
+        console.print(
+            f"checkpoints and cells kept: no ./{MODELS}/*/{CHECKPOINT_KEYS} (run from the repository root)"
+        )
         return
-    console.print(f"{len(collected['checkpoints'])} checkpoint(s) and the cells of {len(collected['cells'])} "
-                  f"{'to delete' if dry_run else 'deleted'}, {verb} {_size(collected['bytes'])}; {len(keys)} "
-                  f"checkpoint(s) in use ({len(listed)} list(s))")
+    console.print(
+        f"{len(collected['checkpoints'])} checkpoint(s) and the cells of {len(collected['cells'])} "
+        f"{'to delete' if dry_run else 'deleted'}, {verb} {_size(collected['bytes'])}; {len(keys)} "
+        f"checkpoint(s) in use ({len(listed)} list(s))"
+    )
 
 
 # ---------------------------------------------------------------- checkpoints and cells
@@ -306,7 +385,9 @@ def checkpoint_files(where) -> list:
 
 
 def cell_dirs(where) -> list:
-    if isinstance(where, ObjectPath):  # cells/<checkpoint[:2]>/<checkpoint>/<key>.json: the folders that hold one
+    if isinstance(
+        where, ObjectPath
+    ):  # cells/<checkpoint[:2]>/<checkpoint>/<key>.json: the folders that hold one
         return sorted({p.parent for p in (where / "cells").rglob("*.json")})
     return sorted(p for p in (where / "cells").glob("*/*") if p.is_dir())
 
@@ -349,7 +430,9 @@ def experiment_keys(repo: Path) -> set[str]:
             continue
         for stage in (lock.get("stages") or {}).values():
             for out in stage.get("outs") or []:
-                if not str(out.get("path", "")).startswith(f"{MODELS}/") or not str(out.get("md5", "")).endswith(".dir"):
+                if not str(out.get("path", "")).startswith(f"{MODELS}/") or not str(
+                    out.get("md5", "")
+                ).endswith(".dir"):
                     continue
                 try:
                     listing = json.loads(_dvc_cached(repo, out["md5"][:-4]).with_suffix(".dir").read_text())
@@ -387,7 +470,11 @@ def _age_minutes(path) -> float:
 def _tree_bytes(path) -> int:
     if isinstance(path, ObjectPath):
         return sum(size for _, size, _ in path.objects())
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else path.stat().st_size
+    return (
+        sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+        if path.is_dir()
+        else path.stat().st_size
+    )
 
 
 def collect_checkpoints(where: Path, keep: set[str], grace_minutes: float, dry_run: bool) -> dict:
@@ -413,9 +500,13 @@ def collect_checkpoints(where: Path, keep: set[str], grace_minutes: float, dry_r
 
 
 @cache_app.command()
-def verify(ctx: typer.Context,
-           cache_dir: str | None = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
-           as_json: bool = typer.Option(False, "--json", help="machine-readable output: what was checked, what is corrupt")):
+def verify(
+    ctx: typer.Context,
+    cache_dir: str | None = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
+    as_json: bool = typer.Option(
+        False, "--json", help="machine-readable output: what was checked, what is corrupt"
+    ),
+):
     """Check every cache: the store's tables (every row read and checked against its checksum, finite values;
     damage named by fragment and key range), the cached checkpoints and cells (their sha256),
     and this workspace's feature files (size and sha256 against their header). Exit 1 when anything is corrupt."""
@@ -444,14 +535,26 @@ def verify(ctx: typer.Context,
             dataset = lance.dataset(str(path))
             rows = sum(batch.num_rows for batch in dataset.to_batches(columns=["key"]))
             if rows != dataset.count_rows():
-                corrupt.append({"path": str(path), "problem": f"{rows} rows read, {dataset.count_rows()} committed"})
+                corrupt.append(
+                    {"path": str(path), "problem": f"{rows} rows read, {dataset.count_rows()} committed"}
+                )
             for damage in scan_damage(path):  # every row's values against its checksum, and finite
-                keys = (f"keys {damage['first_key']} .. {damage['last_key']}" if damage["first_key"] is not None
-                        else "unreadable")
-                corrupt.append({"path": str(path), "fragment": damage["fragment"], "rows": damage["rows"],
-                                "first_key": damage["first_key"], "last_key": damage["last_key"],
-                                "problem": f"fragment {damage['fragment']}: {damage['rows']} row(s), {keys}: "
-                                           f"{damage['problem']}"})
+                keys = (
+                    f"keys {damage['first_key']} .. {damage['last_key']}"
+                    if damage["first_key"] is not None
+                    else "unreadable"
+                )
+                corrupt.append(
+                    {
+                        "path": str(path),
+                        "fragment": damage["fragment"],
+                        "rows": damage["rows"],
+                        "first_key": damage["first_key"],
+                        "last_key": damage["last_key"],
+                        "problem": f"fragment {damage['fragment']}: {damage['rows']} row(s), {keys}: "
+                        f"{damage['problem']}",
+                    }
+                )
         except Exception as e:  # any failure to read a table is what verify reports
             corrupt.append({"path": str(path), "problem": " ".join(str(e).split())[:200]})
     for path in checkpoint_files(where):
@@ -473,9 +576,12 @@ def verify(ctx: typer.Context,
         console = Console()
         for c in corrupt:
             console.print(f"corrupt {c['path']}: {c['problem']}", overflow="fold", highlight=False)
-        console.print(f"checked {checked['tables']} table(s), {checked['checkpoints']} checkpoint(s), "
-                      f"{checked['cells']} cell(s) in {where} and {checked['features']} feature folder(s) in "
-                      f"./{FEATURES}: {len(corrupt)} corrupt" + (" (the stages recompute them on their next run)"
-                                                                 if corrupt else ""), highlight=False)
+        console.print(
+            f"checked {checked['tables']} table(s), {checked['checkpoints']} checkpoint(s), "
+            f"{checked['cells']} cell(s) in {where} and {checked['features']} feature folder(s) in "
+            f"./{FEATURES}: {len(corrupt)} corrupt"
+            + (" (the stages recompute them on their next run)" if corrupt else ""),
+            highlight=False,
+        )
     if corrupt:
         raise typer.Exit(1)

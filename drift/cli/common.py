@@ -1,4 +1,5 @@
 """What every `drift` command shares: the console, one-line errors, Ctrl-C as one line (DriftApp), number formatting."""
+
 from __future__ import annotations
 
 import os
@@ -8,7 +9,9 @@ import typer
 from rich.console import Console, ConsoleDimensions
 from typer.core import TyperGroup
 
-PIPED_WIDTH = 1000  # a pipe or a file: tables at their natural width, never cut at 80 columns ($COLUMNS still wins)
+PIPED_WIDTH = (
+    1000  # a pipe or a file: tables at their natural width, never cut at 80 columns ($COLUMNS still wins)
+)
 
 
 class OutputConsole(Console):

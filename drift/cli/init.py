@@ -1,6 +1,7 @@
 """`drift init <name> <source>`: a table of your own added to params.yaml (its section, its `datasets` entry, a
 roster), from what its columns show (drift/data/inspect.py); params.yaml is edited as text, so every other byte
 of it stays as it was."""
+
 from __future__ import annotations
 
 import json
@@ -18,7 +19,10 @@ from drift.core.params import load_params
 from drift.data.datasets import check_datasets
 from drift.data.inspect import Ambiguous, entry, propose
 
-ROSTERS = {"text": ["ffn-s", "probe-minilm"], "image": ["mlp-s", "cnn-s"]}  # the models a new dataset starts with
+ROSTERS = {
+    "text": ["ffn-s", "probe-minilm"],
+    "image": ["mlp-s", "cnn-s"],
+}  # the models a new dataset starts with
 
 
 def write_dataset(params_path: Path, name: str, section: dict, modality: str, force: bool = False) -> None:
@@ -31,8 +35,10 @@ def write_dataset(params_path: Path, name: str, section: dict, modality: str, fo
     if not isinstance(params, dict):
         raise DriftError(f"{params_path} holds no mapping at its top level: it cannot take a dataset")
     if (name in params or name in (params.get("datasets") or {})) and not force:
-        raise DriftError(f"{name!r} is already in {params_path}: choose another name, or --force to replace its "
-                         f"section and datasets entry (the rest of the file stays as it is)")
+        raise DriftError(
+            f"{name!r} is already in {params_path}: choose another name, or --force to replace its "
+            f"section and datasets entry (the rest of the file stays as it is)"
+        )
     wanted = json.loads(json.dumps(params, default=str))
     wanted.setdefault("datasets", {})
     wanted["datasets"] = {**(wanted["datasets"] or {}), name: entry(section["source"])}
@@ -48,8 +54,10 @@ def write_dataset(params_path: Path, name: str, section: dict, modality: str, fo
     if roster:
         text = _set_item(text, ["train", "models"], name, roster)
     if json.loads(json.dumps(yaml.safe_load(text), default=str)) != wanted:  # the text edit went wrong: stop
-        raise DriftError(f"could not add {name!r} to {params_path} without rewriting it: add the section "
-                         f"`drift init --json` prints by hand")
+        raise DriftError(
+            f"could not add {name!r} to {params_path} without rewriting it: add the section "
+            f"`drift init --json` prints by hand"
+        )
     check_datasets(load_params(wanted))  # the edited params must hold up before they are written
     tmp = params_path.with_name(f".{params_path.name}.drift-init")
     try:  # written whole, then moved: Ctrl-C or a full disk never leaves half a params.yaml
@@ -62,7 +70,9 @@ def write_dataset(params_path: Path, name: str, section: dict, modality: str, fo
 
 def _dump(key: str, value, indent: int) -> str:
     """`key: value` as YAML lines at `indent`: scalars and collections of scalars in flow style."""
-    out = yaml.safe_dump({key: value}, sort_keys=False, default_flow_style=None, width=120, allow_unicode=True)
+    out = yaml.safe_dump(
+        {key: value}, sort_keys=False, default_flow_style=None, width=120, allow_unicode=True
+    )
     return "".join(" " * indent + line + "\n" for line in out.splitlines())
 
 
@@ -96,7 +106,7 @@ def _set_item(text: str, path: list[str], key: str, value) -> str:
         parents.append(part)
         node = found[0][1]
         indent = node.value[0][0].start_mark.column
-    missing = path[len(parents):]
+    missing = path[len(parents) :]
     node_items = node.value if node is not None else []
     if missing:  # the mappings `path` lacks created (or an empty one filled) with the item inside
         tree = {key: value}
@@ -105,8 +115,11 @@ def _set_item(text: str, path: list[str], key: str, value) -> str:
         existing = [(k, v) for k, v in node_items if k.value == missing[0]]
         if existing:  # present but empty or null (`datasets:`, `models: {}`): that item replaced
             k, v = existing[0]
-            return (text[:k.start_mark.index - k.start_mark.column] + _dump(missing[0], tree, k.start_mark.column)
-                    + text[_line_end(text, _end(v)):])
+            return (
+                text[: k.start_mark.index - k.start_mark.column]
+                + _dump(missing[0], tree, k.start_mark.column)
+                + text[_line_end(text, _end(v)) :]
+            )
         if not parents:
             return _append(text, _dump(missing[0], tree, 0))
         at = _line_end(text, _end(node))
@@ -117,12 +130,12 @@ def _set_item(text: str, path: list[str], key: str, value) -> str:
     if items:  # replaced in place
         k, v = items[0]
         if node.flow_style:
-            flow = yaml.safe_dump({key: value}, default_flow_style=True, width=10 ** 6).strip()[1:-1]
-            return text[:k.start_mark.index] + flow + text[_end(v):]
+            flow = yaml.safe_dump({key: value}, default_flow_style=True, width=10**6).strip()[1:-1]
+            return text[: k.start_mark.index] + flow + text[_end(v) :]
         block = _dump(key, value, k.start_mark.column)
-        return text[:k.start_mark.index - k.start_mark.column] + block + text[_line_end(text, _end(v)):]
+        return text[: k.start_mark.index - k.start_mark.column] + block + text[_line_end(text, _end(v)) :]
     if node.flow_style:  # {a: 1} -> {a: 1, key: value}
-        flow = yaml.safe_dump({key: value}, default_flow_style=True, width=10 ** 6).strip()[1:-1]
+        flow = yaml.safe_dump({key: value}, default_flow_style=True, width=10**6).strip()[1:-1]
         close = node.end_mark.index - 1
         return text[:close] + (", " if node.value else "") + flow + text[close:]
     if not path:
@@ -138,35 +151,63 @@ def _append(text: str, block: str) -> str:
     return text + ("\n" if text.strip() else "") + block
 
 
-def init(name: str = typer.Argument(..., help="the dataset's name in params.yaml (any name not built in)"),
-         source: str = typer.Argument(..., help="a Parquet, CSV or JSON-lines file (.gz too), a folder or glob "
-                                      "of them, or a Hugging Face save_to_disk folder"),
-         time: str | None = typer.Option(None, "--time", help="the time column"),
-         text: str | None = typer.Option(None, "--text", help="text columns, comma-separated, joined in order"),
-         image: str | None = typer.Option(None, "--image", help="the image column (bytes, paths or arrays)"),
-         label: str | None = typer.Option(None, "--label", help="the label column (multilabel: comma-separated)"),
-         task: str | None = typer.Option(None, "--task", help="binary, multiclass, regression or multilabel"),
-         id_column: str | None = typer.Option(None, "--id", help="the id column (unique per row); none: row "
-                                                 "numbers; by default the one unique key-like column"),
-         slices: str | None = typer.Option(None, "--slices", help="UNIT[:START:END], e.g. year, half-year, "
-                                              "quarter, month, decade:1950:2030 (default: years when the data "
-                                              "spans 3 or more)"),
-         per_slice: int | None = typer.Option(None, "--per-slice", help="choose the unit whose slices hold "
-                                                 "about N rows (shown before writing); not with --slices"),
-         force: bool = typer.Option(False, "--force", help="replace the section and datasets entry of a name "
-                                    "already in params.yaml"),
-         params_path: Path = typer.Option(Path("params.yaml"), "--params", help="the params.yaml to edit"),
-         as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+def init(
+    name: str = typer.Argument(..., help="the dataset's name in params.yaml (any name not built in)"),
+    source: str = typer.Argument(
+        ...,
+        help="a Parquet, CSV or JSON-lines file (.gz too), a folder or glob "
+        "of them, or a Hugging Face save_to_disk folder",
+    ),
+    time: str | None = typer.Option(None, "--time", help="the time column"),
+    text: str | None = typer.Option(None, "--text", help="text columns, comma-separated, joined in order"),
+    image: str | None = typer.Option(None, "--image", help="the image column (bytes, paths or arrays)"),
+    label: str | None = typer.Option(None, "--label", help="the label column (multilabel: comma-separated)"),
+    task: str | None = typer.Option(None, "--task", help="binary, multiclass, regression or multilabel"),
+    id_column: str | None = typer.Option(
+        None,
+        "--id",
+        help="the id column (unique per row); none: row numbers; by default the one unique key-like column",
+    ),
+    slices: str | None = typer.Option(
+        None,
+        "--slices",
+        help="UNIT[:START:END], e.g. year, half-year, "
+        "quarter, month, decade:1950:2030 (default: years when the data "
+        "spans 3 or more)",
+    ),
+    per_slice: int | None = typer.Option(
+        None,
+        "--per-slice",
+        help="choose the unit whose slices hold about N rows (shown before writing); not with --slices",
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="replace the section and datasets entry of a name already in params.yaml"
+    ),
+    params_path: Path = typer.Option(Path("params.yaml"), "--params", help="the params.yaml to edit"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+):
     """Inspect a table's columns, propose its section (time, input, label, task, slices) and write it to
     params.yaml, so that the next `dvc repro` runs it. An ambiguous column is a question on stderr."""
+
     def split(v):
         return [c.strip() for c in v.split(",") if c.strip()] if v else None
+
     try:
         check_name(name, "dataset name")
         if name in DATASETS:
             raise DriftError(f"{name!r} is a built-in dataset: choose another name for your table")
-        proposal = propose(name, source, time=time, text=split(text), image=image, label=split(label), task=task,
-                           id_column=id_column, slices=slices, per_slice=per_slice)
+        proposal = propose(
+            name,
+            source,
+            time=time,
+            text=split(text),
+            image=image,
+            label=split(label),
+            task=task,
+            id_column=id_column,
+            slices=slices,
+            per_slice=per_slice,
+        )
         section = proposal["section"]
         if proposal["slicing"] and not as_json:
             show_slicing(proposal["slicing"])
@@ -180,29 +221,65 @@ def init(name: str = typer.Argument(..., help="the dataset's name in params.yaml
         print(json.dumps(proposal, indent=2, default=str))
         return
     columns = ", ".join(f"{c} ({t})" for c, t in proposal["columns"].items())
-    console.print(f"[bold]{name}[/bold]: {proposal['files']} file(s), columns {columns}; time from "
-                  f"{proposal['span'][0]} to {proposal['span'][1]}", highlight=False, soft_wrap=True)
-    chosen = {k: section[k] for k in ("id", "time", "time_encoding", "time_format", "text", "image",
-                                      "image_encoding", "label", "task", "classes", "slices") if k in section}
+    console.print(
+        f"[bold]{name}[/bold]: {proposal['files']} file(s), columns {columns}; time from "
+        f"{proposal['span'][0]} to {proposal['span'][1]}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    chosen = {
+        k: section[k]
+        for k in (
+            "id",
+            "time",
+            "time_encoding",
+            "time_format",
+            "text",
+            "image",
+            "image_encoding",
+            "label",
+            "task",
+            "classes",
+            "slices",
+        )
+        if k in section
+    }
     for key, value in chosen.items():
         console.print(f"  {key}: {value}", highlight=False, soft_wrap=True)
     if proposal.get("invalid_utf8"):
-        console.print(f"{proposal['invalid_utf8']} row(s) hold invalid UTF-8: ingest will quarantine them "
-                      f"(invalid_utf8) and keep the rest", highlight=False, soft_wrap=True)
-    console.print(f"wrote {name} to {params_path} (datasets.{name}, {name}:, train.models.{name}); change any "
-                  f"key there or re-run with --time/--text/--image/--label/--task", style="dim", soft_wrap=True)
+        console.print(
+            f"{proposal['invalid_utf8']} row(s) hold invalid UTF-8: ingest will quarantine them "
+            f"(invalid_utf8) and keep the rest",
+            highlight=False,
+            soft_wrap=True,
+        )
+    console.print(
+        f"wrote {name} to {params_path} (datasets.{name}, {name}:, train.models.{name}); change any "
+        f"key there or re-run with --time/--text/--image/--label/--task",
+        style="dim",
+        soft_wrap=True,
+    )
     console.print(f"next: dvc repro   then: drift summary {name}   and reports/{name}.html", highlight=False)
 
 
 def show_slicing(choice: dict) -> None:
     """The unit --per-slice chose, and what each unit would give, as rows per slice."""
     low, median, high = choice["rows"]
-    console.print(f"--per-slice {choice['per_slice']}: unit {choice['unit']}, {choice['k']} slices "
-                  f"({choice['slices']['start']}-{choice['slices']['end']}), rows per slice min {low}, median "
-                  f"{median:g}, max {high}", highlight=False, soft_wrap=True)
+    console.print(
+        f"--per-slice {choice['per_slice']}: unit {choice['unit']}, {choice['k']} slices "
+        f"({choice['slices']['start']}-{choice['slices']['end']}), rows per slice min {low}, median "
+        f"{median:g}, max {high}",
+        highlight=False,
+        soft_wrap=True,
+    )
     for c in choice["candidates"]:
-        console.print(f"  {c['unit']:<9} {c['k']:>5} slices   rows per slice min {c['rows'][0]}, median "
-                      f"{c['rows'][1]:g}, max {c['rows'][2]}", style="dim", highlight=False, soft_wrap=True)
+        console.print(
+            f"  {c['unit']:<9} {c['k']:>5} slices   rows per slice min {c['rows'][0]}, median "
+            f"{c['rows'][1]:g}, max {c['rows'][2]}",
+            style="dim",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 COMMANDS = (init,)

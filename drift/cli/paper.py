@@ -1,4 +1,5 @@
 """`drift paper`: the authors' published results (drift/report/published.py), with the workspace's run beside them."""
+
 from __future__ import annotations
 
 import json
@@ -21,14 +22,25 @@ def published_table(result: dict, digits: int) -> Table:
     """The published ranking alone (Tables 5, 13, 21)."""
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     columns: tuple[tuple[str, JustifyMethod], ...] = (
-        ("#", "right"), ("model", "left"), ("paper", "left"), ("family", "left"),
-        ("ID", "right"), ("Future", "right"), ("Decay", "right"))
+        ("#", "right"),
+        ("model", "left"),
+        ("paper", "left"),
+        ("family", "left"),
+        ("ID", "right"),
+        ("Future", "right"),
+        ("Decay", "right"),
+    )
     for column, justify in columns:
         table.add_column(column, justify=justify, no_wrap=True)
     for r in result["models"]:
         if r["published"] is not None:
-            table.add_row(str(r["published"]["rank"]), r["model"], r["paper_name"], r["published_family"],
-                          *(fmt(r["published"][s], digits) for s in STATS))
+            table.add_row(
+                str(r["published"]["rank"]),
+                r["model"],
+                r["paper_name"],
+                r["published_family"],
+                *(fmt(r["published"][s], digits) for s in STATS),
+            )
     return table
 
 
@@ -37,24 +49,44 @@ def comparison_table(result: dict, digits: int) -> Table:
     mean |ours - paper| over the cells both fill; a model one side lacks has that side's row only."""
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
     columns: tuple[tuple[str, JustifyMethod], ...] = (
-        ("model", "left"), ("as printed", "left"), ("", "left"), ("ID", "right"), ("Future", "right"),
-        ("Decay", "right"), ("rank", "right"), ("|ΔM|", "right"))
+        ("model", "left"),
+        ("as printed", "left"),
+        ("", "left"),
+        ("ID", "right"),
+        ("Future", "right"),
+        ("Decay", "right"),
+        ("rank", "right"),
+        ("|ΔM|", "right"),
+    )
     for column, justify in columns:
         table.add_column(column, justify=justify, no_wrap=True)
     for r in result["models"]:
         lines = []
         if r["ours"] is not None:
-            lines.append(["ours", *(fmt(r["ours"][s], digits) for s in STATS), str(r["ours"]["rank"] or "—"), ""])
+            lines.append(
+                ["ours", *(fmt(r["ours"][s], digits) for s in STATS), str(r["ours"]["rank"] or "—"), ""]
+            )
         if r["published"] is not None:
-            lines.append(["paper", *(fmt(r["published"][s], digits) for s in STATS), str(r["published"]["rank"]),
-                          ""])
+            lines.append(
+                ["paper", *(fmt(r["published"][s], digits) for s in STATS), str(r["published"]["rank"]), ""]
+            )
         if r["difference"] is not None:
-            lines.append(["Δ", *(fmt(r["difference"][s], digits, sign=True) for s in STATS), "",
-                          fmt(r["mean_abs_difference"], digits + 1)])
+            lines.append(
+                [
+                    "Δ",
+                    *(fmt(r["difference"][s], digits, sign=True) for s in STATS),
+                    "",
+                    fmt(r["mean_abs_difference"], digits + 1),
+                ]
+            )
         for n, line in enumerate(lines):
             printed = r["paper_name"] if line[0] == "paper" else ""
-            table.add_row(r["model"] if n == 0 else "", printed, *line,
-                          end_section=n == len(lines) - 1 and len(lines) > 1)
+            table.add_row(
+                r["model"] if n == 0 else "",
+                printed,
+                *line,
+                end_section=n == len(lines) - 1 and len(lines) > 1,
+            )
     return table
 
 
@@ -62,16 +94,21 @@ def _names(models: list[str], most: int = 8) -> str:
     return ", ".join(models[:most]) + (f" (+{len(models) - most} more)" if len(models) > most else "")
 
 
-def paper(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv (the authors' names work too)"),
-          as_json: bool = typer.Option(False, "--json", help="machine-readable output: one object per model"),
-          root: Path = typer.Option(Path("."), "--root", help="the repository's root")):
+def paper(
+    dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv (the authors' names work too)"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output: one object per model"),
+    root: Path = typer.Option(Path("."), "--root", help="the repository's root"),
+):
     """The paper's published results for a dataset (every model's ID, Future and Decay, ranked by Decay as in
     Tables 5, 13, 21), with this workspace's run beside them: the differences, the mean absolute difference
     over the cells both fill and the rank correlation of the two Decay rankings."""
     if not has_published(dataset):
         if dataset in OURS:
-            console.print(f"{dataset}: no published run (the paper's datasets: {', '.join(DATASETS)})",
-                          highlight=False, soft_wrap=True)
+            console.print(
+                f"{dataset}: no published run (the paper's datasets: {', '.join(DATASETS)})",
+                highlight=False,
+                soft_wrap=True,
+            )
             return
         fail(DriftError(f"unknown dataset {dataset!r}: {close_matches(dataset, sorted(OURS))}"))
     try:
@@ -85,27 +122,42 @@ def paper(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv (th
     unit = f" ({result['unit']})" if result["unit"] else ""
     direction = "higher is better" if result["higher_is_better"] else "lower is better"
     source = result["source"]
-    credit = (f"published: {source['repository'].removeprefix('https://github.com/')}@{source['commit'][:7]}, "
-              f"{source['license']}; scores recomputed from the published matrices")
+    credit = (
+        f"published: {source['repository'].removeprefix('https://github.com/')}@{source['commit'][:7]}, "
+        f"{source['license']}; scores recomputed from the published matrices"
+    )
     if not result["run"]:
-        console.print(f"[bold]{result['title']}[/bold], the paper's runs: {result['published_metric']}{unit}, "
-                      f"{direction}; ranked by Decay", highlight=False)
+        console.print(
+            f"[bold]{result['title']}[/bold], the paper's runs: {result['published_metric']}{unit}, "
+            f"{direction}; ranked by Decay",
+            highlight=False,
+        )
         console.print(published_table(result, digits))
-        console.print(f"no run of {result['dataset']} in {result['root']} (data/eval/{result['dataset']}/, "
-                      f"plots/{result['dataset']}/): the published results alone", highlight=False)
+        console.print(
+            f"no run of {result['dataset']} in {result['root']} (data/eval/{result['dataset']}/, "
+            f"plots/{result['dataset']}/): the published results alone",
+            highlight=False,
+        )
         console.print(credit, style="dim", highlight=False)
         return
-    console.print(f"[bold]{result['title']}[/bold], our run against the paper's: {result['published_metric']}"
-                  f"{unit}, {direction}; Δ = ours − paper, rank by Decay",
-                  highlight=False)
+    console.print(
+        f"[bold]{result['title']}[/bold], our run against the paper's: {result['published_metric']}"
+        f"{unit}, {direction}; Δ = ours − paper, rank by Decay",
+        highlight=False,
+    )
     console.print(comparison_table(result, digits))
     rho = result["spearman_decay"]
-    console.print(f"{result['cells']} cells both fill: mean |ours − paper| {fmt(result['mean_abs_difference'], digits + 1)}; "
-                  f"Spearman ρ of the Decay rankings {fmt(rho['rho'], 2)} over {rho['models']} models",
-                  highlight=False)
-    for what, names in (("only in the paper", result["only_published"]), ("only in our run", result["only_ours"]),
-                        ("slices only in the paper", result["slices"]["only_published"]),
-                        ("slices only in our run", result["slices"]["only_ours"])):
+    console.print(
+        f"{result['cells']} cells both fill: mean |ours − paper| {fmt(result['mean_abs_difference'], digits + 1)}; "
+        f"Spearman ρ of the Decay rankings {fmt(rho['rho'], 2)} over {rho['models']} models",
+        highlight=False,
+    )
+    for what, names in (
+        ("only in the paper", result["only_published"]),
+        ("only in our run", result["only_ours"]),
+        ("slices only in the paper", result["slices"]["only_published"]),
+        ("slices only in our run", result["slices"]["only_ours"]),
+    ):
         if names:
             console.print(f"{what}: {_names(names)}", highlight=False)
     console.print(credit, style="dim", highlight=False)

@@ -1,5 +1,6 @@
 """`drift summary`, `drift models`, `drift fetch`, `drift track`, `drift preset`: the pipeline's inputs and
 the summaries people read (Rich tables on stdout, `--json` for scripts)."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,11 @@ def _with_std(stats: dict, key: str) -> str:
     return fmt(stats.get(key)) + ("" if std is None else f" ± {std:.3f}")
 
 
-ORDER_TITLES = {"decay": "ranked by Decay (smallest first)", "future": "ranked by Future (best first)",
-                "id": "ranked by ID (best first)"}
+ORDER_TITLES = {
+    "decay": "ranked by Decay (smallest first)",
+    "future": "ranked by Future (best first)",
+    "id": "ranked by ID (best first)",
+}
 
 
 def _margin(row: dict, key: str):
@@ -47,13 +51,20 @@ def summary_table(rows: list[dict], width: int) -> tuple[Table, bool]:
     """The Rich table of one dataset's summary rows that fits `width` columns without cutting any column:
     with the ± seed std and the "vs tfidf" and "vs linear" columns when they fit, dropping "vs linear" first,
     then the family, then "vs tfidf", then the std. Returns (table, whether the std was left out for width)."""
-    has = {key: any(f"margin_{key}" in r and r[f"margin_{key}"] is not None for r in rows)
-           or any(r["model"] == f"baseline-{key}" for r in rows) for key in ("prior", "linear", "tfidf")}
+    has = {
+        key: any(f"margin_{key}" in r and r[f"margin_{key}"] is not None for r in rows)
+        or any(r["model"] == f"baseline-{key}" for r in rows)
+        for key in ("prior", "linear", "tfidf")
+    }
     has_std = any(r.get(f"{s}_std") is not None for r in rows for s in ("id", "future", "decay"))
     # (std, vs tfidf, vs linear, family), richest first
     inner = [(True, True, True), (True, False, True), (True, False, False), (False, False, False)]
-    layouts = [(std, tfidf and has["tfidf"], linear and has["linear"], family)
-               for std in (True, False) for tfidf, linear, family in inner if has_std or not std]
+    layouts = [
+        (std, tfidf and has["tfidf"], linear and has["linear"], family)
+        for std in (True, False)
+        for tfidf, linear, family in inner
+        if has_std or not std
+    ]
     layouts = list(dict.fromkeys(layouts))
     measure = Console(width=10_000)  # the table's natural width, not clamped to the terminal's
     for n, (std, tfidf, linear, family) in enumerate(layouts):
@@ -63,9 +74,13 @@ def summary_table(rows: list[dict], width: int) -> tuple[Table, bool]:
         columns += (["vs prior"] if has["prior"] else []) + (["vs linear"] if linear else [])
         columns += ["vs tfidf"] if tfidf else []
         for column in columns:  # the last resort may fold names, never drop them
-            table.add_column(column, justify="left" if column in ("model", "family") else "right",
-                             no_wrap=not last or column not in ("model", "family"), overflow="fold",
-                             min_width=8 if last and column == "model" else None)
+            table.add_column(
+                column,
+                justify="left" if column in ("model", "family") else "right",
+                no_wrap=not last or column not in ("model", "family"),
+                overflow="fold",
+                min_width=8 if last and column == "model" else None,
+            )
         for i, row in enumerate(rows):
             ref = row["reference"]
             cells = ["ref" if ref else str(row["rank"] or "—"), row["model"]]
@@ -80,14 +95,23 @@ def summary_table(rows: list[dict], width: int) -> tuple[Table, bool]:
             return table, has_std and not std
 
 
-def summary(dataset: str | None = typer.Argument(None, help="one dataset; all by default"),
-            by: str = typer.Option("decay", "--by", help="rank by decay (smallest first, the paper's Tables 5, "
-                                   "13, 21), future or id (the better first)"),
-            as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
-            metrics_dir: Path = typer.Option(Path(METRICS), help="where the report stage wrote its metrics"),
-            protocol: str = typer.Option("ours", "--protocol", help="ours (ID / Future / Decay), wild-time "
-                                         "(Eval-Fix, Eval-Stream) or clear (in-domain, next-domain, backward and "
-                                         "forward transfer): each a summary of the same matrices")):
+def summary(
+    dataset: str | None = typer.Argument(None, help="one dataset; all by default"),
+    by: str = typer.Option(
+        "decay",
+        "--by",
+        help="rank by decay (smallest first, the paper's Tables 5, 13, 21), future or id (the better first)",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+    metrics_dir: Path = typer.Option(Path(METRICS), help="where the report stage wrote its metrics"),
+    protocol: str = typer.Option(
+        "ours",
+        "--protocol",
+        help="ours (ID / Future / Decay), wild-time "
+        "(Eval-Fix, Eval-Stream) or clear (in-domain, next-domain, backward and "
+        "forward transfer): each a summary of the same matrices",
+    ),
+):
     """Models ranked by Decay (or --by future / id), with ID, Future, Decay and the margin over the reference
     models (paper Table 5). References (baseline-*) are listed after the ranked models, without a rank.
     --protocol wild-time | clear: the peers' summaries of the same matrices instead."""
@@ -117,8 +141,12 @@ def summary(dataset: str | None = typer.Argument(None, help="one dataset; all by
         first = rows[0]
         higher = first["higher_is_better"]
         direction = "higher is better" if higher else "lower is better"
-        console.print(f"[bold]{name}[/bold]: {first['metric']} ({direction}), K = {first['k']}, "
-                      f"seeds = {first['seeds']}, {ORDER_TITLES[by]}", highlight=False, soft_wrap=True)
+        console.print(
+            f"[bold]{name}[/bold]: {first['metric']} ({direction}), K = {first['k']}, "
+            f"seeds = {first['seeds']}, {ORDER_TITLES[by]}",
+            highlight=False,
+            soft_wrap=True,
+        )
         table, std_left_out = summary_table(rows, console.width)
         console.print(table)
         if std_left_out:
@@ -128,30 +156,51 @@ def summary(dataset: str | None = typer.Argument(None, help="one dataset; all by
         prior = next((r for r in rows if r["model"] == REFERENCES["prior"]), None)
         for row in rows:
             if prior is not None and row.get("beats_prior") is False:
-                console.print(below_prior_message(name, row["model"], row["id"], prior["id"], first["metric"],
-                                                  higher), style="yellow", highlight=False, soft_wrap=True)
+                console.print(
+                    below_prior_message(name, row["model"], row["id"], prior["id"], first["metric"], higher),
+                    style="yellow",
+                    highlight=False,
+                    soft_wrap=True,
+                )
     refs = any(r["reference"] for rows in out.values() for r in rows)
-    console.print("ID: mean of the diagonal (trained through, tested on held-out rows of the same period). "
-                  "Future: mean over later periods. Decay: how much is lost going forward."
-                  + (" vs prior / vs linear / vs tfidf: ID margin over the reference models baseline-prior / "
-                     "baseline-linear / baseline-tfidf (positive = better); references (ref) are not ranked."
-                     if refs else "")
-                  + (" Without labels: how well the shift, the novel share and the estimated matrix ranked the "
-                     "true drop over future cells (Spearman ρ), and the estimate's error there (MAE)."
-                     if any(signals.values()) else ""), style="dim")
+    console.print(
+        "ID: mean of the diagonal (trained through, tested on held-out rows of the same period). "
+        "Future: mean over later periods. Decay: how much is lost going forward."
+        + (
+            " vs prior / vs linear / vs tfidf: ID margin over the reference models baseline-prior / "
+            "baseline-linear / baseline-tfidf (positive = better); references (ref) are not ranked."
+            if refs
+            else ""
+        )
+        + (
+            " Without labels: how well the shift, the novel share and the estimated matrix ranked the "
+            "true drop over future cells (Spearman ρ), and the estimate's error there (MAE)."
+            if any(signals.values())
+            else ""
+        ),
+        style="dim",
+    )
 
 
 PEER_COLUMNS = {
-    "wild-time": {"eval_fix_average": "Eval-Fix avg", "eval_fix_worst": "Eval-Fix worst",
-                  "eval_stream_average": "Eval-Stream avg", "eval_stream_worst": "Eval-Stream worst"},
-    "clear": {"in_domain": "in-domain", "next_domain": "next-domain", "backward_transfer": "backward",
-              "forward_transfer": "forward"},
+    "wild-time": {
+        "eval_fix_average": "Eval-Fix avg",
+        "eval_fix_worst": "Eval-Fix worst",
+        "eval_stream_average": "Eval-Stream avg",
+        "eval_stream_worst": "Eval-Stream worst",
+    },
+    "clear": {
+        "in_domain": "in-domain",
+        "next_domain": "next-domain",
+        "backward_transfer": "backward",
+        "forward_transfer": "forward",
+    },
 }
 PEER_NOTES = {
     "wild-time": "Eval-Fix: trained through the split period, scored on every later one (average, worst). "
-                 "Eval-Stream: each period's model on the next period (average, worst).",
+    "Eval-Stream: each period's model on the next period (average, worst).",
     "clear": "in-domain: the diagonal; next-domain: the next period (super-diagonal); backward: the periods "
-             "before the training cutoff (below the diagonal); forward: those after it (above).",
+    "before the training cutoff (below the diagonal); forward: those after it (above).",
 }
 
 
@@ -160,10 +209,19 @@ def peer_rows(dataset: str, models: dict[str, dict], protocol: str) -> list[dict
     rows = []
     for model, metrics in models.items():
         if protocol not in (metrics.get("protocols") or {}):
-            raise DriftError(f"metrics/{dataset}/{model}.json has no {protocol} summary (written before it did): "
-                             f"run `dvc repro report@{dataset}`")
-        rows.append({"model": model, "metric": metrics["metric"], "higher_is_better": metrics["higher_is_better"],
-                     "reference": metrics.get("reference", False), **metrics["protocols"][protocol]})
+            raise DriftError(
+                f"metrics/{dataset}/{model}.json has no {protocol} summary (written before it did): "
+                f"run `dvc repro report@{dataset}`"
+            )
+        rows.append(
+            {
+                "model": model,
+                "metric": metrics["metric"],
+                "higher_is_better": metrics["higher_is_better"],
+                "reference": metrics.get("reference", False),
+                **metrics["protocols"][protocol],
+            }
+        )
     return sorted(rows, key=lambda r: (r["reference"], r["model"]))
 
 
@@ -174,26 +232,48 @@ def print_peers(peers: dict[str, list[dict]], protocol: str, as_json: bool) -> N
     for name, rows in peers.items():
         first = rows[0]
         direction = "higher is better" if first["higher_is_better"] else "lower is better"
-        label = first.get("eval_fix_split_label")  # the slice's label; older metrics: the scored period's index
-        split = (f", Eval-Fix trained through {label}" if label is not None else
-                 f", Eval-Fix trained through period {first['eval_fix_split']}") if protocol == "wild-time" else ""
-        console.print(f"[bold]{name}[/bold]: {first['metric']} ({direction}), {protocol}{split}", highlight=False,
-                      soft_wrap=True)
+        label = first.get(
+            "eval_fix_split_label"
+        )  # the slice's label; older metrics: the scored period's index
+        split = (
+            (
+                f", Eval-Fix trained through {label}"
+                if label is not None
+                else f", Eval-Fix trained through period {first['eval_fix_split']}"
+            )
+            if protocol == "wild-time"
+            else ""
+        )
+        console.print(
+            f"[bold]{name}[/bold]: {first['metric']} ({direction}), {protocol}{split}",
+            highlight=False,
+            soft_wrap=True,
+        )
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
         table.add_column("model", no_wrap=True)
         for title in PEER_COLUMNS[protocol].values():
             table.add_column(title, justify="right", no_wrap=True)
         for row in rows:
-            table.add_row(row["model"], *[fmt(row[k]) for k in PEER_COLUMNS[protocol]],
-                          style="dim italic" if row["reference"] else None)
+            table.add_row(
+                row["model"],
+                *[fmt(row[k]) for k in PEER_COLUMNS[protocol]],
+                style="dim italic" if row["reference"] else None,
+            )
         console.print(table)
     console.print(PEER_NOTES[protocol], style="dim")
 
 
 def label_free_table(rows: list[dict]) -> Table:
     """The summary's second table: per model, the label-free signals against its true decay."""
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True,
-                  title="without labels", title_justify="left", title_style="bold")
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+        title="without labels",
+        title_justify="left",
+        title_style="bold",
+    )
     for column in ("model", "ρ shift", "ρ novel", "ρ estimate", "estimate MAE"):
         table.add_column(column, justify="left" if column == "model" else "right", no_wrap=True)
     for row in rows:
@@ -201,9 +281,14 @@ def label_free_table(rows: list[dict]) -> Table:
         if signal is None:
             continue
         method = f" ({signal['estimate_method'].upper()})" if signal.get("estimate_method") else ""
-        table.add_row(row["model"], fmt(signal["rho_shift"], 2), fmt(signal["rho_novelty"], 2),
-                      fmt(signal["rho_estimate"], 2), fmt(signal["estimate_mae"]) + method,
-                      style="dim italic" if row["reference"] else None)
+        table.add_row(
+            row["model"],
+            fmt(signal["rho_shift"], 2),
+            fmt(signal["rho_novelty"], 2),
+            fmt(signal["rho_estimate"], 2),
+            fmt(signal["estimate_mae"]) + method,
+            style="dim italic" if row["reference"] else None,
+        )
     return table
 
 
@@ -222,8 +307,10 @@ def dataset_specs(dataset: str, params_path: Path = Path("params.yaml")):
     return {"tokens": InputSpec("tokens", (dim,)), "pooled": InputSpec("pooled", (dim,))}, n_outputs, "text"
 
 
-def models(dataset: str | None = typer.Option(None, help="count parameters for this dataset's inputs and outputs"),
-           as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+def models(
+    dataset: str | None = typer.Option(None, help="count parameters for this dataset's inputs and outputs"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+):
     """Every registered model: family, size, input, trainable and total parameters.
 
     Counted at the paper's reference setting (images 3x32x32 with 2 classes; text heads on 768-d token states
@@ -260,8 +347,16 @@ def models(dataset: str | None = typer.Option(None, help="count parameters for t
         trainable, total = count_params(create_model(info.name, spec, n_outputs))
         if encoder is not None:
             total += ENCODER_PARAMS[encoder.name]
-        rows.append({"name": info.name, "family": info.family, "size": info.size, "input": info.input,
-                     "trainable_params": trainable, "total_params": total})
+        rows.append(
+            {
+                "name": info.name,
+                "family": info.family,
+                "size": info.size,
+                "input": info.input,
+                "trainable_params": trainable,
+                "total_params": total,
+            }
+        )
     if as_json:
         print(json.dumps(rows, indent=2))
         return
@@ -270,15 +365,28 @@ def models(dataset: str | None = typer.Option(None, help="count parameters for t
     for column in ("name", "family", "size", "input", "trainable", "total"):
         table.add_column(column, justify="right" if column in ("trainable", "total") else "left")
     for r in rows:
-        table.add_row(r["name"], r["family"], r["size"], r["input"], f"{r['trainable_params']:,}", f"{r['total_params']:,}")
+        table.add_row(
+            r["name"],
+            r["family"],
+            r["size"],
+            r["input"],
+            f"{r['trainable_params']:,}",
+            f"{r['total_params']:,}",
+        )
     console.print(table)
 
 
-def fetch(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
-          params: Path = typer.Option(Path("params.yaml"), help="where <dataset>.url and .source are set"),
-          dvc: bool = typer.Option(True, "--dvc/--no-dvc", help="register each file with DVC (an import of its "
-                                   "URL, <file>.dvc) so dvc push/pull carry it and dvc update notices new versions"),
-          as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+def fetch(
+    dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
+    params: Path = typer.Option(Path("params.yaml"), help="where <dataset>.url and .source are set"),
+    dvc: bool = typer.Option(
+        True,
+        "--dvc/--no-dvc",
+        help="register each file with DVC (an import of its "
+        "URL, <file>.dvc) so dvc push/pull carry it and dvc update notices new versions",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+):
     """Download a corpus from the URL in params (<dataset>.url), with resume and sha256 check, and register each
     file with DVC as an import of its URL (<file>.dvc; outside a DVC repository it is only downloaded)."""
     from drift.data.datasets import dataset_cfg
@@ -288,20 +396,38 @@ def fetch(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
     except DriftError as e:
         fail(e)
     if as_json:
-        print(json.dumps([{"dataset": dataset, "url": t.url, "path": str(t.path),
-                           "dvc_file": None if t.dvc_file is None else str(t.dvc_file)} for t in done], indent=2))
+        print(
+            json.dumps(
+                [
+                    {
+                        "dataset": dataset,
+                        "url": t.url,
+                        "path": str(t.path),
+                        "dvc_file": None if t.dvc_file is None else str(t.dvc_file),
+                    }
+                    for t in done
+                ],
+                indent=2,
+            )
+        )
         return
     for t in done:
-        console.print(f"fetched {t.path}" + (f", tracked by {t.dvc_file}" if t.dvc_file else ""), highlight=False,
-                      soft_wrap=True)
+        console.print(
+            f"fetched {t.path}" + (f", tracked by {t.dvc_file}" if t.dvc_file else ""),
+            highlight=False,
+            soft_wrap=True,
+        )
     if any(t.dvc_file for t in done):
-        console.print("next: commit the .dvc and .gitignore files with git; `dvc push` uploads the data",
-                      style="dim")
+        console.print(
+            "next: commit the .dvc and .gitignore files with git; `dvc push` uploads the data", style="dim"
+        )
 
 
-def track(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
-          params: Path = typer.Option(Path("params.yaml"), help="where <dataset>.source is set"),
-          as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+def track(
+    dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
+    params: Path = typer.Option(Path("params.yaml"), help="where <dataset>.source is set"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+):
     """Track raw files you put in place yourself with DVC (`dvc add` on what the dataset reads: the arXiv
     snapshot, the Yearbook folder or .tar.gz, each Amazon category file), as `drift fetch` tracks downloads."""
     from drift.data.datasets import dataset_cfg
@@ -311,27 +437,42 @@ def track(dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
     except DriftError as e:
         fail(e)
     if as_json:
-        print(json.dumps([{"dataset": dataset, "path": str(t.path), "dvc_file": str(t.dvc_file)} for t in done],
-                         indent=2))
+        print(
+            json.dumps(
+                [{"dataset": dataset, "path": str(t.path), "dvc_file": str(t.dvc_file)} for t in done],
+                indent=2,
+            )
+        )
         return
     for t in done:
         console.print(f"tracked {t.path} by {t.dvc_file}", highlight=False, soft_wrap=True)
-    console.print("next: commit the .dvc and .gitignore files with git; `dvc push` uploads the data", style="dim")
+    console.print(
+        "next: commit the .dvc and .gitignore files with git; `dvc push` uploads the data", style="dim"
+    )
 
 
-def preset(name: str = typer.Argument(..., help="a file in params/, e.g. paper-yearbook"),
-           params: Path = typer.Option(Path("params.yaml"), help="the params file to update"),
-           only: bool = typer.Option(False, "--only", help="run only the preset's datasets: drop your own "
-                                     "(drift init) datasets and their sections too")):
+def preset(
+    name: str = typer.Argument(..., help="a file in params/, e.g. paper-yearbook"),
+    params: Path = typer.Option(Path("params.yaml"), help="the params file to update"),
+    only: bool = typer.Option(
+        False,
+        "--only",
+        help="run only the preset's datasets: drop your own (drift init) datasets and their sections too",
+    ),
+):
     """Apply a paper preset (params/<name>.yaml) to params.yaml; then `dvc exp run` or `dvc repro`. Your own
     datasets (added by `drift init`) stay beside the preset's unless --only."""
     from drift.data.datasets import check_datasets
 
     try:
-        changed = apply_preset(name, params, check=lambda merged: check_datasets(load_params(merged)), only=only)
+        changed = apply_preset(
+            name, params, check=lambda merged: check_datasets(load_params(merged)), only=only
+        )
     except DriftError as e:
         fail(e)
-    console.print(f"applied {name}: {', '.join(changed) or 'nothing changed'}", highlight=False, soft_wrap=True)
+    console.print(
+        f"applied {name}: {', '.join(changed) or 'nothing changed'}", highlight=False, soft_wrap=True
+    )
     console.print("next: `dvc exp run -n " + name + "` (or `dvc repro`)", style="dim")
 
 

@@ -1,4 +1,5 @@
 """`drift rehearse`: a preset's whole pipeline on a small sample in a temporary workspace (drift/run/rehearse.py)."""
+
 from __future__ import annotations
 
 import json
@@ -30,33 +31,54 @@ def rehearsal_table(out: dict) -> Table:
                 done = f"{d.get('rows') or 0:,} rows"
             elif stage == "embed":
                 done = f"{len(d.get('encoders', {}))} encoders"
-                rate = "; ".join(f"{enc} " + (_rate(e.get('tokens_per_s'), 'tok/s') if e.get('tokens_per_s')
-                                              else _rate(e.get('rows_per_s'), 'img/s' if name == 'yearbook' else 'rows/s'))
-                                 for enc, e in d.get("encoders", {}).items())
+                rate = "; ".join(
+                    f"{enc} "
+                    + (
+                        _rate(e.get("tokens_per_s"), "tok/s")
+                        if e.get("tokens_per_s")
+                        else _rate(e.get("rows_per_s"), "img/s" if name == "yearbook" else "rows/s")
+                    )
+                    for enc, e in d.get("encoders", {}).items()
+                )
             elif stage == "train":
                 done = f"{d.get('trainings', 0)} trainings"
-                rate = "; ".join(f"{fam} {_rate(f['train_rows_per_s'], 'rows/s')}"
-                                 for fam, f in d.get("families", {}).items() if f.get("train_rows_per_s"))
+                rate = "; ".join(
+                    f"{fam} {_rate(f['train_rows_per_s'], 'rows/s')}"
+                    for fam, f in d.get("families", {}).items()
+                    if f.get("train_rows_per_s")
+                )
             elif stage == "evaluate":
                 done = f"{d.get('cells', 0)} cells"
                 rate = _rate(d.get("cells_per_s"), "cells/s")
-        status = {"passed": "[green]passed[/green]", "failed": "[red]failed[/red]"}.get(s["status"], s["status"])
+        status = {"passed": "[green]passed[/green]", "failed": "[red]failed[/red]"}.get(
+            s["status"], s["status"]
+        )
         t.add_row(s["stage"], status, f"{s['seconds']:.1f}", done, rate)
     return t
 
 
-def rehearse(preset: str = typer.Argument(..., help="a preset in params/, e.g. paper-amazon"),
-             data: Path | None = typer.Option(None, "--data", help="a sample in the corpus's format (its "
-                                                 "folder or file) instead of the project's fixtures"),
-             set_: list[str] = typer.Option(None, "-S", "--set", help="key=value over the preset, as `dvc exp "
-                                            "run -S` (repeatable)"),
-             full: bool = typer.Option(False, "--full", help="every cutoff, seed and epoch of the preset"),
-             real_weights: bool = typer.Option(False, "--real-weights", help="the encoders' real weights (the "
-                                               "Hugging Face cache or embed.weights), not stand-ins"),
-             keep: bool = typer.Option(False, "--keep", help="keep the workspace (to re-run a stage there)"),
-             tiny: bool = typer.Option(False, "--tiny", help="the smallest rehearsal (the tests'): one-layer "
-                                       "text stand-ins, a few rows"),
-             as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+def rehearse(
+    preset: str = typer.Argument(..., help="a preset in params/, e.g. paper-amazon"),
+    data: Path | None = typer.Option(
+        None,
+        "--data",
+        help="a sample in the corpus's format (its folder or file) instead of the project's fixtures",
+    ),
+    set_: list[str] = typer.Option(
+        None, "-S", "--set", help="key=value over the preset, as `dvc exp run -S` (repeatable)"
+    ),
+    full: bool = typer.Option(False, "--full", help="every cutoff, seed and epoch of the preset"),
+    real_weights: bool = typer.Option(
+        False,
+        "--real-weights",
+        help="the encoders' real weights (the Hugging Face cache or embed.weights), not stand-ins",
+    ),
+    keep: bool = typer.Option(False, "--keep", help="keep the workspace (to re-run a stage there)"),
+    tiny: bool = typer.Option(
+        False, "--tiny", help="the smallest rehearsal (the tests'): one-layer text stand-ins, a few rows"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+):
     """Rehearse a campaign before it runs: every stage and model of PRESET in a temporary git + DVC workspace,
     on a small sample in the corpus's real format, with stand-in encoders of the preset's architectures and
     widths (random weights). Prints what it shrank, each stage's result and throughput; the rates go to the
@@ -66,35 +88,61 @@ def rehearse(preset: str = typer.Argument(..., help="a preset in params/, e.g. p
     )
 
     try:
-        out = run_rehearsal(preset, set_ or [], data, full=full, real_weights=real_weights, keep=keep,
-                            profile="tiny" if tiny else "default")
+        out = run_rehearsal(
+            preset,
+            set_ or [],
+            data,
+            full=full,
+            real_weights=real_weights,
+            keep=keep,
+            profile="tiny" if tiny else "default",
+        )
     except DriftError as e:
         fail(e)
     if as_json:
         print(json.dumps(out, indent=2))
     else:
-        console.print(f"[bold]rehearse[/bold] {preset} ({out['profile']} profile) on {out['device']}: "
-                      f"{'passed' if out['ok'] else 'FAILED'} in {out['seconds']:.0f} s", highlight=False)
+        console.print(
+            f"[bold]rehearse[/bold] {preset} ({out['profile']} profile) on {out['device']}: "
+            f"{'passed' if out['ok'] else 'FAILED'} in {out['seconds']:.0f} s",
+            highlight=False,
+        )
         for name, note in out["samples"].items():
             console.print(f"sample {name}: {note}", style="dim", highlight=False)
         if out["standins"]:
-            console.print("stand-ins (random weights): " + ", ".join(
-                f"{enc} {s['width']}-d" + (f" x{s['layers']} layers" if s.get("layers") else "")
-                for enc, s in out["standins"].items()), style="dim", highlight=False)
+            console.print(
+                "stand-ins (random weights): "
+                + ", ".join(
+                    f"{enc} {s['width']}-d" + (f" x{s['layers']} layers" if s.get("layers") else "")
+                    for enc, s in out["standins"].items()
+                ),
+                style="dim",
+                highlight=False,
+            )
         console.print("shrunk: " + ("; ".join(out["shrunk"]) or "nothing"), style="dim", highlight=False)
         console.print(rehearsal_table(out))
         for s in out["stages"]:
             if s["status"] == "failed":
                 console.print(f"[red]{s['stage']}[/red]: {s['error']}", highlight=False, soft_wrap=True)
-                console.print(f"re-run it alone: {s['rerun']}" + ("" if keep else " (with --keep)"),
-                              highlight=False, soft_wrap=True)
+                console.print(
+                    f"re-run it alone: {s['rerun']}" + ("" if keep else " (with --keep)"),
+                    highlight=False,
+                    soft_wrap=True,
+                )
         for name, d in out["datasets"].items():
             for family, engine in (d.get("engines") or {}).items():
-                console.print(f"{name} {family} ({engine['model']}): solo {engine['solo']:,.0f} vs batched "
-                              f"{engine['batched']:,.0f} rows/s", style="dim", highlight=False)
+                console.print(
+                    f"{name} {family} ({engine['model']}): solo {engine['solo']:,.0f} vs batched "
+                    f"{engine['batched']:,.0f} rows/s",
+                    style="dim",
+                    highlight=False,
+                )
         if out.get("rates_file"):
-            console.print(f"rates stored in {out['rates_file']} (drift plan {preset} reads them)", style="dim",
-                          highlight=False)
+            console.print(
+                f"rates stored in {out['rates_file']} (drift plan {preset} reads them)",
+                style="dim",
+                highlight=False,
+            )
     if not out["ok"]:
         raise typer.Exit(1)
 

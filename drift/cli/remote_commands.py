@@ -1,5 +1,6 @@
 """`drift push` / `drift pull`: DVC's own push and pull (the data, the embedding feature files, the models and
 matrices), with one line naming the remote, the cause and the fix when the remote fails."""
+
 from __future__ import annotations
 
 import typer
@@ -16,12 +17,16 @@ def _run(action: str, remote: str | None) -> None:
         fail(e)
 
 
-def push(remote: str | None = typer.Option(None, "-r", "--remote", help="a DVC remote; the default one if unset")):
+def push(
+    remote: str | None = typer.Option(None, "-r", "--remote", help="a DVC remote; the default one if unset"),
+):
     """`dvc push`: upload what DVC caches (the feature files the encoders produced included) to the remote."""
     _run("push", remote)
 
 
-def pull(remote: str | None = typer.Option(None, "-r", "--remote", help="a DVC remote; the default one if unset")):
+def pull(
+    remote: str | None = typer.Option(None, "-r", "--remote", help="a DVC remote; the default one if unset"),
+):
     """`dvc pull`: download the outputs, so `dvc repro` on this machine runs no encoder."""
     _run("pull", remote)
 

@@ -3,6 +3,7 @@
 They read what the report stage commits to git (metrics/, plots/) through drift.report.results, so they work on any
 checkout; `compare` and `plots` read other revisions and DVC experiments through DVC itself.
 """
+
 from __future__ import annotations
 
 import json
@@ -55,6 +56,7 @@ def _cell_colors(matrix: np.ndarray, higher_is_better: bool, diverging: bool):
     def color(v):
         r, g, b, _ = cmap(0.5 if hi == lo else (v - lo) / (hi - lo))
         return to_hex((r, g, b)), "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
+
     return color
 
 
@@ -67,16 +69,26 @@ def heatmap_width(labels: list[str]) -> int:
     return max(len(label) for label in labels) + 1 + _cell_width(labels) * len(labels)
 
 
-def terminal_heatmap(labels: list[str], matrix: np.ndarray, higher_is_better: bool, diverging: bool = False,
-                     with_numbers: bool = True) -> Table:
+def terminal_heatmap(
+    labels: list[str],
+    matrix: np.ndarray,
+    higher_is_better: bool,
+    diverging: bool = False,
+    with_numbers: bool = True,
+) -> Table:
     """Rich table: trained-up-to on rows with the latest cutoff on top, evaluated-on on columns (time grows up
     and right), cells coloured by value, empty cells blank, the diagonal in bold. Without numbers the cells
     are plain colour blocks, for long timelines in a narrow terminal."""
     color = _cell_colors(matrix, higher_is_better, diverging)
     width = _cell_width(labels) if with_numbers else 2
     number = "{:+.2f}" if diverging else "{:.2f}"
-    table = Table(box=None, padding=0, show_edge=False, pad_edge=False,
-                  caption=None if with_numbers else f"columns: {labels[0]} … {labels[-1]}, left to right")
+    table = Table(
+        box=None,
+        padding=0,
+        show_edge=False,
+        pad_edge=False,
+        caption=None if with_numbers else f"columns: {labels[0]} … {labels[-1]}, left to right",
+    )
     table.add_column("", justify="right", no_wrap=True)
     for label in labels:
         table.add_column(label.center(width) if with_numbers else "", no_wrap=True, width=width)
@@ -94,11 +106,13 @@ def terminal_heatmap(labels: list[str], matrix: np.ndarray, higher_is_better: bo
     return table
 
 
-def show(dataset: str = typer.Argument(..., help="a dataset with a report (plots/<dataset>/)"),
-         model: str = typer.Argument(..., help="a model of that dataset, or cohort-mean"),
-         deviation: bool = typer.Option(False, "--deviation", help="its deviation from the cohort mean instead"),
-         as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
-         root: Path = typer.Option(Path("."), "--root", help="the repository's root")):
+def show(
+    dataset: str = typer.Argument(..., help="a dataset with a report (plots/<dataset>/)"),
+    model: str = typer.Argument(..., help="a model of that dataset, or cohort-mean"),
+    deviation: bool = typer.Option(False, "--deviation", help="its deviation from the cohort mean instead"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+    root: Path = typer.Option(Path("."), "--root", help="the repository's root"),
+):
     """One drift matrix as a coloured terminal heatmap, with ID, Future and Decay under it."""
     try:
         m = load_matrix(root, dataset, model, deviation)
@@ -111,13 +125,24 @@ def show(dataset: str = typer.Argument(..., help="a dataset with a report (plots
         return
     direction = "higher is better" if m["higher_is_better"] else "lower is better"
     what = "deviation from the cohort mean (blue: better)" if deviation else m["metric"]
-    console.print(f"[bold]{dataset} · {model}[/bold]: {what} ({direction}); rows: trained up to, "
-                  f"columns: evaluated on; latest cutoff on top", highlight=False, soft_wrap=True)
+    console.print(
+        f"[bold]{dataset} · {model}[/bold]: {what} ({direction}); rows: trained up to, "
+        f"columns: evaluated on; latest cutoff on top",
+        highlight=False,
+        soft_wrap=True,
+    )
     # a terminal gets colour blocks when the numbers do not fit; a pipe or file always gets the numbers
     need = heatmap_width(m["labels"])
     out = console if console.is_terminal else Console(width=max(console.width, need))
-    out.print(terminal_heatmap(m["labels"], m["matrix"], m["higher_is_better"], deviation,
-                               with_numbers=not console.is_terminal or need <= console.width))
+    out.print(
+        terminal_heatmap(
+            m["labels"],
+            m["matrix"],
+            m["higher_is_better"],
+            deviation,
+            with_numbers=not console.is_terminal or need <= console.width,
+        )
+    )
     parts = []
     for s in STATS:
         std, ci = m.get(f"{s}_std"), m.get(f"{s}_ci95")
@@ -129,15 +154,21 @@ def show(dataset: str = typer.Argument(..., help="a dataset with a report (plots
         parts.append(text)
     console.print("   ".join(parts), highlight=False, soft_wrap=True)
     if "seeds" in m:
-        console.print(f"K = {m['k']} slices, {m['seeds']} seed(s); Decay > 0 means worse on later periods",
-                      style="dim", highlight=False, soft_wrap=True)
+        console.print(
+            f"K = {m['k']} slices, {m['seeds']} seed(s); Decay > 0 means worse on later periods",
+            style="dim",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
-def compare(rev_a: str = typer.Argument(..., help="a git revision or DVC experiment, e.g. HEAD~1"),
-            rev_b: str = typer.Argument("workspace", help="another (default: the workspace)"),
-            dataset: str | None = typer.Option(None, "--dataset", "-d", help="only this dataset"),
-            as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
-            root: Path = typer.Option(Path("."), "--root", help="the repository's root")):
+def compare(
+    rev_a: str = typer.Argument(..., help="a git revision or DVC experiment, e.g. HEAD~1"),
+    rev_b: str = typer.Argument("workspace", help="another (default: the workspace)"),
+    dataset: str | None = typer.Option(None, "--dataset", "-d", help="only this dataset"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+    root: Path = typer.Option(Path("."), "--root", help="the repository's root"),
+):
     """What changed in ID, Future and Decay per model between two revisions or experiments."""
     try:
         repo = _open_repo(root)
@@ -158,13 +189,21 @@ def compare(rev_a: str = typer.Argument(..., help="a git revision or DVC experim
         return
     console.print(f"[bold]{rev_a}[/bold] → [bold]{rev_b}[/bold]", highlight=False)
     for key, change in params.items():
-        console.print(f"  param {key}: {json.dumps(change['a'])} → {json.dumps(change['b'])}", highlight=False)
+        console.print(
+            f"  param {key}: {json.dumps(change['a'])} → {json.dumps(change['b'])}", highlight=False
+        )
     for name, models in rows.items():
         first = models[0]
         direction = "higher is better" if first["higher_is_better"] else "lower is better"
-        console.print(f"[bold]{name}[/bold]: {first['metric']} ({direction}); each cell: the value at {rev_b} "
-                      f"(its change from {rev_a}: green better, red worse)", highlight=False, soft_wrap=True)
-        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)  # fits 80 columns
+        console.print(
+            f"[bold]{name}[/bold]: {first['metric']} ({direction}); each cell: the value at {rev_b} "
+            f"(its change from {rev_a}: green better, red worse)",
+            highlight=False,
+            soft_wrap=True,
+        )
+        table = Table(
+            box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True
+        )  # fits 80 columns
         table.add_column("model", no_wrap=True)
         table.add_column("status", no_wrap=True)
         for s in STATS:
@@ -179,9 +218,13 @@ def compare(rev_a: str = typer.Argument(..., help="a git revision or DVC experim
                     text.append(f" ({d['change']:+.3f})", style=style)
                 cells.append(text)
             following = models[models.index(r) + 1] if r is not models[-1] else None
-            table.add_row(r["model"] + (" (ref)" if r["reference"] else ""), r["status"], *cells,
-                          style="dim italic" if r["reference"] else None,
-                          end_section=not r["reference"] and following is not None and following["reference"])
+            table.add_row(
+                r["model"] + (" (ref)" if r["reference"] else ""),
+                r["status"],
+                *cells,
+                style="dim italic" if r["reference"] else None,
+                end_section=not r["reference"] and following is not None and following["reference"],
+            )
         console.print(table)
 
 
@@ -193,8 +236,9 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._~-]+", "_", name)
 
 
-def render_plots(revs: list[str], out: Path, root: Path = Path("."), targets: list[str] | None = None,
-                 scale: float = 1.5) -> list[dict]:
+def render_plots(
+    revs: list[str], out: Path, root: Path = Path("."), targets: list[str] | None = None, scale: float = 1.5
+) -> list[dict]:
     """`dvc plots show --json` (no revisions) or `dvc plots diff REV... --json` rendered to PNG with vl-convert,
     so the plots and comparisons are visible without the Vega CDN. Vega plots become <out>/<plot path>.png
     (one picture with every revision); image plots are copied as <out>/<plot path>@<rev>.png.
@@ -203,7 +247,9 @@ def render_plots(revs: list[str], out: Path, root: Path = Path("."), targets: li
 
     with tempfile.TemporaryDirectory() as tmp:
         if revs:
-            args = ["plots", "diff", *revs, "--json", "-o", tmp] + (["--targets", *targets] if targets else [])
+            args = ["plots", "diff", *revs, "--json", "-o", tmp] + (
+                ["--targets", *targets] if targets else []
+            )
         else:
             args = ["plots", "show", *(targets or []), "--json", "-o", tmp]
         result = _dvc(*args, cwd=root)
@@ -227,15 +273,19 @@ def render_plots(revs: list[str], out: Path, root: Path = Path("."), targets: li
                     shutil.copyfile(entry["url"], target)
                 else:
                     continue
-                written.append({"plot": plot_id, "kind": entry["type"], "revisions": revisions, "file": str(target)})
+                written.append(
+                    {"plot": plot_id, "kind": entry["type"], "revisions": revisions, "file": str(target)}
+                )
         return written
 
 
-def plots(revs: list[str] | None = typer.Argument(None, help="revisions or experiments (none: the workspace)"),
-          out: Path = typer.Option(Path("plots_png"), "--out", "-o", help="where the PNGs go"),
-          targets: list[str] | None = typer.Option(None, "--target", "-t", help="only these plot files or folders"),
-          as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
-          root: Path = typer.Option(Path("."), "--root", help="the repository's root")):
+def plots(
+    revs: list[str] | None = typer.Argument(None, help="revisions or experiments (none: the workspace)"),
+    out: Path = typer.Option(Path("plots_png"), "--out", "-o", help="where the PNGs go"),
+    targets: list[str] | None = typer.Option(None, "--target", "-t", help="only these plot files or folders"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+    root: Path = typer.Option(Path("."), "--root", help="the repository's root"),
+):
     """Render DVC's plots (and `dvc plots diff` comparisons) to PNG locally: no browser, no network."""
     try:
         written = render_plots(list(revs or []), out if out.is_absolute() else root / out, root, targets)
@@ -246,7 +296,9 @@ def plots(revs: list[str] | None = typer.Argument(None, help="revisions or exper
         return
     console.print(f"{len(written)} PNG files in {out}:", highlight=False)
     for w in written:
-        console.print(f"  {w['file']}  [dim]{', '.join(w['revisions'])}[/dim]", highlight=False, soft_wrap=True)
+        console.print(
+            f"  {w['file']}  [dim]{', '.join(w['revisions'])}[/dim]", highlight=False, soft_wrap=True
+        )
 
 
 def _slice_indices(labels: list[str], names: list[str]) -> list[int]:
@@ -267,18 +319,26 @@ def _split(values: list[str] | None) -> list[str] | None:
     return None if not values else [v.strip() for value in values for v in value.split(",") if v.strip()]
 
 
-def saliency(dataset: str = typer.Argument(..., help="an image dataset with trained models"),
-             cutoffs: list[str] | None = typer.Option(
-                 None, "--cutoffs", "-c",
-                 help="training cutoffs (slice labels or indices, comma-separated); default 3 over the timeline"),
-             models: list[str] | None = typer.Option(
-                 None, "--models", "-m", help="image models (comma-separated); default every trained one"),
-             eval_slice: str | None = typer.Option(
-                 None, "--eval", help="evaluate every column on this slice; default the slice after each cutoff"),
-             n: int = typer.Option(64, "--n", help="portraits averaged per panel"),
-             out: Path | None = typer.Option(
-                 None, "--out", "-o", help="the PNG (default plots_png/<dataset>/saliency.png)"),
-             as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+def saliency(
+    dataset: str = typer.Argument(..., help="an image dataset with trained models"),
+    cutoffs: list[str] | None = typer.Option(
+        None,
+        "--cutoffs",
+        "-c",
+        help="training cutoffs (slice labels or indices, comma-separated); default 3 over the timeline",
+    ),
+    models: list[str] | None = typer.Option(
+        None, "--models", "-m", help="image models (comma-separated); default every trained one"
+    ),
+    eval_slice: str | None = typer.Option(
+        None, "--eval", help="evaluate every column on this slice; default the slice after each cutoff"
+    ),
+    n: int = typer.Option(64, "--n", help="portraits averaged per panel"),
+    out: Path | None = typer.Option(
+        None, "--out", "-o", help="the PNG (default plots_png/<dataset>/saliency.png)"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+):
     """Mean gradient saliency maps of the image models (paper Figure 3) as a PNG grid: models × cutoffs."""
     from drift.core.dataset_registry import DATASETS
     from drift.report.saliency import write_saliency
@@ -294,17 +354,23 @@ def saliency(dataset: str = typer.Argument(..., help="an image dataset with trai
         result = write_saliency(dataset, out, models=_split(models), cutoffs=cut, eval_slice=ev, n=n)
     except DriftError as e:
         fail(e)
-    panels = [{"model": m, **{k: v for k, v in c.items() if k != "title"},
-               "drawn": (m, i) in result["maps"]}
-              for m in result["models"] for i, c in enumerate(result["columns"])]
+    panels = [
+        {"model": m, **{k: v for k, v in c.items() if k != "title"}, "drawn": (m, i) in result["maps"]}
+        for m in result["models"]
+        for i, c in enumerate(result["columns"])
+    ]
     if as_json:
         print(json.dumps({"dataset": dataset, "file": str(out), "panels": panels}, indent=2))
         return
-    console.print(f"wrote {out}: {len(result['models'])} model(s) × {len(result['columns'])} cutoff(s)",
-                  highlight=False)
+    console.print(
+        f"wrote {out}: {len(result['models'])} model(s) × {len(result['columns'])} cutoff(s)", highlight=False
+    )
     for c in result["columns"]:
-        console.print(f"  trained through {c['cutoff_label']}: {c['n']} portraits of {c['eval_label']}",
-                      style="dim", highlight=False)
+        console.print(
+            f"  trained through {c['cutoff_label']}: {c['n']} portraits of {c['eval_label']}",
+            style="dim",
+            highlight=False,
+        )
 
 
 COMMANDS = (show, compare, plots, saliency)

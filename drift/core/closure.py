@@ -4,6 +4,7 @@ from it (drift/run/pipeline.py) and the checkpoint and cell keys hash the same f
 what re-runs a stage and what invalidates its cache are one statement. `code_digest` hashes such a set of files
 with the versions of the libraries they import (an encoder's fingerprint, the checkpoint and cell keys); it
 hashes each file's syntax tree with docstrings removed (comments never reach it), so prose edits change no key."""
+
 from __future__ import annotations
 
 import ast
@@ -39,11 +40,22 @@ def _imports(path: str, mtime_ns: int, size: int, root: Path) -> tuple[frozenset
             external.add(node.module.split(".")[0])
             if node.module.split(".")[0] == "drift":
                 found.add(node.module)
-                found |= {f"{node.module}.{a.name}" for a in node.names if module_file(f"{node.module}.{a.name}", root)}
-        elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("drift.")
-              and node.value.replace(".", "").replace("_", "").isalnum() and module_file(node.value, root)):
+                found |= {
+                    f"{node.module}.{a.name}"
+                    for a in node.names
+                    if module_file(f"{node.module}.{a.name}", root)
+                }
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node.value.startswith("drift.")
+            and node.value.replace(".", "").replace("_", "").isalnum()
+            and module_file(node.value, root)
+        ):
             found.add(node.value)
-    return frozenset(found), frozenset(m for m in external if m != "drift" and m not in sys.stdlib_module_names)
+    return frozenset(found), frozenset(
+        m for m in external if m != "drift" and m not in sys.stdlib_module_names
+    )
 
 
 def _parsed(path: Path, root: Path) -> tuple[frozenset, frozenset]:
@@ -87,7 +99,9 @@ def module_path(module: str, root: Path = ROOT) -> str:
 
 def module_closure(module: str, root: Path = ROOT, exclude=()) -> list[str]:
     """A module's own file and its import closure (relative paths, sorted; `exclude` as import_closure's)."""
-    return sorted({module_path(module, root), *import_closure(_existing_module_file(module, root), root, exclude)})
+    return sorted(
+        {module_path(module, root), *import_closure(_existing_module_file(module, root), root, exclude)}
+    )
 
 
 def external_imports(files, root: Path = ROOT) -> set[str]:
@@ -96,7 +110,11 @@ def external_imports(files, root: Path = ROOT) -> set[str]:
 
 
 def _is_docstring(node: ast.stmt) -> bool:
-    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    )
 
 
 @lru_cache(maxsize=4096)
@@ -104,8 +122,11 @@ def _code_text(path: str, mtime_ns: int, size: int) -> bytes:
     tree = ast.parse(Path(path).read_text())
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
-                and _is_docstring(body[0])):
+        if (
+            isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and body
+            and _is_docstring(body[0])
+        ):
             node.body = body[1:] or [ast.Pass()]
     return ast.dump(tree, annotate_fields=False, include_attributes=False).encode()
 

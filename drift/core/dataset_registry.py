@@ -7,6 +7,7 @@ closure (drift/core/closure.py) would count a dotted name as an import, and ever
 every reader again. A dataset of the user's own is configured, not coded: `datasets.<name>.reader` is
 TABLE_READER and its section names task and input (drift/data/datasets/table.py); its row comes from there.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -14,14 +15,14 @@ from typing import NamedTuple
 from drift.core.errors import DriftError, close_matches
 
 READERS = "drift/data/datasets"  # the reader of a dataset: READERS/<module>.py
-TABLE_MODULE = "table"           # the reader of every configured table
+TABLE_MODULE = "table"  # the reader of every configured table
 TABLE_READER = f"{READERS}/{TABLE_MODULE}.py"
 
 
 class Dataset(NamedTuple):
-    task: str      # binary | multiclass | regression | multilabel (drift.protocol.tasks)
+    task: str  # binary | multiclass | regression | multilabel (drift.protocol.tasks)
     modality: str  # text | image
-    module: str    # its reader, drift/data/datasets/<module>.py
+    module: str  # its reader, drift/data/datasets/<module>.py
 
     @property
     def reader(self) -> str:
@@ -45,5 +46,7 @@ def dataset_info(name: str, section=None) -> Dataset:
     if section is not None:
         get = section.get if isinstance(section, dict) else lambda key: getattr(section, key, None)
         return Dataset(get("task") or "", "image" if get("image") else "text", TABLE_MODULE)
-    raise DriftError(f"unknown dataset {name!r}: {close_matches(name, DATASETS)} (or a table of your own: "
-                     f"`drift init {name} <file>`)")
+    raise DriftError(
+        f"unknown dataset {name!r}: {close_matches(name, DATASETS)} (or a table of your own: "
+        f"`drift init {name} <file>`)"
+    )

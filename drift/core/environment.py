@@ -4,6 +4,7 @@
 from importing the packages; only torch is imported, for its thread count and CUDA device. A package that is
 not installed is `None`, never an error. `python -m drift.core.environment` prints it as JSON.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -19,8 +20,18 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 
 # distributions (as pip names them) whose versions can change results; pylance is the `lance` module
-PACKAGES = ("torch", "torchvision", "timm", "transformers", "sentence-transformers", "pylance", "pyarrow",
-            "numpy", "scikit-learn", "dvc")
+PACKAGES = (
+    "torch",
+    "torchvision",
+    "timm",
+    "transformers",
+    "sentence-transformers",
+    "pylance",
+    "pyarrow",
+    "numpy",
+    "scikit-learn",
+    "dvc",
+)
 LOCK_FILE = "requirements.lock"  # written by `make lock`, installed from by `make install`
 
 # The CPU code path torch's kernels (ATen), oneDNN, MKL and OpenBLAS choose at run time, pinned to AVX2: an
@@ -31,11 +42,11 @@ LOCK_FILE = "requirements.lock"  # written by `make lock`, installed from by `ma
 # (ATEN_CPU_CAPABILITY=avx512 runs the native path). Any x86-64 CPU with AVX2 runs these. numpy's names are
 # those of numpy >= 2.4 (the lock); an older numpy warns (ImportWarning) and keeps its AVX-512 loops.
 CPU_CODE_PATH = {
-    "ATEN_CPU_CAPABILITY": "avx2",      # torch's vectorised kernels: default | avx2 | avx512
-    "ONEDNN_MAX_CPU_ISA": "AVX2",       # oneDNN (convolutions, linear layers on CPU)
+    "ATEN_CPU_CAPABILITY": "avx2",  # torch's vectorised kernels: default | avx2 | avx512
+    "ONEDNN_MAX_CPU_ISA": "AVX2",  # oneDNN (convolutions, linear layers on CPU)
     "MKL_ENABLE_INSTRUCTIONS": "AVX2",  # MKL's dispatch (torch's BLAS)
-    "MKL_CBWR": "AVX2",                 # MKL's conditional numerical reproducibility: the same bits on any AVX2 CPU
-    "OPENBLAS_CORETYPE": "Haswell",     # numpy's and scipy's OpenBLAS (the linear reference model): AVX2 kernels
+    "MKL_CBWR": "AVX2",  # MKL's conditional numerical reproducibility: the same bits on any AVX2 CPU
+    "OPENBLAS_CORETYPE": "Haswell",  # numpy's and scipy's OpenBLAS (the linear reference model): AVX2 kernels
     # numpy's own SIMD loops (exp, log, log1p, expm1, sin, ...: the estimates, the shift kernel) dispatch to
     # AVX-512 versions that round otherwise than the AVX2 ones: these targets off, every AVX2 CPU runs the same
     "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
@@ -130,9 +141,12 @@ def _torch_runtime() -> dict:
     except Exception:  # not installed, or broken: the record says so rather than failing the stage
         return {"torch_threads": None, "cpu_capability": None, "cuda": False, "cuda_device": None}
     cuda = bool(torch.cuda.is_available())
-    return {"torch_threads": torch.get_num_threads(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "cuda": cuda,
-            "cuda_device": torch.cuda.get_device_name(torch.cuda.current_device()) if cuda else None}
+    return {
+        "torch_threads": torch.get_num_threads(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cuda": cuda,
+        "cuda_device": torch.cuda.get_device_name(torch.cuda.current_device()) if cuda else None,
+    }
 
 
 def environment(root: Path | str | None = None) -> dict:

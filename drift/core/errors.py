@@ -1,4 +1,5 @@
 """One-line user errors: a stage or the CLI prints the message and exits 2, no traceback."""
+
 import difflib
 import errno
 import re
@@ -22,8 +23,9 @@ def close_matches(name: str, valid, prefix: str = "") -> str:
 def is_disk_full(error: BaseException) -> bool:
     """A write that failed for want of space: OSError ENOSPC, or Lance's `LanceError(IO): No space left on
     device` (an OSError without an errno)."""
-    return isinstance(error, OSError) and (error.errno in (errno.ENOSPC, errno.EDQUOT)
-                                           or "No space left on device" in str(error))
+    return isinstance(error, OSError) and (
+        error.errno in (errno.ENOSPC, errno.EDQUOT) or "No space left on device" in str(error)
+    )
 
 
 def _size(n: float) -> str:
@@ -43,7 +45,9 @@ def disk_full(path, setting: str | None = None, needed: int | None = None) -> Dr
     free = shutil.disk_usage(where).free
     need = f"{_size(needed)} needed, " if needed else ""
     move = f", or set {setting} to a disk with room" if setting else ""
-    return DriftError(f"disk full writing {path} ({need}{_size(free)} free there): free space on that disk{move}")
+    return DriftError(
+        f"disk full writing {path} ({need}{_size(free)} free there): free space on that disk{move}"
+    )
 
 
 # ---------------------------------------------------------------- names
@@ -58,7 +62,9 @@ def check_name(value, field: str) -> str:
     characters; else a one-line DriftError naming `field`. Such a name is one path component that cannot leave
     its folder (no '/', no '..', not '.') and one shell word that needs no quoting (no ';', '$', space or quote)."""
     if not isinstance(value, str) or len(value) > NAME_MAX or not _NAME.fullmatch(value):
-        raise DriftError(f"{field}: {value!r} is not a valid name: use {NAME_RULE} (at most {NAME_MAX} characters)")
+        raise DriftError(
+            f"{field}: {value!r} is not a valid name: use {NAME_RULE} (at most {NAME_MAX} characters)"
+        )
     return value
 
 

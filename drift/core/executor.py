@@ -7,6 +7,7 @@ retries finds what a dead attempt finished. Ray starts once per process: a local
 (no compute.address, no $RAY_ADDRESS) or the cluster there; `check_reachable` stats the repository's files and
 the store from every node before any compute. With the store on object storage the workers need no shared
 filesystem: the tasks' inputs travel through Ray's object store (`ships_inputs`)."""
+
 from __future__ import annotations
 
 import logging
@@ -40,17 +41,27 @@ def connect(compute: ComputeParams):
             reachable(where)
             # the driver's drift/ goes with the job: workers run the code that computed the cache keys
             # and the driver's CPU code path, set before a worker imports torch: the same numbers there
-            ray.init(address=where, runtime_env={"py_modules": [str(DRIFT)], "env_vars": pin_cpu_code_path()},
-                     logging_level=logging.WARNING, log_to_driver=False)
+            ray.init(
+                address=where,
+                runtime_env={"py_modules": [str(DRIFT)], "env_vars": pin_cpu_code_path()},
+                logging_level=logging.WARNING,
+                log_to_driver=False,
+            )
         else:
-            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level=logging.WARNING,
-                     runtime_env={"env_vars": pin_cpu_code_path()},
-                     log_to_driver=False)  # the tasks' errors come back as exceptions; their progress bars stay out
+            ray.init(
+                num_cpus=os.cpu_count(),
+                include_dashboard=False,
+                logging_level=logging.WARNING,
+                runtime_env={"env_vars": pin_cpu_code_path()},
+                log_to_driver=False,
+            )  # the tasks' errors come back as exceptions; their progress bars stay out
     except Exception as e:  # ConnectionError, TimeoutError, RuntimeError, ValueError: Ray's choice varies
         reason = " ".join(str(e).split())[:200] or type(e).__name__
-        raise DriftError(f"cannot join the Ray cluster at {where or 'a new local cluster'}: {reason}; start it with "
-                         "`ray start --head` there, or set compute.address (or $RAY_ADDRESS) to a running cluster, "
-                         "or null for a local one, or compute.executor: local") from None
+        raise DriftError(
+            f"cannot join the Ray cluster at {where or 'a new local cluster'}: {reason}; start it with "
+            "`ray start --head` there, or set compute.address (or $RAY_ADDRESS) to a running cluster, "
+            "or null for a local one, or compute.executor: local"
+        ) from None
     return ray
 
 
@@ -97,17 +108,19 @@ def run_tasks(fn, items, compute: ComputeParams) -> list:
             raise DriftError(str(cause)) from None
         raise
     except ray.exceptions.WorkerCrashedError:
-        raise DriftError(f"a Ray worker running {fn.__name__} died {RETRIES + 1} times: see the worker logs "
-                         "(`ray logs`); out of memory? raise compute.cpus_per_task to run fewer tasks per node"
-                         ) from None
+        raise DriftError(
+            f"a Ray worker running {fn.__name__} died {RETRIES + 1} times: see the worker logs "
+            "(`ray logs`); out of memory? raise compute.cpus_per_task to run fewer tasks per node"
+        ) from None
     except BaseException:  # an interrupt (DVC stopped, Ctrl-C): no task left running on the cluster
         for ref in refs:
             ray.cancel(ref, force=True)
         raise
 
 
-def map_actors(cls, args: tuple, calls: list[tuple], compute: ComputeParams, actors: int,
-               on_result=None) -> list:
+def map_actors(
+    cls, args: tuple, calls: list[tuple], compute: ComputeParams, actors: int, on_result=None
+) -> list:
     """cls(*args) built once in each of `actors` Ray actors (compute.cpus_per_task / gpus_per_task each), then
     its run(*call) for every call, each on the next free actor; results in the calls' order, on_result(result)
     as each is taken. A dead actor is restarted and its call retried."""
@@ -167,14 +180,23 @@ def check_reachable(paths, compute: ComputeParams) -> None:
     paths = [str(p) if is_object_store(p) else str(Path(p).resolve()) for p in paths]
     nodes = [n for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0]
     stat = ray.remote(num_cpus=0, max_retries=RETRIES)(_missing)
-    found = ray.get([stat.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
-                     .remote(paths) for n in nodes])
+    found = ray.get(
+        [
+            stat.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(
+                paths
+            )
+            for n in nodes
+        ]
+    )
     for node, missing in zip(nodes, found):
         if missing and is_object_store(missing[0]):
-            raise DriftError(f"the store is not reachable from Ray node {node['NodeManagerAddress']}: {missing[0]}; "
-                             "give every node the AWS_* variables (or an instance role) that reach the endpoint")
+            raise DriftError(
+                f"the store is not reachable from Ray node {node['NodeManagerAddress']}: {missing[0]}; "
+                "give every node the AWS_* variables (or an instance role) that reach the endpoint"
+            )
         if missing:
             raise DriftError(
                 f"{missing[0]} is not visible from Ray node {node['NodeManagerAddress']}: every node must mount "
                 "the same paths; put embed.cache_dir (the store and caches) and the repository checkout on a shared "
-                "filesystem (NFS, Lustre, a ReadWriteMany volume on KubeRay) or run with compute.executor: local")
+                "filesystem (NFS, Lustre, a ReadWriteMany volume on KubeRay) or run with compute.executor: local"
+            )

@@ -5,6 +5,7 @@ torch, so the check stage validates every roster in a fraction of a second. drif
 Input kinds: "pixels" (images), "tokens" (a text encoder's token states), "pooled" (a frozen encoder's pooled
 vector: probe-<encoder>), "text" (the raw text: baseline-tfidf), "auto" (the references: pixels of an image
 dataset, the text encoder's pooled vectors of a text one)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,28 +16,42 @@ from drift.core.errors import DriftError, close_matches
 
 @dataclass(frozen=True)
 class ModelInfo:
-    name: str       # registry name, e.g. "cnn-m"
-    family: str     # as the paper's tables write it, e.g. "CNN", "Recurrent", "Frozen" (the probes)
-    size: str       # "S" | "M" | "L", "-" for probes
-    input: str      # "pixels" | "tokens" | "pooled" | "text" | "auto"
-    display: str    # as the paper writes the model, e.g. "CNN-M", "BiLSTM-Attn-L", "DINOv2-S"
+    name: str  # registry name, e.g. "cnn-m"
+    family: str  # as the paper's tables write it, e.g. "CNN", "Recurrent", "Frozen" (the probes)
+    size: str  # "S" | "M" | "L", "-" for probes
+    input: str  # "pixels" | "tokens" | "pooled" | "text" | "auto"
+    display: str  # as the paper writes the model, e.g. "CNN-M", "BiLSTM-Attn-L", "DINOv2-S"
     dropout: bool = False  # has dropout layers (p 0.1 in the authors' runs): ViT and the text heads
 
 
 # image families (Table 3), each in sizes S, M, L: family as the paper writes it, whether it has dropout
-IMAGE_FAMILIES = {"mlp": ("MLP", False), "cnn": ("CNN", False), "resnet": ("ResNet", False), "vit": ("ViT", True)}
+IMAGE_FAMILIES = {
+    "mlp": ("MLP", False),
+    "cnn": ("CNN", False),
+    "resnet": ("ResNet", False),
+    "vit": ("ViT", True),
+}
 # text heads (Tables 11, 19), every one with dropout: family, display, size
 TEXT_HEADS = {
-    "ffn-s": ("FFN", "FFN-S", "S"), "ffn-m": ("FFN", "FFN-M", "M"), "ffn-l": ("FFN", "FFN-L", "L"),
-    "textcnn-s": ("TextCNN", "TextCNN-S", "S"), "textcnn-m": ("TextCNN", "TextCNN-M", "M"),
+    "ffn-s": ("FFN", "FFN-S", "S"),
+    "ffn-m": ("FFN", "FFN-M", "M"),
+    "ffn-l": ("FFN", "FFN-L", "L"),
+    "textcnn-s": ("TextCNN", "TextCNN-S", "S"),
+    "textcnn-m": ("TextCNN", "TextCNN-M", "M"),
     "textcnn-l": ("TextCNN", "TextCNN-L", "L"),
-    "bigru-s": ("Recurrent", "BiGRU-S", "S"), "bilstm-m": ("Recurrent", "BiLSTM-M", "M"),
+    "bigru-s": ("Recurrent", "BiGRU-S", "S"),
+    "bilstm-m": ("Recurrent", "BiLSTM-M", "M"),
     "bilstm-attn-l": ("Recurrent", "BiLSTM-Attn-L", "L"),
-    "tx-s": ("Transformer", "TX-S", "S"), "tx-m": ("Transformer", "TX-M", "M"), "tx-l": ("Transformer", "TX-L", "L"),
+    "tx-s": ("Transformer", "TX-S", "S"),
+    "tx-m": ("Transformer", "TX-M", "M"),
+    "tx-l": ("Transformer", "TX-L", "L"),
 }
 # the references in every matrix (drift.protocol.summary.REFERENCES names them too): input, display
-REFERENCE_MODELS = {"baseline-prior": ("auto", "Prior"), "baseline-linear": ("auto", "Linear"),
-                    "baseline-tfidf": ("text", "TF-IDF")}
+REFERENCE_MODELS = {
+    "baseline-prior": ("auto", "Prior"),
+    "baseline-linear": ("auto", "Linear"),
+    "baseline-tfidf": ("text", "TF-IDF"),
+}
 
 MODELS: dict[str, ModelInfo] = {}
 for _fam, (_family, _dropout) in IMAGE_FAMILIES.items():

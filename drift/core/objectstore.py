@@ -8,6 +8,7 @@ An object is written by one PUT, so a reader sees the old object or the new one,
 `location(x)` is an ObjectPath for an s3:// URI and a Path otherwise; `check_store` turns an endpoint that is
 down, refused credentials or a missing bucket into one DriftError line.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -21,8 +22,10 @@ from urllib.parse import urlparse
 from drift.core.errors import DriftError
 
 SCHEME = "s3://"
-FIX = ("set AWS_ENDPOINT_URL (and AWS_ALLOW_HTTP=true for http), AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and "
-       "AWS_REGION, or point embed.cache_dir at a local folder")
+FIX = (
+    "set AWS_ENDPOINT_URL (and AWS_ALLOW_HTTP=true for http), AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and "
+    "AWS_REGION, or point embed.cache_dir at a local folder"
+)
 
 
 def is_object_store(where) -> bool:
@@ -45,18 +48,27 @@ def endpoint() -> str | None:
 def _filesystem(endpoint_url: str | None, region: str | None, access_key_id: str | None):
     import pyarrow.fs as pafs  # lazy: only for a store on object storage
 
-    options = {"region": region or "us-east-1", "connect_timeout": 5, "request_timeout": 30,
-               "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=3)}
+    options = {
+        "region": region or "us-east-1",
+        "connect_timeout": 5,
+        "request_timeout": 30,
+        "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=3),
+    }
     if endpoint_url:
         parsed = urlparse(endpoint_url)
         options.update(endpoint_override=parsed.netloc or parsed.path, scheme=parsed.scheme or "https")
-    return pafs.S3FileSystem(**options)  # credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or the default chain
+    return pafs.S3FileSystem(
+        **options
+    )  # credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or the default chain
 
 
 def filesystem():
     # keyed by the access key id too: other credentials, another client (the secret stays in the environment)
-    return _filesystem(endpoint(), os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
-                       os.environ.get("AWS_ACCESS_KEY_ID"))
+    return _filesystem(
+        endpoint(),
+        os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
+        os.environ.get("AWS_ACCESS_KEY_ID"),
+    )
 
 
 class ObjectPath:
@@ -65,9 +77,9 @@ class ObjectPath:
 
     def __init__(self, uri: str):
         uri = str(uri)
-        if not uri.startswith(SCHEME) or not uri[len(SCHEME):].strip("/"):
+        if not uri.startswith(SCHEME) or not uri[len(SCHEME) :].strip("/"):
             raise DriftError(f"{uri!r} is not an object-store location: write s3://bucket/prefix")
-        self.uri = SCHEME + uri[len(SCHEME):].strip("/")
+        self.uri = SCHEME + uri[len(SCHEME) :].strip("/")
 
     # -- names
     def __str__(self) -> str:
@@ -94,7 +106,7 @@ class ObjectPath:
     @property
     def key(self) -> str:
         """bucket/key, as pyarrow names it."""
-        return self.uri[len(SCHEME):]
+        return self.uri[len(SCHEME) :]
 
     @property
     def bucket(self) -> str:
@@ -123,7 +135,7 @@ class ObjectPath:
         prefix = str(other).rstrip("/") + "/"
         if not self.uri.startswith(prefix):
             raise ValueError(f"{self} is not under {other}")
-        return Path(self.uri[len(prefix):])
+        return Path(self.uri[len(prefix) :])
 
     def expanduser(self) -> ObjectPath:
         return self
@@ -143,10 +155,12 @@ class ObjectPath:
 
     def is_file(self) -> bool:
         import pyarrow.fs as pafs
+
         return self._info().type == pafs.FileType.File
 
     def is_dir(self) -> bool:
         import pyarrow.fs as pafs
+
         if "/" not in self.key:
             return self._info().type == pafs.FileType.Directory
         return bool(self._list(recursive=False, limit_one=True))
@@ -160,16 +174,22 @@ class ObjectPath:
 
     def _list(self, recursive: bool, limit_one: bool = False) -> list:
         import pyarrow.fs as pafs
+
         try:
-            found = filesystem().get_file_info(pafs.FileSelector(self.key, recursive=recursive, allow_not_found=True))
+            found = filesystem().get_file_info(
+                pafs.FileSelector(self.key, recursive=recursive, allow_not_found=True)
+            )
         except FileNotFoundError:
             return []
         return found[:1] if limit_one else found
 
     def objects(self) -> list[tuple[ObjectPath, int, float]]:
         """(object, size, mtime) of every object below this prefix, from one listing."""
-        return [(ObjectPath(SCHEME + i.path), i.size or 0, i.mtime.timestamp() if i.mtime is not None else 0.0)
-                for i in self._list(recursive=True) if i.type.name == "File"]
+        return [
+            (ObjectPath(SCHEME + i.path), i.size or 0, i.mtime.timestamp() if i.mtime is not None else 0.0)
+            for i in self._list(recursive=True)
+            if i.type.name == "File"
+        ]
 
     def iterdir(self):
         for info in self._list(recursive=False):
@@ -181,8 +201,11 @@ class ObjectPath:
 
     def rglob(self, pattern: str):
         """Every object below this prefix whose name matches (objects only: prefixes are not directories here)."""
-        return [ObjectPath(SCHEME + i.path) for i in self._list(recursive=True)
-                if i.type.name == "File" and fnmatch.fnmatch(i.path.rsplit("/", 1)[-1], pattern)]
+        return [
+            ObjectPath(SCHEME + i.path)
+            for i in self._list(recursive=True)
+            if i.type.name == "File" and fnmatch.fnmatch(i.path.rsplit("/", 1)[-1], pattern)
+        ]
 
     # -- contents
     def read_bytes(self) -> bytes:
@@ -250,20 +273,38 @@ def check_store(where) -> None:
     if url:
         down = _endpoint_up(url)
         if down:
-            raise DriftError(f"the object store for {where} at {url} does not answer ({down}): start it, or {FIX}")
+            raise DriftError(
+                f"the object store for {where} at {url} does not answer ({down}): start it, or {FIX}"
+            )
         if url.startswith("http://") and os.environ.get("AWS_ALLOW_HTTP", "").lower() not in ("1", "true"):
-            raise DriftError(f"the object store for {where} is plain http ({url}): set AWS_ALLOW_HTTP=true "
-                             "(Lance refuses http otherwise), or use an https endpoint")
+            raise DriftError(
+                f"the object store for {where} is plain http ({url}): set AWS_ALLOW_HTTP=true "
+                "(Lance refuses http otherwise), or use an https endpoint"
+            )
     try:
         info = filesystem().get_file_info(where.bucket)
     except OSError as e:
         text = str(e)
-        if any(s in text for s in ("AccessDenied", "ACCESS_DENIED", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden",
-                                   "403", "credentials")):
-            raise DriftError(f"the object store refused the credentials for {where}: set AWS_ACCESS_KEY_ID and "
-                             "AWS_SECRET_ACCESS_KEY to a key allowed to read and write the bucket") from None
+        if any(
+            s in text
+            for s in (
+                "AccessDenied",
+                "ACCESS_DENIED",
+                "InvalidAccessKeyId",
+                "SignatureDoesNotMatch",
+                "Forbidden",
+                "403",
+                "credentials",
+            )
+        ):
+            raise DriftError(
+                f"the object store refused the credentials for {where}: set AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY to a key allowed to read and write the bucket"
+            ) from None
         reason = " ".join(text.split())[:160]
         raise DriftError(f"cannot reach the object store for {where} ({reason}): {FIX}") from None
     if info.type == pafs.FileType.NotFound:
-        raise DriftError(f"bucket {where.bucket} of embed.cache_dir {where} does not exist: create it "
-                         f"(`aws s3 mb s3://{where.bucket}`) or point embed.cache_dir at an existing one")
+        raise DriftError(
+            f"bucket {where.bucket} of embed.cache_dir {where} does not exist: create it "
+            f"(`aws s3 mb s3://{where.bucket}`) or point embed.cache_dir at an existing one"
+        )

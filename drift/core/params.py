@@ -7,6 +7,7 @@ run's choices in RUN_CHOICES. Top level: datasets (name -> {input, reader}), one
 written here and typed by its module's PARAMS: drift.data.datasets.dataset_cfg), split, embed, train, report,
 compute. An unknown key or a wrong type is a one-line DriftError naming it and the closest valid names; names
 that need a registry with heavy imports (models, families in train.lr) are checked before any compute too."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -35,13 +36,14 @@ from drift.core.encoder_registry import DTYPES, ENCODERS, POOLINGS
 from drift.core.errors import DriftError, check_name, close_matches
 
 LR_DEFAULT = 0.001  # train.lr's `default` when a per-family mapping leaves it out
-LR_MAX = 1.0        # above this Adam and AdamW diverge on every model here: a typo (1 for 0.001, say)
+LR_MAX = 1.0  # above this Adam and AdamW diverge on every model here: a typo (1 for 0.001, say)
 
 # keys params.yaml sets as the shipped run's choices: no default here equals them (tests/test_params.py)
 RUN_CHOICES = ("datasets", "train.models", "report.saliency", "amazon.categories")
 
 
 # ---------------------------------------------------------------- types with one-line errors
+
 
 def _error(what: str, **ctx) -> PydanticCustomError:
     """`<path> <what>, got <value>`; ctx `sub` names a key below the field, `got` the offending value."""
@@ -69,6 +71,7 @@ def choice(*values: str):
         if value not in values:
             raise _error("must be one of {choices}", choices=", ".join(values))
         return value
+
     return AfterValidator(check)
 
 
@@ -76,9 +79,11 @@ def _known_keys(valid):
     def check(mapping):
         for key in mapping:
             if key not in valid:
-                raise PydanticCustomError("unknown_key", "unknown parameter {key}",
-                                          {"key": str(key), "valid": sorted(valid)})
+                raise PydanticCustomError(
+                    "unknown_key", "unknown parameter {key}", {"key": str(key), "valid": sorted(valid)}
+                )
         return mapping
+
     return AfterValidator(check)
 
 
@@ -88,8 +93,11 @@ def configured_tables(data) -> list[str]:
     datasets = data.get("datasets") if isinstance(data, dict) else None
     if not isinstance(datasets, dict):
         return []
-    return [name for name, entry in datasets.items() if name not in DATASETS and isinstance(entry, dict)
-            and entry.get("reader") == TABLE_READER]
+    return [
+        name
+        for name, entry in datasets.items()
+        if name not in DATASETS and isinstance(entry, dict) and entry.get("reader") == TABLE_READER
+    ]
 
 
 def _known_datasets(mapping, info: ValidationInfo):
@@ -97,7 +105,9 @@ def _known_datasets(mapping, info: ValidationInfo):
     valid = sorted([*DATASETS, *((info.context or {}).get("tables", ()))])
     for key in mapping:
         if key not in valid:
-            raise PydanticCustomError("unknown_key", "unknown parameter {key}", {"key": str(key), "valid": valid})
+            raise PydanticCustomError(
+                "unknown_key", "unknown parameter {key}", {"key": str(key), "valid": valid}
+            )
     return mapping
 
 
@@ -150,9 +160,13 @@ def _lr(value):
     except PydanticCustomError as e:
         if e.message().startswith("must be a learning rate"):
             raise
-        raise _error("must be a number or a mapping family -> rate, e.g. {default: 0.001, frozen: 0.01}") from None
+        raise _error(
+            "must be a number or a mapping family -> rate, e.g. {default: 0.001, frozen: 0.01}"
+        ) from None
     except (TypeError, ValueError):
-        raise _error("must be a number or a mapping family -> rate, e.g. {default: 0.001, frozen: 0.01}") from None
+        raise _error(
+            "must be a number or a mapping family -> rate, e.g. {default: 0.001, frozen: 0.01}"
+        ) from None
 
 
 def _distinct(values):
@@ -167,8 +181,11 @@ def _distinct(values):
 
 def _encoder(value):
     if value not in ENCODERS:
-        raise PydanticCustomError("drift_unknown", "unknown encoder {got}: {hint}",
-                                  {"got": repr(value), "hint": close_matches(value, ENCODERS)})
+        raise PydanticCustomError(
+            "drift_unknown",
+            "unknown encoder {got}: {hint}",
+            {"got": repr(value), "hint": close_matches(value, ENCODERS)},
+        )
     return value
 
 
@@ -176,10 +193,10 @@ Int = int  # strict (the models below): an integer, never true/false or a string
 PositiveInt = Annotated[int, Field(ge=1)]
 # sane bounds: work follows the settings, and a value beyond these is a typo (1e8 epochs), refused with the limit
 MAX_EPOCHS = 10_000
-MAX_THREADS = 256       # torch threads of one process
-MAX_BATCH = 65_536      # rows per batch (train, embed)
-MAX_TOKENS = 8_192      # the longest position table of the registry's encoders (ModernBERT)
-MAX_ROWS = 10_000_000   # rows of one chunk, sample or test
+MAX_THREADS = 256  # torch threads of one process
+MAX_BATCH = 65_536  # rows per batch (train, embed)
+MAX_TOKENS = 8_192  # the longest position table of the registry's encoders (ModernBERT)
+MAX_ROWS = 10_000_000  # rows of one chunk, sample or test
 Bounded = lambda most: Annotated[int, Field(ge=1, le=most)]  # noqa: E731
 Float = Annotated[float, BeforeValidator(_number)]
 Label = Annotated[str, BeforeValidator(_label)]
@@ -191,7 +208,9 @@ Encoder = Annotated[str, AfterValidator(_encoder)]
 
 
 def _nullable(annotation) -> bool:
-    return typing.get_origin(annotation) in (Union, types.UnionType) and type(None) in typing.get_args(annotation)
+    return typing.get_origin(annotation) in (Union, types.UnionType) and type(None) in typing.get_args(
+        annotation
+    )
 
 
 def _empty(annotation):
@@ -209,6 +228,7 @@ def _empty(annotation):
 class Section(BaseModel):
     """A mapping of params.yaml: only its own keys, each of its type; `key: null` on a list, mapping or
     section means empty (as `or []` did)."""
+
     model_config = ConfigDict(strict=True, extra="forbid")
     SECTION: ClassVar[str] = ""  # where its keys live in params.yaml, for the messages of `of`
 
@@ -226,7 +246,9 @@ class Section(BaseModel):
         valid = cls._valid_keys(data)
         for key in data:
             if key not in valid:
-                raise PydanticCustomError("unknown_key", "unknown parameter {key}", {"key": str(key), "valid": valid})
+                raise PydanticCustomError(
+                    "unknown_key", "unknown parameter {key}", {"key": str(key), "valid": valid}
+                )
         data = cls._before(dict(data))
         for name, field in cls.model_fields.items():
             key = field.alias or name
@@ -255,9 +277,11 @@ class Section(BaseModel):
 
 # ---------------------------------------------------------------- datasets
 
+
 class SliceSpec(Section):
     """{unit: year | half-year | quarter | month | decade, start, end} or {unit: custom, edges, labels}; drift.protocol.slicing.slice_edges
     checks the combination (one-line errors naming the valid units)."""
+
     unit: str | None = None
     start: Int | None = None
     end: Int | None = None
@@ -270,7 +294,7 @@ class SliceSpec(Section):
 
 class SampleSpec(Section):
     n: Annotated[int, Field(ge=0)]  # rows kept, stratified by slice and label; 0: all
-    seed: Int | None = None      # null: split.seed
+    seed: Int | None = None  # null: split.seed
     # proportional: each (slice, label) stratum's share by largest remainders, rows in the id-hash order; cover-uniform:
     # the first row of every stratum, then polars' seeded uniform sample of the rest (the authors' Amazon sample)
     draw: Annotated[str, choice("proportional", "cover-uniform")] = "proportional"
@@ -278,12 +302,13 @@ class SampleSpec(Section):
 
 class DatasetParams(Section):
     """The keys every dataset has: drift.data.ingest and drift.protocol.slicing read them."""
+
     SECTION: ClassVar[str] = "dataset"
     slices: SliceSpec = Field(default_factory=SliceSpec)
-    min_samples: PositiveInt = 1           # slices with fewer rows stay empty in every matrix
-    strict: bool = False                   # fail at the first bad row instead of quarantining it
+    min_samples: PositiveInt = 1  # slices with fewer rows stay empty in every matrix
+    strict: bool = False  # fail at the first bad row instead of quarantining it
     cap_per_slice: PositiveInt | None = None  # a sample per slice, stratified by label (split.seed)
-    sample: SampleSpec | None = None    # a sample of the whole dataset, stratified by slice and label
+    sample: SampleSpec | None = None  # a sample of the whole dataset, stratified by slice and label
 
 
 def slices_field(**spec):
@@ -293,6 +318,7 @@ def slices_field(**spec):
 
 class CorpusParams(DatasetParams):
     """A real corpus: its files at `source` (else `datasets.<name>`), downloadable by `drift fetch`."""
+
     source: str
     url: str | None = None
     sha256: Sha256 = None
@@ -307,7 +333,10 @@ class SplitParams(Section):
     SECTION: ClassVar[str] = "split"
     seed: Int = 0
     test_fraction: Annotated[Float, Field(gt=0, lt=1)] = 0.3
-    stratify: Annotated[list[Annotated[str, choice(*STRATA)]], Field(min_length=1)] = ["slice", "label"]  # [slice]: by time alone
+    stratify: Annotated[list[Annotated[str, choice(*STRATA)]], Field(min_length=1)] = [
+        "slice",
+        "label",
+    ]  # [slice]: by time alone
     # id-hash: each stratum's rows in an order hashed from id and seed, n * f test rows rounded half up (stable
     # under appends); per-slice: the authors' draw (drift.protocol.slicing.per_slice_split), stratify must hold slice
     draw: Annotated[str, choice("id-hash", "per-slice")] = "id-hash"
@@ -315,14 +344,18 @@ class SplitParams(Section):
     @model_validator(mode="after")
     def _per_slice(self):
         if self.draw == "per-slice" and "slice" not in self.stratify:
-            raise DriftError(f"split.draw per-slice splits each slice: split.stratify must list slice, got {self.stratify}")
+            raise DriftError(
+                f"split.draw per-slice splits each slice: split.stratify must list slice, got {self.stratify}"
+            )
         return self
 
 
 class EmbedParams(Section):
     SECTION: ClassVar[str] = "embed"
-    text_encoder: Encoder = "minilm-l6"   # token states feed the text heads; the pooled vector feeds its probe
-    encoders: Annotated[list[Encoder], AfterValidator(_distinct)] = []  # more frozen encoders whose pooled vectors feed probe-<encoder>
+    text_encoder: Encoder = "minilm-l6"  # token states feed the text heads; the pooled vector feeds its probe
+    encoders: Annotated[
+        list[Encoder], AfterValidator(_distinct)
+    ] = []  # more frozen encoders whose pooled vectors feed probe-<encoder>
     weights: Annotated[dict[str, str], _known_keys(ENCODERS)] = {}  # encoder -> local weights file or folder
     max_length: Bounded(MAX_TOKENS) = 64  # tokens per text; at most the text encoders' positions
     pooling: Annotated[str, choice(*POOLINGS)] | None = "mean"  # null: each encoder's own
@@ -331,9 +364,11 @@ class EmbedParams(Section):
     # the encoders' forward pass on a GPU: null computes under autocast in `dtype` (float32: no autocast), a
     # dtype computes in it whatever `dtype` stores (float32: the authors' runs, float16 only when stored)
     compute_dtype: Annotated[str, choice(*DTYPES)] | None = None
-    cache_dir: str | None = None   # null: $DRIFT_CACHE_DIR or ~/.cache/drift
-    device: str | None = None      # null: cuda when available, else cpu
-    chunk_rows: Bounded(MAX_ROWS) = 512     # rows per commit to the embedding store: the most a killed run can lose
+    cache_dir: str | None = None  # null: $DRIFT_CACHE_DIR or ~/.cache/drift
+    device: str | None = None  # null: cuda when available, else cpu
+    chunk_rows: Bounded(MAX_ROWS) = (
+        512  # rows per commit to the embedding store: the most a killed run can lose
+    )
 
     # a sentence-transformers checkpoint's Normalize module applied to its pooled vector (true), or the bare
     # model's pooled vector as it is (false: the authors' masked mean)
@@ -344,16 +379,18 @@ class EmbedParams(Section):
     # vision encoder -> timm global_pool its pooled vector is taken with (token: the CLS token); left out: timm's default
     image_pooling: Annotated[dict[str, Annotated[str, choice("token", "avg")]], _known_keys(ENCODERS)] = {}
 
-
     @model_validator(mode="after")
     def _positions(self):
         for name in dict.fromkeys([self.text_encoder, *self.encoders]):
             spec = ENCODERS[name]
             if spec.modality == "text" and self.max_length > spec.positions:
                 raise PydanticCustomError(
-                    "drift_plain", f"embed.max_length is {self.max_length}, above the {spec.positions} positions of "
-                                   f"encoder {name}: set it to at most {spec.positions}")
+                    "drift_plain",
+                    f"embed.max_length is {self.max_length}, above the {spec.positions} positions of "
+                    f"encoder {name}: set it to at most {spec.positions}",
+                )
         return self
+
 
 # what a TrainParams field decides (its Field's json_schema_extra): CHECKPOINT, a checkpoint's bytes (a field of
 # ModelTraining, so of the checkpoint key, and a DVC param of the train stage); ROSTER, which checkpoints exist (a
@@ -367,11 +404,13 @@ class TrainParams(Section):
     SECTION: ClassVar[str] = "train"
     epochs: Bounded(MAX_EPOCHS) = Field(5, json_schema_extra=CHECKPOINT)
     seeds: Annotated[list[Int], Field(min_length=1), AfterValidator(_distinct)] = Field(
-        [0], json_schema_extra=ROSTER)
+        [0], json_schema_extra=ROSTER
+    )
     batch_size: Bounded(MAX_BATCH) = Field(64, json_schema_extra=CHECKPOINT)
     weight_decay: Float = Field(0.01, json_schema_extra=CHECKPOINT)  # AdamW (text heads and probes)
-    lr: LearningRate = Field(default_factory=lambda: {"default": LR_DEFAULT, "frozen": 0.01},
-                             json_schema_extra=CHECKPOINT)
+    lr: LearningRate = Field(
+        default_factory=lambda: {"default": LR_DEFAULT, "frozen": 0.01}, json_schema_extra=CHECKPOINT
+    )
     # fixed torch threads: bit-identical results
     threads: Bounded(MAX_THREADS) = Field(1, json_schema_extra=CHECKPOINT)
     # batched: drift/train/engine.py, equal to float tolerance; auto: per family and device kind (train/rates.py)
@@ -388,7 +427,9 @@ class TrainParams(Section):
     standardise_pixels: bool = Field(True, json_schema_extra=CHECKPOINT)
     # each epoch's batches: bucketed (token rows of similar length share a batch; others a plain shuffle, numpy's
     # generator) or uniform (a shuffling torch DataLoader's uniform permutation, seeded seed + epoch: the authors')
-    batch_order: Annotated[str, choice("bucketed", "uniform")] = Field("bucketed", json_schema_extra=CHECKPOINT)
+    batch_order: Annotated[str, choice("bucketed", "uniform")] = Field(
+        "bucketed", json_schema_extra=CHECKPOINT
+    )
     # the loss's class / rating weights: from each cutoff's own training rows (cutoff), or once from the whole
     # training split, every slice (split: the authors' runs)
     loss_weights: Annotated[str, choice("cutoff", "split")] = Field("cutoff", json_schema_extra=CHECKPOINT)
@@ -398,15 +439,21 @@ class TrainParams(Section):
     # as a year or a half-year counted from 2000: the authors' per-slice seed)
     slice_seed: Annotated[str, choice("offset", "hash")] = Field("offset", json_schema_extra=CHECKPOINT)
     # references in every matrix; baseline-tfidf reads raw text, so an image dataset's roster leaves it out
-    baselines: list[str] = Field(["baseline-prior", "baseline-linear", "baseline-tfidf"], json_schema_extra=ROSTER)
+    baselines: list[str] = Field(
+        ["baseline-prior", "baseline-linear", "baseline-tfidf"], json_schema_extra=ROSTER
+    )
     models: Annotated[dict[str, list[str]], AfterValidator(_known_datasets)] = Field(
-        {}, json_schema_extra=ROSTER)  # dataset -> model names
+        {}, json_schema_extra=ROSTER
+    )  # dataset -> model names
 
     @classmethod
     def deciding(cls, what: dict) -> list[str]:
         """The fields that decide `what` (CHECKPOINT or ROSTER), in the schema's order."""
-        return [n for n, f in cls.model_fields.items()
-                if isinstance(f.json_schema_extra, dict) and f.json_schema_extra.get("decides") == what["decides"]]
+        return [
+            n
+            for n, f in cls.model_fields.items()
+            if isinstance(f.json_schema_extra, dict) and f.json_schema_extra.get("decides") == what["decides"]
+        ]
 
     def lr_for(self, family: str) -> float:
         """The learning rate of a model of `family`: train.lr, or its family's entry of a per-family mapping
@@ -419,40 +466,57 @@ class TrainParams(Section):
 class ModelTraining(BaseModel):
     """One model's training, resolved from TrainParams (model_training): every CHECKPOINT field as it acts on
     this model, plus its optimiser. What the checkpoint key hashes and what the optimiser and loop read."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
     epochs: int
     batch_size: int
     weight_decay: float
     lr: float
-    optimizer: Literal["adam", "adamw"]       # Adam for an image dataset's models, AdamW for a text one's
+    optimizer: Literal["adam", "adamw"]  # Adam for an image dataset's models, AdamW for a text one's
     threads: int
     engine: Literal["solo", "batched"]
-    max_tokens: int                           # train.max_tokens, else embed.max_length
-    dropout: float                            # 0 for a model without dropout layers
+    max_tokens: int  # train.max_tokens, else embed.max_length
+    dropout: float  # 0 for a model without dropout layers
     grad_clip: float | None
     standardise_targets: bool
     standardise_pixels: bool
     batch_order: Literal["bucketed", "uniform"]
     loss_weights: Literal["cutoff", "split"]
-    pixel_scale: Literal["unit", "raw"]       # unit on a text dataset: no pixels to scale
+    pixel_scale: Literal["unit", "raw"]  # unit on a text dataset: no pixels to scale
     slice_seed: Literal["offset", "hash"]
 
 
-def model_training(train: TrainParams, family: str, modality: str, has_dropout: bool, max_tokens: int,
-                   engine: str | None = None) -> ModelTraining:
+def model_training(
+    train: TrainParams,
+    family: str,
+    modality: str,
+    has_dropout: bool,
+    max_tokens: int,
+    engine: str | None = None,
+) -> ModelTraining:
     """The training of one model of `family` (with dropout layers or not) on a `modality` dataset whose token
     rows are cut at `max_tokens`; `engine` is the one train.engine auto chose for it (else train.engine)."""
     engine = engine or train.engine
     if engine not in ("solo", "batched"):
         raise DriftError(f"train.engine {engine} is resolved per model before training: solo or batched")
     return ModelTraining(
-        epochs=train.epochs, batch_size=train.batch_size, weight_decay=float(train.weight_decay),
-        lr=train.lr_for(family), optimizer="adam" if modality == "image" else "adamw", threads=train.threads,
-        engine=engine, max_tokens=max_tokens, dropout=float(train.dropout) if has_dropout else 0.0,
+        epochs=train.epochs,
+        batch_size=train.batch_size,
+        weight_decay=float(train.weight_decay),
+        lr=train.lr_for(family),
+        optimizer="adam" if modality == "image" else "adamw",
+        threads=train.threads,
+        engine=engine,
+        max_tokens=max_tokens,
+        dropout=float(train.dropout) if has_dropout else 0.0,
         grad_clip=None if train.grad_clip is None else float(train.grad_clip),
-        standardise_targets=train.standardise_targets, standardise_pixels=train.standardise_pixels,
-        batch_order=train.batch_order, loss_weights=train.loss_weights,
-        pixel_scale=train.pixel_scale if modality == "image" else "unit", slice_seed=train.slice_seed)
+        standardise_targets=train.standardise_targets,
+        standardise_pixels=train.standardise_pixels,
+        batch_order=train.batch_order,
+        loss_weights=train.loss_weights,
+        pixel_scale=train.pixel_scale if modality == "image" else "unit",
+        slice_seed=train.slice_seed,
+    )
 
 
 EXECUTORS = ("local", "ray")  # compute.executor
@@ -460,41 +524,62 @@ EXECUTORS = ("local", "ray")  # compute.executor
 
 class ComputeParams(Section):
     """Where train, evaluate and embed run their heavy part (drift/core/executor.py): the same results either way."""
+
     SECTION: ClassVar[str] = "compute"
     executor: Annotated[str, choice(*EXECUTORS)] = "local"  # local: in the stage's process; ray: Ray tasks
-    address: str | None = None     # the Ray cluster to join; null: $RAY_ADDRESS, else a local cluster of this machine
-    cpus_per_task: Annotated[Float, Field(gt=0)] = 1.0  # CPUs each training / evaluation task and embed actor holds
-    gpus_per_task: Annotated[Float, Field(ge=0)] = 0.0  # GPUs each holds (fractional: 0.25 packs four on a GPU)
-    embed_actors: Bounded(MAX_THREADS) = 1     # encoders loaded at once by the embed stage, each fed chunks of rows
+    address: str | None = (
+        None  # the Ray cluster to join; null: $RAY_ADDRESS, else a local cluster of this machine
+    )
+    cpus_per_task: Annotated[Float, Field(gt=0)] = (
+        1.0  # CPUs each training / evaluation task and embed actor holds
+    )
+    gpus_per_task: Annotated[Float, Field(ge=0)] = (
+        0.0  # GPUs each holds (fractional: 0.25 packs four on a GPU)
+    )
+    embed_actors: Bounded(MAX_THREADS) = (
+        1  # encoders loaded at once by the embed stage, each fed chunks of rows
+    )
 
 
 class SaliencyGrid(Section):
     SECTION: ClassVar[str] = "report.saliency.<dataset>"
-    models: list[str] | None = None        # null: every image model of the roster
+    models: list[str] | None = None  # null: every image model of the roster
     cells: list[list[Label]] | None = None  # [trained through, evaluated on] slice labels; null: a spread
-    n: Bounded(MAX_ROWS) = 64                  # portraits averaged per map
+    n: Bounded(MAX_ROWS) = 64  # portraits averaged per map
 
 
 class PolicyParams(Section):
     """Retraining policies replayed from the drift matrices (drift/analysis/policy.py): their parameter lists."""
+
     SECTION: ClassVar[str] = "report.policy"
-    every: list[PositiveInt] = [2, 3, 4]              # retrain every n periods, one policy per n
-    shift_thresholds: list[Float] | None = None   # retrain when the coming period's shift exceeds one; null: its quartiles
-    drop_thresholds: list[Float] | None = None    # retrain when the estimated score drops by more; null: its quartiles
-    seconds_per_row: Annotated[Float, Field(gt=0)] | None = None  # turns the cost (training rows x epochs) into seconds
+    every: list[PositiveInt] = [2, 3, 4]  # retrain every n periods, one policy per n
+    shift_thresholds: list[Float] | None = (
+        None  # retrain when the coming period's shift exceeds one; null: its quartiles
+    )
+    drop_thresholds: list[Float] | None = (
+        None  # retrain when the estimated score drops by more; null: its quartiles
+    )
+    seconds_per_row: Annotated[Float, Field(gt=0)] | None = (
+        None  # turns the cost (training rows x epochs) into seconds
+    )
 
 
 class ShiftParams(Section):
     """Drift without labels (drift/analysis/shift.py, drift/analysis/novelty.py): the shift matrix's test and the novel rows."""
+
     SECTION: ClassVar[str] = "report.shift"
-    n: Annotated[int, Field(ge=2, le=MAX_ROWS)] = 200                 # rows per side of each cell's two-sample test
-    permutations: Annotated[int, Field(ge=0, le=MAX_ROWS)] = 200     # permutation test per cell; 0: no p or q values
-    alpha: Annotated[Float, Field(gt=0, lt=1)] = 0.05   # Benjamini-Hochberg level over the K x K cells
+    n: Annotated[int, Field(ge=2, le=MAX_ROWS)] = 200  # rows per side of each cell's two-sample test
+    permutations: Annotated[int, Field(ge=0, le=MAX_ROWS)] = (
+        200  # permutation test per cell; 0: no p or q values
+    )
+    alpha: Annotated[Float, Field(gt=0, lt=1)] = 0.05  # Benjamini-Hochberg level over the K x K cells
     seed: Int = 0
-    novelty_quantile: Annotated[Float, Field(gt=0, lt=1)] = 0.95  # novel: farther than this quantile of held-out rows
-    max_rows: Bounded(MAX_ROWS) = 500                         # query rows per period and per calibration set
-    max_index_rows: Bounded(MAX_ROWS) = 100_000               # training rows searched for nearest neighbours
-    top: Bounded(MAX_ROWS) = 5                                # most novel examples shown per period
+    novelty_quantile: Annotated[Float, Field(gt=0, lt=1)] = (
+        0.95  # novel: farther than this quantile of held-out rows
+    )
+    max_rows: Bounded(MAX_ROWS) = 500  # query rows per period and per calibration set
+    max_index_rows: Bounded(MAX_ROWS) = 100_000  # training rows searched for nearest neighbours
+    top: Bounded(MAX_ROWS) = 5  # most novel examples shown per period
 
 
 class ReportParams(Section):
@@ -506,9 +591,12 @@ class ReportParams(Section):
 
 class DatasetEntry(Section):
     """One dataset of the run (params.yaml `datasets.<name>`): what its ingest depends on beyond the stage's code."""
+
     SECTION: ClassVar[str] = "datasets.<name>"
-    input: str | None = None  # its raw input: new or changed files re-run its ingest; null: none beyond its reader
-    reader: str                  # its reader, drift/data/datasets/<module>.py (drift/core/dataset_registry.py names it)
+    input: str | None = (
+        None  # its raw input: new or changed files re-run its ingest; null: none beyond its reader
+    )
+    reader: str  # its reader, drift/data/datasets/<module>.py (drift/core/dataset_registry.py names it)
 
 
 def _check_names(data: dict) -> None:
@@ -518,7 +606,7 @@ def _check_names(data: dict) -> None:
         check_name(name, "datasets")
     train = data.get("train") if isinstance(data.get("train"), dict) else {}
     models = train.get("models")
-    for dataset, names in (models.items() if isinstance(models, dict) else ()):
+    for dataset, names in models.items() if isinstance(models, dict) else ():
         check_name(dataset, "train.models")
         for model in names if isinstance(names, list) else [names] if isinstance(names, str) else ():
             check_name(model, f"train.models.{dataset}")
@@ -527,7 +615,7 @@ def _check_names(data: dict) -> None:
         check_name(model, "train.baselines")
     report = data.get("report") if isinstance(data.get("report"), dict) else {}
     saliency = report.get("saliency")
-    for dataset, grid in (saliency.items() if isinstance(saliency, dict) else ()):
+    for dataset, grid in saliency.items() if isinstance(saliency, dict) else ():
         check_name(dataset, "report.saliency")
         chosen = grid.get("models") if isinstance(grid, dict) else None
         for model in chosen if isinstance(chosen, list) else ():
@@ -554,14 +642,19 @@ class _Params(Section):
         data["tables"] = {name: data.pop(name, None) or {} for name in tables}
         datasets = data.get("datasets")
         if not isinstance(datasets, dict):
-            raise PydanticCustomError("drift_plain", "params.yaml `datasets` must map each dataset to its input and "
-                                                     "reader, e.g. `sotu: {input: null, reader: drift/data/datasets/sotu.py}`")
+            raise PydanticCustomError(
+                "drift_plain",
+                "params.yaml `datasets` must map each dataset to its input and "
+                "reader, e.g. `sotu: {input: null, reader: drift/data/datasets/sotu.py}`",
+            )
         _check_names(data)
         for name, entry in datasets.items():
             if not isinstance(entry, dict) and name in DATASETS:
                 raise PydanticCustomError(
-                    "drift_plain", f"params.yaml `datasets.{name}: {entry}` is the old form: write "
-                    f"`{name}: {{input: {entry}, reader: {DATASETS[name].reader}}}`")
+                    "drift_plain",
+                    f"params.yaml `datasets.{name}: {entry}` is the old form: write "
+                    f"`{name}: {{input: {entry}, reader: {DATASETS[name].reader}}}`",
+                )
         return data
 
     @model_validator(mode="after")
@@ -570,8 +663,10 @@ class _Params(Section):
             if name in self.tables:
                 continue
             if entry.reader != DATASETS[name].reader:
-                raise DriftError(f"datasets.{name}.reader is {entry.reader}, but {name}'s reader is "
-                                 f"{DATASETS[name].reader}: write that")
+                raise DriftError(
+                    f"datasets.{name}.reader is {entry.reader}, but {name}'s reader is "
+                    f"{DATASETS[name].reader}: write that"
+                )
         return self
 
     @property
@@ -595,20 +690,37 @@ class _Params(Section):
 # params.yaml: the sections above, and one mapping per dataset of the table (drift/core/dataset_registry.py), kept as
 # written: its params class lives with its reader (drift/data/datasets/<module>.py), which types and checks it
 Params = create_model(
-    "Params", __base__=_Params, __doc__="params.yaml.",
-    **{name.replace("-", "_"): (dict[str, Any], Field(default_factory=dict, alias=name)) for name in DATASETS})
+    "Params",
+    __base__=_Params,
+    __doc__="params.yaml.",
+    **{
+        name.replace("-", "_"): (dict[str, Any], Field(default_factory=dict, alias=name)) for name in DATASETS
+    },
+)
 
 
 # ---------------------------------------------------------------- one-line errors
 
 WHAT = {
-    "int_type": "an integer", "int_parsing": "an integer", "int_from_float": "an integer",
-    "float_type": "a number", "float_parsing": "a number", "bool_type": "true or false",
-    "bool_parsing": "true or false", "string_type": "a string", "list_type": "a list", "dict_type": "a mapping",
-    "model_type": "a mapping", "model_attributes_type": "a mapping",
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "string_type": "a string",
+    "list_type": "a list",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
 }
-BOUNDS = {"greater_than_equal": ("ge", "at least"), "greater_than": ("gt", "greater than"),
-          "less_than": ("lt", "less than"), "less_than_equal": ("le", "at most")}
+BOUNDS = {
+    "greater_than_equal": ("ge", "at least"),
+    "greater_than": ("gt", "greater than"),
+    "less_than": ("lt", "less than"),
+    "less_than_equal": ("le", "at most"),
+}
 
 
 def _path(loc) -> str:
@@ -627,8 +739,10 @@ def message(error: dict, where: str = "") -> str:
     if kind == "unknown_key":
         section = _path(loc)
         key = ctx["key"]
-        return (f"unknown parameter {f'{section}.{key}' if section else key}: "
-                f"{close_matches(key, ctx['valid'], prefix=f'{section}.' if section else '')}")
+        return (
+            f"unknown parameter {f'{section}.{key}' if section else key}: "
+            f"{close_matches(key, ctx['valid'], prefix=f'{section}.' if section else '')}"
+        )
     path = _path(loc + ((ctx["sub"],) if "sub" in ctx else ()))
     got = ctx.get("got", repr(error.get("input")))
     if kind == "drift_unknown":
@@ -672,6 +786,7 @@ def _document(data: dict) -> Params:
 
 # ---------------------------------------------------------------- reading params.yaml
 
+
 class _UniqueKeys(yaml.SafeLoader):
     """PyYAML's safe loader, refusing a mapping that names a key twice (PyYAML keeps the last silently)."""
 
@@ -680,8 +795,10 @@ class _UniqueKeys(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
             if isinstance(key, (str, int)) and key in seen:
-                raise DriftError(f"params.yaml names {key!r} twice in one mapping (lines {seen[key]} and "
-                                 f"{key_node.start_mark.line + 1}): keep one")
+                raise DriftError(
+                    f"params.yaml names {key!r} twice in one mapping (lines {seen[key]} and "
+                    f"{key_node.start_mark.line + 1}): keep one"
+                )
             seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep=deep)
 
@@ -711,5 +828,6 @@ def roster(train: TrainParams, name: str, modality: str | None = None) -> list[s
     (`train.baselines`, all three by default) that give every matrix a floor; on an image dataset (`modality`
     "image") the text-only references are left out."""
     models = list(train.models.get(name) or [])  # a dataset without models: drift.data.validate says so
-    return models + [b for b in train.baselines
-                     if b not in models and not (modality == "image" and b in TEXT_REFERENCES)]
+    return models + [
+        b for b in train.baselines if b not in models and not (modality == "image" and b in TEXT_REFERENCES)
+    ]

@@ -3,6 +3,7 @@ drift/run/pipeline.py writes dvc.yaml from the same table with DVC's `${key}`, s
 
 Paths are relative to the repository root (where dvc.yaml is); `dataset_paths(name, root)` joins a root.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,7 +43,9 @@ PATHS = {
     "shift": "plots/{name}/shift",
     "shift_summary": "tables/{name}-shift.json",
 }
-PARAMS_CHECKED = "data/params.checked"  # the check stage's mark, the same bytes every run: every ingest depends on it
+PARAMS_CHECKED = (
+    "data/params.checked"  # the check stage's mark, the same bytes every run: every ingest depends on it
+)
 # what a run did, not what it computed (rows embedded or found in the store, trainings and cells done or reused,
 # seconds): it depends on the caches' state, so it is kept out of git and of dvc.lock (.drift/ is ignored);
 # .drift/runs/{embed,train,evaluate}/ under the main repository (run_records)
@@ -78,7 +81,11 @@ def main_repository(cwd: str | Path | None = None) -> Path:
         return Path(os.environ["DVC_ROOT"]).resolve()
     cwd = Path(cwd or os.getcwd()).resolve()
     for directory in (cwd, *cwd.parents):
-        if directory.name == "exps" and directory.parent.name == "tmp" and directory.parent.parent.name == ".dvc":
+        if (
+            directory.name == "exps"
+            and directory.parent.name == "tmp"
+            and directory.parent.parent.name == ".dvc"
+        ):
             return directory.parent.parent.parent
     return cwd
 

@@ -1,4 +1,5 @@
 """Presets: params/<name>.yaml merged into params.yaml (`drift preset NAME`), comments kept."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,8 +11,13 @@ from drift.core.params import load_params, plain
 PRESETS = Path("params")
 
 
-def apply_preset(name: str, params_path: Path = Path("params.yaml"), presets: Path = PRESETS,
-                 check=load_params, only: bool = False) -> list[str]:
+def apply_preset(
+    name: str,
+    params_path: Path = Path("params.yaml"),
+    presets: Path = PRESETS,
+    check=load_params,
+    only: bool = False,
+) -> list[str]:
     """Merge params/<name>.yaml into params.yaml, keeping its comments; returns what changed: the keys, and for
     `datasets` what was replaced and what was kept, e.g. "datasets (sotu, synth-portraits -> amazon; kept vite)".
     `check` validates the merged document before it is written (the CLI's also types the dataset sections:
@@ -31,7 +37,7 @@ def apply_preset(name: str, params_path: Path = Path("params.yaml"), presets: Pa
     params = yaml_rt.load(params_path.read_text())
     preset = yaml_rt.load((presets / f"{name}.yaml").read_text())
     before = dict(params.get("datasets") or {})
-    own = [d for d in before if d not in DATASETS]                  # the user's tables, not a built-in dataset
+    own = [d for d in before if d not in DATASETS]  # the user's tables, not a built-in dataset
     changed = merge_preset(params, preset)
     if "datasets" in (preset or {}):
         after = params["datasets"]
@@ -39,13 +45,16 @@ def apply_preset(name: str, params_path: Path = Path("params.yaml"), presets: Pa
         for d in kept:
             after[d] = before[d]
         dropped = [d for d in own if d not in after]
-        for d in dropped:                                           # --only: their sections would be unknown
+        for d in dropped:  # --only: their sections would be unknown
             params.pop(d, None)
             (params.get("train") or {}).get("models", {}).pop(d, None)
         replaced = [d for d in before if d not in own and d not in after]
         note = f"datasets ({', '.join(replaced) or 'none'} -> {', '.join(d for d in after if d not in kept)}"
-        note += (f"; kept {', '.join(kept)}" if kept else "") + (f"; dropped {', '.join(dropped)} and their "
-                                                                 f"sections" if dropped else "") + ")"
+        note += (
+            (f"; kept {', '.join(kept)}" if kept else "")
+            + (f"; dropped {', '.join(dropped)} and their sections" if dropped else "")
+            + ")"
+        )
         changed = [c for c in changed if c != "datasets"]
         if dict(after) != before:
             changed.insert(0, note)
@@ -58,8 +67,12 @@ def apply_preset(name: str, params_path: Path = Path("params.yaml"), presets: Pa
     return changed
 
 
-def merged_document(preset: str | None, params_path: Path = Path("params.yaml"), presets: Path = PRESETS,
-                    overrides: dict | None = None) -> dict:
+def merged_document(
+    preset: str | None,
+    params_path: Path = Path("params.yaml"),
+    presets: Path = PRESETS,
+    overrides: dict | None = None,
+) -> dict:
     """params.yaml's document with preset `preset` (None: none) and then `overrides` merged in memory, as
     `drift preset` and `dvc exp run -S` would merge them; nothing is written. drift.core.params.load_params
     types it."""

@@ -1,6 +1,7 @@
 """Progress on stderr, so stdout stays clean under `dvc repro` and `--json`: a Rich bar (done / total, rate, time
 left) on a terminal; otherwise (under DVC, in CI, piped) one plain line every DRIFT_PROGRESS_INTERVAL seconds (10
 by default) while the work runs, from a timer thread, so a slow step never leaves the log silent for longer."""
+
 from __future__ import annotations
 
 import contextlib
@@ -37,7 +38,9 @@ def interval() -> float:
     except ValueError:
         value = -1.0
     if not value > 0:
-        raise DriftError(f"{INTERVAL_ENV}={raw!r} is not a positive number of seconds: unset it or set e.g. 10")
+        raise DriftError(
+            f"{INTERVAL_ENV}={raw!r} is not a positive number of seconds: unset it or set e.g. 10"
+        )
     return value
 
 
@@ -120,7 +123,13 @@ def progress(description: str, total: int | None = None):
         with _Lines(description, total, interval(), sys.stderr) as lines:
             yield lines
         return
-    columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TaskProgressColumn(),
-               TimeElapsedColumn(), TimeRemainingColumn()]
+    columns = [
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    ]
     with Progress(*columns, console=stderr, transient=False) as p:
         yield _Bar(p, p.add_task(description, total=total))

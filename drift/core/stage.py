@@ -1,6 +1,7 @@
 """What every stage script shares: one-line errors instead of tracebacks (a DriftError's message; a full disk's
 path, size and setting; any other exception named with its stage and input, its traceback in a log file), JSON
 outputs, and the check that a stage's inputs exist before it starts."""
+
 from __future__ import annotations
 
 import json
@@ -38,26 +39,34 @@ def run_stage(main) -> None:
     except DriftError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt:  # Ctrl-C: what was written is whole (atomic writes), the next run picks up there
+    except (
+        KeyboardInterrupt
+    ):  # Ctrl-C: what was written is whole (atomic writes), the next run picks up there
         print(f"{stage}: interrupted; re-run resumes", file=sys.stderr)
         sys.exit(130)
     except Exception as e:  # noqa: BLE001 - the stage's one line; the traceback goes to the log
         log = log_path(stage)
         try:
             log.parent.mkdir(parents=True, exist_ok=True)
-            log.write_text(f"stage {stage}, input {' '.join(argv) or '-'}, cwd {os.getcwd()}\n"
-                           + "".join(traceback.format_exception(e)))
+            log.write_text(
+                f"stage {stage}, input {' '.join(argv) or '-'}, cwd {os.getcwd()}\n"
+                + "".join(traceback.format_exception(e))
+            )
             where = f"traceback in {log}"
         except OSError:  # the disk that is full may be the log's
             where = f"no log written ({log} not writable)"
         if is_disk_full(e):
             path = getattr(e, "filename", None)
-            print(f"error: stage {stage}: disk full{f' writing {path}' if path else ''} ({_one_line(e)}): free "
-                  f"space on that disk, or move what it writes (embed.cache_dir for the caches) ({where})",
-                  file=sys.stderr)
+            print(
+                f"error: stage {stage}: disk full{f' writing {path}' if path else ''} ({_one_line(e)}): free "
+                f"space on that disk, or move what it writes (embed.cache_dir for the caches) ({where})",
+                file=sys.stderr,
+            )
             sys.exit(2)
-        print(f"error: stage {stage} (input: {' '.join(argv) or '-'}) failed: {_one_line(e)} ({where})",
-              file=sys.stderr)
+        print(
+            f"error: stage {stage} (input: {' '.join(argv) or '-'}) failed: {_one_line(e)} ({where})",
+            file=sys.stderr,
+        )
         sys.exit(1)
 
 
@@ -74,8 +83,14 @@ def write_run(stage: str, file: str, data) -> None:
 
 
 # which stage writes each input a later stage reads (drift/core/paths.py names)
-WRITTEN_BY = {"records": "ingest", "slices": "slice", "slice_manifest": "slice", "embeddings": "embed",
-              "models": "train", "eval": "evaluate"}
+WRITTEN_BY = {
+    "records": "ingest",
+    "slices": "slice",
+    "slice_manifest": "slice",
+    "embeddings": "embed",
+    "models": "train",
+    "eval": "evaluate",
+}
 
 
 def require(name: str, *keys: str, root: str | Path = ".") -> dict[str, Path]:
@@ -85,5 +100,7 @@ def require(name: str, *keys: str, root: str | Path = ".") -> dict[str, Path]:
     for key in keys:
         if not paths[key].exists():
             stage = WRITTEN_BY[key]
-            raise DriftError(f"{paths[key]} is missing: run `dvc repro {stage}@{name}` first (or `dvc repro`)")
+            raise DriftError(
+                f"{paths[key]} is missing: run `dvc repro {stage}@{name}` first (or `dvc repro`)"
+            )
     return paths

@@ -5,6 +5,7 @@ appended (one Lance commit) on a background thread while the encoder runs the ne
 every finished chunk and resumes with the rest. The stage's DVC output is a small deterministic manifest
 (encoder, fingerprint, store table, digest of the keys): an identical re-embedding changes nothing downstream.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,8 +37,12 @@ def encoder_kwargs(name: str, cfg: EmbedParams) -> dict:
     batch size, dtype, compute dtype, device, weights, and for a text encoder max_length and pooling (embed.pooling: null keeps
     the encoder's own; vision encoders pool as their timm head does, or as embed.image_pooling says, and read
     pixels as embed.image_input says)."""
-    kwargs = {"batch_size": cfg.batch_size, "dtype": cfg.dtype, "device": cfg.device,
-              "weights": cfg.weights.get(name)}  # an encoder without local weights: the Hugging Face cache
+    kwargs = {
+        "batch_size": cfg.batch_size,
+        "dtype": cfg.dtype,
+        "device": cfg.device,
+        "weights": cfg.weights.get(name),
+    }  # an encoder without local weights: the Hugging Face cache
     if cfg.compute_dtype is not None:  # left out by default, so a default run's encoders are built as before
         kwargs["compute_dtype"] = cfg.compute_dtype
     if get_encoder_spec(name).modality == "text":
@@ -77,13 +82,25 @@ def embed_encoder(name: str, cfg: EmbedParams):
 
 def store_manifest(encoder, store: EmbeddingStore, keys: pa.Array) -> dict:
     """What downstream stages depend on: encoder, fingerprint, store table, and a digest of the keys."""
-    return {"encoder": encoder.spec.name, "fingerprint": store.fingerprint, "fingerprint_fields": encoder.fingerprint(),
-            "store": store.path.name, "dim": encoder.dim, "rows": len(keys),
-            "keys_sha256": hashlib.sha256("\n".join(sorted(pc.unique(keys).to_pylist())).encode()).hexdigest()}
+    return {
+        "encoder": encoder.spec.name,
+        "fingerprint": store.fingerprint,
+        "fingerprint_fields": encoder.fingerprint(),
+        "store": store.path.name,
+        "dim": encoder.dim,
+        "rows": len(keys),
+        "keys_sha256": hashlib.sha256("\n".join(sorted(pc.unique(keys).to_pylist())).encode()).hexdigest(),
+    }
 
 
-def embed_dataset(slice_path: Path, cfg: EmbedParams, cache_dir: Path, encoder=None,
-                  compute: ComputeParams | None = None, seed_from: Path | None = None) -> tuple[dict, dict]:
+def embed_dataset(
+    slice_path: Path,
+    cfg: EmbedParams,
+    cache_dir: Path,
+    encoder=None,
+    compute: ComputeParams | None = None,
+    seed_from: Path | None = None,
+) -> tuple[dict, dict]:
     """Embed a text dataset's rows with embed.text_encoder; returns (manifest, metrics). On the Ray executor
     (params `compute`; None: this process) the missing rows are encoded by a pool of actors (`compute_on_ray`).
     seed_from: the dataset's feature directory; rows the store lacks that its verified files hold under the
@@ -94,8 +111,9 @@ def embed_dataset(slice_path: Path, cfg: EmbedParams, cache_dir: Path, encoder=N
     keys = table.column("key").combine_chunks()
     encoder = encoder or text_encoder(cfg)
     fingerprint = encoder.fingerprint_hash()
-    store = EmbeddingStore(cache_dir, encoder.spec.name, fingerprint, encoder.dim, with_tokens=True,
-                           fields=encoder.fingerprint())
+    store = EmbeddingStore(
+        cache_dir, encoder.spec.name, fingerprint, encoder.dim, with_tokens=True, fields=encoder.fingerprint()
+    )
     seeded = seed_store(store, seed_from, keys) if seed_from is not None else 0
     todo = store.missing(keys)
     texts = table.column("text").take(pc.index_in(pa.array(todo, pa.string()), value_set=keys)).to_pylist()
@@ -107,11 +125,20 @@ def embed_dataset(slice_path: Path, cfg: EmbedParams, cache_dir: Path, encoder=N
     compacted = store.maybe_compact() if computed else None
     unique = len(pc.unique(keys))
     manifest = store_manifest(encoder, store, keys)
-    metrics = {"rows": len(keys), "unique": unique, "computed": computed, "cache_hits": unique - computed,
-               "seeded": seeded,
-               "tokens": tokens, "batch_size": encoder.batch_size, "compacted": compacted is not None,
-               "seconds": round(time.perf_counter() - started, 3), "encoder": encoder.spec.name,
-               "fingerprint": fingerprint[:16], **executor_metrics(compute, todo)}
+    metrics = {
+        "rows": len(keys),
+        "unique": unique,
+        "computed": computed,
+        "cache_hits": unique - computed,
+        "seeded": seeded,
+        "tokens": tokens,
+        "batch_size": encoder.batch_size,
+        "compacted": compacted is not None,
+        "seconds": round(time.perf_counter() - started, 3),
+        "encoder": encoder.spec.name,
+        "fingerprint": fingerprint[:16],
+        **executor_metrics(compute, todo),
+    }
     return manifest, metrics
 
 
@@ -121,8 +148,15 @@ def executor_metrics(compute: ComputeParams, todo) -> dict:
     return {"executor": compute.executor, "workers": actors if todo else 0}
 
 
-def embed_pooled(slice_path: Path, encoder, cache_dir: Path, modality: str, cfg: EmbedParams,
-                 compute: ComputeParams | None = None, seed_from: Path | None = None) -> tuple[dict, dict]:
+def embed_pooled(
+    slice_path: Path,
+    encoder,
+    cache_dir: Path,
+    modality: str,
+    cfg: EmbedParams,
+    compute: ComputeParams | None = None,
+    seed_from: Path | None = None,
+) -> tuple[dict, dict]:
     """Pooled vectors only, for an encoder that feeds probes (any text encoder, or a vision encoder on the
     portraits); same store rules: content key + fingerprint, only missing keys, one commit per chunk of
     embed.chunk_rows. On the Ray executor the chunks go to a pool of actors, each building the encoder from `cfg`
@@ -133,8 +167,14 @@ def embed_pooled(slice_path: Path, encoder, cache_dir: Path, modality: str, cfg:
     table = read_slice_table(slice_path, columns=["key", payload])
     keys = table.column("key").combine_chunks()
     fingerprint = encoder.fingerprint_hash()
-    store = EmbeddingStore(cache_dir, encoder.spec.name, fingerprint, encoder.dim, with_tokens=False,
-                           fields=encoder.fingerprint())
+    store = EmbeddingStore(
+        cache_dir,
+        encoder.spec.name,
+        fingerprint,
+        encoder.dim,
+        with_tokens=False,
+        fields=encoder.fingerprint(),
+    )
     seeded = seed_store(store, seed_from, keys) if seed_from is not None else 0
     todo = store.missing(keys)
     rows = table.take(pc.index_in(pa.array(todo, pa.string()), value_set=keys))
@@ -148,11 +188,19 @@ def embed_pooled(slice_path: Path, encoder, cache_dir: Path, modality: str, cfg:
     compacted = store.maybe_compact() if todo else None
     unique = len(pc.unique(keys))
     manifest = {**store_manifest(encoder, store, keys), "with_tokens": False}
-    metrics = {"rows": len(keys), "unique": unique, "computed": len(todo), "cache_hits": unique - len(todo),
-               "seeded": seeded,
-               "batch_size": encoder.batch_size, "compacted": compacted is not None,
-               "seconds": round(time.perf_counter() - started, 3), "encoder": encoder.spec.name,
-               "fingerprint": fingerprint[:16], **executor_metrics(compute, todo)}
+    metrics = {
+        "rows": len(keys),
+        "unique": unique,
+        "computed": len(todo),
+        "cache_hits": unique - len(todo),
+        "seeded": seeded,
+        "batch_size": encoder.batch_size,
+        "compacted": compacted is not None,
+        "seconds": round(time.perf_counter() - started, 3),
+        "encoder": encoder.spec.name,
+        "fingerprint": fingerprint[:16],
+        **executor_metrics(compute, todo),
+    }
     return manifest, metrics
 
 
@@ -163,18 +211,28 @@ def payload_of(part: pa.Table, payload: str):
     return np.ascontiguousarray(table_images(part))
 
 
-def encode_chunks(encoder, store: EmbeddingStore, rows: pa.Table, payload: str, chunk_rows: int, label: str) -> None:
+def encode_chunks(
+    encoder, store: EmbeddingStore, rows: pa.Table, payload: str, chunk_rows: int, label: str
+) -> None:
     """Pooled vectors of `rows` in this process, one commit per chunk."""
     with progress(label, total=rows.num_rows) as bar:
         for start in range(0, rows.num_rows, chunk_rows):
             part = rows.slice(start, chunk_rows)
             pooled = encoder.encode(payload_of(part, payload), on_batch=bar.advance)
-            pooled = pooled[0] if isinstance(pooled, tuple) else pooled  # a text encoder: (pooled, tokens, lengths)
+            pooled = (
+                pooled[0] if isinstance(pooled, tuple) else pooled
+            )  # a text encoder: (pooled, tokens, lengths)
             store.append(part.column("key").to_pylist(), pooled)
 
 
-def compute_missing(encoder, store: EmbeddingStore, keys: list[str], texts: list[str], chunk_rows: int = CHUNK_ROWS,
-                    label: str = "embed") -> tuple[int, int]:
+def compute_missing(
+    encoder,
+    store: EmbeddingStore,
+    keys: list[str],
+    texts: list[str],
+    chunk_rows: int = CHUNK_ROWS,
+    label: str = "embed",
+) -> tuple[int, int]:
     """Encode the texts of keys not yet stored and append them chunk by chunk; returns (rows, tokens) computed.
 
     The order (longest first, ties in the given order) and the chunks (whole batches) are fixed, so after a
@@ -187,7 +245,7 @@ def compute_missing(encoder, store: EmbeddingStore, keys: list[str], texts: list
     store.refresh()
     with progress(label, total=len(order)) as bar, Committer(store) as commit:
         for start in range(0, len(order), step):
-            chunk = order[start:start + step]
+            chunk = order[start : start + step]
             added = store.refresh()
             if len(added):
                 done = pc.is_in(pa.array([keys[i] for i in chunk], pa.large_string()), value_set=added)
@@ -208,13 +266,21 @@ class EmbedActor:
     handed is encoded and committed to the store by the actor itself (one Lance commit per chunk; concurrent
     appends are safe, the table is created under a file lock)."""
 
-    def __init__(self, name: str, cfg: EmbedParams, cache_dir: Path, fingerprint: str, dim: int, with_tokens: bool):
+    def __init__(
+        self, name: str, cfg: EmbedParams, cache_dir: Path, fingerprint: str, dim: int, with_tokens: bool
+    ):
         self.encoder = text_encoder(cfg) if with_tokens else embed_encoder(name, cfg)
-        if self.encoder.fingerprint_hash() != fingerprint:  # other weights on this node: never mix them in a table
-            raise DriftError(f"{name} on Ray node {os.uname().nodename} has fingerprint "
-                             f"{self.encoder.fingerprint_hash()[:16]}, the stage's is {fingerprint[:16]}: give every "
-                             "node the same weights (embed.weights on the shared filesystem, or the same HF cache)")
-        self.store = EmbeddingStore(cache_dir, name, fingerprint, dim, with_tokens, fields=self.encoder.fingerprint())
+        if (
+            self.encoder.fingerprint_hash() != fingerprint
+        ):  # other weights on this node: never mix them in a table
+            raise DriftError(
+                f"{name} on Ray node {os.uname().nodename} has fingerprint "
+                f"{self.encoder.fingerprint_hash()[:16]}, the stage's is {fingerprint[:16]}: give every "
+                "node the same weights (embed.weights on the shared filesystem, or the same HF cache)"
+            )
+        self.store = EmbeddingStore(
+            cache_dir, name, fingerprint, dim, with_tokens, fields=self.encoder.fingerprint()
+        )
         self.with_tokens = with_tokens
 
     def run(self, keys: list[str], payload) -> tuple[int, int]:
@@ -235,30 +301,58 @@ class EmbedActor:
         return len(keys), 0
 
 
-def on_actors(encoder, store: EmbeddingStore, chunks: list[tuple[list, object]], cfg: EmbedParams,
-              compute: ComputeParams, label: str) -> tuple[int, int]:
+def on_actors(
+    encoder,
+    store: EmbeddingStore,
+    chunks: list[tuple[list, object]],
+    cfg: EmbedParams,
+    compute: ComputeParams,
+    label: str,
+) -> tuple[int, int]:
     """Chunks [(keys, payload)] encoded and committed by compute.embed_actors Ray actors (drift/core/executor.py);
     returns (rows, tokens) computed. The store's directory must be visible from every node."""
     store.path.parent.mkdir(parents=True, exist_ok=True)
     check_reachable([store.path.parent], compute)
-    args = (encoder.spec.name, cfg, store.path.parent.resolve(), store.fingerprint, store.dim, store.with_tokens)
+    args = (
+        encoder.spec.name,
+        cfg,
+        store.path.parent.resolve(),
+        store.fingerprint,
+        store.dim,
+        store.with_tokens,
+    )
     sizes = iter([len(keys) for keys, _ in chunks])  # results come in the chunks' order
     with progress(label, total=sum(len(keys) for keys, _ in chunks)) as bar:
-        done = map_actors(EmbedActor, args, chunks, compute, compute.embed_actors,
-                          on_result=lambda _: bar.advance(next(sizes)))
+        done = map_actors(
+            EmbedActor,
+            args,
+            chunks,
+            compute,
+            compute.embed_actors,
+            on_result=lambda _: bar.advance(next(sizes)),
+        )
     store.refresh()
     return sum(n for n, _ in done), sum(t for _, t in done)
 
 
-def compute_on_ray(encoder, store: EmbeddingStore, keys: list[str], texts: list[str], cfg: EmbedParams,
-                   compute: ComputeParams, label: str) -> tuple[int, int]:
+def compute_on_ray(
+    encoder,
+    store: EmbeddingStore,
+    keys: list[str],
+    texts: list[str],
+    cfg: EmbedParams,
+    compute: ComputeParams,
+    label: str,
+) -> tuple[int, int]:
     """compute_missing's chunks (the same order, longest first, and the same whole batches: the same vectors bit
     for bit) encoded by a pool of Ray actors, each committing its own chunks. After a kill the missing rows are
     whole chunks of that order, so a resumed run encodes exactly the batches the killed one would have."""
     order = encoder.length_order(texts)
     step = max(1, cfg.chunk_rows // encoder.batch_size) * encoder.batch_size
-    chunks = [([keys[i] for i in order[start:start + step]], [texts[i] for i in order[start:start + step]])
-              for start in range(0, len(order), step)]
+    chunks = [
+        ([keys[i] for i in order[start : start + step]], [texts[i] for i in order[start : start + step]])
+        for start in range(0, len(order), step)
+    ]
     return on_actors(encoder, store, chunks, cfg, compute, label)
 
 
@@ -295,17 +389,26 @@ class Committer:
             raise self.error
 
 
-def embed_all(slice_path: Path, modality: str, cfg: EmbedParams, cache_dir: Path,
-              compute: ComputeParams | None = None, seed_from: Path | None = None) -> dict[str, tuple[dict, dict]]:
+def embed_all(
+    slice_path: Path,
+    modality: str,
+    cfg: EmbedParams,
+    cache_dir: Path,
+    compute: ComputeParams | None = None,
+    seed_from: Path | None = None,
+) -> dict[str, tuple[dict, dict]]:
     """Every encoder a dataset's run needs, {encoder: (manifest, metrics)}: for a text dataset the text encoder
     (token states for the heads, pooled vectors), and every encoder in `embed.encoders` of the dataset's modality
     (pooled vectors for its probe). An image dataset with no encoder gets none. seed_from: as embed_dataset's."""
     results = {}
     if modality == "text":
-        results[cfg.text_encoder] = embed_dataset(slice_path, cfg, cache_dir, compute=compute, seed_from=seed_from)
+        results[cfg.text_encoder] = embed_dataset(
+            slice_path, cfg, cache_dir, compute=compute, seed_from=seed_from
+        )
     for name in cfg.encoders:
         if get_encoder_spec(name).modality != modality or name in results:
             continue
-        results[name] = embed_pooled(slice_path, embed_encoder(name, cfg), cache_dir, modality, cfg, compute,
-                                     seed_from)
+        results[name] = embed_pooled(
+            slice_path, embed_encoder(name, cfg), cache_dir, modality, cfg, compute, seed_from
+        )
     return results

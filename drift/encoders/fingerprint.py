@@ -3,6 +3,7 @@ import closure inside drift/, as dvc.yaml's code deps are computed; the versions
 imports and of those they require; plus each modality's pooling, length, sizes and dtype), hashed into the key of
 its table in the embedding store. Another fingerprint is another table: nothing computed under other settings or
 other code is served."""
+
 from __future__ import annotations
 
 import hashlib
@@ -21,8 +22,9 @@ def weights_hash(path: Path) -> str:
     if path.is_file():
         files = [path]
     else:
-        files = sorted(p for p in path.rglob("*")
-                       if p.suffix in {".safetensors", ".bin", ".pt", ".pth"} and p.is_file())
+        files = sorted(
+            p for p in path.rglob("*") if p.suffix in {".safetensors", ".bin", ".pt", ".pth"} and p.is_file()
+        )
     if not files:
         raise DriftError(f"no weight files (.safetensors, .bin, .pt, .pth) in {path}")
     for f in files:
@@ -44,6 +46,7 @@ class Fingerprinted:
     """Mixin of the frozen encoders: `fingerprint()` = the spec's name, hub id and weights' sha256 (hashed once),
     the code and library versions of the encoder's module, plus its own `fingerprint_fields()`;
     `fingerprint_hash()` its sha256."""
+
     _weights_sha256: str | None = None
     _code: dict | None = None
 
@@ -52,8 +55,13 @@ class Fingerprinted:
             self._weights_sha256 = weights_hash(self.path)
         if self._code is None:
             self._code = code_fields(type(self).__module__)
-        return {"encoder": self.spec.name, "hub_id": self.spec.hub_id, "weights_sha256": self._weights_sha256,
-                **self._code, **self.fingerprint_fields()}
+        return {
+            "encoder": self.spec.name,
+            "hub_id": self.spec.hub_id,
+            "weights_sha256": self._weights_sha256,
+            **self._code,
+            **self.fingerprint_fields(),
+        }
 
     def fingerprint_hash(self) -> str:
         return hashlib.sha256(json.dumps(self.fingerprint(), sort_keys=True).encode()).hexdigest()

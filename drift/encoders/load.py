@@ -1,5 +1,6 @@
 """An encoder of the registry, loaded: TextEncoder (text.py) or VisionEncoder (vision.py) by its modality.
 Apart from the package's __init__ so that reading the registry never reaches torch or transformers."""
+
 from drift.core.encoder_registry import get_encoder_spec
 
 
@@ -11,9 +12,10 @@ def make_encoder(name: str, **kwargs):
         from drift.encoders.text import (
             TextEncoder,  # lazy: one modality's libraries only
         )
+
         return TextEncoder(name, **kwargs)
     from drift.encoders.vision import (
         VisionEncoder,  # lazy: one modality's libraries only
     )
-    return VisionEncoder(name, **kwargs)
 
+    return VisionEncoder(name, **kwargs)

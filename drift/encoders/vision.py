@@ -4,6 +4,7 @@ Weights load from a local file or directory (`embed.weights.<name>` in params) o
 file-system lookup only: nothing downloads and nothing waits on a network. Preprocessing follows the model's
 own timm data config (mean, std); the small inputs are resized to the registry's image size, bilinearly.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -50,7 +51,8 @@ def resolve_weights(spec, weights: str | None = None) -> Path:
             return Path(hit)
     raise DriftError(
         f"no local weights for encoder {spec.name} ({repo}): set embed.weights.{spec.name} to a local weight file "
-        f"or directory, or download them on a machine with a network (`hf download {repo}`)")
+        f"or directory, or download them on a machine with a network (`hf download {repo}`)"
+    )
 
 
 def size_kwargs(arch: str, image_size: int) -> dict:
@@ -58,7 +60,11 @@ def size_kwargs(arch: str, image_size: int) -> dict:
     (timm resamples a checkpoint's embeddings on load). CNNs take any size and have no such argument."""
     with torch.device("meta"):  # no memory, no init cost: only the class is wanted
         cls = type(timm.create_model(arch, pretrained=False))
-    return {"img_size": image_size} if image_size and "img_size" in inspect.signature(cls.__init__).parameters else {}
+    return (
+        {"img_size": image_size}
+        if image_size and "img_size" in inspect.signature(cls.__init__).parameters
+        else {}
+    )
 
 
 def has_classifier(arch: str, weights_file: Path) -> bool:
@@ -72,7 +78,9 @@ def has_classifier(arch: str, weights_file: Path) -> bool:
         return any(key.startswith(f"{head}.") for key in f.keys() for head in heads)
 
 
-def build_model(arch: str, image_size: int, weights_file: Path, global_pool: str | None = None) -> torch.nn.Module:
+def build_model(
+    arch: str, image_size: int, weights_file: Path, global_pool: str | None = None
+) -> torch.nn.Module:
     """timm model `arch` with the weights in weights_file and no classifier, built for image_size, pooling with
     timm's `global_pool` (None: the architecture's default)."""
     kwargs = size_kwargs(arch, image_size)
@@ -87,7 +95,9 @@ def build_model(arch: str, image_size: int, weights_file: Path, global_pool: str
     except (RuntimeError, KeyError, ValueError, OSError) as e:
         reason = " ".join(str(e).split())[:300]
         raise DriftError(f"weights {weights_file} do not load into timm model {arch}: {reason}") from e
-    model.reset_classifier(0)  # keeps the head's pooling (CLS token, attention pool, average), drops the logits
+    model.reset_classifier(
+        0
+    )  # keeps the head's pooling (CLS token, attention pool, average), drops the logits
     if global_pool is not None:
         model.reset_classifier(0, global_pool)
     return model
@@ -107,9 +117,17 @@ class VisionEncoder(Fingerprinted):
     they are (the authors' runs). `global_pool`: timm's pooling of the head (None: the architecture's).
     `compute_dtype` (embed.compute_dtype): the forward pass's dtype on a GPU; None autocasts to `dtype`."""
 
-    def __init__(self, name: str, batch_size: int = 64, dtype: str = "float32", device: str | None = None,
-                 weights: str | None = None, image_input: str = "normalised", global_pool: str | None = None,
-                 compute_dtype: str | None = None):
+    def __init__(
+        self,
+        name: str,
+        batch_size: int = 64,
+        dtype: str = "float32",
+        device: str | None = None,
+        weights: str | None = None,
+        image_input: str = "normalised",
+        global_pool: str | None = None,
+        compute_dtype: str | None = None,
+    ):
         self.spec = get_encoder_spec(name)
         if self.spec.modality != "image":
             raise DriftError(f"{name} is a {self.spec.modality} encoder; image datasets need an image one")
@@ -136,8 +154,14 @@ class VisionEncoder(Fingerprinted):
         self._std = torch.tensor(self.std, device=self.device).view(1, 3, 1, 1)
 
     def fingerprint_fields(self) -> dict:
-        fields = {"pooling": f"timm:{head_pooling(self.model)}", "image_size": self.image_size,
-                  "resize": "bilinear", "mean": self.mean, "std": self.std, "dtype": self.dtype}
+        fields = {
+            "pooling": f"timm:{head_pooling(self.model)}",
+            "image_size": self.image_size,
+            "resize": "bilinear",
+            "mean": self.mean,
+            "std": self.std,
+            "dtype": self.dtype,
+        }
         if self.image_input != "normalised":  # off the default only: a default run's fingerprints stay
             fields["input"] = self.image_input
         if self.compute_dtype is not None:
@@ -151,13 +175,17 @@ class VisionEncoder(Fingerprinted):
             if x.shape[1] == 1:
                 x = x.expand(-1, 3, -1, -1)
             if x.shape[-2:] != (self.image_size, self.image_size):
-                x = F.interpolate(x, size=(self.image_size, self.image_size), mode="bilinear", align_corners=False)
+                x = F.interpolate(
+                    x, size=(self.image_size, self.image_size), mode="bilinear", align_corners=False
+                )
             return x
         x = x.div_(255)
         if x.shape[1] == 1:
             x = x.expand(-1, 3, -1, -1)  # grayscale: the encoders were all trained on RGB
         if x.shape[-2:] != (self.image_size, self.image_size):
-            x = F.interpolate(x, size=(self.image_size, self.image_size), mode="bilinear", align_corners=False)
+            x = F.interpolate(
+                x, size=(self.image_size, self.image_size), mode="bilinear", align_corners=False
+            )
         return (x - self._mean) / self._std
 
     @torch.inference_mode()
@@ -165,14 +193,18 @@ class VisionEncoder(Fingerprinted):
         """One forward pass: pooled [n, D] float32 for uint8 images [n, C, H, W] (C = 1 or 3)."""
         images = np.asarray(images)
         if images.ndim != 4 or images.dtype != np.uint8 or images.shape[1] not in (1, 3):
-            raise DriftError(f"{self.spec.name} takes uint8 images [n, 1|3, H, W], got {images.dtype} "
-                             f"{list(images.shape)}")
+            raise DriftError(
+                f"{self.spec.name} takes uint8 images [n, 1|3, H, W], got {images.dtype} {list(images.shape)}"
+            )
         if len(images) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
         x = self.preprocess(images)
         # mixed precision on a GPU only (self.autocast): on the CPU the same code runs in float32
-        with torch.autocast(self.device.split(":")[0], dtype=getattr(torch, self.autocast or "float32"),
-                            enabled=self.autocast is not None):
+        with torch.autocast(
+            self.device.split(":")[0],
+            dtype=getattr(torch, self.autocast or "float32"),
+            enabled=self.autocast is not None,
+        ):
             return self.model(x).float().cpu().numpy()
 
     def encode(self, images: np.ndarray, on_batch=None) -> np.ndarray:
@@ -180,7 +212,7 @@ class VisionEncoder(Fingerprinted):
         error halves the batch size for the rest of the run and retries the batch."""
         pooled, start = [], 0
         while start < len(images):
-            batch = images[start:start + self.batch_size]
+            batch = images[start : start + self.batch_size]
             try:
                 pooled.append(self.encode_batch(batch))
             except torch.cuda.OutOfMemoryError:

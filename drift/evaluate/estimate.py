@@ -8,6 +8,7 @@ binary and multiclass (accuracy), on the largest softmax probability: atc, Avera
 and doc, Difference of Confidences (Guillory et al. 2021), clipped to [0, 1]. multilabel (macro AUC): doc on the
 AUC the model expects of itself, anchored on the source's true macro AUC. regression (balanced MSE): not
 estimated; `estimated_matrix` returns no method for it, and the report says so."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,7 +29,7 @@ def softmax_confidence(logits: np.ndarray) -> np.ndarray:
 def atc_threshold(confidence: np.ndarray, accuracy: float) -> tuple[float, float]:
     """(t, w): share(confidence > t) + w * share(confidence == t) equals `accuracy` exactly on these rows."""
     s = np.sort(np.asarray(confidence, dtype=np.float64))[::-1]
-    k = accuracy * len(s)                     # how many rows should count as above the threshold
+    k = accuracy * len(s)  # how many rows should count as above the threshold
     t = s[max(int(np.ceil(k)) - 1, 0)]
     above, tied = np.sum(s > t), np.sum(s == t)
     return float(t), float(np.clip((k - above) / tied, 0.0, 1.0))
@@ -46,9 +47,11 @@ def expected_auc(scores: np.ndarray, probability: np.ndarray) -> float | None:
     scores, p = np.asarray(scores, dtype=np.float64), np.asarray(probability, dtype=np.float64)
     q = 1.0 - p
     levels, group = np.unique(scores, return_inverse=True)
-    negatives_in = np.bincount(group, weights=q, minlength=len(levels))   # expected negatives per score level
-    below = np.concatenate([[0.0], np.cumsum(negatives_in)[:-1]])          # ... strictly below each level
-    ordered = np.sum(p * (below[group] + 0.5 * (negatives_in[group] - q)))  # a row is never paired with itself
+    negatives_in = np.bincount(group, weights=q, minlength=len(levels))  # expected negatives per score level
+    below = np.concatenate([[0.0], np.cumsum(negatives_in)[:-1]])  # ... strictly below each level
+    ordered = np.sum(
+        p * (below[group] + 0.5 * (negatives_in[group] - q))
+    )  # a row is never paired with itself
     pairs = np.sum(p * (q.sum() - q))
     return float(ordered / pairs) if pairs > 0 else None
 
@@ -78,30 +81,47 @@ def calibrate(task, source_outputs: np.ndarray, source_labels: np.ndarray) -> di
     if task.name in ("binary", "multiclass"):
         confidence = softmax_confidence(source_outputs)
         threshold = atc_threshold(confidence, true_source)
-        return {"true": float(true_source), "threshold": [float(t) for t in threshold],
-                "mean_confidence": float(confidence.mean())}
+        return {
+            "true": float(true_source),
+            "threshold": [float(t) for t in threshold],
+            "mean_confidence": float(confidence.mean()),
+        }
     y = np.asarray(source_labels).reshape(len(source_labels), -1)
     classes = np.flatnonzero((y.min(0) == 0) & (y.max(0) == 1))  # the classes the source AUC scored
     expected = expected_macro_auc(source_outputs, classes)
-    return {"true": float(true_source), "classes": classes.tolist(),
-            "expected": None if expected is None else float(expected)}
+    return {
+        "true": float(true_source),
+        "classes": classes.tolist(),
+        "expected": None if expected is None else float(expected),
+    }
 
 
 def estimate_cell(task, calibration: dict, outputs: np.ndarray) -> dict[str, float]:
     """{method: estimate} of one cell from the model's outputs on its rows (no labels)."""
     if task.name in ("binary", "multiclass"):
         confidence = softmax_confidence(outputs)
-        return {"atc": float(atc_estimate(confidence, tuple(calibration["threshold"]))),
-                "doc": float(np.clip(calibration["true"] + confidence.mean() - calibration["mean_confidence"], 0, 1))}
+        return {
+            "atc": float(atc_estimate(confidence, tuple(calibration["threshold"]))),
+            "doc": float(
+                np.clip(calibration["true"] + confidence.mean() - calibration["mean_confidence"], 0, 1)
+            ),
+        }
     expected = expected_macro_auc(outputs, np.asarray(calibration["classes"], dtype=int))
     if calibration["expected"] is None or expected is None:
         return {}
     return {"doc": float(np.clip(calibration["true"] + expected - calibration["expected"], 0, 1))}
 
 
-def estimated_matrix(outputs: dict[int, np.ndarray | None], labels: np.ndarray, slices: np.ndarray,
-                     splits: np.ndarray, usable: list[bool], task, known: dict | None = None,
-                     calibrations: dict | None = None) -> dict[str, np.ndarray]:
+def estimated_matrix(
+    outputs: dict[int, np.ndarray | None],
+    labels: np.ndarray,
+    slices: np.ndarray,
+    splits: np.ndarray,
+    usable: list[bool],
+    task,
+    known: dict | None = None,
+    calibrations: dict | None = None,
+) -> dict[str, np.ndarray]:
     """{method: K x K estimate of M (nan = empty)} over the cells drift_matrix scores, reading labels only on each
     cutoff's source rows. `known` {(i, j): {method: value}} and `calibrations` {i: calibration} hold what was
     computed before (the cell cache), taken as they are. A cutoff whose source cannot be scored keeps an empty

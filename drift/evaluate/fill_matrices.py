@@ -2,6 +2,7 @@
 label-free estimates of the same cells, in three steps around the protocol's definition
 (drift/protocol/matrix.py `drift_matrix`): look up the cells the cache holds, predict what is missing
 (batched), then let the definition score the rest and store it."""
+
 from __future__ import annotations
 
 import json
@@ -37,13 +38,16 @@ class EvalJob:
     """One task of the evaluation: every cell of one (model, seed), from its checkpoints {cutoff: path}, or
     {cutoff: cache key or bytes} (`from_cache`: for a worker that shares no filesystem with the stage, which
     reads them from the checkpoint cache). SliceData travels as its recipe or shipped (drift/models/slice_data.py)."""
+
     data: SliceData
     name: str
     seed: int
     checkpoints: dict[int, Path]
     cache_root: Path
     threads: int
-    code: str  # drift.store.cells.code_version("evaluate", its model's module), computed where the checkout is
+    code: (
+        str  # drift.store.cells.code_version("evaluate", its model's module), computed where the checkout is
+    )
     from_cache: bool = False
 
 
@@ -51,6 +55,7 @@ class EvalJob:
 class CutoffPlan:
     """What cutoff i still needs: its cells {j: key} and estimate cells {j: key} missing from the cache, its
     calibration (cached or not) and the slices its checkpoint must predict."""
+
     path: Path
     checkpoint: str
     missing: dict = field(default_factory=dict)
@@ -77,20 +82,26 @@ def look_up(job: EvalJob, cache, methods) -> tuple[dict, dict, dict]:
         source_digest = rows_digest(hashes, source)
         for j, rows in scored_cells(i, data.usable, data.slices, data.splits):
             digest = rows_digest(hashes, rows)
-            found, value = cache.cell(plan.checkpoint, key := cell_key(plan.checkpoint, digest, job.data.task.metric, code))
+            found, value = cache.cell(
+                plan.checkpoint, key := cell_key(plan.checkpoint, digest, job.data.task.metric, code)
+            )
             if found:
                 known[i, j] = value
             else:
                 plan.missing[j] = key
             for metric in data.task.also:
-                found, value = cache.cell(plan.checkpoint, key := cell_key(plan.checkpoint, digest, metric, code))
+                found, value = cache.cell(
+                    plan.checkpoint, key := cell_key(plan.checkpoint, digest, metric, code)
+                )
                 if found:
                     known_also[metric][i, j] = value
                 else:
                     plan.missing_also[metric, j] = key
             if methods:
-                found, values = cache.cell(plan.checkpoint,
-                                            key := cell_key(plan.checkpoint, digest + source_digest, "estimates", code))
+                found, values = cache.cell(
+                    plan.checkpoint,
+                    key := cell_key(plan.checkpoint, digest + source_digest, "estimates", code),
+                )
                 if found:
                     known_estimates[i, j] = values or {}
                 else:
@@ -113,8 +124,10 @@ def predict_needed(job: EvalJob, plans: dict) -> dict[int, np.ndarray | None]:
 
     data = job.data
     inputs = data.inputs(job.name)
-    models = {i: load_checkpoint(job.name, inputs.spec(), data.n_outputs, data.task.name, plan.path)
-              for i, plan in plans.items()}
+    models = {
+        i: load_checkpoint(job.name, inputs.spec(), data.n_outputs, data.task.name, plan.path)
+        for i, plan in plans.items()
+    }
     outputs = {i: None for i in job.checkpoints}
     outputs.update({i: np.zeros((len(data.labels), data.n_outputs), np.float32) for i in plans})
     for j in sorted(set().union(*(plan.needed for plan in plans.values()))):
@@ -153,12 +166,17 @@ def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
     also = {}
     for metric in data.task.also:  # the same cells scored by another metric (multiclass: macro-F1)
         scorer = replace(data.task, metric=metric)
-        also[metric] = drift_matrix(outputs, labels, data.slices, data.splits, data.usable, scorer,
-                                    known=known_also[metric])
+        also[metric] = drift_matrix(
+            outputs, labels, data.slices, data.splits, data.usable, scorer, known=known_also[metric]
+        )
         for i, plan in plans.items():
             for (m, j), key in plan.missing_also.items():
                 if m == metric:
-                    cache.put_cell(plan.checkpoint, key, None if np.isnan(also[metric][i, j]) else float(also[metric][i, j]))
+                    cache.put_cell(
+                        plan.checkpoint,
+                        key,
+                        None if np.isnan(also[metric][i, j]) else float(also[metric][i, j]),
+                    )
     calibrations = {}
     for i, plan in plans.items():
         for j, key in plan.missing.items():
@@ -168,15 +186,31 @@ def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
             plan.calibration = calibrate(data.task, outputs[i][source], labels[source])
             cache.put_cell(plan.checkpoint, plan.calibration_key, plan.calibration)
         calibrations[i] = plan.calibration
-    estimated = estimated_matrix(outputs, labels, data.slices, data.splits, data.usable, data.task,
-                                 known=known_estimates, calibrations=calibrations)
+    estimated = estimated_matrix(
+        outputs,
+        labels,
+        data.slices,
+        data.splits,
+        data.usable,
+        data.task,
+        known=known_estimates,
+        calibrations=calibrations,
+    )
     for i, plan in plans.items():
         for j, key in plan.missing_estimates.items():
-            cache.put_cell(plan.checkpoint, key, {m: float(estimated[m][i, j]) for m in methods if not np.isnan(estimated[m][i, j])})
+            cache.put_cell(
+                plan.checkpoint,
+                key,
+                {m: float(estimated[m][i, j]) for m in methods if not np.isnan(estimated[m][i, j])},
+            )
     cache.sync()
     n_estimates = sum(len(plan.missing_estimates) for plan in plans.values())
-    counts = {"computed": sum(len(plan.missing) for plan in plans.values()), "reused": len(known),
-              "estimates": {"computed": n_estimates, "reused": len(known_estimates)}, "corrupt": cache.corrupt}
+    counts = {
+        "computed": sum(len(plan.missing) for plan in plans.values()),
+        "reused": len(known),
+        "estimates": {"computed": n_estimates, "reused": len(known_estimates)},
+        "corrupt": cache.corrupt,
+    }
     also_json = {m: to_json(v) for m, v in also.items()}
     return to_json(matrix), {m: to_json(estimated[m]) for m in methods}, counts, also_json
 
@@ -189,8 +223,14 @@ def shipped_checkpoint(path: Path, key: str | None, cache: ResultCache) -> str |
     return path.read_bytes()
 
 
-def evaluate_roster(data: SliceData, models: list[str], models_dir: Path, threads: int = 1, cache=None,
-                    compute: ComputeParams | None = None) -> tuple[dict, dict]:
+def evaluate_roster(
+    data: SliceData,
+    models: list[str],
+    models_dir: Path,
+    threads: int = 1,
+    cache=None,
+    compute: ComputeParams | None = None,
+) -> tuple[dict, dict]:
     """({model: its evaluation}, counts): per-seed drift matrices with what a reader needs to interpret them
     (metric, direction, slice labels, which slices are usable), and their label-free estimates. One task per
     (model, seed) on the `compute` executor (drift/core/executor.py); counts: cells {computed, reused}, estimates
@@ -207,14 +247,28 @@ def evaluate_roster(data: SliceData, models: list[str], models_dir: Path, thread
     keys = json.loads(listing.read_text()) if shipped and listing.exists() else {}
     jobs = []
     for name in models:
-        code = code_version("evaluate", model_module(name), model_modules())  # its own head's module, not the others'
+        code = code_version(
+            "evaluate", model_module(name), model_modules()
+        )  # its own head's module, not the others'
         data.inputs(name)  # builds the feature files here, before any task reads them
         for seed, checkpoints in list_checkpoints(models_dir, name).items():
             if shipped:
-                checkpoints = {i: shipped_checkpoint(path, keys.get(str(path.relative_to(models_dir))), cache)
-                               for i, path in checkpoints.items()}
-            jobs.append(EvalJob(data, name, seed, checkpoints, location(cache.root).resolve(), threads, code,
-                                from_cache=shipped))
+                checkpoints = {
+                    i: shipped_checkpoint(path, keys.get(str(path.relative_to(models_dir))), cache)
+                    for i, path in checkpoints.items()
+                }
+            jobs.append(
+                EvalJob(
+                    data,
+                    name,
+                    seed,
+                    checkpoints,
+                    location(cache.root).resolve(),
+                    threads,
+                    code,
+                    from_cache=shipped,
+                )
+            )
     if jobs:
         cache.root.mkdir(parents=True, exist_ok=True)
         if shipped:
@@ -222,12 +276,27 @@ def evaluate_roster(data: SliceData, models: list[str], models_dir: Path, thread
             data.ship()
         else:
             check_reachable([cache.root, models_dir, data.paths["slices"], data.paths["features"]], compute)
-    counts = {"computed": 0, "reused": 0, "estimates": {"computed": 0, "reused": 0}, "recomputed": {"corrupt": 0},
-              "corrupt": []}
-    results = {name: {"dataset": data.name, "model": name, "family": get_model_info(name).family,
-                      "metric": data.task.metric, "higher_is_better": data.task.higher_is_better,
-                      "labels": labels, "usable": data.usable, "seeds": {},
-                      "estimated": {m: {} for m in METHODS[data.task.name]}} for name in models}
+    counts = {
+        "computed": 0,
+        "reused": 0,
+        "estimates": {"computed": 0, "reused": 0},
+        "recomputed": {"corrupt": 0},
+        "corrupt": [],
+    }
+    results = {
+        name: {
+            "dataset": data.name,
+            "model": name,
+            "family": get_model_info(name).family,
+            "metric": data.task.metric,
+            "higher_is_better": data.task.higher_is_better,
+            "labels": labels,
+            "usable": data.usable,
+            "seeds": {},
+            "estimated": {m: {} for m in METHODS[data.task.name]},
+        }
+        for name in models
+    }
     for result in results.values() if data.task.also else ():
         result["also"] = {metric: {} for metric in data.task.also}  # {metric: {seed: matrix}}
     with progress(f"evaluate {data.name}: (model, seed) matrices", total=len(jobs)) as bar:

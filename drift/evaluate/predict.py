@@ -1,5 +1,6 @@
 """Checkpoints' raw outputs over rows of the slice table, batch by batch: every model that needs a slice runs over
 each batch read once (evaluation's batched prediction)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,7 +14,9 @@ MAX_BATCH_TOKENS = 256 * 128
 
 
 @torch.inference_mode()
-def predict_many(models: list[torch.nn.Module], inputs: Inputs, rows: np.ndarray, batch_size: int = 256) -> list[np.ndarray]:
+def predict_many(
+    models: list[torch.nn.Module], inputs: Inputs, rows: np.ndarray, batch_size: int = 256
+) -> list[np.ndarray]:
     """Raw outputs [n, n_outputs] of every model for the given rows, in their order, reading each batch once for
     all of them (evaluation runs every checkpoint that needs a slice over it together). Token rows run sorted by
     length (little padding), then go back to the caller's order; a model's outputs do not depend on which other
@@ -23,9 +26,13 @@ def predict_many(models: list[torch.nn.Module], inputs: Inputs, rows: np.ndarray
     batches, i = [], 0
     while i < len(rows):  # token batches hold at most MAX_BATCH_TOKENS: wide rows come fewer at a time
         size = batch_size
-        while lengths is not None and size > 1 and size * lengths[rows[perm[min(i + size, len(rows)) - 1]]] > MAX_BATCH_TOKENS:
+        while (
+            lengths is not None
+            and size > 1
+            and size * lengths[rows[perm[min(i + size, len(rows)) - 1]]] > MAX_BATCH_TOKENS
+        ):
             size //= 2
-        batches.append(rows[perm[i:i + size]])
+        batches.append(rows[perm[i : i + size]])
         i += size
     outputs: list[list[torch.Tensor]] = [[] for _ in models]
     # one batch read ahead: with the token cap, memory follows MAX_BATCH_TOKENS, not the longest rows

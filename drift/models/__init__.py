@@ -8,6 +8,7 @@ Three kinds of input:
 Every model returns [B, n_outputs] and carries `.name`, `.family` and `.input_kind`. `dropout` p reaches the
 families that have dropout in the authors' definitions (ViT, every text head); the others have none.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -30,13 +31,13 @@ INPUT_KINDS = ("pixels", "tokens", "pooled", "text")
 
 @dataclass(frozen=True)
 class InputSpec:
-    kind: str               # "pixels" | "tokens" | "pooled"
-    shape: tuple            # pixels: (C, H, W); tokens and pooled: (D,), the embedding width
-    max_tokens: int = 512   # tokens: longest sequence (rows are cut there; no head has a position table)
+    kind: str  # "pixels" | "tokens" | "pooled"
+    shape: tuple  # pixels: (C, H, W); tokens and pooled: (D,), the embedding width
+    max_tokens: int = 512  # tokens: longest sequence (rows are cut there; no head has a position table)
 
 
 _DERIVED: dict[str, ModelInfo] = {}  # what the classes say: must equal drift.core.model_registry's MODELS
-_BUILD: dict[str, tuple] = {}          # name -> (class, size arguments)
+_BUILD: dict[str, tuple] = {}  # name -> (class, size arguments)
 
 
 def _register(name, family, size, input_kind, display, cls, **kwargs):
@@ -47,7 +48,9 @@ def _register(name, family, size, input_kind, display, cls, **kwargs):
 
 for _fam, (_cls, _family, _sizes) in image.SIZES.items():
     for _size, _kw in _sizes.items():
-        _register(f"{_fam}-{_size}", _family, _size.upper(), "pixels", f"{_family}-{_size.upper()}", _cls, **_kw)
+        _register(
+            f"{_fam}-{_size}", _family, _size.upper(), "pixels", f"{_family}-{_size.upper()}", _cls, **_kw
+        )
 for _name, (_cls, _family, _display, _size, _kw) in text_heads.HEADS.items():
     _register(_name, _family, _size, "tokens", _display, _cls, **_kw)
 for _enc in ENCODERS.values():
@@ -59,8 +62,10 @@ _register(REFERENCES["tfidf"], "Reference", "-", "text", "TF-IDF", TfidfBaseline
 BASELINES = tuple(REFERENCES.values())
 if _DERIVED != MODELS:  # the check stage reads the torch-free table: it must say what the classes build
     _differ = sorted(n for n in {*_DERIVED, *MODELS} if _DERIVED.get(n) != MODELS.get(n))
-    raise RuntimeError(f"drift/core/model_registry.py disagrees with the model classes on {', '.join(_differ)}: "
-                       f"make its table say what drift/models registers")
+    raise RuntimeError(
+        f"drift/core/model_registry.py disagrees with the model classes on {', '.join(_differ)}: "
+        f"make its table say what drift/models registers"
+    )
 _resolve = resolve
 
 
@@ -92,7 +97,9 @@ def create_model(name: str, input_spec: InputSpec, n_outputs: int, dropout: floa
     if info.input != "auto" and spec.kind != info.input:
         raise DriftError(f"model '{name}' needs {info.input} input, shape {want}; got {spec.kind} input")
     if len(spec.shape) != (3 if spec.kind == "pixels" else 1) or min(spec.shape) < 1:
-        raise DriftError(f"model '{name}' needs {info.input} input of shape {want}; got shape {tuple(spec.shape)}")
+        raise DriftError(
+            f"model '{name}' needs {info.input} input of shape {want}; got shape {tuple(spec.shape)}"
+        )
     if n_outputs < 1:
         raise DriftError(f"model '{name}' needs n_outputs >= 1; got {n_outputs}")
     if not 0 <= dropout < 1:
@@ -142,33 +149,87 @@ def reference_spec(name: str, arxiv: bool = False) -> tuple[InputSpec, int]:
 # (Amazon Reviews). Probes are a single linear layer, exactly D * n + n; the tables round them.
 PAPER_PARAMS: dict[str, int] = {
     # Table 3
-    "mlp-s": 98_000, "mlp-m": 410_000, "mlp-l": 2_100_000,
-    "cnn-s": 94_000, "cnn-m": 542_000, "cnn-l": 2_100_000,
-    "resnet-s": 98_000, "resnet-m": 400_000, "resnet-l": 2_100_000,
-    "vit-s": 75_000, "vit-m": 545_000, "vit-l": 2_200_000,
+    "mlp-s": 98_000,
+    "mlp-m": 410_000,
+    "mlp-l": 2_100_000,
+    "cnn-s": 94_000,
+    "cnn-m": 542_000,
+    "cnn-l": 2_100_000,
+    "resnet-s": 98_000,
+    "resnet-m": 400_000,
+    "resnet-l": 2_100_000,
+    "vit-s": 75_000,
+    "vit-m": 545_000,
+    "vit-l": 2_200_000,
     # Table 11
-    "ffn-s": 99_000, "ffn-m": 394_000, "ffn-l": 1_600_000,
-    "textcnn-s": 88_000, "textcnn-m": 461_000, "textcnn-l": 1_900_000,
-    "bigru-s": 99_000, "bilstm-m": 536_000, "bilstm-attn-l": 2_200_000,
-    "tx-s": 83_000, "tx-m": 493_000, "tx-l": 1_900_000,
+    "ffn-s": 99_000,
+    "ffn-m": 394_000,
+    "ffn-l": 1_600_000,
+    "textcnn-s": 88_000,
+    "textcnn-m": 461_000,
+    "textcnn-l": 1_900_000,
+    "bigru-s": 99_000,
+    "bilstm-m": 536_000,
+    "bilstm-attn-l": 2_200_000,
+    "tx-s": 83_000,
+    "tx-m": 493_000,
+    "tx-l": 1_900_000,
     # Table 4
-    "probe-dinov2-s": 770, "probe-dinov3-s": 770, "probe-vit-s16-in21k": 770, "probe-resnet50-in": 4_000,
-    "probe-convnext-s": 2_000, "probe-eva02-b": 2_000, "probe-mae-b": 2_000, "probe-clip-b32": 2_000,
+    "probe-dinov2-s": 770,
+    "probe-dinov3-s": 770,
+    "probe-vit-s16-in21k": 770,
+    "probe-resnet50-in": 4_000,
+    "probe-convnext-s": 2_000,
+    "probe-eva02-b": 2_000,
+    "probe-mae-b": 2_000,
+    "probe-clip-b32": 2_000,
     "probe-siglip-b": 2_000,
     # Table 12
-    "probe-bert": 769, "probe-roberta": 769, "probe-deberta-v3": 769, "probe-electra": 769,
-    "probe-mpnet": 769, "probe-modernbert": 769, "probe-distilbert": 769,
+    "probe-bert": 769,
+    "probe-roberta": 769,
+    "probe-deberta-v3": 769,
+    "probe-electra": 769,
+    "probe-mpnet": 769,
+    "probe-modernbert": 769,
+    "probe-distilbert": 769,
 }
 
 # Tables 19 and 20 (arXiv, 7 labels), at reference_spec(name, arxiv=True).
 PAPER_PARAMS_ARXIV: dict[str, int] = {
-    "ffn-s": 99_000, "ffn-m": 397_000, "ffn-l": 1_600_000,
-    "textcnn-s": 89_000, "textcnn-m": 462_000, "textcnn-l": 1_900_000,
-    "bigru-s": 100_000, "bilstm-m": 537_000, "bilstm-attn-l": 2_200_000,
-    "tx-s": 83_000, "tx-m": 493_000, "tx-l": 1_900_000,
-    "probe-minilm-l6": 3_000, "probe-distilbert": 5_000, "probe-electra": 5_000, "probe-bert": 5_000,
-    "probe-mpnet": 5_000, "probe-roberta": 5_000, "probe-modernbert": 5_000, "probe-deberta-v3": 5_000,
+    "ffn-s": 99_000,
+    "ffn-m": 397_000,
+    "ffn-l": 1_600_000,
+    "textcnn-s": 89_000,
+    "textcnn-m": 462_000,
+    "textcnn-l": 1_900_000,
+    "bigru-s": 100_000,
+    "bilstm-m": 537_000,
+    "bilstm-attn-l": 2_200_000,
+    "tx-s": 83_000,
+    "tx-m": 493_000,
+    "tx-l": 1_900_000,
+    "probe-minilm-l6": 3_000,
+    "probe-distilbert": 5_000,
+    "probe-electra": 5_000,
+    "probe-bert": 5_000,
+    "probe-mpnet": 5_000,
+    "probe-roberta": 5_000,
+    "probe-modernbert": 5_000,
+    "probe-deberta-v3": 5_000,
 }
 
-__all__ = ["InputSpec", "ModelInfo", "MODELS", "ALIASES", "BASELINES", "create_model", "get_model_info", "list_models", "count_params",
-           "format_params", "reference_spec", "PAPER_PARAMS", "PAPER_PARAMS_ARXIV"]
+__all__ = [
+    "InputSpec",
+    "ModelInfo",
+    "MODELS",
+    "ALIASES",
+    "BASELINES",
+    "create_model",
+    "get_model_info",
+    "list_models",
+    "count_params",
+    "format_params",
+    "reference_spec",
+    "PAPER_PARAMS",
+    "PAPER_PARAMS_ARXIV",
+]

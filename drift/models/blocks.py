@@ -1,6 +1,7 @@
 """Pieces shared by the model families: masked pooling, dropout that a stack can feed its own masks, and a
 post-norm Transformer encoder block (as torch's nn.TransformerEncoderLayer, which the authors' ViT and text
 Transformer use)."""
+
 import math
 
 import torch

@@ -8,6 +8,7 @@ train on targets standardised per cutoff and map their outputs back to the ratin
 `PixelStandardised` (pixels standardised per channel). Each says why, with the measurement. `PixelScaled`
 holds no statistic: it gives an image model the stored 0-255 values (the authors' scale).
 """
+
 from __future__ import annotations
 
 import os
@@ -98,9 +99,16 @@ class PixelScaled(_Wrapped):
         return self.inner(x * self.pixel_factor)
 
 
-def build_model(name: str, spec: InputSpec, n_outputs: int, task_name: str, dropout: float = 0.0,
-                standardise_targets: bool = True, standardise_pixels: bool = True,
-                pixel_scale: str = "unit") -> nn.Module:
+def build_model(
+    name: str,
+    spec: InputSpec,
+    n_outputs: int,
+    task_name: str,
+    dropout: float = 0.0,
+    standardise_targets: bool = True,
+    standardise_pixels: bool = True,
+    pixel_scale: str = "unit",
+) -> nn.Module:
     """The module a checkpoint of `name` holds for this task (untrained); `dropout` changes no parameter, so a
     checkpoint loads into the model built with any p; the wrappers as train.standardise_targets,
     train.standardise_pixels (both on by default; off in the paper presets, as the authors' runs) and
@@ -120,9 +128,14 @@ def build_model(name: str, spec: InputSpec, n_outputs: int, task_name: str, drop
 def _wrappers(state: dict) -> tuple[bool, bool, str]:
     """(targets standardised, pixels standardised, pixel scale) of a saved state dict: the wrappers' buffers at
     its top."""
+
     def wraps(prefix: str, buffers: tuple[str, ...]) -> bool:
         return all(prefix + b in state for b in buffers) and all(
-            k in {prefix + b for b in buffers} or k.startswith(prefix + "inner.") for k in state if k.startswith(prefix))
+            k in {prefix + b for b in buffers} or k.startswith(prefix + "inner.")
+            for k in state
+            if k.startswith(prefix)
+        )
+
     targets = wraps("", ("shift", "scale"))
     prefix = "inner." if targets else ""
     raw = wraps(prefix, ("pixel_factor",))
@@ -171,10 +184,19 @@ def load_checkpoint(name: str, spec: InputSpec, n_outputs: int, task_name: str, 
     except Exception as e:  # noqa: BLE001 - an unpickling error, a torn archive, a missing file: the same line
         why = type(e).__name__
     if why:
-        raise DriftError(f"checkpoint {path} is not a plain state dict ({why}): delete it and run "
-                         f"`dvc repro -f train@<dataset>` to train or place it again")
+        raise DriftError(
+            f"checkpoint {path} is not a plain state dict ({why}): delete it and run "
+            f"`dvc repro -f train@<dataset>` to train or place it again"
+        )
     targets, pixels, scale = _wrappers(state)  # the checkpoint says which wrappers it was trained in
-    model = build_model(name, spec, n_outputs, task_name, standardise_targets=targets, standardise_pixels=pixels,
-                        pixel_scale=scale)
+    model = build_model(
+        name,
+        spec,
+        n_outputs,
+        task_name,
+        standardise_targets=targets,
+        standardise_pixels=pixels,
+        pixel_scale=scale,
+    )
     model.load_state_dict(state)
     return model.eval()

@@ -4,6 +4,7 @@ Each family at three sizes; the SIZES tables give the arguments of the authors' 
 for a 3x32x32 input and 2 classes are the paper's Table 3. Every model reads its input shape from the spec,
 so other resolutions and channel counts work too. Inputs are used as given (no normalisation inside).
 """
+
 import torch
 import torch.nn as nn
 
@@ -37,7 +38,12 @@ class CNN(nn.Module):
         layers, c = [], spec.shape[0]
         for w in widths:
             # ceil: odd or tiny sizes never shrink to 0 (at the paper's 32x32 the same as floor)
-            layers += [nn.Conv2d(c, w, 3, padding=1, bias=False), nn.BatchNorm2d(w), nn.ReLU(), nn.MaxPool2d(2, ceil_mode=True)]
+            layers += [
+                nn.Conv2d(c, w, 3, padding=1, bias=False),
+                nn.BatchNorm2d(w),
+                nn.ReLU(),
+                nn.MaxPool2d(2, ceil_mode=True),
+            ]
             c = w
         self.features = nn.Sequential(*layers)
         self.head = nn.Linear(c, n_outputs)
@@ -57,7 +63,9 @@ class BasicBlock(nn.Module):
         self.bn2 = nn.BatchNorm2d(cout)
         self.skip = nn.Identity()
         if stride != 1 or cin != cout:
-            self.skip = nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout))
+            self.skip = nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout)
+            )
 
     def forward(self, x):
         out = torch.relu(self.bn1(self.conv1(x)))
@@ -72,7 +80,9 @@ class ResNet(nn.Module):
     def __init__(self, spec, n_outputs, widths=(16, 32, 64), blocks=(1, 1, 1)):
         super().__init__()
         C, width = spec.shape[0], widths[0]
-        self.stem = nn.Sequential(nn.Conv2d(C, width, 3, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU())
+        self.stem = nn.Sequential(
+            nn.Conv2d(C, width, 3, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU()
+        )
         layers, c = [], width
         for s, (w, n) in enumerate(zip(widths, blocks, strict=True)):
             for b in range(n):
@@ -115,24 +125,42 @@ class ViT(nn.Module):
 # (drift_happens/model/dataset/image/architectures.py in learning-mechanisms/drift-happens, CC BY 4.0);
 # counts at 3x32x32 / 2 classes in the comments (Table 3)
 SIZES = {
-    "mlp": (MLP, "MLP", {
-        "s": dict(hidden=(32,)),                      # 98k
-        "m": dict(hidden=(128, 128)),                 # 410k
-        "l": dict(hidden=(512, 512, 512)),            # 2.10M
-    }),
-    "cnn": (CNN, "CNN", {
-        "s": dict(widths=(32, 64, 128)),              # 94k
-        "m": dict(widths=(48, 96, 192, 192)),         # 542k
-        "l": dict(widths=(64, 128, 256, 256, 512)),   # 2.14M (the authors' conv biases: 224, 528, 1,216 more)
-    }),
-    "resnet": (ResNet, "ResNet", {
-        "s": dict(widths=(18, 36, 72), blocks=(1, 1, 1)),     # 98k
-        "m": dict(widths=(32, 64, 128), blocks=(2, 2, 1)),    # 400k
-        "l": dict(widths=(56, 112, 224), blocks=(2, 2, 2)),   # 2.13M
-    }),
-    "vit": (ViT, "ViT", {  # dropout 0.1 in the authors' runs (train.dropout)
-        "s": dict(dim=64, depth=2, heads=4, mlp_ratio=2),     # 75k
-        "m": dict(dim=128, depth=4, heads=4, mlp_ratio=2),    # 545k
-        "l": dict(dim=192, depth=6, heads=6, mlp_ratio=3),    # 2.25M
-    }),
+    "mlp": (
+        MLP,
+        "MLP",
+        {
+            "s": dict(hidden=(32,)),  # 98k
+            "m": dict(hidden=(128, 128)),  # 410k
+            "l": dict(hidden=(512, 512, 512)),  # 2.10M
+        },
+    ),
+    "cnn": (
+        CNN,
+        "CNN",
+        {
+            "s": dict(widths=(32, 64, 128)),  # 94k
+            "m": dict(widths=(48, 96, 192, 192)),  # 542k
+            "l": dict(
+                widths=(64, 128, 256, 256, 512)
+            ),  # 2.14M (the authors' conv biases: 224, 528, 1,216 more)
+        },
+    ),
+    "resnet": (
+        ResNet,
+        "ResNet",
+        {
+            "s": dict(widths=(18, 36, 72), blocks=(1, 1, 1)),  # 98k
+            "m": dict(widths=(32, 64, 128), blocks=(2, 2, 1)),  # 400k
+            "l": dict(widths=(56, 112, 224), blocks=(2, 2, 2)),  # 2.13M
+        },
+    ),
+    "vit": (
+        ViT,
+        "ViT",
+        {  # dropout 0.1 in the authors' runs (train.dropout)
+            "s": dict(dim=64, depth=2, heads=4, mlp_ratio=2),  # 75k
+            "m": dict(dim=128, depth=4, heads=4, mlp_ratio=2),  # 545k
+            "l": dict(dim=192, depth=6, heads=6, mlp_ratio=3),  # 2.25M
+        },
+    ),
 }

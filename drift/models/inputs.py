@@ -8,6 +8,7 @@ its rows, so memory follows the batch size and the prefetch depth, not the datas
 batches on a background thread while the model runs on this one (pinned memory and non-blocking copies when
 the batches go to a CUDA device).
 """
+
 from __future__ import annotations
 
 import queue
@@ -26,8 +27,14 @@ PREFETCH_DEPTH = 2  # batches read ahead: enough to hide a read behind a step, a
 
 
 class Inputs:
-    def __init__(self, kind: str, data, offsets: np.ndarray | None = None, image_shape=(3, 32, 32),
-                 max_tokens: int = 512):
+    def __init__(
+        self,
+        kind: str,
+        data,
+        offsets: np.ndarray | None = None,
+        image_shape=(3, 32, 32),
+        max_tokens: int = 512,
+    ):
         """`data`: an array in memory, or a drift.store.features.DiskArray (read per batch)."""
         self.kind = kind
         # token rows are cut to this many tokens (no head has a position table, so no head is sized by it)
@@ -78,8 +85,9 @@ class Inputs:
         x = torch.from_numpy(self._spans(starts, width)).float()
         return x.mul_(mask[..., None]), mask  # in place: one [b, width, D] float32 buffer per batch, not two
 
-    def prefetch(self, batches: Iterable[np.ndarray], depth: int = PREFETCH_DEPTH, device=None,
-                 pin: bool | None = None) -> Iterator[tuple[np.ndarray, tuple[torch.Tensor, ...]]]:
+    def prefetch(
+        self, batches: Iterable[np.ndarray], depth: int = PREFETCH_DEPTH, device=None, pin: bool | None = None
+    ) -> Iterator[tuple[np.ndarray, tuple[torch.Tensor, ...]]]:
         """(rows, model arguments) for each batch of rows, in order, read `depth` batches ahead on a
         background thread. With a CUDA `device`, batches are pinned on that thread and copied without
         blocking (a pinned block is not reused before its copy ends: torch's host allocator records it)."""
@@ -176,11 +184,18 @@ def uniform_batches(rows: np.ndarray, batch_size: int, seed: int, epoch: int) ->
     generator = torch.Generator().manual_seed(int(seed) + int(epoch))
     torch.empty((), dtype=torch.int64).random_(generator=generator)  # the iterator's base seed
     rows = np.asarray(rows)[torch.randperm(len(rows), generator=generator).numpy()]
-    return [rows[i:i + batch_size] for i in range(0, len(rows), batch_size)]
+    return [rows[i : i + batch_size] for i in range(0, len(rows), batch_size)]
 
 
-def epoch_batches(rows: np.ndarray, lengths: np.ndarray | None, batch_size: int, rng: np.random.Generator,
-                  order: str = "bucketed", seed: int = 0, epoch: int = 0) -> list[np.ndarray]:
+def epoch_batches(
+    rows: np.ndarray,
+    lengths: np.ndarray | None,
+    batch_size: int,
+    rng: np.random.Generator,
+    order: str = "bucketed",
+    seed: int = 0,
+    epoch: int = 0,
+) -> list[np.ndarray]:
     """One epoch's batches as train.batch_order says: bucketed (length_bucketed_batches, drawn from `rng`) or
     uniform (uniform_batches from `seed` and `epoch`; `rng` untouched)."""
     if order == "uniform":
@@ -188,17 +203,18 @@ def epoch_batches(rows: np.ndarray, lengths: np.ndarray | None, batch_size: int,
     return length_bucketed_batches(rows, lengths, batch_size, rng)
 
 
-def length_bucketed_batches(rows: np.ndarray, lengths: np.ndarray | None, batch_size: int,
-                            rng: np.random.Generator) -> list[np.ndarray]:
+def length_bucketed_batches(
+    rows: np.ndarray, lengths: np.ndarray | None, batch_size: int, rng: np.random.Generator
+) -> list[np.ndarray]:
     """Shuffled batches; for token inputs rows of similar length share a batch (little padding), while the
     order of batches stays random. Pools of 50 batches are sorted by length, then cut into batches."""
     rows = rows[rng.permutation(len(rows))]
     if lengths is None:
-        return [rows[i:i + batch_size] for i in range(0, len(rows), batch_size)]
+        return [rows[i : i + batch_size] for i in range(0, len(rows), batch_size)]
     batches = []
     pool = batch_size * 50
     for p in range(0, len(rows), pool):
-        chunk = rows[p:p + pool]
+        chunk = rows[p : p + pool]
         chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
-        batches += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
+        batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
     return [batches[i] for i in rng.permutation(len(batches))]

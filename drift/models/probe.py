@@ -1,4 +1,5 @@
 """Frozen-encoder probes (paper Tables 4, 12, 20): a linear head on the encoder's pooled vector."""
+
 import torch.nn as nn
 
 

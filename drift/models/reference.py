@@ -9,6 +9,7 @@ them), never by gradient. Their state is torch buffers and frozen parameters, so
 state_dict round trip predicts with no refit; forward returns float32 [B, n_outputs]. No random numbers: a refit is
 bit-identical on the same machine and thread count.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -26,11 +27,11 @@ from drift.core.errors import DriftError
 if TYPE_CHECKING:
     import scipy.sparse
 
-PRIOR_EPS = 1e-6     # class frequencies / prevalences are clamped to [PRIOR_EPS, 1 - PRIOR_EPS]
-STD_FLOOR = 1e-6     # a feature whose training std is below this is only centred (its std taken as 1)
-C_DEFAULT = 1e-2     # inverse L2 strength against the summed loss (scikit-learn's C); docs/decisions.md
+PRIOR_EPS = 1e-6  # class frequencies / prevalences are clamped to [PRIOR_EPS, 1 - PRIOR_EPS]
+STD_FLOOR = 1e-6  # a feature whose training std is below this is only centred (its std taken as 1)
+C_DEFAULT = 1e-2  # inverse L2 strength against the summed loss (scikit-learn's C); docs/decisions.md
 MAX_ITER_DEFAULT = 200
-TOL = 1e-5           # L-BFGS stops when every gradient entry of the mean loss is below this
+TOL = 1e-5  # L-BFGS stops when every gradient entry of the mean loss is below this
 TASK_NAMES = ("binary", "multiclass", "regression", "multilabel")
 f64 = torch.float64
 
@@ -54,8 +55,9 @@ def _check(task_name: str, targets, n_outputs: int, n_rows: int | None) -> torch
         y = y.reshape(-1)
         want = {"binary": 2, "multiclass": n_outputs}.get(task_name, 1)
     if want != n_outputs:
-        raise DriftError(f"{task_name} reference baseline built with n_outputs={n_outputs}, "
-                         f"but the targets need {want}")
+        raise DriftError(
+            f"{task_name} reference baseline built with n_outputs={n_outputs}, but the targets need {want}"
+        )
     if task_name == "multiclass":
         if not ((y >= 0) & (y < n_outputs) & (y == y.round())).all():
             raise DriftError(f"multiclass targets must be class ids 0..{n_outputs - 1}")
@@ -104,17 +106,20 @@ class PriorBaseline(nn.Module):
         return self.logits.unsqueeze(0).expand(len(x), -1).clone()
 
 
-def _logistic(Z: np.ndarray, y: np.ndarray, s: np.ndarray | None, C: float,
-              max_iter: int) -> tuple[np.ndarray, float]:
+def _logistic(
+    Z: np.ndarray, y: np.ndarray, s: np.ndarray | None, C: float, max_iter: int
+) -> tuple[np.ndarray, float]:
     """L2 logistic regression on 0/1 labels y with sample weights s (None: unweighted): minimise
     C sum_i s_i (softplus(z_i) - y_i z_i) + |beta|^2 / 2, the intercept unpenalised. Returns (beta [D], b)."""
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)   # max_iter caps the fit on purpose
+        warnings.simplefilter("ignore", ConvergenceWarning)  # max_iter caps the fit on purpose
         fit = LogisticRegression(C=C, tol=TOL, max_iter=max_iter).fit(Z, y, sample_weight=s)
     return fit.coef_[0].astype(np.float64), float(fit.intercept_[0])
 
 
-def _fit_classes(Z, y: np.ndarray, task_name: str, W: np.ndarray, b: np.ndarray, C: float, max_iter: int) -> None:
+def _fit_classes(
+    Z, y: np.ndarray, task_name: str, W: np.ndarray, b: np.ndarray, C: float, max_iter: int
+) -> None:
     """The logistic fits both linear references share, into W [D, n_outputs] and b (prior logits on entry): binary
     plain cross-entropy as 2 logits [-z/2, z/2]; multiclass multinomial, unweighted, an absent class keeping its
     prior logit; multilabel one logistic per label, positives weighted neg / pos, a label never (or always) seen
@@ -127,16 +132,19 @@ def _fit_classes(Z, y: np.ndarray, task_name: str, W: np.ndarray, b: np.ndarray,
         present = np.unique(y).astype(np.int64)
         if len(present) >= 2:
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ConvergenceWarning)   # max_iter caps the fit on purpose
+                warnings.simplefilter("ignore", ConvergenceWarning)  # max_iter caps the fit on purpose
                 fit = LogisticRegression(C=C, tol=TOL, max_iter=max_iter).fit(Z, y.astype(np.int64))
             coef, intercept = fit.coef_.astype(np.float64), fit.intercept_.astype(np.float64)
-            if len(present) == 2:                                     # scikit-learn's one row: [-z/2, z/2]
-                coef, intercept = np.vstack([-coef / 2, coef / 2]), np.array([-intercept[0], intercept[0]]) / 2
+            if len(present) == 2:  # scikit-learn's one row: [-z/2, z/2]
+                coef, intercept = (
+                    np.vstack([-coef / 2, coef / 2]),
+                    np.array([-intercept[0], intercept[0]]) / 2,
+                )
             W[:, present], b[present] = coef.T, intercept
     else:
         pos = y.sum(0)
         for c in np.flatnonzero((pos > 0) & (pos < len(y))):
-            w_c = (len(y) - pos[c]) / pos[c]                          # neg / pos (tasks.class_weights)
+            w_c = (len(y) - pos[c]) / pos[c]  # neg / pos (tasks.class_weights)
             W[:, c], b[c] = _logistic(Z, y[:, c], np.where(y[:, c] == 1, w_c, 1.0), C, max_iter)
 
 
@@ -166,11 +174,15 @@ class LinearBaseline(nn.Module):
     def fit(self, x: torch.Tensor, targets: torch.Tensor, task_name: str) -> LinearBaseline:
         x = torch.as_tensor(x).detach()
         if x.dim() < 1 or (len(x) and x[0].numel() != self.n_features):
-            raise DriftError(f"LinearBaseline expects {self.n_features} features per row, got shape {tuple(x.shape)}")
+            raise DriftError(
+                f"LinearBaseline expects {self.n_features} features per row, got shape {tuple(x.shape)}"
+            )
         X = x.reshape(len(x), self.n_features).to("cpu", torch.float32).contiguous()
         y = _check(task_name, targets, self.n_outputs, len(X))
         var, mean = torch.var_mean(X, 0, correction=0)
-        if not (torch.isfinite(var).all() and torch.isfinite(mean).all()):  # any NaN / inf shows in its column
+        if not (
+            torch.isfinite(var).all() and torch.isfinite(mean).all()
+        ):  # any NaN / inf shows in its column
             raise DriftError("LinearBaseline: the inputs contain NaN or inf")
         # numpy's sqrt is IEEE-rounded on every CPU; torch's goes through MKL's vector math, whose last bit
         # follows the CPU (docs/decisions.md)
@@ -178,7 +190,9 @@ class LinearBaseline(nn.Module):
         std = torch.where(std < STD_FLOOR, torch.ones_like(std), std)
         mean = mean.to(f64)
         # the logistic fits run in float32 (half the memory traffic of each L-BFGS pass), ridge's Cholesky in float64
-        Z = ((X.to(f64) - mean) / std if task_name == "regression" else (X - mean.float()) / std.float()).numpy()
+        Z = (
+            (X.to(f64) - mean) / std if task_name == "regression" else (X - mean.float()) / std.float()
+        ).numpy()
         W, b = np.zeros((self.n_features, self.n_outputs)), prior_row(y, task_name, self.n_outputs).numpy()
         y = y.numpy()
 
@@ -186,7 +200,7 @@ class LinearBaseline(nn.Module):
         with threadpool_limits(1):
             if task_name == "regression":
                 _, inverse, counts = np.unique(y, return_inverse=True, return_counts=True)
-                s = len(y) / counts[inverse]                                  # w_r = n / n_r (tasks.rating_weights)
+                s = len(y) / counts[inverse]  # w_r = n / n_r (tasks.rating_weights)
                 # sum_i s_i (y_i - z_i.beta - b)^2 + |beta|^2 / C: half of it is the loss summed plus |beta|^2 / (2C)
                 fit = Ridge(alpha=1 / self.C, solver="cholesky").fit(Z, y, sample_weight=s / s.mean())
                 W[:, 0], b[0] = fit.coef_, fit.intercept_
@@ -206,11 +220,13 @@ class LinearBaseline(nn.Module):
 
 # ---------------------------------------------------------------- the lexical reference: TF-IDF on the raw text
 
-HASH_BITS = 20                 # each analyzer hashes its terms into 2^20 columns (scikit-learn's HashingVectorizer)
-TFIDF_MAX_FEATURES = 100_000   # terms kept per cutoff: the most frequent of its training rows; docs/decisions.md
-TFIDF_C = 1.0                  # scikit-learn's default C (alpha = 1 / C for ridge): TF-IDF rows have unit norm
-TFIDF_MAX_ITER = 100           # L-BFGS passes at most: each is one sweep of the sparse rows (docs/decisions.md)
-TEXT_BATCH = 4096              # rows analysed at a time (memory follows it, not the dataset)
+HASH_BITS = 20  # each analyzer hashes its terms into 2^20 columns (scikit-learn's HashingVectorizer)
+TFIDF_MAX_FEATURES = (
+    100_000  # terms kept per cutoff: the most frequent of its training rows; docs/decisions.md
+)
+TFIDF_C = 1.0  # scikit-learn's default C (alpha = 1 / C for ridge): TF-IDF rows have unit norm
+TFIDF_MAX_ITER = 100  # L-BFGS passes at most: each is one sweep of the sparse rows (docs/decisions.md)
+TEXT_BATCH = 4096  # rows analysed at a time (memory follows it, not the dataset)
 
 
 def text_counts(texts) -> scipy.sparse.csr_matrix:
@@ -219,13 +235,23 @@ def text_counts(texts) -> scipy.sparse.csr_matrix:
     has no terms. Computed once per dataset: every cutoff's TF-IDF is a column selection and a weighting of it."""
     import scipy.sparse as sp
     from sklearn.feature_extraction.text import HashingVectorizer
-    common = {"n_features": 2 ** HASH_BITS, "alternate_sign": False, "norm": None, "dtype": np.float32}
+
+    common = {"n_features": 2**HASH_BITS, "alternate_sign": False, "norm": None, "dtype": np.float32}
     word = HashingVectorizer(analyzer="word", ngram_range=(1, 2), **common)
     char = HashingVectorizer(analyzer="char_wb", ngram_range=(3, 5), **common)
     texts = [t if isinstance(t, str) else "" for t in texts]
-    blocks = [sp.hstack([word.transform(texts[i:i + TEXT_BATCH]), char.transform(texts[i:i + TEXT_BATCH])],
-                        format="csr") for i in range(0, len(texts), TEXT_BATCH)]
-    out = sp.vstack(blocks, format="csr") if blocks else sp.csr_matrix((0, 2 ** (HASH_BITS + 1)), dtype=np.float32)
+    blocks = [
+        sp.hstack(
+            [word.transform(texts[i : i + TEXT_BATCH]), char.transform(texts[i : i + TEXT_BATCH])],
+            format="csr",
+        )
+        for i in range(0, len(texts), TEXT_BATCH)
+    ]
+    out = (
+        sp.vstack(blocks, format="csr")
+        if blocks
+        else sp.csr_matrix((0, 2 ** (HASH_BITS + 1)), dtype=np.float32)
+    )
     return out
 
 
@@ -241,21 +267,34 @@ class TfidfBaseline(nn.Module):
 
     closed_form = True
 
-    def __init__(self, spec, n_outputs: int, max_features: int = TFIDF_MAX_FEATURES, C: float = TFIDF_C,
-                 max_iter: int = TFIDF_MAX_ITER):
+    def __init__(
+        self,
+        spec,
+        n_outputs: int,
+        max_features: int = TFIDF_MAX_FEATURES,
+        C: float = TFIDF_C,
+        max_iter: int = TFIDF_MAX_ITER,
+    ):
         super().__init__()
         if not C > 0 or min(max_features, max_iter) < 1:
-            raise DriftError(f"TfidfBaseline needs C > 0, max_features >= 1 and max_iter >= 1, got C={C}, "
-                             f"max_features={max_features}, max_iter={max_iter}")
-        self.n_outputs, self.C, self.max_iter, self.max_features = int(n_outputs), float(C), int(max_iter), int(max_features)
-        self.register_buffer("columns", torch.zeros(0, dtype=torch.int64))    # the vocabulary: hashed columns
+            raise DriftError(
+                f"TfidfBaseline needs C > 0, max_features >= 1 and max_iter >= 1, got C={C}, "
+                f"max_features={max_features}, max_iter={max_iter}"
+            )
+        self.n_outputs, self.C, self.max_iter, self.max_features = (
+            int(n_outputs),
+            float(C),
+            int(max_iter),
+            int(max_features),
+        )
+        self.register_buffer("columns", torch.zeros(0, dtype=torch.int64))  # the vocabulary: hashed columns
         self.register_buffer("idf", torch.zeros(0, dtype=torch.float32))
         self.register_buffer("weight", torch.zeros(self.n_outputs, 0, dtype=torch.float32))
         self.register_buffer("bias", torch.zeros(self.n_outputs, dtype=torch.float64))
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         for name in ("columns", "idf", "weight"):
-            if prefix + name in state_dict:   # sized by the fit: take the saved shape before the copy
+            if prefix + name in state_dict:  # sized by the fit: take the saved shape before the copy
                 saved = state_dict[prefix + name]
                 setattr(self, name, torch.zeros(saved.shape, dtype=saved.dtype))
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
@@ -263,8 +302,9 @@ class TfidfBaseline(nn.Module):
     def _tfidf(self, counts):
         """[n, V] CSR float32: sublinear tf times idf over the vocabulary's columns, each row of unit norm."""
         from sklearn.preprocessing import normalize
+
         X = counts[:, self.columns.numpy()].astype(np.float32)
-        X.data = np.log(X.data) + 1                                   # sublinear tf: 1 + ln(count)
+        X.data = np.log(X.data) + 1  # sublinear tf: 1 + ln(count)
         X = X.multiply(self.idf.numpy()[None, :]).tocsr()
         return normalize(X, norm="l2", copy=False)
 
@@ -275,7 +315,7 @@ class TfidfBaseline(nn.Module):
         n = counts.shape[0]
         df = np.asarray((counts > 0).sum(0)).ravel()
         candidates = np.flatnonzero(df >= 2)
-        keep = candidates[np.argsort(-df[candidates], kind="stable")[:self.max_features]]
+        keep = candidates[np.argsort(-df[candidates], kind="stable")[: self.max_features]]
         self.columns = torch.from_numpy(np.sort(keep).astype(np.int64))
         self.idf = torch.from_numpy((np.log((1 + n) / (1 + df[self.columns.numpy()])) + 1).astype(np.float32))
         W = np.zeros((len(keep), self.n_outputs))
@@ -283,11 +323,13 @@ class TfidfBaseline(nn.Module):
         if len(keep):
             Z = self._tfidf(counts)
             with threadpool_limits(1), warnings.catch_warnings():
-                warnings.simplefilter("ignore", ConvergenceWarning)      # max_iter caps the fit on purpose
+                warnings.simplefilter("ignore", ConvergenceWarning)  # max_iter caps the fit on purpose
                 if task_name == "regression":
                     _, inverse, n_r = np.unique(y, return_inverse=True, return_counts=True)
-                    s = len(y) / n_r[inverse]                                # w_r = n / n_r (tasks.rating_weights)
-                    fit = Ridge(alpha=1 / self.C, solver="lsqr", tol=1e-4).fit(Z, y, sample_weight=s / s.mean())
+                    s = len(y) / n_r[inverse]  # w_r = n / n_r (tasks.rating_weights)
+                    fit = Ridge(alpha=1 / self.C, solver="lsqr", tol=1e-4).fit(
+                        Z, y, sample_weight=s / s.mean()
+                    )
                     W[:, 0], b[0] = fit.coef_, fit.intercept_
                 else:
                     _fit_classes(Z, y, task_name, W, b, self.C, self.max_iter)
@@ -296,7 +338,7 @@ class TfidfBaseline(nn.Module):
         return self
 
     def forward(self, counts) -> torch.Tensor:
-        if not len(self.columns):                                     # no vocabulary: the prior for every row
+        if not len(self.columns):  # no vocabulary: the prior for every row
             return torch.from_numpy(np.tile(self.bias.numpy(), (counts.shape[0], 1)).astype(np.float32))
         out = self._tfidf(counts) @ self.weight.numpy().T.astype(np.float64) + self.bias.numpy()
         return torch.from_numpy(np.asarray(out, dtype=np.float32))

@@ -2,6 +2,7 @@
 texts, or the embeddings of the encoder a model reads, batch by batch from the dataset's feature files
 (drift/store/features.py; built here if the embed stage has not written them for these rows). It carries no
 params: InputSettings, resolved once from them (input_settings), says which encoders and what token cap."""
+
 from __future__ import annotations
 
 import atexit
@@ -26,6 +27,7 @@ from drift.store.slices import read_slice_table
 class InputSettings(NamedTuple):
     """What the model inputs of a run are made of, beyond the rows: the text heads' encoder, the run's other
     encoders (in params order), the token cap of the text heads, and the embedding store's directory."""
+
     text_encoder: str
     encoders: tuple[str, ...]
     max_tokens: int
@@ -35,13 +37,15 @@ class InputSettings(NamedTuple):
 def input_settings(params: Params) -> InputSettings:
     """The run's InputSettings: embed.text_encoder, embed.encoders, the token cap (train.max_tokens, else
     embed.max_length) and the store (embed.cache_dir, else $DRIFT_CACHE_DIR or ~/.cache/drift)."""
-    return InputSettings(params.embed.text_encoder, tuple(params.embed.encoders), params.max_tokens,
-                         cache_dir(params.embed))
+    return InputSettings(
+        params.embed.text_encoder, tuple(params.embed.encoders), params.max_tokens, cache_dir(params.embed)
+    )
 
 
 class ModelInput(NamedTuple):
     """What one model reads: pixels, tokens, pooled or text, the encoder of its embeddings (None for pixels and
     text) and the token cap of its rows."""
+
     kind: str
     encoder: str | None
     max_tokens: int
@@ -73,11 +77,22 @@ class SliceData(SliceTable):
         import ray  # lazy: ray, only with compute.executor ray
 
         # one object per file: the stage holds one file's bytes at a time
-        files = {kind: {f.name: ray.put(f.read_bytes()) for f in sorted(path.iterdir()) if f.is_file()}
-                 for kind, path in self._feature_dirs.items()}
+        files = {
+            kind: {f.name: ray.put(f.read_bytes()) for f in sorted(path.iterdir()) if f.is_file()}
+            for kind, path in self._feature_dirs.items()
+        }
         text = {kind: inputs for kind, inputs in self._inputs.items() if kind not in self._feature_dirs}
-        self._shipped = ray.put({"settings": self.settings, "name": self.name, "manifest": self.manifest,
-                                 "table": self.table, "encoders": self.encoders, "files": files, "text": text})
+        self._shipped = ray.put(
+            {
+                "settings": self.settings,
+                "name": self.name,
+                "manifest": self.manifest,
+                "table": self.table,
+                "encoders": self.encoders,
+                "files": files,
+                "text": text,
+            }
+        )
 
     def store_dir(self) -> Path | ObjectPath:
         """The embedding store's directory (relative to the repository, not the process)."""
@@ -118,22 +133,35 @@ class SliceData(SliceTable):
         kind, encoder, max_tokens = self.model_input(model_name)
         if kind == "text" and (kind, None) not in self._inputs:
             if self.modality != "text":
-                raise DriftError(f"{model_name} reads raw text; {self.name} is an {self.modality} dataset: "
-                                 f"drop {model_name} from train.baselines")
+                raise DriftError(
+                    f"{model_name} reads raw text; {self.name} is an {self.modality} dataset: "
+                    f"drop {model_name} from train.baselines"
+                )
             texts = read_slice_table(self.slice_path, columns=["text"]).column("text").to_pylist()
             self._inputs[kind, None] = Inputs("text", text_counts(texts))
         if (kind, encoder) not in self._inputs:
             manifest = None
             if encoder is not None:
                 if encoder not in self.encoders:
-                    raise DriftError(f"{model_name} reads embeddings of {encoder}, which embed@{self.name} did not "
-                                     f"compute: run `dvc repro embed@{self.name}`")
+                    raise DriftError(
+                        f"{model_name} reads embeddings of {encoder}, which embed@{self.name} did not "
+                        f"compute: run `dvc repro embed@{self.name}`"
+                    )
                 manifest = self.encoders[encoder]
             if self.slice_path is None:
-                raise DriftError(f"{model_name}'s inputs were not shipped to this Ray worker: open every model's "
-                                 "inputs (SliceData.inputs) before SliceData.ship")
-            path = ensure_features(kind, self.slice_path, self.table.column("key"), self.paths["features"], manifest,
-                                   self.store_dir(), self.keys_sha256)
+                raise DriftError(
+                    f"{model_name}'s inputs were not shipped to this Ray worker: open every model's "
+                    "inputs (SliceData.inputs) before SliceData.ship"
+                )
+            path = ensure_features(
+                kind,
+                self.slice_path,
+                self.table.column("key"),
+                self.paths["features"],
+                manifest,
+                self.store_dir(),
+                self.keys_sha256,
+            )
             self._feature_dirs[kind, encoder] = path
             self._inputs[kind, encoder] = open_inputs(kind, path, max_tokens=max_tokens)
         return self._inputs[kind, encoder]
@@ -165,8 +193,10 @@ def _unship(ref) -> SliceData:
             (path / name).write_bytes(ray.get(body))
         manifest = data.encoders[encoder] if encoder is not None else None
         if not is_current(path, data.keys_sha256, manifest):
-            raise DriftError(f"the {kind} inputs of {data.name} shipped to Ray worker {os.uname().nodename} do "
-                             "not match their header (damaged in Ray's object store?): run the stage again")
+            raise DriftError(
+                f"the {kind} inputs of {data.name} shipped to Ray worker {os.uname().nodename} do "
+                "not match their header (damaged in Ray's object store?): run the stage again"
+            )
         data._feature_dirs[kind, encoder] = path
         data._inputs[kind, encoder] = open_inputs(kind, path, max_tokens=data.settings.max_tokens)
     data._inputs.update(bundle["text"])

@@ -6,6 +6,7 @@ The HEADS table gives the authors' architectures and sizes, whose trainable coun
 19; `dropout` is their p (0.1 in their runs, train.dropout here). No head has positions: the Transformer sees
 the token states as the encoder gives them, as the authors'.
 """
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -19,8 +20,9 @@ class FFN(nn.Module):
 
     def __init__(self, spec, n_outputs, hidden=128, dropout=0.0):
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(spec.shape[0], hidden), nn.ReLU(), Dropout(dropout),
-                                 nn.Linear(hidden, n_outputs))
+        self.net = nn.Sequential(
+            nn.Linear(spec.shape[0], hidden), nn.ReLU(), Dropout(dropout), nn.Linear(hidden, n_outputs)
+        )
 
     def forward(self, x, mask):
         return self.net(masked_mean(x, mask))
@@ -54,13 +56,20 @@ class RNNHead(nn.Module):
     stacked layers), pooled by the mean of its outputs or by attention (one linear score per token, softmax over
     the real ones), then dropout and the linear head."""
 
-    def __init__(self, spec, n_outputs, cell="gru", projection=64, hidden=64, layers=1, attention=False,
-                 dropout=0.0):
+    def __init__(
+        self, spec, n_outputs, cell="gru", projection=64, hidden=64, layers=1, attention=False, dropout=0.0
+    ):
         super().__init__()
         self.projection = nn.Sequential(nn.Linear(spec.shape[0], projection), nn.ReLU())
         rnn = {"gru": nn.GRU, "lstm": nn.LSTM}[cell]
-        self.rnn = rnn(projection, hidden, num_layers=layers, batch_first=True, bidirectional=True,
-                       dropout=dropout if layers > 1 else 0.0)
+        self.rnn = rnn(
+            projection,
+            hidden,
+            num_layers=layers,
+            batch_first=True,
+            bidirectional=True,
+            dropout=dropout if layers > 1 else 0.0,
+        )
         self.attn = nn.Linear(2 * hidden, 1) if attention else None
         self.drop = Dropout(dropout)
         self.head = nn.Linear(2 * hidden, n_outputs)
@@ -69,7 +78,9 @@ class RNNHead(nn.Module):
         # packing feeds each row's real tokens only, so padding never enters the recurrence
         lengths = mask.sum(1).cpu()
         packed = pack_padded_sequence(self.projection(x), lengths, batch_first=True, enforce_sorted=False)
-        out, _ = pad_packed_sequence(self.rnn(packed)[0], batch_first=True, total_length=x.shape[1])  # [B, T, 2H]
+        out, _ = pad_packed_sequence(
+            self.rnn(packed)[0], batch_first=True, total_length=x.shape[1]
+        )  # [B, T, 2H]
         if self.attn is None:
             pooled = masked_mean(out, mask)
         else:
@@ -100,17 +111,52 @@ class TextTransformer(nn.Module):
 # (drift_happens/model/dataset/text/architectures.py in learning-mechanisms/drift-happens, CC BY 4.0);
 # trainable counts at D=768 with 1 output / 7 outputs
 HEADS = {
-    "ffn-s": (FFN, "FFN", "FFN-S", "S", dict(hidden=128)),                                # 99k / 99k
-    "ffn-m": (FFN, "FFN", "FFN-M", "M", dict(hidden=512)),                                # 394k / 397k
-    "ffn-l": (FFN, "FFN", "FFN-L", "L", dict(hidden=2048)),                               # 1.58M / 1.59M
-    "textcnn-s": (TextCNN, "TextCNN", "TextCNN-S", "S", dict(kernels=(3, 4), filters=16, projection=64)),  # 88k / 89k
-    "textcnn-m": (TextCNN, "TextCNN", "TextCNN-M", "M", dict(kernels=(3, 4, 5), filters=48, projection=128)),  # 461k
-    "textcnn-l": (TextCNN, "TextCNN", "TextCNN-L", "L", dict(kernels=(3, 4, 5), filters=192, projection=256)),  # 1.92M
-    "bigru-s": (RNNHead, "Recurrent", "BiGRU-S", "S", dict(cell="gru", projection=64, hidden=64)),  # 99k / 100k
-    "bilstm-m": (RNNHead, "Recurrent", "BiLSTM-M", "M", dict(cell="lstm", projection=160, hidden=160)),  # 536k
-    "bilstm-attn-l": (RNNHead, "Recurrent", "BiLSTM-Attn-L", "L",
-                      dict(cell="lstm", projection=224, hidden=224, layers=2, attention=True)),  # 2.19M
-    "tx-s": (TextTransformer, "Transformer", "TX-S", "S", dict(dim=64, depth=1, heads=4, ff=128)),   # 83k
+    "ffn-s": (FFN, "FFN", "FFN-S", "S", dict(hidden=128)),  # 99k / 99k
+    "ffn-m": (FFN, "FFN", "FFN-M", "M", dict(hidden=512)),  # 394k / 397k
+    "ffn-l": (FFN, "FFN", "FFN-L", "L", dict(hidden=2048)),  # 1.58M / 1.59M
+    "textcnn-s": (
+        TextCNN,
+        "TextCNN",
+        "TextCNN-S",
+        "S",
+        dict(kernels=(3, 4), filters=16, projection=64),
+    ),  # 88k / 89k
+    "textcnn-m": (
+        TextCNN,
+        "TextCNN",
+        "TextCNN-M",
+        "M",
+        dict(kernels=(3, 4, 5), filters=48, projection=128),
+    ),  # 461k
+    "textcnn-l": (
+        TextCNN,
+        "TextCNN",
+        "TextCNN-L",
+        "L",
+        dict(kernels=(3, 4, 5), filters=192, projection=256),
+    ),  # 1.92M
+    "bigru-s": (
+        RNNHead,
+        "Recurrent",
+        "BiGRU-S",
+        "S",
+        dict(cell="gru", projection=64, hidden=64),
+    ),  # 99k / 100k
+    "bilstm-m": (
+        RNNHead,
+        "Recurrent",
+        "BiLSTM-M",
+        "M",
+        dict(cell="lstm", projection=160, hidden=160),
+    ),  # 536k
+    "bilstm-attn-l": (
+        RNNHead,
+        "Recurrent",
+        "BiLSTM-Attn-L",
+        "L",
+        dict(cell="lstm", projection=224, hidden=224, layers=2, attention=True),
+    ),  # 2.19M
+    "tx-s": (TextTransformer, "Transformer", "TX-S", "S", dict(dim=64, depth=1, heads=4, ff=128)),  # 83k
     "tx-m": (TextTransformer, "Transformer", "TX-M", "M", dict(dim=112, depth=4, heads=4, ff=224)),  # 493k
     "tx-l": (TextTransformer, "Transformer", "TX-L", "L", dict(dim=192, depth=5, heads=6, ff=512)),  # 1.88M
 }

@@ -5,6 +5,7 @@ when it is the future (j > i). Rows and columns of unusable slices stay empty, a
 cannot score: null, never zero. `drift_matrix` is the definition the evaluate stage runs; the cell cache and
 batched prediction (drift/evaluate/fill_matrices.py) only decide which outputs it is given.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,8 +26,15 @@ def scored_cells(i: int, usable: list[bool], slices: np.ndarray, splits: np.ndar
                 yield j, rows
 
 
-def drift_matrix(outputs: dict[int, np.ndarray | None], labels: np.ndarray, slices: np.ndarray, splits: np.ndarray,
-                 usable: list[bool], task, known: dict[tuple[int, int], float | None] | None = None) -> np.ndarray:
+def drift_matrix(
+    outputs: dict[int, np.ndarray | None],
+    labels: np.ndarray,
+    slices: np.ndarray,
+    splits: np.ndarray,
+    usable: list[bool],
+    task,
+    known: dict[tuple[int, int], float | None] | None = None,
+) -> np.ndarray:
     """K x K matrix (nan = empty): row i from f_i's outputs (`outputs[i]`, one row per slice-table row; every
     trained cutoff has a row, even one whose slice has no test rows). `known` holds cells scored before (the
     cell cache), taken as they are: outputs[i] need only be filled on the rows of the cells not in it."""

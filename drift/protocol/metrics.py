@@ -53,8 +53,8 @@ def balanced_mse(y, pred) -> float | None:
 def _ranks(x: np.ndarray) -> np.ndarray:
     """1-based ranks of x, ties given the average of the ranks they span (like scipy.stats.rankdata)."""
     _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
-    last = np.cumsum(counts)                 # rank of the last member of each group of equal values
-    average = last - (counts - 1) / 2.0      # mean of ranks last-count+1 .. last
+    last = np.cumsum(counts)  # rank of the last member of each group of equal values
+    average = last - (counts - 1) / 2.0  # mean of ranks last-count+1 .. last
     return average[inverse.reshape(-1)]
 
 

@@ -8,6 +8,7 @@ average and worst; Eval-Stream lets each period predict the next, M[i, i+1]: ave
 diagonal (j < i), forward transfer the mean above it (j > i). Worst is the lowest score, or the highest where
 lower is better; None where a region has no filled cell.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -56,10 +57,15 @@ def wild_time(M, higher_is_better: bool, split: int | None = None, labels: list 
     s = default_split(K) if split is None else split
     if not 0 <= s < max(K, 1):
         raise DriftError(f"Eval-Fix split period {s} is outside the {K} scored periods (0..{K - 1})")
-    fix_mean, fix_worst = _mean_worst(M[s, s + 1:] if K else np.array([]), higher_is_better)
+    fix_mean, fix_worst = _mean_worst(M[s, s + 1 :] if K else np.array([]), higher_is_better)
     stream_mean, stream_worst = _mean_worst(np.diagonal(M, 1), higher_is_better)
-    out: dict[str, float | int | str | None] = {"eval_fix_split": s if K else None, "eval_fix_average": fix_mean, "eval_fix_worst": fix_worst,
-           "eval_stream_average": stream_mean, "eval_stream_worst": stream_worst}
+    out: dict[str, float | int | str | None] = {
+        "eval_fix_split": s if K else None,
+        "eval_fix_average": fix_mean,
+        "eval_fix_worst": fix_worst,
+        "eval_stream_average": stream_mean,
+        "eval_stream_worst": stream_worst,
+    }
     if labels is not None:
         out["eval_fix_split_label"] = str(labels[kept[s]]) if K else None
     return out
@@ -74,8 +80,12 @@ def clear(M) -> dict:
         values = values[np.isfinite(values)]
         return float(values.mean()) if len(values) else None
 
-    return {"in_domain": mean(np.diagonal(M)), "next_domain": mean(np.diagonal(M, 1)),
-            "backward_transfer": mean(M[np.tril_indices(K, -1)]), "forward_transfer": mean(M[np.triu_indices(K, 1)])}
+    return {
+        "in_domain": mean(np.diagonal(M)),
+        "next_domain": mean(np.diagonal(M, 1)),
+        "backward_transfer": mean(M[np.tril_indices(K, -1)]),
+        "forward_transfer": mean(M[np.triu_indices(K, 1)]),
+    }
 
 
 def protocol_summary(M, higher_is_better: bool, protocol: str = DEFAULT_PROTOCOL) -> dict:

@@ -9,6 +9,7 @@ A slice spec (the `slices:` key of a dataset's params) is one of
     {unit: custom, edges: ["1950-01-01", "1970-07-01", "2000-01-01"], labels: [...]}  K = len(edges) - 1
 `start` is inclusive, `end` exclusive, both years. Times outside [first edge, last edge) belong to no slice.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -22,7 +23,11 @@ from drift.core.params import DatasetParams, SliceSpec, SplitParams
 
 UNITS = ("year", "half-year", "quarter", "month", "decade", "custom")
 AUTO_UNITS = ("month", "quarter", "half-year", "year", "decade")  # the calendar units, finest first
-MONTHS = {"half-year": (1, 7), "quarter": (1, 4, 7, 10), "month": tuple(range(1, 13))}  # each slice's first month
+MONTHS = {
+    "half-year": (1, 7),
+    "quarter": (1, 4, 7, 10),
+    "month": tuple(range(1, 13)),
+}  # each slice's first month
 
 
 def slice_edges(spec: SliceSpec) -> tuple[list[dt.datetime], list[str]]:
@@ -49,12 +54,16 @@ def slice_edges(spec: SliceSpec) -> tuple[list[dt.datetime], list[str]]:
             labels = [str(y) for y in range(start, end)]
         elif unit == "decade":
             if start % 10 or end % 10:
-                raise DriftError(f"decade slices need start and end on a decade (got {start}, {end}): e.g. 1850, 2030")
+                raise DriftError(
+                    f"decade slices need start and end on a decade (got {start}, {end}): e.g. 1850, 2030"
+                )
             edges = [dt.datetime(y, 1, 1) for y in range(start, end + 1, 10)]
             labels = [f"{y}s" for y in range(start, end, 10)]
         else:
             months = MONTHS[unit]
-            edges = [dt.datetime(y, m, 1) for y in range(start, end) for m in months] + [dt.datetime(end, 1, 1)]
+            edges = [dt.datetime(y, m, 1) for y in range(start, end) for m in months] + [
+                dt.datetime(end, 1, 1)
+            ]
             name = {"half-year": "{y}-H{i}", "quarter": "{y}-Q{i}", "month": "{y}-{m:02d}"}[unit]
             labels = [name.format(y=y, i=i, m=m) for y in range(start, end) for i, m in enumerate(months, 1)]
     if len(edges) < 2:
@@ -94,7 +103,10 @@ def _row_order(ids, seed: int) -> np.ndarray:
 
 def stratum_keys(labels: list) -> list[str]:
     """The stratum of each label: the class, the rating, or the multi-label pattern."""
-    return [repr(tuple(label)) if isinstance(label, (list, tuple, np.ndarray)) else repr(label) for label in labels]
+    return [
+        repr(tuple(label)) if isinstance(label, (list, tuple, np.ndarray)) else repr(label)
+        for label in labels
+    ]
 
 
 def stratified_split(ids: list[str], strata: list[str], test_fraction: float, seed: int) -> np.ndarray:
@@ -109,7 +121,9 @@ def stratified_split(ids: list[str], strata: list[str], test_fraction: float, se
     return split
 
 
-def per_slice_split(index: np.ndarray, labels: list, by_label: bool, test_fraction: float, seed: int) -> np.ndarray:
+def per_slice_split(
+    index: np.ndarray, labels: list, by_label: bool, test_fraction: float, seed: int
+) -> np.ndarray:
     """'train' / 'test' per row, the authors' draw (split.draw: per-slice): one generator seeded with `seed` draws
     a seed per slice, in time order, for scikit-learn's train_test_split of that slice's rows (in input order),
     stratified by label where scikit-learn can stratify it; its test share is rounded up. A slice of fewer than
@@ -205,8 +219,11 @@ def build_slices(records, cfg: DatasetParams, split_cfg: SplitParams):
     sample = cfg.sample
     if sample is not None and sample.n:
         sample_seed = seed if sample.seed is None else sample.seed
-        chosen = (cover_uniform_sample(strata, sample.n, sample_seed) if sample.draw == "cover-uniform"
-                  else stratified_sample(ids, strata, sample.n, sample_seed))
+        chosen = (
+            cover_uniform_sample(strata, sample.n, sample_seed)
+            if sample.draw == "cover-uniform"
+            else stratified_sample(ids, strata, sample.n, sample_seed)
+        )
     elif cfg.cap_per_slice:
         cap = cfg.cap_per_slice
         chosen = []
@@ -223,10 +240,13 @@ def build_slices(records, cfg: DatasetParams, split_cfg: SplitParams):
 
     chosen_labels = [label_values[i] for i in chosen]
     if split_cfg.draw == "per-slice":
-        split = per_slice_split(index, chosen_labels, "label" in split_cfg.stratify, split_cfg.test_fraction, seed)
+        split = per_slice_split(
+            index, chosen_labels, "label" in split_cfg.stratify, split_cfg.test_fraction, seed
+        )
     else:
-        split = stratified_split(ids, split_strata(index, chosen_labels, strata, split_cfg.stratify),
-                                 split_cfg.test_fraction, seed)
+        split = stratified_split(
+            ids, split_strata(index, chosen_labels, strata, split_cfg.stratify), split_cfg.test_fraction, seed
+        )
 
     # slices with no row at all are dropped (Yearbook's missing years: K = 104 of 109); slices with some rows
     # but fewer than min_samples stay, marked unusable: the white bands of the paper's figures
@@ -238,17 +258,29 @@ def build_slices(records, cfg: DatasetParams, split_cfg: SplitParams):
     index = renumber[index]
     min_samples = cfg.min_samples
     n_test = np.bincount(index[split == "test"], minlength=len(present))
-    slices = [{"index": k, "label": labels[old], "start": str(edges[old].date()), "end": str(edges[old + 1].date()),
-               "rows": int(counts[old]), "test": int(n_test[k]), "train": int(counts[old] - n_test[k]),
-               # a row of the matrix needs training rows, a column test rows: a one-portrait year (all in train)
-               # keeps its row (f_k can be trained) and leaves its column empty
-               "trainable": bool(counts[old] >= min_samples and counts[old] - n_test[k] > 0),
-               "usable": bool(counts[old] >= min_samples and n_test[k] > 0)} for k, old in enumerate(present)]
+    slices = [
+        {
+            "index": k,
+            "label": labels[old],
+            "start": str(edges[old].date()),
+            "end": str(edges[old + 1].date()),
+            "rows": int(counts[old]),
+            "test": int(n_test[k]),
+            "train": int(counts[old] - n_test[k]),
+            # a row of the matrix needs training rows, a column test rows: a one-portrait year (all in train)
+            # keeps its row (f_k can be trained) and leaves its column empty
+            "trainable": bool(counts[old] >= min_samples and counts[old] - n_test[k] > 0),
+            "usable": bool(counts[old] >= min_samples and n_test[k] > 0),
+        }
+        for k, old in enumerate(present)
+    ]
 
     table = records.append_column("slice", pa.array(index, pa.int32()))
     table = table.append_column("slice_label", pa.array(label_of, pa.string()))
     table = table.append_column("split", pa.array(split.tolist(), pa.string()))
     table = table.sort_by([("slice", "ascending"), ("time", "ascending"), ("id", "ascending")])
     if not any(s["usable"] for s in slices):
-        raise DriftError(f"no slice has {min_samples} or more rows (min_samples): lower it or widen the slices")
+        raise DriftError(
+            f"no slice has {min_samples} or more rows (min_samples): lower it or widen the slices"
+        )
     return table, slices

@@ -13,15 +13,24 @@ import numpy as np
 from drift.core.errors import DriftError, close_matches
 
 STATS = ("id", "future", "decay")
-ORDERS = ("decay", "future", "id")   # what a ranking may be ordered by; decay is the paper's (Tables 5, 13, 21)
+ORDERS = (
+    "decay",
+    "future",
+    "id",
+)  # what a ranking may be ordered by; decay is the paper's (Tables 5, 13, 21)
 DEFAULT_ORDER = "decay"
 REFERENCE_FAMILY = "Reference"
 REFERENCE_PREFIX = "baseline-"
-REFERENCES = {"prior": "baseline-prior", "linear": "baseline-linear", "tfidf": "baseline-tfidf"}  # margin_<key> is the margin over <model>
+REFERENCES = {
+    "prior": "baseline-prior",
+    "linear": "baseline-linear",
+    "tfidf": "baseline-tfidf",
+}  # margin_<key> is the margin over <model>
 
 
 # -----------------------------------------------------------------------------
 # helpers
+
 
 def as_matrix(M) -> np.ndarray:
     """A drift matrix as a 2-D float array, None cells as nan."""
@@ -90,8 +99,9 @@ def _ranked(rows: list[dict], higher_is_better: bool, key: str = DEFAULT_ORDER) 
         r["rank"] = rank
     for r in missing:
         r["rank"] = None
-    refs = (sorted((r for r in refs if r[key] is not None), key=_sort_key(key, higher_is_better))
-            + [r for r in refs if r[key] is None])
+    refs = sorted((r for r in refs if r[key] is not None), key=_sort_key(key, higher_is_better)) + [
+        r for r in refs if r[key] is None
+    ]
     for r in refs:
         r["rank"] = None
     return scored + missing + refs
@@ -100,11 +110,16 @@ def _ranked(rows: list[dict], higher_is_better: bool, key: str = DEFAULT_ORDER) 
 # -----------------------------------------------------------------------------
 # reference models (baseline-prior, baseline-linear, baseline-tfidf on text): not ranked, the yardstick of the others
 
+
 def is_reference(model: str, stats: dict | None = None) -> bool:
     """A reference model: its metrics say so ("reference": true), its family is "Reference", or its name
     starts with baseline-."""
     stats = stats or {}
-    return bool(stats.get("reference")) or stats.get("family") == REFERENCE_FAMILY or model.startswith(REFERENCE_PREFIX)
+    return (
+        bool(stats.get("reference"))
+        or stats.get("family") == REFERENCE_FAMILY
+        or model.startswith(REFERENCE_PREFIX)
+    )
 
 
 def id_margin(model_id, reference_id, higher_is_better: bool) -> float | None:
@@ -137,16 +152,20 @@ def below_prior(stats: dict, higher_is_better: bool) -> list[str]:
     return [m for m, r in reference_margins(stats, higher_is_better).items() if r["beats_prior"] is False]
 
 
-def below_prior_message(dataset: str, model: str, model_id: float, prior_id: float, metric: str,
-                        higher_is_better: bool) -> str:
+def below_prior_message(
+    dataset: str, model: str, model_id: float, prior_id: float, metric: str, higher_is_better: bool
+) -> str:
     """The one line that says a model does not beat the prior predictor in distribution."""
     direction = "higher is better" if higher_is_better else "lower is better"
-    return (f"warning: {model} does not beat {REFERENCES['prior']} in distribution on {dataset} "
-            f"(ID {model_id:.3f} vs prior {prior_id:.3f}, {metric}, {direction})")
+    return (
+        f"warning: {model} does not beat {REFERENCES['prior']} in distribution on {dataset} "
+        f"(ID {model_id:.3f} vs prior {prior_id:.3f}, {metric}, {direction})"
+    )
 
 
 # -----------------------------------------------------------------------------
 # one model: seeds, ID / Future / Decay (Section 4.5)
+
 
 def mean_over_seeds(mats) -> np.ndarray:
     """Cell by cell mean over the seeds that filled each cell; a cell no seed filled stays nan.
@@ -214,6 +233,7 @@ def seed_spread(mats, higher_is_better: bool, n_boot: int = 1000, seed: int = 0)
 # -----------------------------------------------------------------------------
 # many models: tables (Tables 5-10 and their Amazon / arXiv counterparts)
 
+
 def cutoff_indices(K: int, n_cutoffs: int = 4) -> list[int]:
     """n cutoffs spread evenly over slices 0 .. K-2 (the last slice has no future), rounded half up.
     K=104, n=4 -> [0, 34, 68, 102] (Yearbook: 1905, 1944, 1978, 2012 in Tables 6-9)."""
@@ -223,8 +243,14 @@ def cutoff_indices(K: int, n_cutoffs: int = 4) -> list[int]:
     return sorted(set(idx.tolist()))
 
 
-def cutoff_table(matrices: dict, labels: list[str], higher_is_better: bool, n_cutoffs: int = 4,
-                 by: str = DEFAULT_ORDER, references=()) -> list[dict]:
+def cutoff_table(
+    matrices: dict,
+    labels: list[str],
+    higher_is_better: bool,
+    n_cutoffs: int = 4,
+    by: str = DEFAULT_ORDER,
+    references=(),
+) -> list[dict]:
     """Per-cutoff rows (Section 4.5, Tables 6-9): at each of n cutoffs i spread evenly over the timeline
     (excluding the last slice), every model's diagonal cell M_ii ("id"), the mean of the later cells of that
     row, mean_{j>i} M_ij ("future"), and their oriented difference ("decay"), ranked within the cutoff by
@@ -238,21 +264,33 @@ def cutoff_table(matrices: dict, labels: list[str], higher_is_better: bool, n_cu
     K = len(labels)
     for m, M in mats.items():
         if M.shape != (K, K):
-            raise DriftError(f"drift matrix of {m} has shape {M.shape}, expected ({K}, {K}) for {K} slice labels")
+            raise DriftError(
+                f"drift matrix of {m} has shape {M.shape}, expected ({K}, {K}) for {K} slice labels"
+            )
     rows = []
     for c in cutoff_indices(K, n_cutoffs):
         group = []
         for model, M in mats.items():
-            id_, fut = _mean(M[c, c]), _mean(M[c, c + 1:])
-            group.append({"cutoff": c, "cutoff_label": labels[c], "rank": None, "model": model,
-                          "id": id_, "future": fut, "decay": _decay(id_, fut, higher_is_better),
-                          "reference": model in references})
+            id_, fut = _mean(M[c, c]), _mean(M[c, c + 1 :])
+            group.append(
+                {
+                    "cutoff": c,
+                    "cutoff_label": labels[c],
+                    "rank": None,
+                    "model": model,
+                    "id": id_,
+                    "future": fut,
+                    "decay": _decay(id_, fut, higher_is_better),
+                    "reference": model in references,
+                }
+            )
         rows += _ranked(group, higher_is_better, by)
     return rows
 
 
-def family_table(rows: list[dict], higher_is_better: bool, families: dict | None = None,
-                 by: str = DEFAULT_ORDER) -> list[dict]:
+def family_table(
+    rows: list[dict], higher_is_better: bool, families: dict | None = None, by: str = DEFAULT_ORDER
+) -> list[dict]:
     """Family averages (Section 4.5, Table 10): the mean id, future and decay of the models of each family,
     each over the models that have a value, ranked by `by` (decay: smallest first). Rows that carry a "cutoff"
     (from `cutoff_table`) are averaged and ranked within their cutoff. Reference rows (r["reference"] true)
@@ -268,7 +306,9 @@ def family_table(rows: list[dict], higher_is_better: bool, families: dict | None
             continue
         family = r["family"] if "family" in r else (families or {}).get(r["model"])
         if family is None:
-            raise DriftError(f"no family for model {r.get('model')!r}: give rows a 'family' or pass families=")
+            raise DriftError(
+                f"no family for model {r.get('model')!r}: give rows a 'family' or pass families="
+            )
         groups.setdefault(r.get("cutoff"), {}).setdefault(family, []).append(r)
 
     out = []
@@ -289,8 +329,17 @@ def ranking(stats: dict, higher_is_better: bool, by: str = DEFAULT_ORDER) -> lis
     rank by that score, direction-aware. stats: model -> {id, future, decay[, family, reference]}; reference
     models (`is_reference`) follow the ranked ones with rank None.
     Returns rows {rank, model, id, future, decay, reference}."""
-    rows = [{"rank": None, "model": m, "id": s.get("id"), "future": s.get("future"), "decay": s.get("decay"),
-             "reference": is_reference(m, s)} for m, s in stats.items()]
+    rows = [
+        {
+            "rank": None,
+            "model": m,
+            "id": s.get("id"),
+            "future": s.get("future"),
+            "decay": s.get("decay"),
+            "reference": is_reference(m, s),
+        }
+        for m, s in stats.items()
+    ]
     return _ranked(rows, higher_is_better, by)
 
 
@@ -310,6 +359,7 @@ def deviations(matrices: dict) -> dict:
 
 # -----------------------------------------------------------------------------
 # forgetting curves (Appendix C.7, Figure 4)
+
 
 def forgetting_curve(M) -> tuple[np.ndarray, np.ndarray]:
     """F(g) = mean_i M_{i, i+g}: performance against the gap g = j - i >= 0, averaged over the training
@@ -340,5 +390,7 @@ def family_curves(curves: dict, families: dict) -> dict:
         family = by_gap.setdefault(families[model], {})
         for g, v in zip(gaps, values):
             family.setdefault(int(g), []).append(float(v))
-    return {f: (np.array(sorted(gs), dtype=int), np.array([np.mean(gs[g]) for g in sorted(gs)]))
-            for f, gs in by_gap.items()}
+    return {
+        f: (np.array(sorted(gs), dtype=int), np.array([np.mean(gs[g]) for g in sorted(gs)]))
+        for f, gs in by_gap.items()
+    }

@@ -58,8 +58,8 @@ def rating_weights(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 @dataclass(frozen=True)
 class Task:
-    name: str              # "binary" | "multiclass" | "regression" | "multilabel"
-    metric: str            # "accuracy" | "balanced_mse" | "macro_auc"
+    name: str  # "binary" | "multiclass" | "regression" | "multilabel"
+    metric: str  # "accuracy" | "balanced_mse" | "macro_auc"
     higher_is_better: bool
     also: tuple[str, ...] = ()  # more metrics of METRICS reported beside the primary, each its own matrix
 
@@ -73,7 +73,9 @@ class Task:
             return lambda outputs, targets: F.cross_entropy(outputs, targets)
 
         if len(train_targets) == 0:
-            raise DriftError(f"{self.name} loss: the training set is empty, so its class weights are undefined")
+            raise DriftError(
+                f"{self.name} loss: the training set is empty, so its class weights are undefined"
+            )
 
         if self.name == "regression":
             levels, weights = rating_weights(train_targets)
@@ -95,7 +97,9 @@ class Task:
                 # eq. 2 with w_c on the positive term. PyTorch's mean runs over n*C terms where eq. 2 sums over
                 # classes: a constant factor 1/C, which Adam/AdamW updates do not see.
                 return F.binary_cross_entropy_with_logits(
-                    outputs, targets.to(outputs.dtype), pos_weight=pos_weight.to(outputs.device, outputs.dtype)
+                    outputs,
+                    targets.to(outputs.dtype),
+                    pos_weight=pos_weight.to(outputs.device, outputs.dtype),
                 )
 
             return weighted_bce
@@ -116,7 +120,9 @@ class Task:
             return torch.as_tensor(y.reshape(-1).astype(np.int64))
         if self.name == "multiclass":
             if y.size and not (np.issubdtype(y.dtype, np.integer) and y.min() >= 0):
-                raise DriftError(f"multiclass labels must be class ids 0..C-1, got values {np.unique(y)[:5].tolist()}")
+                raise DriftError(
+                    f"multiclass labels must be class ids 0..C-1, got values {np.unique(y)[:5].tolist()}"
+                )
             return torch.as_tensor(y.reshape(-1).astype(np.int64))
         if self.name == "regression":
             y = y.astype(np.float32).reshape(-1)

@@ -9,6 +9,7 @@ cohort mean, the forgetting curves, the families, saliency (image datasets), the
 label-free shift and estimates when a report has them, our run beside the paper's for Yearbook, Amazon and arXiv
 (drift/report/published.py); any other figure of plots/<ds>/ goes under "Other figures".
 """
+
 from __future__ import annotations
 
 import base64
@@ -74,23 +75,33 @@ def figure(path: Path, caption: str, wide: bool = False) -> str:
     width, height = png_size(data)
     uri = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
     cls = ' class="wide"' if wide else ""
-    return (f'<figure{cls}><img src="{uri}" width="{width}" height="{height}" alt="{html.escape(caption)}">'
-            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+    return (
+        f'<figure{cls}><img src="{uri}" width="{width}" height="{height}" alt="{html.escape(caption)}">'
+        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+    )
 
 
 def _num(value, sign: bool = False) -> str:
     return "—" if value is None else f"{value:{'+' if sign else ''}.3f}"
 
 
-def _table(headers: list[str], rows: list[list[str]], row_classes: list[str] | None = None,
-           left: int = 1) -> str:
+def _table(
+    headers: list[str], rows: list[list[str]], row_classes: list[str] | None = None, left: int = 1
+) -> str:
     """An HTML table; the first `left` columns are names (left-aligned), cells are already escaped."""
-    head = "".join(f'<th class="name">{h}</th>' if i < left else f"<th>{h}</th>" for i, h in enumerate(headers))
+    head = "".join(
+        f'<th class="name">{h}</th>' if i < left else f"<th>{h}</th>" for i, h in enumerate(headers)
+    )
     body = []
     for n, row in enumerate(rows):
         cls = f' class="{row_classes[n]}"' if row_classes and row_classes[n] else ""
-        body.append(f"<tr{cls}>" + "".join(f'<td class="name">{c}</td>' if i < left else f"<td>{c}</td>"
-                                           for i, c in enumerate(row)) + "</tr>")
+        body.append(
+            f"<tr{cls}>"
+            + "".join(
+                f'<td class="name">{c}</td>' if i < left else f"<td>{c}</td>" for i, c in enumerate(row)
+            )
+            + "</tr>"
+        )
     return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
@@ -98,40 +109,71 @@ def _summary(tables: dict) -> str:
     rows, classes = [], []
     for r in tables["ranking"]:
         ref = r.get("reference")
-        rows.append(["ref" if ref else str(r.get("rank") or "—"), html.escape(r["model"]),
-                     html.escape(r.get("family") or ""), _num(r.get("id")), _num(r.get("future")),
-                     _num(r.get("decay")), "" if ref else _num(r.get("margin_prior"), sign=True),
-                     "" if ref else _num(r.get("margin_linear"), sign=True),
-                     "" if ref else _num(r.get("margin_tfidf"), sign=True)])
+        rows.append(
+            [
+                "ref" if ref else str(r.get("rank") or "—"),
+                html.escape(r["model"]),
+                html.escape(r.get("family") or ""),
+                _num(r.get("id")),
+                _num(r.get("future")),
+                _num(r.get("decay")),
+                "" if ref else _num(r.get("margin_prior"), sign=True),
+                "" if ref else _num(r.get("margin_linear"), sign=True),
+                "" if ref else _num(r.get("margin_tfidf"), sign=True),
+            ]
+        )
         classes.append("reference" if ref else "")
-    out = _table(["rank", "model", "family", "ID", "Future", "Decay", "vs prior", "vs linear", "vs tfidf"], rows, classes,
-                 left=3)
+    out = _table(
+        ["rank", "model", "family", "ID", "Future", "Decay", "vs prior", "vs linear", "vs tfidf"],
+        rows,
+        classes,
+        left=3,
+    )
     for model in tables.get("below_prior") or []:
         out += f'<p class="warn">{html.escape(model)} does not beat baseline-prior in distribution.</p>'
     cohort = tables.get("cohort") or {}
-    out += (f'<p class="note">Cohort mean (the models that are not references): ID {_num(cohort.get("id"))}, '
-            f'Future {_num(cohort.get("future"))}, Decay {_num(cohort.get("decay"))}.</p>')
+    out += (
+        f'<p class="note">Cohort mean (the models that are not references): ID {_num(cohort.get("id"))}, '
+        f"Future {_num(cohort.get('future'))}, Decay {_num(cohort.get('decay'))}.</p>"
+    )
     return out
 
 
 def _families(tables: dict) -> str:
-    rows = [[str(r.get("rank") or "—"), html.escape(r["family"]), str(r["n_models"]), _num(r.get("id")),
-             _num(r.get("future")), _num(r.get("decay"))] for r in tables.get("families") or []]
+    rows = [
+        [
+            str(r.get("rank") or "—"),
+            html.escape(r["family"]),
+            str(r["n_models"]),
+            _num(r.get("id")),
+            _num(r.get("future")),
+            _num(r.get("decay")),
+        ]
+        for r in tables.get("families") or []
+    ]
     return _table(["rank", "family", "models", "ID", "Future", "Decay"], rows, left=2) if rows else ""
 
 
-PEERS = [("wild-time", "eval_fix_average", "Eval-Fix avg"), ("wild-time", "eval_fix_worst", "Eval-Fix worst"),
-         ("wild-time", "eval_stream_average", "Eval-Stream avg"),
-         ("wild-time", "eval_stream_worst", "Eval-Stream worst"),
-         ("clear", "in_domain", "in-domain"), ("clear", "next_domain", "next-domain"),
-         ("clear", "backward_transfer", "backward"), ("clear", "forward_transfer", "forward")]
+PEERS = [
+    ("wild-time", "eval_fix_average", "Eval-Fix avg"),
+    ("wild-time", "eval_fix_worst", "Eval-Fix worst"),
+    ("wild-time", "eval_stream_average", "Eval-Stream avg"),
+    ("wild-time", "eval_stream_worst", "Eval-Stream worst"),
+    ("clear", "in_domain", "in-domain"),
+    ("clear", "next_domain", "next-domain"),
+    ("clear", "backward_transfer", "backward"),
+    ("clear", "forward_transfer", "forward"),
+]
 
 
 def _peers(tables: dict) -> str:
     """Wild-Time's and CLEAR's summaries of each model's matrix (tables.json `protocols`), in ranking order."""
     protocols = tables.get("protocols") or {}
-    rows = [[html.escape(r["model"])] + [_num((protocols[r["model"]].get(p) or {}).get(k)) for p, k, _ in PEERS]
-            for r in tables["ranking"] if r["model"] in protocols]
+    rows = [
+        [html.escape(r["model"])] + [_num((protocols[r["model"]].get(p) or {}).get(k)) for p, k, _ in PEERS]
+        for r in tables["ranking"]
+        if r["model"] in protocols
+    ]
     return _table(["model"] + [title for _, _, title in PEERS], rows, left=1) if rows else ""
 
 
@@ -139,11 +181,22 @@ def _policies(rows: list[dict]) -> str:
     """The policy rows (plots/policies/<ds>.json) as a table: each model's best mean score in bold."""
     out, classes = [], []
     for r in rows:
-        out.append([html.escape(r["model"]), html.escape(r["policy"]), _num(r["mean"]), _num(r["worst"]),
-                    str(r["retrainings"]), f"{r['cost']:,.0f}", "yes" if r["pareto"] else ""])
+        out.append(
+            [
+                html.escape(r["model"]),
+                html.escape(r["policy"]),
+                _num(r["mean"]),
+                _num(r["worst"]),
+                str(r["retrainings"]),
+                f"{r['cost']:,.0f}",
+                "yes" if r["pareto"] else "",
+            ]
+        )
         classes.append("best" if r.get("best") else "")
     unit = html.escape(rows[0].get("cost_unit", "")) if rows else ""
-    return _table(["model", "policy", "mean", "worst", "retrains", f"cost ({unit})", "Pareto"], out, classes, left=2)
+    return _table(
+        ["model", "policy", "mean", "worst", "retrains", f"cost ({unit})", "Pareto"], out, classes, left=2
+    )
 
 
 def _paper(name: str, root: Path) -> str:
@@ -162,22 +215,37 @@ def _paper(name: str, root: Path) -> str:
     rows = []
     for r in result["models"]:
         ours, pub, diff = r["ours"] or {}, r["published"] or {}, r["difference"] or {}
-        rows.append([html.escape(r["model"]), html.escape(r["paper_name"] or "—"),
-                     *(f"{num(ours.get(s))} / {num(pub.get(s))} / {num(diff.get(s), sign=True)}"
-                       for s in ("id", "future", "decay")),
-                     f"{ours.get('rank') or '—'} / {pub.get('rank') or '—'}", num(r["mean_abs_difference"])])
+        rows.append(
+            [
+                html.escape(r["model"]),
+                html.escape(r["paper_name"] or "—"),
+                *(
+                    f"{num(ours.get(s))} / {num(pub.get(s))} / {num(diff.get(s), sign=True)}"
+                    for s in ("id", "future", "decay")
+                ),
+                f"{ours.get('rank') or '—'} / {pub.get('rank') or '—'}",
+                num(r["mean_abs_difference"]),
+            ]
+        )
     unit = f" ({html.escape(result['unit'])})" if result["unit"] else ""
     rho = result["spearman_decay"]
     source = result["source"]
-    out = (f'<p class="note">{html.escape(result["published_metric"])}{unit}, ours / the paper\'s / ours − '
-           f"paper; ranks by Decay. Published: {html.escape(source['repository'].split('://')[-1])} @ "
-           f"{html.escape(source['commit'][:7])}, {html.escape(source['license'])}.</p>")
+    out = (
+        f'<p class="note">{html.escape(result["published_metric"])}{unit}, ours / the paper\'s / ours − '
+        f"paper; ranks by Decay. Published: {html.escape(source['repository'].split('://')[-1])} @ "
+        f"{html.escape(source['commit'][:7])}, {html.escape(source['license'])}.</p>"
+    )
     out += _table(["model", "paper", "ID", "Future", "Decay", "rank", "mean |ΔM|"], rows, left=2)
-    out += (f'<p class="note">{result["cells"]} cells both fill: mean |ours − paper| {num(result["mean_abs_difference"])};'
-            f" Spearman ρ of the Decay rankings {_num(rho['rho'])} over {rho['models']} models.</p>")
-    for what, names in (("Only in the paper", result["only_published"]), ("Only in our run", result["only_ours"]),
-                        ("Slices only in the paper", result["slices"]["only_published"]),
-                        ("Slices only in our run", result["slices"]["only_ours"])):
+    out += (
+        f'<p class="note">{result["cells"]} cells both fill: mean |ours − paper| {num(result["mean_abs_difference"])};'
+        f" Spearman ρ of the Decay rankings {_num(rho['rho'])} over {rho['models']} models.</p>"
+    )
+    for what, names in (
+        ("Only in the paper", result["only_published"]),
+        ("Only in our run", result["only_ours"]),
+        ("Slices only in the paper", result["slices"]["only_published"]),
+        ("Slices only in our run", result["slices"]["only_ours"]),
+    ):
         if names:
             out += f'<p class="note">{what}: {html.escape(", ".join(names))}.</p>'
 
@@ -188,16 +256,34 @@ def _paper(name: str, root: Path) -> str:
             if r["ours"] is None or r["published"] is None or not r["slices"]["shared"]:
                 continue  # nothing to draw beside the paper's: no matrix, or no slice both sides have
             ours = our_result(root, name, r["model"])
-            difference = np.array([[np.nan if v is None else v for v in row]
-                                   for row in compare(ours, name, r["model"])["difference"]], dtype=float)
-            panels = ((np.asarray(ours["matrix"], dtype=float) * data["scale"], ours["labels"], "ours", False),
-                      (published_model(data, r["model"])["matrix"], data["slices"], "the paper's", False),
-                      (difference.reshape(len(r["slices"]["shared"]), -1), r["slices"]["shared"], "ours − paper",
-                       True))
+            difference = np.array(
+                [
+                    [np.nan if v is None else v for v in row]
+                    for row in compare(ours, name, r["model"])["difference"]
+                ],
+                dtype=float,
+            )
+            panels = (
+                (np.asarray(ours["matrix"], dtype=float) * data["scale"], ours["labels"], "ours", False),
+                (published_model(data, r["model"])["matrix"], data["slices"], "the paper's", False),
+                (
+                    difference.reshape(len(r["slices"]["shared"]), -1),
+                    r["slices"]["shared"],
+                    "ours − paper",
+                    True,
+                ),
+            )
             for k, (matrix, labels, title, diverging) in enumerate(panels):
                 path = Path(tmp) / f"{r['model']}-{k}.png"
-                heatmap(matrix, labels, path, f"{r['model']}: {title}", data["metric"], data["higher_is_better"],
-                        diverging=diverging)
+                heatmap(
+                    matrix,
+                    labels,
+                    path,
+                    f"{r['model']}: {title}",
+                    data["metric"],
+                    data["higher_is_better"],
+                    diverging=diverging,
+                )
                 figures.append(figure(path, f"{r['model']} ({r['paper_name']}): {title}"))
     return out + f'<div class="grid">{"".join(figures)}</div>'
 
@@ -223,56 +309,120 @@ def write_html_report(name: str, root: Path = Path(".")) -> Path:
     ranked = [r["model"] for r in tables["ranking"]]
     sections = []
 
-    sections.append(("summary", "Summary", _summary(tables) + (
-        '<p class="note">ID: the diagonal (trained through a period, tested on its held-out rows). Future: the '
-        "later periods. Decay: what is lost going forward (positive = worse, whatever the metric's direction). "
-        "vs prior, vs linear: the ID margin over the reference models (positive = better). References are not "
-        "ranked and not part of the cohort, the deviations or the families.</p>")))
+    sections.append(
+        (
+            "summary",
+            "Summary",
+            _summary(tables)
+            + (
+                '<p class="note">ID: the diagonal (trained through a period, tested on its held-out rows). Future: the '
+                "later periods. Decay: what is lost going forward (positive = worse, whatever the metric's direction). "
+                "vs prior, vs linear: the ID margin over the reference models (positive = better). References are not "
+                "ranked and not part of the cohort, the deviations or the families.</p>"
+            ),
+        )
+    )
 
     peers = _peers(tables)
     if peers:
-        sections.append(("protocols", "Other protocols", peers + (
-            '<p class="note">The same matrices summarised as the peers do (README, "Other protocols"). Wild-Time '
-            "Eval-Fix: trained through the middle period, scored on every later one; Eval-Stream: each period's "
-            "model on the next. CLEAR: in-domain the diagonal, next-domain the next period, backward the periods "
-            "before the cutoff, forward those after it.</p>")))
+        sections.append(
+            (
+                "protocols",
+                "Other protocols",
+                peers
+                + (
+                    '<p class="note">The same matrices summarised as the peers do (README, "Other protocols"). Wild-Time '
+                    "Eval-Fix: trained through the middle period, scored on every later one; Eval-Stream: each period's "
+                    "model on the next. CLEAR: in-domain the diagonal, next-domain the next period, backward the periods "
+                    "before the cutoff, forward those after it.</p>"
+                ),
+            )
+        )
 
     matrices = []
     for model in ranked:
         caption = f"{model}{' (reference)' if model in references else ''}: drift matrix"
         matrices.append(fig(plots / model / "heatmap.png", caption))
-        matrices.append(fig(plots / model / "deviation.png", f"{model}: deviation from the cohort mean "
-                                                             "(blue: better)"))
-    sections.append(("matrices", "Drift matrices", (
-        '<p class="note">Rows: trained up to; columns: evaluated on; time grows up and to the right; the diagonal '
-        "is dashed; white cells are empty (a slice too small to score). Each model's matrix, then its deviation "
-        "from the cohort mean.</p>" f'<div class="pairs">{"".join(matrices)}</div>')))
+        matrices.append(
+            fig(plots / model / "deviation.png", f"{model}: deviation from the cohort mean (blue: better)")
+        )
+    sections.append(
+        (
+            "matrices",
+            "Drift matrices",
+            (
+                '<p class="note">Rows: trained up to; columns: evaluated on; time grows up and to the right; the diagonal '
+                "is dashed; white cells are empty (a slice too small to score). Each model's matrix, then its deviation "
+                "from the cohort mean.</p>"
+                f'<div class="pairs">{"".join(matrices)}</div>'
+            ),
+        )
+    )
 
-    sections.append(("cohort", "Cohort mean", f'<div class="grid">'
-                     f'{fig(plots / "cohort-mean" / "heatmap.png", "cohort mean of the models (Figure 5)")}</div>'))
-    sections.append(("forgetting", "Forgetting curves", fig(plots / "forgetting.png", "score against the gap "
-                     "j − i, per model and per family (Figures 4, 11)", wide=True)))
-    sections.append(("families", "Families", _families(tables) + fig(plots / "families.png",
-                                                                     "family averages (Table 10)")))
+    sections.append(
+        (
+            "cohort",
+            "Cohort mean",
+            f'<div class="grid">'
+            f"{fig(plots / 'cohort-mean' / 'heatmap.png', 'cohort mean of the models (Figure 5)')}</div>",
+        )
+    )
+    sections.append(
+        (
+            "forgetting",
+            "Forgetting curves",
+            fig(
+                plots / "forgetting.png",
+                "score against the gap j − i, per model and per family (Figures 4, 11)",
+                wide=True,
+            ),
+        )
+    )
+    sections.append(
+        (
+            "families",
+            "Families",
+            _families(tables) + fig(plots / "families.png", "family averages (Table 10)"),
+        )
+    )
     if (plots / "saliency.png").exists():
-        sections.append(("saliency", "Saliency", fig(plots / "saliency.png", "mean gradient saliency of the image "
-                                                     "models per training cutoff (Figure 3)", wide=True)))
+        sections.append(
+            (
+                "saliency",
+                "Saliency",
+                fig(
+                    plots / "saliency.png",
+                    "mean gradient saliency of the image models per training cutoff (Figure 3)",
+                    wide=True,
+                ),
+            )
+        )
 
     policy_rows = json.loads(p["policies"].read_text()) if p["policies"].exists() else None
     if policy_rows is not None or (plots / "policies.png").exists():
-        body = ('<p class="note">Retraining policies replayed from each drift matrix (drift/analysis/policy.py): the model '
-                "deployed in period j after retraining at cutoff t is f_t, so its score there is M[t][j]. Mean and "
-                "worst score over the deployment periods; cost: training rows through the cutoff × epochs (each slice "
-                "one row when the slice manifest was absent), summed over the retrainings (the first model, shared "
-                "by all, not counted). Bold: each model's best mean score.</p>")
-        body += fig(plots / "policies.png", "mean (dot) and worst period (ring) against the retraining cost; "
-                                            "orange: the Pareto front", wide=True)
+        body = (
+            '<p class="note">Retraining policies replayed from each drift matrix (drift/analysis/policy.py): the model '
+            "deployed in period j after retraining at cutoff t is f_t, so its score there is M[t][j]. Mean and "
+            "worst score over the deployment periods; cost: training rows through the cutoff × epochs (each slice "
+            "one row when the slice manifest was absent), summed over the retrainings (the first model, shared "
+            "by all, not counted). Bold: each model's best mean score.</p>"
+        )
+        body += fig(
+            plots / "policies.png",
+            "mean (dot) and worst period (ring) against the retraining cost; orange: the Pareto front",
+            wide=True,
+        )
         body += _policies(policy_rows) if policy_rows else ""
         sections.append(("policies", "Retraining policies", body))
     else:
-        sections.append(("policies", "Retraining policies",
-                         '<p class="note">No policy comparison in this report (plots/policies/'
-                         f'{html.escape(name)}.json): re-run <code>dvc repro report@{html.escape(name)}</code>.</p>'))
+        sections.append(
+            (
+                "policies",
+                "Retraining policies",
+                '<p class="note">No policy comparison in this report (plots/policies/'
+                f"{html.escape(name)}.json): re-run <code>dvc repro report@{html.escape(name)}</code>.</p>",
+            )
+        )
 
     shift = sorted((plots / "shift").glob("*.png")) if (plots / "shift").is_dir() else []
     estimates = sorted(plots.glob("*/estimate*.png")) + sorted(plots.glob("estimate*/*.png"))
@@ -294,22 +444,31 @@ def write_html_report(name: str, root: Path = Path(".")) -> Path:
         sections.append(("other", "Other figures", f'<div class="grid">{body}</div>'))
 
     env = tables.get("environment") or {}
-    versions = ", ".join(f"{k} {v}" for k, v in sorted((env.get("packages") or {}).items())
-                         if k in ("torch", "numpy", "timm", "transformers", "lance", "pylance", "dvc"))
-    footer = (f'<p class="note">Python {html.escape(str(env.get("python", "?")))}; {html.escape(versions)}; '
-              f'requirements.lock sha256 {html.escape(str(env.get("lock_sha256", "?"))[:12])}…</p>')
+    versions = ", ".join(
+        f"{k} {v}"
+        for k, v in sorted((env.get("packages") or {}).items())
+        if k in ("torch", "numpy", "timm", "transformers", "lance", "pylance", "dvc")
+    )
+    footer = (
+        f'<p class="note">Python {html.escape(str(env.get("python", "?")))}; {html.escape(versions)}; '
+        f"requirements.lock sha256 {html.escape(str(env.get('lock_sha256', '?'))[:12])}…</p>"
+    )
 
     nav = "".join(f'<a href="#{key}">{title}</a>' for key, title, _ in sections)
-    body = "".join(f'<section id="{key}"><h2>{title}</h2>{content}</section>' for key, title, content in sections)
-    page = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{html.escape(name)}: drift report</title><style>{CSS}</style></head><body>"
-            f"<nav>{nav}</nav><main><h1>{html.escape(name)}: drift report</h1>"
-            f'<p class="note">{html.escape(tables["metric"])} ({direction}); {len(tables.get("labels") or [])} '
-            f"slices, {html.escape(', '.join((tables.get('labels') or [])[:1] + (tables.get('labels') or [])[-1:]))}"
-            f"; models ranked by {html.escape(tables.get('ranked_by', 'decay'))}.</p>{body}{footer}</main>"
-            f"</body></html>\n")
+    body = "".join(
+        f'<section id="{key}"><h2>{title}</h2>{content}</section>' for key, title, content in sections
+    )
+    page = (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{html.escape(name)}: drift report</title><style>{CSS}</style></head><body>"
+        f"<nav>{nav}</nav><main><h1>{html.escape(name)}: drift report</h1>"
+        f'<p class="note">{html.escape(tables["metric"])} ({direction}); {len(tables.get("labels") or [])} '
+        f"slices, {html.escape(', '.join((tables.get('labels') or [])[:1] + (tables.get('labels') or [])[-1:]))}"
+        f"; models ranked by {html.escape(tables.get('ranked_by', 'decay'))}.</p>{body}{footer}</main>"
+        f"</body></html>\n"
+    )
     p["report_html"].parent.mkdir(parents=True, exist_ok=True)
     p["report_html"].write_text(page)
     return p["report_html"]

@@ -8,6 +8,7 @@ long-format JSON of plots/deviations/ and plots/forgetting/; tables/<ds>.json an
 are by Decay, smallest first, unless `by` says "future" or "id". Reference models get their files but no rank
 and no part in the cohort, deviations or families; a model that does not beat baseline-prior is named on
 stderr and under "below_prior" in the tables."""
+
 from __future__ import annotations
 
 import json
@@ -78,16 +79,30 @@ def model_metrics(result: dict) -> dict:
     higher = result["higher_is_better"]
     spread = seed_spread(result["per_seed"], higher)
     return {
-        **id_future_decay(result["matrix"], higher), "metric": result["metric"], "higher_is_better": higher,
-        "k": len(result["labels"]), "seeds": len(result["per_seed"]), "family": result["family"],
+        **id_future_decay(result["matrix"], higher),
+        "metric": result["metric"],
+        "higher_is_better": higher,
+        "k": len(result["labels"]),
+        "seeds": len(result["per_seed"]),
+        "family": result["family"],
         "reference": is_reference(result.get("model", ""), result),
         **{f"{s}_std": spread[s]["std"] for s in STATS},
         **{f"{s}_ci95": [spread[s]["ci_low"], spread[s]["ci_high"]] for s in STATS},
         # the peers' summaries of the same seed-averaged matrix (drift.protocol.peers), and the task's other metrics
-        "protocols": {"wild-time": wild_time(result["matrix"], higher, labels=result["labels"]),
-                      "clear": clear(result["matrix"])},
-        **({"also": {metric: id_future_decay(mean_over_seeds([from_json(m) for m in seeds.values()]), higher)
-                     for metric, seeds in result["also"].items()}} if result.get("also") else {}),
+        "protocols": {
+            "wild-time": wild_time(result["matrix"], higher, labels=result["labels"]),
+            "clear": clear(result["matrix"]),
+        },
+        **(
+            {
+                "also": {
+                    metric: id_future_decay(mean_over_seeds([from_json(m) for m in seeds.values()]), higher)
+                    for metric, seeds in result["also"].items()
+                }
+            }
+            if result.get("also")
+            else {}
+        ),
     }
 
 
@@ -105,12 +120,15 @@ def fmt(value) -> str:
 
 
 def _title(name: str, model: str, stats: dict) -> str:
-    return (f"{name} · {model} · ID {fmt(stats['id'])} · Future {fmt(stats['future'])} · "
-            f"Decay {fmt(stats['decay'])}")
+    return (
+        f"{name} · {model} · ID {fmt(stats['id'])} · Future {fmt(stats['future'])} · "
+        f"Decay {fmt(stats['decay'])}"
+    )
 
 
-def write_report(name: str, results: dict[str, dict], root: Path = Path("."), n_cutoffs: int = 4,
-                 by: str = DEFAULT_ORDER) -> dict:
+def write_report(
+    name: str, results: dict[str, dict], root: Path = Path("."), n_cutoffs: int = 4, by: str = DEFAULT_ORDER
+) -> dict:
     """Write every output of the module docstring except the saliency grid; returns the tables. Tables are
     ranked by `by` (decay, future or id). A model that does not beat baseline-prior in distribution is named on
     stderr, one line each."""
@@ -124,8 +142,10 @@ def write_report(name: str, results: dict[str, dict], root: Path = Path("."), n_
     labels, metric, higher = first["labels"], first["metric"], first["higher_is_better"]
     for model, r in results.items():
         if r["labels"] != labels or r["metric"] != metric:
-            raise DriftError(f"{model}'s drift matrices are over other slices or another metric than "
-                             f"{next(iter(results))}'s: re-run `dvc repro evaluate@{name}`")
+            raise DriftError(
+                f"{model}'s drift matrices are over other slices or another metric than "
+                f"{next(iter(results))}'s: re-run `dvc repro evaluate@{name}`"
+            )
     matrices = {m: r["matrix"] for m, r in results.items()}
     families = {m: r["family"] for m, r in results.items()}
     references = [m for m, r in results.items() if is_reference(m, r)]
@@ -143,12 +163,24 @@ def write_report(name: str, results: dict[str, dict], root: Path = Path("."), n_
             method, matrix = estimated
             metrics[model]["estimate"] = {"method": method, "mae_future": estimate_error(matrix, r["matrix"])}
             write_json(p["plots"] / model / "estimate.json", long_format(matrix, labels))
-            heatmap(matrix, labels, p["plots"] / model / "estimate.png",
-                    f"{name} · {model} · estimated without labels ({method.upper()})", metric, higher)
+            heatmap(
+                matrix,
+                labels,
+                p["plots"] / model / "estimate.png",
+                f"{name} · {model} · estimated without labels ({method.upper()})",
+                metric,
+                higher,
+            )
         write_json(p["metrics"] / f"{model}.json", metrics[model])
         write_json(p["plots"] / model / "matrix.json", long_format(r["matrix"], labels))
-        heatmap(r["matrix"], labels, p["plots"] / model / "heatmap.png", _title(name, model, metrics[model]),
-                metric, higher)
+        heatmap(
+            r["matrix"],
+            labels,
+            p["plots"] / model / "heatmap.png",
+            _title(name, model, metrics[model]),
+            metric,
+            higher,
+        )
 
     # cohort mean and deviations (Section 4.5, Figures 5-10), over the models that are not references
     p["deviations"].mkdir(parents=True, exist_ok=True)
@@ -157,30 +189,60 @@ def write_report(name: str, results: dict[str, dict], root: Path = Path("."), n_
         cohort = cohort_mean(cohort_matrices)
         cohort_stats = id_future_decay(cohort, higher)
         write_json(p["plots"] / COHORT / "matrix.json", long_format(cohort, labels))
-        heatmap(cohort, labels, p["plots"] / COHORT / "heatmap.png",
-                _title(name, f"cohort mean of {len(cohort_matrices)} models", cohort_stats), metric, higher)
+        heatmap(
+            cohort,
+            labels,
+            p["plots"] / COHORT / "heatmap.png",
+            _title(name, f"cohort mean of {len(cohort_matrices)} models", cohort_stats),
+            metric,
+            higher,
+        )
     for model, delta in (deviations(cohort_matrices) if cohort_matrices else {}).items():
         write_json(p["deviations"] / f"{model}.json", long_format(delta, labels, higher_is_better=higher))
-        heatmap(delta, labels, p["plots"] / model / "deviation.png",
-                f"{name} · {model} − cohort mean (blue: better)", metric, higher, diverging=True)
+        heatmap(
+            delta,
+            labels,
+            p["plots"] / model / "deviation.png",
+            f"{name} · {model} − cohort mean (blue: better)",
+            metric,
+            higher,
+            diverging=True,
+        )
         deviation_rows.append({"model": model, **id_future_decay(delta, higher)})
 
     # forgetting curves (Figure 4 / 11): references as dashed lines, not in the family curves
     curves = {m: forgetting_curve(M) for m, M in matrices.items()}
     by_family = family_curves({m: c for m, c in curves.items() if m not in references}, families)
     write_json(p["forgetting"], curve_rows(curves))
-    forgetting_plot(curves, by_family, p["plots"] / "forgetting.png", f"{name}: forgetting curves", metric,
-                    references=references)
+    forgetting_plot(
+        curves,
+        by_family,
+        p["plots"] / "forgetting.png",
+        f"{name}: forgetting curves",
+        metric,
+        references=references,
+    )
 
     # tables (Tables 5-10), ranked by `by`; references after the ranked models, in no family average
-    ranked = [{**r, "family": families[r["model"]],
-               **{f"{s}_std": metrics[r["model"]][f"{s}_std"] for s in STATS}, **margins.get(r["model"], {})}
-              for r in ranking(metrics, higher, by)]
-    per_cutoff = [{**r, "family": families[r["model"]]}
-                  for r in cutoff_table(matrices, labels, higher, n_cutoffs, by, references)]
+    ranked = [
+        {
+            **r,
+            "family": families[r["model"]],
+            **{f"{s}_std": metrics[r["model"]][f"{s}_std"] for s in STATS},
+            **margins.get(r["model"], {}),
+        }
+        for r in ranking(metrics, higher, by)
+    ]
+    per_cutoff = [
+        {**r, "family": families[r["model"]]}
+        for r in cutoff_table(matrices, labels, higher, n_cutoffs, by, references)
+    ]
     below = below_prior(metrics, higher)
     tables = {
-        "dataset": name, "metric": metric, "higher_is_better": higher, "labels": labels,
+        "dataset": name,
+        "metric": metric,
+        "higher_is_better": higher,
+        "labels": labels,
         "ranked_by": by,
         "ranking": ranked,
         "references": references,
@@ -189,18 +251,27 @@ def write_report(name: str, results: dict[str, dict], root: Path = Path("."), n_
         "cutoffs": per_cutoff,
         "family_cutoffs": family_table(per_cutoff, higher, by=by),
         "cohort": cohort_stats,
-        "protocols": {m: metrics[m]["protocols"] for m in metrics},  # the peers' summaries (drift.protocol.peers)
+        "protocols": {
+            m: metrics[m]["protocols"] for m in metrics
+        },  # the peers' summaries (drift.protocol.peers)
         "deviations": deviation_rows,
         "environment": env,
     }
     write_json(p["tables"], tables)
     p["tables_md"].write_text(tables_markdown(tables))
     if tables["families"]:
-        family_bars(tables["families"], p["plots"] / "families.png",
-                    f"{name}: family averages, ranked by {ORDER_LABELS[by]}", metric)
+        family_bars(
+            tables["families"],
+            p["plots"] / "families.png",
+            f"{name}: family averages, ranked by {ORDER_LABELS[by]}",
+            metric,
+        )
     prior = metrics.get(REFERENCES["prior"])
     for model in below:
-        print(below_prior_message(name, model, metrics[model]["id"], prior["id"], metric, higher), file=sys.stderr)
+        print(
+            below_prior_message(name, model, metrics[model]["id"], prior["id"], metric, higher),
+            file=sys.stderr,
+        )
     return tables
 
 
@@ -220,25 +291,47 @@ def _md(rows: list[dict], columns: list[str]) -> str:
         if c in _MD_KEYS:
             return "" if r.get("reference") else "—" if v is None else f"{v:+.3f}"
         return fmt(v) if isinstance(v, float) or v is None else str(v)
+
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(cell(r, c) for c in columns) + " |" for r in rows]
     return "\n".join(lines)
 
 
 def _order_note(by: str) -> str:
-    return {"decay": "ranked by Decay, smallest first", "future": "ranked by Future, best first",
-            "id": "ranked by ID, best first"}[by]
+    return {
+        "decay": "ranked by Decay, smallest first",
+        "future": "ranked by Future, best first",
+        "id": "ranked by ID, best first",
+    }[by]
 
 
 def tables_markdown(t: dict) -> str:
     direction = "higher is better" if t["higher_is_better"] else "lower is better"
     by = t.get("ranked_by", DEFAULT_ORDER)
-    ranking_md = _md(t["ranking"], ["rank", "model", "family", "id", "future", "decay", "future_std", "decay_std",
-                                    "vs prior", "vs linear", "vs tfidf"])
+    ranking_md = _md(
+        t["ranking"],
+        [
+            "rank",
+            "model",
+            "family",
+            "id",
+            "future",
+            "decay",
+            "future_std",
+            "decay_std",
+            "vs prior",
+            "vs linear",
+            "vs tfidf",
+        ],
+    )
     prior = next((r for r in t["ranking"] if r["model"] == REFERENCES["prior"]), None)
-    warnings = [below_prior_message(t["dataset"], r["model"], r["id"], prior["id"], t["metric"],
-                                    t["higher_is_better"])
-                for r in t["ranking"] if prior is not None and r["model"] in t.get("below_prior", [])]
+    warnings = [
+        below_prior_message(
+            t["dataset"], r["model"], r["id"], prior["id"], t["metric"], t["higher_is_better"]
+        )
+        for r in t["ranking"]
+        if prior is not None and r["model"] in t.get("below_prior", [])
+    ]
     parts = [
         f"# {t['dataset']}: {t['metric']} ({direction})",
         "ID: the diagonal (trained through, tested on held-out rows of the same period). Future: the later "
@@ -248,18 +341,26 @@ def tables_markdown(t: dict) -> str:
         "not ranked and not in the families or the cohort mean.",
         f"## Models, {_order_note(by)} (Table 5)",
         ranking_md + ("\n\n" + "\n".join(f"- {w}" for w in warnings) if warnings else ""),
-        "## Families (Table 10)", _md(t["families"], ["rank", "family", "n_models", "id", "future", "decay"]),
+        "## Families (Table 10)",
+        _md(t["families"], ["rank", "family", "n_models", "id", "future", "decay"]),
         f"## Per cutoff (Tables 6-9): the diagonal cell and the later cells of one row, {_order_note(by)}",
         _md(t["cutoffs"], ["cutoff_label", "rank", "model", "family", "id", "future", "decay"]),
-        "## Families per cutoff", _md(t["family_cutoffs"], ["cutoff_label", "rank", "family", "id", "future", "decay"]),
+        "## Families per cutoff",
+        _md(t["family_cutoffs"], ["cutoff_label", "rank", "family", "id", "future", "decay"]),
         "## Mean deviation from the cohort mean (cells every model fills)",
         _md(t["deviations"], ["model", "id", "future", "decay"]),
     ]
     return "\n\n".join(parts) + "\n"
 
 
-def write_dataset_report(name: str, models: list[str], root: Path = Path("."), saliency: bool = True,
-                         by: str = DEFAULT_ORDER, saliency_grid: SaliencyGrid | None = None) -> dict:
+def write_dataset_report(
+    name: str,
+    models: list[str],
+    root: Path = Path("."),
+    saliency: bool = True,
+    by: str = DEFAULT_ORDER,
+    saliency_grid: SaliencyGrid | None = None,
+) -> dict:
     """The report stage: read the eval JSON, write the report, and for an image dataset the saliency grid
     (`saliency_grid`: params.yaml report.saliency.<dataset>; None: every image model at a few cutoffs spread over
     the timeline)."""
@@ -272,12 +373,18 @@ def write_dataset_report(name: str, models: list[str], root: Path = Path("."), s
         from drift.models import get_model_info
         from drift.report.saliency import write_saliency
 
-        pixels = [m for m in models if get_model_info(m).input == "pixels"]  # probes on frozen encoders have no pixels
+        pixels = [
+            m for m in models if get_model_info(m).input == "pixels"
+        ]  # probes on frozen encoders have no pixels
         grid = saliency_grid or SaliencyGrid()
         chosen = [m for m in grid.models or pixels if m in pixels]
         for m in sorted(set(grid.models or []) - set(pixels)):
-            print(f"warning: saliency grid skips {m}: not an image model of train.models.{name}", file=sys.stderr)
+            print(
+                f"warning: saliency grid skips {m}: not an image model of train.models.{name}",
+                file=sys.stderr,
+            )
         if chosen:
-            write_saliency(name, p["plots"] / "saliency.png", models=chosen,
-                           cells=grid.cells, n=grid.n, root=root)
+            write_saliency(
+                name, p["plots"] / "saliency.png", models=chosen, cells=grid.cells, n=grid.n, root=root
+            )
     return tables

@@ -6,6 +6,7 @@ good end has the same colour everywhere); a zero-centred diverging scale for dev
 cohort, red: worse, whatever the metric's direction). Also forgetting curves (Figure 4 / 11), family bars
 (Table 10 as a picture) and saliency grids (Figure 3).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,19 +18,29 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
-METRIC_LABELS = {"accuracy": "Accuracy", "balanced_mse": "Balanced MSE (lower is better)", "macro_auc": "Macro AUC"}
+METRIC_LABELS = {
+    "accuracy": "Accuracy",
+    "balanced_mse": "Balanced MSE (lower is better)",
+    "macro_auc": "Macro AUC",
+}
 
 
 def long_format(matrix: np.ndarray, labels: list[str], **extra) -> list[dict]:
     """Rows {"train", "eval", "value", **extra} for the DVC heatmap templates; empty cells are null."""
-    return [{"train": labels[i], "eval": labels[j], "value": None if np.isnan(v) else round(float(v), 6), **extra}
-            for i, row in enumerate(matrix) for j, v in enumerate(row)]
+    return [
+        {"train": labels[i], "eval": labels[j], "value": None if np.isnan(v) else round(float(v), 6), **extra}
+        for i, row in enumerate(matrix)
+        for j, v in enumerate(row)
+    ]
 
 
 def curve_rows(curves: dict) -> list[dict]:
     """Rows {"gap", "value", "model"} for the DVC line template, from model -> (gaps, values)."""
-    return [{"gap": int(g), "value": round(float(v), 6), "model": model}
-            for model, (gaps, values) in curves.items() for g, v in zip(gaps, values)]
+    return [
+        {"gap": int(g), "value": round(float(v), 6), "model": model}
+        for model, (gaps, values) in curves.items()
+        for g, v in zip(gaps, values)
+    ]
 
 
 def _tick_positions(k: int, most: int = 12) -> np.ndarray:
@@ -46,8 +57,16 @@ def color_limits(matrix: np.ndarray, diverging: bool) -> tuple[float | None, flo
     return -bound, bound
 
 
-def heatmap(matrix: np.ndarray, labels: list[str], path: Path, title: str, metric: str,
-            higher_is_better: bool = True, diverging: bool = False, marks: np.ndarray | None = None) -> None:
+def heatmap(
+    matrix: np.ndarray,
+    labels: list[str],
+    path: Path,
+    title: str,
+    metric: str,
+    higher_is_better: bool = True,
+    diverging: bool = False,
+    marks: np.ndarray | None = None,
+) -> None:
     """marks: a K x K boolean array; a small dot in each True cell (e.g. a significant test)."""
     k = len(labels)
     fig, ax = plt.subplots(figsize=(5.2 + 0.05 * k, 4.4 + 0.05 * k), dpi=120)
@@ -55,7 +74,9 @@ def heatmap(matrix: np.ndarray, labels: list[str], path: Path, title: str, metri
     vmin, vmax = color_limits(matrix, diverging)
     name = ("RdBu" if diverging else "viridis") + ("" if higher_is_better else "_r")
     cmap = plt.get_cmap(name).with_extremes(bad="white")  # empty cells: white bands, never a score's colour
-    image = ax.imshow(masked, origin="lower", cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
+    image = ax.imshow(
+        masked, origin="lower", cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest"
+    )
     ax.plot([-0.5, k - 0.5], [-0.5, k - 0.5], "k--", linewidth=1)
     if marks is not None:
         rows, columns = np.nonzero(marks)
@@ -78,8 +99,9 @@ def _save(fig, path: Path) -> None:
     plt.close(fig)
 
 
-def forgetting_plot(curves: dict, family_curves: dict, path: Path, title: str, metric: str,
-                    references=()) -> None:
+def forgetting_plot(
+    curves: dict, family_curves: dict, path: Path, title: str, metric: str, references=()
+) -> None:
     """Forgetting curves (Figure 11): each model (left) and averaged within each family (right).
     curves / family_curves: name -> (gaps, values); references: the reference models among curves, drawn as
     grey dashed or dotted lines without markers (they are in no family)."""
@@ -110,13 +132,24 @@ def family_bars(rows: list[dict], path: Path, title: str, metric: str) -> None:
     nan_if_none = lambda v: np.nan if v is None else v  # noqa: E731
     fig, ax = plt.subplots(figsize=(max(4.5, 1.3 * len(rows) + 2), 4), dpi=120)
     for offset, key, color in ((-0.2, "id", "#4c72b0"), (0.2, "future", "#dd8452")):
-        ax.bar(x + offset, [nan_if_none(r[key]) for r in rows], width=0.4, color=color,
-               label="ID" if key == "id" else "Future")
+        ax.bar(
+            x + offset,
+            [nan_if_none(r[key]) for r in rows],
+            width=0.4,
+            color=color,
+            label="ID" if key == "id" else "Future",
+        )
     for i, r in enumerate(rows):
         top = max(nan_if_none(r["id"]), nan_if_none(r["future"]))
         if r["decay"] is not None and np.isfinite(top):
-            ax.annotate(f"decay {r['decay']:.3f}", (i, top), xytext=(0, 4), textcoords="offset points",
-                        ha="center", fontsize=8)
+            ax.annotate(
+                f"decay {r['decay']:.3f}",
+                (i, top),
+                xytext=(0, 4),
+                textcoords="offset points",
+                ha="center",
+                fontsize=8,
+            )
     ax.set_xticks(x, [f"{n}\n({r['n_models']})" for n, r in zip(names, rows)], fontsize=8)
     ax.set_ylabel(METRIC_LABELS.get(metric, metric))
     ax.set_title(title, fontsize=10)
@@ -126,15 +159,17 @@ def family_bars(rows: list[dict], path: Path, title: str, metric: str) -> None:
     _save(fig, path)
 
 
-def saliency_grid(maps: dict, models: list[str], columns: list[dict], path: Path, title: str,
-                  portraits: dict | None = None) -> None:
+def saliency_grid(
+    maps: dict, models: list[str], columns: list[dict], path: Path, title: str, portraits: dict | None = None
+) -> None:
     """Figure 3: rows = models, columns = training cutoffs, each panel a mean saliency map scaled to its own
     [0, 1] (low to high). maps: (model, column index) -> [H, W]; columns: {"title"} per column;
     portraits: column index -> mean input image [C, H, W] in [0, 1], drawn as a first row for orientation."""
     top = 1 if portraits else 0
     n_rows, n_cols = len(models) + top, len(columns)
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(1.9 * n_cols + 0.8, 1.9 * n_rows + 0.6), dpi=120,
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        n_rows, n_cols, figsize=(1.9 * n_cols + 0.8, 1.9 * n_rows + 0.6), dpi=120, squeeze=False
+    )
     for c, column in enumerate(columns):
         axes[0, c].set_title(column["title"], fontsize=8)
         if portraits:
@@ -145,7 +180,9 @@ def saliency_grid(maps: dict, models: list[str], columns: list[dict], path: Path
             m = maps.get((model, c))
             if m is not None:
                 span = float(m.max() - m.min())
-                ax.imshow((m - m.min()) / span if span > 0 else np.zeros_like(m), cmap="inferno", vmin=0, vmax=1)
+                ax.imshow(
+                    (m - m.min()) / span if span > 0 else np.zeros_like(m), cmap="inferno", vmin=0, vmax=1
+                )
     for r in range(n_rows):
         axes[r, 0].set_ylabel("mean input" if top and r == 0 else models[r - top], fontsize=8)
         for ax in axes[r]:
@@ -176,8 +213,18 @@ def policy_label(policy: dict) -> str:
     return policy["name"]
 
 
-LABEL_OFFSETS = [(3, 3, "left"), (3, -9, "left"), (-3, 3, "right"), (-3, -9, "right"), (3, 10, "left"),
-                 (-3, 10, "right"), (3, -16, "left"), (-3, -16, "right"), (3, 17, "left"), (-3, 17, "right")]
+LABEL_OFFSETS = [
+    (3, 3, "left"),
+    (3, -9, "left"),
+    (-3, 3, "right"),
+    (-3, -9, "right"),
+    (3, 10, "left"),
+    (-3, 10, "right"),
+    (3, -16, "left"),
+    (-3, -16, "right"),
+    (3, 17, "left"),
+    (-3, 17, "right"),
+]
 
 
 def place_labels(ax, renderer, points: list[tuple[float, float]], labels: list[str], bold: list[bool]) -> int:
@@ -187,15 +234,31 @@ def place_labels(ax, renderer, points: list[tuple[float, float]], labels: list[s
     markers = [ax.transData.transform(xy) for xy in points]
     placed: list = []
     left_off = 0
-    for i in sorted(range(len(points)), key=lambda i: (not bold[i], points[i])):  # the best policy's label first
+    for i in sorted(
+        range(len(points)), key=lambda i: (not bold[i], points[i])
+    ):  # the best policy's label first
         for dx, dy, ha in LABEL_OFFSETS:
-            text = ax.annotate(labels[i], points[i], xytext=(dx, dy), textcoords="offset points", fontsize=6,
-                               ha=ha, fontweight="bold" if bold[i] else "normal")
+            text = ax.annotate(
+                labels[i],
+                points[i],
+                xytext=(dx, dy),
+                textcoords="offset points",
+                fontsize=6,
+                ha=ha,
+                fontweight="bold" if bold[i] else "normal",
+            )
             box = text.get_window_extent(renderer)
-            clear = (frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
-                     and not any(box.overlaps(other) for other in placed)
-                     and not any(j != i and box.x0 - 3 <= mx <= box.x1 + 3 and box.y0 - 3 <= my <= box.y1 + 3
-                                 for j, (mx, my) in enumerate(markers)))
+            clear = (
+                frame.x0 <= box.x0
+                and box.x1 <= frame.x1
+                and frame.y0 <= box.y0
+                and box.y1 <= frame.y1
+                and not any(box.overlaps(other) for other in placed)
+                and not any(
+                    j != i and box.x0 - 3 <= mx <= box.x1 + 3 and box.y0 - 3 <= my <= box.y1 + 3
+                    for j, (mx, my) in enumerate(markers)
+                )
+            )
             if clear:
                 placed.append(box)
                 break
@@ -236,19 +299,30 @@ def pareto_figure(result: dict):
         ax.margins(x=0.08, y=0.12)  # room for the labels of the outermost points
         ax.set_xlabel(f"retraining cost ({result['cost_unit']})", fontsize=8)
         drawn.append((ax, policies))
-    for ax in list(axes.flat)[len(models):]:
+    for ax in list(axes.flat)[len(models) :]:
         ax.axis("off")
     better = "higher" if higher else "lower"
-    fig.suptitle(f"{result['dataset']}: retraining policies replayed from the drift matrix (dot: mean, ring: worst "
-                 f"period; orange: Pareto front; {better} is better)", fontsize=9)
+    fig.suptitle(
+        f"{result['dataset']}: retraining policies replayed from the drift matrix (dot: mean, ring: worst "
+        f"period; orange: Pareto front; {better} is better)",
+        fontsize=9,
+    )
     fig.tight_layout()
     renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # the Agg canvas has it; the base class does not say
     for ax, policies in drawn:  # placed once the layout is final: the boxes are measured where they are drawn
         ax.set_xlim(ax.get_xlim())
         ax.set_ylim(ax.get_ylim())
-        left_off = place_labels(ax, renderer, [(p["cost"], p["mean"]) for p in policies],
-                                [policy_label(p) for p in policies], [bool(p["best"]) for p in policies])
+        left_off = place_labels(
+            ax,
+            renderer,
+            [(p["cost"], p["mean"]) for p in policies],
+            [policy_label(p) for p in policies],
+            [bool(p["best"]) for p in policies],
+        )
         if left_off:
-            ax.set_xlabel(f"retraining cost ({result['cost_unit']}); {left_off} label(s) left off: the table has "
-                          f"every policy", fontsize=7)
+            ax.set_xlabel(
+                f"retraining cost ({result['cost_unit']}); {left_off} label(s) left off: the table has "
+                f"every policy",
+                fontsize=7,
+            )
     return fig

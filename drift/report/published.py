@@ -9,6 +9,7 @@ one of our evaluations beside a published matrix, cell by cell over the slices b
 workspace's whole run beside the paper (`drift paper`, the report's section). Source, commit and licence:
 drift/report/published/README.md.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -47,8 +48,10 @@ def load_published(dataset: str) -> dict:
     display, preset (theirs), family, published_family, seeds, printed {id, future, decay} and matrix, a
     [K, K] float array in the published unit (ours x scale)."""
     data = dict(_read(resolve_dataset(dataset)))
-    data["models"] = [{**{k: v for k, v in m.items() if k != "values"},
-                       "matrix": np.array(m["values"], dtype=np.float64)} for m in data["models"]]
+    data["models"] = [
+        {**{k: v for k, v in m.items() if k != "values"}, "matrix": np.array(m["values"], dtype=np.float64)}
+        for m in data["models"]
+    ]
     return data
 
 
@@ -79,9 +82,17 @@ def published_stats(dataset: str) -> list[dict]:
     """Every published model's ID / Future / Decay, computed from its matrix with our protocol code, beside
     the printed ones; rows {model, display, family, published_family, id, future, decay, printed}."""
     data = load_published(dataset)
-    return [{"model": m["name"], "display": m["display"], "family": m["family"],
-             "published_family": m["published_family"], **id_future_decay(m["matrix"], data["higher_is_better"]),
-             "printed": m["printed"]} for m in data["models"]]
+    return [
+        {
+            "model": m["name"],
+            "display": m["display"],
+            "family": m["family"],
+            "published_family": m["published_family"],
+            **id_future_decay(m["matrix"], data["higher_is_better"]),
+            "printed": m["printed"],
+        }
+        for m in data["models"]
+    ]
 
 
 def published_ranking(dataset: str, by: str = "decay") -> list[dict]:
@@ -108,12 +119,15 @@ def check_printed(dataset: str) -> list[str]:
         for s in STATS:
             if row[s] is None or abs(row[s] - row["printed"][s]) > tol:
                 computed = "none" if row[s] is None else f"{row[s]:.{d + 3}f}"
-                bad.append(f"{dataset} {row['model']} {s}: computed {computed}, printed {row['printed'][s]:.{d}f}")
+                bad.append(
+                    f"{dataset} {row['model']} {s}: computed {computed}, printed {row['printed'][s]:.{d}f}"
+                )
     return bad
 
 
 # -----------------------------------------------------------------------------
 # ours against theirs
+
 
 def our_result(root: Path, dataset: str, model: str) -> dict:
     """One of our models' seed-averaged matrix: data/eval/<ds>/<model>.json (every seed, averaged cell by
@@ -125,16 +139,28 @@ def our_result(root: Path, dataset: str, model: str) -> dict:
         result = json.loads(evaluation.read_text())
         if not result.get("seeds"):
             raise DriftError(f"{evaluation} has no seed's matrix: run `dvc repro evaluate@{dataset}`")
-        return {"labels": [str(x) for x in result["labels"]], "matrix": mean_over_seeds(list(result["seeds"].values())),
-                "metric": result["metric"], "higher_is_better": result["higher_is_better"],
-                "seeds": len(result["seeds"]), "source": str(evaluation)}
+        return {
+            "labels": [str(x) for x in result["labels"]],
+            "matrix": mean_over_seeds(list(result["seeds"].values())),
+            "metric": result["metric"],
+            "higher_is_better": result["higher_is_better"],
+            "seeds": len(result["seeds"]),
+            "source": str(evaluation),
+        }
     if (p["plots"] / model / "matrix.json").exists():
         m = load_matrix(root, dataset, model)
-        return {"labels": m["labels"], "matrix": m["matrix"], "metric": m["metric"],
-                "higher_is_better": m["higher_is_better"], "seeds": m.get("seeds"),
-                "source": str(p["plots"] / model / "matrix.json")}
-    raise DriftError(f"no results of {model} on {dataset} in {Path(root).resolve()} (neither {evaluation} nor "
-                     f"{p['plots'] / model / 'matrix.json'}): run `dvc repro report@{dataset}` with {model} in train.models")
+        return {
+            "labels": m["labels"],
+            "matrix": m["matrix"],
+            "metric": m["metric"],
+            "higher_is_better": m["higher_is_better"],
+            "seeds": m.get("seeds"),
+            "source": str(p["plots"] / model / "matrix.json"),
+        }
+    raise DriftError(
+        f"no results of {model} on {dataset} in {Path(root).resolve()} (neither {evaluation} nor "
+        f"{p['plots'] / model / 'matrix.json'}): run `dvc repro report@{dataset}` with {model} in train.models"
+    )
 
 
 def our_models(root: Path, dataset: str) -> list[str]:
@@ -152,15 +178,20 @@ def our_models(root: Path, dataset: str) -> list[str]:
 
 def _slices(ours: list[str], theirs: list[str]) -> dict:
     """The slice labels both sides have (in the published order) and those only one side has."""
-    return {"shared": [x for x in theirs if x in ours], "only_ours": [x for x in ours if x not in theirs],
-            "only_published": [x for x in theirs if x not in ours]}
+    return {
+        "shared": [x for x in theirs if x in ours],
+        "only_ours": [x for x in ours if x not in theirs],
+        "only_published": [x for x in theirs if x not in ours],
+    }
 
 
 def _in_published_unit(ours: dict, data: dict) -> np.ndarray:
     """Our seed-averaged matrix scaled to the published unit; a one-line error when the metrics differ."""
     if ours["metric"] != data["metric"]:
-        raise DriftError(f"our result holds {ours['metric']}, the published {data['dataset']} matrices "
-                         f"{data['metric']}: compare a {data['dataset']} evaluation")
+        raise DriftError(
+            f"our result holds {ours['metric']}, the published {data['dataset']} matrices "
+            f"{data['metric']}: compare a {data['dataset']} evaluation"
+        )
     return np.asarray(ours["matrix"], dtype=np.float64) * data["scale"]
 
 
@@ -183,16 +214,32 @@ def compare(ours: dict, dataset: str, model: str) -> dict:
     worst = None
     if filled.any():
         i, j = np.unravel_index(np.nanargmax(np.abs(diff)), diff.shape)
-        worst = {"train": slices["shared"][i], "eval": slices["shared"][j], "ours": float(a[i, j]),
-                 "published": float(b[i, j]), "difference": float(diff[i, j])}
-    return {"dataset": data["dataset"], "model": pub["name"], "display": pub["display"],
-            "metric": data["metric"], "unit": data["unit"], "higher_is_better": data["higher_is_better"],
-            "slices": slices, "source": ours.get("source"), "seeds": ours.get("seeds"),
-            "published_seeds": len(pub["seeds"]),
-            "ours": stats_ours, "published": stats_pub,
-            "delta": {s: None if stats_ours[s] is None else stats_ours[s] - stats_pub[s] for s in STATS},
-            "cells": int(filled.sum()), "mean_abs_difference": float(np.abs(diff[filled]).mean()) if filled.any() else None,
-            "largest": worst, "difference": [[None if not np.isfinite(v) else float(v) for v in row] for row in diff]}
+        worst = {
+            "train": slices["shared"][i],
+            "eval": slices["shared"][j],
+            "ours": float(a[i, j]),
+            "published": float(b[i, j]),
+            "difference": float(diff[i, j]),
+        }
+    return {
+        "dataset": data["dataset"],
+        "model": pub["name"],
+        "display": pub["display"],
+        "metric": data["metric"],
+        "unit": data["unit"],
+        "higher_is_better": data["higher_is_better"],
+        "slices": slices,
+        "source": ours.get("source"),
+        "seeds": ours.get("seeds"),
+        "published_seeds": len(pub["seeds"]),
+        "ours": stats_ours,
+        "published": stats_pub,
+        "delta": {s: None if stats_ours[s] is None else stats_ours[s] - stats_pub[s] for s in STATS},
+        "cells": int(filled.sum()),
+        "mean_abs_difference": float(np.abs(diff[filled]).mean()) if filled.any() else None,
+        "largest": worst,
+        "difference": [[None if not np.isfinite(v) else float(v) for v in row] for row in diff],
+    }
 
 
 def spearman(a: list[float], b: list[float]) -> float | None:
@@ -219,8 +266,10 @@ def compare_run(root: Path, dataset: str) -> dict:
     published = {r["model"]: r for r in published_ranking(name)}
     mine = {m: our_result(root, name, m) for m in our_models(root, name)}
     compared = {m: compare(r, name, m) for m, r in mine.items() if m in published}
-    stats = {m: compared[m]["ours"] if m in compared else id_future_decay(_in_published_unit(r, data), higher)
-             for m, r in mine.items()}
+    stats = {
+        m: compared[m]["ours"] if m in compared else id_future_decay(_in_published_unit(r, data), higher)
+        for m, r in mine.items()
+    }
     our_rank = {r["model"]: r["rank"] for r in ranking(stats, higher, "decay")}
 
     def ours_of(m: str) -> dict | None:
@@ -231,31 +280,74 @@ def compare_run(root: Path, dataset: str) -> dict:
     rows = []
     for m in data["models"]:
         c, p = compared.get(m["name"]), published[m["name"]]
-        rows.append({"model": m["name"], "paper_name": m["display"], "family": m["family"],
-                     "published_family": m["published_family"],
-                     "published": {**{s: p[s] for s in STATS}, "rank": p["rank"], "printed": m["printed"]},
-                     "ours": ours_of(m["name"]), "difference": c and c["delta"],
-                     "cells": c and c["cells"], "mean_abs_difference": c and c["mean_abs_difference"],
-                     "largest": c and c["largest"], "slices": c and c["slices"]})
+        rows.append(
+            {
+                "model": m["name"],
+                "paper_name": m["display"],
+                "family": m["family"],
+                "published_family": m["published_family"],
+                "published": {**{s: p[s] for s in STATS}, "rank": p["rank"], "printed": m["printed"]},
+                "ours": ours_of(m["name"]),
+                "difference": c and c["delta"],
+                "cells": c and c["cells"],
+                "mean_abs_difference": c and c["mean_abs_difference"],
+                "largest": c and c["largest"],
+                "slices": c and c["slices"],
+            }
+        )
     only_ours = [m for m in mine if m not in published]
-    rows += [{"model": m, "paper_name": None, "family": None, "published_family": None, "published": None,
-              "ours": ours_of(m), "difference": None, "cells": None, "mean_abs_difference": None,
-              "largest": None, "slices": None} for m in only_ours]
+    rows += [
+        {
+            "model": m,
+            "paper_name": None,
+            "family": None,
+            "published_family": None,
+            "published": None,
+            "ours": ours_of(m),
+            "difference": None,
+            "cells": None,
+            "mean_abs_difference": None,
+            "largest": None,
+            "slices": None,
+        }
+        for m in only_ours
+    ]
 
     total = sum(c["cells"] for c in compared.values())
-    pooled = (sum(c["cells"] * c["mean_abs_difference"] for c in compared.values() if c["cells"]) / total
-              if total else None)
-    paired = [(c["ours"]["decay"], c["published"]["decay"]) for c in compared.values()
-              if c["ours"]["decay"] is not None and c["published"]["decay"] is not None]
+    pooled = (
+        sum(c["cells"] * c["mean_abs_difference"] for c in compared.values() if c["cells"]) / total
+        if total
+        else None
+    )
+    paired = [
+        (c["ours"]["decay"], c["published"]["decay"])
+        for c in compared.values()
+        if c["ours"]["decay"] is not None and c["published"]["decay"] is not None
+    ]
     labels = {x for r in mine.values() for x in r["labels"]}
-    return {"dataset": name, "title": data["title"], "metric": data["metric"],
-            "published_metric": data["published_metric"], "unit": data["unit"], "higher_is_better": higher,
-            "printed_decimals": data["printed_decimals"], "source": data["source"], "root": str(Path(root).resolve()),
-            "run": bool(mine), "models": rows,
-            "only_ours": only_ours, "only_published": [m["name"] for m in data["models"] if m["name"] not in mine],
-            "slices": {"published": len(data["slices"]),
-                       "only_ours": sorted(labels - set(data["slices"])),
-                       "only_published": [x for x in data["slices"] if mine and x not in labels]},
-            "cells": total, "mean_abs_difference": pooled,
-            "spearman_decay": {"rho": spearman(*map(list, zip(*paired))) if paired else None,
-                               "models": len(paired)}}
+    return {
+        "dataset": name,
+        "title": data["title"],
+        "metric": data["metric"],
+        "published_metric": data["published_metric"],
+        "unit": data["unit"],
+        "higher_is_better": higher,
+        "printed_decimals": data["printed_decimals"],
+        "source": data["source"],
+        "root": str(Path(root).resolve()),
+        "run": bool(mine),
+        "models": rows,
+        "only_ours": only_ours,
+        "only_published": [m["name"] for m in data["models"] if m["name"] not in mine],
+        "slices": {
+            "published": len(data["slices"]),
+            "only_ours": sorted(labels - set(data["slices"])),
+            "only_published": [x for x in data["slices"] if mine and x not in labels],
+        },
+        "cells": total,
+        "mean_abs_difference": pooled,
+        "spearman_decay": {
+            "rho": spearman(*map(list, zip(*paired))) if paired else None,
+            "models": len(paired),
+        },
+    }

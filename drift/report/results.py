@@ -2,6 +2,7 @@
 another revision or DVC experiment, as plain dicts and arrays. No rendering here: the CLI (drift/cli/) draws
 them with Rich, scripts and tests read them directly.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,9 @@ from drift.protocol.summary import (
 STAGE_FOLDERS = ("embed", "evaluate", "ingest", "train")  # metrics/<stage>/: no dataset's results
 
 
-def load_results(metrics_dir: Path, dataset: str | None = None,
-                 declared: list[str] | None = None) -> dict[str, dict[str, dict]]:
+def load_results(
+    metrics_dir: Path, dataset: str | None = None, declared: list[str] | None = None
+) -> dict[str, dict[str, dict]]:
     """{dataset: {model: metrics}} from metrics/<dataset>/<model>.json (what `dvc metrics show` reads), for the
     datasets `declared` (the workspace's params.yaml `datasets`: a folder another experiment left is no result
     of this one); None: every dataset of the table with a folder."""
@@ -35,8 +37,10 @@ def load_results(metrics_dir: Path, dataset: str | None = None,
     if dataset is not None and dataset not in known:
         raise DriftError(f"unknown dataset {dataset!r}: {close_matches(dataset, known)}")
     if dataset is not None and declared is not None and dataset not in declared:
-        raise DriftError(f"{dataset} is not a dataset of this workspace's params.yaml (datasets: "
-                         f"{', '.join(declared) or 'none'}): add it there and run `dvc repro`")
+        raise DriftError(
+            f"{dataset} is not a dataset of this workspace's params.yaml (datasets: "
+            f"{', '.join(declared) or 'none'}): add it there and run `dvc repro`"
+        )
     wanted = known if declared is None else set(declared)
     results = {}
     for folder in (p for p in folders if p.name in wanted):
@@ -57,10 +61,17 @@ def summary_rows(models: dict[str, dict], by: str) -> list[dict]:
     margin_prior, margin_linear, margin_tfidf and beats_prior (recomputed from the IDs, so older metrics files get them too)."""
     higher = next(iter(models.values()))["higher_is_better"]
     margins = reference_margins(models, higher)
-    return [{**models[r["model"]], "model": r["model"], "rank": r["rank"],
-             "reference": is_reference(r["model"], models[r["model"]]), "ranked_by": by,
-             **margins.get(r["model"], {})}
-            for r in ranking(models, higher, by)]
+    return [
+        {
+            **models[r["model"]],
+            "model": r["model"],
+            "rank": r["rank"],
+            "reference": is_reference(r["model"], models[r["model"]]),
+            "ranked_by": by,
+            **margins.get(r["model"], {}),
+        }
+        for r in ranking(models, higher, by)
+    ]
 
 
 def label_free(root: Path, dataset: str) -> dict[str, dict]:
@@ -77,10 +88,13 @@ def label_free(root: Path, dataset: str) -> dict[str, dict]:
         metrics = p["metrics"] / f"{model}.json"
         estimate = json.loads(metrics.read_text()).get("estimate") if metrics.exists() else None
         rho_estimate = next((v["rho"] for k, v in signals.items() if k.startswith("estimate_")), None)
-        out[model] = {"rho_shift": (signals.get("shift") or {}).get("rho"),
-                      "rho_novelty": (signals.get("novelty") or {}).get("rho"), "rho_estimate": rho_estimate,
-                      "estimate_method": (estimate or {}).get("method"),
-                      "estimate_mae": (estimate or {}).get("mae_future")}
+        out[model] = {
+            "rho_shift": (signals.get("shift") or {}).get("rho"),
+            "rho_novelty": (signals.get("novelty") or {}).get("rho"),
+            "rho_estimate": rho_estimate,
+            "estimate_method": (estimate or {}).get("method"),
+            "estimate_mae": (estimate or {}).get("mae_future"),
+        }
     return out
 
 
@@ -92,8 +106,11 @@ def report_datasets(root: Path) -> list[str]:
 def report_models(root: Path, dataset: str) -> list[str]:
     """The models (and the cohort mean) with a matrix in plots/<ds>/; the shift matrix beside them is no model."""
     shift = dataset_paths(dataset, root)["shift"]
-    return sorted(p.parent.name for p in dataset_paths(dataset, root)["plots"].glob("*/matrix.json")
-                  if p.parent != shift)
+    return sorted(
+        p.parent.name
+        for p in dataset_paths(dataset, root)["plots"].glob("*/matrix.json")
+        if p.parent != shift
+    )
 
 
 def from_long_format(rows: list[dict]) -> tuple[list[str], np.ndarray]:
@@ -128,7 +145,9 @@ def load_matrix(root: Path, dataset: str, model: str, deviation: bool = False) -
 
     datasets = report_datasets(root)
     if not datasets:
-        raise DriftError(f"no report in {root / 'plots'}: run `dvc repro` (or check out a commit that has one)")
+        raise DriftError(
+            f"no report in {root / 'plots'}: run `dvc repro` (or check out a commit that has one)"
+        )
     if dataset not in datasets:
         raise DriftError(f"unknown dataset {dataset!r}: {close_matches(dataset, datasets)}")
     models = report_models(root, dataset)
@@ -140,24 +159,42 @@ def load_matrix(root: Path, dataset: str, model: str, deviation: bool = False) -
         others = ", ".join(m for m in models if m != COHORT and not _is_reference(root, dataset, m))
         raise DriftError(f"{COHORT} is what the deviations are taken from: give a model ({others})")
     if deviation and _is_reference(root, dataset, model):
-        raise DriftError(f"{model} is a reference model, not part of the cohort: it has no deviation from the "
-                         f"cohort mean; drop --deviation to see its matrix")
+        raise DriftError(
+            f"{model} is a reference model, not part of the cohort: it has no deviation from the "
+            f"cohort mean; drop --deviation to see its matrix"
+        )
     path = p["deviations"] / f"{model}.json" if deviation else p["plots"] / model / "matrix.json"
     if not path.exists():
-        raise DriftError(f"no {path}: the report of {dataset} predates deviations; run `dvc repro report@{dataset}`")
+        raise DriftError(
+            f"no {path}: the report of {dataset} predates deviations; run `dvc repro report@{dataset}`"
+        )
     labels, matrix = from_long_format(json.loads(path.read_text()))
 
     if metrics_path.exists():
         metrics = json.loads(metrics_path.read_text())
     else:  # the cohort mean has no metrics file: take the direction from any model of the dataset
         any_metrics = sorted(p["metrics"].glob("*.json"))
-        sample = (json.loads(any_metrics[0].read_text()) if any_metrics
-                  else {"metric": "score", "higher_is_better": True})
-        metrics = {"metric": sample["metric"], "higher_is_better": sample["higher_is_better"], "k": len(labels)}
+        sample = (
+            json.loads(any_metrics[0].read_text())
+            if any_metrics
+            else {"metric": "score", "higher_is_better": True}
+        )
+        metrics = {
+            "metric": sample["metric"],
+            "higher_is_better": sample["higher_is_better"],
+            "k": len(labels),
+        }
     if deviation or not metrics_path.exists():
         metrics = {**metrics, **id_future_decay(matrix, metrics["higher_is_better"])}
         metrics = {k: v for k, v in metrics.items() if not k.endswith(("_std", "_ci95"))}
-    return {"dataset": dataset, "model": model, "deviation": deviation, "labels": labels, "matrix": matrix, **metrics}
+    return {
+        "dataset": dataset,
+        "model": model,
+        "deviation": deviation,
+        "labels": labels,
+        "matrix": matrix,
+        **metrics,
+    }
 
 
 def _open_repo(root: Path):
@@ -179,8 +216,10 @@ def metrics_at(repo, rev: str) -> dict[str, dict[str, dict]]:
     try:
         shown = repo.metrics.show(revs=[rev], hide_workspace=False, on_error="return")
     except DvcException as e:
-        raise DriftError(f"unknown revision {rev!r} ({e}): give a commit, branch, tag, HEAD~n, "
-                         f"a DVC experiment name (`dvc exp show`) or workspace") from e
+        raise DriftError(
+            f"unknown revision {rev!r} ({e}): give a commit, branch, tag, HEAD~n, "
+            f"a DVC experiment name (`dvc exp show`) or workspace"
+        ) from e
     key = rev if rev == "workspace" else next((k for k in shown if k != "workspace"), None)
     result = shown.get(key) or {}
     if "error" in result:
@@ -189,7 +228,12 @@ def metrics_at(repo, rev: str) -> dict[str, dict[str, dict]]:
     for path, entry in (result.get("data") or {}).items():
         parts = Path(path).parts
         data = entry.get("data")
-        if len(parts) == 3 and parts[0] == METRICS and isinstance(data, dict) and {"id", "future"} <= set(data):
+        if (
+            len(parts) == 3
+            and parts[0] == METRICS
+            and isinstance(data, dict)
+            and {"id", "future"} <= set(data)
+        ):
             found.setdefault(parts[1], {})[Path(parts[2]).stem] = data
     return found
 
@@ -207,6 +251,7 @@ def params_at(repo, rev: str) -> dict:
                 walk(f"{prefix}.{k}" if prefix and not prefix.endswith(":") else f"{prefix}{k}", v)
         else:
             flat[prefix] = value
+
     for file, entry in ((shown.get(key) or {}).get("data") or {}).items():
         walk("" if file == "params.yaml" else f"{file}:", entry.get("data") or {})
     return flat
@@ -233,9 +278,13 @@ def diff_metrics(a: dict[str, dict[str, dict]], b: dict[str, dict[str, dict]]) -
             xa, xb = ma.get(model), mb.get(model)
             ref = xb or xa
             higher = ref.get("higher_is_better", True)
-            row = {"model": model, "metric": ref.get("metric"), "higher_is_better": higher,
-                   "status": "added" if xa is None else "removed" if xb is None else None,
-                   "reference": is_reference(model, ref)}
+            row = {
+                "model": model,
+                "metric": ref.get("metric"),
+                "higher_is_better": higher,
+                "status": "added" if xa is None else "removed" if xb is None else None,
+                "reference": is_reference(model, ref),
+            }
             for s in STATS:
                 va, vb = (xa or {}).get(s), (xb or {}).get(s)
                 change = None if va is None or vb is None else vb - va

@@ -5,6 +5,7 @@ The saliency of a pixel for one portrait is |d logit_y / d x| there, the largest
 from one evaluation slice, for the model trained through a given cutoff (and over its seeds): where the model
 looks, rather than where it looked for one example.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,17 +32,18 @@ def saliency_map(model: torch.nn.Module, x: torch.Tensor, target, batch_size: in
     target = torch.as_tensor(np.asarray(target), dtype=torch.long)
     total = torch.zeros(x.shape[-2:], dtype=torch.float64)
     for start in range(0, len(x), batch_size):
-        xb = x[start:start + batch_size].detach().clone().float().requires_grad_(True)
+        xb = x[start : start + batch_size].detach().clone().float().requires_grad_(True)
         out = model(xb)
-        picked = out[:, 0] if out.shape[1] == 1 else out.gather(1, target[start:start + len(xb), None])
+        picked = out[:, 0] if out.shape[1] == 1 else out.gather(1, target[start : start + len(xb), None])
         # the sum's gradient w.r.t. each input is that input's own gradient, since outputs do not mix
         (grad,) = torch.autograd.grad(picked.sum(), xb)
         total += grad.abs().amax(dim=1).sum(dim=0).double()
     return (total / max(len(x), 1)).numpy()
 
 
-def select_rows(cutoff: int, eval_slice: int, slices: np.ndarray, splits: np.ndarray, n: int,
-                seed: int = 0) -> np.ndarray:
+def select_rows(
+    cutoff: int, eval_slice: int, slices: np.ndarray, splits: np.ndarray, n: int, seed: int = 0
+) -> np.ndarray:
     """Up to n portraits of the evaluation slice, scored as the drift matrix scores that cell (test split of a
     trained-on slice, all of a later one), drawn once from `seed` and kept in table order."""
     rows = eval_rows(cutoff, eval_slice, slices, splits)
@@ -64,28 +66,43 @@ def resolve_cells(cells, labels: list[str], usable: list[int], name: str) -> lis
     Labels are compared as text (a YAML 1950 is "1950"); one that names no usable slice of the dataset is a
     one-line error listing the valid labels."""
     if not isinstance(cells, (list, tuple)) or not cells:
-        raise DriftError(f"report.saliency.cells must be a non-empty list of [trained-through, evaluated-on] slice "
-                         f"label pairs, got {cells!r}")
+        raise DriftError(
+            f"report.saliency.cells must be a non-empty list of [trained-through, evaluated-on] slice "
+            f"label pairs, got {cells!r}"
+        )
     valid = [labels[i] for i in usable]
     out = []
     for cell in cells:
         if not isinstance(cell, (list, tuple)) or len(cell) != 2:
-            raise DriftError(f"report.saliency.cells: {cell!r} is not a [trained-through, evaluated-on] pair of "
-                             f"slice labels, e.g. [{valid[0]!r}, {valid[-1]!r}]")
+            raise DriftError(
+                f"report.saliency.cells: {cell!r} is not a [trained-through, evaluated-on] pair of "
+                f"slice labels, e.g. [{valid[0]!r}, {valid[-1]!r}]"
+            )
         pair = []
         for label in map(str, cell):
             if label not in valid:
                 state = " (too few rows: unusable)" if label in labels else ""
-                raise DriftError(f"report.saliency.cells: no slice {label!r} in {name}{state}; valid slice labels: "
-                                 f"{', '.join(valid)}")
+                raise DriftError(
+                    f"report.saliency.cells: no slice {label!r} in {name}{state}; valid slice labels: "
+                    f"{', '.join(valid)}"
+                )
             pair.append(labels.index(label))
         out.append((pair[0], pair[1]))
     return out
 
 
-def dataset_saliency(name: str, models: list[str] | None = None, cells: list | None = None, n: int = 64,
-                     seed: int = 0, root: Path = Path("."), *, cutoffs: list[int] | None = None,
-                     eval_slice: int | None = None, n_cutoffs: int = 3) -> dict:
+def dataset_saliency(
+    name: str,
+    models: list[str] | None = None,
+    cells: list | None = None,
+    n: int = 64,
+    seed: int = 0,
+    root: Path = Path("."),
+    *,
+    cutoffs: list[int] | None = None,
+    eval_slice: int | None = None,
+    n_cutoffs: int = 3,
+) -> dict:
     """Mean saliency maps of one dataset's image models from its slice table and checkpoints.
 
     models: image models with checkpoints, default every one; cells: the grid's columns as
@@ -107,11 +124,15 @@ def dataset_saliency(name: str, models: list[str] | None = None, cells: list | N
     available = sorted(d.name for d in p["models"].glob("*") if d.is_dir() and _checkpoints(d))
     image_models = [m for m in available if get_model_info(m).input == "pixels"]
     if not image_models:
-        raise DriftError(f"no trained image models in {p['models']}: run `dvc repro train@{name}` (or `dvc pull`)")
+        raise DriftError(
+            f"no trained image models in {p['models']}: run `dvc repro train@{name}` (or `dvc pull`)"
+        )
     for m in models or []:
         if m not in image_models:
-            raise DriftError(f"no trained image model {m!r} for {name}: trained ones are {', '.join(image_models)}"
-                             f" (report.saliency.models, or add it to train.models.{name})")
+            raise DriftError(
+                f"no trained image model {m!r} for {name}: trained ones are {', '.join(image_models)}"
+                f" (report.saliency.models, or add it to train.models.{name})"
+            )
     models = list(models or image_models)
 
     info = manifest["slices"]
@@ -124,8 +145,10 @@ def dataset_saliency(name: str, models: list[str] | None = None, cells: list | N
             cutoffs = [c for c in cutoff_indices(len(info), n_cutoffs) if c in usable]
         for c in [*cutoffs, *([] if eval_slice is None else [eval_slice])]:
             if not 0 <= c < len(info):
-                raise DriftError(f"slice {c} is out of range: {name} has slices 0..{len(info) - 1} "
-                                 f"({labels[0]}..{labels[-1]})")
+                raise DriftError(
+                    f"slice {c} is out of range: {name} has slices 0..{len(info) - 1} "
+                    f"({labels[0]}..{labels[-1]})"
+                )
         pairs = []
         for cutoff in cutoffs:
             later = [s for s in usable if s > cutoff]
@@ -141,9 +164,16 @@ def dataset_saliency(name: str, models: list[str] | None = None, cells: list | N
     columns, maps, portraits = [], {}, {}
     for col, (cutoff, target_slice) in enumerate(pairs):
         rows = select_rows(cutoff, target_slice, slices, splits, n, seed)
-        columns.append({"cutoff": cutoff, "cutoff_label": labels[cutoff], "eval": target_slice,
-                        "eval_label": labels[target_slice], "n": int(len(rows)),
-                        "title": f"through {labels[cutoff]}\neval {labels[target_slice]}"})
+        columns.append(
+            {
+                "cutoff": cutoff,
+                "cutoff_label": labels[cutoff],
+                "eval": target_slice,
+                "eval_label": labels[target_slice],
+                "n": int(len(rows)),
+                "title": f"through {labels[cutoff]}\neval {labels[target_slice]}",
+            }
+        )
         if not len(rows):
             continue
         (x,) = inputs.batch(rows)
@@ -158,16 +188,32 @@ def dataset_saliency(name: str, models: list[str] | None = None, cells: list | N
     return {"models": models, "columns": columns, "maps": maps, "portraits": portraits}
 
 
-def write_saliency(name: str, path: Path, models: list[str] | None = None, cells: list | None = None, n: int = 64,
-                   seed: int = 0, root: Path = Path("."), *, cutoffs: list[int] | None = None,
-                   eval_slice: int | None = None) -> dict:
+def write_saliency(
+    name: str,
+    path: Path,
+    models: list[str] | None = None,
+    cells: list | None = None,
+    n: int = 64,
+    seed: int = 0,
+    root: Path = Path("."),
+    *,
+    cutoffs: list[int] | None = None,
+    eval_slice: int | None = None,
+) -> dict:
     """dataset_saliency drawn as a PNG grid (rows = models, columns = cells); returns what was drawn.
 
     models, cells, n are params.yaml's report.saliency.<name> (write_saliency(name, path,
     **params.report.saliency[name].model_dump(), root=root)); cutoffs / eval_slice (slice indices) are the
     alternative without cells."""
-    result = dataset_saliency(name, models=models, cells=cells, n=n, seed=seed, root=root, cutoffs=cutoffs,
-                              eval_slice=eval_slice)
-    saliency_grid(result["maps"], result["models"], result["columns"], Path(path),
-                  f"{name}: mean gradient saliency |∂ logit_y / ∂ x|", result["portraits"])
+    result = dataset_saliency(
+        name, models=models, cells=cells, n=n, seed=seed, root=root, cutoffs=cutoffs, eval_slice=eval_slice
+    )
+    saliency_grid(
+        result["maps"],
+        result["models"],
+        result["columns"],
+        Path(path),
+        f"{name}: mean gradient saliency |∂ logit_y / ∂ x|",
+        result["portraits"],
+    )
     return result

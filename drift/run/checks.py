@@ -3,6 +3,7 @@ probes read, the families train.lr names. With drift/data/validate.py (the data)
 before any compute; the check stage runs `validate` for every dataset before any ingest, and the train stage
 again, the ingest stage the data part (no torch there).
 """
+
 from __future__ import annotations
 
 from drift.core.encoder_registry import get_encoder_spec
@@ -25,12 +26,16 @@ def check_roster(models: list[str], modality: str, text_encoder: str | None, enc
         if info.input == "pooled":
             encoder = info.name.removeprefix("probe-")
             if get_encoder_spec(encoder).modality != modality:
-                raise DriftError(f"{name} probes a {get_encoder_spec(encoder).modality} encoder; "
-                                 f"it cannot run on a {modality} dataset")
+                raise DriftError(
+                    f"{name} probes a {get_encoder_spec(encoder).modality} encoder; "
+                    f"it cannot run on a {modality} dataset"
+                )
             available = ([text_encoder] if modality == "text" else []) + list(encoders)
             if encoder not in available:
-                raise DriftError(f"{name} needs embeddings from encoder {encoder}, which this run does not compute: "
-                                 f"add it to embed.encoders (now {list(encoders)}) or drop {name}")
+                raise DriftError(
+                    f"{name} needs embeddings from encoder {encoder}, which this run does not compute: "
+                    f"add it to embed.encoders (now {list(encoders)}) or drop {name}"
+                )
 
 
 def validate(params: Params, name: str) -> None:
@@ -39,13 +44,20 @@ def validate(params: Params, name: str) -> None:
     of train.lr. The dataset's section and slices are ingest's (drift.data.validate.validate_data)."""
     validate_names(params, name)
     embed = params.embed
-    check_roster(roster(params.train, name, params.info(name).modality), params.info(name).modality, embed.text_encoder, embed.encoders)
+    check_roster(
+        roster(params.train, name, params.info(name).modality),
+        params.info(name).modality,
+        embed.text_encoder,
+        embed.encoders,
+    )
     if isinstance(params.train.lr, dict):
         families = {"default"} | {info.family.lower() for info in MODELS.values()}
         for family in params.train.lr:
             if family not in families:
-                raise DriftError(f"unknown parameter train.lr.{family}: "
-                                 f"{close_matches(family, families, prefix='train.lr.')}")
+                raise DriftError(
+                    f"unknown parameter train.lr.{family}: "
+                    f"{close_matches(family, families, prefix='train.lr.')}"
+                )
 
 
 def check_run(params: Params) -> None:

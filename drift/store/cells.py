@@ -8,6 +8,7 @@ checkpoint's bytes, the cell's rows, the metric and the evaluation code. Under e
 workspace: checkpoints/<key[:2]>/<key>.ckpt (a header line with the sha256 and size, then the state dict's bytes)
 and cells/<checkpoint[:2]>/<checkpoint>/<key>.json (score and sha256), written atomically; an entry whose checksum
 does not match is a miss, counted in `corrupt` (tests/test_cells.py, tests/test_integrity.py)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -38,7 +39,9 @@ def stage_files(stage: str, root: Path = ROOT, exclude=()) -> list[str]:
     (less `exclude`, neither listed nor followed)."""
     script = Path(root) / "stages" / f"{stage}.py"
     if not script.exists():
-        raise DriftError(f"{script} is missing: the caches key on the stage scripts of a checkout of the project")
+        raise DriftError(
+            f"{script} is missing: the caches key on the stage scripts of a checkout of the project"
+        )
     return [f"stages/{stage}.py", *import_closure(script, root, exclude)]
 
 
@@ -63,8 +66,10 @@ def _hash(*parts) -> str:
 
 def row_hashes(keys, labels: list, splits) -> np.ndarray:
     """One 32-byte digest per row of its payload key, label and split (computed once per dataset)."""
-    return np.array([hashlib.sha256(f"{k}|{y}|{s}".encode()).digest() for k, y, s in zip(keys, labels, splits)],
-                    dtype="S32")
+    return np.array(
+        [hashlib.sha256(f"{k}|{y}|{s}".encode()).digest() for k, y, s in zip(keys, labels, splits)],
+        dtype="S32",
+    )
 
 
 def rows_digest(hashes: np.ndarray, rows: np.ndarray) -> str:
@@ -72,7 +77,9 @@ def rows_digest(hashes: np.ndarray, rows: np.ndarray) -> str:
     return hashlib.sha256(hashes[np.asarray(rows, dtype=np.int64)].tobytes()).hexdigest()
 
 
-def checkpoint_key(model_spec: str, seed: int | None, rows: str, inputs: str, training: dict, code: str) -> str:
+def checkpoint_key(
+    model_spec: str, seed: int | None, rows: str, inputs: str, training: dict, code: str
+) -> str:
     return _hash("checkpoint", model_spec, seed, rows, inputs, training, code)
 
 
@@ -86,13 +93,21 @@ def file_digest(path: Path) -> str:
 
 
 def _cell_record(key: str, score) -> dict:
-    return {"key": key, "score": score, "sha256": sha256_bytes(json.dumps([key, score], sort_keys=True).encode())}
+    return {
+        "key": key,
+        "score": score,
+        "sha256": sha256_bytes(json.dumps([key, score], sort_keys=True).encode()),
+    }
 
 
 def _intact(record, key: str) -> bool:
     """A cell record as written for `key` (compared by checksum: a NaN inside a calibration is not equal to itself)."""
-    return (isinstance(record, dict) and record.get("key") == key and "score" in record
-            and record.get("sha256") == _cell_record(key, record["score"])["sha256"])
+    return (
+        isinstance(record, dict)
+        and record.get("key") == key
+        and "score" in record
+        and record.get("sha256") == _cell_record(key, record["score"])["sha256"]
+    )
 
 
 class ResultCache:
@@ -123,7 +138,7 @@ class ResultCache:
         if checkpoint_problem(data):
             self._bad(path)
             return None
-        return data[data.index(b"\n") + 1:]
+        return data[data.index(b"\n") + 1 :]
 
     def has_checkpoint(self, key: str) -> bool:
         return self.checkpoint(key) is not None
@@ -137,8 +152,10 @@ class ResultCache:
         """The cached checkpoint at its place in data/models/ (a copy: DVC owns what is in the workspace)."""
         data = self.checkpoint(key)
         if data is None:
-            raise DriftError(f"checkpoint {self.checkpoint_file(key)} vanished or was damaged while this stage ran "
-                             f"(another process collecting the cache?): run the stage again")
+            raise DriftError(
+                f"checkpoint {self.checkpoint_file(key)} vanished or was damaged while this stage ran "
+                f"(another process collecting the cache?): run the stage again"
+            )
         target = Path(target)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
@@ -179,8 +196,10 @@ def corrupt_line(stage: str, corrupt: list[str], what: str) -> str | None:
     if not corrupt:
         return None
     more = f" and {len(corrupt) - 1} more" if len(corrupt) > 1 else ""
-    return (f"{stage}: {len(corrupt)} cached {what} failed their checksum or content check and were recomputed: {corrupt[0]}{more} "
-            f"(`drift cache verify` checks the whole cache)")
+    return (
+        f"{stage}: {len(corrupt)} cached {what} failed their checksum or content check and were recomputed: {corrupt[0]}{more} "
+        f"(`drift cache verify` checks the whole cache)"
+    )
 
 
 def checkpoint_problem(data: bytes) -> str | None:
@@ -207,8 +226,9 @@ def state_dict_problem(body: bytes) -> str | None:
         state = torch.load(io.BytesIO(body), weights_only=True)
     except Exception as e:  # noqa: BLE001 - whatever torch refuses: an unpickling error, a torn zip
         return f"not a plain state dict ({type(e).__name__})"
-    if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
-                                              for k, v in state.items()):
+    if not isinstance(state, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
+    ):
         return f"not a plain state dict (a {type(state).__name__})"
     return None
 

@@ -10,6 +10,7 @@ holding a NaN or an inf is never written. A read whose bytes fail their checksum
 to `damaged` (key and fragment), and the embed stage discards and recomputes its fragments
 (`discard_fragments`); `scan_damage` is what `drift cache verify` reads.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -30,11 +31,9 @@ from drift.core.errors import DriftError, disk_full, is_disk_full
 from drift.core.objectstore import ObjectPath, location
 
 FRAGMENT_BYTES = 1 << 30  # compaction target per fragment: few files to list, each small enough to rewrite
-COMPACT_AFTER = 8         # an embed run compacts once this many under-sized fragments have piled up
-FILE_FORMAT = "2.0"       # measured: takes of token states ~2x faster than the 2.1/2.2 structural encodings
+COMPACT_AFTER = 8  # an embed run compacts once this many under-sized fragments have piled up
+FILE_FORMAT = "2.0"  # measured: takes of token states ~2x faster than the 2.1/2.2 structural encodings
 NO_KEYS = pa.array([], pa.large_string())
-
-
 
 
 class DamagedRows(DriftError):
@@ -42,9 +41,11 @@ class DamagedRows(DriftError):
 
     def __init__(self, path: Path, damaged: dict[str, int]):
         self.path, self.damaged = Path(path), dict(damaged)
-        super().__init__(f"{len(self.damaged)} rows of the embedding table {self.path} fail their checksum or hold "
-                         f"non-finite values (first key {next(iter(self.damaged))}): run `dvc repro -f "
-                         "embed@<dataset>` to compute them again")
+        super().__init__(
+            f"{len(self.damaged)} rows of the embedding table {self.path} fail their checksum or hold "
+            f"non-finite values (first key {next(iter(self.damaged))}): run `dvc repro -f "
+            "embed@<dataset>` to compute them again"
+        )
 
 
 def table_name(encoder: str, fingerprint: str) -> str:
@@ -57,7 +58,10 @@ CHECKSUM = {"pooled": "pooled_crc32", "tokens": "tokens_crc32"}  # the checksum 
 def store_schema(dim: int, with_tokens: bool, metadata: dict | None = None) -> pa.Schema:
     fields = [pa.field("key", pa.string()), pa.field("pooled", pa.list_(pa.float32(), dim))]
     if with_tokens:
-        fields += [pa.field("tokens", pa.list_(pa.list_(pa.float16(), dim))), pa.field("n_tokens", pa.int32())]
+        fields += [
+            pa.field("tokens", pa.list_(pa.list_(pa.float16(), dim))),
+            pa.field("n_tokens", pa.int32()),
+        ]
     fields += [pa.field(CHECKSUM["pooled"], pa.uint32())]
     if with_tokens:
         fields += [pa.field(CHECKSUM["tokens"], pa.uint32())]
@@ -74,11 +78,14 @@ def row_checksums(values: np.ndarray, offsets: np.ndarray | None = None) -> np.n
     else:
         bounds = np.asarray(offsets, np.int64) * row_bytes
     bounds = bounds.tolist()
-    return np.fromiter((zlib.crc32(data[a:b]) for a, b in zip(bounds[:-1], bounds[1:])), np.uint32,
-                       count=len(bounds) - 1)
+    return np.fromiter(
+        (zlib.crc32(data[a:b]) for a, b in zip(bounds[:-1], bounds[1:])), np.uint32, count=len(bounds) - 1
+    )
 
 
-def damaged_rows(values: np.ndarray, checksums: np.ndarray | None, offsets: np.ndarray | None = None) -> np.ndarray:
+def damaged_rows(
+    values: np.ndarray, checksums: np.ndarray | None, offsets: np.ndarray | None = None
+) -> np.ndarray:
     """Indexes of the rows whose bytes fail their checksum; without checksums (a table written before them), of
     the rows holding a non-finite value. A row that matches its checksum holds what `append` wrote, and append
     never writes a non-finite value."""
@@ -154,19 +161,28 @@ class EmbeddingStore:
     Reads come from one pinned version (row positions stay valid while other processes append or compact);
     the key column of that version is read once and kept, and only new fragments are read after an append."""
 
-    def __init__(self, cache_dir: Path, encoder: str, fingerprint: str, dim: int, with_tokens: bool,
-                 fields: dict | None = None):
+    def __init__(
+        self,
+        cache_dir: Path,
+        encoder: str,
+        fingerprint: str,
+        dim: int,
+        with_tokens: bool,
+        fields: dict | None = None,
+    ):
         self.path = location(cache_dir) / table_name(encoder, fingerprint)
         self.encoder, self.fingerprint, self.dim, self.with_tokens = encoder, fingerprint, dim, with_tokens
         metadata = {"drift.encoder": encoder, "drift.fingerprint": fingerprint}
         if fields is not None:
             metadata["drift.fingerprint_fields"] = json.dumps(fields, sort_keys=True)
         self.schema = store_schema(dim, with_tokens, metadata)
-        self._ds = None          # the pinned version
-        self._keys = NO_KEYS     # the key of each row of _ds, in take() order
-        self._state = []         # (id, rows, deleted) per fragment of _ds: tells an append from a rewrite
+        self._ds = None  # the pinned version
+        self._keys = NO_KEYS  # the key of each row of _ds, in take() order
+        self._state = []  # (id, rows, deleted) per fragment of _ds: tells an append from a rewrite
         self._has_checksums = None  # whether the table's rows carry checksums (None: not yet known)
-        self.damaged: dict[str, int] = {}  # key -> fragment id of every row a read refused (checksum, non-finite)
+        self.damaged: dict[
+            str, int
+        ] = {}  # key -> fragment id of every row a read refused (checksum, non-finite)
 
     # -- the pinned version
 
@@ -210,9 +226,12 @@ class EmbeddingStore:
     def append(self, keys, pooled: np.ndarray, tokens=None, lengths=None) -> None:
         """Commit rows as one new fragment. tokens: a list of [n_i, D] arrays, or a flat [sum n_i, D] array
         with `lengths`. Never touches the pinned version, so a background thread may call it."""
-        columns = {"key": pa.array(keys, pa.string()),
-                   "pooled": pa.FixedSizeListArray.from_arrays(pa.array(np.asarray(pooled, np.float32).reshape(-1)),
-                                                               self.dim)}
+        columns = {
+            "key": pa.array(keys, pa.string()),
+            "pooled": pa.FixedSizeListArray.from_arrays(
+                pa.array(np.asarray(pooled, np.float32).reshape(-1)), self.dim
+            ),
+        }
         if self.with_tokens:
             if lengths is None:
                 lengths = [len(t) for t in tokens]
@@ -228,9 +247,11 @@ class EmbeddingStore:
         if self.with_tokens:
             bad = np.union1d(bad, non_finite_rows(flat.reshape(-1, self.dim), offsets))
         if len(bad):  # never stored, so never served
-            raise DriftError(f"{self.encoder} gave NaN or inf for {len(bad)} of {len(keys)} rows (first key "
-                             f"{keys[int(bad[0])]}): nothing of this chunk was stored in {self.path}; check the "
-                             "encoder's weights and embed.dtype")
+            raise DriftError(
+                f"{self.encoder} gave NaN or inf for {len(bad)} of {len(keys)} rows (first key "
+                f"{keys[int(bad[0])]}): nothing of this chunk was stored in {self.path}; check the "
+                "encoder's weights and embed.dtype"
+            )
         columns[CHECKSUM["pooled"]] = pa.array(row_checksums(pooled))
         if self.with_tokens:
             columns[CHECKSUM["tokens"]] = pa.array(row_checksums(flat.reshape(-1, self.dim), offsets))
@@ -242,8 +263,11 @@ class EmbeddingStore:
             lance.write_dataset(table, str(self.path), mode="append")
         except OSError as e:
             if is_disk_full(e):
-                raise disk_full(self.path, "embed.cache_dir (or $DRIFT_CACHE_DIR)",
-                                sum(c.nbytes for c in columns.values())) from None
+                raise disk_full(
+                    self.path,
+                    "embed.cache_dir (or $DRIFT_CACHE_DIR)",
+                    sum(c.nbytes for c in columns.values()),
+                ) from None
             raise
 
     def _checksummed(self) -> bool:
@@ -264,8 +288,13 @@ class EmbeddingStore:
             # (write_dataset's create would retry it as an overwrite at version 2, dropping appends made since).
             # The format is Lance's default there: a commit of no fragments records no file format.
             try:
-                create = write_fragments(self.schema.empty_table(), str(self.path), mode="create",
-                                         data_storage_version=FILE_FORMAT, return_transaction=True)
+                create = write_fragments(
+                    self.schema.empty_table(),
+                    str(self.path),
+                    mode="create",
+                    data_storage_version=FILE_FORMAT,
+                    return_transaction=True,
+                )
                 lance.LanceDataset.commit(str(self.path), create, max_retries=0)
             except (OSError, ValueError, CommitConflictError):
                 if not committed(self.path):
@@ -276,8 +305,9 @@ class EmbeddingStore:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not committed(self.path):
                 # Lance file format 2.0: reads these large ragged rows about twice as fast as 2.1/2.2
-                lance.write_dataset(self.schema.empty_table(), str(self.path), mode="create",
-                                    data_storage_version=FILE_FORMAT)
+                lance.write_dataset(
+                    self.schema.empty_table(), str(self.path), mode="create", data_storage_version=FILE_FORMAT
+                )
 
     # -- reads
 
@@ -290,8 +320,10 @@ class EmbeddingStore:
             self.refresh()
             found = pc.index_in(keys, value_set=self._keys)
         if found.null_count:
-            raise DriftError(f"{found.null_count} rows have no embedding in {self.path}: "
-                             "run `dvc repro -f embed@<dataset>` to compute them")
+            raise DriftError(
+                f"{found.null_count} rows have no embedding in {self.path}: "
+                "run `dvc repro -f embed@<dataset>` to compute them"
+            )
         return found.to_numpy(zero_copy_only=False).astype(np.int64)
 
     def _take(self, keys, column: str) -> tuple[pa.Array, np.ndarray, np.ndarray | None, np.ndarray]:
@@ -368,7 +400,7 @@ class EmbeddingStore:
                 raise DamagedRows(self.path, self.damaged)
             flat = flat.copy()
             for row in bad:
-                flat[offsets[row]:offsets[row + 1]] = 0
+                flat[offsets[row] : offsets[row + 1]] = 0
         if np.array_equal(inverse, np.arange(len(offsets) - 1)):
             return flat, offsets
         return _ragged_take(flat, offsets, inverse)
@@ -397,11 +429,18 @@ class EmbeddingStore:
 
 def open_store(manifest: dict, cache_dir: Path | ObjectPath) -> EmbeddingStore:
     """The store table a manifest names; a clear error when it is not in this cache directory."""
-    store = EmbeddingStore(cache_dir, manifest["encoder"], manifest["fingerprint"], manifest["dim"],
-                           with_tokens=manifest.get("with_tokens", True))
+    store = EmbeddingStore(
+        cache_dir,
+        manifest["encoder"],
+        manifest["fingerprint"],
+        manifest["dim"],
+        with_tokens=manifest.get("with_tokens", True),
+    )
     if manifest.get("rows", 1) and not committed(store.path):
-        raise DriftError(f"embedding table {store.path.name} is not in {location(cache_dir)} (another embed.cache_dir, "
-                         f"or removed by `drift cache gc`): run `dvc repro -f embed@<dataset>` to compute it")
+        raise DriftError(
+            f"embedding table {store.path.name} is not in {location(cache_dir)} (another embed.cache_dir, "
+            f"or removed by `drift cache gc`): run `dvc repro -f embed@<dataset>` to compute it"
+        )
     return store
 
 
@@ -415,8 +454,11 @@ def discard_fragments(path: Path, fragment_ids) -> int:
     if not fragments:
         return 0
     rows = sum(f.count_rows() for f in fragments)
-    lance.LanceDataset.commit(str(path), LanceOperation.Delete([], [f.metadata.id for f in fragments],
-                                                               "drift: damaged rows"), read_version=ds.version)
+    lance.LanceDataset.commit(
+        str(path),
+        LanceOperation.Delete([], [f.metadata.id for f in fragments], "drift: damaged rows"),
+        read_version=ds.version,
+    )
     return rows
 
 
@@ -434,27 +476,46 @@ def scan_damage(path: Path, batch_rows: int = 1024) -> list[dict]:
                 if column not in names:
                     continue
                 checksum = CHECKSUM[column] if CHECKSUM[column] in names else None
-                scanner = fragment.scanner(columns=["key", column] + ([checksum] if checksum else []),
-                                           batch_size=batch_rows)
+                scanner = fragment.scanner(
+                    columns=["key", column] + ([checksum] if checksum else []), batch_size=batch_rows
+                )
                 for batch in scanner.to_batches():
                     values = batch.column(column)
                     sums = batch.column(checksum).to_numpy() if checksum else None
                     if column == "tokens":
                         offsets = values.offsets.to_numpy().astype(np.int64)
-                        flat = values.flatten().flatten().to_numpy().reshape(-1, ds.schema.field("pooled").type.list_size)
-                        bad = damaged_rows(flat[offsets[0]:offsets[-1]], sums, offsets - offsets[0])
+                        flat = (
+                            values.flatten()
+                            .flatten()
+                            .to_numpy()
+                            .reshape(-1, ds.schema.field("pooled").type.list_size)
+                        )
+                        bad = damaged_rows(flat[offsets[0] : offsets[-1]], sums, offsets - offsets[0])
                     else:
                         bad = damaged_rows(values.flatten().to_numpy().reshape(len(batch), -1), sums)
                     bad_keys += batch.column("key").take(pa.array(bad, pa.int64())).to_pylist()
         except Exception as e:  # any failure to read a fragment is damage to report
-            found.append({"fragment": fragment.metadata.id, "rows": fragment.metadata.physical_rows,
-                          "first_key": None, "last_key": None, "problem": " ".join(str(e).split())[:200]})
+            found.append(
+                {
+                    "fragment": fragment.metadata.id,
+                    "rows": fragment.metadata.physical_rows,
+                    "first_key": None,
+                    "last_key": None,
+                    "problem": " ".join(str(e).split())[:200],
+                }
+            )
             continue
         if bad_keys:
             unique = list(dict.fromkeys(bad_keys))
-            found.append({"fragment": fragment.metadata.id, "rows": len(unique), "first_key": unique[0],
-                          "last_key": unique[-1],
-                          "problem": "rows fail their checksum or hold non-finite values"})
+            found.append(
+                {
+                    "fragment": fragment.metadata.id,
+                    "rows": len(unique),
+                    "first_key": unique[0],
+                    "last_key": unique[-1],
+                    "problem": "rows fail their checksum or hold non-finite values",
+                }
+            )
     return found
 
 
@@ -482,12 +543,17 @@ def dedupe_table(path: Path, attempts: int = 5) -> int:
             else:
                 updated.append(meta)
         try:
-            lance.LanceDataset.commit(str(path), LanceOperation.Delete(updated, emptied, "drift: duplicate keys"),
-                                      read_version=ds.version)
+            lance.LanceDataset.commit(
+                str(path),
+                LanceOperation.Delete(updated, emptied, "drift: duplicate keys"),
+                read_version=ds.version,
+            )
             return len(later)
         except CommitConflictError:
             continue
-    raise DriftError(f"could not dedupe {path}: other processes kept rewriting it; run `drift cache compact` again")
+    raise DriftError(
+        f"could not dedupe {path}: other processes kept rewriting it; run `drift cache compact` again"
+    )
 
 
 def compact_table(path: Path | ObjectPath, dedupe: bool = True, cleanup: bool = True) -> dict:
@@ -495,8 +561,14 @@ def compact_table(path: Path | ObjectPath, dedupe: bool = True, cleanup: bool = 
     path = location(path)
     before = table_info(path, count_unique=False)
     if not before["committed"]:
-        return {"table": path.name, "duplicates_removed": 0, "fragments_before": 0, "fragments_after": 0,
-                "bytes_before": before["bytes"], "bytes_after": before["bytes"]}
+        return {
+            "table": path.name,
+            "duplicates_removed": 0,
+            "fragments_before": 0,
+            "fragments_after": 0,
+            "bytes_before": before["bytes"],
+            "bytes_after": before["bytes"],
+        }
     removed = dedupe_table(path) if dedupe else 0
     ds = lance.dataset(str(path))
     ds.optimize.compact_files(target_rows_per_fragment=_target_rows(ds), materialize_deletions=True)
@@ -504,8 +576,14 @@ def compact_table(path: Path | ObjectPath, dedupe: bool = True, cleanup: bool = 
         # files written but not yet committed by a running writer are "unverified" and kept by lance (7 days)
         lance.dataset(str(path)).cleanup_old_versions(older_than=timedelta(0))
     after = table_info(path, count_unique=False)
-    return {"table": path.name, "duplicates_removed": removed, "fragments_before": before["fragments"],
-            "fragments_after": after["fragments"], "bytes_before": before["bytes"], "bytes_after": after["bytes"]}
+    return {
+        "table": path.name,
+        "duplicates_removed": removed,
+        "fragments_before": before["fragments"],
+        "fragments_after": after["fragments"],
+        "bytes_before": before["bytes"],
+        "bytes_after": after["bytes"],
+    }
 
 
 def table_info(path: Path, count_unique: bool = True) -> dict:
@@ -516,19 +594,40 @@ def table_info(path: Path, count_unique: bool = True) -> dict:
     else:
         files = [(s.st_size, s.st_mtime) for s in (f.stat() for f in path.rglob("*") if f.is_file())]
     encoder, _, short = path.stem.rpartition("-")
-    info = {"table": path.name, "path": str(path), "encoder": encoder or path.stem, "fingerprint": short,
-            "fingerprint_fields": None, "committed": committed(path), "rows": 0, "unique": 0, "dim": None,
-            "tokens": None, "fragments": 0, "version": None, "bytes": sum(size for size, _ in files),
-            "updated": max((mtime for _, mtime in files),
-                           default=0 if isinstance(path, ObjectPath) or not path.exists() else path.stat().st_mtime)}
+    info = {
+        "table": path.name,
+        "path": str(path),
+        "encoder": encoder or path.stem,
+        "fingerprint": short,
+        "fingerprint_fields": None,
+        "committed": committed(path),
+        "rows": 0,
+        "unique": 0,
+        "dim": None,
+        "tokens": None,
+        "fragments": 0,
+        "version": None,
+        "bytes": sum(size for size, _ in files),
+        "updated": max(
+            (mtime for _, mtime in files),
+            default=0 if isinstance(path, ObjectPath) or not path.exists() else path.stat().st_mtime,
+        ),
+    }
     if not info["committed"]:
         return info
     ds = lance.dataset(str(path))
     meta = {k.decode(): v.decode() for k, v in (ds.schema.metadata or {}).items()}
-    info.update(encoder=meta.get("drift.encoder", info["encoder"]), fingerprint=meta.get("drift.fingerprint", short),
-                fingerprint_fields=json.loads(meta["drift.fingerprint_fields"]) if "drift.fingerprint_fields" in meta else None,
-                rows=ds.count_rows(), dim=ds.schema.field("pooled").type.list_size, tokens="tokens" in ds.schema.names,
-                fragments=len(ds.get_fragments()), version=ds.version)
+    info.update(
+        encoder=meta.get("drift.encoder", info["encoder"]),
+        fingerprint=meta.get("drift.fingerprint", short),
+        fingerprint_fields=json.loads(meta["drift.fingerprint_fields"])
+        if "drift.fingerprint_fields" in meta
+        else None,
+        rows=ds.count_rows(),
+        dim=ds.schema.field("pooled").type.list_size,
+        tokens="tokens" in ds.schema.names,
+        fragments=len(ds.get_fragments()),
+        version=ds.version,
+    )
     info["unique"] = pc.count_distinct(_key_column(ds)).as_py() if count_unique else None
     return info
-

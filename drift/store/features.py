@@ -8,6 +8,7 @@ fingerprint and table, a hash of the keys); `pixels/` holds pixels.npy (uint8 [n
 (another fingerprint or other rows) or a file no longer matches its size or sha256 (checked on every open).
 Readers take a batch at a time with preadv, so memory follows the batch size, not the dataset; the files are
 standard .npy, so `np.load(path, mmap_mode="r")` opens them too."""
+
 from __future__ import annotations
 
 import hashlib
@@ -53,12 +54,20 @@ class DiskArray:
         with open(self.path, "rb") as f:
             version = np.lib.format.read_magic(f)
             if version not in ((1, 0), (2, 0)):
-                raise DriftError(f"{path}: .npy format {version} is not read here; rebuild it with write_features")
-            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+                raise DriftError(
+                    f"{path}: .npy format {version} is not read here; rebuild it with write_features"
+                )
+            read = (
+                np.lib.format.read_array_header_1_0
+                if version == (1, 0)
+                else np.lib.format.read_array_header_2_0
+            )
             shape, fortran, dtype = read(f)
             self.header_bytes = f.tell()
         if fortran:
-            raise DriftError(f"{self.path} is in Fortran order: rebuild it with drift.store.features.write_features")
+            raise DriftError(
+                f"{self.path} is in Fortran order: rebuild it with drift.store.features.write_features"
+            )
         self.shape, self.dtype = tuple(shape), np.dtype(dtype)
         self.row_shape = self.shape[1:]
         self.row_bytes = int(np.prod(self.row_shape, dtype=np.int64)) * self.dtype.itemsize
@@ -79,7 +88,9 @@ class DiskArray:
         while done < len(view):  # preadv may return less than asked (signals, huge reads)
             n = os.preadv(self.fd, [view[done:]], position + done)
             if n == 0:
-                raise DriftError(f"{self.path} is shorter than its header says: rebuild it (`dvc repro -f embed@<dataset>`)")
+                raise DriftError(
+                    f"{self.path} is shorter than its header says: rebuild it (`dvc repro -f embed@<dataset>`)"
+                )
             done += n
 
     def read_rows(self, rows: np.ndarray) -> np.ndarray:
@@ -107,8 +118,8 @@ class DiskArray:
             if inside:
                 self._read(out[i, :inside], start)
             if inside < width:
-                self._read(out[i, inside:inside + 1], n - 1)
-                out[i, inside + 1:] = out[i, inside]
+                self._read(out[i, inside : inside + 1], n - 1)
+                out[i, inside + 1 :] = out[i, inside]
         return out
 
 
@@ -139,8 +150,14 @@ def open_features(path: Path) -> dict:
 def _open_npy(path: Path, dtype, shape) -> object:
     """A file with a .npy header for this dtype and shape, positioned to write the data sequentially."""
     f = open(path, "wb")
-    np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
-                                             "fortran_order": False, "shape": tuple(int(s) for s in shape)})
+    np.lib.format.write_array_header_1_0(
+        f,
+        {
+            "descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+            "fortran_order": False,
+            "shape": tuple(int(s) for s in shape),
+        },
+    )
     return f
 
 
@@ -165,8 +182,12 @@ def _header(directory: Path, keys_hash: str, rows: int, files: dict, **extra) ->
     for name, (dtype, shape) in files.items():
         file = Path(directory) / f"{name}.npy"
         fsync_file(file)
-        described[name] = {"dtype": np.dtype(dtype).name, "shape": list(shape), "bytes": file.stat().st_size,
-                           "sha256": sha256_file(file)}
+        described[name] = {
+            "dtype": np.dtype(dtype).name,
+            "shape": list(shape),
+            "bytes": file.stat().st_size,
+            "sha256": sha256_file(file),
+        }
     return {"format": FORMAT, "rows": rows, "keys_sha256": keys_hash, **extra, "files": described}
 
 
@@ -222,7 +243,7 @@ def build_embeddings(store, keys: pa.Array, out: Path, keys_hash: str | None = N
         with _open_npy(tmp / "tokens.npy", np.float16, files["tokens"][1]) as f:
             for start in range(0, n, step):
                 flat, chunk_offsets = store.read_tokens(keys.slice(start, step), strict=False)
-                if not np.array_equal(chunk_offsets, offsets[start:start + step + 1] - offsets[start]):
+                if not np.array_equal(chunk_offsets, offsets[start : start + step + 1] - offsets[start]):
                     raise DriftError(f"{store.path}: token counts changed while reading; run the build again")
                 _write(f, flat)
     else:
@@ -233,8 +254,16 @@ def build_embeddings(store, keys: pa.Array, out: Path, keys_hash: str | None = N
     if store.damaged:  # never served: the embed stage discards those rows' fragments and computes them again
         shutil.rmtree(tmp, ignore_errors=True)
         raise DamagedRows(store.path, store.damaged)
-    header = _header(tmp, keys_hash, n, files, encoder=store.encoder, fingerprint=store.fingerprint,
-                     store=store.path.name, dim=dim)
+    header = _header(
+        tmp,
+        keys_hash,
+        n,
+        files,
+        encoder=store.encoder,
+        fingerprint=store.fingerprint,
+        store=store.path.name,
+        dim=dim,
+    )
     _finish(tmp, out, header)
     return header
 
@@ -265,8 +294,9 @@ def is_current(path: Path, keys_hash: str, manifest: dict | None = None) -> bool
     header = read_header(path)
     if header is None or header.get("format") != FORMAT or header.get("keys_sha256") != keys_hash:
         return False
-    if manifest is not None and (header.get("fingerprint") != manifest["fingerprint"]
-                                 or header.get("store") != manifest["store"]):
+    if manifest is not None and (
+        header.get("fingerprint") != manifest["fingerprint"] or header.get("store") != manifest["store"]
+    ):
         return False
     problem = file_problem(path, header)
     if problem:
@@ -275,8 +305,15 @@ def is_current(path: Path, keys_hash: str, manifest: dict | None = None) -> bool
     return True
 
 
-def ensure_features(kind: str, slice_path: Path, keys, out_dir: Path, manifest: dict | None = None,
-                    cache_dir: Path | ObjectPath | None = None, keys_hash: str | None = None) -> Path:
+def ensure_features(
+    kind: str,
+    slice_path: Path,
+    keys,
+    out_dir: Path,
+    manifest: dict | None = None,
+    cache_dir: Path | ObjectPath | None = None,
+    keys_hash: str | None = None,
+) -> Path:
     """The feature directory of one input kind ("pixels", or an encoder's embeddings when `manifest` is
     given), built first if missing or stale. Returns its path."""
     keys_hash = keys_hash or keys_sha256(keys)
@@ -299,7 +336,9 @@ def _keys_array(keys) -> pa.Array:
     return keys if isinstance(keys, pa.Array) else pa.array(list(keys), pa.string())
 
 
-def write_features(slice_path: Path, encoders: dict, cache_dir: Path, out_dir: Path, modality: str = "text") -> dict:
+def write_features(
+    slice_path: Path, encoders: dict, cache_dir: Path, out_dir: Path, modality: str = "text"
+) -> dict:
     """What the embed stage calls after embedding: the feature files of every encoder in its manifest
     ({encoder: manifest}, as data/embeddings/<dataset>.json holds under "encoders"), and the pixels of an
     image dataset, under out_dir (data/features/<dataset>). Directories of encoders no longer listed are
@@ -309,7 +348,9 @@ def write_features(slice_path: Path, encoders: dict, cache_dir: Path, out_dir: P
     keys_hash = keys_sha256(keys)
     wanted = {}
     for name, manifest in encoders.items():
-        wanted[name] = ensure_features("embeddings", slice_path, keys, out_dir, manifest, cache_dir, keys_hash)
+        wanted[name] = ensure_features(
+            "embeddings", slice_path, keys, out_dir, manifest, cache_dir, keys_hash
+        )
     if modality == "image":
         wanted["pixels"] = ensure_features("pixels", slice_path, keys, out_dir, keys_hash=keys_hash)
     if out_dir.exists():
@@ -332,8 +373,13 @@ def seed_store(store, features_dir: Path, keys) -> int:
     of rows added. The floats are the files' own bytes, so features rebuilt from the store are identical."""
     path = Path(features_dir) / store.encoder
     header = read_header(path)
-    if (header is None or header.get("format") != FORMAT or header.get("fingerprint") != store.fingerprint
-            or header.get("dim") != store.dim or ("tokens" in header.get("files", {})) != store.with_tokens):
+    if (
+        header is None
+        or header.get("format") != FORMAT
+        or header.get("fingerprint") != store.fingerprint
+        or header.get("dim") != store.dim
+        or ("tokens" in header.get("files", {})) != store.with_tokens
+    ):
         return 0
     keys = _keys_array(keys)
     if header.get("keys_sha256") != keys_sha256(keys):
@@ -343,21 +389,27 @@ def seed_store(store, features_dir: Path, keys) -> int:
         return 0
     problem = file_problem(path, header)
     if problem:
-        print(f"features: {problem}: not used to fill the store {store.path}; its rows are computed instead",
-              file=sys.stderr)
+        print(
+            f"features: {problem}: not used to fill the store {store.path}; its rows are computed instead",
+            file=sys.stderr,
+        )
         return 0
     rows = pc.index_in(pa.array(missing, pa.string()), value_set=keys).to_numpy()  # first occurrence of each
     pooled = DiskArray(path / "pooled.npy")
     tokens = DiskArray(path / "tokens.npy") if store.with_tokens else None
     offsets = np.load(path / "offsets.npy") if store.with_tokens else None
     for start in range(0, len(rows), SEED_ROWS):
-        chunk = rows[start:start + SEED_ROWS]
+        chunk = rows[start : start + SEED_ROWS]
         chunk_keys = [missing[i] for i in range(start, start + len(chunk))]
         if tokens is None:
             store.append(chunk_keys, pooled.read_rows(chunk))
             continue
         lengths = offsets[chunk + 1] - offsets[chunk]
         spans = [np.arange(offsets[r], offsets[r + 1]) for r in chunk]
-        flat = tokens.read_rows(np.concatenate(spans)) if int(lengths.sum()) else np.zeros((0, store.dim), np.float16)
+        flat = (
+            tokens.read_rows(np.concatenate(spans))
+            if int(lengths.sum())
+            else np.zeros((0, store.dim), np.float16)
+        )
         store.append(chunk_keys, pooled.read_rows(chunk), flat, lengths)
     return len(rows)

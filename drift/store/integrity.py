@@ -5,6 +5,7 @@ still holds what was written.
 directory: a killed run, a full disk or a power cut leaves the old file or the new one, never part of one
 (cells, small and many, fsync their directories once per task instead: docs/decisions).
 `sha256_file` is the plain sha256 of a file (`sha256sum` gives the same), read in large blocks."""
+
 from __future__ import annotations
 
 import hashlib

@@ -2,6 +2,7 @@
 else $DRIFT_CACHE_DIR, else ~/.cache/drift), outside any workspace so queued and temporary DVC experiments share
 them. A relative embed.cache_dir is the main repository's folder, never a temporary experiment copy's; an
 s3://bucket/prefix one (or $DRIFT_CACHE_DIR) is on object storage (drift.core.objectstore.ObjectPath)."""
+
 from __future__ import annotations
 
 import os

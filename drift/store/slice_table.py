@@ -1,6 +1,7 @@
 """One dataset's slice table as the stages after embed read it, without the params (SliceTable): the rows'
 keys, slices, splits and labels, the manifest and task, and the embed stage's manifest per encoder. The model
 inputs on top of it are drift.models.slice_data's."""
+
 from __future__ import annotations
 
 import json
@@ -25,9 +26,12 @@ class SliceTable:
         p = self.paths = require(name, "slice_manifest", "embeddings", root=self.root)
         self.slice_path = p["slices"]
         # the small columns only: payloads (texts, images) are read from the feature files, batch by batch
-        self._set_rows(name, read_slice_manifest(p["slices"]),
-                       read_slice_table(p["slices"], columns=["key", "slice", "split", "label"]),
-                       embedding_manifests(p["embeddings"]))
+        self._set_rows(
+            name,
+            read_slice_manifest(p["slices"]),
+            read_slice_table(p["slices"], columns=["key", "slice", "split", "label"]),
+            embedding_manifests(p["embeddings"]),
+        )
 
     def _set_rows(self, name: str, manifest: dict, table, encoders: dict) -> None:
         """What the rows and manifests say, however they arrived (read here, or shipped to a Ray worker)."""
@@ -50,7 +54,9 @@ class SliceTable:
         return self._row_hashes
 
     def usable_rows(self) -> np.ndarray:
-        return np.flatnonzero(np.isin(self.slices, [s["index"] for s in self.manifest["slices"] if s["usable"]]))
+        return np.flatnonzero(
+            np.isin(self.slices, [s["index"] for s in self.manifest["slices"] if s["usable"]])
+        )
 
 
 def embedding_manifests(path) -> dict[str, dict]:

@@ -3,6 +3,7 @@ as one Lance file, and the small JSON manifest beside it (`<dataset>.json`: slic
 The file is byte-deterministic (same records, same bytes, so dvc.lock does not change on a re-run): Lance's
 2.0 file format, its schema metadata folded into one JSON entry (`drift`), never a Lance dataset directory
 (random file names, a timestamped manifest)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -66,8 +67,10 @@ def _reader(path: Path, columns: list[str] | None) -> LanceFileReader:
     if not path.exists():
         raise DriftError(f"no slice table at {path}: run `dvc repro slice@<dataset>` first")
     if path.is_dir():
-        raise DriftError(f"{path} is a slice table of an earlier version (a directory): "
-                         f"run `dvc repro -f slice@{path.stem}` to rewrite it")
+        raise DriftError(
+            f"{path} is a slice table of an earlier version (a directory): "
+            f"run `dvc repro -f slice@{path.stem}` to rewrite it"
+        )
     return LanceFileReader(str(path), columns=columns)
 
 
@@ -90,8 +93,14 @@ def slice_dataset(records, name: str, split_cfg: SplitParams):
     described = records_manifest(records)
     slicing = DatasetParams.of(described["slicing"])  # read back from the records file: validated here, once
     table, slices = build_slices(records, slicing, split_cfg)
-    manifest = {"dataset": name, "task": described["task"], "modality": described["modality"],
-                "label_names": described["label_names"], "min_samples": slicing.min_samples, "slices": slices}
+    manifest = {
+        "dataset": name,
+        "task": described["task"],
+        "modality": described["modality"],
+        "label_names": described["label_names"],
+        "min_samples": slicing.min_samples,
+        "slices": slices,
+    }
     return table, manifest
 
 
@@ -103,16 +112,22 @@ def slice_warnings(manifest: dict) -> list[str]:
     usable = [s["label"] for s in slices if s["usable"]]
     lines = []
     if len(usable) < 2:
-        lines.append(f"{name}: {len(usable)} usable slice(s) ({', '.join(usable) or 'none'}) of {len(slices)}: Future "
-                     f"and Decay will be empty; spread the rows over more slices ({name}.slices) or lower "
-                     f"{name}.min_samples (now {manifest['min_samples']})")
+        lines.append(
+            f"{name}: {len(usable)} usable slice(s) ({', '.join(usable) or 'none'}) of {len(slices)}: Future "
+            f"and Decay will be empty; spread the rows over more slices ({name}.slices) or lower "
+            f"{name}.min_samples (now {manifest['min_samples']})"
+        )
     if not any(s["trainable"] for s in slices):
-        lines.append(f"{name}: no slice has training rows and {manifest['min_samples']} or more rows: no model can "
-                     f"be trained, the roster fills no cell; lower {name}.min_samples or split.test_fraction")
+        lines.append(
+            f"{name}: no slice has training rows and {manifest['min_samples']} or more rows: no model can "
+            f"be trained, the roster fills no cell; lower {name}.min_samples or split.test_fraction"
+        )
     no_test = [s["label"] for s in slices if s["rows"] and not s["test"]]
     if no_test:
-        lines.append(f"{name}: slice(s) {', '.join(no_test)} have no test rows: their columns stay empty; raise "
-                     f"split.test_fraction or widen {name}.slices")
+        lines.append(
+            f"{name}: slice(s) {', '.join(no_test)} have no test rows: their columns stay empty; raise "
+            f"split.test_fraction or widen {name}.slices"
+        )
     return lines
 
 
@@ -120,4 +135,3 @@ def trainable_cutoffs(slice_info: list[dict]) -> list[int]:
     """The cutoffs k that get a model f_k: slices (a slice manifest's) with enough rows and at least one training
     row."""
     return [s["index"] for s in slice_info if s.get("trainable", s["usable"])]
-

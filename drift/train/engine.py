@@ -9,6 +9,7 @@ each family's path: stacked (MLP, CNN, ResNet, ViT, FFN, TextCNN, Transformer, t
 through `train_one` (recurrent heads, the references). With dropout (drift.models.blocks.Dropout) each stacked
 model draws its masks from its own generator, seeded from its seed: equal to train_one in distribution, not
 draw for draw; with dropout off, equal to train_one to float tolerance."""
+
 from __future__ import annotations
 
 import copy
@@ -36,7 +37,7 @@ from drift.train.loop import (  # Job: what train_many takes
 )
 
 # input elements (float32) one stack may hold per step: bounds memory, as the solo run is bounded by one batch
-INPUT_BUDGET = 2 ** 26
+INPUT_BUDGET = 2**26
 # token batches share a forward while the widest is at most this factor wider than the narrowest
 WIDTH_SLACK = 1.5
 MASK_STREAM = 0x6D61736B  # "mask": keys each model's dropout stream apart from its seed's initialisation
@@ -53,8 +54,12 @@ def engine_path(model: nn.Module, optimizer: torch.optim.Optimizer | None = None
             return "solo", "torch dropout draws from the global generator; drift.models.blocks.Dropout stacks"
     if optimizer is not None:
         d = optimizer.defaults
-        if (type(optimizer) not in (torch.optim.Adam, torch.optim.AdamW) or len(optimizer.param_groups) != 1
-                or d.get("amsgrad") or d.get("maximize")):
+        if (
+            type(optimizer) not in (torch.optim.Adam, torch.optim.AdamW)
+            or len(optimizer.param_groups) != 1
+            or d.get("amsgrad")
+            or d.get("maximize")
+        ):
             return "solo", f"optimiser {type(optimizer).__name__} with {d}: the engine steps plain Adam/AdamW"
     if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
         return "stacked", "batch norm: models share a forward with models of the same batch size"
@@ -80,8 +85,15 @@ class StackedAdam:
     p *= 1 - lr * wd before the moments, Adam's L2 decay g += wd * p). The models stepping at a call are the
     first `n_active` rows, all at the same step number, so the bias corrections are scalars as in torch."""
 
-    def __init__(self, flat: torch.Tensor, lr: float, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, decoupled: bool = False):
+    def __init__(
+        self,
+        flat: torch.Tensor,
+        lr: float,
+        betas=(0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        decoupled: bool = False,
+    ):
         self.flat, self.lr, self.betas, self.eps = flat, lr, betas, eps
         self.weight_decay, self.decoupled = weight_decay, decoupled
         self.exp_avg = torch.zeros_like(flat)
@@ -92,7 +104,9 @@ class StackedAdam:
         """The stacked twin of a torch Adam/AdamW (its hyperparameters, its kind of weight decay)."""
         d = optimizer.defaults
         decoupled = isinstance(optimizer, torch.optim.AdamW) or bool(d.get("decoupled_weight_decay", False))
-        return cls(flat, float(d["lr"]), tuple(d["betas"]), float(d["eps"]), float(d["weight_decay"]), decoupled)
+        return cls(
+            flat, float(d["lr"]), tuple(d["betas"]), float(d["eps"]), float(d["weight_decay"]), decoupled
+        )
 
     @torch.no_grad()
     def step(self, n_active: int, step: int, grad: torch.Tensor) -> None:
@@ -107,8 +121,8 @@ class StackedAdam:
                 g = g.add(p, alpha=self.weight_decay)
         m.lerp_(g, 1 - beta1)
         v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-        bias_correction1 = 1 - beta1 ** step
-        bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
+        bias_correction1 = 1 - beta1**step
+        bias_correction2_sqrt = math.sqrt(1 - beta2**step)
         denom = (exact_sqrt(v) / bias_correction2_sqrt).add_(self.eps)
         p.addcdiv_(m, denom, value=-self.lr / bias_correction1)
 
@@ -116,23 +130,40 @@ class StackedAdam:
 @dataclass
 class _Member:
     """One model of a stack and what train_one would hold for it."""
-    index: int                  # its job's position in the caller's list
+
+    index: int  # its job's position in the caller's list
     model: nn.Module
     loss_fn: object
     norm: float
-    batches: list[np.ndarray]   # every step's rows, epochs one after another
-    epoch_ends: set[int]        # steps after which an epoch is done (progress bar)
-    masks: torch.Generator      # its dropout masks' own stream, seeded from its seed
+    batches: list[np.ndarray]  # every step's rows, epochs one after another
+    epoch_ends: set[int]  # steps after which an epoch is done (progress bar)
+    masks: torch.Generator  # its dropout masks' own stream, seeded from its seed
 
 
-def _member(index: int, name: str, inputs: Inputs, job: Job, targets: torch.Tensor, task, n_outputs: int,
-            cfg: TrainParams) -> _Member:
+def _member(
+    index: int,
+    name: str,
+    inputs: Inputs,
+    job: Job,
+    targets: torch.Tensor,
+    task,
+    n_outputs: int,
+    cfg: TrainParams,
+) -> _Member:
     """train_one's set-up, draw for draw: the same seed before the model is built, the same generator for the
     batches of every epoch, the same statistics and loss."""
     torch.manual_seed(job.seed)
     rng = np.random.default_rng(job.seed)
-    model = build_model(name, inputs.spec(), n_outputs, task.name, cfg.dropout,
-                        cfg.standardise_targets, cfg.standardise_pixels, cfg.pixel_scale)
+    model = build_model(
+        name,
+        inputs.spec(),
+        n_outputs,
+        task.name,
+        cfg.dropout,
+        cfg.standardise_targets,
+        cfg.standardise_pixels,
+        cfg.pixel_scale,
+    )
     weights = None if job.weight_rows is None else targets[torch.from_numpy(job.weight_rows)]
     loss_fn, norm = prepare_model(model, inputs, job.rows, targets[torch.from_numpy(job.rows)], task, weights)
     lengths = inputs.lengths if inputs.kind == "tokens" else None
@@ -156,7 +187,9 @@ def _per_model_elements(inputs: Inputs, rows: np.ndarray, batch_size: int) -> in
     return batch_size * int(np.prod(inputs.spec().shape))
 
 
-def _groups(members: list[_Member], n_active: int, step: int, inputs: Inputs, by_size: bool) -> list[list[int]]:
+def _groups(
+    members: list[_Member], n_active: int, step: int, inputs: Inputs, by_size: bool
+) -> list[list[int]]:
     """The active models (the first n_active) split into groups that share a forward."""
     active = list(range(n_active))
     if by_size:  # batch norm: equal batch sizes only
@@ -191,16 +224,24 @@ class _Stack:
         self.names = [n for n, _ in named]
         self.shapes = [p.shape for _, p in named]
         self.sizes = [p.numel() for _, p in named]
-        self.flat = torch.stack([nn.utils.parameters_to_vector(m.parameters()) for m in models]).detach().to(device)
-        self.buffers = {n: torch.stack([dict(m.named_buffers())[n] for m in models]).to(device)
-                        for n, _ in models[0].named_buffers()}
+        self.flat = (
+            torch.stack([nn.utils.parameters_to_vector(m.parameters()) for m in models]).detach().to(device)
+        )
+        self.buffers = {
+            n: torch.stack([dict(m.named_buffers())[n] for m in models]).to(device)
+            for n, _ in models[0].named_buffers()
+        }
         self.template = copy.deepcopy(models[0]).to("meta")  # the structure only; tensors come from the stack
-        self.dropouts = [(n, m) for n, m in self.template.named_modules() if isinstance(m, Dropout) and m.p > 0]
+        self.dropouts = [
+            (n, m) for n, m in self.template.named_modules() if isinstance(m, Dropout) and m.p > 0
+        ]
 
     def _call(self, params, buffers, noise, *x):
         return functional_call(self.template, (params, buffers, noise), x)
 
-    def noise(self, xs: tuple[torch.Tensor, ...], generators: list[torch.Generator]) -> dict[str, torch.Tensor]:
+    def noise(
+        self, xs: tuple[torch.Tensor, ...], generators: list[torch.Generator]
+    ) -> dict[str, torch.Tensor]:
         """Uniform noise [A, *shape] for every active dropout of the models (one generator each) on inputs
         [A, B, ...]: the shapes from one pass of the template on meta tensors, the values from each model's
         own generator, so a model's masks follow its seed whatever it is stacked with."""
@@ -212,6 +253,7 @@ class _Stack:
             def hook(module, args):
                 assert name not in shapes, f"dropout {name} runs twice in a forward: one noise buffer each"
                 shapes[name] = args[0].shape
+
             return hook
 
         hooks = [m.register_forward_pre_hook(record(n)) for n, m in self.dropouts]
@@ -222,11 +264,19 @@ class _Stack:
             for h in hooks:
                 h.remove()
         device = xs[0].device
-        return {f"{n}.noise": torch.stack([torch.rand(shapes[n], generator=g) for g in generators]).to(device)
-                for n, _ in self.dropouts if n in shapes}
+        return {
+            f"{n}.noise": torch.stack([torch.rand(shapes[n], generator=g) for g in generators]).to(device)
+            for n, _ in self.dropouts
+            if n in shapes
+        }
 
-    def forward(self, flat: torch.Tensor, group: list[int], xs: tuple[torch.Tensor, ...],
-                noise: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        flat: torch.Tensor,
+        group: list[int],
+        xs: tuple[torch.Tensor, ...],
+        noise: dict[str, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
         """Outputs [A, B, n_outputs] of the models `group` (rows of the stack; `flat` holds rows 0..) on their
         inputs [A, B, ...]; `noise` (from .noise) feeds their dropout masks."""
         with warnings.catch_warnings():
@@ -241,8 +291,12 @@ class _Stack:
         rows = slice(first, first + count) if contiguous else torch.tensor(group, device=flat.device)
         part = flat if contiguous and count == len(flat) else flat[rows]
         # one split: its backward is one concatenation into the [A, P] gradient
-        params = {n: t.view(count, *s) for n, t, s in zip(self.names, part.split(self.sizes, dim=1), self.shapes)}
-        buffers = {n: b[rows] for n, b in self.buffers.items()}  # views when contiguous: BN updates land in place
+        params = {
+            n: t.view(count, *s) for n, t, s in zip(self.names, part.split(self.sizes, dim=1), self.shapes)
+        }
+        buffers = {
+            n: b[rows] for n, b in self.buffers.items()
+        }  # views when contiguous: BN updates land in place
         out = vmap(self._call)(params, buffers, noise, *xs)
         if not contiguous:  # copies: write the updated running statistics back
             for n, b in buffers.items():
@@ -264,8 +318,14 @@ class _StackedLoss:
     formulas are the task's, checked against train_one on every task in tests/test_engine.py. Another task falls
     back to each model's own loss function."""
 
-    def __init__(self, task, members: list[_Member], targets: torch.Tensor, jobs_rows: list[np.ndarray],
-                 device: torch.device):
+    def __init__(
+        self,
+        task,
+        members: list[_Member],
+        targets: torch.Tensor,
+        jobs_rows: list[np.ndarray],
+        device: torch.device,
+    ):
         self.kind, self.targets, self.members, self.device = task.name, targets, members, device
         self.norm = torch.tensor([m.norm for m in members], dtype=torch.float32)
         if self.kind == "regression":  # w_r = n / n_r of each model's rows, on the ratings of the whole table
@@ -275,16 +335,25 @@ class _StackedLoss:
                 levels, weights = rating_weights(targets[torch.from_numpy(rows)])
                 self.weights[i, torch.searchsorted(self.levels, levels)] = weights
         if self.kind == "multilabel":
-            self.pos_weight = torch.stack([class_weights(targets[torch.from_numpy(rows)]) for rows in jobs_rows])
+            self.pos_weight = torch.stack(
+                [class_weights(targets[torch.from_numpy(rows)]) for rows in jobs_rows]
+            )
         for name in ("targets", "norm", "levels", "row_level", "weights", "pos_weight"):
             if hasattr(self, name):
                 setattr(self, name, getattr(self, name).to(device))
 
-    def __call__(self, out: torch.Tensor, group: list[int], rows: np.ndarray, counts: list[int]) -> torch.Tensor:
+    def __call__(
+        self, out: torch.Tensor, group: list[int], rows: np.ndarray, counts: list[int]
+    ) -> torch.Tensor:
         """out [A, B, n_outputs] of the models `group`, on `rows` [A, B] of which the first counts[j] are real."""
         if self.kind not in ("binary", "multiclass", "regression", "multilabel"):
-            return sum(self.members[i].loss_fn(out[j, :n], self.targets[torch.from_numpy(rows[j, :n]).to(self.device)])
-                       * self.members[i].norm for j, (i, n) in enumerate(zip(group, counts)))
+            return sum(
+                self.members[i].loss_fn(
+                    out[j, :n], self.targets[torch.from_numpy(rows[j, :n]).to(self.device)]
+                )
+                * self.members[i].norm
+                for j, (i, n) in enumerate(zip(group, counts))
+            )
         a, b = rows.shape
         rows_t, index = torch.from_numpy(rows).to(self.device), torch.tensor(group, device=self.device)
         y = self.targets[rows_t]
@@ -294,21 +363,33 @@ class _StackedLoss:
             w = self.weights[index[:, None], self.row_level[rows_t]]
             per_row = w * (out.reshape(a, b) - y.to(out.dtype)) ** 2
         else:
-            per_row = F.binary_cross_entropy_with_logits(out, y.to(out.dtype), reduction="none",
-                                                         pos_weight=self.pos_weight[index][:, None, :]).mean(-1)
+            per_row = F.binary_cross_entropy_with_logits(
+                out, y.to(out.dtype), reduction="none", pos_weight=self.pos_weight[index][:, None, :]
+            ).mean(-1)
         counts_t = torch.tensor(counts, device=self.device)
         real = torch.arange(b, device=self.device)[None, :] < counts_t[:, None]
         per_model = torch.where(real, per_row, 0.0).sum(1) / counts_t
         return (per_model * self.norm[index]).sum()
 
 
-def _train_stack(members: list[_Member], inputs: Inputs, targets: torch.Tensor, task, jobs: list[Job],
-                 optimizer, bar, device: torch.device, grad_clip: float | None = None) -> None:
+def _train_stack(
+    members: list[_Member],
+    inputs: Inputs,
+    targets: torch.Tensor,
+    task,
+    jobs: list[Job],
+    optimizer,
+    bar,
+    device: torch.device,
+    grad_clip: float | None = None,
+) -> None:
     members.sort(key=lambda m: -len(m.batches))  # stable: the models still training are always a prefix
     stack = _Stack([m.model for m in members], device)
     # each model's loss weights come from its weight rows (train.loss_weights split), else its training rows
-    weight_rows = [jobs[m.index].rows if jobs[m.index].weight_rows is None else jobs[m.index].weight_rows
-                   for m in members]
+    weight_rows = [
+        jobs[m.index].rows if jobs[m.index].weight_rows is None else jobs[m.index].weight_rows
+        for m in members
+    ]
     loss_of = _StackedLoss(task, members, targets, weight_rows, device)
     adam = StackedAdam.like(optimizer, stack.flat)
     by_size = any(isinstance(x, nn.modules.batchnorm._BatchNorm) for x in members[0].model.modules())
@@ -316,11 +397,15 @@ def _train_stack(members: list[_Member], inputs: Inputs, targets: torch.Tensor, 
     for t in range(len(members[0].batches)):
         while len(members[n_active - 1].batches) <= t:
             n_active -= 1
-        live = stack.flat[:n_active].detach().requires_grad_()  # this step's leaf: its .grad is [A, P] at once
+        live = (
+            stack.flat[:n_active].detach().requires_grad_()
+        )  # this step's leaf: its .grad is [A, P] at once
         for group in _groups(members, n_active, t, inputs, by_size):
             batches = [members[i].batches[t] for i in group]
             rows = _padded_rows(batches)
-            xs = tuple(x.reshape(*rows.shape, *x.shape[1:]).to(device) for x in inputs.batch(rows.reshape(-1)))
+            xs = tuple(
+                x.reshape(*rows.shape, *x.shape[1:]).to(device) for x in inputs.batch(rows.reshape(-1))
+            )
             out = stack.forward(live, group, xs, stack.noise(xs, [members[i].masks for i in group]))
             loss_of(out, group, rows, [len(b) for b in batches]).backward()
         if grad_clip is not None:  # each model's own gradient norm, as clip_grad_norm_ in train_one
@@ -333,31 +418,68 @@ def _train_stack(members: list[_Member], inputs: Inputs, targets: torch.Tensor, 
         stack.unstack(i, m.model)
 
 
-def train_many(name: str, inputs: Inputs, jobs: list[Job], targets: torch.Tensor, task, n_outputs: int,
-               cfg: TrainParams, modality: str = "text", bar=None, max_stack: int = 16,
-               device: str | torch.device = "cpu") -> list[nn.Module]:
+def train_many(
+    name: str,
+    inputs: Inputs,
+    jobs: list[Job],
+    targets: torch.Tensor,
+    task,
+    n_outputs: int,
+    cfg: TrainParams,
+    modality: str = "text",
+    bar=None,
+    max_stack: int = 16,
+    device: str | torch.device = "cpu",
+) -> list[nn.Module]:
     """train_one for every job (rows, seed) of one model name, as few batched computations: returns the models
     in the jobs' order, in eval mode, equal to train_one's to float tolerance. Families that do not stack
     (engine_path) are trained one after another by train_one itself. `device`: where the stacks compute (a
     CUDA device, say); the models come back on the CPU like train_one's, and the solo path stays on the CPU."""
     if not jobs:
         return []
-    probe = build_model(name, inputs.spec(), n_outputs, task.name, cfg.dropout,
-                        cfg.standardise_targets, cfg.standardise_pixels, cfg.pixel_scale)
+    probe = build_model(
+        name,
+        inputs.spec(),
+        n_outputs,
+        task.name,
+        cfg.dropout,
+        cfg.standardise_targets,
+        cfg.standardise_pixels,
+        cfg.pixel_scale,
+    )
     training = training_record(name, modality, cfg, inputs, engine="batched")
     optimizer = None if getattr(probe, "closed_form", False) else make_optimizer(probe, training)
     if engine_path(probe, optimizer)[0] == "solo":
-        return [train_one(name, inputs, job.rows, targets, task, n_outputs, cfg, job.seed, modality, bar,
-                          job.weight_rows) for job in jobs]
+        return [
+            train_one(
+                name,
+                inputs,
+                job.rows,
+                targets,
+                task,
+                n_outputs,
+                cfg,
+                job.seed,
+                modality,
+                bar,
+                job.weight_rows,
+            )
+            for job in jobs
+        ]
     # jobs of similar length share a stack, so few models idle; a stack holds at most INPUT_BUDGET input elements
     order = sorted(range(len(jobs)), key=lambda i: -n_steps(len(jobs[i].rows), cfg))
     per_model = max(_per_model_elements(inputs, job.rows, cfg.batch_size) for job in jobs)
     size = max(1, min(max_stack, INPUT_BUDGET // max(per_model, 1)))
     trained: list[nn.Module | None] = [None] * len(jobs)
     for start in range(0, len(order), size):
-        members = [_member(i, name, inputs, jobs[i], targets, task, n_outputs, cfg) for i in order[start:start + size]]
+        members = [
+            _member(i, name, inputs, jobs[i], targets, task, n_outputs, cfg)
+            for i in order[start : start + size]
+        ]
         if len(members[0].batches):
-            _train_stack(members, inputs, targets, task, jobs, optimizer, bar, torch.device(device), cfg.grad_clip)
+            _train_stack(
+                members, inputs, targets, task, jobs, optimizer, bar, torch.device(device), cfg.grad_clip
+            )
         for m in members:
             trained[m.index] = m.model.eval()
     return trained

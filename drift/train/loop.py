@@ -6,6 +6,7 @@ Adam, every model of a text dataset with AdamW; one learning rate per task (`tra
 explicit option; `train.grad_clip` clips each model's gradient norm before its step. The references (`baseline-*`) are fitted in closed form on the same rows. Bit-identical for a
 seed on CPU (`deterministic`).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -52,19 +53,28 @@ def make_optimizer(model: torch.nn.Module, training: ModelTraining) -> torch.opt
         return torch.optim.Adam(model.parameters(), lr=training.lr, fused=True)
     # fused: one ATen kernel per step whose sqrt is the CPU's exact one; the default step takes torch.sqrt through
     # MKL's vector math, whose last bits follow the CPU model (AVX2-only AMD vs others) whatever MKL_CBWR says
-    return torch.optim.AdamW(model.parameters(), lr=training.lr, weight_decay=training.weight_decay, fused=True)
+    return torch.optim.AdamW(
+        model.parameters(), lr=training.lr, weight_decay=training.weight_decay, fused=True
+    )
 
 
-def training_record(name: str, modality: str, cfg: TrainParams, inputs: Inputs,
-                    engine: str | None = None) -> ModelTraining:
+def training_record(
+    name: str, modality: str, cfg: TrainParams, inputs: Inputs, engine: str | None = None
+) -> ModelTraining:
     """Model `name`'s training resolved from the train params: the one record its checkpoint key hashes and its
     optimiser reads. `engine`: the one training it (else `cfg.engine`, already solo or batched)."""
     info = get_model_info(name)
     return model_training(cfg, info.family, modality, info.dropout, inputs.max_tokens, engine)
 
 
-def prepare_model(model: torch.nn.Module, inputs: Inputs, rows: np.ndarray, train_targets: torch.Tensor, task,
-                  weight_targets: torch.Tensor | None = None):
+def prepare_model(
+    model: torch.nn.Module,
+    inputs: Inputs,
+    rows: np.ndarray,
+    train_targets: torch.Tensor,
+    task,
+    weight_targets: torch.Tensor | None = None,
+):
     """What a fresh model fixes from its cutoff's training rows before the first step: pixel and target
     standardisation, the loss with its class weights (from `weight_targets` when given: train.loss_weights
     split), and the loss factor `norm`. Returns (loss_fn, norm). Shared by train_one and drift.train.engine so
@@ -76,22 +86,42 @@ def prepare_model(model: torch.nn.Module, inputs: Inputs, rows: np.ndarray, trai
     if isinstance(pixels, PixelScaled):  # the statistics of the values the inner model reads
         factor, pixels = float(pixels.pixel_factor), pixels.inner
     if isinstance(pixels, PixelStandardised):
-        pixels.fit_inputs((x * factor,) for (x,) in (inputs.batch(rows[i:i + 4096]) for i in range(0, len(rows), 4096)))
+        pixels.fit_inputs(
+            (x * factor,) for (x,) in (inputs.batch(rows[i : i + 4096]) for i in range(0, len(rows), 4096))
+        )
     if isinstance(model, Standardised):
         model.fit_scale(train_targets)
         norm = float(model.scale) ** -2  # the weighted MSE in standardised units: the same steps at any scale
     return loss_fn, norm
 
 
-def train_one(name: str, inputs: Inputs, rows: np.ndarray, targets: torch.Tensor, task, n_outputs: int,
-              cfg: TrainParams, seed: int, modality: str = "text", bar=None,
-              weight_rows: np.ndarray | None = None) -> torch.nn.Module:
+def train_one(
+    name: str,
+    inputs: Inputs,
+    rows: np.ndarray,
+    targets: torch.Tensor,
+    task,
+    n_outputs: int,
+    cfg: TrainParams,
+    seed: int,
+    modality: str = "text",
+    bar=None,
+    weight_rows: np.ndarray | None = None,
+) -> torch.nn.Module:
     """One model on the given training rows (`cfg`: the train params); returns it in eval mode. `weight_rows`:
     the rows the loss's class weights come from (loss_weight_rows), else `rows`."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    model = build_model(name, inputs.spec(), n_outputs, task.name, cfg.dropout,
-                        cfg.standardise_targets, cfg.standardise_pixels, cfg.pixel_scale)
+    model = build_model(
+        name,
+        inputs.spec(),
+        n_outputs,
+        task.name,
+        cfg.dropout,
+        cfg.standardise_targets,
+        cfg.standardise_pixels,
+        cfg.pixel_scale,
+    )
     epochs = cfg.epochs
     train_targets = targets[torch.from_numpy(rows)]
     if getattr(model, "closed_form", False):  # the references: fitted once on all training rows
@@ -123,6 +153,7 @@ def train_one(name: str, inputs: Inputs, rows: np.ndarray, targets: torch.Tensor
 class Job:
     """One model to train, as train_one takes it: its training rows, its seed, and the rows its loss's class
     weights come from (None: its training rows)."""
+
     rows: np.ndarray
     seed: int
     weight_rows: np.ndarray | None = None
@@ -133,8 +164,10 @@ def slice_time(label: str) -> int:
     ("2014-H1" = 28); other labels are a one-line error."""
     year, _, half = label.partition("-H")
     if not year.isdigit() or half not in ("", "1", "2"):
-        raise DriftError(f"train.slice_seed hash needs yearly or half-yearly slices, got slice {label!r}: "
-                         f"set train.slice_seed to offset")
+        raise DriftError(
+            f"train.slice_seed hash needs yearly or half-yearly slices, got slice {label!r}: "
+            f"set train.slice_seed to offset"
+        )
     return (int(year) - 2000) * 2 + int(half) - 1 if half else int(year)
 
 
@@ -170,6 +203,7 @@ class TrainGroup:
     """One task of the training grid: checkpoints of one model not in the cache, [(seed, k, key)]: one seed's
     cutoffs, or every seed's when the batched engine stacks them (`train_many`). Small when pickled: SliceData
     travels as its recipe (params, dataset, repository) and is rebuilt by a Ray worker."""
+
     data: SliceData
     name: str
     todo: list[tuple[int, int, str]]
@@ -190,17 +224,36 @@ def train_group(group: TrainGroup) -> list[str]:
         inputs, targets = data.inputs(name), data.task.target_tensor(data.labels)
         weight_rows = loss_weight_rows(data, cfg)
         labels = {s["index"]: s.get("label") for s in data.manifest["slices"]}  # read by the hash seed only
-        jobs = [Job(cutoff_rows(data, k), cutoff_seed(seed, name, k, labels[k], cfg.slice_seed), weight_rows)
-                for seed, k, _ in todo]
+        jobs = [
+            Job(cutoff_rows(data, k), cutoff_seed(seed, name, k, labels[k], cfg.slice_seed), weight_rows)
+            for seed, k, _ in todo
+        ]
         seeds = ",".join(str(s) for s in dict.fromkeys(seed for seed, _, _ in todo))
-        with progress(f"train {name} seed {seeds}", total=len(jobs) * cfg.epochs) as bar, \
-                tempfile.TemporaryDirectory(prefix="drift-train-") as tmp:
+        with (
+            progress(f"train {name} seed {seeds}", total=len(jobs) * cfg.epochs) as bar,
+            tempfile.TemporaryDirectory(prefix="drift-train-") as tmp,
+        ):
             if group.train_many is not None:
-                trained = group.train_many(name, inputs, jobs, targets, data.task, data.n_outputs, cfg,
-                                           data.modality, bar)
+                trained = group.train_many(
+                    name, inputs, jobs, targets, data.task, data.n_outputs, cfg, data.modality, bar
+                )
             else:
-                trained = (train_one(name, inputs, job.rows, targets, data.task, data.n_outputs, cfg, job.seed,
-                                     data.modality, bar, job.weight_rows) for job in jobs)
+                trained = (
+                    train_one(
+                        name,
+                        inputs,
+                        job.rows,
+                        targets,
+                        data.task,
+                        data.n_outputs,
+                        cfg,
+                        job.seed,
+                        data.modality,
+                        bar,
+                        job.weight_rows,
+                    )
+                    for job in jobs
+                )
             for (seed, k, key), model in zip(todo, trained):
                 # saved under its final file name: torch writes the name into the archive, so into the bytes
                 path = Path(tmp) / checkpoint_path(tmp, name, seed, k).name
@@ -209,9 +262,16 @@ def train_group(group: TrainGroup) -> list[str]:
     return [key for _, _, key in group.todo]
 
 
-def train_roster(data: SliceData, models: list[str], cfg: TrainParams, models_dir: Path,
-                 cache: ResultCache | None = None, compute: ComputeParams | None = None, train_many=None,
-                 engines: dict[str, str] | None = None) -> dict:
+def train_roster(
+    data: SliceData,
+    models: list[str],
+    cfg: TrainParams,
+    models_dir: Path,
+    cache: ResultCache | None = None,
+    compute: ComputeParams | None = None,
+    train_many=None,
+    engines: dict[str, str] | None = None,
+) -> dict:
     """Every model of the roster, every seed: f_k for each trainable cutoff, saved under `models_dir`.
 
     A checkpoint whose key (drift/store/cells.py: model, seed, training rows, inputs, training parameters, code) is in
@@ -232,7 +292,11 @@ def train_roster(data: SliceData, models: list[str], cfg: TrainParams, models_di
     cutoffs = trainable_cutoffs(data.manifest["slices"])
     counts = {"trained": 0, "reused": 0}
     base_cfg = cfg
-    groups, scheduled, copies = [], set(), []  # copies: checkpoints in the cache, or a fit another seed computes
+    groups, scheduled, copies = (
+        [],
+        set(),
+        [],
+    )  # copies: checkpoints in the cache, or a fit another seed computes
     for name in models:
         inputs = data.inputs(name)  # builds the feature files here, before any task reads them
         info = get_model_info(name)
@@ -240,11 +304,19 @@ def train_roster(data: SliceData, models: list[str], cfg: TrainParams, models_di
         cfg = base_cfg.model_copy(update={"engine": engines[name]}) if engines else base_cfg
         closed_form = info.family == "Reference"
         spec = f"{info!r}|{inputs.spec()!r}|{data.n_outputs}|{data.task.name}"
-        training, input_id = training_record(name, data.modality, cfg, inputs).model_dump(), data.input_id(name)
+        training, input_id = (
+            training_record(name, data.modality, cfg, inputs).model_dump(),
+            data.input_id(name),
+        )
         weight_rows = loss_weight_rows(data, cfg)
-        if weight_rows is not None and data.task.name in ("regression", "multilabel"):  # the weights' rows: the key's
+        if weight_rows is not None and data.task.name in (
+            "regression",
+            "multilabel",
+        ):  # the weights' rows: the key's
             training = {**training, "loss_weights": rows_digest(data.row_hashes, weight_rows)}
-        code = code_version("train", model_module(name), model_modules())  # its own head's module, not the others'
+        code = code_version(
+            "train", model_module(name), model_modules()
+        )  # its own head's module, not the others'
         batched = train_many is not None and not closed_form and cfg.engine != "solo"
         model_todo = []
         for seed in cfg.seeds:
@@ -278,9 +350,19 @@ def train_roster(data: SliceData, models: list[str], cfg: TrainParams, models_di
         cache.place(key, target)
     # which cache entries this workspace uses: what `drift cache gc` keeps
     keys = {str(target.relative_to(models_dir)): key for key, target in copies}
-    keys.update({str(checkpoint_path(models_dir, g.name, seed, k).relative_to(models_dir)): key
-                 for g in groups for seed, k, key in g.todo})
+    keys.update(
+        {
+            str(checkpoint_path(models_dir, g.name, seed, k).relative_to(models_dir)): key
+            for g in groups
+            for seed, k, key in g.todo
+        }
+    )
     models_dir.mkdir(parents=True, exist_ok=True)
     (models_dir / CHECKPOINT_KEYS).write_text(json.dumps(dict(sorted(keys.items())), indent=0) + "\n")
-    return {**counts, "recomputed": {"corrupt": len(cache.corrupt)}, "corrupt": cache.corrupt,
-            "executor": compute.executor, "workers": workers(compute) if groups else 0}
+    return {
+        **counts,
+        "recomputed": {"corrupt": len(cache.corrupt)},
+        "corrupt": cache.corrupt,
+        "executor": compute.executor,
+        "workers": workers(compute) if groups else 0,
+    }

@@ -1,6 +1,7 @@
 """Throughput a rehearsal measured (drift/run/rehearse.py), per machine, device and torch version: one JSON file
 in the drift cache dir. `drift plan` projects from it; `train.engine: auto` does not read it (its table is fixed
 here, so results never depend on a machine-local file); kept apart from the rehearsal so the train stage depends on this file alone."""
+
 from __future__ import annotations
 
 import json
