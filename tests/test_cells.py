@@ -111,8 +111,8 @@ def test_a_library_version_changes_every_key(monkeypatch):
 
 
 def counts(repo: Path, stage: str) -> dict:
-    """The stage's counts (its metrics less the engine each model trained with)."""
-    metrics = json.loads((repo / f"metrics/{stage}/sotu.json").read_text())
+    """The stage's counts (its run record less the engine each model trained with)."""
+    metrics = json.loads((repo / f".drift/runs/{stage}/sotu.json").read_text())
     metrics.pop("engines", None)
     return metrics
 

@@ -30,7 +30,7 @@ def results(repo: Path) -> dict:
 
 
 def metrics(repo: Path, stage: str) -> dict:
-    return json.loads((repo / f"metrics/{stage}/sotu.json").read_text())
+    return json.loads((repo / f".drift/runs/{stage}/sotu.json").read_text())
 
 
 @pytest.fixture(scope="module")
