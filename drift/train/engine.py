@@ -25,12 +25,12 @@ from torch.func import functional_call, vmap
 
 from drift.core.params import TrainParams
 from drift.models.blocks import Dropout
-from drift.models.checkpoints import build_model
 from drift.models.inputs import Inputs, epoch_batches
 from drift.protocol.tasks import class_weights, rating_weights
 from drift.train.loop import (  # Job: what train_many takes
     Job,
     make_optimizer,
+    model_to_train,
     prepare_model,
     train_one,
     training_record,
@@ -154,16 +154,7 @@ def _member(
     batches of every epoch, the same statistics and loss."""
     torch.manual_seed(job.seed)
     rng = np.random.default_rng(job.seed)
-    model = build_model(
-        name,
-        inputs.spec(),
-        n_outputs,
-        task.name,
-        cfg.dropout,
-        cfg.standardise_targets,
-        cfg.standardise_pixels,
-        cfg.pixel_scale,
-    )
+    model = model_to_train(name, inputs, n_outputs, task, cfg)
     weights = None if job.weight_rows is None else targets[torch.from_numpy(job.weight_rows)]
     loss_fn, norm = prepare_model(model, inputs, job.rows, targets[torch.from_numpy(job.rows)], task, weights)
     lengths = inputs.lengths if inputs.kind == "tokens" else None
@@ -437,16 +428,7 @@ def train_many(
     CUDA device, say); the models come back on the CPU like train_one's, and the solo path stays on the CPU."""
     if not jobs:
         return []
-    probe = build_model(
-        name,
-        inputs.spec(),
-        n_outputs,
-        task.name,
-        cfg.dropout,
-        cfg.standardise_targets,
-        cfg.standardise_pixels,
-        cfg.pixel_scale,
-    )
+    probe = model_to_train(name, inputs, n_outputs, task, cfg)
     training = training_record(name, modality, cfg, inputs, engine="batched")
     optimizer = None if getattr(probe, "closed_form", False) else make_optimizer(probe, training)
     if engine_path(probe, optimizer)[0] == "solo":

@@ -67,6 +67,21 @@ def training_record(
     return model_training(cfg, info.family, modality, info.dropout, inputs.max_tokens, engine)
 
 
+def model_to_train(name: str, inputs: Inputs, n_outputs: int, task, cfg: TrainParams) -> torch.nn.Module:
+    """The untrained module of `name` that train_one and the batched engine start from, with the train params'
+    dropout, target and pixel standardisation and pixel scale."""
+    return build_model(
+        name,
+        inputs.spec(),
+        n_outputs,
+        task.name,
+        cfg.dropout,
+        cfg.standardise_targets,
+        cfg.standardise_pixels,
+        cfg.pixel_scale,
+    )
+
+
 def prepare_model(
     model: torch.nn.Module,
     inputs: Inputs,
@@ -112,16 +127,7 @@ def train_one(
     the rows the loss's class weights come from (loss_weight_rows), else `rows`."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    model = build_model(
-        name,
-        inputs.spec(),
-        n_outputs,
-        task.name,
-        cfg.dropout,
-        cfg.standardise_targets,
-        cfg.standardise_pixels,
-        cfg.pixel_scale,
-    )
+    model = model_to_train(name, inputs, n_outputs, task, cfg)
     epochs = cfg.epochs
     train_targets = targets[torch.from_numpy(rows)]
     if getattr(model, "closed_form", False):  # the references: fitted once on all training rows
