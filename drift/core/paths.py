@@ -25,9 +25,9 @@ PATHS = {
     "embeddings": "data/embeddings/{name}.json",
     # the model inputs as memory-mappable files in slice-table row order, built from the store (drift/store/features.py)
     "features": "data/features/{name}",
-    # train: one checkpoint per model, seed and cutoff; how many were trained and how many reused (drift/store/cells.py)
+    # train: one checkpoint per model, seed and cutoff (how many were trained or reused: run_records)
     "models": "data/models/{name}",
-    # evaluate: per-seed drift matrices, one JSON per model; cells computed and reused
+    # evaluate: per-seed drift matrices, one JSON per model (cells computed or reused: run_records)
     "eval": "data/eval/{name}",
     # report: small, committed results
     "metrics": "metrics/{name}",

@@ -674,7 +674,7 @@ def compare_engines(root: Path, params, names: list[str], device: str) -> dict:
     from drift.run.plan import bench_model_for
     from drift.store.slices import trainable_cutoffs
     from drift.train.engine import train_many
-    from drift.train.loop import Job, cutoff_rows, train_one
+    from drift.train.loop import Job, cutoff_rows, cutoff_seed, train_one
 
     cfg = params.train.model_copy(update={"epochs": 1})
     out: dict = {}
@@ -694,7 +694,7 @@ def compare_engines(root: Path, params, names: list[str], device: str) -> dict:
             for family, members in families.items():
                 model = bench_model_for(members)
                 inputs = data.inputs(model)
-                jobs = [Job(cutoff_rows(data, k), cfg.seeds[0] * 100_003 + k) for k in cutoffs]
+                jobs = [Job(cutoff_rows(data, k), cutoff_seed(cfg.seeds[0], model, k, None)) for k in cutoffs]
                 rows = sum(len(j.rows) for j in jobs)
                 deterministic(cfg.threads)
                 t = time.perf_counter()
