@@ -3,6 +3,7 @@ imported on its path (a fresh interpreter runs stages/check.py and lists what it
 model table it reads says exactly what drift/models builds."""
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -21,7 +22,10 @@ def test_the_check_stage_imports_no_torch(tmp_path):
                             env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[]"
-    assert (tmp_path / "data" / "params.checked").read_text() == "params.yaml checked by stages/check.py\n"
+    written = sorted(p.name for p in (tmp_path / "data" / "checked").iterdir())
+    assert written == ["sotu.json", "synth-portraits.json"]
+    record = json.loads((tmp_path / "data" / "checked" / "sotu.json").read_text())
+    assert record["reader"] == "drift/data/datasets/sotu.py" and len(record["code"]) == 64
 
 
 def test_the_torch_free_model_table_is_what_drift_models_builds():

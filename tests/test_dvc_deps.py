@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import shutil
+
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,7 +87,7 @@ def resolved_deps() -> dict[tuple[str, str], list[str]]:
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     out = {}
     for dataset, info in DATASETS.items():
-        item = {"${item.reader}": info.reader, "${item.input}": f"data/raw/{dataset}", "${key}": dataset}
+        item = {"${item.input}": f"data/raw/{dataset}", "${key}": dataset}
         for name, stage in stages.items():
             deps = []
             for dep in stage.get("do", stage)["deps"]:
@@ -96,20 +98,41 @@ def resolved_deps() -> dict[tuple[str, str], list[str]]:
     return out
 
 
-def test_a_reader_edit_reruns_only_its_datasets_ingest():
-    """Editing drift/data/datasets/<module>.py changes what one stage depends on: ingest of its dataset. No
-    other dataset's ingest, no slice, embed, train, evaluate or report."""
-    from drift.core.dataset_registry import DATASETS
+def test_a_reader_edit_reruns_only_its_datasets_ingest(tmp_path):
+    """Editing drift/data/datasets/<module>.py changes what one stage depends on: ingest of its dataset, through
+    the check stage's data/checked/<dataset>.json (its reader's code digest). No other dataset's ingest, no slice,
+    embed, train, evaluate or report; a docstring or comment edit re-runs nothing."""
+    from conftest import SHIPPED_PARAMS
 
+    from drift.core.dataset_registry import DATASETS
+    from drift.core.params import load_params
+    from drift.run.checks import checked_record
+
+    data = yaml.safe_load(SHIPPED_PARAMS.read_text())
+    data["datasets"] = {name: {"input": f"data/raw/{name}"} for name in DATASETS}
+    params = load_params(data)
     deps = resolved_deps()
+    shutil.copytree(ROOT / "drift", tmp_path / "drift", ignore=shutil.ignore_patterns("__pycache__"))
+    before = {name: checked_record(params, name, tmp_path) for name in DATASETS}
+    assert before == {name: checked_record(params, name) for name in DATASETS}  # the digest is the code's
     for dataset, info in DATASETS.items():
         reader = ROOT / info.reader
         assert reader.exists()
         depending = {key for key, paths in deps.items() if covered(reader, paths)}
-        assert depending == {("ingest", dataset)}, f"{info.reader} is a dep of {sorted(depending)}"
+        assert depending == set(), f"{info.reader} is a dep of {sorted(depending)}: it comes through data/checked"
+        assert [key for key, paths in deps.items() if f"data/checked/{dataset}.json" in paths] == [
+            ("ingest", dataset)]
         # and ingest@<dataset> depends on everything its reader imports
         lacking = [str(f.relative_to(ROOT)) for f in closure(reader) if not covered(f, deps["ingest", dataset])]
         assert not lacking, f"ingest@{dataset} misses {lacking}, which its reader imports"
+        copy = tmp_path / info.reader
+        text = copy.read_text()
+        copy.write_text(text + "\n# a comment\n")
+        assert {n: checked_record(params, n, tmp_path) for n in DATASETS} == before
+        copy.write_text(text + "\n_EDITED = 1\n")
+        after = {n: checked_record(params, n, tmp_path) for n in DATASETS}
+        assert [n for n in DATASETS if after[n] != before[n]] == [dataset]
+        copy.write_text(text)
 
 
 def test_only_ingest_imports_a_reader():

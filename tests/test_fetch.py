@@ -299,7 +299,8 @@ def repo(tmp_path, monkeypatch):
 
 
 def write_params(root: Path, name: str, section: dict) -> None:
-    entry = {"input": section["source"], "reader": f"drift/data/datasets/{name}.py"}
+    section = dict(section)
+    entry = {"input": section.pop("source")}  # a dataset's files are named once, in its datasets entry
     (root / "params.yaml").write_text(yaml.safe_dump({"datasets": {name: entry}, name: section}))
 
 

@@ -51,8 +51,8 @@ def test_preset_only_drops_the_users_datasets_and_says_so(tmp_path):
     from drift.core.presets import apply_preset
 
     params = yaml.safe_load(SHIPPED_PARAMS.read_text())
-    params["datasets"]["mine"] = {"input": "t.csv", "reader": "drift/data/datasets/table.py"}
-    params["mine"] = {"source": "t.csv", "time": "t", "text": ["x"], "label": "y", "task": "binary"}
+    params["datasets"]["mine"] = {"input": "t.csv"}
+    params["mine"] = {"kind": "table", "time": "t", "text": ["x"], "label": "y", "task": "binary"}
     params["train"]["models"]["mine"] = ["ffn-s"]
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(params, sort_keys=False))

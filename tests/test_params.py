@@ -10,7 +10,7 @@ import pytest
 import yaml
 from conftest import SHIPPED_PARAMS, checked_params, only, run, tiny_params
 
-from drift.core.dataset_registry import DATASETS
+from drift.core.dataset_registry import CORPUS_INPUTS, DATASETS
 from drift.core.errors import DriftError
 from drift.core.params import (
     RUN_CHOICES,
@@ -26,6 +26,7 @@ from drift.data.datasets import (
     dataset_params,
     get_dataset,
 )
+from drift.data.datasets.arxiv import ArxivParams
 from drift.data.datasets.yearbook import YearbookParams
 from drift.run.checks import validate
 
@@ -102,16 +103,38 @@ def test_the_core_schema_keeps_a_dataset_section_as_written_and_its_module_types
         checked_params(data)  # ingest and the CLI: its module's params class
 
 
-def test_an_old_datasets_entry_names_the_new_form():
-    message = error(changed(lambda p: p["datasets"].update(sotu="drift/data/datasets/sotu.py")))
-    assert message == ("params.yaml `datasets.sotu: drift/data/datasets/sotu.py` is the old form: write "
-                       "`sotu: {input: drift/data/datasets/sotu.py, reader: drift/data/datasets/sotu.py}`")
+@pytest.mark.parametrize("edit, message", [
+    # `datasets.<name>: <path>`, the first form
+    (lambda p: p["datasets"].update(sotu="drift/data/datasets/sotu.py"),
+     "params.yaml `datasets.sotu: drift/data/datasets/sotu.py` is an earlier form: write "
+     "`datasets.sotu: {input: requirements.lock}`"),
+    (lambda p: p["datasets"].update(amazon="data/raw/amazon"),
+     "params.yaml `datasets.amazon: data/raw/amazon` is an earlier form: write "
+     "`datasets.amazon: {input: data/raw/amazon}`"),
+    # `{input, reader}`, the second: the reader is the project's business
+    (lambda p: p["datasets"].update(amazon={"input": "data/raw/am", "reader": "drift/data/datasets/amazon.py"}),
+     "params.yaml `datasets.amazon.reader` is an earlier form: a dataset's reader comes with it (built in, or "
+     "`kind: table` in its section); write `datasets.amazon: {input: data/raw/am}`"),
+    # a corpus's files named in its section too
+    (lambda p: (p["datasets"].update(amazon={"input": "data/raw/elsewhere"}), p["amazon"].update(source="data/x")),
+     "params.yaml `amazon.source` is an earlier form: a dataset's files are named once, in "
+     "`datasets.amazon.input`; drop amazon.source and write `datasets.amazon: {input: data/raw/elsewhere}`"),
+    (lambda p: p["datasets"].update(sotu={}), "datasets.sotu.input is missing"),
+    # a name that is not built in, with a section that does not say it is a table
+    (lambda p: (p["datasets"].update(mine={"input": "t.csv"}), p.update(mine={"time": "t", "task": "binary"})),
+     "`mine` is not a built-in dataset (sotu, synth-portraits, yearbook, amazon, arxiv): a table of your own says "
+     "`kind: table` in its section `mine:` (`drift init` writes it)"),
+])
+def test_an_earlier_datasets_form_is_one_line_showing_the_current_one(edit, message):
+    got = error(changed(edit))
+    assert got.startswith(message), got
 
 
-def test_a_reader_other_than_the_tables_is_refused():
-    message = error(changed(lambda p: p["datasets"]["sotu"].update(reader="drift/data/datasets/arxiv.py")))
-    assert message == ("datasets.sotu.reader is drift/data/datasets/arxiv.py, but sotu's reader is "
-                       "drift/data/datasets/sotu.py: write that")
+def test_a_corpus_outside_the_run_cannot_name_its_files_in_its_section():
+    message = error(changed(lambda p: p["yearbook"].update(source="data/raw/yb.tar.gz")))
+    assert message == ("params.yaml `yearbook.source` is an earlier form: a dataset's files are named once, in "
+                       "`datasets.yearbook.input`; drop yearbook.source and write "
+                       "`datasets.yearbook: {input: data/raw/yb.tar.gz}`")
 
 
 # ---------------------------------------------------------------- one source of values
@@ -160,14 +183,13 @@ def test_a_missing_key_takes_the_schema_default():
 
 def test_a_corpus_reads_from_its_datasets_entry():
     params = shipped()
-    params["datasets"] = {"yearbook": {"input": "elsewhere/yearbook.tar.gz", "reader": DATASETS["yearbook"].reader},
-                          "amazon": {"input": "data/raw/amazon", "reader": DATASETS["amazon"].reader}}
-    del params["yearbook"]["source"]
+    params["datasets"] = {"yearbook": {"input": "elsewhere/yearbook.tar.gz"}, "amazon": {"input": "data/raw/amazon"}}
     typed = checked_params(params)
     assert dataset_cfg(typed, "yearbook").source == "elsewhere/yearbook.tar.gz"
-    assert dataset_cfg(typed, "amazon").source == "data/raw/amazon"  # its section names the same files
-    # its section naming other files than its datasets entry: tests/test_params.py::test_a_dataset_named_twice...
-    assert YearbookParams().source == shipped()["yearbook"]["source"]
+    assert dataset_cfg(typed, "amazon").source == "data/raw/amazon"
+    # a corpus left out of the run: its default place (`drift fetch` downloads there)
+    assert dataset_cfg(typed, "arxiv").source == CORPUS_INPUTS["arxiv"] == ArxivParams().source
+    assert YearbookParams().source == CORPUS_INPUTS["yearbook"]
 
 
 def test_null_means_empty():
@@ -198,7 +220,7 @@ def test_null_means_empty():
      "unknown parameter split.test_frac: did you mean split.test_fraction?"),
     (lambda p: p["train"]["models"].update(sotuu=["ffn-s"]),
      "unknown parameter train.models.sotuu: did you mean train.models.sotu?"),
-    (lambda p: p["datasets"].update(yearbok={"input": "data/raw/yearbook", "reader": "x.py"}),
+    (lambda p: p["datasets"].update(yearbok={"input": "data/raw/yearbook"}),
      "unknown parameter datasets.yearbok: did you mean datasets.yearbook?"),
     (lambda p: p["report"]["saliency"]["synth-portraits"].update(cell=[]),
      "unknown parameter report.saliency.synth-portraits.cell: did you mean report.saliency.synth-portraits.cells?"),
@@ -244,7 +266,7 @@ def test_an_unknown_family_in_lr_stops_validate():
     (lambda p: p["embed"].update(text_encoder="minilm"),
      "embed.text_encoder: unknown encoder 'minilm': did you mean minilm-l6?"),
     (lambda p: p["embed"].update(encoders=["bert", "bert"]), "embed.encoders lists 'bert' twice"),
-    (lambda p: p.pop("datasets"), "params.yaml `datasets` must map each dataset to its input and reader"),
+    (lambda p: p.pop("datasets"), "params.yaml `datasets` must map each dataset to its raw input"),
 ])
 def test_wrong_types_are_one_line_errors(change, expected):
     assert error(changed(change)).startswith(expected)
@@ -352,23 +374,13 @@ def test_what_decides_a_checkpoint_is_stated_once():
         model_training(train.model_copy(update={"engine": "auto"}), "CNN", "image", False, 64)
 
 
-def test_a_dataset_named_twice_or_its_files_named_twice_is_one_line(tmp_path):
+def test_a_dataset_named_twice_is_one_line(tmp_path):
     # PyYAML keeps the last of two equal keys silently: params.yaml refuses them, with both lines
-    text = SHIPPED_PARAMS.read_text().replace("datasets:\n", "datasets:\n  sotu: {input: data/raw/other, reader: "
-                                                             "drift/data/datasets/sotu.py}\n", 1)
+    text = SHIPPED_PARAMS.read_text().replace("datasets:\n", "datasets:\n  sotu: {input: data/raw/other}\n", 1)
     (tmp_path / "params.yaml").write_text(text)
     with pytest.raises(DriftError, match=r"^params.yaml names 'sotu' twice in one mapping \(lines \d+ and \d+\): "
                                          r"keep one$"):
         load_params(tmp_path / "params.yaml")
-    # a corpus's files named by datasets.<name>.input and, differently, by its section's source
-    data = shipped()
-    data["datasets"]["amazon"] = {"input": "data/raw/elsewhere", "reader": DATASETS["amazon"].reader}
-    data["train"]["models"]["amazon"] = ["ffn-s"]
-    message = error(data)
-    assert message == ("amazon.source (data/raw/amazon) and datasets.amazon.input (data/raw/elsewhere) name different "
-                       "files: name them once, as `datasets.amazon.input`, and drop amazon.source")
-    data["datasets"]["amazon"]["input"] = "data/raw/amazon/"
-    assert dataset_cfg(load_params(data), "amazon").source == "data/raw/amazon/"
 
 
 def test_drift_check_refuses_an_earlier_form_without_dvc(tmp_path):
@@ -383,6 +395,5 @@ def test_drift_check_refuses_an_earlier_form_without_dvc(tmp_path):
     (tmp_path / "params.yaml").write_text(text.replace(line, "  sotu: drift/data/datasets/sotu.py", 1))
     result = drift_cli("check", cwd=tmp_path)
     assert result.returncode == 2
-    assert result.stderr.strip() == ("error: params.yaml `datasets.sotu: drift/data/datasets/sotu.py` is the old "
-                                     "form: write `sotu: {input: drift/data/datasets/sotu.py, reader: "
-                                     "drift/data/datasets/sotu.py}`")
+    assert result.stderr.strip() == ("error: params.yaml `datasets.sotu: drift/data/datasets/sotu.py` is an "
+                                     "earlier form: write `datasets.sotu: {input: requirements.lock}`")

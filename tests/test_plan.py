@@ -33,7 +33,7 @@ def write_params(tmp_path: Path, **changes) -> Path:
 def small_testbed(tmp_path: Path) -> Path:
     """3 slices of 80 portraits, 2 seeds, 2 epochs, 2 models + 2 references, one vision encoder."""
     return write_params(
-        tmp_path, datasets={"synth-portraits": {"input": None, "reader": "drift/data/datasets/synth_portraits.py"}},
+        tmp_path, datasets={"synth-portraits": {"input": "requirements.lock"}},
         **{"synth-portraits": {"k": 3, "per_slice": 80, "min_samples": 10,
                                "slices": {"unit": "year", "start": 2000, "end": 2003}}},
         split={"seed": 0, "test_fraction": 0.3}, embed={"encoders": ["dinov2-s"]},
@@ -61,7 +61,7 @@ def test_counts_of_a_small_testbed_by_hand(tmp_path):
 def test_counts_from_a_slice_manifest_by_hand(tmp_path):
     """Uneven slices, one too small to train or score, one empty: the manifest's numbers, not an even spread."""
     params_path = write_params(
-        tmp_path, datasets={"sotu": {"input": None, "reader": "drift/data/datasets/sotu.py"}},
+        tmp_path, datasets={"sotu": {"input": "requirements.lock"}},
         sotu={"min_samples": 10, "slices": {"unit": "decade", "start": 1960, "end": 2000}},
         embed={"text_encoder": "minilm-l6", "encoders": ["minilm-l6", "bert"]},
         train={"seeds": [0], "epochs": 3, "models": {"sotu": ["ffn-s"]}, "baselines": ["baseline-prior"]})
@@ -104,7 +104,7 @@ def test_unknown_preset_lists_the_valid_ones():
 
 
 def tiny_bench(tmp_path: Path) -> Path:
-    return write_params(tmp_path, datasets={"synth-portraits": {"input": None, "reader": "drift/data/datasets/synth_portraits.py"}},
+    return write_params(tmp_path, datasets={"synth-portraits": {"input": "requirements.lock"}},
                         train={"seeds": [0], "epochs": 1, "models": {"synth-portraits": ["mlp-s", "mlp-m"]}})
 
 

@@ -154,7 +154,7 @@ def write_committed(root: Path, manifest: bool = True):
                                        "higher_is_better": True, "k": 4, "reference": reference}))
     (root / "plots" / "sotu" / "cohort-mean").mkdir()
     (root / "plots" / "sotu" / "cohort-mean" / "matrix.json").write_text(json.dumps(long_format(IMPROVING, LABELS)))
-    (root / "params.yaml").write_text("datasets: {sotu: {input: drift/data/datasets/sotu.py, reader: drift/data/datasets/sotu.py}}\ntrain: {epochs: 2}\n")
+    (root / "params.yaml").write_text("datasets: {sotu: {input: requirements.lock}}\ntrain: {epochs: 2}\n")
     if manifest:
         path = root / "data" / "slices" / "sotu.json"
         path.parent.mkdir(parents=True)

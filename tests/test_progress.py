@@ -48,8 +48,6 @@ def test_progress_line_and_interval(monkeypatch):
 def test_a_stage_reports_progress_on_stderr(tmp_path):
     shutil.copytree(ROOT / "stages", tmp_path / "stages")
     shutil.copy(SHIPPED_PARAMS, tmp_path / "params.yaml")
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "params.checked").write_text("ok\n")
     out = subprocess.run([sys.executable, "stages/ingest.py", "sotu"], cwd=tmp_path, capture_output=True, text=True,
                          env=_env(DRIFT_PROGRESS_INTERVAL="0.05"))
     assert out.returncode == 0, out.stderr

@@ -9,15 +9,14 @@ import numpy as np
 from conftest import repro_in_process, run, tiny_params
 from PIL import Image
 
-from drift.core.dataset_registry import DATASETS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def real_params(name: str, source: str, **cfg) -> dict:
     params = tiny_params()
-    params["datasets"] = {name: {"input": source, "reader": DATASETS[name].reader}}
-    params[name] = {**params.get(name, {}), **cfg, "source": source}
+    params["datasets"] = {name: {"input": source}}
+    params[name] = {**params.get(name, {}), **cfg}
     return params
 
 

@@ -186,7 +186,7 @@ def test_write_shift_on_a_real_slice_table_and_store(tmp_path, monkeypatch):
     manifest = {"encoder": "minilm-l6", "fingerprint": "f" * 64, "dim": dim, "rows": k * per, "with_tokens": False}
     (tmp_path / "data/embeddings").mkdir(parents=True)
     (tmp_path / "data/embeddings/toy.json").write_text(json.dumps({"encoders": {"minilm-l6": manifest}}))
-    params = {"datasets": {"sotu": {"input": "drift/data/datasets/sotu.py", "reader": "drift/data/datasets/sotu.py"}}, "embed": {"cache_dir": str(tmp_path / "cache")}}
+    params = {"datasets": {"sotu": {"input": "requirements.lock"}}, "embed": {"cache_dir": str(tmp_path / "cache")}}
     data = SliceData("toy", input_settings(load_params(params)))
 
     true = np.array([[0.9, 0.9, 0.88, 0.6], [0.9, 0.9, 0.89, 0.62], [0.9, 0.9, 0.9, 0.65], [0.9, 0.9, 0.9, 0.9]])

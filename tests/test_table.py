@@ -104,6 +104,11 @@ def section(source, encoding="timestamp", **extra) -> dict:
             "slices": {"unit": "year", "start": 2019, "end": 2022}, "min_samples": 10, **extra}
 
 
+def in_params(cfg: dict) -> dict:
+    """A section as params.yaml writes it: its files are named once, in datasets.<name>.input."""
+    return {k: v for k, v in cfg.items() if k != "source"}
+
+
 def run_ingest(tmp_path, cfg: dict, fast: bool = True) -> tuple[dict, pa.Table, pa.Table]:
     counts = ingest("tickets", parse(TableParams, cfg, "tickets"), tmp_path / "r.parquet", tmp_path / "q.parquet",
                     fast=fast)
@@ -212,17 +217,25 @@ def test_image_tables(tmp_path, encoding):
 
 def test_configured_dataset_in_params():
     params = tiny_params()
-    params["datasets"]["tickets"] = {"input": "t.csv", "reader": "drift/data/datasets/table.py"}
-    params["tickets"] = section("t.csv")
+    params["datasets"]["tickets"] = {"input": "t.csv"}
+    params["tickets"] = in_params(section("t.csv"))
     params["train"]["models"]["tickets"] = ["ffn-s"]
     typed = load_params(params)
     assert typed.info("tickets").task == "multiclass" and typed.info("tickets").modality == "text"
-    assert dataset_cfg(typed, "tickets").classes == list(WORDS)
+    assert dataset_cfg(typed, "tickets").classes == list(WORDS) and dataset_cfg(typed, "tickets").source == "t.csv"
     params["tickets"]["tim"] = "x"
     with pytest.raises(DriftError, match=r"^unknown parameter tickets\.tim: did you mean tickets\.time\b"):
         dataset_cfg(load_params(params), "tickets")
-    params["datasets"]["other"] = {"input": "t.csv", "reader": "drift/data/datasets/x.py"}
+    del params["tickets"]["tim"]
+    params["tickets"]["files"] = "*.csv"  # a glob of the input folder's files
+    params["datasets"]["tickets"] = {"input": "data/raw"}
+    assert dataset_cfg(load_params(params), "tickets").source == "data/raw/*.csv"
+    params["datasets"]["other"] = {"input": "t.csv"}  # a name with no table section: unknown
     with pytest.raises(DriftError, match=r"unknown parameter datasets\.other"):
+        load_params(params)
+    params["other"] = in_params(section("t.csv"))
+    params["other"]["source"] = "t.csv"  # its files named twice: an earlier form
+    with pytest.raises(DriftError, match=r"`other\.source` is an earlier form: .* `datasets\.other: \{input: t\.csv\}`"):
         load_params(params)
 
 
@@ -245,7 +258,7 @@ def test_drift_init_asks_when_ambiguous_and_writes_the_section(tmp_path):
     assert chosen == ("opened", "category", "multiclass", ["subject", "body"])
     assert sec["classes"] == sorted(WORDS) and sec["id"] == "ticket_id"
     assert sec["slices"] == {"unit": "year", "start": 2019, "end": 2022}
-    assert written["datasets"]["tickets"]["reader"] == "drift/data/datasets/table.py"
+    assert written["datasets"]["tickets"] == {"input": str(tmp_path / "t.jsonl")} and "source" not in sec
 
 
 # ---------------------------------------------------------------- the peers' summaries, by hand
@@ -290,10 +303,9 @@ def test_macro_f1_by_hand():
 
 def test_dvc_repro_runs_a_multiclass_text_table_and_an_image_table(project):
     params = tiny_params()
-    params["datasets"] = {"tickets": {"input": "data/tickets.csv.gz", "reader": "drift/data/datasets/table.py"},
-                          "swatches": {"input": "data/swatches", "reader": "drift/data/datasets/table.py"}}
-    params["tickets"] = section("data/tickets.csv.gz")
-    params["swatches"] = {"kind": "table", "source": "data/swatches", "id": "id", "time": "year",
+    params["datasets"] = {"tickets": {"input": "data/tickets.csv.gz"}, "swatches": {"input": "data/swatches"}}
+    params["tickets"] = in_params(section("data/tickets.csv.gz"))
+    params["swatches"] = {"kind": "table", "id": "id", "time": "year",
                           "time_encoding": "year", "image": "png", "label": "label", "task": "binary",
                           "slices": {"unit": "year", "start": 2000, "end": 2003}, "min_samples": 10}
     params["train"].update(epochs=2, models={"tickets": ["ffn-s"], "swatches": ["mlp-s"]})

@@ -34,7 +34,6 @@ from drift.store.slices import slice_warnings
 
 RULE = "use letters, digits, '-', '_' and '.', starting with a letter, digit or '_' (at most 100 characters)"
 BAD_NAMES = ["x;touch pwned", "../evil", "a/b", "a b", "$(touch pwned)", "", ".", "..", "../../../escape", "-h"]
-TABLE = "drift/data/datasets/table.py"
 
 
 def params(**changes) -> dict:
@@ -49,8 +48,8 @@ def params(**changes) -> dict:
 
 
 def with_table(data: dict, name: str, models=("ffn-s",)) -> dict:
-    data["datasets"][name] = {"input": "t.csv", "reader": TABLE}
-    data[name] = {"source": "t.csv", "time": "time", "text": ["text"], "label": "label", "task": "binary"}
+    data["datasets"][name] = {"input": "t.csv"}
+    data[name] = {"kind": "table", "time": "time", "text": ["text"], "label": "label", "task": "binary"}
     data["train"]["models"][name] = list(models)
     return data
 
@@ -92,7 +91,7 @@ def test_dvc_passes_a_hostile_name_to_the_stage_as_one_word_and_the_check_stage_
     cmd = ingest_cmd.replace("python stages/ingest.py", f"{sys.executable} echo.py")
     (tmp_path / "echo.py").write_text("import sys, pathlib\npathlib.Path('argv.txt').open('a').write(repr(sys.argv[1:]) + '\\n')\n")
     names = ["x;touch pwned", "$(touch pwned2)", "a b"]
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"datasets": {n: {"reader": TABLE} for n in names}}))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"datasets": {n: {"input": "t.csv"} for n in names}}))
     (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"echo": {"foreach": "${datasets}",
                                                                             "do": {"cmd": cmd}}}}))
     run(["git", "init", "-q"], tmp_path)
@@ -269,7 +268,7 @@ def test_a_typo_in_a_roster_fails_in_the_check_stage_before_ingest(tmp_path):
     from drift.core.model_registry import ALIASES, MODELS
     assert result.returncode == 2 and result.stderr == (
         f"error: unknown model 'tx-ss': did you mean tx-s, tx-m, tx-l? valid: {', '.join(sorted([*MODELS, *ALIASES]))}\n")
-    assert not (tmp_path / "data" / "params.checked").exists()
+    assert not (tmp_path / "data" / "checked").exists()
 
 
 # ---------------------------------------------------------------- 6. warnings where results will be empty

@@ -17,7 +17,7 @@ from drift.core.dataset_registry import DATASETS
 from drift.core.errors import DriftError, check_name
 from drift.core.params import load_params
 from drift.data.datasets import check_datasets
-from drift.data.inspect import Ambiguous, entry, propose
+from drift.data.inspect import Ambiguous, propose
 
 ROSTERS = {
     "text": ["ffn-s", "probe-minilm"],
@@ -25,8 +25,11 @@ ROSTERS = {
 }  # the models a new dataset starts with
 
 
-def write_dataset(params_path: Path, name: str, section: dict, modality: str, force: bool = False) -> None:
-    """Add dataset `name` to params.yaml as text: its `datasets` entry, its section (at the end) and, when it has
+def write_dataset(
+    params_path: Path, name: str, where: str, section: dict, modality: str, force: bool = False
+) -> None:
+    """Add dataset `name` to params.yaml as text: its `datasets` entry (`input: where`, the one place its files are
+    named), its section (at the end) and, when it has
     none, its roster under train.models. Every other byte stays as it was (comments, flow lists, quoting, nulls).
     A name already there is a one-line error; `force` replaces its entry and section in place (the roster stays).
     The edited text must parse to exactly the intended params and pass the schema before it is written."""
@@ -41,7 +44,7 @@ def write_dataset(params_path: Path, name: str, section: dict, modality: str, fo
         )
     wanted = json.loads(json.dumps(params, default=str))
     wanted.setdefault("datasets", {})
-    wanted["datasets"] = {**(wanted["datasets"] or {}), name: entry(section["source"])}
+    wanted["datasets"] = {**(wanted["datasets"] or {}), name: {"input": where}}
     wanted[name] = json.loads(json.dumps(section, default=str))
     train = wanted.setdefault("train", {}) or {}
     wanted["train"] = train
@@ -49,7 +52,7 @@ def write_dataset(params_path: Path, name: str, section: dict, modality: str, fo
     if roster:
         train["models"] = {**(train.get("models") or {}), name: roster}
 
-    text = _set_item(text, ["datasets"], name, entry(section["source"]))
+    text = _set_item(text, ["datasets"], name, {"input": where})
     text = _set_item(text, [], name, section)
     if roster:
         text = _set_item(text, ["train", "models"], name, roster)
@@ -211,7 +214,14 @@ def init(
         section = proposal["section"]
         if proposal["slicing"] and not as_json:
             show_slicing(proposal["slicing"])
-        write_dataset(params_path, name, section, "text" if "text" in section else "image", force=force)
+        write_dataset(
+            params_path,
+            name,
+            proposal["input"],
+            section,
+            "text" if "text" in section else "image",
+            force=force,
+        )
     except Ambiguous as question:
         Console(stderr=True, soft_wrap=True).print(f"[yellow]question:[/yellow] {question}", highlight=False)
         raise typer.Exit(2) from None

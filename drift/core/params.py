@@ -3,7 +3,7 @@
 `load_params` reads params.yaml through `Params`; every stage and CLI command goes through it, and the library
 reads the typed sections (`params.train.epochs`), never a raw dict with a default of its own. The defaults only
 fill the keys params.yaml leaves out and equal its values where it sets them (tests/test_params.py), except the
-run's choices in RUN_CHOICES. Top level: datasets (name -> {input, reader}), one section per dataset (kept as
+run's choices in RUN_CHOICES. Top level: datasets (name -> {input}), one section per dataset (kept as
 written here and typed by its module's PARAMS: drift.data.datasets.dataset_cfg), split, embed, train, report,
 compute. An unknown key or a wrong type is a one-line DriftError naming it and the closest valid names; names
 that need a registry with heavy imports (models, families in train.lr) are checked before any compute too."""
@@ -31,7 +31,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from drift.core.dataset_registry import DATASETS, TABLE_READER, dataset_info
+from drift.core.dataset_registry import CORPUS_INPUTS, DATASETS, EMBEDDED, dataset_info
 from drift.core.encoder_registry import DTYPES, ENCODERS, POOLINGS
 from drift.core.errors import DriftError, check_name, close_matches
 
@@ -88,15 +88,15 @@ def _known_keys(valid):
 
 
 def configured_tables(data) -> list[str]:
-    """The datasets of a params.yaml document configured as tables: `datasets.<name>.reader` is TABLE_READER
-    and the name is not one of the table's built-in datasets."""
+    """The datasets of a params.yaml document configured as tables: a name of `datasets` that is not one of the
+    table's built-in datasets and whose section says `kind: table` (any other name is unknown)."""
     datasets = data.get("datasets") if isinstance(data, dict) else None
     if not isinstance(datasets, dict):
         return []
     return [
         name
-        for name, entry in datasets.items()
-        if name not in DATASETS and isinstance(entry, dict) and entry.get("reader") == TABLE_READER
+        for name in datasets
+        if name not in DATASETS and isinstance(data.get(name), dict) and data[name].get("kind") == "table"
     ]
 
 
@@ -317,7 +317,8 @@ def slices_field(**spec):
 
 
 class CorpusParams(DatasetParams):
-    """A real corpus: its files at `source` (else `datasets.<name>`), downloadable by `drift fetch`."""
+    """A real corpus: its files at `source`, downloadable by `drift fetch`. `source` is never written in the
+    section: drift.data.datasets.dataset_cfg fills it from `datasets.<name>.input` (else the corpus's default)."""
 
     source: str
     url: str | None = None
@@ -590,13 +591,57 @@ class ReportParams(Section):
 
 
 class DatasetEntry(Section):
-    """One dataset of the run (params.yaml `datasets.<name>`): what its ingest depends on beyond the stage's code."""
+    """One dataset of the run (params.yaml `datasets.<name>`): its raw input, the one place its files are named.
+    DVC tracks it (new or changed files re-run the dataset's ingest) and the reader reads it (a corpus's file or
+    folder, a table's file or folder); an embedded dataset's corpus comes from a pinned package, so its input is
+    requirements.lock. The reader is the dataset's own (drift/core/dataset_registry.py), never written here."""
 
     SECTION: ClassVar[str] = "datasets.<name>"
-    input: str | None = (
-        None  # its raw input: new or changed files re-run its ingest; null: none beyond its reader
-    )
-    reader: str  # its reader, drift/data/datasets/<module>.py (drift/core/dataset_registry.py names it)
+    input: Annotated[str, Field(min_length=1)]
+
+
+EMBEDDED_INPUT = "requirements.lock"  # what an embedded dataset's ingest depends on: the pinned packages
+
+
+def dataset_entry_form(name: str, entry=None) -> str:
+    """The current form of `datasets.<name>`, for the one-line errors that show it."""
+    if name in EMBEDDED:  # its corpus is a pinned package's, whatever an earlier form named
+        return f"`datasets.{name}: {{input: {EMBEDDED_INPUT}}}`"
+    path = entry.get("input") if isinstance(entry, dict) else entry if isinstance(entry, str) else None
+    return f"`datasets.{name}: {{input: {path or CORPUS_INPUTS.get(name, '<file or folder>')}}}`"
+
+
+def _earlier_forms(data: dict) -> None:
+    """params.yaml written in an earlier form: one line each, showing the current one. A dataset's files are named
+    once, as `datasets.<name>.input`; its reader is the project's, not a path to type."""
+    for name, entry in data["datasets"].items():
+        if entry is None or isinstance(entry, str):
+            raise PydanticCustomError(
+                "drift_plain",
+                f"params.yaml `datasets.{name}: {entry}` is an earlier form: write {dataset_entry_form(name, entry)}",
+            )
+        if isinstance(entry, dict) and "reader" in entry:
+            rest = {k: v for k, v in entry.items() if k != "reader"}
+            raise PydanticCustomError(
+                "drift_plain",
+                f"params.yaml `datasets.{name}.reader` is an earlier form: a dataset's reader comes with it "
+                f"(built in, or `kind: table` in its section); write {dataset_entry_form(name, rest)}",
+            )
+        if name not in DATASETS and name not in data["tables"] and isinstance(data.get(name), dict):
+            raise PydanticCustomError(
+                "drift_plain",
+                f"`{name}` is not a built-in dataset ({', '.join(DATASETS)}): a table of your own says "
+                f"`kind: table` in its section `{name}:` (`drift init` writes it)",
+            )
+        section = data.get(name) if name in DATASETS else data["tables"].get(name)
+        if isinstance(section, dict) and "source" in section:
+            where = entry.get("input") if isinstance(entry, dict) else None
+            raise PydanticCustomError(
+                "drift_plain",
+                f"params.yaml `{name}.source` is an earlier form: a dataset's files are named once, in "
+                f"`datasets.{name}.input`; drop {name}.source and write "
+                f"{dataset_entry_form(name, {'input': where or section['source']})}",
+            )
 
 
 def _check_names(data: dict) -> None:
@@ -634,7 +679,9 @@ class _Params(Section):
 
     @classmethod
     def _valid_keys(cls, data: dict) -> list[str]:
-        return [k for k in cls.keys() if k != "tables"] + configured_tables(data)
+        datasets = data.get("datasets") if isinstance(data.get("datasets"), dict) else {}
+        # a section for every name of `datasets`: a table's, or one _earlier_forms names the fix of
+        return [k for k in cls.keys() if k != "tables"] + [n for n in datasets if n not in DATASETS]
 
     @classmethod
     def _before(cls, data: dict) -> dict:
@@ -644,30 +691,12 @@ class _Params(Section):
         if not isinstance(datasets, dict):
             raise PydanticCustomError(
                 "drift_plain",
-                "params.yaml `datasets` must map each dataset to its input and "
-                "reader, e.g. `sotu: {input: null, reader: drift/data/datasets/sotu.py}`",
+                "params.yaml `datasets` must map each dataset to its raw input, e.g. "
+                f"`amazon: {{input: {CORPUS_INPUTS['amazon']}}}`",
             )
         _check_names(data)
-        for name, entry in datasets.items():
-            if not isinstance(entry, dict) and name in DATASETS:
-                raise PydanticCustomError(
-                    "drift_plain",
-                    f"params.yaml `datasets.{name}: {entry}` is the old form: write "
-                    f"`{name}: {{input: {entry}, reader: {DATASETS[name].reader}}}`",
-                )
+        _earlier_forms(data)
         return data
-
-    @model_validator(mode="after")
-    def _readers(self):
-        for name, entry in self.datasets.items():
-            if name in self.tables:
-                continue
-            if entry.reader != DATASETS[name].reader:
-                raise DriftError(
-                    f"datasets.{name}.reader is {entry.reader}, but {name}'s reader is "
-                    f"{DATASETS[name].reader}: write that"
-                )
-        return self
 
     @property
     def max_tokens(self) -> int:

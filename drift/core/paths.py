@@ -14,6 +14,9 @@ from drift.core.errors import DriftError, check_name
 
 # name -> template; {name} is the dataset (a foreach key in dvc.yaml)
 PATHS = {
+    # check: the dataset's reader and its code digest (drift/run/checks.py write_checked), the same bytes while
+    # neither changes; its ingest depends on it, so params.yaml names no reader and a reader edit re-runs only it
+    "checked": "data/checked/{name}.json",
     # ingest: canonical records and the rows it refused, with reasons
     "records": "data/records/{name}.parquet",
     "quarantine": "data/records/{name}.quarantine.parquet",
@@ -43,9 +46,7 @@ PATHS = {
     "shift": "plots/{name}/shift",
     "shift_summary": "tables/{name}-shift.json",
 }
-PARAMS_CHECKED = (
-    "data/params.checked"  # the check stage's mark, the same bytes every run: every ingest depends on it
-)
+CHECKED = "data/checked"  # the check stage's output: one file per dataset of the run ("checked" above)
 # what a run did, not what it computed (rows embedded or found in the store, trainings and cells done or reused,
 # seconds): it depends on the caches' state, so it is kept out of git and of dvc.lock (.drift/ is ignored);
 # .drift/runs/{embed,train,evaluate}/ under the main repository (run_records)

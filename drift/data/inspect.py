@@ -7,6 +7,8 @@ the column types and names, or from the user's choices. A choice with more than 
 """
 from __future__ import annotations
 
+import os
+
 import re
 import tempfile
 from pathlib import Path
@@ -16,7 +18,6 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from drift.core.dataset_registry import TABLE_READER
 from drift.core.errors import DriftError
 from drift.core.params import parse
 from drift.data.datasets.table import (
@@ -262,7 +263,8 @@ def propose(name: str, source: str, time: str | None = None, text: list[str] | N
                              f"(columns: {', '.join(rest)})")
 
     encoding, fmt = encodings[time]
-    section = {"kind": "table", "source": source}
+    where, files = split_source(source)
+    section = {"kind": "table", **({"files": files} if files else {})}
     if id_column:
         section["id"] = id_column
     section.update(time=time, time_encoding=encoding)
@@ -273,7 +275,7 @@ def propose(name: str, source: str, time: str | None = None, text: list[str] | N
     else:
         section.update(image=image, image_encoding=_is_image(frame[image]) or "bytes")
     section.update(label=label[0] if len(label) == 1 else list(label), task=task)
-    cfg = parse(TableParams, {**section, "slices": {"unit": "year", "start": 1, "end": 2}}, name)
+    cfg = parse(TableParams, {**section, "source": source, "slices": {"unit": "year", "start": 1, "end": 2}}, name)
     if task in ("binary", "multiclass"):
         section["classes"] = label_names(cfg)
     invalid: dict = {}
@@ -287,10 +289,10 @@ def propose(name: str, source: str, time: str | None = None, text: list[str] | N
         section["slices"] = parse_slices(slices, low, high) if slices else slices_for(low, high)
     if slices:
         from drift.protocol.slicing import slice_edges
-        slice_edges(parse(TableParams, section, name).slices)  # a unit or edges that cannot slice: say so now
+        slice_edges(parse(TableParams, {**section, "source": source}, name).slices)  # a unit or edges that cannot slice: say so now
     section["min_samples"] = 20
     section["strict"] = False
-    return {"section": section, "columns": {c: str(frame[c].dtype) for c in columns}, "files": n_files,
+    return {"section": section, "input": where, "columns": {c: str(frame[c].dtype) for c in columns}, "files": n_files,
             "invalid_utf8": sum(invalid.values()), "slicing": slicing,
             "span": [str(low), str(high)], "examples": {c: [str(v)[:40] for v in frame[c].head(3).to_list()]
                                                          for c in columns}}
@@ -354,10 +356,10 @@ def choose_unit(times: np.ndarray, low, high, per_slice: int) -> dict:
     return {**best, "per_slice": per_slice, "candidates": candidates}
 
 
-def dvc_input(source: str) -> str:
-    """What the ingest stage depends on: the file or folder, a glob's fixed folder."""
-    return str(source_root(source)) if any(ch in source for ch in "*?[") else source
-
-
-def entry(source: str) -> dict:
-    return {"input": dvc_input(source), "reader": TABLE_READER}
+def split_source(source: str) -> tuple[str, str | None]:
+    """A table's source as params.yaml names it: (`datasets.<name>.input`, what DVC tracks: the file or folder, a
+    glob's fixed folder; the section's `files`: the glob relative to that folder, or None)."""
+    if not any(ch in source for ch in "*?["):
+        return source, None
+    root = str(source_root(source))
+    return root, os.path.relpath(source, root)

@@ -6,10 +6,15 @@ again, the ingest stage the data part (no torch there).
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+from drift.core.closure import ROOT, code_digest, import_closure
 from drift.core.encoder_registry import get_encoder_spec
 from drift.core.errors import DriftError, close_matches
 from drift.core.model_registry import MODELS, get_model_info
 from drift.core.params import Params, roster
+from drift.core.paths import CHECKED, dataset_paths
 from drift.data.validate import validate_names
 
 
@@ -71,3 +76,29 @@ def check_run(params: Params) -> None:
     for name in params.datasets:
         validate_data(params, name, dataset_cfg(params, name))
         validate(params, name)  # the roster: what train would refuse, refused before ingest
+
+
+def checked_record(params: Params, name: str, code_root: Path = ROOT) -> dict:
+    """What dataset `name`'s ingest depends on beyond its raw input and the stage's shared code: its reader (the
+    project's: drift/core/dataset_registry.py, or the table reader for a table of the user's) and the digest of the
+    reader's code and import closure under `code_root` (drift.core.closure.code_digest: docstrings and comments
+    left out)."""
+    reader = params.info(name).reader
+    return {
+        "dataset": name,
+        "reader": reader,
+        "code": code_digest([reader, *import_closure(code_root / reader, code_root)], code_root),
+    }
+
+
+def write_checked(params: Params, root: Path = Path(".")) -> list[Path]:
+    """The check stage's output: data/checked/<name>.json for every dataset of the run (checked_record), the same
+    bytes while its reader is unchanged, so each ingest runs after the check and again only when its reader
+    changed. The folder holds nothing else (DVC removes it before the stage runs)."""
+    (Path(root) / CHECKED).mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in params.datasets:
+        path = dataset_paths(name, root)["checked"]
+        path.write_text(json.dumps(checked_record(params, name), indent=2) + "\n")
+        written.append(path)
+    return written

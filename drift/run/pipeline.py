@@ -14,17 +14,18 @@ import sys
 from pathlib import Path
 
 from drift.core.closure import ROOT, import_closure
-from drift.core.dataset_registry import DATASETS
+from drift.core.dataset_registry import DATASETS, TABLE_READER
 from drift.core.params import CHECKPOINT, ROSTER, TrainParams
-from drift.core.paths import PARAMS_CHECKED, dvc_path
+from drift.core.paths import CHECKED, dvc_path
 
 # stage -> what it reads and writes; inputs/outputs are drift/core/paths.py names, `extra` deps are literal
 STAGES = {
     "ingest": {
-        "comment": "its own reader and raw input (params.yaml `datasets`): a change re-runs this dataset's ingest only",
+        "comment": "its raw input (params.yaml `datasets`) and its reader (data/checked): a change re-runs "
+        "this dataset's ingest only",
         "readers": True,
-        "extra": ["${item.reader}", "${item.input}", PARAMS_CHECKED],
-        "inputs": [],
+        "extra": ["${item.input}"],
+        "inputs": ["checked"],
         "params": ["${key}"],
         "outs": ["records", "quarantine"],
         "metrics": ["ingest_metrics"],
@@ -96,9 +97,9 @@ HEADER = """\
 # Written by `python -m drift.run.pipeline` from drift/run/pipeline.py (stages) and drift/core/paths.py (paths): edit those,
 # then run it again; tests/test_pipeline_file.py fails while this file differs from what it writes.
 # One stage family per step of docs/architecture.md, each a thin script in stages/ calling drift/. `foreach` makes
-# ingest@sotu, slice@sotu, ... for every dataset in params.yaml `datasets` (name: {input, reader}). Code deps
-# are each stage script's import closure inside drift/ (ingest's adds what the readers import, and its own
-# reader per dataset); requirements.lock is a dep too: new package versions can change results.
+# ingest@sotu, slice@sotu, ... for every dataset in params.yaml `datasets` (name: {input}). Code deps are each
+# stage script's import closure inside drift/ (ingest's adds what the readers import; its own reader comes through
+# data/checked/<name>.json); requirements.lock is a dep too: new package versions can change results.
 """
 
 
@@ -120,8 +121,8 @@ def _flow(items: list[str], indent: int) -> str:
 
 def check_stage(root: Path = ROOT) -> list[str]:
     """The first stage: the whole params.yaml validated on every `dvc repro` and `dvc exp run`, even when no
-    other stage would re-run (always_changed); its mark, the same bytes every time, orders the ingests after it
-    without invalidating them."""
+    other stage would re-run (always_changed); its file per dataset (the reader and its code digest, the same
+    bytes while neither changes) orders each ingest after it and re-runs it when its reader changes."""
     script = "stages/check.py"
     deps = [script] + sorted(import_closure(root / script, root)) + ["params.yaml"]
     return [
@@ -129,7 +130,7 @@ def check_stage(root: Path = ROOT) -> list[str]:
         f"    cmd: python {script}",
         "    # a typo, a bad value or a model that cannot run on its dataset fails here, before any stage reads params.yaml",
         f"    deps: {_flow(deps, 10)}",
-        f"    outs: [{PARAMS_CHECKED}]",
+        f"    outs: [{CHECKED}]",
         "    always_changed: true",
         "",
     ]
@@ -140,8 +141,8 @@ def dvc_yaml(root: Path = ROOT) -> str:
     for name, stage in STAGES.items():
         script = f"stages/{name}.py"
         code = set(import_closure(root / script, root))
-        if stage.get("readers"):  # what the readers import, but no reader: each item names its own
-            readers = {info.reader for info in DATASETS.values()}
+        if stage.get("readers"):  # what the readers import, but no reader: each comes through data/checked
+            readers = {info.reader for info in DATASETS.values()} | {TABLE_READER}
             for reader in readers:
                 code |= set(import_closure(root / reader, root)) - readers
         deps = [script] + sorted(code) + stage.get("extra", [])

@@ -16,7 +16,7 @@ from types import ModuleType
 
 from drift.core.dataset_registry import DATASETS, dataset_info
 from drift.core.errors import DriftError
-from drift.core.params import DatasetParams, Params, parse
+from drift.core.params import DatasetParams, Params, dataset_entry_form, parse
 
 PACKAGE = __name__  # the readers' modules: PACKAGE.<module of the table>
 
@@ -34,20 +34,22 @@ def dataset_params(name: str, value=None) -> DatasetParams:
 
 
 def dataset_cfg(params: Params, name: str) -> DatasetParams:
-    """Dataset `name`'s section of params.yaml (drift.core.params.load_params) typed by its module's PARAMS; a
-    real corpus's `source` defaults to its `datasets.<name>.input`, and one that names other files is refused
-    (DVC tracks `input`: the reader would read one path and the stage depend on another). An unknown name lists
-    the valid ones."""
-    section = params.section(name)
-    cfg = parse(get_dataset(name, params.tables.get(name)).PARAMS, section, name)
+    """Dataset `name`'s section of params.yaml (drift.core.params.load_params) typed by its module's PARAMS, with
+    `source`, the files its reader reads, filled from `datasets.<name>.input`, the one place they are named (DVC
+    tracks the same path); a corpus left out of the run takes its default, and a table's `files` picks files of its
+    input folder. A section that writes `source` itself is refused. An unknown name lists the valid ones."""
+    section = dict(params.section(name))
+    if "source" in section:
+        raise DriftError(
+            f"params.yaml `{name}.source` is an earlier form: a dataset's files are named once, in "
+            f"`datasets.{name}.input`; drop {name}.source and write {dataset_entry_form(name, section['source'])}"
+        )
     entry = params.datasets.get(name)
-    if "source" in type(cfg).model_fields and entry is not None and entry.input:
-        # a table's source may be a glob inside its input folder (drift.data.inspect.dvc_input): corpora only
-        if name in DATASETS and "source" in section and Path(str(section["source"])) != Path(entry.input):
-            raise DriftError(f"{name}.source ({section['source']}) and datasets.{name}.input ({entry.input}) name "
-                             f"different files: name them once, as `datasets.{name}.input`, and drop {name}.source")
-        cfg.source = entry.input
-    return cfg
+    model = get_dataset(name, params.tables.get(name)).PARAMS
+    if entry is not None and "source" in model.model_fields:
+        files = section.get("files") if name in params.tables else None
+        section["source"] = str(Path(entry.input) / files) if files else entry.input
+    return parse(model, section, name)
 
 
 def check_datasets(params: Params) -> None:

@@ -183,15 +183,9 @@ def parse_date(s) -> dt.datetime | None:
     return t.astimezone(dt.timezone.utc).replace(tzinfo=None) if t.tzinfo is not None else t
 
 
-def source_path(cfg: dict, default: str) -> Path:
-    """A plain mapping's `source` (drift.data.fetch's), else `default`: the reader's DEFAULT_SOURCE, which drift.core.params
-    holds; the readers themselves take the typed section, whose `source` is always set."""
-    return Path(cfg.get("source") or default)
-
-
 def missing_source(dataset: str, path: Path, what: str) -> DriftError:
     """The one-line error for a source that is not on disk: where to put it, or how to fetch it."""
     return DriftError(
-        f"{dataset}: {path} not found: put {what} there (or set {dataset}.source in params.yaml), "
+        f"{dataset}: {path} not found: put {what} there (or point params.yaml `datasets.{dataset}.input` at it), "
         f"or download it with `drift fetch {dataset}`"
     )

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from pydantic import Field
 
 from drift.core.errors import DriftError, close_matches
+from drift.core.dataset_registry import CORPUS_INPUTS
 from drift.core.params import (
     CorpusParams,
     Names,
@@ -52,7 +53,7 @@ PUBLIC_URL = "https://huggingface.co/datasets/McAuley-Lab/Amazon-Reviews-2023/re
 class AmazonParams(CorpusParams):
     """params.yaml `amazon:`."""
     SECTION: ClassVar[str] = "amazon"
-    source: str = "data/raw/amazon"
+    source: str = CORPUS_INPUTS["amazon"]  # datasets.amazon.input when the run has it
     url: Optional[str] = PUBLIC_URL
     categories: Optional[Names] = None  # null or []: every <Category>.jsonl(.gz) in source
     slices: SliceSpec = slices_field(unit="half-year", start=2014, end=2024)
@@ -67,7 +68,6 @@ class AmazonParams(CorpusParams):
 
 
 PARAMS = AmazonParams
-DEFAULT_SOURCE = AmazonParams.model_fields["source"].default
 # drift plan: the paper's Table 1 row (Appendix B); a review's title + text, in tokens (assumed)
 PAPER_COST = {"model_seed_runs": 57, "train_gpu_h": 116.6, "eval_gpu_h": 136.7, "node_h": 63.3}
 TYPICAL_TOKENS = 100

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from pydantic import Field
 
 from drift.core.errors import DriftError
+from drift.core.dataset_registry import CORPUS_INPUTS
 from drift.core.params import (
     CorpusParams,
     Names,
@@ -55,7 +56,7 @@ INCLUSIONS = ("any", "all")  # arxiv.inclusion: a paper kept with any of the cat
 class ArxivParams(CorpusParams):
     """params.yaml `arxiv:`."""
     SECTION: ClassVar[str] = "arxiv"
-    source: str = "data/raw/arxiv/arxiv-metadata-oai-snapshot.json"
+    source: str = CORPUS_INPUTS["arxiv"]  # datasets.arxiv.input when the run has it
     categories: Annotated[Names, Field(min_length=1)] = Field(
         default_factory=lambda: ["cs.LG", "hep-ph", "cs.CV", "cs.AI", "hep-th", "quant-ph", "gr-qc"])
     time_field: Annotated[str, choice(*TIME_FIELDS)] = "first_version"
@@ -66,7 +67,6 @@ class ArxivParams(CorpusParams):
 
 
 PARAMS = ArxivParams
-DEFAULT_SOURCE = ArxivParams.model_fields["source"].default
 # drift plan: the paper's Table 1 row (Appendix B), the corpus size it assumes, a title + abstract in tokens
 PAPER_COST = {"model_seed_runs": 60, "train_gpu_h": 272.3, "eval_gpu_h": 101.9, "node_h": 93.5}
 PAPER_ROWS = {"rows": 955_596, "non_empty": None,

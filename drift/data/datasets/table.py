@@ -1,8 +1,9 @@
 """A dataset of your own, configured in params.yaml, not coded: any time-stamped table read with polars.
 
-`datasets.<name>: {input: <source>, reader: drift/data/datasets/table.py}` and a section `<name>:` (TableParams,
-`drift init` writes both): the source is a Parquet, CSV or JSON-lines file (gzip too), a folder or a glob of them,
-or a Hugging Face `save_to_disk` folder (its Arrow files); the section names the time column and its encoding, the
+`datasets.<name>: {input: <file or folder>}` and a section `<name>:` (TableParams, `kind: table`; `drift init` writes
+both): the input is a Parquet, CSV or JSON-lines file (gzip too), a folder of them (`files`: a glob of the folder's
+files to read, e.g. "**/*.parquet"), or a Hugging Face `save_to_disk` folder (its Arrow files); the reader reads
+`source`, the input joined with `files` (drift.data.datasets.dataset_cfg); the section names the time column and its encoding, the
 input (text columns joined in order, or an image column of bytes, paths relative to the source, or arrays), the
 label column(s) and the task. Each file is scanned lazily with an explicit schema and streamed in CHUNK_ROWS-row
 batches, so memory stays bounded. A bad row is quarantined with its reason (missing_id, missing_time, bad_time,
@@ -51,7 +52,8 @@ class TableParams(DatasetParams):
     """params.yaml `<name>:` of a configured table (`kind: table`)."""
     SECTION: ClassVar[str] = "<table>"
     kind: Annotated[str, choice("table")] = "table"
-    source: str                                            # a file, a folder, a glob, or a save_to_disk folder
+    source: str           # what the reader reads: datasets.<name>.input (joined with files); never written here
+    files: Optional[str] = None                            # a glob of the input folder's files; null: every table file
     format: Optional[Annotated[str, choice(*FORMATS)]] = None  # null: each file's suffix (.gz stripped)
     csv_separator: str = ","
     id: Optional[str] = None                               # the id column; null: <file>:<row>

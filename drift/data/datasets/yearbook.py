@@ -19,6 +19,7 @@ import numpy as np
 from PIL import Image
 
 from drift.core.errors import DriftError
+from drift.core.dataset_registry import CORPUS_INPUTS
 from drift.core.params import CorpusParams, PositiveInt, SliceSpec, choice, slices_field
 from drift.data.datasets._io import missing_source
 from drift.data.ledger import Ledger
@@ -31,7 +32,7 @@ RESIZE = ("bilinear", "area")  # yearbook.resize
 class YearbookParams(CorpusParams):
     """params.yaml `yearbook:`."""
     SECTION: ClassVar[str] = "yearbook"
-    source: str = "data/raw/yearbook/faces_aligned_small_mirrored_co_aligned_cropped_cleaned.tar.gz"  # or the folder
+    source: str = CORPUS_INPUTS["yearbook"]  # datasets.yearbook.input when the run has it
     url: Optional[str] = PUBLIC_URL
     resize: Annotated[str, choice(*RESIZE)] = "bilinear"  # to 32x32: bilinear, or area (the mean of the pixels each covers)
     slices: SliceSpec = slices_field(unit="year", start=1905, end=2014)
@@ -39,7 +40,6 @@ class YearbookParams(CorpusParams):
 
 
 PARAMS = YearbookParams
-DEFAULT_SOURCE = YearbookParams.model_fields["source"].default
 # drift plan: the paper's Table 1 row (Appendix B) and its corpus size
 PAPER_COST = {"model_seed_runs": 105, "train_gpu_h": 23.7, "eval_gpu_h": 9.3, "node_h": 8.2}
 PAPER_ROWS = {"rows": 37_921, "non_empty": 104,
