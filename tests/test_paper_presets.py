@@ -559,8 +559,9 @@ def test_amazon_sample_is_their_rows(n, tmp_path):
 @pytest.mark.parametrize("preset", sorted(PRESETS))
 def test_cutoff_seeds_are_their_slice_seeds(preset, tmp_path):
     """train.slice_seed hash: f_k's seed is theirs, int.from_bytes(sha256(f"{seed}:{trainer}:{slice}")[:4], "big")
-    with their trainer key (the snapshot's name) and the slice's time value (a year, or half-years from 2000),
-    for every model of the run but the text probes (their keys add _base); the default offsets by k."""
+    (their pipeline/training.py _slice_seed) with their trainer key (the snapshot's name, text probes' with _base)
+    and the slice's time value (a year, or half-years from 2000), for every model of the run; the default offsets
+    by k."""
     import hashlib
 
     from drift.train.loop import cutoff_seed
@@ -569,12 +570,47 @@ def test_cutoff_seeds_are_their_slice_seeds(preset, tmp_path):
     unit = dataset_cfg(params, PRESETS[preset]).slices.unit
     label, time = ("2014-H2", 29) if unit == "half-year" else ("1931", 1931)
     for model, m in facts(PRESETS[preset])["models"].items():
-        if m["frozen_backbone"] and get_model_info(model).input == "pooled" and PRESETS[preset] != "yearbook":
-            continue
         key = m["snapshot"].rsplit("/", 1)[1].removesuffix(".json")
         theirs = int.from_bytes(hashlib.sha256(f"3:{key}:{time}".encode()).digest()[:4], "big")
         assert cutoff_seed(3, model, 5, label, params.train.slice_seed) == theirs, model
     assert cutoff_seed(3, "mlp-s", 5, label) == 3 * 100_003 + 5
+
+
+# every trainer key of their code (pipeline/image/trainers.py conference_image_model_configs, the 21 image models;
+# model/dataset/text/architectures.py _SEQUENCE_MODEL_REGISTRY, the 12 text heads; model/text/frozen_backbone.py
+# FROZEN_TEXT_BACKBONE_IDS, the 8 text probes), each the name a slice seed hashes
+THEIR_TRAINER_KEYS = {
+    "mlp-s": "mlp_s", "mlp-m": "mlp_m", "mlp-l": "mlp_l", "cnn-s": "cnn_s", "cnn-m": "cnn_m", "cnn-l": "cnn_l",
+    "resnet-s": "resnet_s", "resnet-m": "resnet_m", "resnet-l": "resnet_l", "vit-s": "vit_s", "vit-m": "vit_m",
+    "vit-l": "vit_l", "probe-resnet50-in": "resnet50_in_frozen", "probe-vit-s16-in21k": "vit_s16_in21k_frozen",
+    "probe-dinov2-s": "dinov2_s_frozen", "probe-dinov3-s": "dinov3_s_frozen", "probe-convnext-s": "convnext_s_frozen",
+    "probe-mae-b": "mae_b_frozen", "probe-eva02-b": "eva02_b_frozen", "probe-clip-b32": "clip_b32_frozen",
+    "probe-siglip-b": "siglip_b_frozen",
+    "ffn-s": "ffn_s", "ffn-m": "ffn_m", "ffn-l": "ffn_l", "textcnn-s": "textcnn_s", "textcnn-m": "textcnn_m",
+    "textcnn-l": "textcnn_l", "bigru-s": "bigru_s", "bilstm-m": "bilstm_m", "bilstm-attn-l": "bilstm_attn_l",
+    "tx-s": "tx_s", "tx-m": "tx_m", "tx-l": "tx_l",
+    "probe-minilm-l6": "minilm_l6_frozen", "probe-distilbert": "distilbert_base_frozen",
+    "probe-bert": "bert_base_frozen", "probe-roberta": "roberta_base_frozen",
+    "probe-deberta-v3": "deberta_v3_base_frozen", "probe-electra": "electra_base_frozen",
+    "probe-mpnet": "mpnet_base_frozen", "probe-modernbert": "modernbert_base_frozen",
+}
+
+
+def test_trainer_keys_are_theirs_for_every_model():
+    """Each of our models that is one of theirs hashes its slice seeds under their trainer key; every paper preset's
+    roster is among them, and the seed is theirs for a half-year and a year."""
+    import hashlib
+
+    from drift.train.loop import cutoff_seed, trainer_key
+
+    assert {n: trainer_key(n) for n in THEIR_TRAINER_KEYS} == THEIR_TRAINER_KEYS
+    for dataset in PRESETS.values():
+        assert set(facts(dataset)["models"]) <= set(THEIR_TRAINER_KEYS)
+    for model, key in THEIR_TRAINER_KEYS.items():
+        for label, time in (("2014-H1", 28), ("1950", 1950)):
+            theirs = int.from_bytes(hashlib.sha256(f"0:{key}:{time}".encode()).digest()[:4], "big")
+            assert cutoff_seed(0, model, 2, label, "hash") == theirs, model
+            assert cutoff_seed(0, model, 2, label) == 2  # the default: seed * 100003 + k
 
 
 def test_vision_encoders_pool_as_theirs(tmp_path):
