@@ -734,3 +734,319 @@ def test_cnn_is_their_construction_but_the_conv_bias(name):
     for mode in (True, False):
         ours.train(mode), theirs.train(mode)
         torch.testing.assert_close(ours(x), theirs(x), rtol=1e-5, atol=1e-6)
+
+
+# their ResNet presets (architectures.py _resnet_preset) and their ImageResNet (model/blocks/resnet.py):
+#   stem       Conv2d(3, c0, 3, padding 1, no bias: use_batchnorm), BatchNorm2d, ReLU; no stem pool
+#   stages     one nn.Sequential per width; its first BasicBlock has stride 1 when the width stays, else 2, the
+#              others stride 1; a BasicBlock is conv3x3(stride)-BN-ReLU-conv3x3-BN, plus the skip (a 1x1 conv, no
+#              bias, and BN when the stride or width changes), then ReLU
+#   head       AdaptiveAvgPool2d(1), flatten, Linear(c_last, classes)
+# | preset   | stem width | widths        | blocks    | params (3x32x32, 2 classes) |
+# | resnet-s | 18         | 18, 36, 72    | 1, 1, 1   | 97,940                      |
+# | resnet-m | 32         | 32, 64, 128   | 2, 2, 1   | 400,162                     |
+# | resnet-l | 56         | 56, 112, 224  | 2, 2, 2   | 2,125,818                   |
+THEIR_RESNETS = {"resnet-s": (18, (18, 36, 72), (1, 1, 1), 97_940),
+                 "resnet-m": (32, (32, 64, 128), (2, 2, 1), 400_162),
+                 "resnet-l": (56, (56, 112, 224), (2, 2, 2), 2_125_818)}
+
+
+class TheirBasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.down = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout))
+                     if stride != 1 or cin != cout else nn.Identity())
+
+    def forward(self, x):
+        out = self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x)))))
+        return torch.relu(out + self.down(x))
+
+
+class TheirResNet(nn.Module):
+    def __init__(self, stem, widths, blocks, n_classes):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(3, stem, 3, padding=1, bias=False), nn.BatchNorm2d(stem)
+        stages, prev = [], stem
+        for width, n in zip(widths, blocks):
+            first = TheirBasicBlock(prev, width, 1 if prev == width else 2)
+            stages.append(nn.Sequential(first, *[TheirBasicBlock(width, width, 1) for _ in range(n - 1)]))
+            prev = width
+        self.stages, self.fc = nn.Sequential(*stages), nn.Linear(prev, n_classes)
+
+    def forward(self, x):
+        x = self.stages(torch.relu(self.bn1(self.conv1(x))))
+        return self.fc(x.mean(dim=(2, 3)))
+
+
+@pytest.mark.parametrize("name", sorted(THEIR_RESNETS))
+def test_resnet_is_their_construction(name):
+    """Our ResNets on a 3x32x32 portrait are theirs: the same modules in the same order (convolutions without
+    bias, their strides and skips), their exact parameter count, and, built after the same torch seed, the same
+    initial weights and the same outputs in training and evaluation mode."""
+    from drift.models import InputSpec, create_model
+
+    stem, widths, blocks, count = THEIR_RESNETS[name]
+    torch.manual_seed(4)
+    ours = create_model(name, InputSpec("pixels", (3, 32, 32)), 2)
+    torch.manual_seed(4)
+    theirs = TheirResNet(stem, widths, blocks, 2)
+    kinds = (nn.Conv2d, nn.BatchNorm2d, nn.Linear)
+    own, their = ([m for m in model.modules() if isinstance(m, kinds)] for model in (ours, theirs))
+    assert [(type(m), m.weight.shape, getattr(m, "stride", None), m.bias is None) for m in own] == \
+        [(type(m), m.weight.shape, getattr(m, "stride", None), m.bias is None) for m in their]
+    assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters()) == count
+    for a, b in zip(own, their):
+        assert torch.equal(a.weight, b.weight) and (a.bias is None or torch.equal(a.bias, b.bias))
+    x = torch.rand(4, 3, 32, 32) * 255
+    for mode in (True, False):
+        ours.train(mode), theirs.train(mode)
+        torch.testing.assert_close(ours(x), theirs(x), rtol=1e-5, atol=1e-5)
+
+
+# their ViT presets (architectures.py _vit_preset) and their ImageViT (model/blocks/vit.py): a patch Conv2d (with
+# bias), a CLS token and position embeddings (zeros, then trunc_normal std 0.02 after every other module is built),
+# dropout after adding them, ONE nn.TransformerEncoderLayer(d, heads, int(d * mlp_ratio), dropout, GELU,
+# batch_first, post-norm) that nn.TransformerEncoder deep-copies num_layers times (every layer starts from the same
+# weights), a LayerNorm on the CLS token, Linear to the classes.
+# | preset | dim | layers | heads | feed-forward | params (3x32x32, 2 classes) |
+# | vit-s  | 64  | 2      | 4     | 128          | 74,562                      |
+# | vit-m  | 128 | 4      | 4     | 256          | 545,154                     |
+# | vit-l  | 192 | 6      | 6     | 576          | 2,248,514                   |
+THEIR_VITS = {"vit-s": (64, 2, 4, 2.0, 74_562), "vit-m": (128, 4, 4, 2.0, 545_154),
+              "vit-l": (192, 6, 6, 3.0, 2_248_514)}
+
+
+class TheirViT(nn.Module):
+    def __init__(self, dim, layers, heads, ratio, n_classes, dropout=0.1):
+        super().__init__()
+        self.patch_embed = nn.Conv2d(3, dim, 4, stride=4)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos_embed = nn.Parameter(torch.zeros(1, 65, dim))
+        self.dropout = nn.Dropout(dropout)
+        layer = nn.TransformerEncoderLayer(dim, heads, int(dim * ratio), dropout, activation="gelu",
+                                           batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, n_classes)
+        nn.init.trunc_normal_(self.cls_token, std=0.02)
+        nn.init.trunc_normal_(self.pos_embed, std=0.02)
+
+    def forward(self, x):
+        x = self.patch_embed(x).flatten(2).transpose(1, 2)
+        x = self.dropout(torch.cat([self.cls_token.expand(len(x), -1, -1), x], dim=1) + self.pos_embed)
+        return self.head(self.norm(self.encoder(x)[:, 0]))
+
+
+def their_layer_weights(layer: nn.TransformerEncoderLayer) -> dict[str, torch.Tensor]:
+    """An nn.TransformerEncoderLayer's weights under our Block's names (drift/models/blocks.py)."""
+    return {"attn.qkv.weight": layer.self_attn.in_proj_weight, "attn.qkv.bias": layer.self_attn.in_proj_bias,
+            "attn.proj.weight": layer.self_attn.out_proj.weight, "attn.proj.bias": layer.self_attn.out_proj.bias,
+            "ln1.weight": layer.norm1.weight, "ln1.bias": layer.norm1.bias,
+            "mlp.0.weight": layer.linear1.weight, "mlp.0.bias": layer.linear1.bias,
+            "mlp.3.weight": layer.linear2.weight, "mlp.3.bias": layer.linear2.bias,
+            "ln2.weight": layer.norm2.weight, "ln2.bias": layer.norm2.bias}
+
+
+def layers_start_equal(blocks) -> bool:
+    first = [p for p in blocks[0].parameters()]
+    return all(all(torch.equal(a, b) for a, b in zip(first, block.parameters())) for block in blocks[1:])
+
+
+@pytest.mark.parametrize("name", sorted(THEIR_VITS))
+def test_vit_is_their_construction_but_the_layers_init(name):
+    """Our ViTs have their layout (patch convolution with bias, CLS token, position embeddings, post-norm GELU
+    layers with attention, residual and feed-forward dropout, the norm on the CLS token) and their exact parameter
+    count; holding their weights, ours give their outputs. Their layers start as copies of one layer (nn.
+    TransformerEncoder deep-copies it); ours each draw their own (the train.init_order deviation)."""
+    from drift.models import InputSpec, create_model
+
+    dim, layers, heads, ratio, count = THEIR_VITS[name]
+    ours = create_model(name, InputSpec("pixels", (3, 32, 32)), 2, dropout=0.1)
+    theirs = TheirViT(dim, layers, heads, ratio, 2)
+    assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters()) == count
+    assert layers == len(ours.blocks) and ours.patch_embed.bias is not None and ours.drop.p == 0.1
+    assert layers_start_equal(theirs.encoder.layers) and not layers_start_equal(ours.blocks)
+    state = {"patch_embed.weight": theirs.patch_embed.weight, "patch_embed.bias": theirs.patch_embed.bias,
+             "cls": theirs.cls_token, "pos": theirs.pos_embed, "ln.weight": theirs.norm.weight,
+             "ln.bias": theirs.norm.bias, "head.weight": theirs.head.weight, "head.bias": theirs.head.bias}
+    for i, layer in enumerate(theirs.encoder.layers):
+        state |= {f"blocks.{i}.{k}": v for k, v in their_layer_weights(layer).items()}
+    assert set(state) == set(ours.state_dict())
+    ours.load_state_dict(state)
+    x = torch.rand(4, 3, 32, 32) * 255
+    ours.eval(), theirs.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x), theirs(x), rtol=1e-4, atol=1e-4)
+
+
+# their text heads (model/dataset/text/architectures.py _SEQUENCE_MODEL_REGISTRY; model/text/feature_models.py),
+# over 768-d RoBERTa token states padded to max_length (their sequence caches: model/text/backbone_cache.py,
+# padding="max_length"), dropout 0.1 everywhere:
+#   ffn      masked mean, then Linear-ReLU-Dropout per hidden width, Linear to the outputs
+#   textcnn  padding zeroed, one Conv1d(768, filters, k) per kernel (bias, no padding: windows inside the padded
+#            sequence), ReLU, max over every window (those over padding too), concat, Linear-ReLU projection,
+#            Dropout, Linear
+#   rnn      Linear-ReLU projection, bidirectional GRU/LSTM over the packed real tokens (dropout between layers),
+#            masked mean of the outputs, or attention: Linear(2H, 1) scores, masked softmax, weighted sum; Dropout,
+#            Linear
+#   tx       Linear projection, ONE nn.TransformerEncoderLayer(d, heads, ff, dropout, GELU, batch_first,
+#            post-norm) deep-copied num_layers times by nn.TransformerEncoder, key padding mask, masked mean,
+#            Dropout, Linear
+# | head          | widths                                         | params, 1 output | params, 7 outputs |
+# | ffn-s         | hidden 128                                     | 98,561           | 99,335            |
+# | ffn-m         | hidden 512                                     | 394,241          | 397,319           |
+# | ffn-l         | hidden 2048                                    | 1,576,961        | 1,589,255         |
+# | textcnn-s     | 16 filters, kernels 3 4, projection 64         | 88,225           | 88,615            |
+# | textcnn-m     | 48 filters, kernels 3 4 5, projection 128      | 461,201          | 461,975           |
+# | textcnn-l     | 192 filters, kernels 3 4 5, projection 256     | 1,918,017        | 1,919,559         |
+# | bigru-s       | projection 64, GRU 64, 1 layer                 | 99,265           | 100,039           |
+# | bilstm-m      | projection 160, LSTM 160, 1 layer              | 535,521          | 537,447           |
+# | bilstm-attn-l | projection 224, LSTM 224, 2 layers, attention  | 2,187,362        | 2,190,056         |
+# | tx-s          | dim 64, 1 layer, 4 heads, feed-forward 128     | 82,753           | 83,143            |
+# | tx-m          | dim 112, 4 layers, 4 heads, feed-forward 224   | 492,577          | 493,255           |
+# | tx-l          | dim 192, 5 layers, 6 heads, feed-forward 512   | 1,879,361        | 1,880,519         |
+THEIR_HEADS = {
+    "ffn-s": ("ffn", dict(hidden=(128,))), "ffn-m": ("ffn", dict(hidden=(512,))),
+    "ffn-l": ("ffn", dict(hidden=(2048,))),
+    "textcnn-s": ("textcnn", dict(filters=16, kernels=(3, 4), projection=64)),
+    "textcnn-m": ("textcnn", dict(filters=48, kernels=(3, 4, 5), projection=128)),
+    "textcnn-l": ("textcnn", dict(filters=192, kernels=(3, 4, 5), projection=256)),
+    "bigru-s": ("rnn", dict(cell=nn.GRU, projection=64, hidden=64, layers=1, attention=False)),
+    "bilstm-m": ("rnn", dict(cell=nn.LSTM, projection=160, hidden=160, layers=1, attention=False)),
+    "bilstm-attn-l": ("rnn", dict(cell=nn.LSTM, projection=224, hidden=224, layers=2, attention=True)),
+    "tx-s": ("tx", dict(dim=64, heads=4, layers=1, ff=128)),
+    "tx-m": ("tx", dict(dim=112, heads=4, layers=4, ff=224)),
+    "tx-l": ("tx", dict(dim=192, heads=6, layers=5, ff=512)),
+}
+THEIR_HEAD_PARAMS = {"ffn-s": (98_561, 99_335), "ffn-m": (394_241, 397_319), "ffn-l": (1_576_961, 1_589_255),
+                     "textcnn-s": (88_225, 88_615), "textcnn-m": (461_201, 461_975),
+                     "textcnn-l": (1_918_017, 1_919_559), "bigru-s": (99_265, 100_039),
+                     "bilstm-m": (535_521, 537_447), "bilstm-attn-l": (2_187_362, 2_190_056),
+                     "tx-s": (82_753, 83_143), "tx-m": (492_577, 493_255), "tx-l": (1_879_361, 1_880_519)}
+
+
+def their_masked_mean(x, mask):
+    m = mask.float().unsqueeze(-1)
+    return (x * m).sum(1) / m.sum(1).clamp_min(1.0)
+
+
+class TheirHead(nn.Module):
+    def __init__(self, family, n_out, d=768, p=0.1, **kw):
+        super().__init__()
+        self.family = family
+        if family == "ffn":
+            layers, prev = [], d
+            for width in kw["hidden"]:
+                layers += [nn.Linear(prev, width), nn.ReLU(), nn.Dropout(p)]
+                prev = width
+            self.net = nn.Sequential(*layers, nn.Linear(prev, n_out))
+        elif family == "textcnn":
+            self.convs = nn.ModuleList([nn.Conv1d(d, kw["filters"], k) for k in kw["kernels"]])
+            self.projection = nn.Sequential(nn.Linear(kw["filters"] * len(kw["kernels"]), kw["projection"]),
+                                            nn.ReLU())
+            self.dropout, self.head = nn.Dropout(p), nn.Linear(kw["projection"], n_out)
+        elif family == "rnn":
+            self.projection = nn.Sequential(nn.Linear(d, kw["projection"]), nn.ReLU())
+            self.rnn = kw["cell"](kw["projection"], kw["hidden"], kw["layers"], batch_first=True,
+                                  bidirectional=True, dropout=p if kw["layers"] > 1 else 0.0)
+            self.attention = nn.Linear(2 * kw["hidden"], 1) if kw["attention"] else None
+            self.dropout, self.head = nn.Dropout(p), nn.Linear(2 * kw["hidden"], n_out)
+        else:
+            self.projection = nn.Linear(d, kw["dim"])
+            layer = nn.TransformerEncoderLayer(kw["dim"], kw["heads"], kw["ff"], p, batch_first=True,
+                                               activation="gelu")
+            self.encoder = nn.TransformerEncoder(layer, kw["layers"], enable_nested_tensor=False)
+            self.dropout, self.head = nn.Dropout(p), nn.Linear(kw["dim"], n_out)
+
+    def forward(self, x, mask):
+        if self.family == "ffn":
+            return self.net(their_masked_mean(x, mask))
+        if self.family == "textcnn":
+            x = (x * mask.float().unsqueeze(-1)).transpose(1, 2)
+            feats = torch.cat([torch.relu(conv(x)).amax(2) for conv in self.convs], 1)
+            return self.head(self.dropout(self.projection(feats)))
+        if self.family == "rnn":
+            packed = nn.utils.rnn.pack_padded_sequence(self.projection(x), mask.sum(1).cpu().clamp_min(1),
+                                                       batch_first=True, enforce_sorted=False)
+            out, _ = nn.utils.rnn.pad_packed_sequence(self.rnn(packed)[0], batch_first=True,
+                                                      total_length=x.shape[1])
+            if self.attention is None:
+                return self.head(self.dropout(their_masked_mean(out, mask)))
+            scores = self.attention(out).squeeze(-1).masked_fill(~mask, torch.finfo(out.dtype).min)
+            return self.head(self.dropout((out * torch.softmax(scores, 1).unsqueeze(-1)).sum(1)))
+        x = self.encoder(self.projection(x), src_key_padding_mask=~mask)
+        return self.head(self.dropout(their_masked_mean(x, mask)))
+
+
+def padded_tokens(lengths: list[int], width: int, d: int = 768, seed: int = 0):
+    """Token states of rows of these lengths, padded to `width` with noise the heads must ignore, and the mask."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(len(lengths), width, d, generator=g)
+    mask = torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]
+    return x, mask
+
+
+@pytest.mark.parametrize("name", sorted(THEIR_HEADS))
+def test_text_head_is_their_construction(name):
+    """Our text heads at 768-d token states have their modules in their order and their exact parameter counts
+    (1 output: Amazon, 7: arXiv). FFN, TextCNN and the recurrent heads draw their initial weights in their order
+    (the same weights after the same torch seed); their Transformer deep-copies one layer, ours draw each (the
+    train.init_order deviation). Holding the same weights, FFN, the recurrent heads and the Transformer give their
+    outputs on rows padded to their max_length; the TextCNN is checked below."""
+    from drift.models import InputSpec, create_model
+
+    family, kw = THEIR_HEADS[name]
+    for n_out, count in zip((1, 7), THEIR_HEAD_PARAMS[name]):
+        assert sum(p.numel() for p in create_model(name, InputSpec("tokens", (768,)), n_out).parameters()) == count
+        assert sum(p.numel() for p in TheirHead(family, n_out, **kw).parameters()) == count
+    torch.manual_seed(9)
+    ours = create_model(name, InputSpec("tokens", (768,), max_tokens=128), 1, dropout=0.1)
+    torch.manual_seed(9)
+    theirs = TheirHead(family, 1, **kw)
+    if family == "tx":
+        assert layers_start_equal(theirs.encoder.layers)
+        assert len(ours.blocks) == kw["layers"] and (kw["layers"] == 1 or not layers_start_equal(ours.blocks))
+        state = {"proj.weight": theirs.projection.weight, "proj.bias": theirs.projection.bias,
+                 "head.weight": theirs.head.weight, "head.bias": theirs.head.bias}
+        for i, layer in enumerate(theirs.encoder.layers):
+            state |= {f"blocks.{i}.{k}": v for k, v in their_layer_weights(layer).items()}
+        ours.load_state_dict(state)
+    else:
+        own, their = list(ours.parameters()), list(theirs.parameters())
+        assert [p.shape for p in own] == [p.shape for p in their]
+        assert all(torch.equal(a, b) for a, b in zip(own, their))
+    assert {m.p for m in ours.modules() if type(m).__name__ == "Dropout"} == {0.1}
+    if family == "textcnn":
+        return
+    x, mask = padded_tokens([128, 5, 1, 60], 128)
+    ours.eval(), theirs.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x, mask), theirs(x, mask), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["textcnn-s", "textcnn-m", "textcnn-l"])
+def test_textcnn_windows_over_their_padding(name):
+    """Their TextCNN takes the max over every window of the sequence padded to max_length, windows over padding
+    only (zeros: the ReLU of the convolution's bias) included; ours over the windows that start at a real token
+    (independent of the padding). Holding the same weights, on rows padded to max_length with room for the widest
+    kernel, each of their pooled features is max(ours, relu(bias)); where the bias wins, the outputs differ (the
+    train.textcnn_windows deviation)."""
+    from drift.models import InputSpec, create_model
+
+    family, kw = THEIR_HEADS[name]
+    torch.manual_seed(2)
+    ours = create_model(name, InputSpec("tokens", (768,), max_tokens=64), 1).eval()
+    torch.manual_seed(2)
+    theirs = TheirHead(family, 1, **kw).eval()
+    x, mask = padded_tokens([59, 30, 3, 1], 64)
+    seen = {}
+    ours.projection.register_forward_hook(lambda m, args, out: seen.update(ours=args[0]))
+    theirs.projection.register_forward_hook(lambda m, args, out: seen.update(theirs=args[0]))
+    with torch.no_grad():
+        a, b = ours(x, mask), theirs(x, mask)
+    floor = torch.cat([torch.relu(conv.bias) for conv in theirs.convs])
+    torch.testing.assert_close(seen["theirs"], torch.maximum(seen["ours"], floor), rtol=1e-5, atol=1e-5)
+    assert (seen["theirs"] > seen["ours"] + 1e-6).any() and (a - b).abs().max() > 1e-6
