@@ -711,7 +711,7 @@ def test_cnn_is_their_construction_but_the_conv_bias(name):
     """Our CNNs are theirs on a 3x32x32 portrait but for the convolutions' biases, which the batch norm after
     each removes: their parameter count is ours plus one per channel, and their model holding our weights (biases
     zero) gives our outputs, training and evaluation mode alike. The bias draws change the initial weights that
-    follow them (the train.init_order deviation)."""
+    follow them; built with modules authors, ours keep the biases and start from their weights."""
     from drift.models import InputSpec, create_model
 
     ours = create_model(name, InputSpec("pixels", (3, 32, 32)), 2)
@@ -734,6 +734,13 @@ def test_cnn_is_their_construction_but_the_conv_bias(name):
     for mode in (True, False):
         ours.train(mode), theirs.train(mode)
         torch.testing.assert_close(ours(x), theirs(x), rtol=1e-5, atol=1e-6)
+    # modules authors: their biases, their count and, from the same seed, their initial weights
+    torch.manual_seed(8)
+    built = create_model(name, InputSpec("pixels", (3, 32, 32)), 2, modules="authors")
+    torch.manual_seed(8)
+    theirs = TheirCNN(THEIR_CNN_CHANNELS[name], 2)
+    assert count(built) == count(theirs)
+    assert all(torch.equal(a, b) for a, b in zip(built.parameters(), theirs.parameters()))
 
 
 # their ResNet presets (architectures.py _resnet_preset) and their ImageResNet (model/blocks/resnet.py):
@@ -850,6 +857,16 @@ def their_layer_weights(layer: nn.TransformerEncoderLayer) -> dict[str, torch.Te
             "ln2.weight": layer.norm2.weight, "ln2.bias": layer.norm2.bias}
 
 
+def vit_state(theirs: TheirViT) -> dict[str, torch.Tensor]:
+    """Their ViT's weights under our ViT's names."""
+    state = {"patch_embed.weight": theirs.patch_embed.weight, "patch_embed.bias": theirs.patch_embed.bias,
+             "cls": theirs.cls_token, "pos": theirs.pos_embed, "ln.weight": theirs.norm.weight,
+             "ln.bias": theirs.norm.bias, "head.weight": theirs.head.weight, "head.bias": theirs.head.bias}
+    for i, layer in enumerate(theirs.encoder.layers):
+        state |= {f"blocks.{i}.{k}": v for k, v in their_layer_weights(layer).items()}
+    return state
+
+
 def layers_start_equal(blocks) -> bool:
     first = [p for p in blocks[0].parameters()]
     return all(all(torch.equal(a, b) for a, b in zip(first, block.parameters())) for block in blocks[1:])
@@ -860,7 +877,8 @@ def test_vit_is_their_construction_but_the_layers_init(name):
     """Our ViTs have their layout (patch convolution with bias, CLS token, position embeddings, post-norm GELU
     layers with attention, residual and feed-forward dropout, the norm on the CLS token) and their exact parameter
     count; holding their weights, ours give their outputs. Their layers start as copies of one layer (nn.
-    TransformerEncoder deep-copies it); ours each draw their own (the train.init_order deviation)."""
+    TransformerEncoder deep-copies it); ours each draw their own, unless built with modules authors, which gives
+    their initial weights from the same torch seed."""
     from drift.models import InputSpec, create_model
 
     dim, layers, heads, ratio, count = THEIR_VITS[name]
@@ -869,17 +887,19 @@ def test_vit_is_their_construction_but_the_layers_init(name):
     assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters()) == count
     assert layers == len(ours.blocks) and ours.patch_embed.bias is not None and ours.drop.p == 0.1
     assert layers_start_equal(theirs.encoder.layers) and not layers_start_equal(ours.blocks)
-    state = {"patch_embed.weight": theirs.patch_embed.weight, "patch_embed.bias": theirs.patch_embed.bias,
-             "cls": theirs.cls_token, "pos": theirs.pos_embed, "ln.weight": theirs.norm.weight,
-             "ln.bias": theirs.norm.bias, "head.weight": theirs.head.weight, "head.bias": theirs.head.bias}
-    for i, layer in enumerate(theirs.encoder.layers):
-        state |= {f"blocks.{i}.{k}": v for k, v in their_layer_weights(layer).items()}
+    state = vit_state(theirs)
     assert set(state) == set(ours.state_dict())
     ours.load_state_dict(state)
     x = torch.rand(4, 3, 32, 32) * 255
     ours.eval(), theirs.eval()
     with torch.no_grad():
         torch.testing.assert_close(ours(x), theirs(x), rtol=1e-4, atol=1e-4)
+    # modules: authors builds theirs: after the same torch seed, their initial weights, tensor for tensor
+    torch.manual_seed(6)
+    built = create_model(name, InputSpec("pixels", (3, 32, 32)), 2, dropout=0.1, modules="authors").state_dict()
+    torch.manual_seed(6)
+    theirs = TheirViT(dim, layers, heads, ratio, 2)
+    assert all(torch.equal(built[k], v) for k, v in vit_state(theirs).items())
 
 
 # their text heads (model/dataset/text/architectures.py _SEQUENCE_MODEL_REGISTRY; model/text/feature_models.py),
@@ -993,8 +1013,8 @@ def padded_tokens(lengths: list[int], width: int, d: int = 768, seed: int = 0):
 def test_text_head_is_their_construction(name):
     """Our text heads at 768-d token states have their modules in their order and their exact parameter counts
     (1 output: Amazon, 7: arXiv). FFN, TextCNN and the recurrent heads draw their initial weights in their order
-    (the same weights after the same torch seed); their Transformer deep-copies one layer, ours draw each (the
-    train.init_order deviation). Holding the same weights, FFN, the recurrent heads and the Transformer give their
+    (the same weights after the same torch seed); their Transformer deep-copies one layer, ours draw each, unless
+    built with modules authors (then their initial weights). Holding the same weights, FFN, the recurrent heads and the Transformer give their
     outputs on rows padded to their max_length; the TextCNN is checked below."""
     from drift.models import InputSpec, create_model
 
@@ -1013,6 +1033,9 @@ def test_text_head_is_their_construction(name):
                  "head.weight": theirs.head.weight, "head.bias": theirs.head.bias}
         for i, layer in enumerate(theirs.encoder.layers):
             state |= {f"blocks.{i}.{k}": v for k, v in their_layer_weights(layer).items()}
+        torch.manual_seed(9)  # modules authors: their initial weights from the same seed
+        built = create_model(name, InputSpec("tokens", (768,)), 1, 0.1, modules="authors").state_dict()
+        assert set(built) == set(state) and all(torch.equal(built[k], v) for k, v in state.items())
         ours.load_state_dict(state)
     else:
         own, their = list(ours.parameters()), list(theirs.parameters())
@@ -1050,3 +1073,22 @@ def test_textcnn_windows_over_their_padding(name):
     floor = torch.cat([torch.relu(conv.bias) for conv in theirs.convs])
     torch.testing.assert_close(seen["theirs"], torch.maximum(seen["ours"], floor), rtol=1e-5, atol=1e-5)
     assert (seen["theirs"] > seen["ours"] + 1e-6).any() and (a - b).abs().max() > 1e-6
+
+
+def test_authors_modules_checkpoint_loads_as_built(tmp_path):
+    """A checkpoint of a model built with modules authors (a CNN with its convolution biases) loads back into the
+    same modules, by its tensors' names; one of ours into ours; an unknown modules value is one line."""
+    from drift.core.errors import DriftError
+    from drift.models import InputSpec, create_model
+    from drift.models.checkpoints import build_model, load_checkpoint, save_checkpoint
+
+    spec = InputSpec("pixels", (3, 32, 32))
+    x = torch.rand(2, 3, 32, 32)
+    for modules, biased in (("authors", True), ("ours", False)):
+        model = build_model("cnn-s", spec, 2, "classification", standardise_pixels=False, modules=modules).eval()
+        save_checkpoint(model, tmp_path / f"{modules}.pt")
+        loaded = load_checkpoint("cnn-s", spec, 2, "classification", tmp_path / f"{modules}.pt")
+        assert (loaded.features[0].bias is not None) == biased
+        torch.testing.assert_close(loaded(x), model(x))
+    with pytest.raises(DriftError, match="ours, authors"):
+        create_model("cnn-s", spec, 2, modules="theirs")

@@ -12,7 +12,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from drift.models.blocks import Block, Dropout, masked_max, masked_mean
+from drift.models.blocks import Dropout, block_stack, masked_max, masked_mean
 
 
 class FFN(nn.Module):
@@ -91,12 +91,14 @@ class RNNHead(nn.Module):
 
 class TextTransformer(nn.Module):
     """Project token states to a narrow width, post-norm Transformer blocks with a key padding mask (no
-    position embedding), the mean over real tokens, dropout and the linear head."""
+    position embedding), the mean over real tokens, dropout and the linear head. `authors`: one block
+    deep-copied `depth` times in nn.TransformerEncoderLayer's draw order, as theirs (their initial weights from
+    the same generator state)."""
 
-    def __init__(self, spec, n_outputs, dim=64, depth=1, heads=4, ff=128, dropout=0.0):
+    def __init__(self, spec, n_outputs, dim=64, depth=1, heads=4, ff=128, dropout=0.0, authors=False):
         super().__init__()
         self.proj = nn.Linear(spec.shape[0], dim)
-        self.blocks = nn.ModuleList([Block(dim, heads, ff, dropout) for _ in range(depth)])
+        self.blocks = block_stack(dim, heads, ff, depth, dropout, cloned=authors)
         self.drop = Dropout(dropout)
         self.head = nn.Linear(dim, n_outputs)
 
