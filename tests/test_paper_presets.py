@@ -1051,12 +1051,12 @@ def test_text_head_is_their_construction(name):
 
 
 @pytest.mark.parametrize("name", ["textcnn-s", "textcnn-m", "textcnn-l"])
-def test_textcnn_windows_over_their_padding(name):
+def test_textcnn_windows_over_their_padding(name, tmp_path):
     """Their TextCNN takes the max over every window of the sequence padded to max_length, windows over padding
     only (zeros: the ReLU of the convolution's bias) included; ours over the windows that start at a real token
     (independent of the padding). Holding the same weights, on rows padded to max_length with room for the widest
-    kernel, each of their pooled features is max(ours, relu(bias)); where the bias wins, the outputs differ (the
-    train.textcnn_windows deviation)."""
+    kernel, each of their pooled features is max(ours, relu(bias)); where the bias wins, the outputs differ.
+    Built with modules authors, ours take their windows."""
     from drift.models import InputSpec, create_model
 
     family, kw = THEIR_HEADS[name]
@@ -1073,6 +1073,19 @@ def test_textcnn_windows_over_their_padding(name):
     floor = torch.cat([torch.relu(conv.bias) for conv in theirs.convs])
     torch.testing.assert_close(seen["theirs"], torch.maximum(seen["ours"], floor), rtol=1e-5, atol=1e-5)
     assert (seen["theirs"] > seen["ours"] + 1e-6).any() and (a - b).abs().max() > 1e-6
+    # modules authors: their windows over max_tokens, whatever padding the batch came with; a checkpoint of it
+    # loads as it was built (its convolutions' names)
+    from drift.models.checkpoints import load_checkpoint, save_checkpoint
+
+    spec = InputSpec("tokens", (768,), max_tokens=64)
+    torch.manual_seed(2)
+    authors = create_model(name, spec, 1, modules="authors").eval()
+    save_checkpoint(authors, tmp_path / "textcnn.pt")
+    loaded = load_checkpoint(name, spec, 1, "regression", tmp_path / "textcnn.pt")
+    with torch.no_grad():
+        for model in (authors, loaded):
+            torch.testing.assert_close(model(x, mask), b, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(model(x[:, :59], mask[:, :59]), b, rtol=1e-5, atol=1e-5)
 
 
 def test_authors_modules_checkpoint_loads_as_built(tmp_path):

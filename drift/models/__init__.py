@@ -94,7 +94,8 @@ def create_model(
     """`name` built for this input and number of outputs; `dropout`: p of a model with dropout layers
     (ModelInfo.dropout), ignored by the others. `modules` authors: the CNNs with their convolution biases, the ViTs
     and Transformer heads with their layers deep-copied from one, as the authors' code builds them (the same
-    generator state gives their initial weights); the other families are built so already."""
+    generator state gives their initial weights; the other families are built so already), and the TextCNNs'
+    max over every window of the rows padded to input_spec.max_tokens, as theirs."""
     canonical = _resolve(name)
     info = MODELS[canonical]
     spec = input_spec

@@ -192,7 +192,7 @@ def load_checkpoint(name: str, spec: InputSpec, n_outputs: int, task_name: str, 
     targets, pixels, scale = _wrappers(state)  # the checkpoint says which wrappers it was trained in
     wrappers = dict(standardise_targets=targets, standardise_pixels=pixels, pixel_scale=scale)
     model = build_model(name, spec, n_outputs, task_name, **wrappers)
-    if set(state) != set(model.state_dict()):  # the authors' modules hold other tensors (the CNNs' conv biases)
+    if set(state) != set(model.state_dict()):  # the authors' modules: other tensors (conv biases) or names
         authors = build_model(name, spec, n_outputs, task_name, modules="authors", **wrappers)
         model = authors if set(state) == set(authors.state_dict()) else model
     model.load_state_dict(state)
