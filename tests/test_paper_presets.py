@@ -23,7 +23,8 @@ from drift.data.datasets import dataset_cfg
 from drift.data.datasets import yearbook as yearbook_module
 from drift.models import get_model_info
 from drift.protocol.tasks import get_task
-from drift.train.loop import make_optimizer
+from drift.encoders.embed import encoder_kwargs
+from drift.train.loop import make_optimizer, trainer_key
 from conftest import SHIPPED_PARAMS, checked_params
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -176,7 +177,52 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
                   else spec.pooling)
             check(f"embed.image_pooling.{encoder}", code["encoder_pooling"].get(model, "producer_default"),
                   embed.image_pooling.get(encoder, "producer_default"))
+            if model in code.get("encoder_activation", {}):  # timm builds these three with nn.GELU
+                check(f"embed.image_activation.{encoder}", code["encoder_activation"][model],
+                      encoder_kwargs(encoder, embed).get("activation", "gelu"))
+    check("train.slice_seed.keys", code["trainer_keys"], {m: trainer_key(m) for m in sorted(models)})
+    # the modules the preset builds (train.modules): their parameter counts and how they are made
+    built = PresetModels(dataset, params)
+    for model, count in code["model_params"].items():
+        check(f"model.params.{model}", count, sum(p.numel() for p in built.model(model).parameters()))
+    made = code["model_modules"]
+    if made["cnn_conv_bias"] is not None:
+        cnn = built.model("cnn-s")
+        check("train.modules.cnn_conv_bias", made["cnn_conv_bias"],
+              all(m.bias is not None for m in cnn.modules() if isinstance(m, nn.Conv2d)))
+    stacked = built.model("vit-m" if modality == "image" else "tx-m").blocks
+    check("train.modules.repeated_layers", made["repeated_layers"],
+          "deep_copied" if layers_start_equal(stacked) else "own_draws")
+    if made["textcnn_windows"] is not None:
+        textcnn = built.model("textcnn-s")
+        check("train.modules.textcnn_windows", made["textcnn_windows"],
+              "padded_max_length" if getattr(textcnn, "pad_to", None) == params.max_tokens else "real_token_starts")
     return out
+
+
+class PresetModels:
+    """The untrained modules of a preset's models at the dataset's input (3x32x32 portraits, 768-d RoBERTa tokens
+    cut at the run's token cap, an encoder's pooled width) and number of outputs, with the preset's dropout and
+    train.modules (ours until the train params say otherwise)."""
+
+    def __init__(self, dataset: str, params):
+        self.params, self.dataset = params, dataset
+        self.modules = getattr(params.train, "modules", "ours")
+        self.n_outputs = {"yearbook": 2, "amazon": 1, "arxiv": 7}[dataset]
+
+    def model(self, name: str) -> nn.Module:
+        from drift.models import InputSpec, create_model
+
+        info = get_model_info(name)
+        if info.input == "pixels":
+            spec = InputSpec("pixels", (3, 32, 32))
+        elif info.input == "tokens":
+            spec = InputSpec("tokens", (ENCODERS[self.params.embed.text_encoder].dim,),
+                             max_tokens=self.params.max_tokens)
+        else:
+            spec = InputSpec("pooled", (ENCODERS[name.removeprefix("probe-")].dim,))
+        torch.manual_seed(0)
+        return create_model(name, spec, self.n_outputs, self.params.train.dropout, self.modules)
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
@@ -208,7 +254,8 @@ def test_every_fact_is_compared(preset, tmp_path):
                      "encoder_weights", "loss", "sample_strata", "ratings", "source", "source_url", "encoder_input",
                      "split_draw", "split_row_order", "pixel_scale", "loss_weights_rows", "encoder_pooling",
                      "encoder_pixels", "batch_order", "pooled_normalize", "encoder_compute_dtype", "empty_texts",
-                     "repeated_reviews", "sample_draw", "slice_seed"}
+                     "repeated_reviews", "sample_draw", "slice_seed", "trainer_keys", "model_params",
+                     "model_modules", "encoder_activation"}
     assert set(f["from_code"]) <= compared_code
 
 
