@@ -152,7 +152,9 @@ class VisionEncoder(Fingerprinted):
         self.compute_dtype = compute_dtype
         self.autocast = autocast_dtype(dtype, compute_dtype, self.device)  # None: float32
         if activation is not None and activation not in ACTIVATIONS:
-            raise DriftError(f"the activation of {name} must be one of {', '.join(ACTIVATIONS)}, got {activation!r}")
+            raise DriftError(
+                f"the activation of {name} must be one of {', '.join(ACTIVATIONS)}, got {activation!r}"
+            )
         self.path = resolve_weights(self.spec, weights)
         if image_input not in ("normalised", "raw"):
             raise DriftError(f"embed.image_input must be normalised or raw, got {image_input!r}")

@@ -103,7 +103,9 @@ class ViT(nn.Module):
     `authors`: built as theirs (one block deep-copied `depth` times, the CLS token and positions drawn last),
     so the same generator state gives their initial weights."""
 
-    def __init__(self, spec, n_outputs, dim=64, depth=2, heads=4, mlp_ratio=2, patch=4, dropout=0.0, authors=False):
+    def __init__(
+        self, spec, n_outputs, dim=64, depth=2, heads=4, mlp_ratio=2, patch=4, dropout=0.0, authors=False
+    ):
         super().__init__()
         C, H, W = spec.shape
         patch = min(patch, H, W)

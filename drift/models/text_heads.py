@@ -35,7 +35,9 @@ class TextCNN(nn.Module):
     (the ReLU of the bias), as their heads read token states padded to max_length. That is another function of
     the same weights, so its convolutions go by another name (`padded_convs`): a checkpoint says which it is."""
 
-    def __init__(self, spec, n_outputs, kernels=(3, 4, 5), filters=48, projection=128, dropout=0.0, authors=False):
+    def __init__(
+        self, spec, n_outputs, kernels=(3, 4, 5), filters=48, projection=128, dropout=0.0, authors=False
+    ):
         super().__init__()
         D = spec.shape[0]
         convs = nn.ModuleList([nn.Conv1d(D, filters, k) for k in kernels])
