@@ -23,7 +23,8 @@ from drift.data.datasets import dataset_cfg
 from drift.data.datasets import yearbook as yearbook_module
 from drift.models import get_model_info
 from drift.protocol.tasks import get_task
-from drift.train.loop import make_optimizer
+from drift.encoders.embed import encoder_kwargs
+from drift.train.loop import make_optimizer, trainer_key
 from conftest import SHIPPED_PARAMS, checked_params
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -176,7 +177,52 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
                   else spec.pooling)
             check(f"embed.image_pooling.{encoder}", code["encoder_pooling"].get(model, "producer_default"),
                   embed.image_pooling.get(encoder, "producer_default"))
+            if model in code.get("encoder_activation", {}):  # timm builds these three with nn.GELU
+                check(f"embed.image_activation.{encoder}", code["encoder_activation"][model],
+                      encoder_kwargs(encoder, embed).get("activation", "gelu"))
+    check("train.slice_seed.keys", code["trainer_keys"], {m: trainer_key(m) for m in sorted(models)})
+    # the modules the preset builds (train.modules): their parameter counts and how they are made
+    built = PresetModels(dataset, params)
+    for model, count in code["model_params"].items():
+        check(f"model.params.{model}", count, sum(p.numel() for p in built.model(model).parameters()))
+    made = code["model_modules"]
+    if made["cnn_conv_bias"] is not None:
+        cnn = built.model("cnn-s")
+        check("train.modules.cnn_conv_bias", made["cnn_conv_bias"],
+              all(m.bias is not None for m in cnn.modules() if isinstance(m, nn.Conv2d)))
+    stacked = built.model("vit-m" if modality == "image" else "tx-m").blocks
+    check("train.modules.repeated_layers", made["repeated_layers"],
+          "deep_copied" if layers_start_equal(stacked) else "own_draws")
+    if made["textcnn_windows"] is not None:
+        textcnn = built.model("textcnn-s")
+        check("train.modules.textcnn_windows", made["textcnn_windows"],
+              "padded_max_length" if getattr(textcnn, "pad_to", None) == params.max_tokens else "real_token_starts")
     return out
+
+
+class PresetModels:
+    """The untrained modules of a preset's models at the dataset's input (3x32x32 portraits, 768-d RoBERTa tokens
+    cut at the run's token cap, an encoder's pooled width) and number of outputs, with the preset's dropout and
+    train.modules (ours until the train params say otherwise)."""
+
+    def __init__(self, dataset: str, params):
+        self.params, self.dataset = params, dataset
+        self.modules = getattr(params.train, "modules", "ours")
+        self.n_outputs = {"yearbook": 2, "amazon": 1, "arxiv": 7}[dataset]
+
+    def model(self, name: str) -> nn.Module:
+        from drift.models import InputSpec, create_model
+
+        info = get_model_info(name)
+        if info.input == "pixels":
+            spec = InputSpec("pixels", (3, 32, 32))
+        elif info.input == "tokens":
+            spec = InputSpec("tokens", (ENCODERS[self.params.embed.text_encoder].dim,),
+                             max_tokens=self.params.max_tokens)
+        else:
+            spec = InputSpec("pooled", (ENCODERS[name.removeprefix("probe-")].dim,))
+        torch.manual_seed(0)
+        return create_model(name, spec, self.n_outputs, self.params.train.dropout, self.modules)
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
@@ -208,7 +254,8 @@ def test_every_fact_is_compared(preset, tmp_path):
                      "encoder_weights", "loss", "sample_strata", "ratings", "source", "source_url", "encoder_input",
                      "split_draw", "split_row_order", "pixel_scale", "loss_weights_rows", "encoder_pooling",
                      "encoder_pixels", "batch_order", "pooled_normalize", "encoder_compute_dtype", "empty_texts",
-                     "repeated_reviews", "sample_draw", "slice_seed"}
+                     "repeated_reviews", "sample_draw", "slice_seed", "trainer_keys", "model_params",
+                     "model_modules", "encoder_activation"}
     assert set(f["from_code"]) <= compared_code
 
 
@@ -559,8 +606,9 @@ def test_amazon_sample_is_their_rows(n, tmp_path):
 @pytest.mark.parametrize("preset", sorted(PRESETS))
 def test_cutoff_seeds_are_their_slice_seeds(preset, tmp_path):
     """train.slice_seed hash: f_k's seed is theirs, int.from_bytes(sha256(f"{seed}:{trainer}:{slice}")[:4], "big")
-    with their trainer key (the snapshot's name) and the slice's time value (a year, or half-years from 2000),
-    for every model of the run but the text probes (their keys add _base); the default offsets by k."""
+    (their pipeline/training.py _slice_seed) with their trainer key (the snapshot's name, text probes' with _base)
+    and the slice's time value (a year, or half-years from 2000), for every model of the run; the default offsets
+    by k."""
     import hashlib
 
     from drift.train.loop import cutoff_seed
@@ -569,12 +617,47 @@ def test_cutoff_seeds_are_their_slice_seeds(preset, tmp_path):
     unit = dataset_cfg(params, PRESETS[preset]).slices.unit
     label, time = ("2014-H2", 29) if unit == "half-year" else ("1931", 1931)
     for model, m in facts(PRESETS[preset])["models"].items():
-        if m["frozen_backbone"] and get_model_info(model).input == "pooled" and PRESETS[preset] != "yearbook":
-            continue
         key = m["snapshot"].rsplit("/", 1)[1].removesuffix(".json")
         theirs = int.from_bytes(hashlib.sha256(f"3:{key}:{time}".encode()).digest()[:4], "big")
         assert cutoff_seed(3, model, 5, label, params.train.slice_seed) == theirs, model
     assert cutoff_seed(3, "mlp-s", 5, label) == 3 * 100_003 + 5
+
+
+# every trainer key of their code (pipeline/image/trainers.py conference_image_model_configs, the 21 image models;
+# model/dataset/text/architectures.py _SEQUENCE_MODEL_REGISTRY, the 12 text heads; model/text/frozen_backbone.py
+# FROZEN_TEXT_BACKBONE_IDS, the 8 text probes), each the name a slice seed hashes
+THEIR_TRAINER_KEYS = {
+    "mlp-s": "mlp_s", "mlp-m": "mlp_m", "mlp-l": "mlp_l", "cnn-s": "cnn_s", "cnn-m": "cnn_m", "cnn-l": "cnn_l",
+    "resnet-s": "resnet_s", "resnet-m": "resnet_m", "resnet-l": "resnet_l", "vit-s": "vit_s", "vit-m": "vit_m",
+    "vit-l": "vit_l", "probe-resnet50-in": "resnet50_in_frozen", "probe-vit-s16-in21k": "vit_s16_in21k_frozen",
+    "probe-dinov2-s": "dinov2_s_frozen", "probe-dinov3-s": "dinov3_s_frozen", "probe-convnext-s": "convnext_s_frozen",
+    "probe-mae-b": "mae_b_frozen", "probe-eva02-b": "eva02_b_frozen", "probe-clip-b32": "clip_b32_frozen",
+    "probe-siglip-b": "siglip_b_frozen",
+    "ffn-s": "ffn_s", "ffn-m": "ffn_m", "ffn-l": "ffn_l", "textcnn-s": "textcnn_s", "textcnn-m": "textcnn_m",
+    "textcnn-l": "textcnn_l", "bigru-s": "bigru_s", "bilstm-m": "bilstm_m", "bilstm-attn-l": "bilstm_attn_l",
+    "tx-s": "tx_s", "tx-m": "tx_m", "tx-l": "tx_l",
+    "probe-minilm-l6": "minilm_l6_frozen", "probe-distilbert": "distilbert_base_frozen",
+    "probe-bert": "bert_base_frozen", "probe-roberta": "roberta_base_frozen",
+    "probe-deberta-v3": "deberta_v3_base_frozen", "probe-electra": "electra_base_frozen",
+    "probe-mpnet": "mpnet_base_frozen", "probe-modernbert": "modernbert_base_frozen",
+}
+
+
+def test_trainer_keys_are_theirs_for_every_model():
+    """Each of our models that is one of theirs hashes its slice seeds under their trainer key; every paper preset's
+    roster is among them, and the seed is theirs for a half-year and a year."""
+    import hashlib
+
+    from drift.train.loop import cutoff_seed, trainer_key
+
+    assert {n: trainer_key(n) for n in THEIR_TRAINER_KEYS} == THEIR_TRAINER_KEYS
+    for dataset in PRESETS.values():
+        assert set(facts(dataset)["models"]) <= set(THEIR_TRAINER_KEYS)
+    for model, key in THEIR_TRAINER_KEYS.items():
+        for label, time in (("2014-H1", 28), ("1950", 1950)):
+            theirs = int.from_bytes(hashlib.sha256(f"0:{key}:{time}".encode()).digest()[:4], "big")
+            assert cutoff_seed(0, model, 2, label, "hash") == theirs, model
+            assert cutoff_seed(0, model, 2, label) == 2  # the default: seed * 100003 + k
 
 
 def test_vision_encoders_pool_as_theirs(tmp_path):
@@ -675,7 +758,7 @@ def test_cnn_is_their_construction_but_the_conv_bias(name):
     """Our CNNs are theirs on a 3x32x32 portrait but for the convolutions' biases, which the batch norm after
     each removes: their parameter count is ours plus one per channel, and their model holding our weights (biases
     zero) gives our outputs, training and evaluation mode alike. The bias draws change the initial weights that
-    follow them (the train.init_order deviation)."""
+    follow them; built with modules authors, ours keep the biases and start from their weights."""
     from drift.models import InputSpec, create_model
 
     ours = create_model(name, InputSpec("pixels", (3, 32, 32)), 2)
@@ -698,3 +781,374 @@ def test_cnn_is_their_construction_but_the_conv_bias(name):
     for mode in (True, False):
         ours.train(mode), theirs.train(mode)
         torch.testing.assert_close(ours(x), theirs(x), rtol=1e-5, atol=1e-6)
+    # modules authors: their biases, their count and, from the same seed, their initial weights
+    torch.manual_seed(8)
+    built = create_model(name, InputSpec("pixels", (3, 32, 32)), 2, modules="authors")
+    torch.manual_seed(8)
+    theirs = TheirCNN(THEIR_CNN_CHANNELS[name], 2)
+    assert count(built) == count(theirs)
+    assert all(torch.equal(a, b) for a, b in zip(built.parameters(), theirs.parameters()))
+
+
+# their ResNet presets (architectures.py _resnet_preset) and their ImageResNet (model/blocks/resnet.py):
+#   stem       Conv2d(3, c0, 3, padding 1, no bias: use_batchnorm), BatchNorm2d, ReLU; no stem pool
+#   stages     one nn.Sequential per width; its first BasicBlock has stride 1 when the width stays, else 2, the
+#              others stride 1; a BasicBlock is conv3x3(stride)-BN-ReLU-conv3x3-BN, plus the skip (a 1x1 conv, no
+#              bias, and BN when the stride or width changes), then ReLU
+#   head       AdaptiveAvgPool2d(1), flatten, Linear(c_last, classes)
+# | preset   | stem width | widths        | blocks    | params (3x32x32, 2 classes) |
+# | resnet-s | 18         | 18, 36, 72    | 1, 1, 1   | 97,940                      |
+# | resnet-m | 32         | 32, 64, 128   | 2, 2, 1   | 400,162                     |
+# | resnet-l | 56         | 56, 112, 224  | 2, 2, 2   | 2,125,818                   |
+THEIR_RESNETS = {"resnet-s": (18, (18, 36, 72), (1, 1, 1), 97_940),
+                 "resnet-m": (32, (32, 64, 128), (2, 2, 1), 400_162),
+                 "resnet-l": (56, (56, 112, 224), (2, 2, 2), 2_125_818)}
+
+
+class TheirBasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.down = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout))
+                     if stride != 1 or cin != cout else nn.Identity())
+
+    def forward(self, x):
+        out = self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x)))))
+        return torch.relu(out + self.down(x))
+
+
+class TheirResNet(nn.Module):
+    def __init__(self, stem, widths, blocks, n_classes):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(3, stem, 3, padding=1, bias=False), nn.BatchNorm2d(stem)
+        stages, prev = [], stem
+        for width, n in zip(widths, blocks):
+            first = TheirBasicBlock(prev, width, 1 if prev == width else 2)
+            stages.append(nn.Sequential(first, *[TheirBasicBlock(width, width, 1) for _ in range(n - 1)]))
+            prev = width
+        self.stages, self.fc = nn.Sequential(*stages), nn.Linear(prev, n_classes)
+
+    def forward(self, x):
+        x = self.stages(torch.relu(self.bn1(self.conv1(x))))
+        return self.fc(x.mean(dim=(2, 3)))
+
+
+@pytest.mark.parametrize("name", sorted(THEIR_RESNETS))
+def test_resnet_is_their_construction(name):
+    """Our ResNets on a 3x32x32 portrait are theirs: the same modules in the same order (convolutions without
+    bias, their strides and skips), their exact parameter count, and, built after the same torch seed, the same
+    initial weights and the same outputs in training and evaluation mode."""
+    from drift.models import InputSpec, create_model
+
+    stem, widths, blocks, count = THEIR_RESNETS[name]
+    torch.manual_seed(4)
+    ours = create_model(name, InputSpec("pixels", (3, 32, 32)), 2)
+    torch.manual_seed(4)
+    theirs = TheirResNet(stem, widths, blocks, 2)
+    kinds = (nn.Conv2d, nn.BatchNorm2d, nn.Linear)
+    own, their = ([m for m in model.modules() if isinstance(m, kinds)] for model in (ours, theirs))
+    assert [(type(m), m.weight.shape, getattr(m, "stride", None), m.bias is None) for m in own] == \
+        [(type(m), m.weight.shape, getattr(m, "stride", None), m.bias is None) for m in their]
+    assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters()) == count
+    for a, b in zip(own, their):
+        assert torch.equal(a.weight, b.weight) and (a.bias is None or torch.equal(a.bias, b.bias))
+    x = torch.rand(4, 3, 32, 32) * 255
+    for mode in (True, False):
+        ours.train(mode), theirs.train(mode)
+        torch.testing.assert_close(ours(x), theirs(x), rtol=1e-5, atol=1e-5)
+
+
+# their ViT presets (architectures.py _vit_preset) and their ImageViT (model/blocks/vit.py): a patch Conv2d (with
+# bias), a CLS token and position embeddings (zeros, then trunc_normal std 0.02 after every other module is built),
+# dropout after adding them, ONE nn.TransformerEncoderLayer(d, heads, int(d * mlp_ratio), dropout, GELU,
+# batch_first, post-norm) that nn.TransformerEncoder deep-copies num_layers times (every layer starts from the same
+# weights), a LayerNorm on the CLS token, Linear to the classes.
+# | preset | dim | layers | heads | feed-forward | params (3x32x32, 2 classes) |
+# | vit-s  | 64  | 2      | 4     | 128          | 74,562                      |
+# | vit-m  | 128 | 4      | 4     | 256          | 545,154                     |
+# | vit-l  | 192 | 6      | 6     | 576          | 2,248,514                   |
+THEIR_VITS = {"vit-s": (64, 2, 4, 2.0, 74_562), "vit-m": (128, 4, 4, 2.0, 545_154),
+              "vit-l": (192, 6, 6, 3.0, 2_248_514)}
+
+
+class TheirViT(nn.Module):
+    def __init__(self, dim, layers, heads, ratio, n_classes, dropout=0.1):
+        super().__init__()
+        self.patch_embed = nn.Conv2d(3, dim, 4, stride=4)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos_embed = nn.Parameter(torch.zeros(1, 65, dim))
+        self.dropout = nn.Dropout(dropout)
+        layer = nn.TransformerEncoderLayer(dim, heads, int(dim * ratio), dropout, activation="gelu",
+                                           batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, n_classes)
+        nn.init.trunc_normal_(self.cls_token, std=0.02)
+        nn.init.trunc_normal_(self.pos_embed, std=0.02)
+
+    def forward(self, x):
+        x = self.patch_embed(x).flatten(2).transpose(1, 2)
+        x = self.dropout(torch.cat([self.cls_token.expand(len(x), -1, -1), x], dim=1) + self.pos_embed)
+        return self.head(self.norm(self.encoder(x)[:, 0]))
+
+
+def their_layer_weights(layer: nn.TransformerEncoderLayer) -> dict[str, torch.Tensor]:
+    """An nn.TransformerEncoderLayer's weights under our Block's names (drift/models/blocks.py)."""
+    return {"attn.qkv.weight": layer.self_attn.in_proj_weight, "attn.qkv.bias": layer.self_attn.in_proj_bias,
+            "attn.proj.weight": layer.self_attn.out_proj.weight, "attn.proj.bias": layer.self_attn.out_proj.bias,
+            "ln1.weight": layer.norm1.weight, "ln1.bias": layer.norm1.bias,
+            "mlp.0.weight": layer.linear1.weight, "mlp.0.bias": layer.linear1.bias,
+            "mlp.3.weight": layer.linear2.weight, "mlp.3.bias": layer.linear2.bias,
+            "ln2.weight": layer.norm2.weight, "ln2.bias": layer.norm2.bias}
+
+
+def vit_state(theirs: TheirViT) -> dict[str, torch.Tensor]:
+    """Their ViT's weights under our ViT's names."""
+    state = {"patch_embed.weight": theirs.patch_embed.weight, "patch_embed.bias": theirs.patch_embed.bias,
+             "cls": theirs.cls_token, "pos": theirs.pos_embed, "ln.weight": theirs.norm.weight,
+             "ln.bias": theirs.norm.bias, "head.weight": theirs.head.weight, "head.bias": theirs.head.bias}
+    for i, layer in enumerate(theirs.encoder.layers):
+        state |= {f"blocks.{i}.{k}": v for k, v in their_layer_weights(layer).items()}
+    return state
+
+
+def layers_start_equal(blocks) -> bool:
+    first = [p for p in blocks[0].parameters()]
+    return all(all(torch.equal(a, b) for a, b in zip(first, block.parameters())) for block in blocks[1:])
+
+
+@pytest.mark.parametrize("name", sorted(THEIR_VITS))
+def test_vit_is_their_construction_but_the_layers_init(name):
+    """Our ViTs have their layout (patch convolution with bias, CLS token, position embeddings, post-norm GELU
+    layers with attention, residual and feed-forward dropout, the norm on the CLS token) and their exact parameter
+    count; holding their weights, ours give their outputs. Their layers start as copies of one layer (nn.
+    TransformerEncoder deep-copies it); ours each draw their own, unless built with modules authors, which gives
+    their initial weights from the same torch seed."""
+    from drift.models import InputSpec, create_model
+
+    dim, layers, heads, ratio, count = THEIR_VITS[name]
+    ours = create_model(name, InputSpec("pixels", (3, 32, 32)), 2, dropout=0.1)
+    theirs = TheirViT(dim, layers, heads, ratio, 2)
+    assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters()) == count
+    assert layers == len(ours.blocks) and ours.patch_embed.bias is not None and ours.drop.p == 0.1
+    assert layers_start_equal(theirs.encoder.layers) and not layers_start_equal(ours.blocks)
+    state = vit_state(theirs)
+    assert set(state) == set(ours.state_dict())
+    ours.load_state_dict(state)
+    x = torch.rand(4, 3, 32, 32) * 255
+    ours.eval(), theirs.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x), theirs(x), rtol=1e-4, atol=1e-4)
+    # modules: authors builds theirs: after the same torch seed, their initial weights, tensor for tensor
+    torch.manual_seed(6)
+    built = create_model(name, InputSpec("pixels", (3, 32, 32)), 2, dropout=0.1, modules="authors").state_dict()
+    torch.manual_seed(6)
+    theirs = TheirViT(dim, layers, heads, ratio, 2)
+    assert all(torch.equal(built[k], v) for k, v in vit_state(theirs).items())
+
+
+# their text heads (model/dataset/text/architectures.py _SEQUENCE_MODEL_REGISTRY; model/text/feature_models.py),
+# over 768-d RoBERTa token states padded to max_length (their sequence caches: model/text/backbone_cache.py,
+# padding="max_length"), dropout 0.1 everywhere:
+#   ffn      masked mean, then Linear-ReLU-Dropout per hidden width, Linear to the outputs
+#   textcnn  padding zeroed, one Conv1d(768, filters, k) per kernel (bias, no padding: windows inside the padded
+#            sequence), ReLU, max over every window (those over padding too), concat, Linear-ReLU projection,
+#            Dropout, Linear
+#   rnn      Linear-ReLU projection, bidirectional GRU/LSTM over the packed real tokens (dropout between layers),
+#            masked mean of the outputs, or attention: Linear(2H, 1) scores, masked softmax, weighted sum; Dropout,
+#            Linear
+#   tx       Linear projection, ONE nn.TransformerEncoderLayer(d, heads, ff, dropout, GELU, batch_first,
+#            post-norm) deep-copied num_layers times by nn.TransformerEncoder, key padding mask, masked mean,
+#            Dropout, Linear
+# | head          | widths                                         | params, 1 output | params, 7 outputs |
+# | ffn-s         | hidden 128                                     | 98,561           | 99,335            |
+# | ffn-m         | hidden 512                                     | 394,241          | 397,319           |
+# | ffn-l         | hidden 2048                                    | 1,576,961        | 1,589,255         |
+# | textcnn-s     | 16 filters, kernels 3 4, projection 64         | 88,225           | 88,615            |
+# | textcnn-m     | 48 filters, kernels 3 4 5, projection 128      | 461,201          | 461,975           |
+# | textcnn-l     | 192 filters, kernels 3 4 5, projection 256     | 1,918,017        | 1,919,559         |
+# | bigru-s       | projection 64, GRU 64, 1 layer                 | 99,265           | 100,039           |
+# | bilstm-m      | projection 160, LSTM 160, 1 layer              | 535,521          | 537,447           |
+# | bilstm-attn-l | projection 224, LSTM 224, 2 layers, attention  | 2,187,362        | 2,190,056         |
+# | tx-s          | dim 64, 1 layer, 4 heads, feed-forward 128     | 82,753           | 83,143            |
+# | tx-m          | dim 112, 4 layers, 4 heads, feed-forward 224   | 492,577          | 493,255           |
+# | tx-l          | dim 192, 5 layers, 6 heads, feed-forward 512   | 1,879,361        | 1,880,519         |
+THEIR_HEADS = {
+    "ffn-s": ("ffn", dict(hidden=(128,))), "ffn-m": ("ffn", dict(hidden=(512,))),
+    "ffn-l": ("ffn", dict(hidden=(2048,))),
+    "textcnn-s": ("textcnn", dict(filters=16, kernels=(3, 4), projection=64)),
+    "textcnn-m": ("textcnn", dict(filters=48, kernels=(3, 4, 5), projection=128)),
+    "textcnn-l": ("textcnn", dict(filters=192, kernels=(3, 4, 5), projection=256)),
+    "bigru-s": ("rnn", dict(cell=nn.GRU, projection=64, hidden=64, layers=1, attention=False)),
+    "bilstm-m": ("rnn", dict(cell=nn.LSTM, projection=160, hidden=160, layers=1, attention=False)),
+    "bilstm-attn-l": ("rnn", dict(cell=nn.LSTM, projection=224, hidden=224, layers=2, attention=True)),
+    "tx-s": ("tx", dict(dim=64, heads=4, layers=1, ff=128)),
+    "tx-m": ("tx", dict(dim=112, heads=4, layers=4, ff=224)),
+    "tx-l": ("tx", dict(dim=192, heads=6, layers=5, ff=512)),
+}
+THEIR_HEAD_PARAMS = {"ffn-s": (98_561, 99_335), "ffn-m": (394_241, 397_319), "ffn-l": (1_576_961, 1_589_255),
+                     "textcnn-s": (88_225, 88_615), "textcnn-m": (461_201, 461_975),
+                     "textcnn-l": (1_918_017, 1_919_559), "bigru-s": (99_265, 100_039),
+                     "bilstm-m": (535_521, 537_447), "bilstm-attn-l": (2_187_362, 2_190_056),
+                     "tx-s": (82_753, 83_143), "tx-m": (492_577, 493_255), "tx-l": (1_879_361, 1_880_519)}
+
+
+def their_masked_mean(x, mask):
+    m = mask.float().unsqueeze(-1)
+    return (x * m).sum(1) / m.sum(1).clamp_min(1.0)
+
+
+class TheirHead(nn.Module):
+    def __init__(self, family, n_out, d=768, p=0.1, **kw):
+        super().__init__()
+        self.family = family
+        if family == "ffn":
+            layers, prev = [], d
+            for width in kw["hidden"]:
+                layers += [nn.Linear(prev, width), nn.ReLU(), nn.Dropout(p)]
+                prev = width
+            self.net = nn.Sequential(*layers, nn.Linear(prev, n_out))
+        elif family == "textcnn":
+            self.convs = nn.ModuleList([nn.Conv1d(d, kw["filters"], k) for k in kw["kernels"]])
+            self.projection = nn.Sequential(nn.Linear(kw["filters"] * len(kw["kernels"]), kw["projection"]),
+                                            nn.ReLU())
+            self.dropout, self.head = nn.Dropout(p), nn.Linear(kw["projection"], n_out)
+        elif family == "rnn":
+            self.projection = nn.Sequential(nn.Linear(d, kw["projection"]), nn.ReLU())
+            self.rnn = kw["cell"](kw["projection"], kw["hidden"], kw["layers"], batch_first=True,
+                                  bidirectional=True, dropout=p if kw["layers"] > 1 else 0.0)
+            self.attention = nn.Linear(2 * kw["hidden"], 1) if kw["attention"] else None
+            self.dropout, self.head = nn.Dropout(p), nn.Linear(2 * kw["hidden"], n_out)
+        else:
+            self.projection = nn.Linear(d, kw["dim"])
+            layer = nn.TransformerEncoderLayer(kw["dim"], kw["heads"], kw["ff"], p, batch_first=True,
+                                               activation="gelu")
+            self.encoder = nn.TransformerEncoder(layer, kw["layers"], enable_nested_tensor=False)
+            self.dropout, self.head = nn.Dropout(p), nn.Linear(kw["dim"], n_out)
+
+    def forward(self, x, mask):
+        if self.family == "ffn":
+            return self.net(their_masked_mean(x, mask))
+        if self.family == "textcnn":
+            x = (x * mask.float().unsqueeze(-1)).transpose(1, 2)
+            feats = torch.cat([torch.relu(conv(x)).amax(2) for conv in self.convs], 1)
+            return self.head(self.dropout(self.projection(feats)))
+        if self.family == "rnn":
+            packed = nn.utils.rnn.pack_padded_sequence(self.projection(x), mask.sum(1).cpu().clamp_min(1),
+                                                       batch_first=True, enforce_sorted=False)
+            out, _ = nn.utils.rnn.pad_packed_sequence(self.rnn(packed)[0], batch_first=True,
+                                                      total_length=x.shape[1])
+            if self.attention is None:
+                return self.head(self.dropout(their_masked_mean(out, mask)))
+            scores = self.attention(out).squeeze(-1).masked_fill(~mask, torch.finfo(out.dtype).min)
+            return self.head(self.dropout((out * torch.softmax(scores, 1).unsqueeze(-1)).sum(1)))
+        x = self.encoder(self.projection(x), src_key_padding_mask=~mask)
+        return self.head(self.dropout(their_masked_mean(x, mask)))
+
+
+def padded_tokens(lengths: list[int], width: int, d: int = 768, seed: int = 0):
+    """Token states of rows of these lengths, padded to `width` with noise the heads must ignore, and the mask."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(len(lengths), width, d, generator=g)
+    mask = torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]
+    return x, mask
+
+
+@pytest.mark.parametrize("name", sorted(THEIR_HEADS))
+def test_text_head_is_their_construction(name):
+    """Our text heads at 768-d token states have their modules in their order and their exact parameter counts
+    (1 output: Amazon, 7: arXiv). FFN, TextCNN and the recurrent heads draw their initial weights in their order
+    (the same weights after the same torch seed); their Transformer deep-copies one layer, ours draw each, unless
+    built with modules authors (then their initial weights). Holding the same weights, FFN, the recurrent heads and the Transformer give their
+    outputs on rows padded to their max_length; the TextCNN is checked below."""
+    from drift.models import InputSpec, create_model
+
+    family, kw = THEIR_HEADS[name]
+    for n_out, count in zip((1, 7), THEIR_HEAD_PARAMS[name]):
+        assert sum(p.numel() for p in create_model(name, InputSpec("tokens", (768,)), n_out).parameters()) == count
+        assert sum(p.numel() for p in TheirHead(family, n_out, **kw).parameters()) == count
+    torch.manual_seed(9)
+    ours = create_model(name, InputSpec("tokens", (768,), max_tokens=128), 1, dropout=0.1)
+    torch.manual_seed(9)
+    theirs = TheirHead(family, 1, **kw)
+    if family == "tx":
+        assert layers_start_equal(theirs.encoder.layers)
+        assert len(ours.blocks) == kw["layers"] and (kw["layers"] == 1 or not layers_start_equal(ours.blocks))
+        state = {"proj.weight": theirs.projection.weight, "proj.bias": theirs.projection.bias,
+                 "head.weight": theirs.head.weight, "head.bias": theirs.head.bias}
+        for i, layer in enumerate(theirs.encoder.layers):
+            state |= {f"blocks.{i}.{k}": v for k, v in their_layer_weights(layer).items()}
+        torch.manual_seed(9)  # modules authors: their initial weights from the same seed
+        built = create_model(name, InputSpec("tokens", (768,)), 1, 0.1, modules="authors").state_dict()
+        assert set(built) == set(state) and all(torch.equal(built[k], v) for k, v in state.items())
+        ours.load_state_dict(state)
+    else:
+        own, their = list(ours.parameters()), list(theirs.parameters())
+        assert [p.shape for p in own] == [p.shape for p in their]
+        assert all(torch.equal(a, b) for a, b in zip(own, their))
+    assert {m.p for m in ours.modules() if type(m).__name__ == "Dropout"} == {0.1}
+    if family == "textcnn":
+        return
+    x, mask = padded_tokens([128, 5, 1, 60], 128)
+    ours.eval(), theirs.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x, mask), theirs(x, mask), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["textcnn-s", "textcnn-m", "textcnn-l"])
+def test_textcnn_windows_over_their_padding(name, tmp_path):
+    """Their TextCNN takes the max over every window of the sequence padded to max_length, windows over padding
+    only (zeros: the ReLU of the convolution's bias) included; ours over the windows that start at a real token
+    (independent of the padding). Holding the same weights, on rows padded to max_length with room for the widest
+    kernel, each of their pooled features is max(ours, relu(bias)); where the bias wins, the outputs differ.
+    Built with modules authors, ours take their windows."""
+    from drift.models import InputSpec, create_model
+
+    family, kw = THEIR_HEADS[name]
+    torch.manual_seed(2)
+    ours = create_model(name, InputSpec("tokens", (768,), max_tokens=64), 1).eval()
+    torch.manual_seed(2)
+    theirs = TheirHead(family, 1, **kw).eval()
+    x, mask = padded_tokens([59, 30, 3, 1], 64)
+    seen = {}
+    ours.projection.register_forward_hook(lambda m, args, out: seen.update(ours=args[0]))
+    theirs.projection.register_forward_hook(lambda m, args, out: seen.update(theirs=args[0]))
+    with torch.no_grad():
+        a, b = ours(x, mask), theirs(x, mask)
+    floor = torch.cat([torch.relu(conv.bias) for conv in theirs.convs])
+    torch.testing.assert_close(seen["theirs"], torch.maximum(seen["ours"], floor), rtol=1e-5, atol=1e-5)
+    assert (seen["theirs"] > seen["ours"] + 1e-6).any() and (a - b).abs().max() > 1e-6
+    # modules authors: their windows over max_tokens, whatever padding the batch came with; a checkpoint of it
+    # loads as it was built (its convolutions' names)
+    from drift.models.checkpoints import load_checkpoint, save_checkpoint
+
+    spec = InputSpec("tokens", (768,), max_tokens=64)
+    torch.manual_seed(2)
+    authors = create_model(name, spec, 1, modules="authors").eval()
+    save_checkpoint(authors, tmp_path / "textcnn.pt")
+    loaded = load_checkpoint(name, spec, 1, "regression", tmp_path / "textcnn.pt")
+    with torch.no_grad():
+        for model in (authors, loaded):
+            torch.testing.assert_close(model(x, mask), b, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(model(x[:, :59], mask[:, :59]), b, rtol=1e-5, atol=1e-5)
+
+
+def test_authors_modules_checkpoint_loads_as_built(tmp_path):
+    """A checkpoint of a model built with modules authors (a CNN with its convolution biases) loads back into the
+    same modules, by its tensors' names; one of ours into ours; an unknown modules value is one line."""
+    from drift.core.errors import DriftError
+    from drift.models import InputSpec, create_model
+    from drift.models.checkpoints import build_model, load_checkpoint, save_checkpoint
+
+    spec = InputSpec("pixels", (3, 32, 32))
+    x = torch.rand(2, 3, 32, 32)
+    for modules, biased in (("authors", True), ("ours", False)):
+        model = build_model("cnn-s", spec, 2, "classification", standardise_pixels=False, modules=modules).eval()
+        save_checkpoint(model, tmp_path / f"{modules}.pt")
+        loaded = load_checkpoint("cnn-s", spec, 2, "classification", tmp_path / f"{modules}.pt")
+        assert (loaded.features[0].bias is not None) == biased
+        torch.testing.assert_close(loaded(x), model(x))
+    with pytest.raises(DriftError, match="ours, authors"):
+        create_model("cnn-s", spec, 2, modules="theirs")

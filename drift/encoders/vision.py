@@ -23,6 +23,9 @@ from drift.core.errors import DriftError
 from drift.encoders.fingerprint import Fingerprinted
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # what timm's repos on the Hugging Face hub hold
+# the activations a vision encoder's blocks may be built with (timm's act_layer): gelu (erf), gelu_tanh (the tanh
+# approximation, SigLIP's in Hugging Face), quick_gelu (x * sigmoid(1.702 x), OpenAI CLIP's)
+ACTIVATIONS = ("gelu", "gelu_tanh", "quick_gelu")
 
 
 def hub_repo(arch: str) -> str:
@@ -79,11 +82,17 @@ def has_classifier(arch: str, weights_file: Path) -> bool:
 
 
 def build_model(
-    arch: str, image_size: int, weights_file: Path, global_pool: str | None = None
+    arch: str,
+    image_size: int,
+    weights_file: Path,
+    global_pool: str | None = None,
+    activation: str | None = None,
 ) -> torch.nn.Module:
     """timm model `arch` with the weights in weights_file and no classifier, built for image_size, pooling with
-    timm's `global_pool` (None: the architecture's default)."""
+    timm's `global_pool` and its blocks' `activation` (timm's act_layer; None: the architecture's defaults)."""
     kwargs = size_kwargs(arch, image_size)
+    if activation is not None:
+        kwargs["act_layer"] = activation
     # timm's own loader applies the architecture's checkpoint filter (renames, position-embedding resampling).
     # Loading with the checkpoint's own classifier (or none, when it has none) keeps the load strict: a wrong
     # file fails here instead of leaving layers at their random init.
@@ -115,6 +124,8 @@ class VisionEncoder(Fingerprinted):
     """Runs a frozen timm encoder over uint8 images [n, C, H, W]; returns the pooled float32 [n, D].
     `image_input` normalised: pixels / 255 normalised by the encoder's mean and std; raw: the 0-255 values as
     they are (the authors' runs). `global_pool`: timm's pooling of the head (None: the architecture's).
+    `activation`: the blocks' activation, one of ACTIVATIONS (None: the architecture's; timm builds OpenAI's CLIP
+    with gelu where the weights were trained with quick_gelu, SigLIP with gelu where Hugging Face's is gelu_tanh).
     `compute_dtype` (embed.compute_dtype): the forward pass's dtype on a GPU; None autocasts to `dtype`."""
 
     def __init__(
@@ -127,6 +138,7 @@ class VisionEncoder(Fingerprinted):
         image_input: str = "normalised",
         global_pool: str | None = None,
         compute_dtype: str | None = None,
+        activation: str | None = None,
     ):
         self.spec = get_encoder_spec(name)
         if self.spec.modality != "image":
@@ -139,11 +151,15 @@ class VisionEncoder(Fingerprinted):
             raise DriftError(f"embed.compute_dtype must be one of {', '.join(DTYPES)}, got {compute_dtype!r}")
         self.compute_dtype = compute_dtype
         self.autocast = autocast_dtype(dtype, compute_dtype, self.device)  # None: float32
+        if activation is not None and activation not in ACTIVATIONS:
+            raise DriftError(
+                f"the activation of {name} must be one of {', '.join(ACTIVATIONS)}, got {activation!r}"
+            )
         self.path = resolve_weights(self.spec, weights)
         if image_input not in ("normalised", "raw"):
             raise DriftError(f"embed.image_input must be normalised or raw, got {image_input!r}")
-        self.image_input, self.global_pool = image_input, global_pool
-        self.model = build_model(self.spec.hub_id, self.spec.image_size, self.path, global_pool)
+        self.image_input, self.global_pool, self.activation = image_input, global_pool, activation
+        self.model = build_model(self.spec.hub_id, self.spec.image_size, self.path, global_pool, activation)
         self.model.eval().requires_grad_(False).to(self.device)
         self.dim = int(self.model.num_features)
         config = timm.data.resolve_data_config({}, model=self.model)
@@ -166,6 +182,8 @@ class VisionEncoder(Fingerprinted):
             fields["input"] = self.image_input
         if self.compute_dtype is not None:
             fields["compute_dtype"] = self.compute_dtype
+        if self.activation is not None:  # off the default only, as input
+            fields["activation"] = self.activation
         return fields
 
     def preprocess(self, images: np.ndarray) -> torch.Tensor:

@@ -85,9 +85,17 @@ def list_models() -> list[ModelInfo]:
     return list(MODELS.values())
 
 
-def create_model(name: str, input_spec: InputSpec, n_outputs: int, dropout: float = 0.0) -> nn.Module:
+MODULES = ("ours", "authors")
+
+
+def create_model(
+    name: str, input_spec: InputSpec, n_outputs: int, dropout: float = 0.0, modules: str = "ours"
+) -> nn.Module:
     """`name` built for this input and number of outputs; `dropout`: p of a model with dropout layers
-    (ModelInfo.dropout), ignored by the others."""
+    (ModelInfo.dropout), ignored by the others. `modules` authors: the CNNs with their convolution biases, the ViTs
+    and Transformer heads with their layers deep-copied from one, as the authors' code builds them (the same
+    generator state gives their initial weights; the other families are built so already), and the TextCNNs'
+    max over every window of the rows padded to input_spec.max_tokens, as theirs."""
     canonical = _resolve(name)
     info = MODELS[canonical]
     spec = input_spec
@@ -104,9 +112,13 @@ def create_model(name: str, input_spec: InputSpec, n_outputs: int, dropout: floa
         raise DriftError(f"model '{name}' needs n_outputs >= 1; got {n_outputs}")
     if not 0 <= dropout < 1:
         raise DriftError(f"dropout must be in [0, 1); got {dropout}")
+    if modules not in MODULES:
+        raise DriftError(f"modules must be one of {', '.join(MODULES)}; got {modules!r}")
     cls, kwargs = _BUILD[canonical]
     if info.dropout:
         kwargs = {**kwargs, "dropout": dropout}
+    if modules == "authors" and "authors" in inspect.signature(cls).parameters:
+        kwargs = {**kwargs, "authors": True}
     model = cls(spec, n_outputs, **kwargs)
     model.name, model.family, model.input_kind = canonical, info.family, info.input
     return model

@@ -2,6 +2,7 @@
 post-norm Transformer encoder block (as torch's nn.TransformerEncoderLayer, which the authors' ViT and text
 Transformer use)."""
 
+import copy
 import math
 
 import torch
@@ -45,13 +46,15 @@ class Dropout(nn.Module):
 
 class SelfAttention(nn.Module):
     """Multi-head self-attention with a key padding mask; dropout p on the attention weights (training only).
-    Initialised as nn.MultiheadAttention: Xavier-uniform input projection, zero biases."""
+    Initialised as nn.MultiheadAttention: Xavier-uniform input projection, zero biases. `mha_order`: draw the
+    initial weights in nn.MultiheadAttention's order too (the output projection's default init, then the input
+    projection's Xavier draw), so the same generator state gives its weights."""
 
-    def __init__(self, dim, heads, dropout=0.0):
+    def __init__(self, dim, heads, dropout=0.0, mha_order=False):
         super().__init__()
         assert dim % heads == 0, f"width {dim} is not divisible by {heads} heads"
         self.heads = heads
-        self.qkv = nn.Linear(dim, 3 * dim)
+        self.qkv = nn.utils.skip_init(nn.Linear, dim, 3 * dim) if mha_order else nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
         self.drop = Dropout(dropout)
         nn.init.xavier_uniform_(self.qkv.weight)
@@ -76,11 +79,12 @@ class SelfAttention(nn.Module):
 
 class Block(nn.Module):
     """Post-norm Transformer encoder block, the layout of nn.TransformerEncoderLayer (norm_first=False, GELU):
-    x = ln1(x + drop(attn(x))), then x = ln2(x + drop(mlp(x))) with dropout after the MLP's activation too."""
+    x = ln1(x + drop(attn(x))), then x = ln2(x + drop(mlp(x))) with dropout after the MLP's activation too.
+    `mha_order`: the initial weights drawn in nn.TransformerEncoderLayer's order (SelfAttention's mha_order)."""
 
-    def __init__(self, dim, heads, ff, dropout=0.0):
+    def __init__(self, dim, heads, ff, dropout=0.0, mha_order=False):
         super().__init__()
-        self.attn = SelfAttention(dim, heads, dropout)
+        self.attn = SelfAttention(dim, heads, dropout, mha_order)
         self.drop1 = Dropout(dropout)
         self.ln1 = nn.LayerNorm(dim)
         self.mlp = nn.Sequential(nn.Linear(dim, ff), nn.GELU(), Dropout(dropout), nn.Linear(ff, dim))
@@ -90,3 +94,12 @@ class Block(nn.Module):
     def forward(self, x, mask=None):
         x = self.ln1(x + self.drop1(self.attn(x, mask)))
         return self.ln2(x + self.drop2(self.mlp(x)))
+
+
+def block_stack(dim, heads, ff, depth, dropout=0.0, cloned=False):
+    """`depth` blocks, each drawing its own initial weights; cloned: one block in nn.TransformerEncoderLayer's
+    draw order, deep-copied `depth` times as nn.TransformerEncoder builds its layers (every layer starts equal)."""
+    if not cloned:
+        return nn.ModuleList([Block(dim, heads, ff, dropout) for _ in range(depth)])
+    block = Block(dim, heads, ff, dropout, mha_order=True)
+    return nn.ModuleList([copy.deepcopy(block) for _ in range(depth)])

@@ -108,12 +108,13 @@ def build_model(
     standardise_targets: bool = True,
     standardise_pixels: bool = True,
     pixel_scale: str = "unit",
+    modules: str = "ours",
 ) -> nn.Module:
     """The module a checkpoint of `name` holds for this task (untrained); `dropout` changes no parameter, so a
     checkpoint loads into the model built with any p; the wrappers as train.standardise_targets,
     train.standardise_pixels (both on by default; off in the paper presets, as the authors' runs) and
-    train.pixel_scale (raw: PixelScaled outside PixelStandardised) say."""
-    model = create_model(name, spec, n_outputs, dropout)
+    train.pixel_scale (raw: PixelScaled outside PixelStandardised) say; `modules` as create_model's."""
+    model = create_model(name, spec, n_outputs, dropout, modules)
     if getattr(model, "closed_form", False):  # the references standardise in their own closed form
         return model
     if spec.kind == "pixels" and standardise_pixels:
@@ -189,14 +190,10 @@ def load_checkpoint(name: str, spec: InputSpec, n_outputs: int, task_name: str, 
             f"`dvc repro -f train@<dataset>` to train or place it again"
         )
     targets, pixels, scale = _wrappers(state)  # the checkpoint says which wrappers it was trained in
-    model = build_model(
-        name,
-        spec,
-        n_outputs,
-        task_name,
-        standardise_targets=targets,
-        standardise_pixels=pixels,
-        pixel_scale=scale,
-    )
+    wrappers = dict(standardise_targets=targets, standardise_pixels=pixels, pixel_scale=scale)
+    model = build_model(name, spec, n_outputs, task_name, **wrappers)
+    if set(state) != set(model.state_dict()):  # the authors' modules: other tensors (conv biases) or names
+        authors = build_model(name, spec, n_outputs, task_name, modules="authors", **wrappers)
+        model = authors if set(state) == set(authors.state_dict()) else model
     model.load_state_dict(state)
     return model.eval()

@@ -8,7 +8,7 @@ so other resolutions and channel counts work too. Inputs are used as given (no n
 import torch
 import torch.nn as nn
 
-from drift.models.blocks import Block, Dropout
+from drift.models.blocks import Dropout, block_stack
 
 
 class MLP(nn.Module):
@@ -31,15 +31,16 @@ class MLP(nn.Module):
 class CNN(nn.Module):
     """A conv3x3 -> batch norm -> ReLU -> 2x2 max-pool stage per width, global average pool, one linear layer
     (the authors' ImageCNN with pool_every=1, global_pool=avg and no MLP head). Their convolutions carry a bias,
-    which the batch norm subtracts again: left out here (docs/decisions.md, "The authors' architectures")."""
+    which the batch norm subtracts again: left out here (docs/decisions.md, "The authors' architectures"), kept
+    with `authors` (their parameter count, and their initial weights from the same generator state)."""
 
-    def __init__(self, spec, n_outputs, widths=(32, 64, 128)):
+    def __init__(self, spec, n_outputs, widths=(32, 64, 128), authors=False):
         super().__init__()
         layers, c = [], spec.shape[0]
         for w in widths:
             # ceil: odd or tiny sizes never shrink to 0 (at the paper's 32x32 the same as floor)
             layers += [
-                nn.Conv2d(c, w, 3, padding=1, bias=False),
+                nn.Conv2d(c, w, 3, padding=1, bias=authors),
                 nn.BatchNorm2d(w),
                 nn.ReLU(),
                 nn.MaxPool2d(2, ceil_mode=True),
@@ -98,20 +99,28 @@ class ResNet(nn.Module):
 
 class ViT(nn.Module):
     """Vision Transformer: small patches (4x4 for 32x32 inputs), a CLS token, learnable position embeddings
-    (truncated normal, std 0.02), dropout after adding them, post-norm blocks, a final LayerNorm on the CLS."""
+    (truncated normal, std 0.02), dropout after adding them, post-norm blocks, a final LayerNorm on the CLS.
+    `authors`: built as theirs (one block deep-copied `depth` times, the CLS token and positions drawn last),
+    so the same generator state gives their initial weights."""
 
-    def __init__(self, spec, n_outputs, dim=64, depth=2, heads=4, mlp_ratio=2, patch=4, dropout=0.0):
+    def __init__(
+        self, spec, n_outputs, dim=64, depth=2, heads=4, mlp_ratio=2, patch=4, dropout=0.0, authors=False
+    ):
         super().__init__()
         C, H, W = spec.shape
         patch = min(patch, H, W)
         self.patch_embed = nn.Conv2d(C, dim, patch, stride=patch)
         n_patches = (H // patch) * (W // patch)
-        self.cls = nn.Parameter(nn.init.trunc_normal_(torch.empty(1, 1, dim), std=0.02))
-        self.pos = nn.Parameter(nn.init.trunc_normal_(torch.empty(1, n_patches + 1, dim), std=0.02))
+        draw = (lambda t: t) if authors else (lambda t: nn.init.trunc_normal_(t, std=0.02))
+        self.cls = nn.Parameter(draw(torch.zeros(1, 1, dim)))
+        self.pos = nn.Parameter(draw(torch.zeros(1, n_patches + 1, dim)))
         self.drop = Dropout(dropout)
-        self.blocks = nn.ModuleList([Block(dim, heads, int(dim * mlp_ratio), dropout) for _ in range(depth)])
+        self.blocks = block_stack(dim, heads, int(dim * mlp_ratio), depth, dropout, cloned=authors)
         self.ln = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, n_outputs)
+        if authors:
+            nn.init.trunc_normal_(self.cls, std=0.02)
+            nn.init.trunc_normal_(self.pos, std=0.02)
 
     def forward(self, x):
         x = self.patch_embed(x).flatten(2).transpose(1, 2)  # [B, N, dim]

@@ -12,7 +12,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from drift.models.blocks import Block, Dropout, masked_max, masked_mean
+from drift.models.blocks import Dropout, block_stack, masked_max, masked_mean
 
 
 class FFN(nn.Module):
@@ -30,18 +30,32 @@ class FFN(nn.Module):
 
 class TextCNN(nn.Module):
     """Kim (2014): 1-D convolutions of several widths over the tokens, each max-pooled over time, concatenated,
-    then a ReLU projection, dropout and the linear head."""
+    then a ReLU projection, dropout and the linear head. The max is over the windows that start at a real token;
+    `authors`: over every window of the rows zero-padded to spec.max_tokens, those over padding alone included
+    (the ReLU of the bias), as their heads read token states padded to max_length. That is another function of
+    the same weights, so its convolutions go by another name (`padded_convs`): a checkpoint says which it is."""
 
-    def __init__(self, spec, n_outputs, kernels=(3, 4, 5), filters=48, projection=128, dropout=0.0):
+    def __init__(
+        self, spec, n_outputs, kernels=(3, 4, 5), filters=48, projection=128, dropout=0.0, authors=False
+    ):
         super().__init__()
         D = spec.shape[0]
-        self.convs = nn.ModuleList([nn.Conv1d(D, filters, k) for k in kernels])
+        convs = nn.ModuleList([nn.Conv1d(D, filters, k) for k in kernels])
+        self.pad_to = spec.max_tokens if authors else None
+        if authors:
+            self.padded_convs = convs
+        else:
+            self.convs = convs
         self.projection = nn.Sequential(nn.Linear(filters * len(kernels), projection), nn.ReLU())
         self.drop = Dropout(dropout)
         self.head = nn.Linear(projection, n_outputs)
 
     def forward(self, x, mask):
         x = torch.where(mask.unsqueeze(-1), x, 0.0).transpose(1, 2)  # [B, D, T], padding zeroed
+        if self.pad_to is not None:
+            x = F.pad(x, (0, max(0, self.pad_to - x.shape[2])))
+            feats = [torch.relu(conv(x)).amax(2) for conv in self.padded_convs]
+            return self.head(self.drop(self.projection(torch.cat(feats, dim=1))))
         feats = []
         for conv in self.convs:
             # one window starting at each token, zeros past the end: the max over the windows that start at a
@@ -91,12 +105,14 @@ class RNNHead(nn.Module):
 
 class TextTransformer(nn.Module):
     """Project token states to a narrow width, post-norm Transformer blocks with a key padding mask (no
-    position embedding), the mean over real tokens, dropout and the linear head."""
+    position embedding), the mean over real tokens, dropout and the linear head. `authors`: one block
+    deep-copied `depth` times in nn.TransformerEncoderLayer's draw order, as theirs (their initial weights from
+    the same generator state)."""
 
-    def __init__(self, spec, n_outputs, dim=64, depth=1, heads=4, ff=128, dropout=0.0):
+    def __init__(self, spec, n_outputs, dim=64, depth=1, heads=4, ff=128, dropout=0.0, authors=False):
         super().__init__()
         self.proj = nn.Linear(spec.shape[0], dim)
-        self.blocks = nn.ModuleList([Block(dim, heads, ff, dropout) for _ in range(depth)])
+        self.blocks = block_stack(dim, heads, ff, depth, dropout, cloned=authors)
         self.drop = Dropout(dropout)
         self.head = nn.Linear(dim, n_outputs)
 

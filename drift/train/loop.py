@@ -177,9 +177,17 @@ def slice_time(label: str) -> int:
     return (int(year) - 2000) * 2 + int(half) - 1 if half else int(year)
 
 
+# their text probes' keys name the checkpoint's size (model/text/frozen_backbone.py FROZEN_TEXT_BACKBONES); MiniLM's
+# name already does (minilm_l6_frozen)
+_BASE_PROBES = ("distilbert", "electra", "bert", "mpnet", "roberta", "modernbert", "deberta-v3")
+
+
 def trainer_key(name: str) -> str:
-    """A model's name as the authors' runs key it: "-" as "_", a probe as "<encoder>_frozen" (cnn-l: cnn_l,
-    probe-dinov3-s: dinov3_s_frozen; their text probes add "_base", bert_base_frozen, which this leaves out)."""
+    """A model's name as the authors' runs key it: "-" as "_", a probe as "<encoder>_frozen", a text probe of a
+    base-size checkpoint as "<encoder>_base_frozen" (cnn-l: cnn_l, probe-dinov3-s: dinov3_s_frozen,
+    probe-deberta-v3: deberta_v3_base_frozen, probe-minilm-l6: minilm_l6_frozen)."""
+    if name.startswith("probe-") and name.removeprefix("probe-") in _BASE_PROBES:
+        name = f"{name}-base"
     key = name.replace("-", "_")
     return f"{key.removeprefix('probe_')}_frozen" if key.startswith("probe_") else key
 
