@@ -379,6 +379,11 @@ class EmbedParams(Section):
     image_input: Annotated[str, choice("normalised", "raw")] = "normalised"
     # vision encoder -> timm global_pool its pooled vector is taken with (token: the CLS token); left out: timm's default
     image_pooling: Annotated[dict[str, Annotated[str, choice("token", "avg")]], _known_keys(ENCODERS)] = {}
+    # vision encoder -> the activation its blocks compute (quick_gelu: OpenAI's CLIP, gelu_tanh: SigLIP, as their
+    # Hugging Face models); left out: timm's own (exact GELU)
+    image_activation: Annotated[
+        dict[str, Annotated[str, choice("gelu", "gelu_tanh", "quick_gelu")]], _known_keys(ENCODERS)
+    ] = {}
 
     @model_validator(mode="after")
     def _positions(self):
@@ -439,6 +444,9 @@ class TrainParams(Section):
     # f_k's seed: offset (seed * 100003 + k) or hash (the first 4 bytes of sha256 of "seed:model:slice", the slice
     # as a year or a half-year counted from 2000: the authors' per-slice seed)
     slice_seed: Annotated[str, choice("offset", "hash")] = Field("offset", json_schema_extra=CHECKPOINT)
+    # how the models are built (drift.models.create_model): ours, or authors (the CNNs' convolution biases, the ViT
+    # and Transformer heads' layers copied from one, the TextCNNs' max over windows of rows padded to max_tokens)
+    modules: Annotated[str, choice("ours", "authors")] = Field("ours", json_schema_extra=CHECKPOINT)
     # references in every matrix; baseline-tfidf reads raw text, so an image dataset's roster leaves it out
     baselines: list[str] = Field(
         ["baseline-prior", "baseline-linear", "baseline-tfidf"], json_schema_extra=ROSTER
@@ -485,6 +493,7 @@ class ModelTraining(BaseModel):
     loss_weights: Literal["cutoff", "split"]
     pixel_scale: Literal["unit", "raw"]  # unit on a text dataset: no pixels to scale
     slice_seed: Literal["offset", "hash"]
+    modules: Literal["ours", "authors"]
 
 
 def model_training(
@@ -517,6 +526,7 @@ def model_training(
         loss_weights=train.loss_weights,
         pixel_scale=train.pixel_scale if modality == "image" else "unit",
         slice_seed=train.slice_seed,
+        modules=train.modules,
     )
 
 

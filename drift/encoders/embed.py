@@ -56,6 +56,8 @@ def encoder_kwargs(name: str, cfg: EmbedParams) -> dict:
             kwargs["image_input"] = cfg.image_input
         if name in cfg.image_pooling:
             kwargs["global_pool"] = cfg.image_pooling[name]
+        if name in cfg.image_activation:
+            kwargs["activation"] = cfg.image_activation[name]
     return kwargs
 
 

@@ -79,6 +79,7 @@ def model_to_train(name: str, inputs: Inputs, n_outputs: int, task, cfg: TrainPa
         cfg.standardise_targets,
         cfg.standardise_pixels,
         cfg.pixel_scale,
+        cfg.modules,
     )
 
 
