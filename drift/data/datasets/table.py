@@ -197,9 +197,9 @@ def utf8_checked(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, int]:
     return pa.RecordBatch.from_arrays(columns, names=batch.schema.names), int(bad.sum())
 
 
-def _frame(batch: pa.RecordBatch) -> pl.DataFrame:
-    """polars' frame of an Arrow batch (from_arrow is typed DataFrame | Series; a batch gives a DataFrame)."""
-    return cast(pl.DataFrame, pl.from_arrow(batch))
+def arrow_frame(data: pa.RecordBatch | pa.Table) -> pl.DataFrame:
+    """polars' frame of an Arrow batch or table (from_arrow is typed DataFrame | Series; these are frames)."""
+    return cast(pl.DataFrame, pl.from_arrow(data))
 
 
 def _is_utf8(value: bytes) -> bool:
@@ -230,7 +230,7 @@ def scan_batches(path: Path, fmt: str, columns: list[str], cfg: TableParams, tmp
                 if bad and repaired is not None:
                     repaired[path] = repaired.get(path, 0) + bad
                 if batch.num_rows:
-                    yield from _frame(batch).iter_slices(chunk_rows)
+                    yield from arrow_frame(batch).iter_slices(chunk_rows)
         return
     if fmt == "parquet":  # pyarrow's reader, which leaves strings unchecked: utf8_checked finds the bad cells
         file = pq.ParquetFile(plain)
@@ -240,7 +240,7 @@ def scan_batches(path: Path, fmt: str, columns: list[str], cfg: TableParams, tmp
             if bad and repaired is not None:
                 repaired[path] = repaired.get(path, 0) + bad
             if batch.num_rows:
-                yield _frame(batch)
+                yield arrow_frame(batch)
         return
     if fmt == "csv":
         lazy = pl.scan_csv(plain, infer_schema=False, separator=cfg.csv_separator, truncate_ragged_lines=True)
