@@ -92,7 +92,7 @@ def child(kind: str, dataset: str, path: str) -> None:
         from drift.data.ingest import ingest
 
         p = Path(path)
-        cfg = (
+        cfg: dict[str, object] = (
             {"source": str(p.parent), "categories": [p.name.removesuffix(".jsonl")]}
             if dataset == "amazon"
             else {"source": path}
@@ -141,6 +141,7 @@ def measure(kind: str, dataset: str, path: Path) -> dict:
     proc = subprocess.Popen(
         [sys.executable, __file__, "--child", kind, dataset, str(path)], stdout=subprocess.PIPE, env=env
     )
+    assert proc.stdout is not None  # stdout=PIPE
     out = proc.stdout.read()
     _, status, usage = os.wait4(
         proc.pid, 0

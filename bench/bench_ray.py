@@ -40,7 +40,7 @@ def outputs(repo: Path) -> dict[str, bytes]:
 
 def timed_run(
     repo: Path, params: dict, cache: Path, datasets, stages, compute: dict, repeats: int
-) -> tuple[float, dict]:
+) -> tuple[list[float], dict[str, bytes]]:
     """Seconds of the stages on each repeat, each from an empty checkpoint and cell cache; the last outputs."""
     params = {**params, "compute": compute}
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))

@@ -212,6 +212,7 @@ def measure(mode: str, root: Path) -> dict:
         env=env,
         text=True,
     )
+    assert proc.stdout is not None  # stdout=PIPE
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)

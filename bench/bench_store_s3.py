@@ -109,7 +109,12 @@ def main() -> None:
     nbytes = rows[1].nbytes + rows[2].nbytes
     server = start_server()
     tmp = Path(tempfile.mkdtemp(prefix="bench-store-s3-"))
-    best = {("append", "local"): [], ("append", "s3"): [], ("read", "local"): [], ("read", "s3"): []}
+    best: dict[tuple[str, str], list[float]] = {
+        ("append", "local"): [],
+        ("append", "s3"): [],
+        ("read", "local"): [],
+        ("read", "s3"): [],
+    }
     try:
         for r in range(cfg["repeats"]):
             for where in ("local", "s3"):

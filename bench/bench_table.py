@@ -96,6 +96,7 @@ def measure(kind: str, folder: Path) -> dict:
     _, status, usage = os.wait4(proc.pid, 0)  # this child's rusage alone
     if status != 0:
         raise SystemExit(f"{kind} failed (status {status})")
+    assert proc.stdout is not None  # stdout=PIPE
     result = json.loads(proc.stdout.read())
     return {**result, "peak_rss_mb": usage.ru_maxrss / 1024}
 

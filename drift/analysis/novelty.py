@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import tempfile
 import time
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from drift.core.errors import DriftError
 from drift.protocol.matrix import eval_rows
+
+if TYPE_CHECKING:
+    from lancedb.query import LanceVectorQueryBuilder
 
 INDEX_MIN_ROWS = 50_000  # below this a flat scan is exact and quick (bench/bench_novelty.py)
 CHUNK_VALUES = 1 << 24  # brute force: distances computed per block of at most this many pairs (64 MB float32)
@@ -71,9 +75,12 @@ class LanceNeighbours:
         queries = np.asarray(queries, np.float32)
         if not len(queries):
             return np.zeros(0, np.float32)
+        # a vector's search builds a LanceVectorQueryBuilder; Table.search is typed as the base builder
+        vector_search = cast(
+            "LanceVectorQueryBuilder", self.table.search(queries if len(queries) > 1 else queries[0])
+        )
         search = (
-            self.table.search(queries if len(queries) > 1 else queries[0])
-            .distance_type("l2")
+            vector_search.distance_type("l2")
             .limit(1)
             .where(f"slice <= {int(cutoff)}", prefilter=True)
             .select([])
@@ -120,6 +127,7 @@ def novelty(
     thresholds, distances = {}, {}
     with tempfile.TemporaryDirectory(prefix="drift-novelty-") as folder:
         start = time.perf_counter()
+        index: LanceNeighbours | NumpyNeighbours
         if backend == "lancedb":
             index = LanceNeighbours(features[reference], slices[reference], folder)
         else:

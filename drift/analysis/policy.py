@@ -264,9 +264,9 @@ def dataset_policies(
     # the models are those with a metrics file: not the cohort mean, nor a signal's folder (plots/<ds>/shift)
     metrics_dir = dataset_paths(name, root)["metrics"]
     available = [m for m in report_models(root, name) if (metrics_dir / f"{m}.json").exists()]
-    for m in models or []:
-        if m not in available:
-            raise DriftError(f"unknown model {m!r} for {name}: {close_matches(m, available)}")
+    for model in models or []:
+        if model not in available:
+            raise DriftError(f"unknown model {model!r} for {name}: {close_matches(model, available)}")
     manifest_path = dataset_paths(name, root)["slice_manifest"]
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else None
     train_rows = [s["train"] for s in manifest["slices"]] if manifest else None
@@ -289,7 +289,8 @@ def dataset_policies(
     elif seconds_per_row:
         notes.append("seconds per row ignored: the rows per slice are unknown without the slice manifest")
         seconds_per_row = None
-    results, direction = {}, None
+    results: dict[str, dict] = {}
+    direction: tuple[str, bool] | None = None
     for model in models or available:
         m = load_matrix(root, name, model)
         direction = (m["metric"], m["higher_is_better"])
@@ -307,6 +308,8 @@ def dataset_policies(
         )
         results[model]["labels"] = m["labels"]
         results[model]["reference"] = bool(m.get("reference"))
+    if direction is None:
+        raise DriftError(f"no model of {name} has a metrics file in {metrics_dir}: run `dvc repro`")
     return {
         "dataset": name,
         "metric": direction[0],

@@ -112,7 +112,7 @@ def _sources(keep_manifests: list[Path] | None) -> list[Path]:
     return ([MANIFESTS] if MANIFESTS.is_dir() else []) + list(keep_manifests or [])
 
 
-def _table_path(cache_dir: Path, name: str) -> Path:
+def _table_path(cache_dir: Path | ObjectPath, name: str) -> Path | ObjectPath:
     tables = {p.name: p for p in store_tables(cache_dir)}
     name = name if name.endswith(".lance") else f"{name}.lance"
     if name not in tables:
@@ -477,26 +477,30 @@ def _tree_bytes(path) -> int:
     )
 
 
-def collect_checkpoints(where: Path, keep: set[str], grace_minutes: float, dry_run: bool) -> dict:
+def collect_checkpoints(
+    where: Path | ObjectPath, keep: set[str], grace_minutes: float, dry_run: bool
+) -> dict:
     """Delete the checkpoints whose key is not in `keep`, then the cells of every checkpoint no longer kept."""
-    result = {"checkpoints": [], "cells": [], "bytes": 0}
+    checkpoints: list[str] = []
+    cells: list[str] = []
+    freed = 0
     live = set()
     for path in checkpoint_files(where):
         if path.stem in keep or _age_minutes(path) < grace_minutes:
             live.add(checkpoint_digest(path))
             continue
-        result["bytes"] += path.stat().st_size
-        result["checkpoints"].append(str(path))
+        freed += path.stat().st_size
+        checkpoints.append(str(path))
         if not dry_run:
             path.unlink(missing_ok=True)
     for directory in cell_dirs(where):
         if directory.name in live or _age_minutes(directory) < grace_minutes:
             continue
-        result["bytes"] += _tree_bytes(directory)
-        result["cells"].append(str(directory))
+        freed += _tree_bytes(directory)
+        cells.append(str(directory))
         if not dry_run:
             remove_tree(directory)
-    return result
+    return {"checkpoints": checkpoints, "cells": cells, "bytes": freed}
 
 
 @cache_app.command()

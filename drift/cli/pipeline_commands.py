@@ -93,6 +93,7 @@ def summary_table(rows: list[dict], width: int) -> tuple[Table, bool]:
             table.add_row(*cells, style="dim italic" if ref else None, end_section=not ref and next_ref)
         if last or Measurement.get(measure, measure.options, table).maximum <= width:
             return table, has_std and not std
+    raise AssertionError("unreachable: the last layout is returned whatever its width")
 
 
 def summary(
@@ -329,7 +330,7 @@ def models(
         specs = dataset_specs(dataset) if dataset else None
     except DriftError as e:
         fail(e)
-    rows = []
+    rows: list[dict] = []
     for info in list_models():
         encoder = ENCODERS.get(info.name.removeprefix("probe-")) if info.input == "pooled" else None
         if specs is None:
@@ -337,6 +338,7 @@ def models(
         else:
             kinds, n_outputs, modality = specs
             if info.input == "pooled":
+                assert encoder is not None  # drift.models registers a probe-<name> per encoder
                 if encoder.modality != modality:
                     continue
                 spec = InputSpec("pooled", (encoder.dim,))

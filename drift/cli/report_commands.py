@@ -133,8 +133,8 @@ def show(
     )
     # a terminal gets colour blocks when the numbers do not fit; a pipe or file always gets the numbers
     need = heatmap_width(m["labels"])
-    out = console if console.is_terminal else Console(width=max(console.width, need))
-    out.print(
+    screen = console if console.is_terminal else Console(width=max(console.width, need))
+    screen.print(
         terminal_heatmap(
             m["labels"],
             m["matrix"],
@@ -348,7 +348,8 @@ def saliency(
         if dataset not in DATASETS:
             raise DriftError(f"unknown dataset {dataset!r}: {close_matches(dataset, DATASETS)}")
         labels = [s["label"] for s in read_slice_manifest(dataset_paths(dataset)["slices"])["slices"]]
-        cut = _slice_indices(labels, _split(cutoffs)) if cutoffs else None
+        wanted = _split(cutoffs)
+        cut = _slice_indices(labels, wanted) if wanted else None
         ev = _slice_indices(labels, [eval_slice])[0] if eval_slice is not None else None
         out = out or Path("plots_png") / dataset / "saliency.png"
         result = write_saliency(dataset, out, models=_split(models), cutoffs=cut, eval_slice=ev, n=n)

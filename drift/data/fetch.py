@@ -73,8 +73,8 @@ def _download(url: str, part: Path, timeout: float, progress) -> None:
     except urllib.error.HTTPError as e:
         if e.code == 416 and offset:
             # nothing left to send: the .part may already be whole ("bytes */<size>"); if not, start over
-            total = (e.headers.get("Content-Range") or "").rpartition("/")[2]
-            if total.isdigit() and int(total) == offset:
+            whole = (e.headers.get("Content-Range") or "").rpartition("/")[2]
+            if whole.isdigit() and int(whole) == offset:
                 return
             part.unlink()  # a stale .part (the file changed on the server): start over
             return _download(url, part, timeout, progress)
@@ -369,8 +369,9 @@ def fetch_and_track(name: str, cfg, progress=True, timeout: float = 30, dvc: boo
         _note(f"{where} is not inside a DVC repository (no .dvc/ above it): downloading without registering "
               f"with DVC (`dvc init` there, then `drift fetch {name}` again registers what is there)")
     for _, dest in todo:
-        if roots[dest] is not None and _tracked_by(dest, roots[dest]) is None:
-            _check_not_ignored(roots[dest], dest, ", or pass --no-dvc to only download")
+        root = roots[dest]
+        if root is not None and _tracked_by(dest, root) is None:
+            _check_not_ignored(root, dest, ", or pass --no-dvc to only download")
     out = []
     for url, dest in todo:
         there = dest.exists()

@@ -7,11 +7,12 @@ the column types and names, or from the user's choices. A choice with more than 
 """
 from __future__ import annotations
 
+import datetime as dt
 import os
-
 import re
 import tempfile
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import polars as pl
@@ -22,6 +23,7 @@ from drift.core.errors import DriftError
 from drift.core.params import parse
 from drift.data.datasets.table import (
     TableParams,
+    arrow_frame,
     columns_of,
     invalid_cells,
     label_names,
@@ -60,12 +62,12 @@ def sample(source: str) -> tuple[pl.DataFrame, int]:
                 frame = pl.read_ndjson(plain, n_rows=SAMPLE_ROWS, infer_schema_length=SAMPLE_ROWS, ignore_errors=True)
     elif fmt == "parquet":  # below: a cell of invalid UTF-8 read as null (_lossy_text); time_span counts its rows
         batch = next(pq.ParquetFile(path).iter_batches(batch_size=SAMPLE_ROWS), None)
-        frame = pl.from_arrow(utf8_checked(batch)[0]) if batch is not None else pl.DataFrame()
+        frame = arrow_frame(utf8_checked(batch)[0]) if batch is not None else pl.DataFrame()
     else:
         with pa.memory_map(str(path)) as f:
             table = pa.ipc.open_stream(f).read_all().slice(0, SAMPLE_ROWS).combine_chunks()
         batches = table.to_batches()
-        frame = pl.from_arrow(utf8_checked(batches[0])[0]) if batches else pl.from_arrow(table)
+        frame = arrow_frame(utf8_checked(batches[0])[0]) if batches else arrow_frame(table)
     if fmt in ("parquet", "arrow"):
         frame = frame.with_columns([_lossy_text(frame[c]) for c in frame.columns if frame[c].dtype == pl.Binary])
     return frame, len(files)
@@ -91,6 +93,11 @@ def _utf8(value: bytes) -> bool:
         return False
 
 
+def _mean(s: pl.Series) -> float:
+    """The mean of a numeric or boolean column that is not empty (polars types a mean as any scalar)."""
+    return cast(float, s.mean())
+
+
 def _strings(s: pl.Series) -> pl.Series:
     return s.drop_nulls().cast(pl.String, strict=False).drop_nulls()
 
@@ -106,20 +113,22 @@ def time_encoding(s: pl.Series) -> tuple[str, str | None] | None:
         return None
     if s.dtype.is_numeric():
         v = values.cast(pl.Float64)
-        if (v == v.floor()).all() and v.min() >= 1000 and v.max() <= 2200:
+        # not empty, no nulls: floats (polars types a column's min and max as any scalar)
+        least, most = cast(float, v.min()), cast(float, v.max())
+        if (v == v.floor()).all() and least >= 1000 and most <= 2200:
             return "year", None
-        if v.min() >= 1e8 and v.max() < 1e10:
+        if least >= 1e8 and most < 1e10:
             return "epoch_s", None
-        if v.min() >= 1e11 and v.max() < 1e13:
+        if least >= 1e11 and most < 1e13:
             return "epoch_ms", None
         return None
     if s.dtype != pl.String:
         return None
     text = values.str.strip_chars()
     for fmt in ("%Y-%m-%d", "%d/%m/%Y", "%m/%d/%Y", "%Y/%m/%d"):
-        if text.str.to_date(fmt, strict=False).is_not_null().mean() >= 0.95:
+        if _mean(text.str.to_date(fmt, strict=False).is_not_null()) >= 0.95:
             return "date", fmt
-    if parse_time(text, "timestamp", None).is_not_null().mean() >= 0.95:
+    if _mean(parse_time(text, "timestamp", None).is_not_null()) >= 0.95:
         return "timestamp", None
     return None
 
@@ -131,7 +140,7 @@ def _is_image(s: pl.Series) -> str | None:
         return "array"
     if s.dtype == pl.String:
         text = _strings(s)
-        if len(text) and text.str.contains(IMAGE_PATH).mean() >= 0.95:
+        if len(text) and _mean(text.str.contains(IMAGE_PATH)) >= 0.95:
             return "path"
     return None
 
@@ -144,13 +153,14 @@ def looks_like_key(s: pl.Series) -> bool:
     if s.dtype != pl.String:
         return False
     text = _strings(s)
-    return len(text) > 0 and not text.str.contains(r"\s").mean() > 0.05
+    return len(text) > 0 and not _mean(text.str.contains(r"\s")) > 0.05
 
 
 def _is_text(s: pl.Series) -> bool:
     text = _strings(s) if s.dtype == pl.String else None
     return (text is not None and len(text) > 0 and not looks_like_key(s)
-            and (text.str.len_chars().mean() >= 15 or text.n_unique() > len(text) // 2) and not ID_NAMES.match(s.name))
+            and (_mean(text.str.len_chars()) >= 15 or text.n_unique() > len(text) // 2)
+            and not ID_NAMES.match(s.name))
 
 
 def parse_slices(spec: str, low, high) -> dict:
@@ -222,7 +232,8 @@ def propose(name: str, source: str, time: str | None = None, text: list[str] | N
     if time is None:
         candidates = [c for c in columns if encodings[c] is not None]
         time = _choose("time", "--time", candidates, [c for c in candidates if TIME_NAMES.search(c)])
-    if encodings.get(time) is None:
+    read_as = encodings.get(time)
+    if read_as is None:
         raise DriftError(f"column {time!r} reads as no time (timestamps, dates, years, epoch seconds or ms)")
     if id_column is None:
         ids = [c for c in columns if c != time and c not in (text or []) and c not in (label or [])
@@ -262,9 +273,9 @@ def propose(name: str, source: str, time: str | None = None, text: list[str] | N
             raise DriftError(f"no column looks like the input: name it with --text <columns> or --image <column> "
                              f"(columns: {', '.join(rest)})")
 
-    encoding, fmt = encodings[time]
+    encoding, fmt = read_as
     where, files = split_source(source)
-    section = {"kind": "table", **({"files": files} if files else {})}
+    section: dict[str, object] = {"kind": "table", **({"files": files} if files else {})}
     if id_column:
         section["id"] = id_column
     section.update(time=time, time_encoding=encoding)
@@ -273,6 +284,7 @@ def propose(name: str, source: str, time: str | None = None, text: list[str] | N
     if text:
         section["text"] = list(text)
     else:
+        assert image  # given, or chosen above when no text was
         section.update(image=image, image_encoding=_is_image(frame[image]) or "bytes")
     section.update(label=label[0] if len(label) == 1 else list(label), task=task)
     cfg = parse(TableParams, {**section, "source": source, "slices": {"unit": "year", "start": 1, "end": 2}}, name)
@@ -303,7 +315,8 @@ def time_span(cfg: TableParams, invalid: dict | None = None, times: list | None 
     UTF-8, which ingest will quarantine (invalid_utf8): a Parquet file's columns the section reads are scanned
     for them, a text file is checked whole; `times` (when given) gets every readable time, as datetime64[us]
     arrays."""
-    low = high = None
+    low: dt.datetime | None = None
+    high: dt.datetime | None = None
     with tempfile.TemporaryDirectory(prefix="drift-init-") as tmp:
         for path, fmt in source_files(cfg.source, cfg.format):
             columnar = fmt in ("parquet", "arrow")
@@ -317,8 +330,10 @@ def time_span(cfg: TableParams, invalid: dict | None = None, times: list | None 
                         invalid[path] = invalid.get(path, 0) + n_bad
                 found = parse_time(text_cells(frame[cfg.time]), cfg.time_encoding, cfg.time_format).drop_nulls()
                 if len(found):
-                    low = found.min() if low is None else min(low, found.min())
-                    high = found.max() if high is None else max(high, found.max())
+                    # a Datetime column's min and max are datetimes (polars types them as any scalar)
+                    first, last = cast(dt.datetime, found.min()), cast(dt.datetime, found.max())
+                    low = first if low is None else min(low, first)
+                    high = last if high is None else max(high, last)
                     if times is not None:
                         times.append(found.cast(pl.Datetime("us")).to_numpy())
     if low is None:

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from drift.core.closure import code_digest, external_imports, module_closure
+from drift.core.encoder_registry import EncoderSpec
 from drift.core.environment import library_versions
 from drift.core.errors import DriftError
 
@@ -47,8 +48,14 @@ class Fingerprinted:
     the code and library versions of the encoder's module, plus its own `fingerprint_fields()`;
     `fingerprint_hash()` its sha256."""
 
+    spec: EncoderSpec  # set by the encoder: its registry entry
+    path: Path  # set by the encoder: its weights (a file or a directory)
     _weights_sha256: str | None = None
     _code: dict | None = None
+
+    def fingerprint_fields(self) -> dict:
+        """What else decides the encoder's outputs (pooling, lengths, sizes, dtype): each encoder's own."""
+        raise NotImplementedError
 
     def fingerprint(self) -> dict:
         if self._weights_sha256 is None:  # hashing a checkpoint takes a while: once per encoder

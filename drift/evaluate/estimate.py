@@ -60,8 +60,8 @@ def expected_macro_auc(logits: np.ndarray, classes: np.ndarray) -> float | None:
     z = np.asarray(logits, dtype=np.float64)
     p = 1.0 / (1.0 + np.exp(-z))
     values = [expected_auc(z[:, c], p[:, c]) for c in classes]
-    values = [v for v in values if v is not None]
-    return float(np.mean(values)) if values else None
+    defined = [v for v in values if v is not None]
+    return float(np.mean(defined)) if defined else None
 
 
 def source_rows(i: int, slices: np.ndarray, splits: np.ndarray, usable: list[bool]) -> np.ndarray:
@@ -137,12 +137,18 @@ def estimated_matrix(
                 calibration = calibrations[i]
             else:
                 source = source_rows(i, slices, splits, usable)
+                assert out is not None, f"row {i} is not calibrated: outputs[{i}] must hold f_{i}'s outputs"
                 calibration = calibrate(task, out[source], labels[source])
         for j, rows in cells:
             if (i, j) in known:
                 values = known[i, j]
+            elif calibration is None:
+                values = {}
             else:
-                values = estimate_cell(task, calibration, out[rows]) if calibration is not None else {}
+                assert out is not None, (
+                    f"cell ({i}, {j}) is not known: outputs[{i}] must hold f_{i}'s outputs"
+                )
+                values = estimate_cell(task, calibration, out[rows])
             for method, value in values.items():
                 estimates[method][i, j] = value
     return estimates

@@ -39,6 +39,9 @@ class Standardised(_Wrapped):
     inner(x) * scale + shift, with shift and scale the weighted mean and standard deviation of its cutoff's
     training targets (under the loss's weights w_r = n / n_r)."""
 
+    shift: torch.Tensor  # buffers (register_buffer)
+    scale: torch.Tensor
+
     def __init__(self, inner: nn.Module):
         super().__init__(inner)
         self.register_buffer("shift", torch.zeros(()))
@@ -61,6 +64,9 @@ class PixelStandardised(_Wrapped):
     """An image model reading pixels standardised per channel (not per pixel, so gradient saliency maps keep
     their spatial meaning) with its cutoff's training statistics."""
 
+    mean: torch.Tensor  # buffers (register_buffer)
+    std: torch.Tensor
+
     def __init__(self, inner: nn.Module, channels: int):
         super().__init__(inner)
         self.register_buffer("mean", torch.zeros(channels))
@@ -69,7 +75,8 @@ class PixelStandardised(_Wrapped):
     @torch.no_grad()
     def fit_inputs(self, batches) -> None:
         """Per-channel mean and std over the training rows, given as an iterable of [B, C, H, W] batches."""
-        total = total_sq = None
+        total: torch.Tensor | None = None
+        total_sq: torch.Tensor | None = None
         n = 0
         for (x,) in batches:
             x = x.double().transpose(0, 1).reshape(x.shape[1], -1)
@@ -77,6 +84,7 @@ class PixelStandardised(_Wrapped):
             total_sq = (x * x).sum(1) if total_sq is None else total_sq + (x * x).sum(1)
             n += x.shape[1]
         if n:
+            assert total is not None and total_sq is not None  # summed over the batches that gave the n rows
             mean = total / n
             # numpy's sqrt (IEEE, exact on every CPU), not torch's (MKL's vector math, CPU-dependent last bits)
             std = torch.from_numpy(np.sqrt((total_sq / n - mean * mean).clamp(min=0).numpy()))
@@ -90,6 +98,8 @@ class PixelStandardised(_Wrapped):
 class PixelScaled(_Wrapped):
     """An image model reading the stored 0-255 values (train.pixel_scale: raw, the authors' scale): the inputs
     arrive divided by 255 and are multiplied back by the `pixel_factor` buffer before anything else."""
+
+    pixel_factor: torch.Tensor  # a buffer (register_buffer)
 
     def __init__(self, inner: nn.Module, factor: float = 255.0):
         super().__init__(inner)
@@ -190,10 +200,9 @@ def load_checkpoint(name: str, spec: InputSpec, n_outputs: int, task_name: str, 
             f"`dvc repro -f train@<dataset>` to train or place it again"
         )
     targets, pixels, scale = _wrappers(state)  # the checkpoint says which wrappers it was trained in
-    wrappers = dict(standardise_targets=targets, standardise_pixels=pixels, pixel_scale=scale)
-    model = build_model(name, spec, n_outputs, task_name, **wrappers)
+    model = build_model(name, spec, n_outputs, task_name, 0.0, targets, pixels, scale)
     if set(state) != set(model.state_dict()):  # the authors' modules: other tensors (conv biases) or names
-        authors = build_model(name, spec, n_outputs, task_name, modules="authors", **wrappers)
+        authors = build_model(name, spec, n_outputs, task_name, 0.0, targets, pixels, scale, modules="authors")
         model = authors if set(state) == set(authors.state_dict()) else model
     model.load_state_dict(state)
     return model.eval()

@@ -43,9 +43,15 @@ class Inputs:
         self.offsets = None if offsets is None else np.asarray(offsets, np.int64)
         self.image_shape = tuple(image_shape)
 
+    def _offsets(self) -> np.ndarray:
+        """Where each row's token states start in the flat array (and where the last one ends): tokens only."""
+        assert self.offsets is not None, "token inputs come with their rows' offsets"
+        return self.offsets
+
     @property
     def lengths(self) -> np.ndarray:
-        return np.minimum(self.offsets[1:] - self.offsets[:-1], self.max_tokens)
+        offsets = self._offsets()
+        return np.minimum(offsets[1:] - offsets[:-1], self.max_tokens)
 
     def spec(self) -> InputSpec:
         if self.kind == "pixels":
@@ -76,8 +82,9 @@ class Inputs:
             return (torch.from_numpy(self._rows(rows)).float(),)
         if self.kind == "text":
             return (self.data[rows],)
-        starts = self.offsets[rows]
-        lengths = torch.from_numpy(np.minimum(self.offsets[rows + 1] - starts, self.max_tokens))
+        offsets = self._offsets()
+        starts = offsets[rows]
+        lengths = torch.from_numpy(np.minimum(offsets[rows + 1] - starts, self.max_tokens))
         width = int(lengths.max())
         position = torch.arange(width)
         mask = position[None, :] < lengths[:, None]

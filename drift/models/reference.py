@@ -90,6 +90,7 @@ class PriorBaseline(nn.Module):
     """The training labels' prior, the same row for every input (prior_row)."""
 
     closed_form = True
+    logits: torch.Tensor  # a buffer (register_buffer)
 
     def __init__(self, spec, n_outputs: int):
         super().__init__()
@@ -154,6 +155,8 @@ class LinearBaseline(nn.Module):
     summed over the training rows, the intercept unpenalised."""
 
     closed_form = True
+    mean: torch.Tensor  # buffers (register_buffer)
+    std: torch.Tensor
 
     def __init__(self, spec, n_outputs: int, C: float = C_DEFAULT, max_iter: int = MAX_ITER_DEFAULT):
         super().__init__()
@@ -194,18 +197,18 @@ class LinearBaseline(nn.Module):
             (X.to(f64) - mean) / std if task_name == "regression" else (X - mean.float()) / std.float()
         ).numpy()
         W, b = np.zeros((self.n_features, self.n_outputs)), prior_row(y, task_name, self.n_outputs).numpy()
-        y = y.numpy()
+        y_np = y.numpy()
 
         # one BLAS thread: L-BFGS's products are thin and memory-bound, and on shared cores more threads stall
         with threadpool_limits(1):
             if task_name == "regression":
-                _, inverse, counts = np.unique(y, return_inverse=True, return_counts=True)
-                s = len(y) / counts[inverse]  # w_r = n / n_r (tasks.rating_weights)
+                _, inverse, counts = np.unique(y_np, return_inverse=True, return_counts=True)
+                s = len(y_np) / counts[inverse]  # w_r = n / n_r (tasks.rating_weights)
                 # sum_i s_i (y_i - z_i.beta - b)^2 + |beta|^2 / C: half of it is the loss summed plus |beta|^2 / (2C)
-                fit = Ridge(alpha=1 / self.C, solver="cholesky").fit(Z, y, sample_weight=s / s.mean())
+                fit = Ridge(alpha=1 / self.C, solver="cholesky").fit(Z, y_np, sample_weight=s / s.mean())
                 W[:, 0], b[0] = fit.coef_, fit.intercept_
             else:
-                _fit_classes(Z, y, task_name, W, b, self.C, self.max_iter)
+                _fit_classes(Z, y_np, task_name, W, b, self.C, self.max_iter)
 
         self.mean.copy_(mean)
         self.std.copy_(std)
@@ -319,20 +322,20 @@ class TfidfBaseline(nn.Module):
         self.columns = torch.from_numpy(np.sort(keep).astype(np.int64))
         self.idf = torch.from_numpy((np.log((1 + n) / (1 + df[self.columns.numpy()])) + 1).astype(np.float32))
         W = np.zeros((len(keep), self.n_outputs))
-        y = y.numpy()
+        y_np = y.numpy()
         if len(keep):
             Z = self._tfidf(counts)
             with threadpool_limits(1), warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)  # max_iter caps the fit on purpose
                 if task_name == "regression":
-                    _, inverse, n_r = np.unique(y, return_inverse=True, return_counts=True)
-                    s = len(y) / n_r[inverse]  # w_r = n / n_r (tasks.rating_weights)
+                    _, inverse, n_r = np.unique(y_np, return_inverse=True, return_counts=True)
+                    s = len(y_np) / n_r[inverse]  # w_r = n / n_r (tasks.rating_weights)
                     fit = Ridge(alpha=1 / self.C, solver="lsqr", tol=1e-4).fit(
-                        Z, y, sample_weight=s / s.mean()
+                        Z, y_np, sample_weight=s / s.mean()
                     )
                     W[:, 0], b[0] = fit.coef_, fit.intercept_
                 else:
-                    _fit_classes(Z, y, task_name, W, b, self.C, self.max_iter)
+                    _fit_classes(Z, y_np, task_name, W, b, self.C, self.max_iter)
         self.weight = torch.from_numpy(np.ascontiguousarray(W.T, dtype=np.float32))
         self.bias = torch.from_numpy(b.astype(np.float64))
         return self

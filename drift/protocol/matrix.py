@@ -42,7 +42,13 @@ def drift_matrix(
     matrix = np.full((len(usable), len(usable)), np.nan)
     for i, out in outputs.items():
         for j, rows in scored_cells(i, usable, slices, splits):
-            value = known[i, j] if (i, j) in known else task.score(labels[rows], out[rows])
+            if (i, j) in known:
+                value = known[i, j]
+            else:
+                assert out is not None, (
+                    f"cell ({i}, {j}) is not known: outputs[{i}] must hold f_{i}'s outputs"
+                )
+                value = task.score(labels[rows], out[rows])
             if value is not None:
                 matrix[i, j] = value
     return matrix

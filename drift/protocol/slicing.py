@@ -32,21 +32,21 @@ MONTHS = {
 
 def slice_edges(spec: SliceSpec) -> tuple[list[dt.datetime], list[str]]:
     """The K+1 edges and K labels of a slice spec; a spec yielding no slices is a one-line error."""
-    spec = spec.spec()
-    unit = spec.get("unit")
+    fields = spec.spec()
+    unit = fields.get("unit")
     if unit not in UNITS:
         raise DriftError(f"unknown slice unit {unit!r}: valid: {', '.join(UNITS)}")
     if unit == "custom":
         try:
-            edges = [_as_datetime(e) for e in spec["edges"]]
+            edges = [_as_datetime(e) for e in fields["edges"]]
         except (KeyError, TypeError, ValueError) as e:
             raise DriftError(f"custom slices need `edges`: a list of dates like 1950-01-01 ({e})") from e
         if any(b <= a for a, b in zip(edges, edges[1:])):
             raise DriftError("custom slice edges must increase strictly")
-        labels = spec.get("labels") or [str(e.date()) for e in edges[:-1]]
+        labels = fields.get("labels") or [str(e.date()) for e in edges[:-1]]
     else:
         try:
-            start, end = int(spec["start"]), int(spec["end"])
+            start, end = int(fields["start"]), int(fields["end"])
         except (KeyError, TypeError, ValueError) as e:
             raise DriftError(f"slices of unit {unit!r} need integer `start` and `end` years ({e})") from e
         if unit == "year":
@@ -67,7 +67,7 @@ def slice_edges(spec: SliceSpec) -> tuple[list[dt.datetime], list[str]]:
             name = {"half-year": "{y}-H{i}", "quarter": "{y}-Q{i}", "month": "{y}-{m:02d}"}[unit]
             labels = [name.format(y=y, i=i, m=m) for y in range(start, end) for i, m in enumerate(months, 1)]
     if len(edges) < 2:
-        raise DriftError(f"the slice spec {spec} yields no slices: `end` must come after `start`")
+        raise DriftError(f"the slice spec {fields} yields no slices: `end` must come after `start`")
     if len(labels) != len(edges) - 1:
         raise DriftError(f"custom slices: {len(labels)} labels for {len(edges) - 1} slices")
     return edges, [str(label) for label in labels]
@@ -112,10 +112,10 @@ def stratum_keys(labels: list) -> list[str]:
 def stratified_split(ids: list[str], strata: list[str], test_fraction: float, seed: int) -> np.ndarray:
     """'train' / 'test' per row, drawn within each stratum; each stratum of n rows gets n * f test rows, rounded half up."""
     split = np.full(len(ids), "train", dtype=object)
-    strata = np.asarray(strata, dtype=object)
+    keys = np.asarray(strata, dtype=object)
     order = _row_order(ids, seed)
-    for stratum in sorted(set(strata.tolist())):
-        rows = order[strata[order] == stratum]  # this stratum's rows, in the seeded order
+    for stratum in sorted(set(keys.tolist())):
+        rows = order[keys[order] == stratum]  # this stratum's rows, in the seeded order
         n_test = int(len(rows) * test_fraction + 0.5)  # half up: 4.5 → 5, not banker's 4
         split[rows[:n_test]] = "test"
     return split
@@ -161,14 +161,14 @@ def stratified_sample(ids: list[str], strata: list[str], n: int, seed: int) -> n
     each stratum's rows chosen in the seeded order. Returned sorted, so row order follows the input."""
     if n >= len(ids):
         return np.arange(len(ids))
-    strata = np.asarray(strata, dtype=object)
-    names, counts = np.unique(strata, return_counts=True)
+    keys = np.asarray(strata, dtype=object)
+    names, counts = np.unique(keys, return_counts=True)
     quota = counts * n / len(ids)
     take = np.floor(quota).astype(int)
     for i in np.argsort(-(quota - take), kind="stable")[: n - take.sum()]:
         take[i] += 1
     order = _row_order(ids, seed)
-    chosen = [order[strata[order] == name][:k] for name, k in zip(names, take)]
+    chosen = [order[keys[order] == name][:k] for name, k in zip(names, take)]
     return np.sort(np.concatenate(chosen)) if chosen else np.arange(0)
 
 
@@ -226,12 +226,12 @@ def build_slices(records, cfg: DatasetParams, split_cfg: SplitParams):
         )
     elif cfg.cap_per_slice:
         cap = cfg.cap_per_slice
-        chosen = []
+        capped = []
         for s in np.unique(index):
             rows = np.flatnonzero(index == s)
             picked = stratified_sample([ids[i] for i in rows], [strata[i] for i in rows], cap, seed)
-            chosen.append(rows[picked])
-        chosen = np.sort(np.concatenate(chosen)) if chosen else np.arange(0)
+            capped.append(rows[picked])
+        chosen = np.sort(np.concatenate(capped)) if capped else np.arange(0)
     else:
         chosen = np.arange(len(ids))
     records, index = records.take(chosen), index[chosen]

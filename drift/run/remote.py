@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from drift.core.errors import DriftError
@@ -83,7 +84,9 @@ def explain(action: str, output: str, name: str, url: str, endpoint: str) -> str
     return f"dvc {action} with {where} failed: {first}"
 
 
-def transfer(action: str, remote: str | None = None, cwd: Path = Path("."), targets: list[str] = ()) -> str:
+def transfer(
+    action: str, remote: str | None = None, cwd: Path = Path("."), targets: Sequence[str] = ()
+) -> str:
     """Run `dvc push` or `dvc pull` (to `remote`, else the default); returns DVC's summary (its stdout).
     Raises DriftError with one line (explain) when it fails."""
     if action not in ("push", "pull", "fetch"):
@@ -99,7 +102,7 @@ def transfer(action: str, remote: str | None = None, cwd: Path = Path("."), targ
 
 if __name__ == "__main__":  # python -m drift.run.remote push|pull [remote]
     try:
-        print(transfer(sys.argv[1], *(sys.argv[2:3] or [None])))
+        print(transfer(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None))
     except DriftError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -17,6 +17,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -83,7 +84,7 @@ class DiskArray:
 
     def _read(self, out: np.ndarray, first_row: int) -> None:
         """Fill `out` (C-contiguous, whole rows) with the rows from first_row on."""
-        view = memoryview(out.reshape(-1).view(np.uint8))
+        view = out.reshape(-1).view(np.uint8).data  # a memoryview of out's bytes
         position, done = self.header_bytes + first_row * self.row_bytes, 0
         while done < len(view):  # preadv may return less than asked (signals, huge reads)
             n = os.preadv(self.fd, [view[done:]], position + done)
@@ -137,7 +138,7 @@ def open_features(path: Path) -> dict:
     header = read_header(path)
     if header is None:
         raise DriftError(f"no feature files in {path}: run `dvc repro embed@<dataset>`")
-    arrays = {"header": header}
+    arrays: dict[str, dict | DiskArray | np.ndarray] = {"header": header}
     for name in header["files"]:
         file = path / f"{name}.npy"
         arrays[name] = np.load(file) if name == "offsets" else DiskArray(file)
@@ -147,7 +148,7 @@ def open_features(path: Path) -> dict:
 # ---------------------------------------------------------------- building
 
 
-def _open_npy(path: Path, dtype, shape) -> object:
+def _open_npy(path: Path, dtype, shape) -> BinaryIO:
     """A file with a .npy header for this dtype and shape, positioned to write the data sequentially."""
     f = open(path, "wb")
     np.lib.format.write_array_header_1_0(
@@ -229,7 +230,7 @@ def build_embeddings(store, keys: pa.Array, out: Path, keys_hash: str | None = N
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     n, dim = len(keys), store.dim
-    files = {"pooled": (np.float32, (n, dim))}
+    files: dict[str, tuple[type[np.generic], tuple[int, ...]]] = {"pooled": (np.float32, (n, dim))}
     if store.with_tokens:
         lengths = store.read_lengths(keys)
         offsets = np.zeros(n + 1, np.int64)
@@ -326,6 +327,9 @@ def ensure_features(
     path = Path(out_dir) / manifest["encoder"]
     if not is_current(path, keys_hash, manifest):
         print(f"features: writing {path} from the store table {manifest['store']}", file=sys.stderr)
+        assert cache_dir is not None, (
+            "an encoder's feature files are built from its store: give the cache_dir"
+        )
         build_embeddings(open_store(manifest, cache_dir), _keys_array(keys), path, keys_hash)
     return path
 
@@ -404,6 +408,7 @@ def seed_store(store, features_dir: Path, keys) -> int:
         if tokens is None:
             store.append(chunk_keys, pooled.read_rows(chunk))
             continue
+        assert offsets is not None  # loaded with the tokens
         lengths = offsets[chunk + 1] - offsets[chunk]
         spans = [np.arange(offsets[r], offsets[r + 1]) for r in chunk]
         flat = (

@@ -15,7 +15,9 @@ from __future__ import annotations
 import copy
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import torch
@@ -133,7 +135,7 @@ class _Member:
 
     index: int  # its job's position in the caller's list
     model: nn.Module
-    loss_fn: object
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     norm: float
     batches: list[np.ndarray]  # every step's rows, epochs one after another
     epoch_ends: set[int]  # steps after which an epoch is done (progress bar)
@@ -192,8 +194,9 @@ def _groups(
         return [active]
     lengths = inputs.lengths
     widths = {i: int(lengths[members[i].batches[step]].max()) for i in active}
-    groups, current = [], []
-    for i in sorted(active, key=widths.get):
+    groups: list[list[int]] = []
+    current: list[int] = []
+    for i in sorted(active, key=widths.__getitem__):
         if current and widths[i] > WIDTH_SLACK * widths[current[0]]:
             groups.append(current)
             current = []
@@ -338,12 +341,16 @@ class _StackedLoss:
     ) -> torch.Tensor:
         """out [A, B, n_outputs] of the models `group`, on `rows` [A, B] of which the first counts[j] are real."""
         if self.kind not in ("binary", "multiclass", "regression", "multilabel"):
-            return sum(
-                self.members[i].loss_fn(
-                    out[j, :n], self.targets[torch.from_numpy(rows[j, :n]).to(self.device)]
-                )
-                * self.members[i].norm
-                for j, (i, n) in enumerate(zip(group, counts))
+            # 0 + the tensor terms: a tensor (sum's start, the int 0, makes mypy see int | Tensor)
+            return cast(
+                torch.Tensor,
+                sum(
+                    self.members[i].loss_fn(
+                        out[j, :n], self.targets[torch.from_numpy(rows[j, :n]).to(self.device)]
+                    )
+                    * self.members[i].norm
+                    for j, (i, n) in enumerate(zip(group, counts))
+                ),
             )
         a, b = rows.shape
         rows_t, index = torch.from_numpy(rows).to(self.device), torch.tensor(group, device=self.device)
@@ -378,8 +385,7 @@ def _train_stack(
     stack = _Stack([m.model for m in members], device)
     # each model's loss weights come from its weight rows (train.loss_weights split), else its training rows
     weight_rows = [
-        jobs[m.index].rows if jobs[m.index].weight_rows is None else jobs[m.index].weight_rows
-        for m in members
+        job.rows if job.weight_rows is None else job.weight_rows for job in (jobs[m.index] for m in members)
     ]
     loss_of = _StackedLoss(task, members, targets, weight_rows, device)
     adam = StackedAdam.like(optimizer, stack.flat)
@@ -399,10 +405,12 @@ def _train_stack(
             )
             out = stack.forward(live, group, xs, stack.noise(xs, [members[i].masks for i in group]))
             loss_of(out, group, rows, [len(b) for b in batches]).backward()
+        grad = live.grad
+        assert grad is not None  # every active model is in a group, and each group's loss went backward
         if grad_clip is not None:  # each model's own gradient norm, as clip_grad_norm_ in train_one
-            norms = live.grad.norm(dim=1, keepdim=True)
-            live.grad.mul_(torch.clamp(grad_clip / (norms + 1e-6), max=1.0))
-        adam.step(n_active, t + 1, live.grad)
+            norms = grad.norm(dim=1, keepdim=True)
+            grad.mul_(torch.clamp(grad_clip / (norms + 1e-6), max=1.0))
+        adam.step(n_active, t + 1, grad)
         if bar is not None:
             bar.advance(sum(1 for m in members[:n_active] if t + 1 in m.epoch_ends))
     for i, m in enumerate(members):
@@ -452,7 +460,7 @@ def train_many(
     order = sorted(range(len(jobs)), key=lambda i: -n_steps(len(jobs[i].rows), cfg))
     per_model = max(_per_model_elements(inputs, job.rows, cfg.batch_size) for job in jobs)
     size = max(1, min(max_stack, INPUT_BUDGET // max(per_model, 1)))
-    trained: list[nn.Module | None] = [None] * len(jobs)
+    trained: dict[int, nn.Module] = {}
     for start in range(0, len(order), size):
         members = [
             _member(i, name, inputs, jobs[i], targets, task, n_outputs, cfg)
@@ -464,4 +472,4 @@ def train_many(
             )
         for m in members:
             trained[m.index] = m.model.eval()
-    return trained
+    return [trained[i] for i in range(len(jobs))]

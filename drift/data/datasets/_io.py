@@ -5,11 +5,13 @@ import datetime as dt
 import email.utils
 import io
 import zlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Iterator
+from typing import Any
 
 from drift.core.errors import DriftError
 
+loads: Callable[[bytes | str], Any]
 try:  # orjson parses JSON lines several times faster than json; json is the fallback
     import orjson
 
@@ -100,8 +102,9 @@ def damage(f) -> str | None:
 
 def raise_damage(f, path: Path) -> None:
     """After a file object of open_binary has been read to its end: DamagedFile if its data stopped early."""
-    if damage(f) is not None:
-        raise DamagedFile(path, damage(f))
+    reason = damage(f)
+    if reason is not None:
+        raise DamagedFile(path, reason)
 
 
 def iter_json_lines(path: Path) -> Iterator[tuple[int, bytes, object]]:

@@ -24,7 +24,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, ClassVar, Optional
+from typing import Annotated, ClassVar, Optional, cast
 
 import numpy as np
 import polars as pl
@@ -199,6 +199,11 @@ def utf8_checked(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, int]:
     return pa.RecordBatch.from_arrays(columns, names=batch.schema.names), int(bad.sum())
 
 
+def arrow_frame(data: pa.RecordBatch | pa.Table) -> pl.DataFrame:
+    """polars' frame of an Arrow batch or table (from_arrow is typed DataFrame | Series; these are frames)."""
+    return cast(pl.DataFrame, pl.from_arrow(data))
+
+
 def _is_utf8(value: bytes) -> bool:
     try:
         value.decode("utf-8")
@@ -227,7 +232,7 @@ def scan_batches(path: Path, fmt: str, columns: list[str], cfg: TableParams, tmp
                 if bad and repaired is not None:
                     repaired[path] = repaired.get(path, 0) + bad
                 if batch.num_rows:
-                    yield from pl.from_arrow(batch).iter_slices(chunk_rows)
+                    yield from arrow_frame(batch).iter_slices(chunk_rows)
         return
     if fmt == "parquet":  # pyarrow's reader, which leaves strings unchecked: utf8_checked finds the bad cells
         file = pq.ParquetFile(plain)
@@ -237,7 +242,7 @@ def scan_batches(path: Path, fmt: str, columns: list[str], cfg: TableParams, tmp
             if bad and repaired is not None:
                 repaired[path] = repaired.get(path, 0) + bad
             if batch.num_rows:
-                yield pl.from_arrow(batch)
+                yield arrow_frame(batch)
         return
     if fmt == "csv":
         lazy = pl.scan_csv(plain, infer_schema=False, separator=cfg.csv_separator, truncate_ragged_lines=True)
@@ -272,9 +277,9 @@ def parse_time(s: pl.Series, encoding: str, fmt: str | None) -> pl.Series:
     if encoding in ("timestamp", "date") and (isinstance(dtype, pl.Datetime) or dtype == pl.Date):
         return _utc_naive(s)
     if encoding == "year":
-        year = s.cast(pl.String).str.strip_chars().cast(pl.Float64, strict=False)
-        year = pl.when((year >= 1) & (year <= 9999) & (year == year.floor())).then(year).otherwise(None)
-        year = pl.select(year.cast(pl.Int32)).to_series()
+        number = s.cast(pl.String).str.strip_chars().cast(pl.Float64, strict=False)
+        whole = (number >= 1) & (number <= 9999) & (number == number.floor())
+        year = pl.select(pl.when(whole).then(number).otherwise(None).cast(pl.Int32)).to_series()
         return pl.select(pl.datetime(year, 1, 1, time_unit="us")).to_series()
     if encoding in ("epoch_s", "epoch_ms"):
         value = s.cast(pl.String).str.strip_chars().cast(pl.Float64, strict=False)
@@ -334,9 +339,9 @@ def parse_label(frame: pl.DataFrame, cfg: TableParams, classes: list[str]) -> tu
         for column in cfg.label:
             text = _class_text(frame[column]).str.to_lowercase()
             bit = text.replace_strict({"0": 0, "1": 1, "false": 0, "true": 1}, default=None, return_dtype=pl.Int8)
-            reason = (pl.when(text.is_null()).then(pl.lit("missing_label"))
-                      .when(bit.is_null()).then(pl.lit("bad_label")).otherwise(None))
-            reasons = pl.select(pl.coalesce(reasons, reason)).to_series()
+            why = (pl.when(text.is_null()).then(pl.lit("missing_label"))
+                   .when(bit.is_null()).then(pl.lit("bad_label")).otherwise(None))
+            reasons = pl.select(pl.coalesce(reasons, why)).to_series()
             values.append(bit)
         label = pl.select(pl.concat_list(values)).to_series()
         return label, reasons
@@ -391,7 +396,7 @@ def read_image(value, encoding: str, root: Path, bound: Path | None = None) -> n
             image = Image.open(io.BytesIO(value))
         else:
             image = Image.open(image_path(value, root, bound))
-    image = image.convert("RGB").resize(IMAGE_SHAPE[1:], Image.BILINEAR)
+    image = image.convert("RGB").resize(IMAGE_SHAPE[1:], Image.Resampling.BILINEAR)
     return np.asarray(image, dtype=np.uint8).transpose(2, 0, 1).copy()
 
 
@@ -428,8 +433,17 @@ def text_cells(cells: pl.Series) -> pl.Series:
     return pl.select(pl.when(invalid).then(None).otherwise(text)).to_series().alias(cells.name)
 
 
+def image_column(cfg: TableParams) -> str:
+    """The image column of a table without text columns."""
+    if cfg.image is None:
+        raise DriftError(
+            f"{cfg.source}: a table's section names its input: `text: [columns]` or `image: column`"
+        )
+    return cfg.image
+
+
 def columns_of(cfg: TableParams) -> list[str]:
-    names = ([cfg.id] if cfg.id else []) + [cfg.time] + (cfg.text or [cfg.image]) + list(cfg.label)
+    names = ([cfg.id] if cfg.id else []) + [cfg.time] + (cfg.text or [image_column(cfg)]) + list(cfg.label)
     return list(dict.fromkeys(names))
 
 
@@ -441,7 +455,8 @@ def parsed_batches(cfg: TableParams, chunk_rows: int = CHUNK_ROWS) -> Iterator[t
     columns, line = columns_of(cfg), 0
     with tempfile.TemporaryDirectory(prefix="drift-table-") as tmp:
         for path, fmt in source_files(cfg.source, cfg.format):
-            name, first, repaired = path.name, line, {}
+            name, first = path.name, line
+            repaired: dict[Path, int] = {}
             for frame in scan_batches(path, fmt, columns, cfg, Path(tmp), chunk_rows, repaired):
                 n = frame.height
                 lines = pl.Series("line", np.arange(line + 1, line + n + 1, dtype=np.int64))
@@ -479,8 +494,8 @@ def parsed_batches(cfg: TableParams, chunk_rows: int = CHUNK_ROWS) -> Iterator[t
                                              .otherwise(None)).to_series()
                     images = None
                 else:
-                    cells = frame[cfg.image].to_list()
-                    images, flags = [], []
+                    cells = frame[image_column(cfg)].to_list()
+                    images, cell_flags = [], []
                     for cell in cells:
                         outside = False
                         try:
@@ -490,9 +505,9 @@ def parsed_batches(cfg: TableParams, chunk_rows: int = CHUNK_ROWS) -> Iterator[t
                             outside = True
                         except Exception:  # noqa: BLE001 (PIL raises many kinds: each an unreadable image)
                             images.append(None)
-                        flags.append("empty_input" if cell is None else "path_outside_root" if outside
-                                     else "unreadable_image" if images[-1] is None else None)
-                    input_reason = pl.Series(flags, dtype=pl.String)
+                        cell_flags.append("empty_input" if cell is None else "path_outside_root" if outside
+                                          else "unreadable_image" if images[-1] is None else None)
+                    input_reason = pl.Series(cell_flags, dtype=pl.String)
                 reason = pl.select(pl.coalesce(reason, time_reason, label_reason, input_reason)).to_series()
                 good = reason.is_null()
                 bad_index = np.flatnonzero(~good.to_numpy()).tolist()
@@ -562,12 +577,12 @@ def read(cfg: TableParams, ledger) -> Iterator[dict]:
     """The line-by-line path (and every image table): the same rows as dicts, bad ones to the ledger."""
     payload = "text" if cfg.text else "image"
     for kept, bad in parsed_batches(cfg):
-        bad = iter(bad)
-        next_bad = next(bad, None)
+        pending = iter(bad)
+        next_bad = next(pending, None)
         for row in kept.iter_rows(named=True):  # in line order, as the fast path accounts for them
             while next_bad is not None and next_bad[0] < row["line"]:
                 ledger.quarantine(*next_bad[1:])
-                next_bad = next(bad, None)
+                next_bad = next(pending, None)
             yield {"id": row["id"], "time": row["time"], "label": row["label"], payload: row[payload]}
-        for _, where, reason, raw in ([next_bad] if next_bad else []) + list(bad):
+        for _, where, reason, raw in ([next_bad] if next_bad else []) + list(pending):
             ledger.quarantine(where, reason, raw)
