@@ -5,6 +5,8 @@ for a 3x32x32 input and 2 classes are the paper's Table 3. Every model reads its
 so other resolutions and channel counts work too. Inputs are used as given (no normalisation inside).
 """
 
+from typing import Any
+
 import torch
 import torch.nn as nn
 
@@ -133,7 +135,7 @@ class ViT(nn.Module):
 # family -> (class, paper family name, {size: arguments}): the sizes of the authors' image presets
 # (drift_happens/model/dataset/image/architectures.py in learning-mechanisms/drift-happens, CC BY 4.0);
 # counts at 3x32x32 / 2 classes in the comments (Table 3)
-SIZES = {
+SIZES: dict[str, tuple[type[nn.Module], str, dict[str, dict[str, Any]]]] = {
     "mlp": (
         MLP,
         "MLP",

@@ -7,6 +7,8 @@ The HEADS table gives the authors' architectures and sizes, whose trainable coun
 the token states as the encoder gives them, as the authors'.
 """
 
+from typing import Any
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -126,7 +128,7 @@ class TextTransformer(nn.Module):
 # name -> (class, paper family, display name, size, arguments): the authors' sizes
 # (drift_happens/model/dataset/text/architectures.py in learning-mechanisms/drift-happens, CC BY 4.0);
 # trainable counts at D=768 with 1 output / 7 outputs
-HEADS = {
+HEADS: dict[str, tuple[type[nn.Module], str, str, str, dict[str, Any]]] = {
     "ffn-s": (FFN, "FFN", "FFN-S", "S", dict(hidden=128)),  # 99k / 99k
     "ffn-m": (FFN, "FFN", "FFN-M", "M", dict(hidden=512)),  # 394k / 397k
     "ffn-l": (FFN, "FFN", "FFN-L", "L", dict(hidden=2048)),  # 1.58M / 1.59M
