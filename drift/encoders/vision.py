@@ -8,7 +8,9 @@ own timm data config (mean, std); the small inputs are resized to the registry's
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import timm
@@ -73,10 +75,11 @@ def size_kwargs(arch: str, image_size: int) -> dict:
 def has_classifier(arch: str, weights_file: Path) -> bool:
     """Whether the checkpoint keeps timm's classifier (as the hub's do) or is a backbone export without it."""
     cfg = timm.models.get_pretrained_cfg(arch)
-    heads = cfg.classifier if cfg else None
-    if not cfg or not cfg.num_classes or not heads or weights_file.suffix != ".safetensors":
+    # timm types classifier as a str; distilled models' configs hold a tuple (DeiT's head and head_dist)
+    classifier: str | tuple[str, ...] | None = cfg.classifier if cfg else None
+    if not cfg or not cfg.num_classes or not classifier or weights_file.suffix != ".safetensors":
         return True  # nothing to drop, or only a full load could tell: assume the hub's layout
-    heads = (heads,) if isinstance(heads, str) else heads
+    heads = (classifier,) if isinstance(classifier, str) else classifier
     with safe_open(str(weights_file), "pt") as f:  # reads the header only
         return any(key.startswith(f"{head}.") for key in f.keys() for head in heads)
 
@@ -104,11 +107,11 @@ def build_model(
     except (RuntimeError, KeyError, ValueError, OSError) as e:
         reason = " ".join(str(e).split())[:300]
         raise DriftError(f"weights {weights_file} do not load into timm model {arch}: {reason}") from e
-    model.reset_classifier(
-        0
-    )  # keeps the head's pooling (CLS token, attention pool, average), drops the logits
+    # every timm model defines reset_classifier; create_model is typed as returning a plain nn.Module
+    reset_classifier = cast(Callable[..., None], model.reset_classifier)
+    reset_classifier(0)  # keeps the head's pooling (CLS token, attention pool, average), drops the logits
     if global_pool is not None:
-        model.reset_classifier(0, global_pool)
+        reset_classifier(0, global_pool)
     return model
 
 
@@ -161,7 +164,8 @@ class VisionEncoder(Fingerprinted):
         self.image_input, self.global_pool, self.activation = image_input, global_pool, activation
         self.model = build_model(self.spec.hub_id, self.spec.image_size, self.path, global_pool, activation)
         self.model.eval().requires_grad_(False).to(self.device)
-        self.dim = int(self.model.num_features)
+        # timm's width, an int (nn.Module types an attribute it does not declare as Tensor | Module)
+        self.dim = int(cast(int, self.model.num_features))
         config = timm.data.resolve_data_config({}, model=self.model)
         self.image_size = self.spec.image_size or int(config["input_size"][-1])
         self.mean = [float(m) for m in config["mean"]]
