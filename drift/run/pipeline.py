@@ -12,14 +12,33 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Required, TypedDict
 
 from drift.core.closure import ROOT, import_closure
 from drift.core.dataset_registry import DATASETS, TABLE_READER
 from drift.core.params import CHECKPOINT, ROSTER, TrainParams
 from drift.core.paths import CHECKED, dvc_path
 
-# stage -> what it reads and writes; inputs/outputs are drift/core/paths.py names, `extra` deps are literal
-STAGES = {
+
+class Stage(TypedDict, total=False):
+    """A stage's row: inputs and outputs are drift/core/paths.py names, `extra` deps are literal."""
+
+    comment: str
+    readers: bool  # its deps add what the dataset readers import (ingest)
+    extra: list[str]
+    inputs: Required[list[str]]
+    params: Required[list[str]]
+    outs: list[str]
+    outs_uncached: list[str]
+    outs_block: list[str]
+    outs_persist: list[str]
+    metrics: list[str]
+    metrics_dirs: list[str]
+    plots: list[tuple[str, str, str, str]]  # (path name, template, x, y)
+
+
+# stage -> what it reads and writes
+STAGES: dict[str, Stage] = {
     "ingest": {
         "comment": "its raw input (params.yaml `datasets`) and its reader (data/checked): a change re-runs "
         "this dataset's ingest only",
