@@ -14,7 +14,7 @@ import datetime as dt
 import types
 import typing
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 
 import yaml
 from pydantic import (
@@ -29,7 +29,8 @@ from pydantic import (
     create_model,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic.json_schema import JsonDict
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from drift.core.dataset_registry import CORPUS_INPUTS, DATASETS, EMBEDDED, dataset_info
 from drift.core.encoder_registry import DTYPES, ENCODERS, POOLINGS
@@ -197,7 +198,12 @@ MAX_THREADS = 256  # torch threads of one process
 MAX_BATCH = 65_536  # rows per batch (train, embed)
 MAX_TOKENS = 8_192  # the longest position table of the registry's encoders (ModernBERT)
 MAX_ROWS = 10_000_000  # rows of one chunk, sample or test
-Bounded = lambda most: Annotated[int, Field(ge=1, le=most)]  # noqa: E731
+# counts from 1 up to their bound
+EpochCount = Annotated[int, Field(ge=1, le=MAX_EPOCHS)]
+ThreadCount = Annotated[int, Field(ge=1, le=MAX_THREADS)]
+BatchSize = Annotated[int, Field(ge=1, le=MAX_BATCH)]
+TokenCount = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
+RowCount = Annotated[int, Field(ge=1, le=MAX_ROWS)]
 Float = Annotated[float, BeforeValidator(_number)]
 Label = Annotated[str, BeforeValidator(_label)]
 Edge = Annotated[Any, PlainValidator(_edge)]
@@ -358,18 +364,16 @@ class EmbedParams(Section):
         list[Encoder], AfterValidator(_distinct)
     ] = []  # more frozen encoders whose pooled vectors feed probe-<encoder>
     weights: Annotated[dict[str, str], _known_keys(ENCODERS)] = {}  # encoder -> local weights file or folder
-    max_length: Bounded(MAX_TOKENS) = 64  # tokens per text; at most the text encoders' positions
+    max_length: TokenCount = 64  # tokens per text; at most the text encoders' positions
     pooling: Annotated[str, choice(*POOLINGS)] | None = "mean"  # null: each encoder's own
-    batch_size: Bounded(MAX_BATCH) = 32
+    batch_size: BatchSize = 32
     dtype: Annotated[str, choice(*DTYPES)] = "float32"
     # the encoders' forward pass on a GPU: null computes under autocast in `dtype` (float32: no autocast), a
     # dtype computes in it whatever `dtype` stores (float32: the authors' runs, float16 only when stored)
     compute_dtype: Annotated[str, choice(*DTYPES)] | None = None
     cache_dir: str | None = None  # null: $DRIFT_CACHE_DIR or ~/.cache/drift
     device: str | None = None  # null: cuda when available, else cpu
-    chunk_rows: Bounded(MAX_ROWS) = (
-        512  # rows per commit to the embedding store: the most a killed run can lose
-    )
+    chunk_rows: RowCount = 512  # rows per commit to the embedding store: the most a killed run can lose
 
     # a sentence-transformers checkpoint's Normalize module applied to its pooled vector (true), or the bare
     # model's pooled vector as it is (false: the authors' masked mean)
@@ -402,27 +406,27 @@ class EmbedParams(Section):
 # ModelTraining, so of the checkpoint key, and a DVC param of the train stage); ROSTER, which checkpoints exist (a
 # DVC param; the key holds the model and seed themselves). A field deciding neither says why: {"decides": None,
 # "why": ...}; tests/test_params.py fails on a field without either.
-CHECKPOINT = {"decides": "checkpoint"}
-ROSTER = {"decides": "roster"}
+CHECKPOINT: JsonDict = {"decides": "checkpoint"}
+ROSTER: JsonDict = {"decides": "roster"}
 
 
 class TrainParams(Section):
     SECTION: ClassVar[str] = "train"
-    epochs: Bounded(MAX_EPOCHS) = Field(5, json_schema_extra=CHECKPOINT)
+    epochs: EpochCount = Field(5, json_schema_extra=CHECKPOINT)
     seeds: Annotated[list[Int], Field(min_length=1), AfterValidator(_distinct)] = Field(
         [0], json_schema_extra=ROSTER
     )
-    batch_size: Bounded(MAX_BATCH) = Field(64, json_schema_extra=CHECKPOINT)
+    batch_size: BatchSize = Field(64, json_schema_extra=CHECKPOINT)
     weight_decay: Float = Field(0.01, json_schema_extra=CHECKPOINT)  # AdamW (text heads and probes)
     lr: LearningRate = Field(
         default_factory=lambda: {"default": LR_DEFAULT, "frozen": 0.01}, json_schema_extra=CHECKPOINT
     )
     # fixed torch threads: bit-identical results
-    threads: Bounded(MAX_THREADS) = Field(1, json_schema_extra=CHECKPOINT)
+    threads: ThreadCount = Field(1, json_schema_extra=CHECKPOINT)
     # batched: drift/train/engine.py, equal to float tolerance; auto: per family and device kind (train/rates.py)
     engine: Annotated[str, choice("solo", "batched", "auto")] = Field("solo", json_schema_extra=CHECKPOINT)
     # token rows are cut here; null: embed.max_length
-    max_tokens: Bounded(MAX_TOKENS) | None = Field(None, json_schema_extra=CHECKPOINT)
+    max_tokens: TokenCount | None = Field(None, json_schema_extra=CHECKPOINT)
     # p of the models with dropout layers (ViT, text heads); 0: off
     dropout: Annotated[Float, Field(ge=0, lt=1)] = Field(0.0, json_schema_extra=CHECKPOINT)
     # each model's gradient norm clipped to this; null: none
@@ -547,16 +551,14 @@ class ComputeParams(Section):
     gpus_per_task: Annotated[Float, Field(ge=0)] = (
         0.0  # GPUs each holds (fractional: 0.25 packs four on a GPU)
     )
-    embed_actors: Bounded(MAX_THREADS) = (
-        1  # encoders loaded at once by the embed stage, each fed chunks of rows
-    )
+    embed_actors: ThreadCount = 1  # encoders loaded at once by the embed stage, each fed chunks of rows
 
 
 class SaliencyGrid(Section):
     SECTION: ClassVar[str] = "report.saliency.<dataset>"
     models: list[str] | None = None  # null: every image model of the roster
     cells: list[list[Label]] | None = None  # [trained through, evaluated on] slice labels; null: a spread
-    n: Bounded(MAX_ROWS) = 64  # portraits averaged per map
+    n: RowCount = 64  # portraits averaged per map
 
 
 class PolicyParams(Section):
@@ -588,9 +590,9 @@ class ShiftParams(Section):
     novelty_quantile: Annotated[Float, Field(gt=0, lt=1)] = (
         0.95  # novel: farther than this quantile of held-out rows
     )
-    max_rows: Bounded(MAX_ROWS) = 500  # query rows per period and per calibration set
-    max_index_rows: Bounded(MAX_ROWS) = 100_000  # training rows searched for nearest neighbours
-    top: Bounded(MAX_ROWS) = 5  # most novel examples shown per period
+    max_rows: RowCount = 500  # query rows per period and per calibration set
+    max_index_rows: RowCount = 100_000  # training rows searched for nearest neighbours
+    top: RowCount = 5  # most novel examples shown per period
 
 
 class ReportParams(Section):
@@ -659,7 +661,7 @@ def _check_names(data: dict) -> None:
     become file names and dvc.yaml command arguments. A one-line DriftError names the field."""
     for name in data["datasets"]:
         check_name(name, "datasets")
-    train = data.get("train") if isinstance(data.get("train"), dict) else {}
+    train = data["train"] if isinstance(data.get("train"), dict) else {}
     models = train.get("models")
     for dataset, names in models.items() if isinstance(models, dict) else ():
         check_name(dataset, "train.models")
@@ -668,7 +670,7 @@ def _check_names(data: dict) -> None:
     baselines = train.get("baselines")
     for model in baselines if isinstance(baselines, list) else ():
         check_name(model, "train.baselines")
-    report = data.get("report") if isinstance(data.get("report"), dict) else {}
+    report = data["report"] if isinstance(data.get("report"), dict) else {}
     saliency = report.get("saliency")
     for dataset, grid in saliency.items() if isinstance(saliency, dict) else ():
         check_name(dataset, "report.saliency")
@@ -689,7 +691,7 @@ class _Params(Section):
 
     @classmethod
     def _valid_keys(cls, data: dict) -> list[str]:
-        datasets = data.get("datasets") if isinstance(data.get("datasets"), dict) else {}
+        datasets = data["datasets"] if isinstance(data.get("datasets"), dict) else {}
         # a section for every name of `datasets`: a table's, or one _earlier_forms names the fix of
         return [k for k in cls.keys() if k != "tables"] + [n for n in datasets if n not in DATASETS]
 
@@ -728,14 +730,15 @@ class _Params(Section):
 
 # params.yaml: the sections above, and one mapping per dataset of the table (drift/core/dataset_registry.py), kept as
 # written: its params class lives with its reader (drift/data/datasets/<module>.py), which types and checks it
-Params = create_model(
-    "Params",
-    __base__=_Params,
-    __doc__="params.yaml.",
-    **{
-        name.replace("-", "_"): (dict[str, Any], Field(default_factory=dict, alias=name)) for name in DATASETS
-    },
-)
+_DATASET_SECTIONS: dict[str, Any] = {
+    name.replace("-", "_"): (dict[str, Any], Field(default_factory=dict, alias=name)) for name in DATASETS
+}
+if TYPE_CHECKING:
+    # mypy cannot follow a class made by a call: it types Params as the class of the sections above (code reads a
+    # dataset's section through `section`, never as an attribute)
+    Params = _Params
+else:
+    Params = create_model("Params", __base__=_Params, __doc__="params.yaml.", **_DATASET_SECTIONS)
 
 
 # ---------------------------------------------------------------- one-line errors
@@ -769,7 +772,7 @@ def _path(loc) -> str:
     return out
 
 
-def message(error: dict, where: str = "") -> str:
+def message(error: ErrorDetails, where: str = "") -> str:
     """One pydantic error as one line of plain words, its location written as params.yaml's dotted keys."""
     loc = ((where,) if where else ()) + tuple(error["loc"])
     kind, ctx = error["type"], error.get("ctx") or {}
