@@ -202,7 +202,9 @@ def load_checkpoint(name: str, spec: InputSpec, n_outputs: int, task_name: str, 
     targets, pixels, scale = _wrappers(state)  # the checkpoint says which wrappers it was trained in
     model = build_model(name, spec, n_outputs, task_name, 0.0, targets, pixels, scale)
     if set(state) != set(model.state_dict()):  # the authors' modules: other tensors (conv biases) or names
-        authors = build_model(name, spec, n_outputs, task_name, 0.0, targets, pixels, scale, modules="authors")
+        authors = build_model(
+            name, spec, n_outputs, task_name, 0.0, targets, pixels, scale, modules="authors"
+        )
         model = authors if set(state) == set(authors.state_dict()) else model
     model.load_state_dict(state)
     return model.eval()
