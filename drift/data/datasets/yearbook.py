@@ -97,24 +97,32 @@ def decode(data: bytes, resize: str = "bilinear", pixels: str = "uint8") -> np.n
         return None
 
 
+def area_overlaps(n_in: int, n_out: int) -> np.ndarray:
+    """int64 [n_out, n_in]: how much of each input pixel each output pixel covers, counted in 1/n_out of a
+    pixel (output pixel y spans [y * n_in, (y + 1) * n_in), input pixel h [h * n_out, (h + 1) * n_out)); each
+    row sums to n_in."""
+    lo = np.arange(n_out, dtype=np.int64)[:, None] * n_in
+    left = np.arange(n_in, dtype=np.int64)[None, :] * n_out
+    return np.clip(np.minimum(lo + n_in, left + n_out) - np.maximum(lo, left), 0, None)
+
+
 def area_weights(n_in: int, n_out: int) -> np.ndarray:
     """[n_out, n_in]: the share of each input pixel in each output pixel, by the length they overlap."""
-    edges = np.arange(n_out + 1) * (n_in / n_out)
-    lo, hi = edges[:-1, None], edges[1:, None]
-    left = np.arange(n_in)[None, :]
-    overlap = np.clip(np.minimum(hi, left + 1) - np.maximum(lo, left), 0, None)
-    return overlap / (n_in / n_out)
+    return area_overlaps(n_in, n_out) / n_in
 
 
 def area_resize(pixels: np.ndarray, dtype: str = "uint8") -> np.ndarray:
     """[H, W, 3] uint8 -> [3, 32, 32], each output pixel the mean of the input area it covers (OpenCV's
-    INTER_AREA when shrinking), computed in float64: rounded to the nearest integer (uint8), or the nearest
-    float32 (float32, the authors' stored values)."""
-    wy, wx = area_weights(pixels.shape[0], SIZE), area_weights(pixels.shape[1], SIZE)
-    out = np.einsum("yh,hwc,xw->cyx", wy, pixels.astype(np.float64), wx)
+    INTER_AREA when shrinking): the exact sum of the overlaps times the pixels over H * W, divided once in
+    float64; rounded to the nearest integer, half to even (uint8), or to the nearest float32 (float32, the
+    authors' stored values)."""
+    oy, ox = area_overlaps(pixels.shape[0], SIZE), area_overlaps(pixels.shape[1], SIZE)
+    # integers below 2^53 at every step (at most 255 * H * W): exact in float64, summed in any order
+    total = oy.astype(np.float64) @ pixels.transpose(2, 0, 1).astype(np.float64) @ ox.T.astype(np.float64)
+    mean = total / (pixels.shape[0] * pixels.shape[1])
     if dtype == "float32":
-        return np.ascontiguousarray(np.clip(out, 0, 255).astype(np.float32))
-    return np.ascontiguousarray(np.clip(np.rint(out), 0, 255).astype(np.uint8))
+        return np.ascontiguousarray(np.clip(mean, 0, 255).astype(np.float32))
+    return np.ascontiguousarray(np.clip(np.rint(mean), 0, 255).astype(np.uint8))
 
 
 def record(where: str, label_dir: str, data: bytes, ledger: Ledger, resize: str = "bilinear",
