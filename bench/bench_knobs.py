@@ -13,10 +13,11 @@ Amazon's data knobs (amazon.keep_empty, keep_duplicates, sample.draw), on the Am
 (tests/fixtures/amazon2023, 16 categories, 2,400 reviews; half-years 2014-2024, text_fields [text] as the paper
 preset, so an empty review has no text; rows read -> kept by ingest -> in the slice table): the rows each keeps, and
 baseline-tfidf and baseline-prior fitted per cutoff (drift.train.loop.train_one, the closed-form references; no
-text encoder weights are offline, so no text head trains here). Figures: docs/decisions.md.
+text encoder weights are offline, so no text head trains here), over amazon.sample.seed 0..seeds-1. Figures: docs/decisions.md.
 
     python bench/bench_knobs.py                 # every part (~10-15 min CPU on 2 shared cores)
     python bench/bench_knobs.py --part image --epochs 2 --per-slice 100
+    python bench/bench_knobs.py --part yearbook --set train.standardise_pixels=false --set train.pixel_scale=raw
     python bench/bench_knobs.py --quick         # one knob per part, 1 seed, tiny: a minute
 """
 
@@ -103,10 +104,13 @@ def stats(result: dict) -> list[dict]:
     return [id_future_decay(from_json(m), result["higher_is_better"]) for m in seeds]
 
 
+BASE_SET: dict = {}  # --set: applied to the base and every row
+
+
 def run_variant(work: Path, name: str, params: dict, overrides: dict, cache: Path) -> dict:
     """{model: [per-seed stats]} and the slice table's rows for `params` with `overrides`."""
     params = copy.deepcopy(params)
-    for key, value in overrides.items():
+    for key, value in {**BASE_SET, **overrides}.items():
         put(params, key, value)
     params["embed"]["cache_dir"] = str(cache)
     repo = Path(tempfile.mkdtemp(prefix="knob-", dir=work))
@@ -231,40 +235,37 @@ def amazon_part(args, work: Path) -> None:
     results = []
     variants: list[tuple[str, dict]] = [("base (embedded default)", {}), *knobs]
     for label, overrides in variants:
-        params = copy.deepcopy(base)
-        for key, value in overrides.items():
-            put(params, key, value)
-        typed = load_params(params)
-        cfg = dataset_cfg(typed, "amazon")
-        d = Path(tempfile.mkdtemp(prefix="amazon-", dir=work))
-        counts = ingest("amazon", cfg, d / "records.parquet", d / "quarantine.parquet")
-        table, manifest = slice_dataset(read_records(d / "records.parquet"), "amazon", typed.split)
-        task = get_task(manifest["task"])
-        slices, splits = (
-            table.column("slice").to_numpy(),
-            table.column("split").to_numpy(zero_copy_only=False),
-        )
-        targets = task.target_tensor(np.asarray(table.column("label").to_pylist()))
-        counts_in = Inputs("text", text_counts(table.column("text").to_pylist()))
-        blank = Inputs("pooled", np.zeros((table.num_rows, 1), np.float32))  # the prior reads no feature
-        cutoffs = trainable_cutoffs(manifest["slices"])
-        k = len(manifest["slices"])
-        res: dict = {"_rows": f"{counts['kept']} of {counts['read']} → {table.num_rows}"}
-        for model in ("baseline-prior", "baseline-tfidf"):
-            matrix = np.full((k, k), np.nan)
-            for i in cutoffs:
-                rows = np.flatnonzero((slices <= i) & (splits == "train"))
+        res: dict = {"baseline-prior": [], "baseline-tfidf": []}
+        for seed in range(args.seeds):  # amazon.sample.seed: the spread of the sample's draw
+            params = copy.deepcopy(base)
+            for key, value in {**overrides, "amazon.sample.seed": seed}.items():
+                put(params, key, value)
+            typed = load_params(params)
+            d = Path(tempfile.mkdtemp(prefix="amazon-", dir=work))
+            counts = ingest("amazon", dataset_cfg(typed, "amazon"), d / "records.parquet", d / "q.parquet")
+            table, manifest = slice_dataset(read_records(d / "records.parquet"), "amazon", typed.split)
+            task = get_task(manifest["task"])
+            slices = table.column("slice").to_numpy()
+            splits = table.column("split").to_numpy(zero_copy_only=False)
+            targets = task.target_tensor(np.asarray(table.column("label").to_pylist()))
+            counts_in = Inputs("text", text_counts(table.column("text").to_pylist()))
+            blank = Inputs("pooled", np.zeros((table.num_rows, 1), np.float32))  # the prior reads no feature
+            k = len(manifest["slices"])
+            res["_rows"] = f"{counts['kept']} of {counts['read']} → {table.num_rows}"
+            for model in ("baseline-prior", "baseline-tfidf"):
                 inputs = blank if model == "baseline-prior" else counts_in
-                fitted = train_one(model, inputs, rows, targets, task, 1, typed.train, 0, "text")
-                for j in range(k):
-                    test = np.flatnonzero((slices == j) & (splits == "test"))
-                    if len(test):
-                        matrix[i, j] = task.score(
-                            targets[torch.from_numpy(test)].numpy(), predict(fitted, inputs, test)
-                        )
-            res[model] = [id_future_decay(matrix, task.higher_is_better)]
+                matrix = np.full((k, k), np.nan)
+                for i in trainable_cutoffs(manifest["slices"]):
+                    rows = np.flatnonzero((slices <= i) & (splits == "train"))
+                    fitted = train_one(model, inputs, rows, targets, task, 1, typed.train, 0, "text")
+                    for j in range(k):
+                        test = np.flatnonzero((slices == j) & (splits == "test"))
+                        if len(test):
+                            truth = targets[torch.from_numpy(test)].numpy()
+                            matrix[i, j] = task.score(truth, predict(fitted, inputs, test))
+                res[model].append(id_future_decay(matrix, task.higher_is_better))
+            shutil.rmtree(d, ignore_errors=True)
         results.append((label, res))
-        shutil.rmtree(d, ignore_errors=True)
     table_out = results[0][1]
     print_table(
         "Amazon fixture, text_fields [text] (balanced MSE: lower is better; Decay = Future - ID)",
@@ -284,14 +285,24 @@ def main(argv=None) -> None:
     ap.add_argument(
         "--amazon-n", type=int, default=600, help="amazon.sample.n on the fixture (2,336 rows in span)"
     )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a base setting for every row, e.g. train.standardise_pixels=false (YAML value)",
+    )
     ap.add_argument("--quick", action="store_true", help="one knob per part, 1 seed, 1 epoch, 60 per slice")
     args = ap.parse_args(argv)
     if args.quick:
         args.seeds, args.epochs, args.per_slice, args.models = 1, 1, 60, "mlp-s"
+    for item in args.set:
+        key, _, value = item.partition("=")
+        BASE_SET[key] = yaml.safe_load(value)
     start_cpu, start = time.process_time(), time.perf_counter()
     print(
         f"models {args.models}, seeds {args.seeds}, epochs {args.epochs}, synth per_slice {args.per_slice}, "
-        f"train.threads 1"
+        f"train.threads 1, base settings {BASE_SET or 'as shipped'}"
     )
     with tempfile.TemporaryDirectory(prefix="bench-knobs-") as tmp:
         work, cache = Path(tmp), Path(tmp) / "cache"
