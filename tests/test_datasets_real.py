@@ -429,3 +429,22 @@ def test_yearbook_area_resize_is_the_block_mean():
     flat = rng.integers(0, 256, (186, 171, 3), dtype=np.uint8)
     flat[:] = 77
     assert (yearbook.area_resize(flat) == 77).all()
+
+
+def test_yearbook_pixels_default_is_uint8_and_float32_needs_area():
+    """yearbook.pixels defaults to uint8 (the bytes before the knob: decode's output unchanged); float32 keeps
+    only area means, so it refuses bilinear in one line naming the fix."""
+    rng = np.random.default_rng(1)
+    pixels = rng.integers(0, 256, (64, 48), dtype=np.uint8)
+    buf = __import__("io").BytesIO()
+    Image.fromarray(pixels, "L").save(buf, format="PNG")
+    assert yearbook.YearbookParams().pixels == "uint8"
+    for resize in ("bilinear", "area"):
+        default = yearbook.decode(buf.getvalue(), resize)
+        assert default.dtype == np.uint8 and np.array_equal(default, yearbook.decode(buf.getvalue(), resize, "uint8"))
+    floats = yearbook.decode(buf.getvalue(), "area", "float32")
+    rounded = yearbook.decode(buf.getvalue(), "area")
+    assert floats.dtype == np.float32 and np.abs(floats - rounded).max() <= 0.5 + 1e-4
+    assert (floats != rounded).mean() > 0.5  # the means a 1.5-pixel-wide area gives are rarely integers
+    with pytest.raises(DriftError, match="yearbook.resize: area"):
+        yearbook.YearbookParams(pixels="float32")

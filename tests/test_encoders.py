@@ -214,9 +214,13 @@ def test_vision_grayscale_and_input_checks(tiny_vision):
     encoder = make_encoder("tiny-resnet", weights=str(folder / "model.safetensors"))  # a file works as well
     gray = portraits(3, channels=1)
     np.testing.assert_allclose(encoder.encode_batch(gray), encoder.encode_batch(np.repeat(gray, 3, axis=1)), atol=1e-6)
-    with pytest.raises(DriftError, match="uint8 images"):
-        encoder.encode_batch(gray.astype(np.float32))
-    with pytest.raises(DriftError, match="uint8 images"):
+    # float32 0-255 values (yearbook.pixels float32) are read as they are: integers give the uint8 images' vectors
+    floats = gray.astype(np.float32)
+    np.testing.assert_array_equal(encoder.encode_batch(floats), encoder.encode_batch(gray))
+    assert np.array_equal(floats, gray)  # the caller's array is not scaled in place
+    with pytest.raises(DriftError, match="uint8 or float32 images"):
+        encoder.encode_batch(gray.astype(np.float64))
+    with pytest.raises(DriftError, match="uint8 or float32 images"):
         encoder.encode_batch(gray[:, 0])
 
 

@@ -104,6 +104,7 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
     if dataset == "yearbook":
         check("yearbook.image_size", common["image_size"], [yearbook_module.SIZE] * 2)
         check("yearbook.resize", code["resize"], cfg.resize)
+        check("yearbook.pixels", code["pixels"], cfg.pixels)
     # sample and split
     if "sample_size" in common:
         check(f"{dataset}.sample.n", common["sample_size"], cfg.sample.n)
@@ -255,7 +256,7 @@ def test_every_fact_is_compared(preset, tmp_path):
                      "split_draw", "split_row_order", "pixel_scale", "loss_weights_rows", "encoder_pooling",
                      "encoder_pixels", "batch_order", "pooled_normalize", "encoder_compute_dtype", "empty_texts",
                      "repeated_reviews", "sample_draw", "slice_seed", "trainer_keys", "model_params",
-                     "model_modules", "encoder_activation"}
+                     "model_modules", "encoder_activation", "pixels"}
     assert set(f["from_code"]) <= compared_code
 
 
@@ -720,19 +721,123 @@ def test_mlp_is_their_construction(name):
         assert a.shape == b.shape and torch.equal(a, b)
 
 
+PORTRAIT = ROOT / "tests" / "fixtures" / "yearbook" / "face_1955.png"  # a real portrait (fixtures' PROVENANCE)
+
+
+def their_area_means(portrait: np.ndarray) -> np.ndarray:
+    """[H, W] integers -> float64 [32, 32]: OpenCV's INTER_AREA shrink (their dataset/yearbook/transform.py),
+    stated here independently: each input pixel repeated 32 times along both axes, then the exact mean of each
+    H x W block (an integer sum over H * W)."""
+    h, w = portrait.shape
+    fine = np.repeat(np.repeat(portrait.astype(np.int64), 32, axis=0), 32, axis=1)
+    return fine.reshape(32, h, 32, w).sum(axis=(1, 3)) / (h * w)
+
+
 def test_portrait_resize_is_their_area_average():
     """yearbook.resize area on a portrait of the real size (186 x 171, a ratio that is no integer) gives, per pixel,
-    the mean of the input area it covers, as OpenCV's INTER_AREA shrinks (their dataset/yearbook/transform.py),
-    stated here independently: each input pixel repeated 32 times along both axes, then the mean of each
-    186 x 171 block. Ours are those means rounded to uint8 (the yearbook.pixels deviation: at most 0.5 off)."""
+    the mean of the input area it covers; the default (yearbook.pixels uint8) stores those means rounded (at most
+    0.5 off), the same bytes as before the knob."""
     rng = np.random.default_rng(5)
     portrait = rng.integers(0, 256, (186, 171), dtype=np.uint8)
-    fine = np.repeat(np.repeat(portrait, 32, axis=0), 32, axis=1)
-    theirs = fine.reshape(32, 186, 32, 171).sum(axis=(1, 3), dtype=np.int64) / (186 * 171)
+    theirs = their_area_means(portrait)
     ours = yearbook_module.area_resize(np.repeat(portrait[..., None], 3, axis=2))
-    assert ours.shape == (3, 32, 32) and (ours[0] == ours[2]).all()
+    assert ours.dtype == np.uint8 and ours.shape == (3, 32, 32) and (ours[0] == ours[2]).all()
     assert np.abs(ours[0] - theirs).max() <= 0.5 + 1e-9
     assert (ours[0] == np.rint(theirs)).all()  # the means, rounded: the same bytes
+
+
+def test_real_portrait_stores_their_float32_means(tmp_path):
+    """yearbook.pixels float32 (their load_downscaled_images_into_df keeps cv2's INTER_AREA output as float32):
+    a real portrait read through the reader from a corpus folder is stored as the area means the test computes,
+    to float32's last bit on any CPU (one unit in the last place); uint8 stores them rounded, and the two differ
+    on most pixels of a real portrait (what the knob changes)."""
+    from PIL import Image
+
+    from drift.data.ledger import Ledger
+
+    gray = np.asarray(Image.open(PORTRAIT))[..., 0]
+    theirs = their_area_means(gray).astype(np.float32)
+    (tmp_path / "M").mkdir()
+    shutil.copy(PORTRAIT, tmp_path / "M" / "1955_Fixture_School_1.png")
+    stored = {}
+    for pixels in ("uint8", "float32"):
+        cfg = yearbook_module.YearbookParams(source=str(tmp_path), resize="area", pixels=pixels)
+        (rec,) = list(yearbook_module.read(cfg, Ledger("yearbook")))
+        stored[pixels] = rec["image"]
+    f32, u8 = stored["float32"], stored["uint8"]
+    assert f32.dtype == np.float32 and f32.shape == (3, 32, 32) and (f32[0] == f32[1]).all()
+    assert (np.abs(f32[0] - theirs) <= np.spacing(theirs)).all()
+    assert u8.dtype == np.uint8 and (u8[0] == np.rint(their_area_means(gray))).all()
+    assert (f32[0] != u8[0]).mean() > 0.5  # a real portrait's means are rarely integers
+
+
+def test_float_pixels_reach_the_models_and_encoders(tmp_path):
+    """Float32 pixels (synth-portraits.pixels float32, the same path as yearbook.pixels) travel unrounded through
+    ingest's records, the slice table and the feature file to a model's input (divided by 255, within one unit in
+    the last place after PixelScaled multiplies back) and to a frozen encoder's input (raw: the 0-255 floats,
+    bilinearly upsampled); uint8 pixels keep their keys."""
+    from drift.core.params import SplitParams
+    from drift.data.datasets import synth_portraits
+    from drift.data.ingest import ingest
+    from drift.data.records import payload_key, read_records, table_images
+    from drift.models.inputs import open_inputs
+    from drift.store.features import build_pixels
+    from drift.store.slices import image_dtype, read_slice_table, slice_dataset, write_slice_table
+
+    kept = {}
+    for pixels in ("uint8", "float32"):
+        cfg = synth_portraits.SynthPortraitsParams(k=2, per_slice=40, pixels=pixels,
+                                                   slices={"unit": "year", "start": 2000, "end": 2002})
+        ingest("synth-portraits", cfg, tmp_path / pixels / "records.parquet", tmp_path / pixels / "q.parquet")
+        records = read_records(tmp_path / pixels / "records.parquet")
+        table, manifest = slice_dataset(records, "synth-portraits", SplitParams())
+        write_slice_table(table, tmp_path / pixels / "t.lance", manifest)
+        kept[pixels] = (cfg, records, tmp_path / pixels / "t.lance")
+    drawn = np.concatenate([synth_portraits.make_slice(t, kept["float32"][0])[0] for t in range(2)])
+    assert drawn.dtype == np.float32 and (drawn != np.round(drawn)).mean() > 0.5
+    _, records, path = kept["float32"]
+    assert np.array_equal(table_images(records), drawn)
+    assert records.column("key").to_pylist() == [payload_key(im) for im in drawn]
+    _, records8, path8 = kept["uint8"]
+    assert image_dtype(path8) == np.uint8 and table_images(records8).dtype == np.uint8
+    assert records8.column("key").to_pylist()[0] == __import__("hashlib").sha256(
+        repr((3, 32, 32)).encode() + table_images(records8)[0].tobytes()).hexdigest()  # the uint8 key as before
+    assert image_dtype(path) == np.float32
+    images = table_images(read_slice_table(path))
+    assert images.dtype == np.float32 and sorted(map(bytes, images)) == sorted(map(bytes, drawn))
+    build_pixels(path, tmp_path / "pixels", "k")
+    inputs = open_inputs("pixels", tmp_path / "pixels")
+    (x,) = inputs.batch(np.arange(len(images)))
+    assert x.dtype == torch.float32 and torch.equal(x, torch.from_numpy(images.copy()) / 255.0)
+    back = (x * torch.tensor(255.0)).numpy()  # PixelScaled (train.pixel_scale raw)
+    assert (np.abs(back - images) <= np.spacing(images)).all()
+    images = images[:8].copy()
+    # a frozen encoder's input (VisionEncoder.preprocess, no weights needed): raw reads the floats as they are
+    from drift.encoders.vision import VisionEncoder
+
+    encoder = VisionEncoder.__new__(VisionEncoder)
+    encoder.device, encoder.image_size, encoder.image_input = "cpu", 64, "raw"
+    upsampled = torch.nn.functional.interpolate(torch.from_numpy(images), size=(64, 64), mode="bilinear",
+                                                align_corners=False)
+    assert torch.equal(encoder.preprocess(images), upsampled)
+    encoder.image_input = "normalised"
+    encoder._mean, encoder._std = torch.zeros(1, 3, 1, 1), torch.ones(1, 3, 1, 1)
+    before = images.copy()
+    assert torch.allclose(encoder.preprocess(images), upsampled / 255, atol=1e-6)
+    assert np.array_equal(images, before)  # never divided in place
+
+
+def test_float_pixels_preset_change(tmp_path):
+    """The preset with `yearbook.pixels: float32` and no yearbook.pixels deviation line is the authors' run on
+    that key (the change the fact table asks of params/paper-yearbook.yaml)."""
+    presets = tmp_path / "params"
+    presets.mkdir()
+    text = (ROOT / "params" / "paper-yearbook.yaml").read_text()
+    text = re.sub(r"^# deviation yearbook\.pixels: .*\n", "", text, flags=re.M)
+    text = text.replace("  resize: area", "  pixels: float32               # the area means unrounded, as theirs\n  resize: area")
+    (presets / "paper-yearbook.yaml").write_text(text)
+    found = {k: (a, b) for k, a, b in compare("paper-yearbook", tmp_path, presets) if k == "yearbook.pixels"}
+    assert found == {"yearbook.pixels": ("float32", "float32")}
 
 
 # their CNN presets (architectures.py _cnn_preset: channels, kernel 3, batch norm, ReLU, max-pool after every

@@ -45,7 +45,8 @@ def _batch(rows: list[dict], schema: pa.Schema, modality: str) -> pa.RecordBatch
     if modality == "text":
         columns["text"] = [r["text"] for r in rows]
     else:
-        flat = np.stack([np.asarray(r["image"], dtype=np.uint8).reshape(-1) for r in rows])
+        dtype = schema.field("image").type.value_type.to_pandas_dtype()  # uint8, or float32 (record_schema)
+        flat = np.stack([np.asarray(r["image"], dtype=dtype).reshape(-1) for r in rows])
         columns["image"] = pa.FixedSizeListArray.from_arrays(pa.array(flat.reshape(-1)), flat.shape[1])
     return pa.RecordBatch.from_pydict(columns, schema=schema)
 
@@ -69,7 +70,8 @@ def ingest(name: str, cfg: DatasetParams, records_path: Path, quarantine_path: P
     ledger = Ledger(name, strict=cfg.strict)
     label_names = dataset.label_names(cfg)
     slicing = cfg.model_dump(include=set(DatasetParams.model_fields))  # what the slice stage reads
-    schema = record_schema(info.task, info.modality, len(label_names), label_names=label_names, slicing=slicing)
+    schema = record_schema(info.task, info.modality, len(label_names), label_names=label_names, slicing=slicing,
+                           image_dtype=getattr(cfg, "pixels", "uint8"))  # yearbook.pixels, synth-portraits.pixels
     records_path.parent.mkdir(parents=True, exist_ok=True)
     tmp_path = records_path.with_suffix(".partial")
     seen_ids: set[str] = set()

@@ -2,7 +2,8 @@
 
 One row per example: id (the source's), key (sha256 of the payload: the embedding store's key), time (UTC,
 naive), label (binary or multiclass int, regression float, multilabel fixed-size int8 list), and the payload: `text`, or
-`image` (uint8, flattened; the schema's metadata holds its shape). The schema's metadata also names the task,
+`image` (uint8, or float32 where the reader keeps unrounded 0-255 values; flattened; the schema's metadata holds
+its shape). The schema's metadata also names the task,
 the modality, the label names and the dataset's slicing keys (records_manifest): the slice stage reads them
 there, so it needs no dataset reader.
 """
@@ -21,21 +22,28 @@ from drift.core.errors import DriftError
 
 
 def payload_key(payload) -> str:
-    """The embedding-cache key: sha256 of the payload's bytes (text as UTF-8, images as raw uint8 + shape)."""
+    """The embedding-cache key: sha256 of the payload's bytes (text as UTF-8, images as raw uint8 + shape; a
+    float32 image as its float32 bytes + shape + the dtype's name, so it never shares a uint8 image's key)."""
     if isinstance(payload, str):
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+    if isinstance(payload, np.ndarray) and payload.dtype == np.float32:
+        array = np.ascontiguousarray(payload)
+        return hashlib.sha256(repr(array.shape).encode() + b"float32" + array.tobytes()).hexdigest()
     array = np.ascontiguousarray(payload, dtype=np.uint8)
     return hashlib.sha256(repr(array.shape).encode() + array.tobytes()).hexdigest()
 
 
+IMAGE_DTYPES = {"uint8": pa.uint8(), "float32": pa.float32()}  # what an image column may hold
+
+
 def record_schema(task: str, modality: str, n_labels: int, image_shape=(3, 32, 32), label_names=None,
-                  slicing: dict | None = None) -> pa.Schema:
+                  slicing: dict | None = None, image_dtype: str = "uint8") -> pa.Schema:
     """`label_names` and `slicing` (the dataset section's DatasetParams keys, every default filled) travel in
-    the metadata as JSON."""
+    the metadata as JSON; `image_dtype` (uint8 or float32) is the image column's value type."""
     label = {"binary": pa.int64(), "multiclass": pa.int64(), "regression": pa.float64(),
              "multilabel": pa.list_(pa.int8(), n_labels)}[task]
     payload = (pa.field("text", pa.string()) if modality == "text"
-               else pa.field("image", pa.list_(pa.uint8(), int(np.prod(image_shape)))))
+               else pa.field("image", pa.list_(IMAGE_DTYPES[image_dtype], int(np.prod(image_shape)))))
     meta = {"task": task, "modality": modality, "image_shape": ",".join(map(str, image_shape))}
     if label_names is not None:
         meta["label_names"] = json.dumps(list(label_names))
@@ -46,7 +54,8 @@ def record_schema(task: str, modality: str, n_labels: int, image_shape=(3, 32, 3
 
 
 def table_images(table: pa.Table) -> np.ndarray:
-    """The `image` column as uint8 [n, C, H, W], shaped by the schema's `image_shape` (record_schema)."""
+    """The `image` column as [n, C, H, W] of its stored dtype (uint8 or float32), shaped by the schema's
+    `image_shape` (record_schema)."""
     shape = tuple(int(x) for x in (table.schema.metadata or {}).get(b"image_shape", b"3,32,32").decode().split(","))
     return table.column("image").combine_chunks().flatten().to_numpy().reshape(table.num_rows, *shape)
 

@@ -207,7 +207,7 @@ def embed_pooled(
 
 
 def payload_of(part: pa.Table, payload: str):
-    """What an encoder takes: the texts, or the images as uint8 [n, C, H, W]."""
+    """What an encoder takes: the texts, or the images as stored (uint8 or float32) [n, C, H, W]."""
     if payload == "text":
         return part.column("text").to_pylist()
     return np.ascontiguousarray(table_images(part))

@@ -124,7 +124,8 @@ def head_pooling(model: torch.nn.Module) -> str:
 
 
 class VisionEncoder(Fingerprinted):
-    """Runs a frozen timm encoder over uint8 images [n, C, H, W]; returns the pooled float32 [n, D].
+    """Runs a frozen timm encoder over 0-255 images [n, C, H, W] (uint8, or float32 unrounded values); returns the
+    pooled float32 [n, D].
     `image_input` normalised: pixels / 255 normalised by the encoder's mean and std; raw: the 0-255 values as
     they are (the authors' runs). `global_pool`: timm's pooling of the head (None: the architecture's).
     `activation`: the blocks' activation, one of ACTIVATIONS (None: the architecture's; timm builds OpenAI's CLIP
@@ -191,8 +192,10 @@ class VisionEncoder(Fingerprinted):
         return fields
 
     def preprocess(self, images: np.ndarray) -> torch.Tensor:
-        """uint8 [n, C, H, W] -> float [n, 3, S, S] on the device: normalised, or 0-255 (image_input raw)."""
-        x = torch.from_numpy(np.ascontiguousarray(images)).to(self.device).float()
+        """uint8 or float32 [n, C, H, W] -> float [n, 3, S, S] on the device: normalised, or 0-255 (image_input
+        raw). A float32 array is copied, never divided in place."""
+        x = torch.from_numpy(np.ascontiguousarray(images)).to(self.device)
+        x = x.clone() if x.dtype == torch.float32 else x.float()
         if self.image_input == "raw":
             if x.shape[1] == 1:
                 x = x.expand(-1, 3, -1, -1)
@@ -212,11 +215,12 @@ class VisionEncoder(Fingerprinted):
 
     @torch.inference_mode()
     def encode_batch(self, images: np.ndarray) -> np.ndarray:
-        """One forward pass: pooled [n, D] float32 for uint8 images [n, C, H, W] (C = 1 or 3)."""
+        """One forward pass: pooled [n, D] float32 for uint8 or float32 images [n, C, H, W] (C = 1 or 3)."""
         images = np.asarray(images)
-        if images.ndim != 4 or images.dtype != np.uint8 or images.shape[1] not in (1, 3):
+        if images.ndim != 4 or images.dtype not in (np.uint8, np.float32) or images.shape[1] not in (1, 3):
             raise DriftError(
-                f"{self.spec.name} takes uint8 images [n, 1|3, H, W], got {images.dtype} {list(images.shape)}"
+                f"{self.spec.name} takes uint8 or float32 images [n, 1|3, H, W], "
+                f"got {images.dtype} {list(images.shape)}"
             )
         if len(images) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)

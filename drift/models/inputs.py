@@ -1,7 +1,7 @@
 """Model inputs as torch tensors, batch by batch, from the feature files on disk (drift/store/features.py) or from
 arrays in memory.
 
-pixels: the slice table's uint8 images; pooled: the encoder's pooled vectors; text: the rows' hashed term counts (a
+pixels: the slice table's images (uint8, or float32 0-255 values), divided by 255 as float32; pooled: the encoder's pooled vectors; text: the rows' hashed term counts (a
 scipy CSR matrix in memory, drift.models.reference.text_counts; a batch is its rows); tokens: the ragged token states
 (flat float16 array + offsets), padded per batch only to that batch's longest row. On disk, a batch reads just
 its rows, so memory follows the batch size and the prefetch depth, not the dataset. `prefetch` reads the next

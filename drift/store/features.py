@@ -3,7 +3,7 @@
 `data/features/<dataset>/<encoder>/` holds, in slice-table row order, tokens.npy (float16 [n_tokens, D], text
 encoders only), offsets.npy (int64 [n + 1]: row i is tokens[offsets[i]:offsets[i + 1]]), pooled.npy (float32
 [n, D], the store's floats) and header.json (shapes, dtypes, each file's size and sha256, the store's
-fingerprint and table, a hash of the keys); `pixels/` holds pixels.npy (uint8 [n, C, H, W]) and its header.
+fingerprint and table, a hash of the keys); `pixels/` holds pixels.npy (uint8 or float32 [n, C, H, W]) and its header.
 `write_features` builds them once from the store, streaming, and again when the header no longer matches
 (another fingerprint or other rows) or a file no longer matches its size or sha256 (checked on every open).
 Readers take a batch at a time with preadv, so memory follows the batch size, not the dataset; the files are
@@ -27,7 +27,7 @@ from drift.core.errors import DriftError
 from drift.core.objectstore import ObjectPath
 from drift.store.embeddings import DamagedRows, open_store
 from drift.store.integrity import fsync_dir, fsync_file, sha256_file
-from drift.store.slices import read_slice_table, slice_table_batches
+from drift.store.slices import image_dtype, read_slice_table, slice_table_batches
 
 FORMAT = 2  # 2: each file's size and sha256 in the header
 CHUNK_BYTES = 64 << 20  # store reads of about this many bytes of token states at a time, while building
@@ -270,21 +270,23 @@ def build_embeddings(store, keys: pa.Array, out: Path, keys_hash: str | None = N
 
 
 def build_pixels(slice_path: Path, out: Path, keys_hash: str, rows_per_read: int = 4096) -> dict:
-    """The slice table's images as uint8 [n, C, H, W], read from the table in batches; returns the header."""
+    """The slice table's images as [n, C, H, W] of the dtype it stores (uint8, or float32), read from the table in
+    batches; returns the header."""
     n, meta, batches = slice_table_batches(slice_path, ["image"], rows_per_read)
+    dtype = image_dtype(slice_path)
     shape = tuple(int(x) for x in meta.get(b"image_shape", b"3,32,32").decode().split(","))
     out = Path(out)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     written = 0
-    with _open_npy(tmp / "pixels.npy", np.uint8, (n, *shape)) as f:
+    with _open_npy(tmp / "pixels.npy", dtype, (n, *shape)) as f:
         for batch in batches:
             _write(f, batch.column("image").flatten().to_numpy().reshape(batch.num_rows, *shape))
             written += batch.num_rows
     if written != n:
         raise DriftError(f"{slice_path} changed while its pixels were read: run the build again")
-    header = _header(tmp, keys_hash, n, {"pixels": (np.uint8, (n, *shape))}, image_shape=list(shape))
+    header = _header(tmp, keys_hash, n, {"pixels": (dtype, (n, *shape))}, image_shape=list(shape))
     _finish(tmp, out, header)
     return header
 

@@ -12,6 +12,7 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 from lance.file import LanceFileReader, LanceFileWriter
 
@@ -85,6 +86,12 @@ def slice_table_batches(path: Path, columns: list[str], batch_size: int):
     reader = _reader(path, columns)
     schema = _unfolded(reader.metadata().schema)
     return reader.num_rows(), schema.metadata or {}, reader.read_all(batch_size=batch_size).to_batches()
+
+
+def image_dtype(path: Path) -> np.dtype:
+    """The dtype the slice table's `image` column holds: uint8, or float32 (a reader's unrounded 0-255 values)."""
+    field = _reader(path, ["image"]).metadata().schema.field("image")
+    return np.dtype(field.type.value_type.to_pandas_dtype())
 
 
 def slice_dataset(records, name: str, split_cfg: SplitParams):

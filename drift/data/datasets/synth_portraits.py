@@ -7,11 +7,12 @@ the slices, t from 0 to 1, each knob from 0 (off) to 1: covariate_drift (backgro
 label_drift (the share of class 1 moves from 0.5 - label_drift/2 to 0.5 + label_drift/2), concept_drift (both
 classes' marks rotate by concept_drift * t * 90 degrees: P(y | local cue) changes, the global cue holds).
 Deterministic from `seed`; cfg (params.yaml `synth-portraits`): k, per_slice, seed, start_year, covariate_drift,
-label_drift, concept_drift, global_cue, noise. Slice t is dated Jan 1 of start_year + t."""
+label_drift, concept_drift, global_cue, noise, pixels (the stored values, 0-255: uint8 rounded, or float32 as drawn).
+Slice t is dated Jan 1 of start_year + t."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from drift.core.params import (
     Int,
     PositiveInt,
     SliceSpec,
+    choice,
     slices_field,
 )
 
@@ -37,6 +39,7 @@ class SynthPortraitsParams(DatasetParams):
     concept_drift: Float = 1.0
     global_cue: Float = 0.06
     noise: Float = 0.12
+    pixels: Annotated[str, choice("uint8", "float32")] = "uint8"  # the stored 0-255 values: rounded, or as drawn
     slices: SliceSpec = slices_field(unit="year", start=2000, end=2008)
     min_samples: PositiveInt = 40
 
@@ -60,7 +63,7 @@ def _bar(angle: float, size: int = 7) -> np.ndarray:
 
 
 def make_slice(t_index: int, cfg: SynthPortraitsParams) -> tuple[np.ndarray, np.ndarray]:
-    """Images uint8 [n, 3, 32, 32] and labels int [n] of slice t_index, reproducible from cfg.seed (`cfg`: the
+    """Images [n, 3, 32, 32] (0-255, dtype cfg.pixels) and labels int [n] of slice t_index, reproducible from cfg.seed (`cfg`: the
     synth-portraits section of params.yaml, drift.core.params or its mapping)."""
     k, n = cfg.k, cfg.per_slice
     t = t_index / max(k - 1, 1)
@@ -90,7 +93,10 @@ def make_slice(t_index: int, cfg: SynthPortraitsParams) -> tuple[np.ndarray, np.
             r0, c0 = 12 + dy - CUE // 2, ex + dx - CUE // 2
             img[:, r0:r0 + CUE, c0:c0 + CUE] -= 0.6 * marks[y][None]
         images[i] = img + noise * rng.standard_normal(img.shape).astype(np.float32)
-    return (np.clip(images, 0, 1) * 255).round().astype(np.uint8), labels
+    scaled = np.clip(images, 0, 1) * 255
+    if getattr(cfg, "pixels", "uint8") == "float32":
+        return scaled.astype(np.float32), labels
+    return scaled.round().astype(np.uint8), labels
 
 
 def read(cfg: SynthPortraitsParams, ledger):

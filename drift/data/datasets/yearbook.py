@@ -4,8 +4,9 @@ Source (Ginosar et al.): the folder `faces_aligned_small_mirrored_co_aligned_cro
 grayscale PNGs, or its `.tar.gz` read as a stream, nothing extracted (read when the folder `source` names is
 absent, as `drift fetch yearbook` leaves it). cfg (params.yaml `yearbook`): source, url and sha256
 (drift.data.fetch only), strict (the ingest driver). Record: id = file name, time = January 1st of the year that
-starts the file name (`1950_...png`), label = 0 for F/, 1 for M/, image = uint8 (3, 32, 32): resized to 32x32
-(`resize`: bilinear with Pillow's antialiasing, or area), gray in three channels. Quarantine reasons: bad_file_name
+starts the file name (`1950_...png`), label = 0 for F/, 1 for M/, image = (3, 32, 32): resized to 32x32
+(`resize`: bilinear with Pillow's antialiasing, or area), gray in three channels, stored as `pixels` says: uint8
+(the area means rounded), or float32 (the area means as they are, 0-255; area only). Quarantine reasons: bad_file_name
 (not `<year>_*.png`), not_in_F_or_M, undecodable_image, path_outside_root (a symlink out of the folder, never read)."""
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Annotated, ClassVar, Iterator, Optional
 
 import numpy as np
 from PIL import Image
+from pydantic import model_validator
 
 from drift.core.errors import DriftError
 from drift.core.dataset_registry import CORPUS_INPUTS
@@ -27,6 +29,7 @@ from drift.data.ledger import Ledger
 # the archive as the paper's authors share it (learning-mechanisms/drift-happens, drift_happens/dataset/yearbook/const.py)
 PUBLIC_URL = "https://e.pcloud.link/publink/show?code=XZ6lzcZJymgTsmpuDk25aekFFPR2fL7VPfV"
 RESIZE = ("bilinear", "area")  # yearbook.resize
+PIXELS = ("uint8", "float32")  # yearbook.pixels
 
 
 class YearbookParams(CorpusParams):
@@ -35,8 +38,17 @@ class YearbookParams(CorpusParams):
     source: str = CORPUS_INPUTS["yearbook"]  # datasets.yearbook.input when the run has it
     url: Optional[str] = PUBLIC_URL
     resize: Annotated[str, choice(*RESIZE)] = "bilinear"  # to 32x32: bilinear, or area (the mean of the pixels each covers)
+    # the stored values: uint8 (the area means rounded, at most 0.5 off), or float32 (the means as they are)
+    pixels: Annotated[str, choice(*PIXELS)] = "uint8"
     slices: SliceSpec = slices_field(unit="year", start=1905, end=2014)
     min_samples: PositiveInt = 1
+
+    @model_validator(mode="after")
+    def _float_pixels_need_area(self):
+        if self.pixels == "float32" and self.resize != "area":
+            raise DriftError("yearbook.pixels float32 keeps the area means unrounded: set yearbook.resize: area "
+                             "(bilinear resizes in uint8), or yearbook.pixels: uint8")
+        return self
 
 
 PARAMS = YearbookParams
@@ -69,39 +81,52 @@ def year_of(name: str) -> dt.datetime | None:
         return None
 
 
-def decode(data: bytes, resize: str = "bilinear") -> np.ndarray | None:
-    """PNG bytes -> uint8 (3, 32, 32), or None if Pillow cannot decode all of it (truncated, not an image)."""
+def decode(data: bytes, resize: str = "bilinear", pixels: str = "uint8") -> np.ndarray | None:
+    """PNG bytes -> (3, 32, 32) of dtype `pixels` (float32: the area means unrounded; a 32x32 file as it is), or
+    None if Pillow cannot decode all of it (truncated, not an image)."""
     try:
         with Image.open(io.BytesIO(data)) as img:
             img.load()  # decode now: a truncated file fails here, not later
             img = img.convert("RGB")  # gray replicated into 3 channels; a color file keeps its colors
             if img.size != (SIZE, SIZE) and resize == "area":
-                return area_resize(np.asarray(img, dtype=np.uint8))
+                return area_resize(np.asarray(img, dtype=np.uint8), pixels)
             if img.size != (SIZE, SIZE):
                 img = img.resize((SIZE, SIZE), Image.BILINEAR)
-            return np.ascontiguousarray(np.asarray(img, dtype=np.uint8).transpose(2, 0, 1))
+            return np.ascontiguousarray(np.asarray(img, dtype=np.uint8).transpose(2, 0, 1)).astype(pixels, copy=False)
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
         return None
 
 
+def area_overlaps(n_in: int, n_out: int) -> np.ndarray:
+    """int64 [n_out, n_in]: how much of each input pixel each output pixel covers, counted in 1/n_out of a
+    pixel (output pixel y spans [y * n_in, (y + 1) * n_in), input pixel h [h * n_out, (h + 1) * n_out)); each
+    row sums to n_in."""
+    lo = np.arange(n_out, dtype=np.int64)[:, None] * n_in
+    left = np.arange(n_in, dtype=np.int64)[None, :] * n_out
+    return np.clip(np.minimum(lo + n_in, left + n_out) - np.maximum(lo, left), 0, None)
+
+
 def area_weights(n_in: int, n_out: int) -> np.ndarray:
     """[n_out, n_in]: the share of each input pixel in each output pixel, by the length they overlap."""
-    edges = np.arange(n_out + 1) * (n_in / n_out)
-    lo, hi = edges[:-1, None], edges[1:, None]
-    left = np.arange(n_in)[None, :]
-    overlap = np.clip(np.minimum(hi, left + 1) - np.maximum(lo, left), 0, None)
-    return overlap / (n_in / n_out)
+    return area_overlaps(n_in, n_out) / n_in
 
 
-def area_resize(pixels: np.ndarray) -> np.ndarray:
-    """[H, W, 3] uint8 -> [3, 32, 32] uint8, each output pixel the mean of the input area it covers (OpenCV's
-    INTER_AREA when shrinking), rounded to the nearest integer."""
-    wy, wx = area_weights(pixels.shape[0], SIZE), area_weights(pixels.shape[1], SIZE)
-    out = np.einsum("yh,hwc,xw->cyx", wy, pixels.astype(np.float64), wx)
-    return np.ascontiguousarray(np.clip(np.rint(out), 0, 255).astype(np.uint8))
+def area_resize(pixels: np.ndarray, dtype: str = "uint8") -> np.ndarray:
+    """[H, W, 3] uint8 -> [3, 32, 32], each output pixel the mean of the input area it covers (OpenCV's
+    INTER_AREA when shrinking): the exact sum of the overlaps times the pixels over H * W, divided once in
+    float64; rounded to the nearest integer, half to even (uint8), or to the nearest float32 (float32, the
+    authors' stored values)."""
+    oy, ox = area_overlaps(pixels.shape[0], SIZE), area_overlaps(pixels.shape[1], SIZE)
+    # integers below 2^53 at every step (at most 255 * H * W): exact in float64, summed in any order
+    total = oy.astype(np.float64) @ pixels.transpose(2, 0, 1).astype(np.float64) @ ox.T.astype(np.float64)
+    mean = total / (pixels.shape[0] * pixels.shape[1])
+    if dtype == "float32":
+        return np.ascontiguousarray(np.clip(mean, 0, 255).astype(np.float32))
+    return np.ascontiguousarray(np.clip(np.rint(mean), 0, 255).astype(np.uint8))
 
 
-def record(where: str, label_dir: str, data: bytes, ledger: Ledger, resize: str = "bilinear") -> dict | None:
+def record(where: str, label_dir: str, data: bytes, ledger: Ledger, resize: str = "bilinear",
+           pixels: str = "uint8") -> dict | None:
     """The record for one file (where = its path), or None after quarantining it."""
     name = where.replace("\\", "/").rsplit("/", 1)[-1]
     if label_dir not in LABELS:
@@ -111,14 +136,14 @@ def record(where: str, label_dir: str, data: bytes, ledger: Ledger, resize: str 
     if time is None:
         ledger.quarantine(where, "bad_file_name")
         return None
-    image = decode(data, resize)
+    image = decode(data, resize, pixels)
     if image is None:
         ledger.quarantine(where, "undecodable_image")
         return None
     return {"id": name, "time": time, "label": LABELS.index(label_dir), "image": image}
 
 
-def read_folder(folder: Path, ledger: Ledger, resize: str = "bilinear") -> Iterator[dict]:
+def read_folder(folder: Path, ledger: Ledger, resize: str = "bilinear", pixels: str = "uint8") -> Iterator[dict]:
     dirs = [folder / d for d in LABELS if (folder / d).is_dir()]
     if not dirs:
         raise DriftError(f"yearbook: {folder} has no F/ or M/ folder: point yearbook.source at "
@@ -130,12 +155,12 @@ def read_folder(folder: Path, ledger: Ledger, resize: str = "bilinear") -> Itera
                 ledger.quarantine(str(path), "path_outside_root")
             elif path.is_file():
                 # read_bytes of a 32x32..200x200 PNG: a few KB at a time
-                rec = record(str(path), d.name, path.read_bytes(), ledger, resize)
+                rec = record(str(path), d.name, path.read_bytes(), ledger, resize, pixels)
                 if rec is not None:
                     yield rec
 
 
-def read_archive(archive: Path, ledger: Ledger, resize: str = "bilinear") -> Iterator[dict]:
+def read_archive(archive: Path, ledger: Ledger, resize: str = "bilinear", pixels: str = "uint8") -> Iterator[dict]:
     try:
         # "r|gz": a forward-only stream, one member in memory at a time, no extraction to disk
         with tarfile.open(archive, mode="r|gz") as tar:
@@ -145,7 +170,7 @@ def read_archive(archive: Path, ledger: Ledger, resize: str = "bilinear") -> Ite
                 parts = member.name.split("/")
                 label_dir = parts[-2] if len(parts) >= 2 else ""
                 data = tar.extractfile(member).read()
-                rec = record(f"{archive.name}:{member.name}", label_dir, data, ledger, resize)
+                rec = record(f"{archive.name}:{member.name}", label_dir, data, ledger, resize, pixels)
                 if rec is not None:
                     yield rec
     except (tarfile.TarError, EOFError, OSError) as e:  # a truncated or corrupt archive stops the read
@@ -155,9 +180,9 @@ def read_archive(archive: Path, ledger: Ledger, resize: str = "bilinear") -> Ite
 def read(cfg: YearbookParams, ledger: Ledger) -> Iterator[dict]:
     source = Path(cfg.source)
     if source.is_dir():
-        yield from read_folder(source, ledger, cfg.resize)
+        yield from read_folder(source, ledger, cfg.resize, cfg.pixels)
     elif archive_path(source).is_file():
-        yield from read_archive(archive_path(source), ledger, cfg.resize)
+        yield from read_archive(archive_path(source), ledger, cfg.resize, cfg.pixels)
     else:
         raise missing_source("yearbook", source, "the Yearbook folder (with F/ and M/) or its .tar.gz")
 
