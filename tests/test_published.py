@@ -91,7 +91,7 @@ def write_eval(root: Path, dataset: str, model: str, seeds: list[np.ndarray], la
     write_json(root / "data" / "eval" / dataset / f"{model}.json",
                {"dataset": dataset, "model": model, "family": get_model_info(model).family,
                 "metric": data["metric"], "higher_is_better": data["higher_is_better"], "labels": labels,
-                "usable": labels, "seeds": {str(i): to_json(M) for i, M in enumerate(seeds)}, "estimated": {}})
+                "usable": [True] * len(labels), "seeds": {str(i): to_json(M) for i, M in enumerate(seeds)}, "estimated": {}})
 
 
 def test_compare_an_evaluation_with_the_published_run(tmp_path):

@@ -683,7 +683,7 @@ def compare_engines(root: Path, params, names: list[str], device: str) -> dict:
     try:
         for name in names:
             data = SliceData(name, input_settings(load_params(root / "params.yaml")))
-            cutoffs = trainable_cutoffs(data.manifest["slices"])
+            cutoffs = trainable_cutoffs(data.manifest.slices)
             families: dict[str, list[str]] = {}
             for model in roster(params.train, name, params.info(name).modality):
                 info = get_model_info(model)
