@@ -24,8 +24,8 @@ from typer.testing import CliRunner
 
 from drift.core.params import EmbedParams
 from drift.data.records import payload_key
-from drift.encoders.embed import embed_dataset, text_encoder
-from drift.store.embeddings import EmbeddingsManifest, EmbeddingStore, committed, open_store, table_info
+from drift.encoders.embed import EmbedRun, embed_dataset, text_encoder
+from drift.store.embeddings import EmbeddingsManifest, EmbeddingStore, StoreManifest, committed, open_store, table_info
 from drift.store.slices import hand_manifest, write_slice_table
 
 EMBED = {"text_encoder": "minilm-l6", "max_length": 16, "batch_size": 16, "chunk_rows": 32}
@@ -141,20 +141,22 @@ def test_editing_the_encoder_code_recomputes_every_row(tmp_path, minilm):
         process = subprocess.run([sys.executable, str(script), str(path), str(cache), str(tmp_path / f"{name}.json"),
                                   "0", json.dumps(EMBED)], capture_output=True, text=True, env=env, timeout=300)
         assert process.returncode == 0, process.stderr
-        return json.loads((tmp_path / f"{name}.json").read_text())
+        out = json.loads((tmp_path / f"{name}.json").read_text())
+        return {"manifest": StoreManifest.model_validate(out["manifest"]),
+                "metrics": EmbedRun.model_validate(out["metrics"])}
 
     same = embed_in_copy("same")
-    assert (same["metrics"]["computed"], same["metrics"]["cache_hits"]) == (0, 3)
-    assert same["manifest"]["fingerprint"] == base.fingerprint
+    assert (same["metrics"].computed, same["metrics"].cache_hits) == (0, 3)
+    assert same["manifest"].fingerprint == base.fingerprint
     module = copy / "drift/encoders/text.py"
     source = module.read_text()
     assert "hidden = out.last_hidden_state.float()" in source
     module.write_text(source.replace("hidden = out.last_hidden_state.float()",
                                      "hidden = out.last_hidden_state.float() * 0.5"))
     edited = embed_in_copy("edited")
-    assert (edited["metrics"]["computed"], edited["metrics"]["cache_hits"]) == (3, 0)
-    assert edited["manifest"]["store"] != base.store
-    assert edited["manifest"]["fingerprint_fields"]["code_sha256"] != base.fingerprint_fields["code_sha256"]
+    assert (edited["metrics"].computed, edited["metrics"].cache_hits) == (3, 0)
+    assert edited["manifest"].store != base.store
+    assert edited["manifest"].fingerprint_fields["code_sha256"] != base.fingerprint_fields["code_sha256"]
     keys = [payload_key(t) for t in paragraphs()[:3]]
     old, new = open_store(base, cache).read_tokens(keys)[0], open_store(edited["manifest"], cache).read_tokens(keys)[0]
     np.testing.assert_allclose(new.astype(np.float32), old.astype(np.float32) * 0.5, atol=2e-3)
@@ -184,7 +186,7 @@ def test_appending_a_slice_embeds_only_new_rows_and_reads_equal_writes(tmp_path,
     pooled = store.read_pooled([keys[i] for i in order])
     flat, offsets = store.read_tokens([keys[i] for i in order])
     assert flat.dtype == np.float16 and offsets[-1] == len(flat)
-    reference = EmbeddingStore(cache, "minilm-l6", first["fingerprint"], 384, True)
+    reference = EmbeddingStore(cache, "minilm-l6", first.fingerprint, 384, True)
     for row, i in enumerate(order[:5]):
         p, f, n = minilm.encode_flat([texts[i]])
         np.testing.assert_allclose(pooled[row], p[0], atol=2e-6)
@@ -260,7 +262,7 @@ if delay:  # slow each batch down, so the test can kill the run mid-way
     TextEncoder.encode_flat = lambda self, texts: (time.sleep(delay), real(self, texts))[1]
 cfg = EmbedParams(**json.loads(sys.argv[5]))
 manifest, metrics = embed_dataset(Path(slice_path), cfg, Path(cache))
-Path(out).write_text(json.dumps({"manifest": manifest, "metrics": metrics}))
+Path(out).write_text(json.dumps({"manifest": manifest.model_dump(), "metrics": metrics.model_dump()}))
 """
 
 
@@ -274,10 +276,11 @@ def driver(tmp_path: Path, slice_path: Path, cache: Path, name: str, delay: floa
 def finish(process: subprocess.Popen, tmp_path: Path, name: str) -> dict:
     out, err = process.communicate(timeout=300)
     assert process.returncode == 0, err
-    return json.loads((tmp_path / f"{name}.json").read_text())
+    out = json.loads((tmp_path / f"{name}.json").read_text())
+    return {"manifest": StoreManifest.model_validate(out["manifest"]), "metrics": EmbedRun.model_validate(out["metrics"])}
 
 
-def all_vectors(manifest: dict, cache: Path, keys: list[str]):
+def all_vectors(manifest: StoreManifest, cache: Path, keys: list[str]):
     store = open_store(manifest, cache)
     return store.read_pooled(keys), *store.read_tokens(keys)
 
@@ -310,7 +313,7 @@ def test_sigkill_mid_run_resumes_with_only_missing_rows_and_same_vectors(tmp_pat
     finally:
         torch.set_num_threads(threads)
     resumed = finish(resumed, tmp_path, "resumed")
-    assert (resumed["metrics"]["computed"], resumed["metrics"]["cache_hits"]) == (len(texts) - done, done)
+    assert (resumed["metrics"].computed, resumed["metrics"].cache_hits) == (len(texts) - done, done)
     assert resumed["manifest"] == reference  # deterministic: downstream stages see no change
     assert lance.dataset(str(table)).count_rows() == len(texts)  # no row twice
     got = all_vectors(resumed["manifest"], tmp_path / "cache", keys)
@@ -326,7 +329,7 @@ def test_two_processes_embedding_at_once_lose_nothing(tmp_path):
     first, second = driver(tmp_path, path, tmp_path / "cache", "a"), driver(tmp_path, path, tmp_path / "cache", "b")
     a, b = finish(first, tmp_path, "a"), finish(second, tmp_path, "b")
     assert a["manifest"] == b["manifest"]
-    assert a["metrics"]["computed"] + a["metrics"]["cache_hits"] == len(texts)
+    assert a["metrics"].computed + a["metrics"].cache_hits == len(texts)
     store = open_store(a["manifest"], tmp_path / "cache")
     ds = lance.dataset(str(store.path))
     ds.validate()
@@ -461,7 +464,8 @@ def test_drift_cache_list_compact_and_gc(tmp_path, monkeypatch, minilm):
 def test_a_manifest_whose_table_is_gone_is_a_clear_error(tmp_path):
     from drift.core.errors import DriftError
     with pytest.raises(DriftError, match="run `dvc repro -f embed@<dataset>`"):
-        open_store({"encoder": "minilm-l6", "fingerprint": "0" * 64, "dim": 384, "rows": 3}, tmp_path)
+        open_store(StoreManifest(encoder="minilm-l6", fingerprint="0" * 64, fingerprint_fields={}, store="gone",
+                                 dim=384, rows=3, keys_sha256=""), tmp_path)
 
 
 # ---------------------------------------------------------------- dvc exp run --temp

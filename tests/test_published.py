@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tomllib
-from conftest import ROOT
+from conftest import ROOT, metrics_json
 
 from drift.core.errors import DriftError
 from drift.core.stage import write_json
@@ -119,7 +119,9 @@ def test_compare_reads_the_report_when_there_is_no_evaluation(tmp_path):
     rows = [{"train": t, "eval": e, "value": float(M[i, j])}
             for i, t in enumerate(data["slices"]) for j, e in enumerate(data["slices"])]
     write_json(tmp_path / "plots" / "amazon" / "tx-s" / "matrix.json", rows)
-    write_json(tmp_path / "metrics" / "amazon" / "tx-s.json", {"metric": "balanced_mse", "higher_is_better": False})
+    (tmp_path / "metrics" / "amazon").mkdir(parents=True)
+    (tmp_path / "metrics" / "amazon" / "tx-s.json").write_text(
+        metrics_json(metric="balanced_mse", higher_is_better=False))
     result = compare(our_result(tmp_path, "amazon", "tx-s"), "amazon", "tx-s")
     assert result["delta"]["id"] == pytest.approx(0.01) and result["delta"]["decay"] == pytest.approx(0.0, abs=1e-12)
 
