@@ -230,9 +230,9 @@ def test_wild_time_summary_names_the_split_by_its_slice_label(tmp_path):
     write_with_refs(tmp_path)
     for path in (tmp_path / "metrics" / "sotu").glob("*.json"):
         stats = json.loads(path.read_text())
-        stats["protocols"] = {"wild-time": {"eval_fix_split": 1, "eval_fix_split_label": "1990s",
-                                            "eval_fix_average": 0.6, "eval_fix_worst": 0.5,
-                                            "eval_stream_average": 0.7, "eval_stream_worst": 0.6}}
+        stats["protocols"]["wild-time"] = {"eval_fix_split": 1, "eval_fix_split_label": "1990s",
+                                           "eval_fix_average": 0.6, "eval_fix_worst": 0.5,
+                                           "eval_stream_average": 0.7, "eval_stream_worst": 0.6}
         path.write_text(metrics_json(**stats))
     shown = drift("summary", "--protocol", "wild-time", "--metrics-dir", tmp_path / "metrics", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
@@ -295,7 +295,7 @@ def test_drift_init_per_slice_chooses_the_unit_shows_it_and_slices_as_shown(tmp_
         _, manifest = slice_dataset(read_records(tmp_path / "r.parquet"), "mine", params.split)
     finally:
         os.chdir(old)
-    assert [s["rows"] for s in manifest["slices"]] == [600, 600, 600]
+    assert [s.rows for s in manifest.slices] == [600, 600, 600]
     # --slices and --per-slice: one line, nothing written; N must be a count
     before = (tmp_path / "params.yaml").read_text()
     both = drift("init", "other", "t.jsonl", "--per-slice", 100, "--slices", "year", cwd=tmp_path)
