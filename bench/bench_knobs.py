@@ -244,18 +244,18 @@ def amazon_part(args, work: Path) -> None:
             d = Path(tempfile.mkdtemp(prefix="amazon-", dir=work))
             counts = ingest("amazon", dataset_cfg(typed, "amazon"), d / "records.parquet", d / "q.parquet")
             table, manifest = slice_dataset(read_records(d / "records.parquet"), "amazon", typed.split)
-            task = get_task(manifest["task"])
+            task = get_task(manifest.task)
             slices = table.column("slice").to_numpy()
             splits = table.column("split").to_numpy(zero_copy_only=False)
             targets = task.target_tensor(np.asarray(table.column("label").to_pylist()))
             counts_in = Inputs("text", text_counts(table.column("text").to_pylist()))
             blank = Inputs("pooled", np.zeros((table.num_rows, 1), np.float32))  # the prior reads no feature
-            k = len(manifest["slices"])
+            k = len(manifest.slices)
             res["_rows"] = f"{counts['kept']} of {counts['read']} → {table.num_rows}"
             for model in ("baseline-prior", "baseline-tfidf"):
                 inputs = blank if model == "baseline-prior" else counts_in
                 matrix = np.full((k, k), np.nan)
-                for i in trainable_cutoffs(manifest["slices"]):
+                for i in trainable_cutoffs(manifest.slices):
                     rows = np.flatnonzero((slices <= i) & (splits == "train"))
                     fitted = train_one(model, inputs, rows, targets, task, 1, typed.train, 0, "text")
                     for j in range(k):

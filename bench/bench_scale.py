@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +30,10 @@ sys.path.insert(0, str(ROOT))
 
 ENCODER, DIM, MAX_TOKENS = "paper-768", 768, 512
 FINGERPRINT = "f" * 64  # a store table of its own: no encoder ran
+
+
+if TYPE_CHECKING:
+    from drift.store.embeddings import StoreManifest
 
 
 def amazon_token_counts() -> np.ndarray:
@@ -47,12 +52,12 @@ def amazon_token_counts() -> np.ndarray:
     )
 
 
-def build_store(root: Path, rows: int, counts: np.ndarray, k: int, seed: int = 0) -> dict:
+def build_store(root: Path, rows: int, counts: np.ndarray, k: int, seed: int = 0) -> StoreManifest:
     """A slice table of `rows` rows and a store of random states; returns the embeddings manifest."""
     import pyarrow as pa
 
-    from drift.store.embeddings import EmbeddingStore
-    from drift.store.slices import write_slice_table
+    from drift.store.embeddings import EmbeddingStore, StoreManifest
+    from drift.store.slices import hand_manifest, write_slice_table
 
     rng = np.random.default_rng(seed)
     keys = [f"{i:064x}" for i in range(rows)]  # stand-ins for content hashes
@@ -70,7 +75,7 @@ def build_store(root: Path, rows: int, counts: np.ndarray, k: int, seed: int = 0
             }
         ),
         root / "d.lance",
-        {"task": "binary", "modality": "text"},
+        hand_manifest("d"),
     )
     store = EmbeddingStore(root / "cache", ENCODER, FINGERPRINT, DIM, with_tokens=True)
     pool = rng.standard_normal(1 << 24).astype(np.float16)  # 32 MB of values, reused at random offsets
@@ -85,13 +90,15 @@ def build_store(root: Path, rows: int, counts: np.ndarray, k: int, seed: int = 0
             flat,
             lengths[part],
         )
-    return {
-        "encoder": ENCODER,
-        "fingerprint": FINGERPRINT,
-        "store": store.path.name,
-        "dim": DIM,
-        "rows": rows,
-    }
+    return StoreManifest(
+        encoder=ENCODER,
+        fingerprint=FINGERPRINT,
+        fingerprint_fields={},
+        store=store.path.name,
+        dim=DIM,
+        rows=rows,
+        keys_sha256="",
+    )
 
 
 # ---------------------------------------------------------------- one measurement, in a child process
@@ -111,16 +118,17 @@ def child(mode: str, root: Path) -> dict:
         open_inputs,
     )
     from drift.protocol.tasks import get_task
+    from drift.store.embeddings import StoreManifest
     from drift.store.features import keys_sha256, write_features
     from drift.store.slices import read_slice_table
     from drift.train.loop import train_one
 
     deterministic(1)
-    manifest = json.loads((root / "manifest.json").read_text())
+    manifest = StoreManifest.model_validate_json((root / "manifest.json").read_text())
     if mode == "build":
         start = time.perf_counter()
         write_features(root / "d.lance", {ENCODER: manifest}, root / "cache", root / "features")
-        return {"seconds": time.perf_counter() - start, "rows": manifest["rows"]}
+        return {"seconds": time.perf_counter() - start, "rows": manifest.rows}
     what, reader = mode.split("-")
     # what SliceData reads: the small columns of the slice table
     table = read_slice_table(root / "d.lance", columns=["key", "slice", "split", "label"])
@@ -270,7 +278,7 @@ def main(argv=None):
             root.mkdir()
             start = time.perf_counter()
             manifest = build_store(root, rows, counts, args.k)
-            (root / "manifest.json").write_text(json.dumps(manifest))
+            (root / "manifest.json").write_text(manifest.model_dump_json())
             r = {"rows": rows, "store_s": time.perf_counter() - start, "build": measure("build", root)}
             r["tokens_gb"] = (root / "features" / ENCODER / "tokens.npy").stat().st_size / 1e9
             for what in ("train", "evaluate"):

@@ -6,10 +6,10 @@ import sys
 
 from drift.core.objectstore import check_store
 from drift.core.params import load_params
-from drift.core.stage import require, run_stage, write_json, write_run
+from drift.core.stage import require, run_stage, write_run
 from drift.encoders.embed import embed_all
 from drift.store.cells import corrupt_line
-from drift.store.embeddings import DamagedRows, discard_fragments
+from drift.store.embeddings import DamagedRows, EmbeddingsManifest, discard_fragments
 from drift.store.features import write_features
 from drift.store.location import cache_dir
 from drift.store.slices import read_slice_manifest
@@ -21,7 +21,7 @@ def main(argv):
     p = require(name, "slice_manifest")
     store = cache_dir(params.embed)
     check_store(store)  # on object storage: endpoint, credentials and bucket, one line each
-    modality = read_slice_manifest(p["slices"])["modality"]
+    modality = read_slice_manifest(p["slices"]).modality
     corrupt: list[str] = []
     for attempt in (0, 1):
         # rows the store lacks that pulled feature files hold (same fingerprint, verified) fill it first, uncomputed
@@ -29,7 +29,7 @@ def main(argv):
             p["slices"], modality, params.embed, store, params.compute, seed_from=p["features"]
         )
         manifests = {enc: manifest for enc, (manifest, _) in results.items()}
-        write_json(p["embeddings"], {"encoders": manifests})
+        EmbeddingsManifest(encoders=manifests).to_file(p["embeddings"])
         # the model inputs as files train and evaluate read batch by batch (rebuilt only when rows or store change)
         try:
             write_features(p["slices"], manifests, store, p["features"], modality)
@@ -42,11 +42,11 @@ def main(argv):
     if line := corrupt_line(f"embed@{name}", corrupt, "store row(s)"):
         print(line, file=sys.stderr)
     for enc, (manifest, metrics) in results.items():
-        write_run("embed", f"{name}-{enc}.json", {**metrics, "corrupt": len(corrupt)})
+        write_run("embed", f"{name}-{enc}.json", metrics.model_copy(update={"corrupt": len(corrupt)}))
         print(
-            f"embed {name} with {enc}: {metrics['unique']} unique rows, {metrics['computed']} computed, "
-            f"{metrics['cache_hits']} from the store {store / manifest['store']} ({metrics['seeded']} of them filled from "
-            f"pulled feature files; {metrics['seconds']:.1f} s)",
+            f"embed {name} with {enc}: {metrics.unique} unique rows, {metrics.computed} computed, "
+            f"{metrics.cache_hits} from the store {store / manifest.store} ({metrics.seeded} of them filled "
+            f"from pulled feature files; {metrics.seconds:.1f} s)",
             file=sys.stderr,
         )
 

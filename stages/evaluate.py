@@ -5,7 +5,8 @@
 import sys
 
 from drift.core.params import load_params, roster
-from drift.core.stage import require, run_stage, write_json, write_run
+from drift.core.stage import require, run_stage, write_run
+from drift.evaluate.eval_result import EvaluateRun
 from drift.evaluate.fill_matrices import evaluate_roster
 from drift.models.slice_data import SliceData, input_settings
 from drift.store.cells import ResultCache, corrupt_line
@@ -27,11 +28,12 @@ def main(argv):
         params.compute,
     )
     for model, result in results.items():
-        write_json(p["eval"] / f"{model}.json", result)
-    corrupt = counts.pop("corrupt")
+        result.to_file(p["eval"] / f"{model}.json")
+    corrupt = counts.pop("corrupt")  # the damaged cache files' names: printed, not recorded
     if line := corrupt_line(f"evaluate@{name}", corrupt, "cell(s)"):
         print(line, file=sys.stderr)
-    write_run("evaluate", f"{name}.json", {"dataset": name, **counts})
+    record = {"dataset": name, **counts}
+    write_run("evaluate", f"{name}.json", EvaluateRun.parse(record, f"evaluate@{name}'s counts", name))
 
 
 if __name__ == "__main__":

@@ -5,9 +5,10 @@ import sys
 
 from drift.core.params import load_params
 from drift.core.paths import dataset_paths
-from drift.core.stage import run_stage, write_json
+from drift.core.stage import run_stage
 from drift.data.datasets import check_datasets, dataset_cfg
 from drift.data.ingest import ingest
+from drift.data.ingest_counts import IngestCounts
 from drift.data.validate import validate_data
 
 
@@ -18,11 +19,11 @@ def main(argv):
     cfg = dataset_cfg(params, name)
     validate_data(params, name, cfg)  # bad names or slices stop here, before any compute (models: at train)
     p = dataset_paths(name)
-    counts = ingest(name, cfg, p["records"], p["quarantine"])
-    write_json(p["ingest_metrics"], counts)
-    for line in counts[
-        "warnings"
-    ]:  # files whose rows vanished: damaged, empty, every row dropped by one rule
+    counts = IngestCounts.parse(
+        ingest(name, cfg, p["records"], p["quarantine"]), f"ingest@{name}'s counts", name
+    )
+    counts.to_file(p["ingest_metrics"])
+    for line in counts.warnings:  # files whose rows vanished: damaged, empty, every row dropped by one rule
         print(f"warning: {line}", file=sys.stderr)
 
 

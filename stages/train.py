@@ -14,6 +14,7 @@ from drift.store.location import cache_dir
 from drift.train.engine import train_many
 from drift.train.loop import train_roster
 from drift.train.rates import engine_choice
+from drift.train.train_run import TrainRun
 
 
 def main(argv):
@@ -42,11 +43,12 @@ def main(argv):
         batched,
         engines,
     )
-    corrupt = counts.pop("corrupt")
+    corrupt = counts.pop("corrupt")  # the damaged cache files' names: printed, not recorded
     if line := corrupt_line(f"train@{name}", corrupt, "checkpoint(s)"):
         print(line, file=sys.stderr)
     engine = engines or {m: "batched" if batched else "solo" for m in models}
-    write_run("train", f"{name}.json", {"dataset": name, **counts, "engines": engine})
+    record = {"dataset": name, **counts, "engines": engine}
+    write_run("train", f"{name}.json", TrainRun.parse(record, f"train@{name}'s counts", name))
 
 
 if __name__ == "__main__":

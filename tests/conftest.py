@@ -26,6 +26,23 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
+def metrics_json(**stats) -> str:
+    """A whole metrics/<ds>/<model>.json (drift.report.metrics_file.ModelMetrics, validated) around the few
+    fields a test sets: the others empty (None), the metric accuracy, one seed, family FFN."""
+    from drift.report.metrics_file import ModelMetrics
+
+    empty = {"id": None, "future": None, "decay": None}
+    base = {**empty, "metric": "accuracy", "higher_is_better": True, "k": 3, "seeds": 1, "family": "FFN",
+            "reference": stats.get("family") == "Reference", **{f"{s}_std": None for s in empty},
+            **{f"{s}_ci95": [None, None] for s in empty},
+            "protocols": {"wild-time": {"eval_fix_split": None, "eval_fix_average": None, "eval_fix_worst": None,
+                                        "eval_stream_average": None, "eval_stream_worst": None},
+                          "clear": {"in_domain": None, "next_domain": None, "backward_transfer": None,
+                                    "forward_transfer": None}},
+            "lock_sha256": None}
+    return ModelMetrics.model_validate({**base, **stats}).dumps()
+
+
 def tiny_params() -> dict:
     """The shipped params.yaml cut down so a whole `dvc repro` takes a minute on two cores."""
     params = yaml.safe_load(SHIPPED_PARAMS.read_text())

@@ -24,9 +24,9 @@ from typer.testing import CliRunner
 
 from drift.core.params import EmbedParams
 from drift.data.records import payload_key
-from drift.encoders.embed import embed_dataset, text_encoder
-from drift.store.embeddings import EmbeddingStore, committed, open_store, table_info
-from drift.store.slices import write_slice_table
+from drift.encoders.embed import EmbedRun, embed_dataset, text_encoder
+from drift.store.embeddings import EmbeddingsManifest, EmbeddingStore, StoreManifest, committed, open_store, table_info
+from drift.store.slices import hand_manifest, write_slice_table
 
 EMBED = {"text_encoder": "minilm-l6", "max_length": 16, "batch_size": 16, "chunk_rows": 32}
 CFG = EmbedParams(**EMBED)
@@ -45,7 +45,8 @@ def slice_table(path: Path, texts) -> Path:
     n = len(texts)
     write_slice_table(pa.table({"id": [str(i) for i in range(n)], "key": [payload_key(t) for t in texts],
                                 "slice": pa.array([i * 4 // max(n, 1) for i in range(n)], pa.int32()),
-                                "split": ["train"] * n, "label": [i % 2 for i in range(n)], "text": texts}), path, {})
+                                "split": ["train"] * n, "label": [i % 2 for i in range(n)], "text": texts}), path,
+                      hand_manifest(path.stem))
     return path
 
 
@@ -64,12 +65,12 @@ def test_every_fingerprint_field_is_a_miss_and_nothing_else_is(tmp_path, minilm,
     path = slice_table(tmp_path / "d.lance", paragraphs()[:3])
     cache = tmp_path / "cache"
     base, metrics = embed_dataset(path, CFG, cache, encoder=minilm)
-    assert (metrics["computed"], metrics["cache_hits"]) == (3, 0)
+    assert (metrics.computed, metrics.cache_hits) == (3, 0)
 
     # batch size, chunking and device are not part of the key: all hits
     minilm.batch_size = 2
     again, metrics = embed_dataset(path, EmbedParams(**{**EMBED, "chunk_rows": 1}), cache, encoder=minilm)
-    assert (metrics["computed"], metrics["cache_hits"]) == (0, 3) and again == base
+    assert (metrics.computed, metrics.cache_hits) == (0, 3) and again == base
     minilm.batch_size = CFG.batch_size
 
     def miss(change, undo):
@@ -78,8 +79,8 @@ def test_every_fingerprint_field_is_a_miss_and_nothing_else_is(tmp_path, minilm,
             manifest, metrics = embed_dataset(path, CFG, cache, encoder=minilm)
         finally:
             undo()
-        assert (metrics["computed"], metrics["cache_hits"]) == (3, 0)
-        assert manifest["fingerprint"] != base["fingerprint"] and manifest["store"] != base["store"]
+        assert (metrics.computed, metrics.cache_hits) == (3, 0)
+        assert manifest.fingerprint != base.fingerprint and manifest.store != base.store
         return manifest
 
     miss(lambda: setattr(minilm, "max_length", 8), lambda: setattr(minilm, "max_length", 16))
@@ -115,8 +116,8 @@ def test_every_fingerprint_field_is_a_miss_and_nothing_else_is(tmp_path, minilm,
     (copy / "model.safetensors").write_bytes(bytes(data))
     changed = text_encoder(EmbedParams(**EMBED, weights={"minilm-l6": str(copy)}))
     manifest, metrics = embed_dataset(path, CFG, cache, encoder=changed)
-    assert metrics["computed"] == 3
-    assert manifest["fingerprint_fields"]["weights_sha256"] != base["fingerprint_fields"]["weights_sha256"]
+    assert metrics.computed == 3
+    assert manifest.fingerprint_fields["weights_sha256"] != base.fingerprint_fields["weights_sha256"]
     assert len(list(cache.glob("*.lance"))) == 8
 
 
@@ -140,20 +141,22 @@ def test_editing_the_encoder_code_recomputes_every_row(tmp_path, minilm):
         process = subprocess.run([sys.executable, str(script), str(path), str(cache), str(tmp_path / f"{name}.json"),
                                   "0", json.dumps(EMBED)], capture_output=True, text=True, env=env, timeout=300)
         assert process.returncode == 0, process.stderr
-        return json.loads((tmp_path / f"{name}.json").read_text())
+        out = json.loads((tmp_path / f"{name}.json").read_text())
+        return {"manifest": StoreManifest.model_validate(out["manifest"]),
+                "metrics": EmbedRun.model_validate(out["metrics"])}
 
     same = embed_in_copy("same")
-    assert (same["metrics"]["computed"], same["metrics"]["cache_hits"]) == (0, 3)
-    assert same["manifest"]["fingerprint"] == base["fingerprint"]
+    assert (same["metrics"].computed, same["metrics"].cache_hits) == (0, 3)
+    assert same["manifest"].fingerprint == base.fingerprint
     module = copy / "drift/encoders/text.py"
     source = module.read_text()
     assert "hidden = out.last_hidden_state.float()" in source
     module.write_text(source.replace("hidden = out.last_hidden_state.float()",
                                      "hidden = out.last_hidden_state.float() * 0.5"))
     edited = embed_in_copy("edited")
-    assert (edited["metrics"]["computed"], edited["metrics"]["cache_hits"]) == (3, 0)
-    assert edited["manifest"]["store"] != base["store"]
-    assert edited["manifest"]["fingerprint_fields"]["code_sha256"] != base["fingerprint_fields"]["code_sha256"]
+    assert (edited["metrics"].computed, edited["metrics"].cache_hits) == (3, 0)
+    assert edited["manifest"].store != base.store
+    assert edited["manifest"].fingerprint_fields["code_sha256"] != base.fingerprint_fields["code_sha256"]
     keys = [payload_key(t) for t in paragraphs()[:3]]
     old, new = open_store(base, cache).read_tokens(keys)[0], open_store(edited["manifest"], cache).read_tokens(keys)[0]
     np.testing.assert_allclose(new.astype(np.float32), old.astype(np.float32) * 0.5, atol=2e-3)
@@ -167,14 +170,14 @@ def test_appending_a_slice_embeds_only_new_rows_and_reads_equal_writes(tmp_path,
     cache = tmp_path / "cache"
     path = slice_table(tmp_path / "d.lance", texts[:30])
     first, metrics = embed_dataset(path, CFG, cache, encoder=minilm)
-    assert metrics["computed"] == 30
+    assert metrics.computed == 30
     slice_table(path, texts)  # a new slice of 10 rows appended to the raw data
     _, metrics = embed_dataset(path, CFG, cache, encoder=minilm)
-    assert (metrics["computed"], metrics["cache_hits"]) == (10, 30)
+    assert (metrics.computed, metrics.cache_hits) == (10, 30)
     # another dataset with some of the same paragraphs: those are not embedded again
     other = slice_table(tmp_path / "other.lance", texts[35:] + paragraphs()[100:105])
     _, metrics = embed_dataset(other, CFG, cache, encoder=minilm)
-    assert (metrics["computed"], metrics["cache_hits"]) == (5, 5)
+    assert (metrics.computed, metrics.cache_hits) == (5, 5)
 
     # what the store returns is what the encoder produced, bit for bit (float32 pooled, float16 tokens)
     keys = [payload_key(t) for t in texts]
@@ -183,7 +186,7 @@ def test_appending_a_slice_embeds_only_new_rows_and_reads_equal_writes(tmp_path,
     pooled = store.read_pooled([keys[i] for i in order])
     flat, offsets = store.read_tokens([keys[i] for i in order])
     assert flat.dtype == np.float16 and offsets[-1] == len(flat)
-    reference = EmbeddingStore(cache, "minilm-l6", first["fingerprint"], 384, True)
+    reference = EmbeddingStore(cache, "minilm-l6", first.fingerprint, 384, True)
     for row, i in enumerate(order[:5]):
         p, f, n = minilm.encode_flat([texts[i]])
         np.testing.assert_allclose(pooled[row], p[0], atol=2e-6)
@@ -259,7 +262,7 @@ if delay:  # slow each batch down, so the test can kill the run mid-way
     TextEncoder.encode_flat = lambda self, texts: (time.sleep(delay), real(self, texts))[1]
 cfg = EmbedParams(**json.loads(sys.argv[5]))
 manifest, metrics = embed_dataset(Path(slice_path), cfg, Path(cache))
-Path(out).write_text(json.dumps({"manifest": manifest, "metrics": metrics}))
+Path(out).write_text(json.dumps({"manifest": manifest.model_dump(), "metrics": metrics.model_dump()}))
 """
 
 
@@ -273,10 +276,11 @@ def driver(tmp_path: Path, slice_path: Path, cache: Path, name: str, delay: floa
 def finish(process: subprocess.Popen, tmp_path: Path, name: str) -> dict:
     out, err = process.communicate(timeout=300)
     assert process.returncode == 0, err
-    return json.loads((tmp_path / f"{name}.json").read_text())
+    out = json.loads((tmp_path / f"{name}.json").read_text())
+    return {"manifest": StoreManifest.model_validate(out["manifest"]), "metrics": EmbedRun.model_validate(out["metrics"])}
 
 
-def all_vectors(manifest: dict, cache: Path, keys: list[str]):
+def all_vectors(manifest: StoreManifest, cache: Path, keys: list[str]):
     store = open_store(manifest, cache)
     return store.read_pooled(keys), *store.read_tokens(keys)
 
@@ -309,7 +313,7 @@ def test_sigkill_mid_run_resumes_with_only_missing_rows_and_same_vectors(tmp_pat
     finally:
         torch.set_num_threads(threads)
     resumed = finish(resumed, tmp_path, "resumed")
-    assert (resumed["metrics"]["computed"], resumed["metrics"]["cache_hits"]) == (len(texts) - done, done)
+    assert (resumed["metrics"].computed, resumed["metrics"].cache_hits) == (len(texts) - done, done)
     assert resumed["manifest"] == reference  # deterministic: downstream stages see no change
     assert lance.dataset(str(table)).count_rows() == len(texts)  # no row twice
     got = all_vectors(resumed["manifest"], tmp_path / "cache", keys)
@@ -325,7 +329,7 @@ def test_two_processes_embedding_at_once_lose_nothing(tmp_path):
     first, second = driver(tmp_path, path, tmp_path / "cache", "a"), driver(tmp_path, path, tmp_path / "cache", "b")
     a, b = finish(first, tmp_path, "a"), finish(second, tmp_path, "b")
     assert a["manifest"] == b["manifest"]
-    assert a["metrics"]["computed"] + a["metrics"]["cache_hits"] == len(texts)
+    assert a["metrics"].computed + a["metrics"].cache_hits == len(texts)
     store = open_store(a["manifest"], tmp_path / "cache")
     ds = lance.dataset(str(store.path))
     ds.validate()
@@ -415,7 +419,7 @@ def test_drift_cache_list_compact_and_gc(tmp_path, monkeypatch, minilm):
     repo = tmp_path / "repo"
     (repo / "data/embeddings").mkdir(parents=True)
     manifest, _ = embed_dataset(slice_table(tmp_path / "d.lance", paragraphs()[:5]), CFG, cache, encoder=minilm)
-    (repo / "data/embeddings/sotu.json").write_text(json.dumps(manifest))
+    (repo / "data/embeddings/sotu.json").write_text(EmbeddingsManifest(encoders={"minilm-l6": manifest}).dumps())
     unused = EmbeddingStore(cache, "enc", "d" * 64, dim=4, with_tokens=False)
     for i in range(3):
         unused.append([f"k{i}", "k0"], np.zeros((2, 4), np.float32))
@@ -425,9 +429,9 @@ def test_drift_cache_list_compact_and_gc(tmp_path, monkeypatch, minilm):
     listed = runner.invoke(cache_app(), ["list", "--json", "--cache-dir", str(cache)])
     assert listed.exit_code == 0, listed.output
     tables = {t["table"]: t for t in json.loads(listed.stdout)}
-    used = tables[manifest["store"]]
+    used = tables[manifest.store]
     assert (used["encoder"], used["rows"], used["dim"], used["datasets"]) == ("minilm-l6", 5, 384, ["sotu"])
-    assert used["fingerprint"] == manifest["fingerprint"] and used["fragments"] >= 1 and used["bytes"] > 0
+    assert used["fingerprint"] == manifest.fingerprint and used["fragments"] >= 1 and used["bytes"] > 0
     assert tables[unused.path.name]["rows"] == 6 and tables[unused.path.name]["unique"] == 3
     shown = runner.invoke(cache_app(), [], env={"DRIFT_CACHE_DIR": str(cache), "COLUMNS": "200"})  # bare `drift cache`
     assert shown.exit_code == 0 and "minilm-l6" in shown.output and "sotu" in shown.output
@@ -444,7 +448,7 @@ def test_drift_cache_list_compact_and_gc(tmp_path, monkeypatch, minilm):
     kept = runner.invoke(cache_app(), ["gc", "--grace-minutes", "0", "--keep-manifests", str(other), "--cache-dir", str(cache)])
     assert kept.exit_code == 0 and unused.path.exists()
     gone = runner.invoke(cache_app(), ["gc", "--grace-minutes", "0", "--cache-dir", str(cache)])
-    assert gone.exit_code == 0 and not unused.path.exists() and (cache / manifest["store"]).exists()
+    assert gone.exit_code == 0 and not unused.path.exists() and (cache / manifest.store).exists()
 
     # clear one-line errors
     monkeypatch.chdir(tmp_path)
@@ -460,7 +464,8 @@ def test_drift_cache_list_compact_and_gc(tmp_path, monkeypatch, minilm):
 def test_a_manifest_whose_table_is_gone_is_a_clear_error(tmp_path):
     from drift.core.errors import DriftError
     with pytest.raises(DriftError, match="run `dvc repro -f embed@<dataset>`"):
-        open_store({"encoder": "minilm-l6", "fingerprint": "0" * 64, "dim": 384, "rows": 3}, tmp_path)
+        open_store(StoreManifest(encoder="minilm-l6", fingerprint="0" * 64, fingerprint_fields={}, store="gone",
+                                 dim=384, rows=3, keys_sha256=""), tmp_path)
 
 
 # ---------------------------------------------------------------- dvc exp run --temp

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import SHIPPED_PARAMS
 from conftest import drift_cli as drift
+from conftest import metrics_json
 
 DRIFT = str(Path(sys.executable).parent / "drift")
 
@@ -17,12 +18,12 @@ def write_metrics(root: Path):
     for model, (id_, future) in {"ffn-s": (0.8, 0.7), "tx-s": (0.9, 0.6), "bigru-s": (0.7, 0.69)}.items():
         path = root / "metrics" / "sotu" / f"{model}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"id": id_, "future": future, "decay": id_ - future, "metric": "accuracy",
-                                    "higher_is_better": True, "k": 18, "seeds": 1, "family": "x"}))
+        path.write_text(metrics_json(id=id_, future=future, decay=id_ - future, metric="accuracy",
+                                     higher_is_better=True, k=18, seeds=1, family="x"))
     path = root / "metrics" / "amazon" / "ffn-s.json"
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"id": 0.7, "future": 0.8, "decay": 0.1, "metric": "balanced_mse",
-                                "higher_is_better": False, "k": 20, "seeds": 3, "family": "FFN"}))
+    path.write_text(metrics_json(id=0.7, future=0.8, decay=0.1, metric="balanced_mse",
+                                 higher_is_better=False, k=20, seeds=3, family="FFN"))
 
 
 def test_summary_ranks_by_decay_or_as_asked(tmp_path):
@@ -95,7 +96,7 @@ def write_with_refs(root: Path, models=WITH_REFS, seeds=1, dataset="sotu"):
             stats.update(id_std=0.0123, future_std=0.0456, decay_std=0.0789)
         if family == "Reference":
             stats["reference"] = True
-        path.write_text(json.dumps(stats))
+        path.write_text(metrics_json(**stats))
 
 
 def invoke(*args, root: Path):
@@ -229,10 +230,10 @@ def test_wild_time_summary_names_the_split_by_its_slice_label(tmp_path):
     write_with_refs(tmp_path)
     for path in (tmp_path / "metrics" / "sotu").glob("*.json"):
         stats = json.loads(path.read_text())
-        stats["protocols"] = {"wild-time": {"eval_fix_split": 1, "eval_fix_split_label": "1990s",
-                                            "eval_fix_average": 0.6, "eval_fix_worst": 0.5,
-                                            "eval_stream_average": 0.7, "eval_stream_worst": 0.6}}
-        path.write_text(json.dumps(stats))
+        stats["protocols"]["wild-time"] = {"eval_fix_split": 1, "eval_fix_split_label": "1990s",
+                                           "eval_fix_average": 0.6, "eval_fix_worst": 0.5,
+                                           "eval_stream_average": 0.7, "eval_stream_worst": 0.6}
+        path.write_text(metrics_json(**stats))
     shown = drift("summary", "--protocol", "wild-time", "--metrics-dir", tmp_path / "metrics", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert "Eval-Fix trained through 1990s" in shown.stdout and "period 1" not in shown.stdout
@@ -294,7 +295,7 @@ def test_drift_init_per_slice_chooses_the_unit_shows_it_and_slices_as_shown(tmp_
         _, manifest = slice_dataset(read_records(tmp_path / "r.parquet"), "mine", params.split)
     finally:
         os.chdir(old)
-    assert [s["rows"] for s in manifest["slices"]] == [600, 600, 600]
+    assert [s.rows for s in manifest.slices] == [600, 600, 600]
     # --slices and --per-slice: one line, nothing written; N must be a count
     before = (tmp_path / "params.yaml").read_text()
     both = drift("init", "other", "t.jsonl", "--per-slice", 100, "--slices", "year", cwd=tmp_path)

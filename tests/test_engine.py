@@ -25,6 +25,7 @@ from drift.models.inputs import Inputs
 from drift.protocol.matrix import drift_matrix, to_json
 from drift.protocol.tasks import get_task
 from drift.store.cells import code_version, row_hashes
+from drift.store.slices import hand_manifest
 from drift.train.engine import (
     Job,
     StackedAdam,
@@ -198,8 +199,7 @@ class TinyData:
         self.labels = rng.integers(1, 6, N).astype(np.float32).tolist()
         self.slices = np.repeat(np.arange(4), N // 4)
         self.splits = np.where(rng.random(N) < 0.7, "train", "test").astype(object)
-        self.manifest = {"slices": [{"index": i, "usable": True} for i in range(4)], "task": "regression",
-                         "label_names": ["rating"]}
+        self.manifest = hand_manifest("tiny", ["0", "1", "2", "3"], task="regression", label_names=["rating"])
         self.row_hashes = row_hashes([f"key{i}" for i in range(N)], self.labels, self.splits)
         self.paths = {"slices": Path("."), "features": Path(".")}  # what the executor checks workers can see
         self.usable = [True] * 4

@@ -152,14 +152,13 @@ def test_a_temporary_experiment_keeps_its_store_in_the_main_repository(project, 
 
 
 def test_summary_reads_the_datasets_params_yaml_declares(tmp_path):
-    from conftest import drift_cli
+    from conftest import drift_cli, metrics_json
 
     metrics = tmp_path / "metrics"
     for dataset in ("sotu", "arxiv"):  # arxiv: another experiment's leftover folder
         (metrics / dataset).mkdir(parents=True)
-        (metrics / dataset / "ffn-s.json").write_text(json.dumps(
-            {"id": 0.6, "future": 0.5, "decay": 0.1, "metric": "accuracy", "higher_is_better": True, "k": 3,
-             "seeds": 1}))
+        (metrics / dataset / "ffn-s.json").write_text(
+            metrics_json(id=0.6, future=0.5, decay=0.1, metric="accuracy", higher_is_better=True, k=3, seeds=1))
     params = tiny_params()
     only(params, "sotu")
     import yaml

@@ -24,7 +24,7 @@ from drift.models.inputs import (
     open_inputs,
     prefetched,
 )
-from drift.store.embeddings import open_store
+from drift.store.embeddings import EmbeddingsManifest, open_store
 from drift.store.features import (
     DiskArray,
     ensure_features,
@@ -32,7 +32,7 @@ from drift.store.features import (
     keys_sha256,
     write_features,
 )
-from drift.store.slices import read_slice_table, write_slice_table
+from drift.store.slices import hand_manifest, read_slice_table, write_slice_table
 
 CFG = EmbedParams(text_encoder="minilm-l6", max_length=64, batch_size=16, chunk_rows=16)
 
@@ -50,8 +50,7 @@ def text_table(path, texts, k=4):
                                 "slice": pa.array([i * k // n for i in range(n)], pa.int32()),
                                 "split": ["train" if i % 3 else "test" for i in range(n)],
                                 "label": [i % 2 for i in range(n)], "text": texts}), path,
-                      {"task": "binary", "modality": "text", "label_names": ["no", "yes"],
-                       "slices": [{"index": s, "usable": True, "trainable": True} for s in range(k)]})
+                      hand_manifest(path.stem, [str(s) for s in range(k)], label_names=["no", "yes"]))
     return path
 
 
@@ -101,7 +100,7 @@ def test_feature_files_give_the_stores_batches_bit_for_bit(embedded, max_tokens)
         for rows in batches_to_check(table.num_rows, old.lengths if kind == "tokens" else np.ones(table.num_rows)):
             a, b = old.batch(rows), new.batch(rows)
             assert len(a) == len(b) and all(same_bits(x, y) for x, y in zip(a, b)), (kind, rows)
-    assert headers["minilm-l6"]["rows"] == 60 and headers["minilm-l6"]["fingerprint"] == manifest["fingerprint"]
+    assert headers["minilm-l6"]["rows"] == 60 and headers["minilm-l6"]["fingerprint"] == manifest.fingerprint
     # standard .npy: NumPy memory-maps them too
     tokens = np.load(tmp / "features" / "minilm-l6" / "tokens.npy", mmap_mode="r")
     flat, offsets = store.read_tokens(table.column("key"))
@@ -143,7 +142,7 @@ def test_pixels_out_of_core(tmp_path):
     table = table.append_column("slice", pa.array([i // 10 for i in range(n)], pa.int32()))
     table = table.append_column("split", pa.array(["train"] * n))
     path = tmp_path / "img.lance"
-    write_slice_table(table, path, {"modality": "image"})
+    write_slice_table(table, path, hand_manifest("img", modality="image"))
     headers = write_features(path, {}, None, tmp_path / "features", modality="image")
     assert headers["pixels"]["image_shape"] == list(shape)
     old = load_inputs("pixels", read_slice_table(path))
@@ -165,7 +164,7 @@ def test_rebuilt_only_when_rows_or_store_change(embedded, tmp_path):
     reordered = pa.chunked_array([keys.combine_chunks().take(np.arange(59, -1, -1))])
     assert not is_current(built, keys_sha256(reordered), manifest)
     # another store table (new fingerprint) for the same rows: stale
-    assert not is_current(built, keys_sha256(keys), {**manifest, "fingerprint": "0" * 64})
+    assert not is_current(built, keys_sha256(keys), manifest.model_copy(update={"fingerprint": "0" * 64}))
     # an encoder no longer in the manifest: its directory goes
     (out / "old-encoder").mkdir()
     (out / "old-encoder" / "header.json").write_text(json.dumps({}))
@@ -260,7 +259,7 @@ def test_slice_data_builds_and_reads_the_feature_files(embedded, tmp_path, monke
     (tmp_path / "data" / "embeddings").mkdir()
     shutil.copy(path, "data/slices/sotu.lance")
     shutil.copy(path.with_suffix(".json"), "data/slices/sotu.json")
-    (tmp_path / "data" / "embeddings" / "sotu.json").write_text(json.dumps({"encoders": {"minilm-l6": manifest}}))
+    (tmp_path / "data" / "embeddings" / "sotu.json").write_text(EmbeddingsManifest(encoders={"minilm-l6": manifest}).dumps())
     params = tiny_params()
     params["embed"].update(cache_dir=str(cache), max_length=64)
     data = SliceData("sotu", input_settings(load_params(params)))

@@ -98,7 +98,7 @@ def write_eval(root: Path, dataset: str, model: str, matrix: np.ndarray, labels:
     write_json(root / "data" / "eval" / dataset / f"{model}.json",
                {"dataset": dataset, "model": model, "family": get_model_info(model).family,
                 "metric": data["metric"], "higher_is_better": data["higher_is_better"], "labels": labels,
-                "usable": labels, "seeds": {str(i): to_json(M) for i, M in enumerate(seeds)}, "estimated": {}})
+                "usable": [True] * len(labels), "seeds": {str(i): to_json(M) for i, M in enumerate(seeds)}, "estimated": {}})
 
 
 def paper_run(root: Path, dataset: str) -> tuple[list[str], dict]:

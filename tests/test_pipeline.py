@@ -6,6 +6,14 @@ import json
 import pytest
 from conftest import only, repro_in_process, run, tiny_params
 
+from drift.data.ingest_counts import IngestCounts
+from drift.encoders.embed import EmbedRun
+from drift.evaluate.eval_result import EvalResult, EvaluateRun
+from drift.report.metrics_file import ModelMetrics
+from drift.store.embeddings import EmbeddingsManifest
+from drift.store.slices import SliceManifest
+from drift.train.train_run import TrainRun
+
 
 def test_repro_end_to_end(project):
     params = tiny_params()
@@ -44,6 +52,16 @@ def test_repro_end_to_end(project):
     assert not (repo / "metrics/synth-portraits/baseline-tfidf.json").exists()
     embed = json.loads((repo / ".drift/runs/embed/sotu-minilm-l6.json").read_text())
     assert embed["computed"] == embed["unique"] > 0 and embed["cache_hits"] == 0
+    # every file a stage handed on is its model's, and reads back to the same bytes
+    artefacts = {"data/slices/*.json": SliceManifest, "data/embeddings/*.json": EmbeddingsManifest,
+                 "data/eval/*/*.json": EvalResult, "metrics/ingest/*.json": IngestCounts,
+                 "metrics/[!i]*/*.json": ModelMetrics, ".drift/runs/embed/*.json": EmbedRun,
+                 ".drift/runs/train/*.json": TrainRun, ".drift/runs/evaluate/*.json": EvaluateRun}
+    for pattern, model in artefacts.items():
+        files = sorted(repo.glob(pattern))
+        assert files, pattern
+        for path in files:
+            assert model.from_file(path).dumps() == path.read_text(), path
 
     # dvc metrics show lists every model
     shown = json.loads(run(["dvc", "metrics", "show", "--json"], repo).stdout)

@@ -70,7 +70,9 @@ def test_counts_from_a_slice_manifest_by_hand(tmp_path):
     slices = [{"index": 0, "label": "1960s", "rows": 20, "train": 14, "test": 6, "trainable": True, "usable": True},
               {"index": 1, "label": "1970s", "rows": 5, "train": 4, "test": 1, "trainable": False, "usable": False},
               {"index": 2, "label": "1990s", "rows": 30, "train": 21, "test": 9, "trainable": True, "usable": True}]
-    (manifests / "sotu.json").write_text(json.dumps({"min_samples": 10, "slices": slices}))
+    manifest = {"dataset": "sotu", "task": "binary", "modality": "text", "label_names": ["dem", "rep"],
+                "min_samples": 10, "slices": [{**s, "start": "", "end": ""} for s in slices]}
+    (manifests / "sotu.json").write_text(json.dumps(manifest))
     d = plan(params_path=params_path, presets=PRESETS, manifest_dir=manifests, bench=False)["datasets"]["sotu"]
     assert d["slices"] | {"note": None} == {"edges": 4, "non_empty": 3, "trainable": 2, "usable": 2,
                                             "source": "manifest", "note": None}
@@ -82,7 +84,7 @@ def test_counts_from_a_slice_manifest_by_hand(tmp_path):
     assert d["eval_rows"] == 2 * ((6 + 30) + (6 + 9))          # f_0: test of 1960s, all of 1990s; f_2: tests
 
     # a manifest made under another min_samples is stale: the params' cap per slice is used, and said
-    (manifests / "sotu.json").write_text(json.dumps({"min_samples": 40, "slices": slices}))
+    (manifests / "sotu.json").write_text(json.dumps({**manifest, "min_samples": 40}))
     d = plan(params_path=params_path, presets=PRESETS, manifest_dir=manifests, bench=False)["datasets"]["sotu"]
     assert d["slices"]["source"] == "params" and d["rows"] == 100 * 4
 

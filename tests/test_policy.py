@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import drift_cli as drift
+from conftest import metrics_json
 
 from drift.analysis.policy import (
     dataset_policies,
@@ -18,6 +19,7 @@ from drift.analysis.policy import (
 )
 from drift.core.errors import DriftError
 from drift.core.params import load_params
+from drift.store.slices import hand_manifest
 from drift.report.plots import long_format
 
 N = np.nan
@@ -150,16 +152,16 @@ def write_committed(root: Path, manifest: bool = True):
         (folder / "matrix.json").write_text(json.dumps(long_format(matrix, LABELS)))
         metrics = root / "metrics" / "sotu" / f"{model}.json"
         metrics.parent.mkdir(parents=True, exist_ok=True)
-        metrics.write_text(json.dumps({"id": 0.9, "future": 0.6, "decay": 0.3, "metric": "accuracy",
-                                       "higher_is_better": True, "k": 4, "reference": reference}))
+        metrics.write_text(metrics_json(id=0.9, future=0.6, decay=0.3, metric="accuracy",
+                                        higher_is_better=True, k=4, reference=reference))
     (root / "plots" / "sotu" / "cohort-mean").mkdir()
     (root / "plots" / "sotu" / "cohort-mean" / "matrix.json").write_text(json.dumps(long_format(IMPROVING, LABELS)))
     (root / "params.yaml").write_text("datasets: {sotu: {input: requirements.lock}}\ntrain: {epochs: 2}\n")
     if manifest:
-        path = root / "data" / "slices" / "sotu.json"
-        path.parent.mkdir(parents=True)
-        path.write_text(json.dumps({"slices": [{"index": k, "label": label, "train": 10 * (k + 1)}
-                                               for k, label in enumerate(LABELS)]}))
+        sliced = hand_manifest("sotu", LABELS)
+        for k, s in enumerate(sliced.slices):
+            s.train = 10 * (k + 1)
+        sliced.to_file(root / "data" / "slices" / "sotu.json")
 
 
 def test_dataset_policies_and_the_report(tmp_path):

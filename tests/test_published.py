@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tomllib
-from conftest import ROOT
+from conftest import ROOT, metrics_json
 
 from drift.core.errors import DriftError
 from drift.core.stage import write_json
@@ -91,7 +91,7 @@ def write_eval(root: Path, dataset: str, model: str, seeds: list[np.ndarray], la
     write_json(root / "data" / "eval" / dataset / f"{model}.json",
                {"dataset": dataset, "model": model, "family": get_model_info(model).family,
                 "metric": data["metric"], "higher_is_better": data["higher_is_better"], "labels": labels,
-                "usable": labels, "seeds": {str(i): to_json(M) for i, M in enumerate(seeds)}, "estimated": {}})
+                "usable": [True] * len(labels), "seeds": {str(i): to_json(M) for i, M in enumerate(seeds)}, "estimated": {}})
 
 
 def test_compare_an_evaluation_with_the_published_run(tmp_path):
@@ -119,7 +119,9 @@ def test_compare_reads_the_report_when_there_is_no_evaluation(tmp_path):
     rows = [{"train": t, "eval": e, "value": float(M[i, j])}
             for i, t in enumerate(data["slices"]) for j, e in enumerate(data["slices"])]
     write_json(tmp_path / "plots" / "amazon" / "tx-s" / "matrix.json", rows)
-    write_json(tmp_path / "metrics" / "amazon" / "tx-s.json", {"metric": "balanced_mse", "higher_is_better": False})
+    (tmp_path / "metrics" / "amazon").mkdir(parents=True)
+    (tmp_path / "metrics" / "amazon" / "tx-s.json").write_text(
+        metrics_json(metric="balanced_mse", higher_is_better=False))
     result = compare(our_result(tmp_path, "amazon", "tx-s"), "amazon", "tx-s")
     assert result["delta"]["id"] == pytest.approx(0.01) and result["delta"]["decay"] == pytest.approx(0.0, abs=1e-12)
 

@@ -37,7 +37,7 @@ def write_eval(root: Path, dataset="sotu", models=MODELS, metric="accuracy", hig
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"dataset": dataset, "model": model, "family": family, "metric": metric,
                                     "higher_is_better": higher, "labels": LABELS, "usable": [True] * 3,
-                                    "seeds": seeds}))
+                                    "seeds": seeds, "estimated": {}}))
 
 
 def report(root: Path, dataset="sotu", models=MODELS, **kw) -> dict:

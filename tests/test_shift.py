@@ -163,8 +163,9 @@ def test_write_shift_on_a_real_slice_table_and_store(tmp_path, monkeypatch):
     import pyarrow as pa
 
     from drift.models.slice_data import SliceData, input_settings
-    from drift.store.embeddings import EmbeddingStore
-    from drift.store.slices import write_slice_table
+    from drift.evaluate.eval_result import EvalResult
+    from drift.store.embeddings import EmbeddingsManifest, EmbeddingStore, StoreManifest
+    from drift.store.slices import hand_manifest, write_slice_table
 
     monkeypatch.chdir(tmp_path)
     rng = np.random.default_rng(7)
@@ -175,23 +176,22 @@ def test_write_shift_on_a_real_slice_table_and_store(tmp_path, monkeypatch):
     table = pa.table({"id": [f"row{r}" for r in range(k * per)], "key": keys,
                       "label": rng.integers(0, 2, k * per), "text": [f"paragraph {r}" for r in range(k * per)],
                       "slice": slices.astype(np.int64), "split": splits})
-    info = [{"index": s, "label": f"{1990 + 10 * s}s", "usable": True, "trainable": True} for s in range(k)]
     write_slice_table(table, tmp_path / "data/slices/toy.lance",
-                      {"dataset": "toy", "task": "binary", "modality": "text", "label_names": ["a", "b"],
-                       "slices": info})
+                      hand_manifest("toy", [f"{1990 + 10 * s}s" for s in range(k)], label_names=["a", "b"]))
     vectors = rng.normal(size=(k * per, dim)).astype(np.float32) + 1.5 * (slices == 3)[:, None]
     store = EmbeddingStore(tmp_path / "cache", "minilm-l6", "f" * 64, dim, with_tokens=False)
     order = rng.permutation(k * per)  # stored in another order than the slice table
     store.append([keys[r] for r in order], vectors[order])
-    manifest = {"encoder": "minilm-l6", "fingerprint": "f" * 64, "dim": dim, "rows": k * per, "with_tokens": False}
-    (tmp_path / "data/embeddings").mkdir(parents=True)
-    (tmp_path / "data/embeddings/toy.json").write_text(json.dumps({"encoders": {"minilm-l6": manifest}}))
+    manifest = StoreManifest(encoder="minilm-l6", fingerprint="f" * 64, fingerprint_fields={}, store=store.path.name,
+                             dim=dim, rows=k * per, keys_sha256="", with_tokens=False)
+    EmbeddingsManifest(encoders={"minilm-l6": manifest}).to_file(tmp_path / "data/embeddings/toy.json")
     params = {"datasets": {"sotu": {"input": "requirements.lock"}}, "embed": {"cache_dir": str(tmp_path / "cache")}}
     data = SliceData("toy", input_settings(load_params(params)))
 
     true = np.array([[0.9, 0.9, 0.88, 0.6], [0.9, 0.9, 0.89, 0.62], [0.9, 0.9, 0.9, 0.65], [0.9, 0.9, 0.9, 0.9]])
-    evaluation = {"higher_is_better": True, "seeds": {"0": true.tolist()},
-                  "estimated": {"atc": {"0": (true + 0.01).tolist()}}}
+    evaluation = EvalResult(dataset="toy", model="m", family="FFN", metric="accuracy", higher_is_better=True,
+                            labels=[f"{1990 + 10 * s}s" for s in range(k)], usable=[True] * k,
+                            seeds={"0": true.tolist()}, estimated={"atc": {"0": (true + 0.01).tolist()}})
     summary = write_shift(data, tmp_path, n=30, permutations=100, alpha=0.05, max_rows=40, top=2,
                           evals={"m": evaluation})
     folder = tmp_path / "plots/toy/shift"

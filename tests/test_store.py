@@ -66,7 +66,7 @@ def test_embed_computes_only_missing_keys(tmp_path):
     import pyarrow as pa
 
     from drift.encoders.embed import embed_dataset
-    from drift.store.slices import write_slice_table
+    from drift.store.slices import hand_manifest, write_slice_table
 
     def table(texts):
         from drift.data.records import payload_key
@@ -76,13 +76,13 @@ def test_embed_computes_only_missing_keys(tmp_path):
 
     cfg = EmbedParams(text_encoder="minilm-l6", max_length=32, batch_size=4)
     path = tmp_path / "d.lance"
-    write_slice_table(table(["one fish", "two fish", "red fish", "two fish"]), path, {})
+    write_slice_table(table(["one fish", "two fish", "red fish", "two fish"]), path, hand_manifest("t"))
     manifest, metrics = embed_dataset(path, cfg, tmp_path / "cache")
-    assert (metrics["rows"], metrics["unique"], metrics["computed"], metrics["cache_hits"]) == (4, 3, 3, 0)
-    write_slice_table(table(["one fish", "two fish", "red fish", "blue fish"]), path, {})
+    assert (metrics.rows, metrics.unique, metrics.computed, metrics.cache_hits) == (4, 3, 3, 0)
+    write_slice_table(table(["one fish", "two fish", "red fish", "blue fish"]), path, hand_manifest("t"))
     again, metrics = embed_dataset(path, cfg, tmp_path / "cache")
-    assert (metrics["computed"], metrics["cache_hits"]) == (1, 3)  # only the appended row runs the encoder
-    assert again["fingerprint"] == manifest["fingerprint"] and again["keys_sha256"] != manifest["keys_sha256"]
+    assert (metrics.computed, metrics.cache_hits) == (1, 3)  # only the appended row runs the encoder
+    assert again.fingerprint == manifest.fingerprint and again.keys_sha256 != manifest.keys_sha256
 
 
 def three_fragments(tmp_path) -> EmbeddingStore:
@@ -160,7 +160,7 @@ def test_the_slice_table_is_the_same_bytes_every_write(tmp_path):
     is written so that the same records always give the same file (dvc.lock unchanged on a re-run)."""
     import pyarrow as pa
 
-    from drift.store.slices import read_slice_table, write_slice_table
+    from drift.store.slices import hand_manifest, read_slice_table, write_slice_table
     table = pa.table({"id": [str(i) for i in range(500)], "key": [f"k{i}" for i in range(500)],
                       "slice": [i % 5 for i in range(500)], "split": ["train", "test"] * 250,
                       "label": [i % 2 for i in range(500)], "text": [f"words {i} " * (i % 40) for i in range(500)]})
@@ -168,7 +168,7 @@ def test_the_slice_table_is_the_same_bytes_every_write(tmp_path):
     written = set()
     for n in range(4):
         path = tmp_path / f"t{n}.lance"
-        write_slice_table(table, path, {"dataset": "t"})
+        write_slice_table(table, path, hand_manifest("t"))
         written.add(path.read_bytes())
     assert len(written) == 1
     back = read_slice_table(tmp_path / "t0.lance", columns=["key", "text"])

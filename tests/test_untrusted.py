@@ -30,7 +30,7 @@ from drift.models.checkpoints import load_checkpoint
 from drift.models import InputSpec
 from drift.store.cells import MAGIC, ResultCache, checkpoint_problem
 from drift.store.integrity import sha256_bytes
-from drift.store.slices import slice_warnings
+from drift.store.slices import SliceManifest, slice_warnings
 
 RULE = "use letters, digits, '-', '_' and '.', starting with a letter, digit or '_' (at most 100 characters)"
 BAD_NAMES = ["x;touch pwned", "../evil", "a/b", "a b", "$(touch pwned)", "", ".", "..", "../../../escape", "-h"]
@@ -273,20 +273,27 @@ def test_a_typo_in_a_roster_fails_in_the_check_stage_before_ingest(tmp_path):
 
 # ---------------------------------------------------------------- 6. warnings where results will be empty
 
+def sliced(min_samples: int, slices: list[dict]) -> SliceManifest:
+    """A slice manifest of dataset mine with these slices (indices and dates filled in)."""
+    return SliceManifest(dataset="mine", task="binary", modality="text", label_names=["neg", "pos"],
+                         min_samples=min_samples,
+                         slices=[{"index": i, "start": "", "end": "", **s} for i, s in enumerate(slices)])
+
+
 def test_one_warning_line_per_reason_results_will_be_empty():
-    one_slice = {"dataset": "mine", "min_samples": 20, "slices": [
-        {"label": "2020", "rows": 200, "train": 140, "test": 60, "trainable": True, "usable": True}]}
+    one_slice = sliced(20, [
+        {"label": "2020", "rows": 200, "train": 140, "test": 60, "trainable": True, "usable": True}])
     assert slice_warnings(one_slice) == [
         "mine: 1 usable slice(s) (2020) of 1: Future and Decay will be empty; spread the rows over more slices "
         "(mine.slices) or lower mine.min_samples (now 20)"]
-    no_test = {"dataset": "mine", "min_samples": 1, "slices": [
+    no_test = sliced(1, [
         {"label": "2020", "rows": 1, "train": 1, "test": 0, "trainable": True, "usable": False},
         {"label": "2021", "rows": 9, "train": 6, "test": 3, "trainable": True, "usable": True},
-        {"label": "2022", "rows": 9, "train": 6, "test": 3, "trainable": True, "usable": True}]}
+        {"label": "2022", "rows": 9, "train": 6, "test": 3, "trainable": True, "usable": True}])
     assert slice_warnings(no_test) == ["mine: slice(s) 2020 have no test rows: their columns stay empty; raise "
                                        "split.test_fraction or widen mine.slices"]
-    untrainable = {"dataset": "mine", "min_samples": 50, "slices": [
-        {"label": "2020", "rows": 9, "train": 6, "test": 3, "trainable": False, "usable": False}]}
+    untrainable = sliced(50, [
+        {"label": "2020", "rows": 9, "train": 6, "test": 3, "trainable": False, "usable": False}])
     assert slice_warnings(untrainable)[1] == (
         "mine: no slice has training rows and 50 or more rows: no model can be trained, the roster fills no cell; "
         "lower mine.min_samples or split.test_fraction")

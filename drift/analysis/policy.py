@@ -26,6 +26,7 @@ from drift.report.results import (
     report_datasets,
     report_models,
 )
+from drift.store.slices import SliceManifest
 
 QUARTILES = (
     25,
@@ -268,8 +269,8 @@ def dataset_policies(
         if model not in available:
             raise DriftError(f"unknown model {model!r} for {name}: {close_matches(model, available)}")
     manifest_path = dataset_paths(name, root)["slice_manifest"]
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else None
-    train_rows = [s["train"] for s in manifest["slices"]] if manifest else None
+    manifest = SliceManifest.from_file(manifest_path, name) if manifest_path.exists() else None
+    train_rows = [s.train for s in manifest.slices] if manifest else None
     notes = []
     if manifest:
         unit = "rows x epochs"

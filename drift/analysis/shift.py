@@ -24,6 +24,7 @@ from drift.core.errors import DriftError
 from drift.core.paths import dataset_paths
 from drift.core.stage import write_json
 from drift.data.records import table_images
+from drift.evaluate.eval_result import EvalResult
 from drift.protocol.matrix import eval_rows, from_json
 from drift.protocol.summary import mean_over_seeds
 from drift.report.plots import heatmap, long_format
@@ -187,7 +188,7 @@ def shift_features(data: SliceData) -> tuple[np.ndarray, str]:
             )
     # the feature files when they are current (verified, in row order; what `dvc pull` brings), else the store
     manifest, path = data.encoders[encoder], Path(data.paths["features"]) / encoder
-    if "store" in manifest and is_current(path, data.keys_sha256, manifest):
+    if is_current(path, data.keys_sha256, manifest):
         pooled = DiskArray(path / "pooled.npy")
         return pooled.read_rows(np.arange(len(pooled))), f"{encoder} pooled"
     store = open_store(manifest, data.settings.store)
@@ -205,7 +206,7 @@ def write_shift(
     max_rows: int = 500,
     max_index_rows: int = 100_000,
     top: int = 5,
-    evals: dict[str, dict] | None = None,
+    evals: dict[str, EvalResult] | None = None,
 ) -> dict:
     """The label-free part of a dataset's report, for a drift.models.slice_data.SliceData:
 
@@ -223,7 +224,7 @@ def write_shift(
     arrays under "result" (drift.analysis.shift.shift_matrix) and "novelty" (drift.analysis.novelty.novelty)."""
     start = time.perf_counter()
     features, source = shift_features(data)
-    cutoffs = trainable_cutoffs(data.manifest["slices"])
+    cutoffs = trainable_cutoffs(data.manifest.slices)
     result = shift_matrix(
         features,
         data.slices,
@@ -251,7 +252,7 @@ def write_shift(
         top=top,
         seed=seed,
     )
-    labels = [s["label"] for s in data.manifest["slices"]]
+    labels = data.manifest.labels()
     paths = dataset_paths(data.name, root)
     folder = paths["shift"]
     write_json(folder / "matrix.json", shift_rows(result, labels))
@@ -294,9 +295,9 @@ def write_shift(
     ]
     correlation = {}
     for model, evaluation in (evals or {}).items():
-        estimated = {
+        estimated: dict[str, np.ndarray] = {
             m: mean_over_seeds([from_json(rows) for rows in seeds.values()])
-            for m, seeds in evaluation.get("estimated", {}).items()
+            for m, seeds in evaluation.estimated.items()
             if seeds
         }
         correlation[model] = model_decay_correlation(evaluation, result["mmd2"], estimated, found["share"])
@@ -373,11 +374,10 @@ def decay_correlation(
 
 
 def model_decay_correlation(
-    eval_json: dict,
+    evaluation: EvalResult,
     shift: np.ndarray | None = None,
     estimated: dict[str, np.ndarray] | None = None,
     novelty: np.ndarray | None = None,
 ) -> dict:
     """decay_correlation for one model's eval JSON (data/eval/<ds>/<model>.json): M averaged over seeds."""
-    true = mean_over_seeds([from_json(rows) for rows in eval_json["seeds"].values()])
-    return decay_correlation(true, eval_json["higher_is_better"], shift, estimated, novelty)
+    return decay_correlation(evaluation.matrix, evaluation.higher_is_better, shift, estimated, novelty)

@@ -347,7 +347,7 @@ def saliency(
     try:
         if dataset not in DATASETS:
             raise DriftError(f"unknown dataset {dataset!r}: {close_matches(dataset, DATASETS)}")
-        labels = [s["label"] for s in read_slice_manifest(dataset_paths(dataset)["slices"])["slices"]]
+        labels = read_slice_manifest(dataset_paths(dataset)["slices"]).labels()
         wanted = _split(cutoffs)
         cut = _slice_indices(labels, wanted) if wanted else None
         ev = _slice_indices(labels, [eval_slice])[0] if eval_slice is not None else None

@@ -11,6 +11,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from drift.core.artefact import Artefact
 from drift.core.errors import DriftError, is_disk_full
 from drift.core.paths import dataset_paths, main_repository, run_records
 
@@ -76,10 +77,12 @@ def write_json(path: Path, data) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n")
 
 
-def write_run(stage: str, file: str, data) -> None:
-    """The run record of `stage` (drift.core.paths.run_records): what it did, out of git and dvc.lock."""
+def write_run(stage: str, file: str, record: Artefact) -> None:
+    """The run record of `stage` (drift.core.paths.run_records): what it did, out of git and dvc.lock; `record`
+    is the stage's model of it (drift.encoders.embed.EmbedRun, drift.train.train_run.TrainRun,
+    drift.evaluate.eval_result.EvaluateRun)."""
     for path in run_records(stage, file):
-        write_json(path, data)
+        record.to_file(path)
 
 
 # which stage writes each input a later stage reads (drift/core/paths.py names)

@@ -19,13 +19,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from drift.core.artefact import Artefact, Executor, Number
 from drift.core.encoder_registry import get_encoder_spec
 from drift.core.errors import DriftError
 from drift.core.executor import check_reachable, map_actors
 from drift.core.params import ComputeParams, EmbedParams
 from drift.core.progress import progress
 from drift.data.records import table_images
-from drift.store.embeddings import EmbeddingStore
+from drift.store.embeddings import EmbeddingStore, StoreManifest
 from drift.store.features import seed_store
 from drift.store.slices import read_slice_table
 
@@ -82,17 +83,41 @@ def embed_encoder(name: str, cfg: EmbedParams):
     return make_encoder(name, **encoder_kwargs(name, cfg))
 
 
-def store_manifest(encoder, store: EmbeddingStore, keys: pa.Array) -> dict:
+class EmbedRun(Artefact):
+    """.drift/runs/embed/<dataset>-<encoder>.json: what one encoder's embedding run did. `tokens` (token states
+    written) only for the text encoder; `corrupt` (store rows discarded and computed again) is the stage's."""
+
+    WRITER = "embed"
+    WHAT = "embed run record"
+
+    rows: int
+    unique: int
+    computed: int
+    cache_hits: int
+    seeded: int
+    tokens: int | None = None
+    batch_size: int
+    compacted: bool
+    seconds: Number
+    encoder: str
+    fingerprint: str  # its first 16 hex digits
+    executor: Executor
+    workers: int
+    corrupt: int | None = None
+
+
+def store_manifest(encoder, store: EmbeddingStore, keys: pa.Array, **extra) -> StoreManifest:
     """What downstream stages depend on: encoder, fingerprint, store table, and a digest of the keys."""
-    return {
-        "encoder": encoder.spec.name,
-        "fingerprint": store.fingerprint,
-        "fingerprint_fields": encoder.fingerprint(),
-        "store": store.path.name,
-        "dim": encoder.dim,
-        "rows": len(keys),
-        "keys_sha256": hashlib.sha256("\n".join(sorted(pc.unique(keys).to_pylist())).encode()).hexdigest(),
-    }
+    return StoreManifest(
+        encoder=encoder.spec.name,
+        fingerprint=store.fingerprint,
+        fingerprint_fields=encoder.fingerprint(),
+        store=store.path.name,
+        dim=encoder.dim,
+        rows=len(keys),
+        keys_sha256=hashlib.sha256("\n".join(sorted(pc.unique(keys).to_pylist())).encode()).hexdigest(),
+        **extra,
+    )
 
 
 def embed_dataset(
@@ -102,7 +127,7 @@ def embed_dataset(
     encoder=None,
     compute: ComputeParams | None = None,
     seed_from: Path | None = None,
-) -> tuple[dict, dict]:
+) -> tuple[StoreManifest, EmbedRun]:
     """Embed a text dataset's rows with embed.text_encoder; returns (manifest, metrics). On the Ray executor
     (params `compute`; None: this process) the missing rows are encoded by a pool of actors (`compute_on_ray`).
     seed_from: the dataset's feature directory; rows the store lacks that its verified files hold under the
@@ -127,20 +152,20 @@ def embed_dataset(
     compacted = store.maybe_compact() if computed else None
     unique = len(pc.unique(keys))
     manifest = store_manifest(encoder, store, keys)
-    metrics = {
-        "rows": len(keys),
-        "unique": unique,
-        "computed": computed,
-        "cache_hits": unique - computed,
-        "seeded": seeded,
-        "tokens": tokens,
-        "batch_size": encoder.batch_size,
-        "compacted": compacted is not None,
-        "seconds": round(time.perf_counter() - started, 3),
-        "encoder": encoder.spec.name,
-        "fingerprint": fingerprint[:16],
+    metrics = EmbedRun(
+        rows=len(keys),
+        unique=unique,
+        computed=computed,
+        cache_hits=unique - computed,
+        seeded=seeded,
+        tokens=tokens,
+        batch_size=encoder.batch_size,
+        compacted=compacted is not None,
+        seconds=round(time.perf_counter() - started, 3),
+        encoder=encoder.spec.name,
+        fingerprint=fingerprint[:16],
         **executor_metrics(compute, todo),
-    }
+    )
     return manifest, metrics
 
 
@@ -158,7 +183,7 @@ def embed_pooled(
     cfg: EmbedParams,
     compute: ComputeParams | None = None,
     seed_from: Path | None = None,
-) -> tuple[dict, dict]:
+) -> tuple[StoreManifest, EmbedRun]:
     """Pooled vectors only, for an encoder that feeds probes (any text encoder, or a vision encoder on the
     portraits); same store rules: content key + fingerprint, only missing keys, one commit per chunk of
     embed.chunk_rows. On the Ray executor the chunks go to a pool of actors, each building the encoder from `cfg`
@@ -189,20 +214,20 @@ def embed_pooled(
         encode_chunks(encoder, store, rows, payload, chunk_rows, label)
     compacted = store.maybe_compact() if todo else None
     unique = len(pc.unique(keys))
-    manifest = {**store_manifest(encoder, store, keys), "with_tokens": False}
-    metrics = {
-        "rows": len(keys),
-        "unique": unique,
-        "computed": len(todo),
-        "cache_hits": unique - len(todo),
-        "seeded": seeded,
-        "batch_size": encoder.batch_size,
-        "compacted": compacted is not None,
-        "seconds": round(time.perf_counter() - started, 3),
-        "encoder": encoder.spec.name,
-        "fingerprint": fingerprint[:16],
+    manifest = store_manifest(encoder, store, keys, with_tokens=False)
+    metrics = EmbedRun(
+        rows=len(keys),
+        unique=unique,
+        computed=len(todo),
+        cache_hits=unique - len(todo),
+        seeded=seeded,
+        batch_size=encoder.batch_size,
+        compacted=compacted is not None,
+        seconds=round(time.perf_counter() - started, 3),
+        encoder=encoder.spec.name,
+        fingerprint=fingerprint[:16],
         **executor_metrics(compute, todo),
-    }
+    )
     return manifest, metrics
 
 
@@ -398,7 +423,7 @@ def embed_all(
     cache_dir: Path,
     compute: ComputeParams | None = None,
     seed_from: Path | None = None,
-) -> dict[str, tuple[dict, dict]]:
+) -> dict[str, tuple[StoreManifest, EmbedRun]]:
     """Every encoder a dataset's run needs, {encoder: (manifest, metrics)}: for a text dataset the text encoder
     (token states for the heads, pooled vectors), and every encoder in `embed.encoders` of the dataset's modality
     (pooled vectors for its probe). An image dataset with no encoder gets none. seed_from: as embed_dataset's."""

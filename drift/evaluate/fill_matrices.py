@@ -18,6 +18,7 @@ from drift.core.objectstore import location
 from drift.core.params import ComputeParams
 from drift.core.progress import progress
 from drift.evaluate.estimate import METHODS, calibrate, estimated_matrix, source_rows
+from drift.evaluate.eval_result import EvalResult
 from drift.evaluate.predict import predict_many
 from drift.models import get_model_info, model_module, model_modules
 from drift.models.checkpoints import checkpoint_path, list_checkpoints, load_checkpoint
@@ -230,7 +231,7 @@ def evaluate_roster(
     threads: int = 1,
     cache=None,
     compute: ComputeParams | None = None,
-) -> tuple[dict, dict]:
+) -> tuple[dict[str, EvalResult], dict]:
     """({model: its evaluation}, counts): per-seed drift matrices with what a reader needs to interpret them
     (metric, direction, slice labels, which slices are usable), and their label-free estimates. One task per
     (model, seed) on the `compute` executor (drift/core/executor.py); counts: cells {computed, reused}, estimates
@@ -241,7 +242,7 @@ def evaluate_roster(
     compute = compute or ComputeParams()
     cache = cache or ResultCache(Path(tempfile.mkdtemp(prefix="drift-cells-")))
     models_dir = Path(models_dir).resolve()
-    labels = [s["label"] for s in data.manifest["slices"]]
+    labels = data.manifest.labels()
     shipped = ships_inputs(compute, cache.root)  # workers that see only the store: checkpoints by cache key
     listing = models_dir / CHECKPOINT_KEYS
     keys = json.loads(listing.read_text()) if shipped and listing.exists() else {}
@@ -314,4 +315,6 @@ def evaluate_roster(
             counts["recomputed"]["corrupt"] += len(done["corrupt"])
             bar.advance()
     counts.update(executor=compute.executor, workers=workers(compute) if jobs else 0)
-    return results, counts
+    return {
+        name: EvalResult.parse(r, f"the evaluation of {name}", data.name) for name, r in results.items()
+    }, counts

@@ -104,7 +104,7 @@ class SliceData(SliceTable):
         info = get_model_info(model_name)
         kind = info.input
         if kind == "auto":
-            kind = "pixels" if self.manifest.get("modality") == "image" else "pooled"
+            kind = "pixels" if self.manifest.modality == "image" else "pooled"
         if kind in ("pixels", "text"):
             encoder = None
         elif info.input == "pooled":
@@ -119,7 +119,7 @@ class SliceData(SliceTable):
         kind, encoder, max_tokens = self.model_input(model_name)
         if encoder is None:
             return kind
-        return f"{kind}:{self.encoders[encoder]['fingerprint']}:{max_tokens}"
+        return f"{kind}:{self.encoders[encoder].fingerprint}:{max_tokens}"
 
     def encoder_for(self, model_name: str) -> str | None:
         """The encoder whose embeddings a model reads: its own for a probe, the text encoder for a text head."""

@@ -11,7 +11,6 @@ stderr and under "below_prior" in the tables."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -24,6 +23,7 @@ from drift.core.params import SaliencyGrid
 from drift.core.paths import dataset_paths
 from drift.core.stage import write_json
 from drift.evaluate.estimate import estimate_error
+from drift.evaluate.eval_result import EvalResult, read_eval
 from drift.protocol.matrix import from_json
 from drift.protocol.peers import clear, wild_time
 from drift.protocol.summary import (
@@ -46,6 +46,7 @@ from drift.protocol.summary import (
     reference_margins,
     seed_spread,
 )
+from drift.report.metrics_file import ModelMetrics
 from drift.report.plots import (
     curve_rows,
     family_bars,
@@ -53,62 +54,53 @@ from drift.report.plots import (
     heatmap,
     long_format,
 )
+from drift.store.slices import SliceManifest
 
 COHORT = "cohort-mean"  # the cohort mean's folder among the models' in plots/<ds>/
 
 
-def load_eval(eval_dir: Path, models: list[str]) -> dict[str, dict]:
-    """model -> the evaluate stage's JSON, plus "per_seed" (matrices) and "matrix" (their cell-wise mean)."""
-    results = {}
-    for model in models:
-        path = eval_dir / f"{model}.json"
-        if not path.exists():
-            raise DriftError(f"no drift matrices at {path}: run `dvc repro evaluate@{eval_dir.name}` first")
-        result = json.loads(path.read_text())
-        result["per_seed"] = [from_json(m) for m in result["seeds"].values()]
-        if not result["per_seed"]:
-            raise DriftError(f"{path} holds no seed: re-run `dvc repro evaluate@{eval_dir.name}`")
-        result["matrix"] = mean_over_seeds(result["per_seed"])
-        results[model] = result
-    return results
+def load_eval(eval_dir: Path, models: list[str]) -> dict[str, EvalResult]:
+    """model -> the evaluate stage's file, validated (its per-seed matrices and their mean as properties)."""
+    return {model: read_eval(eval_dir, model) for model in models}
 
 
-def model_metrics(result: dict) -> dict:
-    """The metrics/<ds>/<model>.json of one model: ID, Future, Decay of the seed-averaged matrix and their
-    spread, and whether it is a reference model (the margins over the references are added by write_report)."""
-    higher = result["higher_is_better"]
-    spread = seed_spread(result["per_seed"], higher)
+def model_metrics(result: EvalResult) -> dict:
+    """The metrics/<ds>/<model>.json of one model (ModelMetrics' fields): ID, Future, Decay of the seed-averaged
+    matrix and their spread, and whether it is a reference model (the margins over the references are added by
+    write_report)."""
+    higher = result.higher_is_better
+    spread = seed_spread(result.per_seed, higher)
     return {
-        **id_future_decay(result["matrix"], higher),
-        "metric": result["metric"],
+        **id_future_decay(result.matrix, higher),
+        "metric": result.metric,
         "higher_is_better": higher,
-        "k": len(result["labels"]),
-        "seeds": len(result["per_seed"]),
-        "family": result["family"],
-        "reference": is_reference(result.get("model", ""), result),
+        "k": len(result.labels),
+        "seeds": len(result.per_seed),
+        "family": result.family,
+        "reference": is_reference(result.model, {"family": result.family}),
         **{f"{s}_std": spread[s]["std"] for s in STATS},
         **{f"{s}_ci95": [spread[s]["ci_low"], spread[s]["ci_high"]] for s in STATS},
         # the peers' summaries of the same seed-averaged matrix (drift.protocol.peers), and the task's other metrics
         "protocols": {
-            "wild-time": wild_time(result["matrix"], higher, labels=result["labels"]),
-            "clear": clear(result["matrix"]),
+            "wild-time": wild_time(result.matrix, higher, labels=result.labels),
+            "clear": clear(result.matrix),
         },
         **(
             {
                 "also": {
                     metric: id_future_decay(mean_over_seeds([from_json(m) for m in seeds.values()]), higher)
-                    for metric, seeds in result["also"].items()
+                    for metric, seeds in result.also.items()
                 }
             }
-            if result.get("also")
+            if result.also
             else {}
         ),
     }
 
 
-def label_free_estimate(result: dict) -> tuple[str, np.ndarray] | None:
+def label_free_estimate(result: EvalResult) -> tuple[str, np.ndarray] | None:
     """(method, seed-averaged estimated matrix) of an evaluation: ATC where the task has it, else DoC."""
-    estimated = result.get("estimated") or {}
+    estimated = result.estimated
     method = "atc" if "atc" in estimated else "doc" if "doc" in estimated else None
     if method is None or not estimated[method]:
         return None
@@ -127,7 +119,11 @@ def _title(name: str, model: str, stats: dict) -> str:
 
 
 def write_report(
-    name: str, results: dict[str, dict], root: Path = Path("."), n_cutoffs: int = 4, by: str = DEFAULT_ORDER
+    name: str,
+    results: dict[str, EvalResult],
+    root: Path = Path("."),
+    n_cutoffs: int = 4,
+    by: str = DEFAULT_ORDER,
 ) -> dict:
     """Write every output of the module docstring except the saliency grid; returns the tables. Tables are
     ranked by `by` (decay, future or id). A model that does not beat baseline-prior in distribution is named on
@@ -139,20 +135,20 @@ def write_report(
     for out in (p["metrics"], p["plots"], p["deviations"]):
         shutil.rmtree(out, ignore_errors=True)  # a model dropped from the roster leaves nothing behind
     first = next(iter(results.values()))
-    labels, metric, higher = first["labels"], first["metric"], first["higher_is_better"]
+    labels, metric, higher = first.labels, first.metric, first.higher_is_better
     for model, r in results.items():
-        if r["labels"] != labels or r["metric"] != metric:
+        if r.labels != labels or r.metric != metric:
             raise DriftError(
                 f"{model}'s drift matrices are over other slices or another metric than "
                 f"{next(iter(results))}'s: re-run `dvc repro evaluate@{name}`"
             )
-    matrices = {m: r["matrix"] for m, r in results.items()}
-    families = {m: r["family"] for m, r in results.items()}
-    references = [m for m, r in results.items() if is_reference(m, r)]
+    matrices = {m: r.matrix for m, r in results.items()}
+    families = {m: r.family for m, r in results.items()}
+    references = [m for m, r in results.items() if is_reference(m, {"family": r.family})]
     cohort_matrices = {m: M for m, M in matrices.items() if m not in references}  # the references are no part
 
     # per model: metrics (with the margins over the references), matrix, heatmap
-    metrics = {model: model_metrics({"model": model, **r}) for model, r in results.items()}
+    metrics = {model: model_metrics(r) for model, r in results.items()}
     margins = reference_margins(metrics, higher)
     env = environment(root)
     for model, r in results.items():
@@ -161,7 +157,7 @@ def write_report(
         estimated = label_free_estimate(r)
         if estimated is not None:  # the matrix estimated without the future's labels, beside M, and its error
             method, matrix = estimated
-            metrics[model]["estimate"] = {"method": method, "mae_future": estimate_error(matrix, r["matrix"])}
+            metrics[model]["estimate"] = {"method": method, "mae_future": estimate_error(matrix, r.matrix)}
             write_json(p["plots"] / model / "estimate.json", long_format(matrix, labels))
             heatmap(
                 matrix,
@@ -171,10 +167,10 @@ def write_report(
                 metric,
                 higher,
             )
-        write_json(p["metrics"] / f"{model}.json", metrics[model])
-        write_json(p["plots"] / model / "matrix.json", long_format(r["matrix"], labels))
+        ModelMetrics.parse(metrics[model], f"{model}'s metrics", name).to_file(p["metrics"] / f"{model}.json")
+        write_json(p["plots"] / model / "matrix.json", long_format(r.matrix, labels))
         heatmap(
-            r["matrix"],
+            r.matrix,
             labels,
             p["plots"] / model / "heatmap.png",
             _title(name, model, metrics[model]),
@@ -367,7 +363,7 @@ def write_dataset_report(
     p = dataset_paths(name, root)
     tables = write_report(name, load_eval(p["eval"], models), root, by=by)
     manifest = p["slice_manifest"]
-    image = manifest.exists() and json.loads(manifest.read_text()).get("modality") == "image"
+    image = manifest.exists() and SliceManifest.from_file(manifest, name).modality == "image"
     if saliency and image:  # torch is imported only here: text reports stay quick
         # lazy: torch, only for an image dataset's saliency
         from drift.models import get_model_info

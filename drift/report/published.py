@@ -21,7 +21,8 @@ import numpy as np
 
 from drift.core.errors import DriftError, close_matches
 from drift.core.paths import dataset_paths
-from drift.protocol.summary import STATS, id_future_decay, mean_over_seeds, ranking
+from drift.evaluate.eval_result import read_eval
+from drift.protocol.summary import STATS, id_future_decay, ranking
 from drift.report.results import load_matrix, report_models
 
 DATA = Path(__file__).with_name("published")
@@ -136,15 +137,13 @@ def our_result(root: Path, dataset: str, model: str) -> dict:
     p = dataset_paths(dataset, root)
     evaluation = p["eval"] / f"{model}.json"
     if evaluation.exists():
-        result = json.loads(evaluation.read_text())
-        if not result.get("seeds"):
-            raise DriftError(f"{evaluation} has no seed's matrix: run `dvc repro evaluate@{dataset}`")
+        result = read_eval(p["eval"], model)  # validated, with a seed at least
         return {
-            "labels": [str(x) for x in result["labels"]],
-            "matrix": mean_over_seeds(list(result["seeds"].values())),
-            "metric": result["metric"],
-            "higher_is_better": result["higher_is_better"],
-            "seeds": len(result["seeds"]),
+            "labels": result.labels,
+            "matrix": result.matrix,
+            "metric": result.metric,
+            "higher_is_better": result.higher_is_better,
+            "seeds": len(result.seeds),
             "source": str(evaluation),
         }
     if (p["plots"] / model / "matrix.json").exists():

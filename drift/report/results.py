@@ -19,6 +19,7 @@ from drift.protocol.summary import (
     ranking,
     reference_margins,
 )
+from drift.report.metrics_file import ModelMetrics
 
 STAGE_FOLDERS = ("embed", "evaluate", "ingest", "train")  # metrics/<stage>/: no dataset's results
 
@@ -46,13 +47,19 @@ def load_results(
     for folder in (p for p in folders if p.name in wanted):
         if dataset and folder.name != dataset:
             continue
-        models = {f.stem: json.loads(f.read_text()) for f in sorted(folder.glob("*.json"))}
+        models = {f.stem: read_metrics(f, folder.name) for f in sorted(folder.glob("*.json"))}
         if models:
             results[folder.name] = models
     if not results:
         where = f"{metrics_dir}/{dataset or '<dataset>'}/"
         raise DriftError(f"no results in {where}: run `dvc repro` first")
     return results
+
+
+def read_metrics(path: Path, dataset: str) -> dict:
+    """metrics/<dataset>/<model>.json validated (ModelMetrics; a file of another version or a damaged one is one
+    DriftError line naming it and `dvc repro -f report@<dataset>`), as the plain dict the file holds."""
+    return ModelMetrics.from_file(path, dataset).as_json()
 
 
 def summary_rows(models: dict[str, dict], by: str) -> list[dict]:
@@ -86,14 +93,14 @@ def label_free(root: Path, dataset: str) -> dict[str, dict]:
     out = {}
     for model, signals in correlation.items():
         metrics = p["metrics"] / f"{model}.json"
-        estimate = json.loads(metrics.read_text()).get("estimate") if metrics.exists() else None
+        estimate = ModelMetrics.from_file(metrics, dataset).estimate if metrics.exists() else None
         rho_estimate = next((v["rho"] for k, v in signals.items() if k.startswith("estimate_")), None)
         out[model] = {
             "rho_shift": (signals.get("shift") or {}).get("rho"),
             "rho_novelty": (signals.get("novelty") or {}).get("rho"),
             "rho_estimate": rho_estimate,
-            "estimate_method": (estimate or {}).get("method"),
-            "estimate_mae": (estimate or {}).get("mae_future"),
+            "estimate_method": estimate.method if estimate else None,
+            "estimate_mae": estimate.mae_future if estimate else None,
         }
     return out
 
@@ -133,7 +140,7 @@ def _is_reference(root: Path, dataset: str, model: str) -> bool:
     if model == COHORT:
         return False
     path = dataset_paths(dataset, root)["metrics"] / f"{model}.json"
-    return is_reference(model, json.loads(path.read_text()) if path.exists() else None)
+    return is_reference(model, read_metrics(path, dataset) if path.exists() else None)
 
 
 def load_matrix(root: Path, dataset: str, model: str, deviation: bool = False) -> dict:
@@ -171,11 +178,11 @@ def load_matrix(root: Path, dataset: str, model: str, deviation: bool = False) -
     labels, matrix = from_long_format(json.loads(path.read_text()))
 
     if metrics_path.exists():
-        metrics = json.loads(metrics_path.read_text())
+        metrics = read_metrics(metrics_path, dataset)
     else:  # the cohort mean has no metrics file: take the direction from any model of the dataset
         any_metrics = sorted(p["metrics"].glob("*.json"))
         sample = (
-            json.loads(any_metrics[0].read_text())
+            read_metrics(any_metrics[0], dataset)
             if any_metrics
             else {"metric": "score", "higher_is_better": True}
         )

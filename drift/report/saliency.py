@@ -119,8 +119,8 @@ def dataset_saliency(
         raise DriftError(f"report.saliency.n (portraits per panel) must be a positive integer, got {n!r}")
     p = dataset_paths(name, root)
     manifest = read_slice_manifest(p["slices"])
-    if manifest.get("modality", "image") != "image":
-        raise DriftError(f"saliency maps need an image dataset; {name} is {manifest.get('modality')}")
+    if manifest.modality != "image":
+        raise DriftError(f"saliency maps need an image dataset; {name} is {manifest.modality}")
     available = sorted(d.name for d in p["models"].glob("*") if d.is_dir() and _checkpoints(d))
     image_models = [m for m in available if get_model_info(m).input == "pixels"]
     if not image_models:
@@ -135,9 +135,9 @@ def dataset_saliency(
             )
     models = list(models or image_models)
 
-    info = manifest["slices"]
-    labels = [s["label"] for s in info]
-    usable = [s["index"] for s in info if s["usable"]]
+    info = manifest.slices
+    labels = manifest.labels()
+    usable = [s.index for s in info if s.usable]
     if cells is not None:
         pairs = resolve_cells(cells, labels, usable, name)
     else:
@@ -159,7 +159,7 @@ def dataset_saliency(
     splits = table.column("split").to_numpy(zero_copy_only=False)
     targets = np.array(table.column("label").to_pylist())
     inputs = load_inputs("pixels", table)
-    n_outputs = get_task(manifest["task"]).n_outputs(len(manifest["label_names"]))
+    n_outputs = get_task(manifest.task).n_outputs(len(manifest.label_names))
 
     columns, maps, portraits = [], {}, {}
     for col, (cutoff, target_slice) in enumerate(pairs):
@@ -181,7 +181,7 @@ def dataset_saliency(
         for model_name in models:
             per_seed = []
             for checkpoint in _checkpoints(p["models"] / model_name).get(cutoff, []):
-                model = load_checkpoint(model_name, inputs.spec(), n_outputs, manifest["task"], checkpoint)
+                model = load_checkpoint(model_name, inputs.spec(), n_outputs, manifest.task, checkpoint)
                 per_seed.append(saliency_map(model, x, targets[rows]))
             if per_seed:
                 maps[(model_name, col)] = np.mean(per_seed, axis=0)

@@ -114,16 +114,12 @@ def dataset_shape(
 
     manifest_path = Path(manifest_dir) / f"{name}.json"
     if rows_override is None and manifest_path.exists():
-        manifest = json.loads(manifest_path.read_text())
-        seen = [s["label"] for s in manifest["slices"]]
+        from drift.store.slices import SliceManifest  # lazy: lance, only with a manifest to read
+
+        manifest = SliceManifest.from_file(manifest_path, name)
         # a manifest of other slices or another min_samples is stale for these params: fall back to them
-        if set(seen) <= set(labels) and manifest.get("min_samples") == min_samples:
-            slices = [
-                SliceCounts(
-                    s["rows"], s["train"], s["test"], bool(s.get("trainable", s["usable"])), bool(s["usable"])
-                )
-                for s in manifest["slices"]
-            ]
+        if set(manifest.labels()) <= set(labels) and manifest.min_samples == min_samples:
+            slices = [SliceCounts(s.rows, s.train, s.test, s.trainable, s.usable) for s in manifest.slices]
             return DatasetShape(
                 **shape, slices=slices, source="manifest", note=f"slice manifest {manifest_path}"
             )

@@ -416,14 +416,16 @@ def make_workspace(path: Path, params: dict) -> Path:
 def restrict_cutoffs(manifest_path: Path, n: int) -> tuple[int, list[str]]:
     """Keep `n` trainable cutoffs (the first, the last, evenly spread between) by marking the others
     untrainable in the slice manifest; returns (trainable before, labels kept)."""
-    manifest = json.loads(manifest_path.read_text())
-    trainable = [s for s in manifest["slices"] if s.get("trainable", s["usable"])]
+    from drift.store.slices import SliceManifest
+
+    manifest = SliceManifest.from_file(manifest_path, manifest_path.stem)
+    trainable = [s for s in manifest.slices if s.trainable]
     if len(trainable) > n:
         keep = {round(i * (len(trainable) - 1) / max(n - 1, 1)) for i in range(n)}
         for i, s in enumerate(trainable):
-            s["trainable"] = i in keep
-        manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")
-    return len(trainable), [s["label"] for s in manifest["slices"] if s.get("trainable", s["usable"])]
+            s.trainable = i in keep
+        manifest.to_file(manifest_path)
+    return len(trainable), [s.label for s in manifest.slices if s.trainable]
 
 
 @contextlib.contextmanager
@@ -610,21 +612,24 @@ def measured(root: Path, params, name: str, trains: list, evals: list, stages: l
     manifest_path = root / "data" / "slices" / f"{name}.json"
     if not manifest_path.exists():
         return out
-    manifest = json.loads(manifest_path.read_text())
-    out["rows"] = manifest["rows"]
+    from drift.encoders.embed import EmbedRun
+    from drift.store.slices import SliceManifest
+
+    manifest = SliceManifest.from_file(manifest_path, name)
+    out["rows"] = manifest.rows
     out["models"] = roster(params.train, name, params.info(name).modality)
-    out["cutoffs"] = [s["label"] for s in manifest["slices"] if s.get("trainable", s["usable"])]
+    out["cutoffs"] = [s.label for s in manifest.slices if s.trainable]
     token_rate = None
     for path in sorted((root / RUNS / "embed").glob(f"{name}-*.json")):
-        m = json.loads(path.read_text())
+        m = EmbedRun.from_file(path, name)
         enc = {
-            "rows": m["computed"],
-            "seconds": m["seconds"],
-            "rows_per_s": m["computed"] / m["seconds"] if m["seconds"] else None,
+            "rows": m.computed,
+            "seconds": m.seconds,
+            "rows_per_s": m.computed / m.seconds if m.seconds else None,
         }
-        if m.get("tokens"):
-            token_rate = m["tokens"] / max(m["computed"], 1)
-        out["encoders"][m["encoder"]] = enc
+        if m.tokens:
+            token_rate = m.tokens / max(m.computed, 1)
+        out["encoders"][m.encoder] = enc
     for enc in out["encoders"].values():  # the stand-ins share one tokenizer: the same tokens per row
         if token_rate and enc["rows_per_s"]:
             enc.update(tokens_per_row=token_rate, tokens_per_s=enc["rows_per_s"] * token_rate)
@@ -683,7 +688,7 @@ def compare_engines(root: Path, params, names: list[str], device: str) -> dict:
     try:
         for name in names:
             data = SliceData(name, input_settings(load_params(root / "params.yaml")))
-            cutoffs = trainable_cutoffs(data.manifest["slices"])
+            cutoffs = trainable_cutoffs(data.manifest.slices)
             families: dict[str, list[str]] = {}
             for model in roster(params.train, name, params.info(name).modality):
                 info = get_model_info(model)

@@ -18,6 +18,7 @@ import json
 import zlib
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import lance
 import numpy as np
@@ -26,7 +27,9 @@ import pyarrow.compute as pc
 from lance import LanceOperation
 from lance.commit import CommitConflictError
 from lance.fragment import write_fragments
+from pydantic import BaseModel, ConfigDict
 
+from drift.core.artefact import Artefact
 from drift.core.errors import DriftError, disk_full, is_disk_full
 from drift.core.objectstore import ObjectPath, location
 
@@ -34,6 +37,38 @@ FRAGMENT_BYTES = 1 << 30  # compaction target per fragment: few files to list, e
 COMPACT_AFTER = 8  # an embed run compacts once this many under-sized fragments have piled up
 FILE_FORMAT = "2.0"  # measured: takes of token states ~2x faster than the 2.1/2.2 structural encodings
 NO_KEYS = pa.array([], pa.large_string())
+
+
+class StoreManifest(BaseModel):
+    """One encoder's entry of the embed stage's manifest: the store table it wrote (`store`, under
+    embed.cache_dir), its fingerprint and the fields it hashes, the vector width, the rows and a digest of their
+    unique keys. `with_tokens` is absent for the text encoder (token states and pooled vectors) and false for a
+    probe's encoder (pooled vectors only)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    encoder: str
+    fingerprint: str
+    fingerprint_fields: dict[str, Any]  # the encoder's own record (drift.encoders.fingerprint)
+    store: str
+    dim: int
+    rows: int
+    keys_sha256: str
+    with_tokens: bool | None = None  # None: True
+
+    @property
+    def tokens(self) -> bool:
+        return self.with_tokens is not False
+
+
+class EmbeddingsManifest(Artefact):
+    """data/embeddings/<dataset>.json, the embed stage's DVC output: {encoders: {name: StoreManifest}}, in the
+    order the stage embedded them. Deterministic: an identical re-embedding writes the same bytes."""
+
+    WRITER = "embed"
+    WHAT = "embeddings manifest"
+
+    encoders: dict[str, StoreManifest]
 
 
 class DamagedRows(DriftError):
@@ -427,16 +462,12 @@ class EmbeddingStore:
         return table_info(self.path)
 
 
-def open_store(manifest: dict, cache_dir: Path | ObjectPath) -> EmbeddingStore:
+def open_store(manifest: StoreManifest, cache_dir: Path | ObjectPath) -> EmbeddingStore:
     """The store table a manifest names; a clear error when it is not in this cache directory."""
     store = EmbeddingStore(
-        cache_dir,
-        manifest["encoder"],
-        manifest["fingerprint"],
-        manifest["dim"],
-        with_tokens=manifest.get("with_tokens", True),
+        cache_dir, manifest.encoder, manifest.fingerprint, manifest.dim, with_tokens=manifest.tokens
     )
-    if manifest.get("rows", 1) and not committed(store.path):
+    if manifest.rows and not committed(store.path):
         raise DriftError(
             f"embedding table {store.path.name} is not in {location(cache_dir)} (another embed.cache_dir, "
             f"or removed by `drift cache gc`): run `dvc repro -f embed@<dataset>` to compute it"

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from drift.core.errors import DriftError
 from drift.core.objectstore import ObjectPath
-from drift.store.embeddings import DamagedRows, open_store
+from drift.store.embeddings import DamagedRows, StoreManifest, open_store
 from drift.store.integrity import fsync_dir, fsync_file, sha256_file
 from drift.store.slices import image_dtype, read_slice_table, slice_table_batches
 
@@ -291,14 +291,14 @@ def build_pixels(slice_path: Path, out: Path, keys_hash: str, rows_per_read: int
     return header
 
 
-def is_current(path: Path, keys_hash: str, manifest: dict | None = None) -> bool:
+def is_current(path: Path, keys_hash: str, manifest: StoreManifest | None = None) -> bool:
     """The feature files at `path` were built for these rows (and this encoder's store table), and each still
     holds what was written (size and sha256; a damaged one is named on stderr, and rebuilt by the caller)."""
     header = read_header(path)
     if header is None or header.get("format") != FORMAT or header.get("keys_sha256") != keys_hash:
         return False
     if manifest is not None and (
-        header.get("fingerprint") != manifest["fingerprint"] or header.get("store") != manifest["store"]
+        header.get("fingerprint") != manifest.fingerprint or header.get("store") != manifest.store
     ):
         return False
     problem = file_problem(path, header)
@@ -313,7 +313,7 @@ def ensure_features(
     slice_path: Path,
     keys,
     out_dir: Path,
-    manifest: dict | None = None,
+    manifest: StoreManifest | None = None,
     cache_dir: Path | ObjectPath | None = None,
     keys_hash: str | None = None,
 ) -> Path:
@@ -326,9 +326,9 @@ def ensure_features(
             print(f"features: writing {path}", file=sys.stderr)
             build_pixels(slice_path, path, keys_hash)
         return path
-    path = Path(out_dir) / manifest["encoder"]
+    path = Path(out_dir) / manifest.encoder
     if not is_current(path, keys_hash, manifest):
-        print(f"features: writing {path} from the store table {manifest['store']}", file=sys.stderr)
+        print(f"features: writing {path} from the store table {manifest.store}", file=sys.stderr)
         assert cache_dir is not None, (
             "an encoder's feature files are built from its store: give the cache_dir"
         )
@@ -343,7 +343,11 @@ def _keys_array(keys) -> pa.Array:
 
 
 def write_features(
-    slice_path: Path, encoders: dict, cache_dir: Path, out_dir: Path, modality: str = "text"
+    slice_path: Path,
+    encoders: dict[str, StoreManifest],
+    cache_dir: Path,
+    out_dir: Path,
+    modality: str = "text",
 ) -> dict:
     """What the embed stage calls after embedding: the feature files of every encoder in its manifest
     ({encoder: manifest}, as data/embeddings/<dataset>.json holds under "encoders"), and the pixels of an

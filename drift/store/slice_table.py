@@ -4,7 +4,6 @@ inputs on top of it are drift.models.slice_data's."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -12,8 +11,9 @@ import numpy as np
 from drift.core.stage import require
 from drift.protocol.tasks import get_task
 from drift.store.cells import row_hashes
+from drift.store.embeddings import EmbeddingsManifest, StoreManifest
 from drift.store.features import keys_sha256
-from drift.store.slices import read_slice_manifest, read_slice_table
+from drift.store.slices import SliceManifest, read_slice_manifest, read_slice_table
 
 
 class SliceTable:
@@ -25,25 +25,26 @@ class SliceTable:
         self.root = Path(root).resolve()
         p = self.paths = require(name, "slice_manifest", "embeddings", root=self.root)
         self.slice_path = p["slices"]
-        # the small columns only: payloads (texts, images) are read from the feature files, batch by batch
-        self._set_rows(
-            name,
-            read_slice_manifest(p["slices"]),
-            read_slice_table(p["slices"], columns=["key", "slice", "split", "label"]),
-            embedding_manifests(p["embeddings"]),
-        )
+        # the manifests first (small, validated: one of another version stops here), then the small columns
+        # only: payloads (texts, images) are read from the feature files, batch by batch
+        manifest = read_slice_manifest(p["slices"])
+        encoders = EmbeddingsManifest.from_file(p["embeddings"], name).encoders
+        table = read_slice_table(p["slices"], columns=["key", "slice", "split", "label"])
+        self._set_rows(name, manifest, table, encoders)
 
-    def _set_rows(self, name: str, manifest: dict, table, encoders: dict) -> None:
+    def _set_rows(
+        self, name: str, manifest: SliceManifest, table, encoders: dict[str, StoreManifest]
+    ) -> None:
         """What the rows and manifests say, however they arrived (read here, or shipped to a Ray worker)."""
         self.name, self.manifest, self.table, self.encoders = name, manifest, table, encoders
-        self.task = get_task(manifest["task"])
-        self.n_outputs = self.task.n_outputs(len(manifest["label_names"]))
+        self.task = get_task(manifest.task)
+        self.n_outputs = self.task.n_outputs(len(manifest.label_names))
         self.keys_sha256 = keys_sha256(table.column("key"))
         self.slices = table.column("slice").to_numpy()
         self.splits = table.column("split").to_numpy(zero_copy_only=False)
         self.labels = table.column("label").to_pylist()
-        self.usable = [s["usable"] for s in manifest["slices"]]
-        self.modality = manifest.get("modality", "text")
+        self.usable = [s.usable for s in manifest.slices]
+        self.modality = manifest.modality
         self._row_hashes: np.ndarray | None = None
 
     @property
@@ -54,14 +55,4 @@ class SliceTable:
         return self._row_hashes
 
     def usable_rows(self) -> np.ndarray:
-        return np.flatnonzero(
-            np.isin(self.slices, [s["index"] for s in self.manifest["slices"] if s["usable"]])
-        )
-
-
-def embedding_manifests(path) -> dict[str, dict]:
-    """{encoder name: manifest} from data/embeddings/<dataset>.json."""
-    data = json.loads(Path(path).read_text())
-    if "encoders" in data:
-        return data["encoders"]
-    return {data["encoder"]: data} if data.get("encoder") else {}
+        return np.flatnonzero(np.isin(self.slices, [s.index for s in self.manifest.slices if s.usable]))

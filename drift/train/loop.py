@@ -238,7 +238,7 @@ def train_group(group: TrainGroup) -> list[str]:
     if todo:
         inputs, targets = data.inputs(name), data.task.target_tensor(data.labels)
         weight_rows = loss_weight_rows(data, cfg)
-        labels = {s["index"]: s.get("label") for s in data.manifest["slices"]}  # read by the hash seed only
+        labels = {s.index: s.label for s in data.manifest.slices}  # read by the hash seed only
         jobs = [
             Job(cutoff_rows(data, k), cutoff_seed(seed, name, k, labels[k], cfg.slice_seed), weight_rows)
             for seed, k, _ in todo
@@ -304,7 +304,7 @@ def train_roster(
     deterministic(cfg.threads)
     shutil.rmtree(models_dir, ignore_errors=True)
     cache = cache or ResultCache(Path(tempfile.mkdtemp(prefix="drift-cells-")))
-    cutoffs = trainable_cutoffs(data.manifest["slices"])
+    cutoffs = trainable_cutoffs(data.manifest.slices)
     counts = {"trained": 0, "reused": 0}
     base_cfg = cfg
     groups, scheduled, copies = (
