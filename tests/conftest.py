@@ -24,6 +24,8 @@ BIN = Path(sys.executable).parent
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Rich sizes its console from a terminal on any standard stream: the tests read what a pipe gets (80 columns)
+os.environ.setdefault("COLUMNS", "80")
 
 
 def metrics_json(**stats) -> str:
