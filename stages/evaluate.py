@@ -1,6 +1,7 @@
 """Stage evaluate@<dataset>: every checkpoint on every slice -> one drift matrix per model and seed
 (drift/evaluate/fill_matrices.py `evaluate_roster`); cells already scored come from the cell cache (drift/store/cells.py), and
-.drift/runs/evaluate/<dataset>.json counts the cells computed and reused."""
+.drift/runs/evaluate/<dataset>.json counts the cells computed and reused, and times each (model, seed) task
+(`timings`: model, seed, checkpoints, rows predicted, cells, seconds; `drift rehearse` reads them)."""
 
 import sys
 
@@ -18,6 +19,20 @@ def main(argv):
     # slice and embed first, then train: the first missing input is named
     data = SliceData(name, input_settings(params))
     p = require(name, "models")
+    timings: list[dict] = []
+
+    def evaluated(model: str, seed: int, cutoffs: list[int], seconds: float) -> None:
+        timings.append(
+            {
+                "model": model,
+                "seed": seed,
+                "checkpoints": len(cutoffs),
+                "rows": len(data.labels) * len(cutoffs),
+                "cells": len(cutoffs) * int(sum(data.usable)),
+                "seconds": round(seconds, 4),
+            }
+        )
+
     results, counts = evaluate_roster(
         data,
         roster(params.train, name, params.info(name).modality),
@@ -25,13 +40,14 @@ def main(argv):
         params.train.threads,
         ResultCache(cache_dir(params.embed)),
         params.compute,
+        on_evaluated=evaluated,
     )
     for model, result in results.items():
         write_json(p["eval"] / f"{model}.json", result)
     corrupt = counts.pop("corrupt")
     if line := corrupt_line(f"evaluate@{name}", corrupt, "cell(s)"):
         print(line, file=sys.stderr)
-    write_run("evaluate", f"{name}.json", {"dataset": name, **counts})
+    write_run("evaluate", f"{name}.json", {"dataset": name, **counts, "timings": timings})
 
 
 if __name__ == "__main__":
