@@ -8,7 +8,8 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-KIT = ("stages/*.py", "params.yaml", "params/*.yaml")  # drift/run/rehearse.py reads these under drift/_pipeline/
+# drift/run/rehearse.py `pipeline_kit` reads these under drift/_pipeline/
+KIT = ("stages/*.py", "params.yaml", "params/*.yaml")
 
 
 class BuildPy(build_py):

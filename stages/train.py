@@ -38,7 +38,12 @@ def main(argv):
     def trained(model: str, checkpoints: list[tuple[int, int]], seconds: float) -> None:
         rows = sum(len(cutoff_rows(data, k)) for _, k in checkpoints) * params.train.epochs
         timings.append(
-            {"model": model, "checkpoints": len(checkpoints), "row_passes": int(rows), "seconds": round(seconds, 4)}
+            {
+                "model": model,
+                "checkpoints": len(checkpoints),
+                "row_passes": int(rows),
+                "seconds": round(seconds, 4),
+            }
         )
 
     counts = train_roster(

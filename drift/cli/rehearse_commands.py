@@ -87,8 +87,9 @@ def rehearse(
 ):
     """Rehearse a campaign before it runs: every stage and model of PRESET, run by `dvc repro` in a temporary
     git + DVC workspace made from the installed package, on a small sample in the corpus's real format (shipped
-    with drift), with stand-in encoders of the preset's architectures and widths (random weights). Prints what it shrank, each stage's result and throughput; the rates go to the
-    drift cache dir for `drift plan` and `train.engine: auto`. Exits 1 when a stage fails."""
+    with drift), with stand-in encoders of the preset's architectures and widths (random weights). Prints what
+    it shrank, each stage's result and throughput; the rates go to the drift cache dir for `drift plan`. Exits 1
+    when a stage fails."""
     from drift.run.rehearse import (
         rehearse as run_rehearsal,  # lazy: torch, kept out of `drift --help`
     )
