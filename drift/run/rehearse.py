@@ -398,6 +398,7 @@ def stage_env(root: Path, repo: Path) -> dict:
         "GIT_COMMITTER_EMAIL": "rehearsal@localhost",
         "PYTHONPATH": os.pathsep.join([str(repo), *filter(None, [os.environ.get("PYTHONPATH")])]),
     }
+    env["DVC_NO_ANALYTICS"] = "1"  # no usage report sent from a rehearsal's workspace
     env.pop("DVC_ROOT", None)  # an outer `dvc repro` running this one: the workspace is its own repository
     env.pop("DVC_EXP_NAME", None)
     here = Path(sys.executable).parent
