@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import cast
 
 import yaml
 
@@ -168,7 +169,9 @@ def rehearsal_params(
             path = sample_path(name, typed)
             name_files(data, name, path)
             typed = load_params(data)
-            if Path(dataset_cfg(typed, name).source) != Path(path):  # the reader must read the sample
+            if Path(getattr(dataset_cfg(typed, name), "source", "")) != Path(
+                path
+            ):  # the reader must read the sample
                 raise DriftError(
                     f"the rehearsal could not point {name}'s reader at its sample {path}: "
                     "drift/run/rehearse.py name_files must follow how params.yaml names a dataset's files"
@@ -364,7 +367,7 @@ def write_standin(name: str, folder: Path, layers: int | None) -> dict:
             {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()},
             str(folder / "model.safetensors"),
         )
-        return {"width": int(model.num_features), "layers": None}
+        return {"width": int(cast(int, model.num_features)), "layers": None}
     except DriftError:
         raise
     except Exception as e:
@@ -528,9 +531,9 @@ def rehearse(
             out["samples"][name] = write_sample(name, typed, repo, prof, data)
         make_workspace(repo, params, env)
         failed = False
-        for label, stage, name in [("check", "check", None)] + [
-            (f"{stage}@{name}", stage, name) for stage in STAGES for name in names
-        ]:
+        steps: list[tuple[str, str, str | None]] = [("check", "check", None)]
+        steps += [(f"{stage}@{name}", stage, name) for stage in STAGES for name in names]
+        for label, stage, dataset in steps:
             rerun = f"cd {repo} && PYTHONPATH={repo} {sys.executable} -m dvc repro -s {label}"
             entry = {"stage": label, "status": "skipped", "seconds": 0.0, "rerun": rerun}
             out["stages"].append(entry)
@@ -538,8 +541,8 @@ def rehearse(
                 continue
             t = time.perf_counter()
             try:
-                if stage == "embed":
-                    standins(name)
+                if stage == "embed" and dataset is not None:
+                    standins(dataset)
                 done = subprocess.run(
                     [sys.executable, "-m", "dvc", "repro", "-s", label],
                     cwd=repo,
@@ -549,13 +552,13 @@ def rehearse(
                 )
                 if done.returncode:
                     raise DriftError(stage_error(done))
-                if stage == "slice":
+                if stage == "slice" and dataset is not None:
                     before, kept = restrict_cutoffs(
-                        repo / "data" / "slices" / f"{name}.json", 10**9 if full else prof.cutoffs
+                        repo / "data" / "slices" / f"{dataset}.json", 10**9 if full else prof.cutoffs
                     )
                     if len(kept) < before:
                         shrunk.append(
-                            f"{name} cutoffs trained {before} -> {len(kept)}: {', '.join(kept)} "
+                            f"{dataset} cutoffs trained {before} -> {len(kept)}: {', '.join(kept)} "
                             "(the others marked untrainable in the slice manifest)"
                         )
                 entry["status"] = "passed"
