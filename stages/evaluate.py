@@ -1,6 +1,7 @@
 """Stage evaluate@<dataset>: every checkpoint on every slice -> one drift matrix per model and seed
 (drift/evaluate/fill_matrices.py `evaluate_roster`); cells already scored come from the cell cache (drift/store/cells.py), and
-.drift/runs/evaluate/<dataset>.json counts the cells computed and reused."""
+.drift/runs/evaluate/<dataset>.json counts the cells computed and reused, and times each (model, seed) task
+(`timings`: model, seed, checkpoints, rows predicted, cells, seconds; `drift rehearse` reads them)."""
 
 import sys
 
@@ -19,6 +20,20 @@ def main(argv):
     # slice and embed first, then train: the first missing input is named
     data = SliceData(name, input_settings(params))
     p = require(name, "models")
+    timings: list[dict] = []
+
+    def evaluated(model: str, seed: int, cutoffs: list[int], seconds: float) -> None:
+        timings.append(
+            {
+                "model": model,
+                "seed": seed,
+                "checkpoints": len(cutoffs),
+                "rows": len(data.labels) * len(cutoffs),
+                "cells": len(cutoffs) * int(sum(data.usable)),
+                "seconds": round(seconds, 4),
+            }
+        )
+
     results, counts = evaluate_roster(
         data,
         roster(params.train, name, params.info(name).modality),
@@ -26,13 +41,14 @@ def main(argv):
         params.train.threads,
         ResultCache(cache_dir(params.embed)),
         params.compute,
+        on_evaluated=evaluated,
     )
     for model, result in results.items():
         result.to_file(p["eval"] / f"{model}.json")
     corrupt = counts.pop("corrupt")  # the damaged cache files' names: printed, not recorded
     if line := corrupt_line(f"evaluate@{name}", corrupt, "cell(s)"):
         print(line, file=sys.stderr)
-    record = {"dataset": name, **counts}
+    record = {"dataset": name, **counts, "timings": timings}
     write_run("evaluate", f"{name}.json", EvaluateRun.parse(record, f"evaluate@{name}'s counts", name))
 
 

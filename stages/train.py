@@ -1,6 +1,7 @@
 """Stage train@<dataset>: for every model of the roster and seed, one checkpoint per cutoff k trained on
 slices <= k (drift/train/loop.py), or copied from the checkpoint cache when nothing that decides it has changed
-(drift/store/cells.py); .drift/runs/train/<dataset>.json counts both."""
+(drift/store/cells.py); .drift/runs/train/<dataset>.json counts both, and times each training task (`timings`:
+model, checkpoints, row passes, seconds; `drift rehearse` reads them)."""
 
 import sys
 
@@ -12,7 +13,7 @@ from drift.run.checks import validate
 from drift.store.cells import ResultCache, corrupt_line
 from drift.store.location import cache_dir
 from drift.train.engine import train_many
-from drift.train.loop import train_roster
+from drift.train.loop import cutoff_rows, train_roster
 from drift.train.rates import engine_choice
 from drift.train.train_run import TrainRun
 
@@ -33,6 +34,19 @@ def main(argv):
         )
     # batched: every seed and cutoff of a model stacked
     batched = train_many if params.train.engine in ("batched", "auto") else None
+    timings: list[dict] = []
+
+    def trained(model: str, checkpoints: list[tuple[int, int]], seconds: float) -> None:
+        rows = sum(len(cutoff_rows(data, k)) for _, k in checkpoints) * params.train.epochs
+        timings.append(
+            {
+                "model": model,
+                "checkpoints": len(checkpoints),
+                "row_passes": int(rows),
+                "seconds": round(seconds, 4),
+            }
+        )
+
     counts = train_roster(
         data,
         models,
@@ -42,12 +56,13 @@ def main(argv):
         params.compute,
         batched,
         engines,
+        on_trained=trained,
     )
     corrupt = counts.pop("corrupt")  # the damaged cache files' names: printed, not recorded
     if line := corrupt_line(f"train@{name}", corrupt, "checkpoint(s)"):
         print(line, file=sys.stderr)
     engine = engines or {m: "batched" if batched else "solo" for m in models}
-    record = {"dataset": name, **counts, "engines": engine}
+    record = {"dataset": name, **counts, "engines": engine, "timings": timings}
     write_run("train", f"{name}.json", TrainRun.parse(record, f"train@{name}'s counts", name))
 
 

@@ -1,21 +1,24 @@
-"""`drift rehearse`: each paper preset through every stage on its fixture sample with stand-in encoders (the tiny
-profile here; `make test-slow` runs the default one), and planted faults that fail in one line."""
+"""`drift rehearse`: planted faults that fail in one line, --data and the shipped samples winning over the files
+params.yaml names, the rates it stores (each preset's tiny rehearsal runs from a wheel:
+tests/test_rehearse_wheel.py; `make test-slow` runs the default profile here)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
+import textwrap
 
 import pytest
-import torch
+import yaml
 from conftest import ROOT, SHIPPED_PARAMS, drift_cli, only, repro_in_process, tiny_params
-from torch import nn
 
-from drift.core.encoder_registry import ENCODERS, EncoderSpec
 from drift.core.errors import DriftError
-from drift.models import _BUILD, MODELS, ModelInfo
-from drift.run.rehearse import PROFILES, rehearse
-from drift.train.rates import engine_choice, measured_engines, rates_path, read_rates, write_rates
+from drift.core.params import load_params
+from drift.data.datasets import dataset_cfg
+from drift.run.rehearse import PROFILES, rehearsal_params, rehearse
+from drift.train.rates import engine_choice, measured_engines, rates_path, write_rates
 
 PRESETS = ("paper-yearbook", "paper-amazon", "paper-arxiv")
 
@@ -26,37 +29,7 @@ def own_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("DRIFT_CACHE_DIR", str(tmp_path / "drift-cache"))
 
 
-def _status():
-    """The project's run outputs and params as git sees them (ignored files included)."""
-    return subprocess.run(["git", "status", "--porcelain", "--ignored", "--", "params.yaml", "dvc.lock", "data",
-                           "metrics", "plots", "tables", "reports"], cwd=ROOT, capture_output=True, text=True, check=False).stdout
-
-
-@pytest.mark.parametrize("preset", PRESETS)
-def test_tiny_rehearsal_of_each_preset(preset, tmp_path):
-    before = _status()
-    out = rehearse(preset, profile="tiny", workspace=tmp_path / "ws")
-    failed = [s for s in out["stages"] if s["status"] != "passed"]
-    assert out["ok"] and not failed, failed
-    assert not (tmp_path / "ws").exists() and _status() == before  # nothing left, the project untouched
-    (name, d), = out["datasets"].items()
-    # every model of the (shrunk) roster trained at every kept cutoff of the one seed left
-    shrunk = " ".join(out["shrunk"])
-    assert "train.seeds" in shrunk and "train.epochs 10 -> 1" in shrunk
-    assert f"{name} cutoffs trained" in shrunk or len(d["cutoffs"]) <= PROFILES["tiny"].cutoffs
-    families = d["families"]
-    assert 1 <= len(d["cutoffs"]) <= PROFILES["tiny"].cutoffs
-    assert d["trainings"] == len(d["models"]) * len(d["cutoffs"]) and len(d["models"]) >= 10
-    assert d["cells"] > 0 and d["rows"] > 0
-    for enc, standin in out["standins"].items():  # the preset's widths
-        assert standin["width"] == ENCODERS[enc].dim
-    assert all(e["rows_per_s"] > 0 for e in d["encoders"].values())
-    assert all(f["train_rows_per_s"] > 0 for f in families.values())
-    stored = read_rates("cpu")[name]
-    assert stored["preset"] == preset and stored["profile"] == "tiny" and stored["engines"]
-    if name != "yearbook":  # text: token states at the preset's width, tokens per second measured
-        assert out["standins"]["roberta"]["width"] == 768
-        assert all(e["tokens_per_s"] > 0 for e in d["encoders"].values())
+# the tiny rehearsal of each preset runs from an installed wheel: tests/test_rehearse_wheel.py
 
 
 def _failed(out: dict) -> dict:
@@ -68,38 +41,97 @@ def _failed(out: dict) -> dict:
     return failed[0]
 
 
-class ShortPositions(nn.Module):
-    """A head with a learned position table of 64: it fails on longer token rows."""
+def patched_checkout(tmp_path, appended: dict[str, str]):
+    """A copy of the checkout's package, stage scripts and params with `appended` {file: code} added at the end of
+    those files: the code a rehearsal copies into its workspace, and so the code its stages run."""
+    copy = tmp_path / "checkout"
+    ignore = shutil.ignore_patterns("__pycache__")
+    for name in ("drift", "stages", "params"):
+        shutil.copytree(ROOT / name, copy / name, ignore=ignore)
+    shutil.copy(ROOT / "params.yaml", copy / "params.yaml")
+    for name, code in appended.items():
+        with open(copy / name, "a") as f:
+            f.write("\n" + textwrap.dedent(code))
+    return copy
 
-    def __init__(self, spec, n_outputs):
-        super().__init__()
-        self.positions = nn.Embedding(64, spec.shape[0])
-        self.out = nn.Linear(spec.shape[0], n_outputs)
 
-    def forward(self, x, mask):
-        x = x + self.positions(torch.arange(x.shape[1]))
-        return self.out(x.mean(1))
+def rehearse_with(checkout, tmp_path, preset: str, overrides: list[str]) -> dict:
+    """A tiny rehearsal run by the package in `checkout` (its own process, outside the checkout)."""
+    code = ("import json, sys; from drift.run.rehearse import rehearse; "
+            "print(json.dumps(rehearse(sys.argv[1], sys.argv[2:], profile='tiny', record=False)))")
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    done = subprocess.run([sys.executable, "-c", code, preset, *overrides], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1])
 
 
-def test_a_head_that_fails_at_the_presets_max_length(monkeypatch):
-    # registered as a head of drift.models.text_heads: a model's cache key covers the registry module defining it
-    monkeypatch.setattr(ShortPositions, "__module__", "drift.models.text_heads")
-    monkeypatch.setitem(MODELS, "tx-short", ModelInfo("tx-short", "Transformer", "S", "tokens", "TX-Short"))
-    monkeypatch.setitem(_BUILD, "tx-short", (ShortPositions, {}))
-    out = rehearse("paper-amazon", ["train.models.amazon=[tx-short]", "embed.encoders=[]"], profile="tiny",
-                   record=False)
+SHORT_POSITIONS = {  # a head with a learned position table of 64: it fails on longer token rows
+    "drift/models/text_heads.py": """
+        class ShortPositions(nn.Module):
+            def __init__(self, spec, n_outputs):
+                super().__init__()
+                self.positions = nn.Embedding(64, spec.shape[0])
+                self.out = nn.Linear(spec.shape[0], n_outputs)
+
+            def forward(self, x, mask):
+                x = x + self.positions(torch.arange(x.shape[1]))
+                return self.out(x.mean(1))
+
+
+        HEADS["tx-short"] = (ShortPositions, "Transformer", "TX-Short", "S", {})
+        """,
+    "drift/core/model_registry.py": """
+        MODELS["tx-short"] = ModelInfo("tx-short", "Transformer", "S", "tokens", "TX-Short")
+        """,
+}
+
+
+def test_a_head_that_fails_at_the_presets_max_length(tmp_path):
+    checkout = patched_checkout(tmp_path, SHORT_POSITIONS)
+    out = rehearse_with(checkout, tmp_path, "paper-amazon", ["train.models.amazon=[tx-short]", "embed.encoders=[]"])
     failed = _failed(out)
     assert failed["stage"] == "train@amazon" and "index out of range" in failed["error"]
     assert failed["rerun"].endswith("dvc repro -s train@amazon")
+    assert [s["status"] for s in out["stages"][:4]] == ["passed"] * 4  # check, ingest, slice, embed
 
 
-def test_an_encoder_the_stand_in_cannot_build(monkeypatch):
-    monkeypatch.setitem(ENCODERS, "xlnet", EncoderSpec("xlnet", "XLNet", "text", "hf", "xlnet-base-cased", 768, "mean"))
-    out = rehearse("paper-amazon", ["embed.encoders=[xlnet]", "train.models.amazon=[ffn-s]"], profile="tiny",
-                   record=False)
+def test_an_encoder_the_stand_in_cannot_build(tmp_path):
+    checkout = patched_checkout(tmp_path, {"drift/core/encoder_registry.py": """
+        ENCODERS["xlnet"] = EncoderSpec("xlnet", "XLNet", "text", "hf", "xlnet-base-cased", 768, "mean")
+        """})
+    out = rehearse_with(checkout, tmp_path, "paper-amazon", ["embed.encoders=[xlnet]", "train.models.amazon=[ffn-s]"])
     failed = _failed(out)
     assert failed["stage"] == "embed@amazon"
     assert failed["error"].startswith("no stand-in configuration for text encoder xlnet")
+
+
+def _params_naming_elsewhere(tmp_path):
+    """params.yaml with amazon.source naming a folder that is not there (the user's corpus, on another disk)."""
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params.setdefault("amazon", {})["source"] = str(tmp_path / "elsewhere" / "amazon")
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+    return path
+
+
+def test_the_sample_wins_over_the_files_params_yaml_names(tmp_path):
+    params, _ = rehearsal_params("paper-amazon", [], PROFILES["tiny"], False, _params_naming_elsewhere(tmp_path))
+    typed = load_params(params)
+    assert dataset_cfg(typed, "amazon").source == typed.datasets["amazon"].input == "data/raw/amazon"
+
+
+def test_data_wins_over_the_files_params_yaml_names(tmp_path):
+    sample = tmp_path / "my-sample"
+    sample.mkdir()
+    for category in ("All_Beauty", "Software"):
+        shutil.copy(ROOT / "tests/fixtures/amazon2023" / f"{category}.jsonl", sample)
+    out = rehearse("paper-amazon", ["amazon.categories=[All_Beauty,Software]", "train.models.amazon=[ffn-s]",
+                                    "embed.encoders=[]"], data=sample, profile="tiny", record=False,
+                   params_path=_params_naming_elsewhere(tmp_path))
+    assert out["ok"], [s for s in out["stages"] if s["status"] == "failed"]
+    assert out["samples"]["amazon"] == f"--data {sample}"
+    assert out["datasets"]["amazon"]["rows"] > 0 and out["datasets"]["amazon"]["cells"] > 0
 
 
 def test_a_bad_slice_span_fails_before_any_compute():

@@ -23,7 +23,7 @@ def rehearsal_table(out: dict) -> Table:
     for column in ("stage", "status", "s", "done", "throughput"):
         t.add_column(column, justify="right" if column == "s" else "left", overflow="fold")
     for s in out["stages"]:
-        stage, name = s["stage"].split("@")
+        stage, _, name = s["stage"].partition("@")  # "check" is one stage for every dataset
         d = out["datasets"].get(name, {})
         done, rate = "", ""
         if s["status"] == "passed":
@@ -62,7 +62,13 @@ def rehearse(
     data: Path | None = typer.Option(
         None,
         "--data",
-        help="a sample in the corpus's format (its folder or file) instead of the project's fixtures",
+        help="a sample in the corpus's format (its folder or file) instead of the one drift ships; it wins over "
+        "the files params.yaml names",
+    ),
+    params: Path | None = typer.Option(
+        None,
+        "--params",
+        help="the params.yaml the preset merges into (default: ./params.yaml, else the one drift ships)",
     ),
     set_: list[str] = typer.Option(
         None, "-S", "--set", help="key=value over the preset, as `dvc exp run -S` (repeatable)"
@@ -79,10 +85,11 @@ def rehearse(
     ),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ):
-    """Rehearse a campaign before it runs: every stage and model of PRESET in a temporary git + DVC workspace,
-    on a small sample in the corpus's real format, with stand-in encoders of the preset's architectures and
-    widths (random weights). Prints what it shrank, each stage's result and throughput; the rates go to the
-    drift cache dir for `drift plan` and `train.engine: auto`. Exits 1 when a stage fails."""
+    """Rehearse a campaign before it runs: every stage and model of PRESET, run by `dvc repro` in a temporary
+    git + DVC workspace made from the installed package, on a small sample in the corpus's real format (shipped
+    with drift), with stand-in encoders of the preset's architectures and widths (random weights). Prints what
+    it shrank, each stage's result and throughput; the rates go to the drift cache dir for `drift plan`. Exits 1
+    when a stage fails."""
     from drift.run.rehearse import (
         rehearse as run_rehearsal,  # lazy: torch, kept out of `drift --help`
     )
@@ -96,6 +103,7 @@ def rehearse(
             real_weights=real_weights,
             keep=keep,
             profile="tiny" if tiny else "default",
+            params_path=params,
         )
     except DriftError as e:
         fail(e)

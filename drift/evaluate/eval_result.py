@@ -78,6 +78,19 @@ class Recomputed(BaseModel):
     corrupt: int
 
 
+class EvaluateTiming(BaseModel):
+    """One (model, seed) evaluation's time (evaluate_roster's on_evaluated callback): checkpoints, rows predicted,
+    cells scored and seconds where it ran; `drift rehearse` reads them."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str
+    seed: int
+    checkpoints: int
+    rows: int
+    cells: int
+    seconds: Number
+
+
 class EvaluateRun(Artefact):
     """.drift/runs/evaluate/<dataset>.json: cells computed and reused (and the label-free estimates alike), the
     cached cells recomputed because they failed their checksum, the executor and its workers; `timings`: seconds
@@ -93,4 +106,4 @@ class EvaluateRun(Artefact):
     recomputed: Recomputed
     executor: Executor
     workers: int
-    timings: list[Number] | None = None
+    timings: list[EvaluateTiming] | None = None

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -142,9 +144,11 @@ def predict_needed(job: EvalJob, plans: dict) -> dict[int, np.ndarray | None]:
 def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
     """The drift matrix of one model and seed as JSON rows, the label-free estimates of the same cells
     {method: JSON rows} (drift/evaluate/estimate.py; none for regression), the counts {computed, reused,
-    estimates}, and the task's `also` metrics' matrices {metric: JSON rows} (multiclass: macro_f1). Cached cells are read, the rest predicted and scored by the protocol's drift_matrix, then stored
-    (atomically); the same values in the stage's process or in a Ray worker."""
+    estimates, seconds: the task's, where it ran}, and the task's `also` metrics' matrices {metric: JSON rows}
+    (multiclass: macro_f1). Cached cells are read, the rest predicted and scored by the protocol's drift_matrix,
+    then stored (atomically); the same values in the stage's process or in a Ray worker."""
 
+    started = time.perf_counter()
     if job.from_cache:
         with tempfile.TemporaryDirectory(prefix="drift-checkpoints-") as tmp:
             cache, paths = ResultCache(job.cache_root), {}
@@ -155,7 +159,9 @@ def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
                     paths[i].write_bytes(source)
                 else:
                     cache.place(source, paths[i])  # verified by its checksum
-            return evaluate_seed(replace(job, checkpoints=paths, from_cache=False))
+            out = evaluate_seed(replace(job, checkpoints=paths, from_cache=False))
+            out[2]["seconds"] = time.perf_counter() - started
+            return out
     data = job.data
     deterministic(job.threads)
     cache = ResultCache(job.cache_root)
@@ -211,6 +217,7 @@ def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
         "reused": len(known),
         "estimates": {"computed": n_estimates, "reused": len(known_estimates)},
         "corrupt": cache.corrupt,
+        "seconds": time.perf_counter() - started,
     }
     also_json = {m: to_json(v) for m, v in also.items()}
     return to_json(matrix), {m: to_json(estimated[m]) for m in methods}, counts, also_json
@@ -224,6 +231,10 @@ def shipped_checkpoint(path: Path, key: str | None, cache: ResultCache) -> str |
     return path.read_bytes()
 
 
+# on_evaluated(model, seed, [cutoff of each checkpoint evaluated], seconds): one call per evaluation task
+OnEvaluated = Callable[[str, int, list[int], float], None]
+
+
 def evaluate_roster(
     data: SliceData,
     models: list[str],
@@ -231,12 +242,14 @@ def evaluate_roster(
     threads: int = 1,
     cache=None,
     compute: ComputeParams | None = None,
+    on_evaluated: OnEvaluated | None = None,
 ) -> tuple[dict[str, EvalResult], dict]:
     """({model: its evaluation}, counts): per-seed drift matrices with what a reader needs to interpret them
     (metric, direction, slice labels, which slices are usable), and their label-free estimates. One task per
     (model, seed) on the `compute` executor (drift/core/executor.py); counts: cells {computed, reused}, estimates
     alike, recomputed {corrupt} (cached cells that failed their checksum, listed in `corrupt`), and the executor
-    and its workers."""
+    and its workers. `on_evaluated` (the stage's timings) hears of each task as it returns: its model, seed,
+    cutoffs and seconds; it changes no value."""
 
     deterministic(threads)
     compute = compute or ComputeParams()
@@ -313,6 +326,8 @@ def evaluate_roster(
                 counts["estimates"][key] += done["estimates"][key]
             counts["corrupt"] += done["corrupt"]
             counts["recomputed"]["corrupt"] += len(done["corrupt"])
+            if on_evaluated is not None:
+                on_evaluated(job.name, job.seed, sorted(job.checkpoints), done["seconds"])
             bar.advance()
     counts.update(executor=compute.executor, workers=workers(compute) if jobs else 0)
     return {

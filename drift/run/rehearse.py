@@ -1,43 +1,49 @@
 """A campaign rehearsed before it runs (`drift rehearse PRESET`): every stage of the preset's pipeline, every model
-of its roster, in a temporary git + DVC workspace with its own caches, on a small sample in the corpus's real
-format, with stand-in encoders of the preset's architectures and widths (random weights, written where
-embed.weights.<name> points). What it shrinks (rows, cutoffs trained, seeds, epochs, and in the tiny profile the
-text encoders' depth) is printed; cutoffs are restricted by marking the others untrainable in the slice
-manifest, so the protocol code runs unchanged. It measures each stage's throughput and stores the rates per
-machine, device and torch version for `drift plan` and `train.engine: auto` (drift/run/plan.py)."""
+of its roster, run by `dvc repro` in a temporary git + DVC workspace with its own caches, on a small sample in the
+corpus's real format (drift/data/samples, shipped with the package), with stand-in encoders of the preset's
+architectures and widths (random weights, written where embed.weights.<name> points). What it shrinks (rows,
+cutoffs trained, seeds, epochs, and in the tiny profile the text encoders' depth) is printed; cutoffs are
+restricted by marking the others untrainable in the slice manifest, so the protocol code runs unchanged. It reads
+each stage's throughput from the stages' run records (.drift/runs/<stage>/, their `timings`) and stores the rates
+per machine, device and torch version for `drift plan` (drift/run/plan.py).
+
+The workspace is a checkout made from the installed package: drift/ copied from where it is imported, the stage
+scripts and the shipped params.yaml and presets from the pipeline kit (`pipeline_kit`), dvc.yaml written by
+drift/run/pipeline.py, requirements.lock listing the installed distributions. Its stages import that copy
+(PYTHONPATH), as a checkout's stages import the checkout, so nothing outside the installed package is read."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import gzip
-import io
 import json
 import os
-import runpy
 import shutil
 import subprocess
-import tarfile
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
+from typing import cast
 
 import yaml
 
+import drift
 from drift.core.encoder_registry import ENCODERS
 from drift.core.errors import DriftError
 from drift.core.params import load_params, roster
 from drift.core.paths import RUNS
 from drift.core.presets import PRESETS, merged_document
-from drift.data.datasets import check_datasets, dataset_cfg
+from drift.data.datasets import check_datasets, dataset_cfg, get_dataset
 from drift.train.rates import rates_path, write_rates
 
 # the vision encoders the tiny profile keeps: a CNN and a ViT, the fastest of each here (0.37 and 0.21 s an image)
 CHEAP_VISION = ("resnet50-in", "clip-b32")
-ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT / "tests" / "fixtures"
 STAGES = ("ingest", "slice", "embed", "train", "evaluate", "report")
+KIT = (
+    "_pipeline"  # drift/_pipeline/ in a wheel: stages/, params.yaml, params/*.yaml (setup.py puts them there)
+)
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,29 @@ PROFILES = {
 }
 
 
+def pipeline_kit() -> Path:
+    """The folder holding the pipeline's files that live outside drift/ (stages/*.py, params.yaml, params/*.yaml):
+    drift/_pipeline/ in an installed wheel (setup.py's build step copies them there), else the checkout drift is
+    imported from (an editable install, PYTHONPATH)."""
+    package = Path(drift.__file__).resolve().parent
+    for root in (package / KIT, package.parent):
+        if (root / "stages" / "train.py").is_file() and (root / "params.yaml").is_file():
+            return root
+    raise DriftError(
+        f"{package} carries no stage scripts (neither {package / KIT} nor a checkout beside it): "
+        "install drift from a wheel built by its setup.py, or run from a checkout"
+    )
+
+
+def project_files(preset: str) -> tuple[Path, Path]:
+    """(params.yaml, presets folder) a rehearsal merges: the working directory's when it holds a params.yaml (a
+    project), its params/ when that holds the preset; else the ones the package carries (pipeline_kit)."""
+    kit = pipeline_kit()
+    params = Path("params.yaml") if Path("params.yaml").is_file() else kit / "params.yaml"
+    presets = PRESETS if (PRESETS / f"{preset}.yaml").is_file() else kit / PRESETS
+    return params, presets
+
+
 # ---------------------------------------------------------------- params
 
 
@@ -93,17 +122,60 @@ def parse_overrides(pairs: list[str]) -> dict:
     return out
 
 
+def reads_files(name: str, params) -> bool:
+    """Whether dataset `name`'s reader reads files the params name (a corpus or table: its section has `source`)."""
+    return "source" in get_dataset(name, params.tables.get(name)).PARAMS.model_fields
+
+
+def sample_path(name: str, params) -> str:
+    """Where the rehearsal puts dataset `name`'s sample, relative to its workspace: the configured input when it is
+    a relative path inside the workspace (the reader may read its file name), else data/raw/<name>."""
+    entry = params.datasets[name]
+    configured = Path(entry.input) if entry.input else None
+    if configured is not None and not configured.is_absolute() and ".." not in configured.parts:
+        return configured.as_posix()
+    return f"data/raw/{name}" + (
+        f"/{configured.name}" if configured is not None and configured.suffix else ""
+    )
+
+
+def name_files(data: dict, name: str, path: str) -> None:
+    """The params document `data` with dataset `name`'s files named `path` wherever the document names them
+    (its `datasets` entry and a `source` of its section), so that its reader reads `path` and DVC tracks it."""
+    data["datasets"][name] = {**data["datasets"][name], "input": path}
+    section = data.get(name)
+    if isinstance(section, dict) and "source" in section:
+        section["source"] = path
+
+
 def rehearsal_params(
     preset: str,
     overrides: list[str],
     profile: Profile,
     full: bool,
-    params_path: Path = ROOT / "params.yaml",
-    presets: Path = ROOT / PRESETS,
+    params_path: Path | None = None,
+    presets: Path | None = None,
 ) -> tuple[dict, list]:
-    """params.yaml with the preset and the -S overrides merged, then shrunk: (params, [what was shrunk])."""
+    """params.yaml with the preset and the -S overrides merged, each file-reading dataset's files named at its
+    sample's place in the workspace (sample_path: a rehearsal never reads the configured corpus), then shrunk:
+    (params, [what was shrunk])."""
+    if params_path is None or presets is None:
+        found = project_files(preset)
+        params_path, presets = params_path or found[0], presets or found[1]
     data = merged_document(preset, params_path, presets, parse_overrides(overrides))
     typed = load_params(data)  # a bad override is a one-line error here; the values below are read typed
+    for name in typed.datasets:
+        if reads_files(name, typed):
+            path = sample_path(name, typed)
+            name_files(data, name, path)
+            typed = load_params(data)
+            if Path(getattr(dataset_cfg(typed, name), "source", "")) != Path(
+                path
+            ):  # the reader must read the sample
+                raise DriftError(
+                    f"the rehearsal could not point {name}'s reader at its sample {path}: "
+                    "drift/run/rehearse.py name_files must follow how params.yaml names a dataset's files"
+                )
     check_datasets(typed)
     shrunk = []
     train = data.setdefault("train", {})
@@ -115,16 +187,17 @@ def rehearsal_params(
         if epochs > profile.epochs:
             shrunk.append(f"train.epochs {epochs} -> {profile.epochs}")
             train["epochs"] = profile.epochs
-    for name in data["datasets"]:
+    for name in typed.datasets:
         cfg, typed_cfg = data.setdefault(name, {}), dataset_cfg(typed, name)
         if typed_cfg.min_samples > profile.min_samples:
             shrunk.append(
-                f"{name}.min_samples {typed_cfg.min_samples} -> {profile.min_samples} "
-                "(a small sample's slices)"
+                f"{name}.min_samples {typed_cfg.min_samples} -> {profile.min_samples} (a small sample's slices)"
             )
             cfg["min_samples"] = profile.min_samples
         sample = typed_cfg.sample
-        if name != "yearbook" and (sample is None or not sample.n or sample.n > profile.rows):
+        if typed.info(name).modality == "text" and (
+            sample is None or not sample.n or sample.n > profile.rows
+        ):
             shrunk.append(f"{name}.sample.n {sample.n if sample and sample.n else 'all'} -> {profile.rows}")
             cfg["sample"] = {**(cfg.get("sample") or {}), "n": profile.rows}
     embed = data.setdefault("embed", {})
@@ -150,10 +223,15 @@ def rehearsal_params(
 # ---------------------------------------------------------------- the sample, in the corpus's format
 
 
-def write_sample(name: str, params, workspace: Path, profile: Profile, data: Path | None) -> str:
-    """Put the sample where the preset's `datasets.<name>.input` says (`params`: the typed Params); returns what
-    was written, in words."""
-    target = workspace / params.datasets[name].input
+def write_sample(name: str, params, repo: Path, profile: Profile, data: Path | None) -> str:
+    """Dataset `name`'s sample where its (rehearsal) params name its files, inside workspace `repo` (`params`:
+    the typed Params): `data` linked there, else the shipped sample (drift/data/samples); returns what was
+    written, in words."""
+    if not reads_files(name, params):
+        if data is not None:
+            raise DriftError(f"--data: {name}'s reader reads no files (it brings its own data)")
+        return "the reader's own data"
+    target = repo / params.datasets[name].input
     if data is not None:
         data = Path(data).expanduser().resolve()
         if not data.exists():
@@ -163,102 +241,18 @@ def write_sample(name: str, params, workspace: Path, profile: Profile, data: Pat
         target.parent.mkdir(parents=True, exist_ok=True)
         os.symlink(data, target)
         return f"--data {data}"
-    if name == "amazon":
-        return _amazon_sample(dataset_cfg(params, name).categories, target)
-    if name == "arxiv":
-        return _arxiv_sample(dataset_cfg(params, name).slices, target)
-    if name == "yearbook":
-        grid = params.report.saliency.get("yearbook")
-        named = sorted({int(label) for cell in (grid.cells if grid else None) or [] for label in cell})
-        return _yearbook_sample(target, profile, named)
-    raise DriftError(f"no rehearsal sample for {name}: give one with --data PATH")
+    from drift.data.samples import write_sample as shipped
 
-
-def _amazon_sample(categories: list[str], target: Path) -> str:
-    """One <Category>.jsonl per category of the preset: the fixture's file where it has one, else real reviews
-    of a category the preset leaves out, filed under the missing name."""
-    target.mkdir(parents=True, exist_ok=True)
-    fixtures = {p.name.split(".")[0]: p for p in sorted((FIXTURES / "amazon2023").iterdir())}
-    categories = categories or list(fixtures)  # none named: every file of the source, the fixture's here
-    spare = [c for c in fixtures if c not in categories]
-    refiled = []
-    for category in categories:
-        source = fixtures.get(category)
-        if source is None:
-            if not spare:
-                raise DriftError(
-                    f"the fixtures have no reviews left to file under {category}: give --data PATH"
-                )
-            source = fixtures[spare.pop(0)]
-            refiled.append(f"{category}<-{source.name.split('.')[0]}")
-        text = gzip.decompress(source.read_bytes()) if source.suffix == ".gz" else source.read_bytes()
-        (target / f"{category}.jsonl").write_bytes(text)
-    note = f"tests/fixtures/amazon2023, {len(categories)} category files"
-    return note + (
-        f" ({len(refiled)} refiled from other categories: {', '.join(refiled)})" if refiled else ""
+    grid = params.report.saliency.get(name)
+    named = sorted(
+        {
+            int(label)
+            for cell in (grid.cells if grid else None) or []
+            for label in cell
+            if str(label).isdigit()
+        }
     )
-
-
-def _arxiv_sample(slices, target: Path) -> str:
-    """The fixture's papers (the snapshot's JSON lines), most of them first submitted in 2007, re-dated round-robin
-    over the years of the preset's slices (every version and update_date moved by the same years), so that
-    several cutoffs have papers to train on."""
-    import re
-
-    start, end = slices.start, slices.end
-    lines = (FIXTURES / "arxiv" / "arxiv-metadata-sample.json").read_text().splitlines()
-    out = []
-    for i, line in enumerate(lines):
-        paper = json.loads(line)
-        first = re.search(r"\b(19|20)\d\d\b", paper["versions"][0]["created"])
-        shift = start + i % (end - start) - int(first.group(0))
-
-        def moved(text, shift=shift):
-            return re.sub(r"\b(?:19|20)\d\d\b", lambda m: str(int(m.group(0)) + shift), text)
-
-        for version in paper["versions"]:
-            version["created"] = moved(version["created"])
-        if paper.get("update_date"):
-            paper["update_date"] = moved(paper["update_date"])
-        out.append(json.dumps(paper))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text("\n".join(out) + "\n")
-    return (
-        f"tests/fixtures/arxiv ({len(lines)} real papers, the snapshot's JSON lines), re-dated round-robin "
-        f"over {start}-{end - 1}"
-    )
-
-
-def _yearbook_sample(target: Path, profile: Profile, named: list[int]) -> str:
-    """The archive as the authors share it (F/ and M/ of <year>_*.png in a .tar.gz): `profile.years` years
-    spread over the real corpus's years (tests/fixtures/yearbook) and those report.saliency.yearbook names,
-    `per_year` grey portraits per year and sex."""
-    import numpy as np
-    from PIL import Image
-
-    lines = (FIXTURES / "yearbook" / "yearbook_attributes.csv").read_text().splitlines()[1:]
-    years = sorted({int(line.split(",")[0]) for line in lines})
-    keep = {years[round(i * (len(years) - 1) / max(profile.years - 1, 1))] for i in range(profile.years)}
-    keep = sorted(keep | set(named))  # the years report.saliency names
-    rng = np.random.default_rng(0)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    folder = target.name.removesuffix(".tar.gz").removesuffix(".tgz")
-    with tarfile.open(target, "w:gz") as tar:
-        for year in keep:
-            for sex in ("F", "M"):
-                for i in range(profile.per_year):
-                    pixels = rng.integers(0, 140, (32, 32)) + (90 if sex == "M" else 0)
-                    buffer = io.BytesIO()
-                    Image.fromarray(pixels.astype(np.uint8), "L").save(buffer, format="PNG")
-                    info = tarfile.TarInfo(f"{folder}/{sex}/{year}_{sex}_{i}.png")
-                    info.size = buffer.tell()
-                    buffer.seek(0)
-                    tar.addfile(info, buffer)
-    return (
-        f"{len(keep) * 2 * profile.per_year} portraits in the authors' .tar.gz layout: {len(keep)} of the "
-        f"{len(years)} years of tests/fixtures/yearbook (with those the saliency grid names), "
-        f"{profile.per_year} per year and sex"
-    )
+    return shipped(name, dataset_cfg(params, name), target, profile.years, profile.per_year, named)
 
 
 # ---------------------------------------------------------------- stand-in encoders
@@ -373,7 +367,7 @@ def write_standin(name: str, folder: Path, layers: int | None) -> dict:
             {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()},
             str(folder / "model.safetensors"),
         )
-        return {"width": int(model.num_features), "layers": None}
+        return {"width": int(cast(int, model.num_features)), "layers": None}
     except DriftError:
         raise
     except Exception as e:
@@ -387,30 +381,73 @@ def write_standin(name: str, folder: Path, layers: int | None) -> dict:
 # ---------------------------------------------------------------- the workspace
 
 
-def make_workspace(path: Path, params: dict) -> Path:
-    """A copy of the pipeline (dvc.yaml, stages, the library, .dvc/plots) in a fresh git + DVC repository."""
-    path.mkdir(parents=True, exist_ok=True)
-    for name in ("dvc.yaml", ".gitignore", "requirements.lock"):
-        shutil.copy(ROOT / name, path / name)
-    ignore = shutil.ignore_patterns("__pycache__")
-    shutil.copytree(ROOT / "stages", path / "stages", ignore=ignore)
-    shutil.copytree(ROOT / "drift", path / "drift", ignore=ignore)  # stages depend on the library by path
-    (path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+def installed_lock() -> str:
+    """requirements.lock of the workspace: every installed distribution as name==version (a dependency of the
+    stages in dvc.yaml, as the checkout's lock is)."""
+    found = {d.metadata["Name"]: d.version for d in metadata.distributions() if d.metadata["Name"]}
+    return "".join(
+        f"{name}=={version}\n" for name, version in sorted(found.items(), key=lambda i: i[0].lower())
+    )
+
+
+def stage_env(root: Path, repo: Path) -> dict:
+    """The environment the workspace's `dvc repro` runs in: its stages import the workspace's drift/ (PYTHONPATH,
+    as a checkout's import the checkout) with this interpreter as dvc.yaml's `python`."""
     env = {
         **os.environ,
         "GIT_AUTHOR_NAME": "rehearsal",
         "GIT_AUTHOR_EMAIL": "rehearsal@localhost",
         "GIT_COMMITTER_NAME": "rehearsal",
         "GIT_COMMITTER_EMAIL": "rehearsal@localhost",
+        "PYTHONPATH": os.pathsep.join([str(repo), *filter(None, [os.environ.get("PYTHONPATH")])]),
     }
-    dvc = shutil.which("dvc") or str(Path(os.sys.executable).parent / "dvc")
-    for cmd in (["git", "init", "-q"], [dvc, "init", "-q"]):
-        subprocess.run(cmd, cwd=path, check=True, capture_output=True, env=env)
-    if (ROOT / ".dvc" / "plots").exists():
-        shutil.copytree(ROOT / ".dvc" / "plots", path / ".dvc" / "plots", dirs_exist_ok=True)
-    for cmd in (["git", "add", "-A"], ["git", "commit", "-qm", "rehearsal"]):
-        subprocess.run(cmd, cwd=path, check=True, capture_output=True, env=env)
-    return path
+    env["DVC_NO_ANALYTICS"] = "1"  # no usage report sent from a rehearsal's workspace
+    env.pop("DVC_ROOT", None)  # an outer `dvc repro` running this one: the workspace is its own repository
+    env.pop("DVC_EXP_NAME", None)
+    here = Path(sys.executable).parent
+    if not (here / "python").exists():  # an interpreter named python3 only: dvc.yaml's `python` links to it
+        here = root / "bin"
+        here.mkdir(exist_ok=True)
+        (here / "python").symlink_to(sys.executable)
+    env["PATH"] = os.pathsep.join([str(here), env.get("PATH", "")])
+    return env
+
+
+def make_workspace(repo: Path, params: dict, env: dict) -> Path:
+    """A checkout of the pipeline in a fresh git + DVC repository: drift/ copied from the installed package, the
+    kit's stage scripts, dvc.yaml written by drift/run/pipeline.py for these files, the rehearsal's params.yaml
+    and a requirements.lock of the installed distributions."""
+    from drift.run.pipeline import dvc_yaml
+
+    repo.mkdir(parents=True, exist_ok=True)
+    package = Path(drift.__file__).resolve().parent
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", KIT, "samples")
+    shutil.copytree(package, repo / "drift", ignore=ignore)
+    shutil.copytree(pipeline_kit() / "stages", repo / "stages", ignore=ignore)
+    (repo / "dvc.yaml").write_text(dvc_yaml(repo))
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    (repo / "requirements.lock").write_text(installed_lock())
+    (repo / ".gitignore").write_text("__pycache__/\n/.drift/\n")
+    for cmd in (
+        ["git", "init", "-q"],
+        [sys.executable, "-m", "dvc", "init", "-q"],
+        ["git", "add", "-A"],
+        ["git", "commit", "-qm", "rehearsal"],
+    ):
+        done = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, env=env)
+        if done.returncode:
+            raise DriftError(f"the rehearsal's workspace: `{' '.join(cmd[-3:])}` failed: {stage_error(done)}")
+    return repo
+
+
+def stage_error(done: subprocess.CompletedProcess) -> str:
+    """The one line a failed `dvc repro -s` ends in: the stage's own (`error: ...`, drift/core/stage.py), else DVC's."""
+    lines = [line.strip() for line in (done.stdout + "\n" + done.stderr).splitlines() if line.strip()]
+    for prefix in ("error: ", "ERROR: "):
+        mine = [line for line in lines if line.startswith(prefix)]
+        if mine:
+            return mine[0 if prefix == "error: " else -1].removeprefix(prefix)[:400]
+    return (lines[-1] if lines else f"exit status {done.returncode}")[:400]
 
 
 def restrict_cutoffs(manifest_path: Path, n: int) -> tuple[int, list[str]]:
@@ -426,24 +463,6 @@ def restrict_cutoffs(manifest_path: Path, n: int) -> tuple[int, list[str]]:
             s.trainable = i in keep
         manifest.to_file(manifest_path)
     return len(trainable), [s.label for s in manifest.slices if s.trainable]
-
-
-@contextlib.contextmanager
-def timed(module, attr: str, record: list):
-    """Time each call of module.attr (the train and evaluate tasks): (first argument, seconds) into `record`."""
-    original = getattr(module, attr)
-
-    def wrapper(arg, *args, **kwargs):
-        start = time.perf_counter()
-        out = original(arg, *args, **kwargs)
-        record.append((arg, time.perf_counter() - start))
-        return out
-
-    setattr(module, attr, wrapper)
-    try:
-        yield
-    finally:
-        setattr(module, attr, original)
 
 
 def one_line(e: BaseException) -> str:
@@ -464,26 +483,29 @@ def rehearse(
     profile: str = "default",
     workspace: Path | None = None,
     record: bool = True,
+    params_path: Path | None = None,
 ) -> dict:
-    """Rehearse `preset`: the table `drift rehearse --json` prints (stages, counts, throughput, shrinks)."""
+    """Rehearse `preset`: the table `drift rehearse --json` prints (stages, counts, throughput, shrinks).
+    `params_path`: the params.yaml the preset merges into (default: project_files)."""
     import torch  # lazy: kept out of `drift --help`
 
     if profile not in PROFILES:
         raise DriftError(f"unknown rehearsal profile {profile!r}: one of {', '.join(PROFILES)}")
     prof = PROFILES[profile]
     started = time.perf_counter()
-    params, shrunk = rehearsal_params(preset, overrides or [], prof, full)
+    params, shrunk = rehearsal_params(preset, overrides or [], prof, full, params_path)
     typed = load_params(params)
     names = list(typed.datasets)
     root = Path(workspace) if workspace else Path(tempfile.mkdtemp(prefix=f"drift-rehearse-{preset}-"))
+    repo = root / "repo"
     device = typed.embed.device or ("cuda" if torch.cuda.is_available() else "cpu")
     params["embed"] = {**params.get("embed", {}), "cache_dir": str(root / "cache")}
-    out = {
+    out: dict = {
         "preset": preset,
         "profile": profile,
         "full": full,
         "device": device,
-        "workspace": str(root),
+        "workspace": str(repo),
         "shrunk": shrunk,
         "samples": {},
         "standins": {},
@@ -491,79 +513,64 @@ def rehearse(
         "datasets": {},
         "ok": True,
     }
-    steps: list[tuple[str, str, object]] = []  # (stage, dataset, fn)
 
-    def standins():
+    def standins(name: str) -> None:
         from drift.run.plan import dataset_encoders
 
-        for name in names:
-            for enc in dataset_encoders(typed.embed, _modality(name)):
-                if enc in out["standins"] or real_weights:
-                    continue
-                t = time.perf_counter()
-                shape = write_standin(enc, root / "standins" / enc, prof.text_layers)
-                out["standins"][enc] = {**shape, "seconds": round(time.perf_counter() - t, 2)}
-                params["embed"].setdefault("weights", {})[enc] = str(root / "standins" / enc)
-        (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        for enc in dataset_encoders(typed.embed, typed.info(name).modality):
+            if enc in out["standins"] or real_weights:
+                continue
+            t = time.perf_counter()
+            shape = write_standin(enc, root / "standins" / enc, prof.text_layers)
+            out["standins"][enc] = {**shape, "seconds": round(time.perf_counter() - t, 2)}
+            params["embed"].setdefault("weights", {})[enc] = str(root / "standins" / enc)
+        (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
     try:
         root.mkdir(parents=True, exist_ok=True)
+        env = stage_env(root, repo)
         for name in names:
-            out["samples"][name] = write_sample(name, typed, root, prof, data)
-        make_workspace(root, params)
-        trains, evals = [], []
-        for stage in STAGES:
-            for name in names:
-                steps.append((stage, name, None))
-        cwd, threads, strict = (
-            os.getcwd(),
-            torch.get_num_threads(),
-            torch.are_deterministic_algorithms_enabled(),
-        )
-        os.chdir(root)
+            out["samples"][name] = write_sample(name, typed, repo, prof, data)
+        make_workspace(repo, params, env)
         failed = False
-        try:
-            from drift.evaluate import fill_matrices
-            from drift.train import loop
-
-            for stage, name, _ in steps:
-                entry = {
-                    "stage": f"{stage}@{name}",
-                    "status": "skipped",
-                    "seconds": 0.0,
-                    "rerun": f"cd {root} && dvc repro -s {stage}@{name}",
-                }
-                out["stages"].append(entry)
-                if failed:
-                    continue
-                t = time.perf_counter()
-                try:
-                    if stage == "embed":
-                        standins()
-                    main = runpy.run_path(str(root / "stages" / f"{stage}.py"))["main"]
-                    with timed(loop, "train_group", trains), timed(fill_matrices, "evaluate_seed", evals):
-                        main([name])
-                    if stage == "slice":
-                        before, kept = restrict_cutoffs(
-                            root / "data" / "slices" / f"{name}.json", 10**9 if full else prof.cutoffs
+        steps: list[tuple[str, str, str | None]] = [("check", "check", None)]
+        steps += [(f"{stage}@{name}", stage, name) for stage in STAGES for name in names]
+        for label, stage, dataset in steps:
+            rerun = f"cd {repo} && PYTHONPATH={repo} {sys.executable} -m dvc repro -s {label}"
+            entry = {"stage": label, "status": "skipped", "seconds": 0.0, "rerun": rerun}
+            out["stages"].append(entry)
+            if failed:
+                continue
+            t = time.perf_counter()
+            try:
+                if stage == "embed" and dataset is not None:
+                    standins(dataset)
+                done = subprocess.run(
+                    [sys.executable, "-m", "dvc", "repro", "-s", label],
+                    cwd=repo,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                )
+                if done.returncode:
+                    raise DriftError(stage_error(done))
+                if stage == "slice" and dataset is not None:
+                    before, kept = restrict_cutoffs(
+                        repo / "data" / "slices" / f"{dataset}.json", 10**9 if full else prof.cutoffs
+                    )
+                    if len(kept) < before:
+                        shrunk.append(
+                            f"{dataset} cutoffs trained {before} -> {len(kept)}: {', '.join(kept)} "
+                            "(the others marked untrainable in the slice manifest)"
                         )
-                        if len(kept) < before:
-                            shrunk.append(
-                                f"{name} cutoffs trained {before} -> {len(kept)}: {', '.join(kept)} "
-                                "(the others marked untrainable in the slice manifest)"
-                            )
-                    entry["status"] = "passed"
-                except (Exception, SystemExit) as e:  # noqa: BLE001 - any failure: one line, the rest skipped
-                    entry.update(status="failed", error=one_line(e))
-                    failed = True
-                entry["seconds"] = round(time.perf_counter() - t, 2)
-        finally:
-            os.chdir(cwd)
-            torch.set_num_threads(threads)
-            torch.use_deterministic_algorithms(strict)
+                entry["status"] = "passed"
+            except Exception as e:  # noqa: BLE001 - any failure: one line, the rest skipped
+                entry.update(status="failed", error=one_line(e))
+                failed = True
+            entry["seconds"] = round(time.perf_counter() - t, 2)
         out["ok"] = not failed
         for name in names:
-            out["datasets"][name] = measured(root, typed, name, trains, evals, out["stages"], device)
+            out["datasets"][name] = measured(repo, typed, name, out["stages"])
             for enc, rate in out["datasets"][name][
                 "encoders"
             ].items():  # depth cut: not the real encoder's rate
@@ -571,7 +578,7 @@ def rehearse(
                     real_weights or prof.text_layers is None or ENCODERS[enc].modality == "image"
                 )
         if not failed:
-            engines = compare_engines(root, typed, names, device)
+            engines = compare_engines(repo, typed, names)
             for name in names:
                 out["datasets"][name]["engines"] = engines.get(name, {})
             if record:
@@ -596,20 +603,18 @@ def rehearse(
     return out
 
 
-def _modality(name: str) -> str:
-    from drift.core.dataset_registry import dataset_info
+def _run_record(repo: Path, stage: str, name: str) -> dict:
+    path = repo / RUNS / stage / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else {}
 
-    return dataset_info(name).modality
 
-
-def measured(root: Path, params, name: str, trains: list, evals: list, stages: list, device: str) -> dict:
-    """Rows, trainings, cells and each stage's throughput of dataset `name`, from its outputs and the timings."""
-    import numpy as np
-
+def measured(repo: Path, params, name: str, stages: list) -> dict:
+    """Rows, trainings, cells and each stage's throughput of dataset `name`, from its outputs and the stages' run
+    records (embed's per encoder, train's and evaluate's `timings`)."""
     from drift.models import get_model_info
 
     out: dict = {"rows": None, "trainings": 0, "cells": 0, "encoders": {}, "families": {}}
-    manifest_path = root / "data" / "slices" / f"{name}.json"
+    manifest_path = repo / "data" / "slices" / f"{name}.json"
     if not manifest_path.exists():
         return out
     from drift.encoders.embed import EmbedRun
@@ -620,7 +625,7 @@ def measured(root: Path, params, name: str, trains: list, evals: list, stages: l
     out["models"] = roster(params.train, name, params.info(name).modality)
     out["cutoffs"] = [s.label for s in manifest.slices if s.trainable]
     token_rate = None
-    for path in sorted((root / RUNS / "embed").glob(f"{name}-*.json")):
+    for path in sorted((repo / RUNS / "embed").glob(f"{name}-*.json")):
         m = EmbedRun.from_file(path, name)
         enc = {
             "rows": m.computed,
@@ -633,30 +638,24 @@ def measured(root: Path, params, name: str, trains: list, evals: list, stages: l
     for enc in out["encoders"].values():  # the stand-ins share one tokenizer: the same tokens per row
         if token_rate and enc["rows_per_s"]:
             enc.update(tokens_per_row=token_rate, tokens_per_s=enc["rows_per_s"] * token_rate)
-    from drift.train.loop import cutoff_rows
-
     families: dict = {}
-    for group, seconds in trains:
-        if group.data.name != name:
-            continue
-        rows = sum(len(cutoff_rows(group.data, k)) for _, k, _ in group.todo) * group.cfg.epochs
-        f = families.setdefault(
-            get_model_info(group.name).family,
+
+    def family(model: str) -> dict:
+        return families.setdefault(
+            get_model_info(model).family,
             {"train_row_passes": 0, "train_seconds": 0.0, "eval_rows": 0, "eval_seconds": 0.0},
         )
-        f["train_row_passes"] += rows
-        f["train_seconds"] += seconds
-        out["trainings"] += len(group.todo)
-    for job, seconds in evals:
-        if job.data.name != name:
-            continue
-        f = families.setdefault(
-            get_model_info(job.name).family,
-            {"train_row_passes": 0, "train_seconds": 0.0, "eval_rows": 0, "eval_seconds": 0.0},
-        )
-        f["eval_rows"] += len(job.data.labels) * len(job.checkpoints)
-        f["eval_seconds"] += seconds
-        out["cells"] += len(job.checkpoints) * int(np.sum(job.data.usable))
+
+    for timing in _run_record(repo, "train", name).get("timings", []):
+        f = family(timing["model"])
+        f["train_row_passes"] += timing["row_passes"]
+        f["train_seconds"] += timing["seconds"]
+        out["trainings"] += timing["checkpoints"]
+    for timing in _run_record(repo, "evaluate", name).get("timings", []):
+        f = family(timing["model"])
+        f["eval_rows"] += timing["rows"]
+        f["eval_seconds"] += timing["seconds"]
+        out["cells"] += timing["cells"]
     for f in families.values():
         f["train_rows_per_s"] = f["train_row_passes"] / f["train_seconds"] if f["train_seconds"] else None
         f["eval_rows_per_s"] = f["eval_rows"] / f["eval_seconds"] if f["eval_seconds"] else None
@@ -667,9 +666,10 @@ def measured(root: Path, params, name: str, trains: list, evals: list, stages: l
     return out
 
 
-def compare_engines(root: Path, params, names: list[str], device: str) -> dict:
+def compare_engines(repo: Path, params, names: list[str]) -> dict:
     """Training rows/s of one model per family (its S size, else its first), every trained cutoff of the first
-    seed, one epoch: one model at a time (train_one) vs stacked (train_many), in this process."""
+    seed, one epoch: one model at a time (train_one) vs stacked (train_many), in this process, on workspace
+    `repo`'s slice tables and features (read by path: the working directory is not changed)."""
     import numpy as np
     import torch
 
@@ -683,11 +683,10 @@ def compare_engines(root: Path, params, names: list[str], device: str) -> dict:
 
     cfg = params.train.model_copy(update={"epochs": 1})
     out: dict = {}
-    cwd = os.getcwd()
-    os.chdir(root)
+    threads, strict = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     try:
         for name in names:
-            data = SliceData(name, input_settings(load_params(root / "params.yaml")))
+            data = SliceData(name, input_settings(load_params(repo / "params.yaml")), repo)
             cutoffs = trainable_cutoffs(data.manifest.slices)
             families: dict[str, list[str]] = {}
             for model in roster(params.train, name, params.info(name).modality):
@@ -728,7 +727,7 @@ def compare_engines(root: Path, params, names: list[str], device: str) -> dict:
                 }
             del data, targets
     finally:
-        os.chdir(cwd)
-        torch.set_num_threads(torch.get_num_threads())
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(strict)
         np.random.seed(None)
     return out

@@ -13,8 +13,11 @@ import hashlib
 import json
 import shutil
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -227,10 +230,22 @@ class TrainGroup:
     train_many: object = None
 
 
-def train_group(group: TrainGroup) -> list[str]:
-    """Train a group's checkpoints into the checkpoint cache (each written atomically); returns their keys. One
-    already there (a retried task: the dead attempt finished it) is not trained again. Runs in the stage's process
-    or in a Ray worker, with the same seeds and thread count: the same bytes either way."""
+class Trained(NamedTuple):
+    """What a training task returns: its checkpoints' keys and the seconds it took where it ran."""
+
+    keys: list[str]
+    seconds: float
+
+
+# on_trained(model, [(seed, cutoff) of each checkpoint trained], seconds): one call per training task
+OnTrained = Callable[[str, list[tuple[int, int]], float], None]
+
+
+def train_group(group: TrainGroup) -> Trained:
+    """Train a group's checkpoints into the checkpoint cache (each written atomically); returns their keys and the
+    task's seconds. One already there (a retried task: the dead attempt finished it) is not trained again. Runs in
+    the stage's process or in a Ray worker, with the same seeds and thread count: the same bytes either way."""
+    started = time.perf_counter()
     data, cfg, name = group.data, group.cfg, group.name
     deterministic(cfg.threads)
     cache = ResultCache(group.cache_root)
@@ -274,7 +289,7 @@ def train_group(group: TrainGroup) -> list[str]:
                 path = Path(tmp) / checkpoint_path(tmp, name, seed, k).name
                 save_checkpoint(model, path)
                 cache.put_checkpoint(key, path)
-    return [key for _, _, key in group.todo]
+    return Trained([key for _, _, key in group.todo], time.perf_counter() - started)
 
 
 def train_roster(
@@ -286,6 +301,7 @@ def train_roster(
     compute: ComputeParams | None = None,
     train_many=None,
     engines: dict[str, str] | None = None,
+    on_trained: OnTrained | None = None,
 ) -> dict:
     """Every model of the roster, every seed: f_k for each trainable cutoff, saved under `models_dir`.
 
@@ -299,7 +315,8 @@ def train_roster(
     form): their key leaves the seed out, so every seed after the first reuses the first's fit and the evaluate
     stage averages seeds alike for every model. A cached checkpoint that fails its checksum is trained again.
     Returns the counts {trained, reused, recomputed: {corrupt}}, the executor and its workers, and `corrupt`: the
-    damaged cache files found."""
+    damaged cache files found. `on_trained` (the stage's timings) hears of each training task as it returns: its
+    model, the (seed, cutoff) of each checkpoint it trained and its seconds; it changes nothing trained."""
     compute = compute or ComputeParams()
     deterministic(cfg.threads)
     shutil.rmtree(models_dir, ignore_errors=True)
@@ -357,10 +374,12 @@ def train_roster(
             data.ship()
         else:
             check_reachable([cache.root, data.paths["slices"], data.paths["features"]], compute)
-    for group, keys in zip(groups, run_tasks(train_group, groups, compute)):
-        for (seed, k, _), key in zip(group.todo, keys):
+    for group, done in zip(groups, run_tasks(train_group, groups, compute)):
+        for (seed, k, _), key in zip(group.todo, done.keys):
             cache.place(key, checkpoint_path(models_dir, group.name, seed, k))
             counts["trained"] += 1
+        if on_trained is not None:
+            on_trained(group.name, [(seed, k) for seed, k, _ in group.todo], done.seconds)
     for key, target in copies:
         cache.place(key, target)
     # which cache entries this workspace uses: what `drift cache gc` keeps

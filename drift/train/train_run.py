@@ -17,6 +17,17 @@ class Recomputed(BaseModel):
     corrupt: int
 
 
+class TrainTiming(BaseModel):
+    """One training task's time (the training loop's on_trained callback): its model, checkpoints trained, rows
+    passed through (training rows x epochs) and seconds where it ran; `drift rehearse` reads them."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str
+    checkpoints: int
+    row_passes: int
+    seconds: Number
+
+
 class TrainRun(Artefact):
     """.drift/runs/train/<dataset>.json: checkpoints trained and copied from the cache, the cached ones trained
     again because they failed their checksum, the executor and its workers, each model's engine (solo or
@@ -32,4 +43,4 @@ class TrainRun(Artefact):
     executor: Executor
     workers: int
     engines: dict[str, Literal["solo", "batched"]]
-    timings: list[Number] | None = None
+    timings: list[TrainTiming] | None = None
