@@ -140,12 +140,9 @@ def sample_path(name: str, params) -> str:
 
 
 def name_files(data: dict, name: str, path: str) -> None:
-    """The params document `data` with dataset `name`'s files named `path` wherever the document names them
-    (its `datasets` entry and a `source` of its section), so that its reader reads `path` and DVC tracks it."""
+    """The params document `data` with dataset `name`'s files named `path` where params.yaml names them (its
+    `datasets` entry, the one place), so that its reader reads `path` and DVC tracks it."""
     data["datasets"][name] = {**data["datasets"][name], "input": path}
-    section = data.get(name)
-    if isinstance(section, dict) and "source" in section:
-        section["source"] = path
 
 
 def rehearsal_params(
