@@ -95,12 +95,12 @@ def decode(data: bytes, resize: str = "bilinear", pixels: str = "uint8") -> np.n
     try:
         with Image.open(io.BytesIO(data)) as img:
             img.load()  # decode now: a truncated file fails here, not later
-            img = img.convert("RGB")  # gray replicated into 3 channels; a color file keeps its colors
-            if img.size != (SIZE, SIZE) and resize == "area":
-                return area_resize(np.asarray(img, dtype=np.uint8), pixels)
-            if img.size != (SIZE, SIZE):
-                img = img.resize((SIZE, SIZE), Image.BILINEAR)
-            return np.ascontiguousarray(np.asarray(img, dtype=np.uint8).transpose(2, 0, 1)).astype(
+            rgb = img.convert("RGB")  # gray replicated into 3 channels; a color file keeps its colors
+            if rgb.size != (SIZE, SIZE) and resize == "area":
+                return area_resize(np.asarray(rgb, dtype=np.uint8), pixels)
+            if rgb.size != (SIZE, SIZE):
+                rgb = rgb.resize((SIZE, SIZE), Image.Resampling.BILINEAR)
+            return np.ascontiguousarray(np.asarray(rgb, dtype=np.uint8).transpose(2, 0, 1)).astype(
                 pixels, copy=False
             )
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
@@ -187,7 +187,9 @@ def read_archive(
                     continue
                 parts = member.name.split("/")
                 label_dir = parts[-2] if len(parts) >= 2 else ""
-                data = tar.extractfile(member).read()
+                stream = tar.extractfile(member)
+                assert stream is not None  # extractfile returns None only for a member that is not a file
+                data = stream.read()
                 rec = record(f"{archive.name}:{member.name}", label_dir, data, ledger, resize, pixels)
                 if rec is not None:
                     yield rec
