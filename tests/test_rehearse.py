@@ -107,16 +107,18 @@ def test_an_encoder_the_stand_in_cannot_build(tmp_path):
 
 
 def _params_naming_elsewhere(tmp_path):
-    """params.yaml with amazon.source naming a folder that is not there (the user's corpus, on another disk)."""
+    """params.yaml whose datasets.amazon.input names a folder that is not there (the user's corpus, on another
+    disk)."""
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    params.setdefault("amazon", {})["source"] = str(tmp_path / "elsewhere" / "amazon")
+    params["datasets"]["amazon"] = {"input": str(tmp_path / "elsewhere" / "amazon")}
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(params, sort_keys=False))
     return path
 
 
 def test_the_sample_wins_over_the_files_params_yaml_names(tmp_path):
-    params, _ = rehearsal_params("paper-amazon", [], PROFILES["tiny"], False, _params_naming_elsewhere(tmp_path))
+    elsewhere = f"datasets.amazon.input={tmp_path / 'elsewhere' / 'amazon'}"  # an override names it too
+    params, _ = rehearsal_params("paper-amazon", [elsewhere], PROFILES["tiny"], False, _params_naming_elsewhere(tmp_path))
     typed = load_params(params)
     assert dataset_cfg(typed, "amazon").source == typed.datasets["amazon"].input == "data/raw/amazon"
 

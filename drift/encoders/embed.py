@@ -376,7 +376,7 @@ def compute_on_ray(
     whole chunks of that order, so a resumed run encodes exactly the batches the killed one would have."""
     order = encoder.length_order(texts)
     step = max(1, cfg.chunk_rows // encoder.batch_size) * encoder.batch_size
-    chunks = [
+    chunks: list[tuple[list, object]] = [  # on_actors' (keys, payload): the payload here a list of texts
         ([keys[i] for i in order[start : start + step]], [texts[i] for i in order[start : start + step]])
         for start in range(0, len(order), step)
     ]

@@ -23,7 +23,7 @@ from drift.core.params import SaliencyGrid
 from drift.core.paths import dataset_paths
 from drift.core.stage import write_json
 from drift.evaluate.estimate import estimate_error
-from drift.evaluate.eval_result import EvalResult, read_eval
+from drift.evaluate.eval_result import EstimateMethod, EvalResult, read_eval
 from drift.protocol.matrix import from_json
 from drift.protocol.peers import clear, wild_time
 from drift.protocol.summary import (
@@ -101,7 +101,7 @@ def model_metrics(result: EvalResult) -> dict:
 def label_free_estimate(result: EvalResult) -> tuple[str, np.ndarray] | None:
     """(method, seed-averaged estimated matrix) of an evaluation: ATC where the task has it, else DoC."""
     estimated = result.estimated
-    method = "atc" if "atc" in estimated else "doc" if "doc" in estimated else None
+    method: EstimateMethod | None = "atc" if "atc" in estimated else "doc" if "doc" in estimated else None
     if method is None or not estimated[method]:
         return None
     return method, mean_over_seeds([from_json(m) for m in estimated[method].values()])
@@ -234,6 +234,7 @@ def write_report(
         for r in cutoff_table(matrices, labels, higher, n_cutoffs, by, references)
     ]
     below = below_prior(metrics, higher)
+    family_rows = family_table(ranked, higher, by=by)
     tables = {
         "dataset": name,
         "metric": metric,
@@ -243,7 +244,7 @@ def write_report(
         "ranking": ranked,
         "references": references,
         "below_prior": below,
-        "families": family_table(ranked, higher, by=by),
+        "families": family_rows,
         "cutoffs": per_cutoff,
         "family_cutoffs": family_table(per_cutoff, higher, by=by),
         "cohort": cohort_stats,
@@ -255,17 +256,18 @@ def write_report(
     }
     write_json(p["tables"], tables)
     p["tables_md"].write_text(tables_markdown(tables))
-    if tables["families"]:
+    if family_rows:
         family_bars(
-            tables["families"],
+            family_rows,
             p["plots"] / "families.png",
             f"{name}: family averages, ranked by {ORDER_LABELS[by]}",
             metric,
         )
-    prior = metrics.get(REFERENCES["prior"])
-    for model in below:
+    for model in below:  # below_prior names a model only when baseline-prior has metrics
         print(
-            below_prior_message(name, model, metrics[model]["id"], prior["id"], metric, higher),
+            below_prior_message(
+                name, model, metrics[model]["id"], metrics[REFERENCES["prior"]]["id"], metric, higher
+            ),
             file=sys.stderr,
         )
     return tables

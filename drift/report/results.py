@@ -284,6 +284,7 @@ def diff_metrics(a: dict[str, dict[str, dict]], b: dict[str, dict[str, dict]]) -
         for model in sorted(set(ma) | set(mb)):
             xa, xb = ma.get(model), mb.get(model)
             ref = xb or xa
+            assert ref is not None  # the model is in a or b, and a model's metrics are never empty
             higher = ref.get("higher_is_better", True)
             row = {
                 "model": model,

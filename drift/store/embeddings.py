@@ -18,7 +18,7 @@ import json
 import zlib
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import lance
 import numpy as np
@@ -35,7 +35,7 @@ from drift.core.objectstore import ObjectPath, location
 
 FRAGMENT_BYTES = 1 << 30  # compaction target per fragment: few files to list, each small enough to rewrite
 COMPACT_AFTER = 8  # an embed run compacts once this many under-sized fragments have piled up
-FILE_FORMAT = "2.0"  # measured: takes of token states ~2x faster than the 2.1/2.2 structural encodings
+FILE_FORMAT: Final = "2.0"  # measured: takes of token states ~2x faster than the 2.1/2.2 structural encodings
 NO_KEYS = pa.array([], pa.large_string())
 
 
@@ -106,15 +106,15 @@ def store_schema(dim: int, with_tokens: bool, metadata: dict | None = None) -> p
 def row_checksums(values: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:
     """CRC-32 of each row's bytes, [n] uint32: rows of a 2-d array, or ragged rows (flat values + offsets)."""
     flat = np.ascontiguousarray(values)
-    data = memoryview(flat.reshape(-1).view(np.uint8))
+    data = flat.reshape(-1).view(np.uint8).data  # the rows' bytes as a memoryview
     row_bytes = flat.itemsize * (flat.shape[1] if flat.ndim > 1 else 1)
     if offsets is None:
         bounds = np.arange(len(flat) + 1, dtype=np.int64) * row_bytes
     else:
         bounds = np.asarray(offsets, np.int64) * row_bytes
-    bounds = bounds.tolist()
+    ends: list[int] = bounds.tolist()
     return np.fromiter(
-        (zlib.crc32(data[a:b]) for a, b in zip(bounds[:-1], bounds[1:])), np.uint32, count=len(bounds) - 1
+        (zlib.crc32(data[a:b]) for a, b in zip(ends[:-1], ends[1:])), np.uint32, count=len(ends) - 1
     )
 
 
@@ -198,7 +198,7 @@ class EmbeddingStore:
 
     def __init__(
         self,
-        cache_dir: Path,
+        cache_dir: Path | ObjectPath,
         encoder: str,
         fingerprint: str,
         dim: int,
@@ -211,10 +211,12 @@ class EmbeddingStore:
         if fields is not None:
             metadata["drift.fingerprint_fields"] = json.dumps(fields, sort_keys=True)
         self.schema = store_schema(dim, with_tokens, metadata)
-        self._ds = None  # the pinned version
+        self._ds: lance.LanceDataset | None = None  # the pinned version
         self._keys = NO_KEYS  # the key of each row of _ds, in take() order
-        self._state = []  # (id, rows, deleted) per fragment of _ds: tells an append from a rewrite
-        self._has_checksums = None  # whether the table's rows carry checksums (None: not yet known)
+        # (id, rows, deleted) per fragment of _ds: tells an append from a rewrite
+        self._state: list[tuple] = []
+        # whether the table's rows carry checksums (None: not yet known)
+        self._has_checksums: bool | None = None
         self.damaged: dict[
             str, int
         ] = {}  # key -> fragment id of every row a read refused (checksum, non-finite)
@@ -370,6 +372,7 @@ class EmbeddingStore:
         for attempt in (0, 1):
             positions = self._positions(keys)
             rows, inverse = np.unique(positions, return_inverse=True)
+            assert self._ds is not None  # _positions pinned a version, or raised: the keys are not empty
             try:
                 table = self._ds.take(rows, columns=[column] + ([checksum] if checksum else []))
                 values = table.column(column)
@@ -550,7 +553,7 @@ def scan_damage(path: Path, batch_rows: int = 1024) -> list[dict]:
     return found
 
 
-def dedupe_table(path: Path, attempts: int = 5) -> int:
+def dedupe_table(path: Path | ObjectPath, attempts: int = 5) -> int:
     """Delete every row whose key an earlier row holds (readers already use the first), returns how many.
 
     The deletion is committed against the version the duplicates were found in. A delete by row address must
@@ -568,7 +571,9 @@ def dedupe_table(path: Path, attempts: int = 5) -> int:
         updated, emptied = [], []
         for fragment_id in np.unique(addresses >> 32):
             rows = addresses[(addresses >> 32) == fragment_id]
-            meta = ds.get_fragment(int(fragment_id)).delete(f"_rowaddr IN ({','.join(map(str, rows))})")
+            fragment = ds.get_fragment(int(fragment_id))
+            assert fragment is not None  # its id is in the row addresses this version just scanned
+            meta = fragment.delete(f"_rowaddr IN ({','.join(map(str, rows))})")
             if meta is None:
                 emptied.append(int(fragment_id))
             else:
@@ -617,7 +622,7 @@ def compact_table(path: Path | ObjectPath, dedupe: bool = True, cleanup: bool = 
     }
 
 
-def table_info(path: Path, count_unique: bool = True) -> dict:
+def table_info(path: Path | ObjectPath, count_unique: bool = True) -> dict:
     """What `drift cache list` shows about one table."""
     path = location(path)
     if isinstance(path, ObjectPath):

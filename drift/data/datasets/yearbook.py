@@ -8,6 +8,7 @@ starts the file name (`1950_...png`), label = 0 for F/, 1 for M/, image = (3, 32
 (`resize`: bilinear with Pillow's antialiasing, or area), gray in three channels, stored as `pixels` says: uint8
 (the area means rounded), or float32 (the area means as they are, 0-255; area only). Quarantine reasons: bad_file_name
 (not `<year>_*.png`), not_in_F_or_M, undecodable_image, path_outside_root (a symlink out of the folder, never read)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -34,10 +35,12 @@ PIXELS = ("uint8", "float32")  # yearbook.pixels
 
 class YearbookParams(CorpusParams):
     """params.yaml `yearbook:`."""
+
     SECTION: ClassVar[str] = "yearbook"
     source: str = CORPUS_INPUTS["yearbook"]  # datasets.yearbook.input when the run has it
     url: Optional[str] = PUBLIC_URL
-    resize: Annotated[str, choice(*RESIZE)] = "bilinear"  # to 32x32: bilinear, or area (the mean of the pixels each covers)
+    # to 32x32: bilinear, or area (the mean of the pixels each covers)
+    resize: Annotated[str, choice(*RESIZE)] = "bilinear"
     # the stored values: uint8 (the area means rounded, at most 0.5 off), or float32 (the means as they are)
     pixels: Annotated[str, choice(*PIXELS)] = "uint8"
     slices: SliceSpec = slices_field(unit="year", start=1905, end=2014)
@@ -46,16 +49,21 @@ class YearbookParams(CorpusParams):
     @model_validator(mode="after")
     def _float_pixels_need_area(self):
         if self.pixels == "float32" and self.resize != "area":
-            raise DriftError("yearbook.pixels float32 keeps the area means unrounded: set yearbook.resize: area "
-                             "(bilinear resizes in uint8), or yearbook.pixels: uint8")
+            raise DriftError(
+                "yearbook.pixels float32 keeps the area means unrounded: set yearbook.resize: area "
+                "(bilinear resizes in uint8), or yearbook.pixels: uint8"
+            )
         return self
 
 
 PARAMS = YearbookParams
 # drift plan: the paper's Table 1 row (Appendix B) and its corpus size
 PAPER_COST = {"model_seed_runs": 105, "train_gpu_h": 23.7, "eval_gpu_h": 9.3, "node_h": 8.2}
-PAPER_ROWS = {"rows": 37_921, "non_empty": 104,
-              "source": "paper: 37,921 portraits (Section 3.1.1), K = 104 non-empty years (Appendix B.1)"}
+PAPER_ROWS = {
+    "rows": 37_921,
+    "non_empty": 104,
+    "source": "paper: 37,921 portraits (Section 3.1.1), K = 104 non-empty years (Appendix B.1)",
+}
 LABELS = ["F", "M"]
 SIZE = 32
 
@@ -87,12 +95,14 @@ def decode(data: bytes, resize: str = "bilinear", pixels: str = "uint8") -> np.n
     try:
         with Image.open(io.BytesIO(data)) as img:
             img.load()  # decode now: a truncated file fails here, not later
-            img = img.convert("RGB")  # gray replicated into 3 channels; a color file keeps its colors
-            if img.size != (SIZE, SIZE) and resize == "area":
-                return area_resize(np.asarray(img, dtype=np.uint8), pixels)
-            if img.size != (SIZE, SIZE):
-                img = img.resize((SIZE, SIZE), Image.BILINEAR)
-            return np.ascontiguousarray(np.asarray(img, dtype=np.uint8).transpose(2, 0, 1)).astype(pixels, copy=False)
+            rgb = img.convert("RGB")  # gray replicated into 3 channels; a color file keeps its colors
+            if rgb.size != (SIZE, SIZE) and resize == "area":
+                return area_resize(np.asarray(rgb, dtype=np.uint8), pixels)
+            if rgb.size != (SIZE, SIZE):
+                rgb = rgb.resize((SIZE, SIZE), Image.Resampling.BILINEAR)
+            return np.ascontiguousarray(np.asarray(rgb, dtype=np.uint8).transpose(2, 0, 1)).astype(
+                pixels, copy=False
+            )
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
         return None
 
@@ -125,8 +135,9 @@ def area_resize(pixels: np.ndarray, dtype: str = "uint8") -> np.ndarray:
     return np.ascontiguousarray(np.clip(np.rint(mean), 0, 255).astype(np.uint8))
 
 
-def record(where: str, label_dir: str, data: bytes, ledger: Ledger, resize: str = "bilinear",
-           pixels: str = "uint8") -> dict | None:
+def record(
+    where: str, label_dir: str, data: bytes, ledger: Ledger, resize: str = "bilinear", pixels: str = "uint8"
+) -> dict | None:
     """The record for one file (where = its path), or None after quarantining it."""
     name = where.replace("\\", "/").rsplit("/", 1)[-1]
     if label_dir not in LABELS:
@@ -143,15 +154,20 @@ def record(where: str, label_dir: str, data: bytes, ledger: Ledger, resize: str 
     return {"id": name, "time": time, "label": LABELS.index(label_dir), "image": image}
 
 
-def read_folder(folder: Path, ledger: Ledger, resize: str = "bilinear", pixels: str = "uint8") -> Iterator[dict]:
+def read_folder(
+    folder: Path, ledger: Ledger, resize: str = "bilinear", pixels: str = "uint8"
+) -> Iterator[dict]:
     dirs = [folder / d for d in LABELS if (folder / d).is_dir()]
     if not dirs:
-        raise DriftError(f"yearbook: {folder} has no F/ or M/ folder: point yearbook.source at "
-                         f"faces_aligned_small_mirrored_co_aligned_cropped_cleaned/ or its .tar.gz")
+        raise DriftError(
+            f"yearbook: {folder} has no F/ or M/ folder: point yearbook.source at "
+            f"faces_aligned_small_mirrored_co_aligned_cropped_cleaned/ or its .tar.gz"
+        )
     base = folder.resolve()
     for d in dirs:
         for path in sorted(d.iterdir()):  # sorted: the same order on every machine
-            if path.is_file() and base not in path.resolve().parents:  # a symlink out of the folder: never read
+            # a symlink out of the folder: never read
+            if path.is_file() and base not in path.resolve().parents:
                 ledger.quarantine(str(path), "path_outside_root")
             elif path.is_file():
                 # read_bytes of a 32x32..200x200 PNG: a few KB at a time
@@ -160,7 +176,9 @@ def read_folder(folder: Path, ledger: Ledger, resize: str = "bilinear", pixels: 
                     yield rec
 
 
-def read_archive(archive: Path, ledger: Ledger, resize: str = "bilinear", pixels: str = "uint8") -> Iterator[dict]:
+def read_archive(
+    archive: Path, ledger: Ledger, resize: str = "bilinear", pixels: str = "uint8"
+) -> Iterator[dict]:
     try:
         # "r|gz": a forward-only stream, one member in memory at a time, no extraction to disk
         with tarfile.open(archive, mode="r|gz") as tar:
@@ -169,12 +187,16 @@ def read_archive(archive: Path, ledger: Ledger, resize: str = "bilinear", pixels
                     continue
                 parts = member.name.split("/")
                 label_dir = parts[-2] if len(parts) >= 2 else ""
-                data = tar.extractfile(member).read()
+                stream = tar.extractfile(member)
+                assert stream is not None  # extractfile returns None only for a member that is not a file
+                data = stream.read()
                 rec = record(f"{archive.name}:{member.name}", label_dir, data, ledger, resize, pixels)
                 if rec is not None:
                     yield rec
     except (tarfile.TarError, EOFError, OSError) as e:  # a truncated or corrupt archive stops the read
-        raise DriftError(f"yearbook: cannot read {archive}: {e}; delete it and run `drift fetch yearbook` again")
+        raise DriftError(
+            f"yearbook: cannot read {archive}: {e}; delete it and run `drift fetch yearbook` again"
+        )
 
 
 def read(cfg: YearbookParams, ledger: Ledger) -> Iterator[dict]:
@@ -190,8 +212,10 @@ def read(cfg: YearbookParams, ledger: Ledger) -> Iterator[dict]:
 def download_targets(cfg) -> list[tuple[str, Path]]:
     """`drift fetch yearbook`: the archive's (url, destination)."""
     if not cfg.url:
-        raise DriftError("yearbook: no download URL: set yearbook.url in params.yaml to the URL of "
-                         "faces_aligned_small_mirrored_co_aligned_cropped_cleaned.tar.gz")
+        raise DriftError(
+            "yearbook: no download URL: set yearbook.url in params.yaml to the URL of "
+            "faces_aligned_small_mirrored_co_aligned_cropped_cleaned.tar.gz"
+        )
     return [(cfg.url, archive_path(Path(cfg.source)))]
 
 
