@@ -7,6 +7,7 @@ sha256 when one is given, retries network errors and bounds every connect and re
 After the download `dvc import-url --no-download <url> <dest>` writes `<dest>.dvc` and `dvc commit` hashes the
 file into the DVC cache: the `.dvc` file a plain `dvc import-url` writes. A file there before is imported only
 if its size is the server's (else `dvc add`); outside a DVC repository files are only downloaded, with a note."""
+
 from __future__ import annotations
 
 import hashlib
@@ -54,8 +55,15 @@ def _progress(enabled: bool, name: str):
         TransferSpeedColumn,
     )
 
-    return Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                    TimeRemainingColumn(), console=Console(stderr=True), transient=False)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=False,
+    )
 
 
 class _Transient(Exception):
@@ -79,10 +87,10 @@ def _download(url: str, part: Path, timeout: float, progress) -> None:
             part.unlink()  # a stale .part (the file changed on the server): start over
             return _download(url, part, timeout, progress)
         if e.code >= 500:
-            raise _Transient(f"HTTP {e.code} {e.reason}")
+            raise _Transient(f"HTTP {e.code} {e.reason}") from e
         raise DriftError(f"download failed: {url}: HTTP {e.code} {e.reason}") from None
     except (urllib.error.URLError, OSError) as e:  # DNS, refused, timeout (socket.timeout is an OSError)
-        raise _Transient(str(getattr(e, "reason", e)))
+        raise _Transient(str(getattr(e, "reason", e))) from e
 
     with resp:
         if offset and resp.status == 206:
@@ -98,7 +106,11 @@ def _download(url: str, part: Path, timeout: float, progress) -> None:
         length = resp.headers.get("Content-Length")
         total = offset + int(length) if length and length.isdigit() else None
 
-        task = progress.add_task(part.name.removesuffix(".part"), total=total, completed=offset) if progress else None
+        task = (
+            progress.add_task(part.name.removesuffix(".part"), total=total, completed=offset)
+            if progress
+            else None
+        )
         size = offset
         try:
             with open(part, mode) as f:
@@ -108,7 +120,7 @@ def _download(url: str, part: Path, timeout: float, progress) -> None:
                     if progress:
                         progress.update(task, completed=size)
         except (OSError, http.client.HTTPException) as e:  # timeout or dropped connection mid-body
-            raise _Transient(f"interrupted after {size} bytes: {e}")
+            raise _Transient(f"interrupted after {size} bytes: {e}") from e
         finally:
             if progress:
                 progress.remove_task(task)
@@ -126,21 +138,27 @@ def direct_url(url: str, dest: Path, timeout: float = 30) -> str:
     if not (parsed.path.endswith("/publink/show") and "code=" in parsed.query):
         return url
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers={"User-Agent": USER_AGENT}),
-                                    timeout=timeout) as resp:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers={"User-Agent": USER_AGENT}), timeout=timeout
+        ) as resp:
             page = resp.read(1 << 20).decode("utf-8", "replace")
     except (urllib.error.URLError, OSError) as e:
-        raise DriftError(f"cannot open {url}: {getattr(e, 'reason', e)}; open it in a browser, download the "
-                         f"file and put it at {dest}") from None
+        raise DriftError(
+            f"cannot open {url}: {getattr(e, 'reason', e)}; open it in a browser, download the "
+            f"file and put it at {dest}"
+        ) from None
     found = PCLOUD_LINK.search(page)
     if found is None:
-        raise DriftError(f"{url} names no download link (the share may have moved): open it in a browser, "
-                         f"download the file and put it at {dest}")
+        raise DriftError(
+            f"{url} names no download link (the share may have moved): open it in a browser, "
+            f"download the file and put it at {dest}"
+        )
     return json.loads(found.group(1))
 
 
-def fetch(url: str, dest: Path, sha256: str | None = None, timeout: float = 30, progress=True,
-          retries: int = 3) -> Path:
+def fetch(
+    url: str, dest: Path, sha256: str | None = None, timeout: float = 30, progress=True, retries: int = 3
+) -> Path:
     """Downloads `url` to `dest` (resuming from `dest.part`), checks its sha256 if given, returns `dest`.
 
     A `dest` already there is kept (and checked against sha256). Errors are one-line DriftErrors.
@@ -152,8 +170,10 @@ def fetch(url: str, dest: Path, sha256: str | None = None, timeout: float = 30, 
     sha256 = sha256.lower() if sha256 else None
     if dest.exists():
         if sha256 and (actual := sha256_file(dest)) != sha256:
-            raise DriftError(f"{dest} is there but its sha256 is {actual}, expected {sha256}: "
-                             f"delete it to download it again")
+            raise DriftError(
+                f"{dest} is there but its sha256 is {actual}, expected {sha256}: "
+                f"delete it to download it again"
+            )
         return dest
 
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -169,8 +189,10 @@ def fetch(url: str, dest: Path, sha256: str | None = None, timeout: float = 30, 
                 break
             except _Transient as e:
                 if attempt == retries:
-                    raise DriftError(f"download of {url} failed after {retries + 1} attempts: {e}; "
-                                     f"run again to resume from {part}") from None
+                    raise DriftError(
+                        f"download of {url} failed after {retries + 1} attempts: {e}; "
+                        f"run again to resume from {part}"
+                    ) from None
                 time.sleep(RETRY_WAIT * (attempt + 1))
     finally:
         if bar:
@@ -178,8 +200,10 @@ def fetch(url: str, dest: Path, sha256: str | None = None, timeout: float = 30, 
 
     if sha256 and (actual := sha256_file(part)) != sha256:
         part.unlink()
-        raise DriftError(f"sha256 mismatch for {dest.name} from {url}: expected {sha256}, got {actual}; "
-                         f"the download was removed")
+        raise DriftError(
+            f"sha256 mismatch for {dest.name} from {url}: expected {sha256}, got {actual}; "
+            f"the download was removed"
+        )
     os.replace(part, dest)
     return dest
 
@@ -191,7 +215,9 @@ def _sha_for(sha, file_name: str, n_files: int, dataset: str) -> str | None:
     if isinstance(sha, dict):
         return sha.get(file_name)
     if n_files > 1:
-        raise DriftError(f"{dataset}.sha256 is one string for {n_files} files: give a mapping file name -> sha256")
+        raise DriftError(
+            f"{dataset}.sha256 is one string for {n_files} files: give a mapping file name -> sha256"
+        )
     return str(sha)
 
 
@@ -200,7 +226,9 @@ def targets(name: str, cfg) -> list[tuple[str, Path]]:
     here) asks for (its module's `download_targets`); destinations are where its reader looks."""
     module, cfg = get_dataset(name), dataset_params(name, cfg)
     if not hasattr(module, "download_targets"):
-        raise DriftError(f"{name}: nothing to download (fetch knows {', '.join(_corpora('download_targets'))})")
+        raise DriftError(
+            f"{name}: nothing to download (fetch knows {', '.join(_corpora('download_targets'))})"
+        )
     return module.download_targets(cfg)
 
 
@@ -212,16 +240,19 @@ def fetch_dataset(name: str, cfg, progress=True, timeout: float = 30) -> list[Pa
     """Downloads every file the dataset's cfg names; files already there are kept."""
     cfg = dataset_params(name, cfg)
     todo = targets(name, cfg)
-    return [fetch(url, dest, _sha_for(cfg.sha256, dest.name, len(todo), name), timeout=timeout,
-                  progress=progress)
-            for url, dest in todo]
+    return [
+        fetch(url, dest, _sha_for(cfg.sha256, dest.name, len(todo), name), timeout=timeout, progress=progress)
+        for url, dest in todo
+    ]
 
 
 # ---- DVC registration: what `drift fetch` downloads and what `drift track` finds on disk gets a .dvc file
 
+
 class Tracked(NamedTuple):
     """A raw file or folder and the .dvc file that tracks it (None outside a DVC repository); `url` is where
     `drift fetch` downloaded it from (None for `drift track`)."""
+
     path: Path
     dvc_file: Path | None
     url: str | None = None
@@ -298,9 +329,11 @@ def _git_ignored(root: Path, dvc_file: Path) -> str | None:
 def _check_not_ignored(root: Path, path: Path, way_out: str) -> None:
     ignored = _git_ignored(root, _dvc_file(path))
     if ignored is not None:
-        raise DriftError(f"cannot track {path} with DVC: git ignores {ignored} (as DVC reads .gitignore), so DVC "
-                         f"would not write or find {_dvc_file(path).name} there: in .gitignore, ignore the "
-                         f"pipeline's output folders instead of {ignored} (see README){way_out}")
+        raise DriftError(
+            f"cannot track {path} with DVC: git ignores {ignored} (as DVC reads .gitignore), so DVC "
+            f"would not write or find {_dvc_file(path).name} there: in .gitignore, ignore the "
+            f"pipeline's output folders instead of {ignored} (see README){way_out}"
+        )
 
 
 def _dvc(root: Path, *args: str) -> None:
@@ -323,7 +356,9 @@ def _rel(path: Path, root: Path) -> str:
     return os.path.relpath(os.path.abspath(path), root)
 
 
-def register_download(url: str, path: Path, root: Path, downloaded: bool = True, dataset: str = "<dataset>") -> Path:
+def register_download(
+    url: str, path: Path, root: Path, downloaded: bool = True, dataset: str = "<dataset>"
+) -> Path:
     """Registers a file downloaded from `url` as a DVC import (see the module doc); returns its .dvc file.
 
     A file already tracked is left as it is (a partial import is committed); a file inside a folder that
@@ -349,9 +384,11 @@ def register_download(url: str, path: Path, root: Path, downloaded: bool = True,
     if not downloaded and upstream is not None and upstream != path.stat().st_size:
         own.unlink()
         _dvc(root, "add", _rel(path, root))
-        _note(f"{path} is {path.stat().st_size} bytes, the server's is {upstream}: tracked as it is (`dvc add`), "
-              f"not as an import of {url}; for the server's, delete {path} and {own} and run "
-              f"`drift fetch {dataset}` again")
+        _note(
+            f"{path} is {path.stat().st_size} bytes, the server's is {upstream}: tracked as it is (`dvc add`), "
+            f"not as an import of {url}; for the server's, delete {path} and {own} and run "
+            f"`drift fetch {dataset}` again"
+        )
         return own
     _dvc(root, "commit", "--force", _rel(own, root))
     return own
@@ -366,8 +403,10 @@ def fetch_and_track(name: str, cfg, progress=True, timeout: float = 30, dvc: boo
     roots = {dest: dvc_root(dest) if dvc else None for _, dest in todo}
     if dvc and None in roots.values():
         where = next(dest for dest, root in roots.items() if root is None).parent
-        _note(f"{where} is not inside a DVC repository (no .dvc/ above it): downloading without registering "
-              f"with DVC (`dvc init` there, then `drift fetch {name}` again registers what is there)")
+        _note(
+            f"{where} is not inside a DVC repository (no .dvc/ above it): downloading without registering "
+            f"with DVC (`dvc init` there, then `drift fetch {name}` again registers what is there)"
+        )
     for _, dest in todo:
         root = roots[dest]
         if root is not None and _tracked_by(dest, root) is None:
@@ -375,14 +414,17 @@ def fetch_and_track(name: str, cfg, progress=True, timeout: float = 30, dvc: boo
     out = []
     for url, dest in todo:
         there = dest.exists()
-        path = fetch(url, dest, _sha_for(cfg.sha256, dest.name, len(todo), name), timeout=timeout,
-                     progress=progress)
+        path = fetch(
+            url, dest, _sha_for(cfg.sha256, dest.name, len(todo), name), timeout=timeout, progress=progress
+        )
         root = roots[dest]
         try:
             dvc_file = register_download(url, path, root, not there, name) if root else None
         except DriftError as e:
-            raise DriftError(f"{path} is downloaded but not registered with DVC: {e}; once that is fixed, "
-                             f"`drift fetch {name}` registers it without downloading it again") from None
+            raise DriftError(
+                f"{path} is downloaded but not registered with DVC: {e}; once that is fixed, "
+                f"`drift fetch {name}` registers it without downloading it again"
+            ) from None
         out.append(Tracked(path, dvc_file, url))
     return out
 
@@ -393,8 +435,10 @@ def track_paths(name: str, cfg) -> list[Path]:
     a file into a folder it tracks: a reader lists the files `drift fetch` registers one by one."""
     module, cfg = get_dataset(name), dataset_params(name, cfg)
     if not hasattr(module, "raw_inputs"):
-        raise DriftError(f"{name}: nothing to track: its input ships with the package or is generated "
-                         f"(track knows {', '.join(_corpora('raw_inputs'))})")
+        raise DriftError(
+            f"{name}: nothing to track: its input ships with the package or is generated "
+            f"(track knows {', '.join(_corpora('raw_inputs'))})"
+        )
     return module.raw_inputs(cfg)
 
 
@@ -404,8 +448,10 @@ def track_dataset(name: str, cfg) -> list[Tracked]:
     paths = track_paths(name, cfg)
     root = dvc_root(paths[0])
     if root is None:
-        raise DriftError(f"{paths[0]} is not inside a DVC repository (no .dvc/ above it): run `dvc init` "
-                         f"at the repository root first")
+        raise DriftError(
+            f"{paths[0]} is not inside a DVC repository (no .dvc/ above it): run `dvc init` "
+            f"at the repository root first"
+        )
     out, to_add = [], []
     for path in paths:
         tracked = _tracked_by(path, root)

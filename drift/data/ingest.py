@@ -5,6 +5,7 @@ Rows outside the dataset's time span are filtered here ("time_outside_span"), fo
 Writes records, the quarantine table beside them, and the counts (kept + filtered + quarantined = read), per
 file too, with a warning for each file whose rows vanished (drift.data.ledger); a full disk leaves neither file.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -56,8 +57,9 @@ def fast_default() -> bool:
     return os.environ.get("DRIFT_INGEST_FAST", "1") != "0"
 
 
-def ingest(name: str, cfg: DatasetParams, records_path: Path, quarantine_path: Path,
-           fast: bool | None = None) -> dict:
+def ingest(
+    name: str, cfg: DatasetParams, records_path: Path, quarantine_path: Path, fast: bool | None = None
+) -> dict:
     """Run one dataset's ingest (`cfg`: its section of params.yaml as its module's PARAMS); returns the
     counts written to metrics/ingest/<name>.json.
 
@@ -70,8 +72,14 @@ def ingest(name: str, cfg: DatasetParams, records_path: Path, quarantine_path: P
     ledger = Ledger(name, strict=cfg.strict)
     label_names = dataset.label_names(cfg)
     slicing = cfg.model_dump(include=set(DatasetParams.model_fields))  # what the slice stage reads
-    schema = record_schema(info.task, info.modality, len(label_names), label_names=label_names, slicing=slicing,
-                           image_dtype=getattr(cfg, "pixels", "uint8"))  # yearbook.pixels, synth-portraits.pixels
+    schema = record_schema(
+        info.task,
+        info.modality,
+        len(label_names),
+        label_names=label_names,
+        slicing=slicing,
+        image_dtype=getattr(cfg, "pixels", "uint8"),
+    )  # yearbook.pixels, synth-portraits.pixels
     records_path.parent.mkdir(parents=True, exist_ok=True)
     tmp_path = records_path.with_suffix(".partial")
     seen_ids: set[str] = set()
@@ -82,8 +90,16 @@ def ingest(name: str, cfg: DatasetParams, records_path: Path, quarantine_path: P
         with pq.ParquetWriter(tmp_path, schema) as writer, progress(f"ingest {name}") as bar:
             rows: Iterable[dict]
             if fast and hasattr(dataset, "read_batches") and info.modality == "text":  # Batches hold text
-                data_span = _ingest_batches(dataset.read_batches(cfg), (start, end), ledger, seen_ids, writer,
-                                            schema, bar, keep_duplicates)
+                data_span = _ingest_batches(
+                    dataset.read_batches(cfg),
+                    (start, end),
+                    ledger,
+                    seen_ids,
+                    writer,
+                    schema,
+                    bar,
+                    keep_duplicates,
+                )
                 rows = ()
             else:
                 rows = dataset.read(cfg, ledger)
@@ -113,9 +129,14 @@ def ingest(name: str, cfg: DatasetParams, records_path: Path, quarantine_path: P
         if isinstance(e, OSError) and is_disk_full(e):
             raise disk_full(records_path) from None
         raise
-    bad = pa.table({"where": [r["where"] for r in ledger.bad_rows], "reason": [r["reason"] for r in ledger.bad_rows],
-                    "raw": [r["raw"] for r in ledger.bad_rows]},
-                   schema=pa.schema([("where", pa.string()), ("reason", pa.string()), ("raw", pa.string())]))
+    bad = pa.table(
+        {
+            "where": [r["where"] for r in ledger.bad_rows],
+            "reason": [r["reason"] for r in ledger.bad_rows],
+            "raw": [r["raw"] for r in ledger.bad_rows],
+        },
+        schema=pa.schema([("where", pa.string()), ("reason", pa.string()), ("raw", pa.string())]),
+    )
     bad_tmp = quarantine_path.with_name(quarantine_path.name + ".partial")
     try:
         pq.write_table(bad, bad_tmp)
@@ -128,8 +149,12 @@ def ingest(name: str, cfg: DatasetParams, records_path: Path, quarantine_path: P
     tmp_path.replace(records_path)  # a killed ingest never leaves a half-written records file behind
     bad_tmp.replace(quarantine_path)
     # span: the configured one (slices' edges); data_span: the first and last time of the rows kept
-    return {"dataset": name, **ledger.counts(), "span": [str(start.date()), str(end.date())],
-            "data_span": [None if t is None else str(t) for t in data_span]}
+    return {
+        "dataset": name,
+        **ledger.counts(),
+        "span": [str(start.date()), str(end.date())],
+        "data_span": [None if t is None else str(t) for t in data_span],
+    }
 
 
 def repeat_id(row_id: str, seen_ids: set[str]) -> str:
@@ -146,8 +171,16 @@ def duplicate_raw(text, time) -> str:
     return text if isinstance(text, str) else f"time {time}"
 
 
-def _ingest_batches(batches, span, ledger: Ledger, seen_ids: set[str], writer, schema: pa.Schema, bar,
-                    keep_duplicates: bool = False) -> list:
+def _ingest_batches(
+    batches,
+    span,
+    ledger: Ledger,
+    seen_ids: set[str],
+    writer,
+    schema: pa.Schema,
+    bar,
+    keep_duplicates: bool = False,
+) -> list:
     """The driver's loop above on drift.data.datasets._fast Batches: the same span filter, duplicate check and
     BATCH_ROWS-row batches written, with the reader's bad rows and the duplicates quarantined in line order.
     Returns the kept rows' [first, last] time."""
@@ -194,12 +227,23 @@ def _ingest_batches(batches, span, ledger: Ledger, seen_ids: set[str], writer, s
         if any(duplicate):
             dup_lines = pc.filter(table["line"], pa.array(duplicate)).to_pylist()
             dup_ids = pc.filter(table["id"], pa.array(duplicate)).to_pylist()
-            dup_raw = [duplicate_raw(text, time) for text, time in zip(
-                pc.filter(table["text"], pa.array(duplicate)).to_pylist() if "text" in table.column_names
-                else [None] * len(dup_ids), pc.filter(table["time"], pa.array(duplicate)).to_pylist())]
-            bad = sorted(bad + [(line, row_id, "duplicate_id", raw)
-                                for line, row_id, raw in zip(dup_lines, dup_ids, dup_raw)],
-                         key=lambda b: b[0])  # stable: one line has one row
+            dup_raw = [
+                duplicate_raw(text, time)
+                for text, time in zip(
+                    pc.filter(table["text"], pa.array(duplicate)).to_pylist()
+                    if "text" in table.column_names
+                    else [None] * len(dup_ids),
+                    pc.filter(table["time"], pa.array(duplicate)).to_pylist(),
+                )
+            ]
+            bad = sorted(
+                bad
+                + [
+                    (line, row_id, "duplicate_id", raw)
+                    for line, row_id, raw in zip(dup_lines, dup_ids, dup_raw)
+                ],
+                key=lambda b: b[0],
+            )  # stable: one line has one row
             table = table.filter(pc.invert(pa.array(duplicate)))
         for _, where, reason, raw in bad:  # in line order, as the line-by-line path quarantines them
             ledger.quarantine(where, reason, raw)
@@ -228,10 +272,14 @@ def _arrow_batch(table: pa.Table, schema: pa.Schema) -> pa.RecordBatch:
     """Records of the fast path as the Parquet batch _batch writes: `key` from the text, the record schema."""
     text = table["text"].combine_chunks()
     # payload_key on the UTF-8 bytes Arrow already holds: no Python strings made, no encode
-    offsets = np.frombuffer(text.buffers()[1], np.int32)[text.offset: text.offset + len(text) + 1].tolist()
+    offsets = np.frombuffer(text.buffers()[1], np.int32)[text.offset : text.offset + len(text) + 1].tolist()
     data, sha256 = memoryview(text.buffers()[2] or b""), hashlib.sha256
-    keys = [sha256(data[offsets[i]:offsets[i + 1]]).hexdigest() for i in range(len(text))]
-    columns = {"id": table["id"], "key": pa.array(keys, pa.string()), "time": table["time"],
-               "label": table["label"], "text": text}
+    keys = [sha256(data[offsets[i] : offsets[i + 1]]).hexdigest() for i in range(len(text))]
+    columns = {
+        "id": table["id"],
+        "key": pa.array(keys, pa.string()),
+        "time": table["time"],
+        "label": table["label"],
+        "text": text,
+    }
     return pa.Table.from_pydict(columns, schema=schema).combine_chunks().to_batches()[0]
-

@@ -5,6 +5,7 @@ over the whole source for its span; `propose` picks the time, input, label and i
 the column types and names, or from the user's choices. A choice with more than one candidate is an
 `Ambiguous` error naming them (the CLI asks on stderr), never a silent guess.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -37,8 +38,12 @@ from drift.data.datasets.table import (
 )
 
 SAMPLE_ROWS = 2000
-TIME_NAMES = re.compile(r"(^|_)(time|date|year|created|timestamp|ts|datetime|published|epoch|when)($|_|at$)", re.I)
-LABEL_NAMES = re.compile(r"^(label|labels|target|class|category|y|rating|score|sentiment|outcome|topic)$", re.I)
+TIME_NAMES = re.compile(
+    r"(^|_)(time|date|year|created|timestamp|ts|datetime|published|epoch|when)($|_|at$)", re.I
+)
+LABEL_NAMES = re.compile(
+    r"^(label|labels|target|class|category|y|rating|score|sentiment|outcome|topic)$", re.I
+)
 ID_NAMES = re.compile(r"^(id|.*_id|uuid|key|guid)$", re.I)
 IMAGE_PATH = r"(?i)\.(png|jpe?g|bmp|gif|webp)$"
 MAX_CLASSES = 50
@@ -56,11 +61,20 @@ def sample(source: str) -> tuple[pl.DataFrame, int]:
         with tempfile.TemporaryDirectory(prefix="drift-init-") as tmp:
             plain, _ = utf8_copy(path, Path(tmp)) if path.suffix.lower() != ".gz" else (path, 0)
             if fmt == "csv":  # polars reads gzip in memory: a sample is small
-                frame = pl.read_csv(plain, n_rows=SAMPLE_ROWS, infer_schema_length=SAMPLE_ROWS,
-                                    truncate_ragged_lines=True, encoding="utf8-lossy")
+                frame = pl.read_csv(
+                    plain,
+                    n_rows=SAMPLE_ROWS,
+                    infer_schema_length=SAMPLE_ROWS,
+                    truncate_ragged_lines=True,
+                    encoding="utf8-lossy",
+                )
             else:
-                frame = pl.read_ndjson(plain, n_rows=SAMPLE_ROWS, infer_schema_length=SAMPLE_ROWS, ignore_errors=True)
-    elif fmt == "parquet":  # below: a cell of invalid UTF-8 read as null (_lossy_text); time_span counts its rows
+                frame = pl.read_ndjson(
+                    plain, n_rows=SAMPLE_ROWS, infer_schema_length=SAMPLE_ROWS, ignore_errors=True
+                )
+    elif (
+        fmt == "parquet"
+    ):  # below: a cell of invalid UTF-8 read as null (_lossy_text); time_span counts its rows
         batch = next(pq.ParquetFile(path).iter_batches(batch_size=SAMPLE_ROWS), None)
         frame = arrow_frame(utf8_checked(batch)[0]) if batch is not None else pl.DataFrame()
     else:
@@ -69,7 +83,9 @@ def sample(source: str) -> tuple[pl.DataFrame, int]:
         batches = table.to_batches()
         frame = arrow_frame(utf8_checked(batches[0])[0]) if batches else arrow_frame(table)
     if fmt in ("parquet", "arrow"):
-        frame = frame.with_columns([_lossy_text(frame[c]) for c in frame.columns if frame[c].dtype == pl.Binary])
+        frame = frame.with_columns(
+            [_lossy_text(frame[c]) for c in frame.columns if frame[c].dtype == pl.Binary]
+        )
     return frame, len(files)
 
 
@@ -81,8 +97,11 @@ def _lossy_text(s: pl.Series) -> pl.Series:
     valid = sum(1 for v in values if _utf8(v))
     if not values or valid < 0.95 * len(values):
         return s
-    return pl.Series(s.name, [v.decode("utf-8") if v is not None and _utf8(v) else None for v in s.to_list()],
-                     dtype=pl.String)
+    return pl.Series(
+        s.name,
+        [v.decode("utf-8") if v is not None and _utf8(v) else None for v in s.to_list()],
+        dtype=pl.String,
+    )
 
 
 def _utf8(value: bytes) -> bool:
@@ -134,7 +153,9 @@ def time_encoding(s: pl.Series) -> tuple[str, str | None] | None:
 
 
 def _is_image(s: pl.Series) -> str | None:
-    if s.dtype == pl.Binary or (isinstance(s.dtype, pl.Struct) and "bytes" in [f.name for f in s.dtype.fields]):
+    if s.dtype == pl.Binary or (
+        isinstance(s.dtype, pl.Struct) and "bytes" in [f.name for f in s.dtype.fields]
+    ):
         return "bytes"
     if isinstance(s.dtype, (pl.List, pl.Array)):
         return "array"
@@ -158,9 +179,13 @@ def looks_like_key(s: pl.Series) -> bool:
 
 def _is_text(s: pl.Series) -> bool:
     text = _strings(s) if s.dtype == pl.String else None
-    return (text is not None and len(text) > 0 and not looks_like_key(s)
-            and (_mean(text.str.len_chars()) >= 15 or text.n_unique() > len(text) // 2)
-            and not ID_NAMES.match(s.name))
+    return (
+        text is not None
+        and len(text) > 0
+        and not looks_like_key(s)
+        and (_mean(text.str.len_chars()) >= 15 or text.n_unique() > len(text) // 2)
+        and not ID_NAMES.match(s.name)
+    )
 
 
 def parse_slices(spec: str, low, high) -> dict:
@@ -174,7 +199,9 @@ def parse_slices(spec: str, low, high) -> dict:
         try:
             out["start"], out["end"] = int(parts[1]), int(parts[2])
         except ValueError:
-            raise DriftError(f"--slices {spec!r}: START and END are years, e.g. {parts[0]}:2000:2024") from None
+            raise DriftError(
+                f"--slices {spec!r}: START and END are years, e.g. {parts[0]}:2000:2024"
+            ) from None
     return out
 
 
@@ -201,23 +228,38 @@ def _task(s: pl.Series) -> str:
     n = values.n_unique()
     if n == 2:
         return "binary"
-    if s.dtype.is_numeric() and (n > MAX_CLASSES or s.dtype.is_float() and not (values == values.floor()).all()):
+    if s.dtype.is_numeric() and (
+        n > MAX_CLASSES or s.dtype.is_float() and not (values == values.floor()).all()
+    ):
         return "regression"
     if 3 <= n <= MAX_CLASSES:
         return "multiclass"
-    raise DriftError(f"column {s.name!r} has {n} distinct values: name the task with --task "
-                     f"(binary, multiclass, regression, multilabel)")
+    raise DriftError(
+        f"column {s.name!r} has {n} distinct values: name the task with --task "
+        f"(binary, multiclass, regression, multilabel)"
+    )
 
 
-def propose(name: str, source: str, time: str | None = None, text: list[str] | None = None,
-            image: str | None = None, label: list[str] | None = None, task: str | None = None,
-            id_column: str | None = None, slices: str | None = None, per_slice: int | None = None) -> dict:
+def propose(
+    name: str,
+    source: str,
+    time: str | None = None,
+    text: list[str] | None = None,
+    image: str | None = None,
+    label: list[str] | None = None,
+    task: str | None = None,
+    id_column: str | None = None,
+    slices: str | None = None,
+    per_slice: int | None = None,
+) -> dict:
     """The section of dataset `name` (a mapping ready for params.yaml) and `columns`, what the sample showed.
     The id: `id_column` ("none": row numbers), else the one column whose values are unique and look like keys
     (no whitespace, or numbers; several: the one named like an id, else a question); `slices`: UNIT[:START:END];
     `per_slice`: the unit whose median slice holds nearest N rows (`slicing` in the result: see choose_unit)."""
     if slices and per_slice is not None:
-        raise DriftError("--slices and --per-slice both choose the slices: give one (--per-slice N picks the unit)")
+        raise DriftError(
+            "--slices and --per-slice both choose the slices: give one (--per-slice N picks the unit)"
+        )
     if per_slice is not None and per_slice < 1:
         raise DriftError(f"--per-slice {per_slice}: give the rows a slice should hold, a whole number >= 1")
     frame, n_files = sample(source)
@@ -236,21 +278,37 @@ def propose(name: str, source: str, time: str | None = None, text: list[str] | N
     if read_as is None:
         raise DriftError(f"column {time!r} reads as no time (timestamps, dates, years, epoch seconds or ms)")
     if id_column is None:
-        ids = [c for c in columns if c != time and c not in (text or []) and c not in (label or [])
-               and frame[c].null_count() == 0 and frame[c].n_unique() == frame.height and looks_like_key(frame[c])
-               and not frame[c].dtype.is_float()]
+        ids = [
+            c
+            for c in columns
+            if c != time
+            and c not in (text or [])
+            and c not in (label or [])
+            and frame[c].null_count() == 0
+            and frame[c].n_unique() == frame.height
+            and looks_like_key(frame[c])
+            and not frame[c].dtype.is_float()
+        ]
         named = [c for c in ids if ID_NAMES.match(c)]
-        id_column = (ids[0] if len(ids) == 1 else named[0] if len(named) == 1 else None)
+        id_column = ids[0] if len(ids) == 1 else named[0] if len(named) == 1 else None
         if id_column is None and len(ids) > 1:
-            raise Ambiguous(f"which column is the id: {', '.join(ids)}? answer with --id <column> (--id none: "
-                            f"row numbers)")
+            raise Ambiguous(
+                f"which column is the id: {', '.join(ids)}? answer with --id <column> (--id none: "
+                f"row numbers)"
+            )
     elif id_column == "none":
         id_column = None
 
     rest = [c for c in columns if c not in (time, id_column)]
     if label is None:
-        candidates = [c for c in rest if c not in (image, *(text or [])) and _is_label(frame[c])
-                      and not _is_text(frame[c]) and _is_image(frame[c]) is None]
+        candidates = [
+            c
+            for c in rest
+            if c not in (image, *(text or []))
+            and _is_label(frame[c])
+            and not _is_text(frame[c])
+            and _is_image(frame[c]) is None
+        ]
         label = [_choose("label", "--label", candidates, [c for c in candidates if LABEL_NAMES.match(c)])]
     if task is None:
         if len(label) > 1:
@@ -263,15 +321,19 @@ def propose(name: str, source: str, time: str | None = None, text: list[str] | N
         images = [c for c in rest if _is_image(frame[c])]
         texts = [c for c in rest if _is_text(frame[c]) and encodings[c] is None]  # another time is no input
         if images and texts:
-            raise Ambiguous(f"which input: the text in {', '.join(texts)} or the image in {', '.join(images)}? "
-                            f"answer with --text <columns> or --image <column>")
+            raise Ambiguous(
+                f"which input: the text in {', '.join(texts)} or the image in {', '.join(images)}? "
+                f"answer with --text <columns> or --image <column>"
+            )
         if images:
             image = _choose("image", "--image", images)
         elif texts:
             text = texts  # every text column, joined in the table's order
         else:
-            raise DriftError(f"no column looks like the input: name it with --text <columns> or --image <column> "
-                             f"(columns: {', '.join(rest)})")
+            raise DriftError(
+                f"no column looks like the input: name it with --text <columns> or --image <column> "
+                f"(columns: {', '.join(rest)})"
+            )
 
     encoding, fmt = read_as
     where, files = split_source(source)
@@ -287,7 +349,9 @@ def propose(name: str, source: str, time: str | None = None, text: list[str] | N
         assert image  # given, or chosen above when no text was
         section.update(image=image, image_encoding=_is_image(frame[image]) or "bytes")
     section.update(label=label[0] if len(label) == 1 else list(label), task=task)
-    cfg = parse(TableParams, {**section, "source": source, "slices": {"unit": "year", "start": 1, "end": 2}}, name)
+    cfg = parse(
+        TableParams, {**section, "source": source, "slices": {"unit": "year", "start": 1, "end": 2}}, name
+    )
     if task in ("binary", "multiclass"):
         section["classes"] = label_names(cfg)
     invalid: dict = {}
@@ -301,13 +365,22 @@ def propose(name: str, source: str, time: str | None = None, text: list[str] | N
         section["slices"] = parse_slices(slices, low, high) if slices else slices_for(low, high)
     if slices:
         from drift.protocol.slicing import slice_edges
-        slice_edges(parse(TableParams, {**section, "source": source}, name).slices)  # a unit or edges that cannot slice: say so now
+
+        slice_edges(
+            parse(TableParams, {**section, "source": source}, name).slices
+        )  # a unit or edges that cannot slice: say so now
     section["min_samples"] = 20
     section["strict"] = False
-    return {"section": section, "input": where, "columns": {c: str(frame[c].dtype) for c in columns}, "files": n_files,
-            "invalid_utf8": sum(invalid.values()), "slicing": slicing,
-            "span": [str(low), str(high)], "examples": {c: [str(v)[:40] for v in frame[c].head(3).to_list()]
-                                                         for c in columns}}
+    return {
+        "section": section,
+        "input": where,
+        "columns": {c: str(frame[c].dtype) for c in columns},
+        "files": n_files,
+        "invalid_utf8": sum(invalid.values()),
+        "slicing": slicing,
+        "span": [str(low), str(high)],
+        "examples": {c: [str(v)[:40] for v in frame[c].head(3).to_list()] for c in columns},
+    }
 
 
 def time_span(cfg: TableParams, invalid: dict | None = None, times: list | None = None):
@@ -328,7 +401,9 @@ def time_span(cfg: TableParams, invalid: dict | None = None, times: list | None 
                     n_bad = pl.select(pl.any_horizontal(bad)).to_series().sum() if bad else 0
                     if n_bad:
                         invalid[path] = invalid.get(path, 0) + n_bad
-                found = parse_time(text_cells(frame[cfg.time]), cfg.time_encoding, cfg.time_format).drop_nulls()
+                found = parse_time(
+                    text_cells(frame[cfg.time]), cfg.time_encoding, cfg.time_format
+                ).drop_nulls()
                 if len(found):
                     # a Datetime column's min and max are datetimes (polars types them as any scalar)
                     first, last = cast(dt.datetime, found.min()), cast(dt.datetime, found.max())
@@ -363,8 +438,15 @@ def choose_unit(times: np.ndarray, low, high, per_slice: int) -> dict:
         index = assign_slices(times, edges)
         counts = np.bincount(index[index >= 0], minlength=len(edges) - 1)
         rows = [int(counts.min()), float(np.median(counts)), int(counts.max())]
-        candidates.append({"slices": spec, "unit": unit, "k": len(counts), "rows": rows,
-                           "off_by": abs(np.log(max(rows[1], 0.5) / per_slice))})
+        candidates.append(
+            {
+                "slices": spec,
+                "unit": unit,
+                "k": len(counts),
+                "rows": rows,
+                "off_by": abs(np.log(max(rows[1], 0.5) / per_slice)),
+            }
+        )
     best = min(candidates, key=lambda c: (round(c["off_by"], 9), c["k"] * -1))
     for c in candidates:
         c.pop("off_by")

@@ -1,5 +1,6 @@
 """Every input row accounted for: kept + filtered (by a rule) + quarantined (bad, with a reason) = read, for the
 dataset and for each file it reads; a damaged file is quarantined by name, and what vanished gets a warning."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -37,8 +38,9 @@ class Ledger:
     def _counts(self) -> dict | None:
         if not self.source:
             return None
-        return self.files.setdefault(self.source, {"kept": 0, "filtered": Counter(), "quarantined": Counter(),
-                                                   "seconds_like": 0})
+        return self.files.setdefault(
+            self.source, {"kept": 0, "filtered": Counter(), "quarantined": Counter(), "seconds_like": 0}
+        )
 
     def keep(self, n: int = 1) -> None:
         self.kept += n
@@ -62,14 +64,18 @@ class Ledger:
         self.quarantined[reason] += 1
         if (counts := self._counts()) is not None:
             counts["quarantined"][reason] += 1
-        self.bad_rows.append({"where": where, "reason": reason, "raw": None if raw is None else str(raw)[:2000]})
+        self.bad_rows.append(
+            {"where": where, "reason": reason, "raw": None if raw is None else str(raw)[:2000]}
+        )
 
     def damaged(self, name: str, reason: str) -> None:
         """File `name` stopped at damage: its readable rows are counted already; the file is quarantined by name
         (the quarantine table's `where` is the file, its reason `damaged_file`, its raw the detail)."""
         if self.strict:
-            raise DriftError(f"{self.dataset}: {name} is damaged: {reason} (strict mode; set {self.dataset}.strict: "
-                             f"false to keep its readable rows, quarantine the file and go on, or download it again)")
+            raise DriftError(
+                f"{self.dataset}: {name} is damaged: {reason} (strict mode; set {self.dataset}.strict: "
+                f"false to keep its readable rows, quarantine the file and go on, or download it again)"
+            )
         self.file(name)
         self.damaged_files[name] = reason
         self.bad_rows.append({"where": name, "reason": "damaged_file", "raw": reason})
@@ -82,9 +88,14 @@ class Ledger:
         out = {}
         for name, c in self.files.items():
             filtered, quarantined = sum(c["filtered"].values()), sum(c["quarantined"].values())
-            out[name] = {"read": c["kept"] + filtered + quarantined, "kept": c["kept"], "filtered": filtered,
-                         "quarantined": quarantined, "filtered_by_rule": dict(sorted(c["filtered"].items())),
-                         "quarantined_by_reason": dict(sorted(c["quarantined"].items()))}
+            out[name] = {
+                "read": c["kept"] + filtered + quarantined,
+                "kept": c["kept"],
+                "filtered": filtered,
+                "quarantined": quarantined,
+                "filtered_by_rule": dict(sorted(c["filtered"].items())),
+                "quarantined_by_reason": dict(sorted(c["quarantined"].items())),
+            }
             if name in self.damaged_files:
                 out[name]["damaged"] = self.damaged_files[name]
         return out
@@ -96,16 +107,24 @@ class Ledger:
         for name, c in self.file_counts().items():
             prefix = f"{self.dataset}: {name}"
             seconds = self.files[name]["seconds_like"]
-            unit = (f"; {seconds} of its timestamps land in January-February 1970: seconds since the epoch where "
-                    f"milliseconds are expected?" if seconds else "")
+            unit = (
+                f"; {seconds} of its timestamps land in January-February 1970: seconds since the epoch where "
+                f"milliseconds are expected?"
+                if seconds
+                else ""
+            )
             if "damaged" in c:
-                lines.append(f"{prefix} is damaged ({c['damaged']}): quarantined, {c['kept']} rows read before the "
-                             f"damage kept; download it again")
+                lines.append(
+                    f"{prefix} is damaged ({c['damaged']}): quarantined, {c['kept']} rows read before the "
+                    f"damage kept; download it again"
+                )
             elif c["read"] == 0:
                 lines.append(f"{prefix} contributed no rows: it holds none (an empty file?)")
             elif c["kept"] == 0:
-                every = {**{f"filtered by {r}": n for r, n in c["filtered_by_rule"].items()},
-                         **{f"quarantined as {r}": n for r, n in c["quarantined_by_reason"].items()}}
+                every = {
+                    **{f"filtered by {r}": n for r, n in c["filtered_by_rule"].items()},
+                    **{f"quarantined as {r}": n for r, n in c["quarantined_by_reason"].items()},
+                }
                 if len(every) == 1:
                     how = f"all {c['read']} rows {next(iter(every))}"
                 else:

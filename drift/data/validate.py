@@ -3,6 +3,7 @@ params.yaml (drift.core.params): the dataset's section, its slices, the saliency
 the encoder names. What the ingest stage checks first; it needs no model registry (torch) and no reader, so
 editing a model never re-runs an ingest. drift/run/checks.py adds the models (the train stage checks them).
 """
+
 from __future__ import annotations
 
 from drift.core.encoder_registry import get_encoder_spec
@@ -28,6 +29,8 @@ def validate_data(params: Params, name: str, cfg: DatasetParams) -> None:
     for cell in (grid.cells or []) if grid else []:
         bad = [x for x in cell if x not in labels]
         if len(cell) != 2 or bad:
-            raise DriftError(f"report.saliency.{name}.cells: {cell!r} is not a [trained through, evaluated on] pair "
-                             f"of slice labels of {name} (valid: {', '.join(labels)})")
+            raise DriftError(
+                f"report.saliency.{name}.cells: {cell!r} is not a [trained through, evaluated on] pair "
+                f"of slice labels of {name} (valid: {', '.join(labels)})"
+            )
     validate_names(params, name)

@@ -8,6 +8,7 @@ naive UTC datetime, "label": int | float | list[int], and "text": str or "image"
 Rows a rule drops call ledger.filter(rule), bad rows ledger.quarantine(where, reason, raw). It never filters by
 time (the ingest driver applies cfg.slices); a missing source raises DriftError saying where to put the files
 or how to fetch them."""
+
 from __future__ import annotations
 
 import importlib

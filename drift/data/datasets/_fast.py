@@ -7,6 +7,7 @@ and `record` (the line reader's per-row function). Fallback rows go through `rec
 reason, `where` and raw text are the line reader's; a chunk that does not parse is halved until it does, and a
 piece of LEAF_LINES or fewer is read line by line. Batches come in file order and drift.data.ingest merges
 their bad rows by line, so the quarantine order and strict mode's stopping row are the line reader's."""
+
 from __future__ import annotations
 
 import io
@@ -15,9 +16,9 @@ import queue
 import re
 import threading
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -33,13 +34,32 @@ from drift.data.datasets._io import (
 )
 
 CHUNK_BYTES = 32 << 20  # bytes parsed at a time: memory stays bounded whatever the file size
-BLOCK_BYTES = 1 << 20   # Arrow's unit of work per thread inside a chunk
-LEAF_LINES = 64         # a failing piece this small is read line by line
+BLOCK_BYTES = 1 << 20  # Arrow's unit of work per thread inside a chunk
+LEAF_LINES = 64  # a failing piece this small is read line by line
 
 # Python's str.isspace() characters: str.split() and str.strip() use these, so regexes built from them decide
 # "empty" and collapse whitespace exactly as normalize_ws and the old checks do (tests check the list).
-PY_WHITESPACE = [0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x1F, 0x20, 0x85, 0xA0, 0x1680,
-                 *range(0x2000, 0x200B), 0x2028, 0x2029, 0x202F, 0x205F, 0x3000]
+PY_WHITESPACE = [
+    0x09,
+    0x0A,
+    0x0B,
+    0x0C,
+    0x0D,
+    0x1C,
+    0x1D,
+    0x1E,
+    0x1F,
+    0x20,
+    0x85,
+    0xA0,
+    0x1680,
+    *range(0x2000, 0x200B),
+    0x2028,
+    0x2029,
+    0x202F,
+    0x205F,
+    0x3000,
+]
 WS_CLASS = "".join(f"\\x{{{c:x}}}" for c in PY_WHITESPACE)  # RE2 escapes, for inside [...]
 NON_WHITESPACE = f"[^{WS_CLASS}]"
 # Python whitespace that Arrow's ascii_split_whitespace does not split at: a row holding one is row_record's
@@ -57,11 +77,12 @@ def or_empty(text: pa.ChunkedArray) -> pa.ChunkedArray:
 class Batch:
     """One piece of a file: its kept records (columns id, time, label, text and `line`, ascending), the bad
     rows as (line, where, reason, raw), and the rows filtered by each rule."""
-    records: pa.Table | None       # None: a marker (a file starts, or ends damaged)
+
+    records: pa.Table | None  # None: a marker (a file starts, or ends damaged)
     bad: list[tuple[int, str, str, str | None]]
     filtered: Counter = field(default_factory=Counter)
-    source: str = ""               # the file's name: the ledger counts per file
-    damaged: str | None = None     # a damaged file's reason (no records then): drift.data.ingest quarantines it
+    source: str = ""  # the file's name: the ledger counts per file
+    damaged: str | None = None  # a damaged file's reason (no records then): drift.data.ingest quarantines it
 
 
 class Collector:
@@ -92,7 +113,7 @@ def iter_chunks(path: Path, chunk_bytes: int | None = None) -> Iterator[tuple[in
             if not chunk.endswith(b"\n"):
                 chunk += f.readline()  # finish the last line; at the end of the file this adds nothing
                 if not chunk.endswith(b"\n") and damage(f):  # the cut end of a damaged stream: no row
-                    chunk = chunk[:chunk.rfind(b"\n") + 1]
+                    chunk = chunk[: chunk.rfind(b"\n") + 1]
                     if not chunk:
                         continue
             yield first_line, chunk
@@ -129,10 +150,15 @@ def parse(chunk: bytes, schema: pa.Schema) -> pa.Table | None:
     if not is_utf8(chunk):
         return None  # Arrow checks the encoding of the fields it reads only; orjson refuses the whole line
     try:
-        return pj.read_json(io.BytesIO(chunk),
-                            read_options=pj.ReadOptions(use_threads=True, block_size=BLOCK_BYTES),
-                            parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"))
-    except (pa.ArrowException, ValueError):  # ArrowInvalid, and UnicodeDecodeError for bytes that are not UTF-8
+        return pj.read_json(
+            io.BytesIO(chunk),
+            read_options=pj.ReadOptions(use_threads=True, block_size=BLOCK_BYTES),
+            parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
+        )
+    except (
+        pa.ArrowException,
+        ValueError,
+    ):  # ArrowInvalid, and UnicodeDecodeError for bytes that are not UTF-8
         return None
 
 
@@ -142,8 +168,14 @@ def parser_threads() -> int:
     return int(os.environ.get("DRIFT_INGEST_THREADS") or os.cpu_count() or 1)
 
 
-def fast_batches(path: Path, schema: pa.Schema, vectorise: Callable, record: Callable,
-                 records_schema: pa.Schema, chunk_bytes: int | None = None) -> Iterator[Batch]:
+def fast_batches(
+    path: Path,
+    schema: pa.Schema,
+    vectorise: Callable,
+    record: Callable,
+    records_schema: pa.Schema,
+    chunk_bytes: int | None = None,
+) -> Iterator[Batch]:
     """Batches of one JSON-lines file, in file order (see the module doc); a damaged .gz ends with a Batch
     that says so (`damaged`), after the batches of the rows before the damage."""
     if pa.cpu_count() != parser_threads():
@@ -194,8 +226,9 @@ def _batch(path, first_line, chunk, lines, table, row_lines, vectorise, record, 
         lines = lines if lines is not None else split_lines(chunk)
         by_line = {first_line + i: line for i, line in enumerate(lines)}
         others = pc.filter(row_lines, fallback).to_pylist()
-        records = pa.concat_tables([records, _rows_one_by_one(path, others, by_line, record, collector,
-                                                              records_schema)])
+        records = pa.concat_tables(
+            [records, _rows_one_by_one(path, others, by_line, record, collector, records_schema)]
+        )
         records = records.take(pc.sort_indices(records["line"]))
     return Batch(records, collector.bad, +collector.filtered)
 
@@ -225,7 +258,6 @@ def _rows_one_by_one(path, numbers, by_line, record, collector, records_schema) 
     columns = {name: [r[name] for r in rows] for name in records_schema.names}
     columns["line"] = kept_lines
     return pa.Table.from_pydict(columns, schema=records_schema.append(pa.field("line", pa.int64())))
-
 
 
 def prefetched(items: Iterator, depth: int = 1) -> Iterator:

@@ -1,4 +1,5 @@
 """Reading helpers shared by the real-corpus readers: JSON-lines streaming, time parsing, source checks."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -22,8 +23,12 @@ except ImportError:  # pragma: no cover - depends on the environment
     loads = json.loads
 
 EPOCH = dt.datetime(1970, 1, 1)
-MONTHS = {m: i for i, m in enumerate(["Jan", "Feb", "Mar", "Apr", "May", "Jun",
-                                      "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], start=1)}
+MONTHS = {
+    m: i
+    for i, m in enumerate(
+        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], start=1
+    )
+}
 BUFFER = 1 << 20  # 1 MiB reads: fewer syscalls, memory stays flat
 
 
@@ -41,12 +46,13 @@ class _TolerantGzip(io.RawIOBase):
     """A .gz stream (concatenated members too) that ends at the damage instead of raising: zlib is fed
     INPUT bytes at a time, so every byte decompressed before a cut or a corrupt block is served; why it
     stopped is kept in `damage` for the reader to report. zlib checks each member's CRC and length."""
+
     INPUT = 4 << 10  # a corrupt block loses at most the rows of these bytes; 4 KiB costs no speed (measured)
 
     def __init__(self, path: Path):
         self._file = open(path, "rb")
         self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        self._in = b""        # compressed bytes not yet given to zlib
+        self._in = b""  # compressed bytes not yet given to zlib
         self._started = False  # the current member has begun
         self.damage: str | None = None
 
@@ -58,12 +64,14 @@ class _TolerantGzip(io.RawIOBase):
             if not self._in:
                 out = self._z.decompress(b"", len(buffer)) if self._started and not self._z.eof else b""
                 if out:  # output zlib held back for want of room
-                    buffer[:len(out)] = out
+                    buffer[: len(out)] = out
                     return len(out)
                 self._in = self._file.read(self.INPUT)
                 if not self._in:
                     if self._started and not self._z.eof:
-                        self.damage = "truncated: the compressed stream ends before its end marker (a cut download?)"
+                        self.damage = (
+                            "truncated: the compressed stream ends before its end marker (a cut download?)"
+                        )
                     return 0
             if self._z.eof:  # a member ended and bytes follow: the next member, or zero padding
                 if not self._in.strip(b"\0"):
@@ -78,7 +86,7 @@ class _TolerantGzip(io.RawIOBase):
             self._started = True
             self._in = self._z.unused_data if self._z.eof else self._z.unconsumed_tail
             if out:
-                buffer[:len(out)] = out
+                buffer[: len(out)] = out
                 return len(out)
         return 0
 

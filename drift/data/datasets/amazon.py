@@ -8,20 +8,22 @@ template with {category}, {file name: sha}), strict (the ingest driver). Record:
 `text_fields` (title, text) joined by "\\n", verbatim (<br /> tags included). Quarantine reasons: malformed_json, missing_id,
 missing_timestamp, bad_timestamp, missing_rating, bad_rating, rating_out_of_range, empty_text (unless keep_empty);
 a cut or corrupt .gz keeps its rows before the damage and is quarantined by name (damaged_file)."""
+
 from __future__ import annotations
 
 import datetime as dt
 import functools
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, ClassVar, Iterator, Optional
+from typing import Annotated, ClassVar
 from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field
 
-from drift.core.errors import DriftError, close_matches
 from drift.core.dataset_registry import CORPUS_INPUTS
+from drift.core.errors import DriftError, close_matches
 from drift.core.params import (
     CorpusParams,
     Names,
@@ -52,14 +54,18 @@ PUBLIC_URL = "https://huggingface.co/datasets/McAuley-Lab/Amazon-Reviews-2023/re
 
 class AmazonParams(CorpusParams):
     """params.yaml `amazon:`."""
+
     SECTION: ClassVar[str] = "amazon"
     source: str = CORPUS_INPUTS["amazon"]  # datasets.amazon.input when the run has it
-    url: Optional[str] = PUBLIC_URL
-    categories: Optional[Names] = None  # null or []: every <Category>.jsonl(.gz) in source
+    url: str | None = PUBLIC_URL
+    categories: Names | None = None  # null or []: every <Category>.jsonl(.gz) in source
     slices: SliceSpec = slices_field(unit="half-year", start=2014, end=2024)
-    sample: Optional[SampleSpec] = Field(default_factory=lambda: SampleSpec(n=300_000, seed=0))
+    sample: SampleSpec | None = Field(default_factory=lambda: SampleSpec(n=300_000, seed=0))
     min_samples: PositiveInt = 100
-    text_fields: Annotated[list[Annotated[str, choice(*TEXT_FIELDS)]], Field(min_length=1)] = ["title", "text"]
+    text_fields: Annotated[list[Annotated[str, choice(*TEXT_FIELDS)]], Field(min_length=1)] = [
+        "title",
+        "text",
+    ]
     # rows whose text fields are all empty: quarantined as empty_text (false), or kept with their empty text (true:
     # the authors' runs); repeated reviews (one user, item and time): quarantined as duplicate_id (false), or kept,
     # the n-th repeat with id "<id>#<n>" (true: the authors' runs)
@@ -92,7 +98,9 @@ def category_files(cfg: AmazonParams) -> list[Path]:
     """The file of each configured category; all of them checked before any row is read."""
     folder = Path(cfg.source)
     if not folder.is_dir():
-        raise missing_source("amazon", folder, "the Amazon Reviews 2023 files <Category>.jsonl or <Category>.jsonl.gz")
+        raise missing_source(
+            "amazon", folder, "the Amazon Reviews 2023 files <Category>.jsonl or <Category>.jsonl.gz"
+        )
     found = found_categories(folder)
     categories = cfg.categories or found  # none configured: every category file in the folder
     if not categories:
@@ -102,8 +110,10 @@ def category_files(cfg: AmazonParams) -> list[Path]:
         path = next((folder / f"{cat}{s}" for s in SUFFIXES if (folder / f"{cat}{s}").is_file()), None)
         if path is None:
             hint = close_matches(cat, found) if found else "the folder holds no category files"
-            raise DriftError(f"amazon: no file for category {cat!r} in {folder} "
-                             f"(expected {cat}.jsonl or {cat}.jsonl.gz): {hint}")
+            raise DriftError(
+                f"amazon: no file for category {cat!r} in {folder} "
+                f"(expected {cat}.jsonl or {cat}.jsonl.gz): {hint}"
+            )
         files.append(path)
     return files
 
@@ -114,15 +124,18 @@ def read(cfg: AmazonParams, ledger: Ledger) -> Iterator[dict]:
         ledger.file(path.name)
         try:
             for lineno, raw, row in iter_json_lines(path):
-                record = row_record(row, f"{path.name}:{lineno}", raw, ledger, cfg.text_fields, cfg.keep_empty)
+                record = row_record(
+                    row, f"{path.name}:{lineno}", raw, ledger, cfg.text_fields, cfg.keep_empty
+                )
                 if record is not None:
                     yield record
         except DamagedFile as e:  # a cut or corrupt .gz: its rows before the damage are kept, the others read
             ledger.damaged(path.name, e.reason)
 
 
-def row_record(row, where: str, raw: bytes, ledger: Ledger, fields=("title", "text"),
-               keep_empty: bool = False) -> dict | None:
+def row_record(
+    row, where: str, raw: bytes, ledger: Ledger, fields=("title", "text"), keep_empty: bool = False
+) -> dict | None:
     """One parsed line -> its record, or None after quarantining it with its reason (`keep_empty`: a row with
     no text is kept, its text "")."""
     if not isinstance(row, dict):
@@ -166,10 +179,19 @@ def row_record(row, where: str, raw: bytes, ledger: Ledger, fields=("title", "te
 
 # ---------------------------------------------------------------- fast path (drift.data.datasets._fast)
 
-SCHEMA = pa.schema([("user_id", pa.string()), ("parent_asin", pa.string()), ("timestamp", pa.int64()),
-                    ("rating", pa.float64()), ("title", pa.string()), ("text", pa.string())])
-RECORDS = pa.schema([("id", pa.string()), ("time", pa.timestamp("us")), ("label", pa.float64()),
-                     ("text", pa.string())])
+SCHEMA = pa.schema(
+    [
+        ("user_id", pa.string()),
+        ("parent_asin", pa.string()),
+        ("timestamp", pa.int64()),
+        ("rating", pa.float64()),
+        ("title", pa.string()),
+        ("text", pa.string()),
+    ]
+)
+RECORDS = pa.schema(
+    [("id", pa.string()), ("time", pa.timestamp("us")), ("label", pa.float64()), ("text", pa.string())]
+)
 # the milliseconds from_epoch_ms turns into a datetime (years 1 to 9999); others go to row_record
 MIN_MS = (dt.datetime.min - EPOCH) // dt.timedelta(milliseconds=1)
 MAX_MS = (dt.datetime.max - EPOCH) // dt.timedelta(milliseconds=1)
@@ -183,33 +205,44 @@ def vectorise(table: pa.Table, fields=("title", "text"), keep_empty: bool = Fals
     good = pc.and_kleene(good, pc.and_kleene(pc.greater_equal(ts, MIN_MS), pc.less_equal(ts, MAX_MS)))
     good = pc.and_kleene(good, pc.and_kleene(pc.greater_equal(rating, 1.0), pc.less_equal(rating, 5.0)))
     if not keep_empty:
-        good = pc.and_kleene(good, functools.reduce(pc.or_, [pc.match_substring_regex(p, NON_WHITESPACE)
-                                                             for p in parts]))
+        good = pc.and_kleene(
+            good, functools.reduce(pc.or_, [pc.match_substring_regex(p, NON_WHITESPACE) for p in parts])
+        )
     keep = pc.fill_null(good, False)  # a null anywhere (a missing field) is a row for row_record
-    in_range = pc.if_else(keep, ts, 0)  # the product of an out-of-range value is never used; it must not overflow
-    records = pa.table({
-        "id": pc.binary_join_element_wise(user, asin, pc.cast(ts, pa.string()), ":"),
-        "time": pc.cast(pc.multiply(in_range, 1000), pa.timestamp("us")),
-        "label": rating,
-        "text": pc.binary_join_element_wise(*parts, "\n"),
-    }, schema=RECORDS)
+    in_range = pc.if_else(
+        keep, ts, 0
+    )  # the product of an out-of-range value is never used; it must not overflow
+    records = pa.table(
+        {
+            "id": pc.binary_join_element_wise(user, asin, pc.cast(ts, pa.string()), ":"),
+            "time": pc.cast(pc.multiply(in_range, 1000), pa.timestamp("us")),
+            "label": rating,
+            "text": pc.binary_join_element_wise(*parts, "\n"),
+        },
+        schema=RECORDS,
+    )
     return records.filter(keep), keep, pc.invert(keep), {}
 
 
 def read_batches(cfg: AmazonParams) -> Iterator[Batch]:
     """The fast path: Batches of every category file, in order (drift.data.datasets._fast)."""
     for path in category_files(cfg):
-        yield from fast_batches(path, SCHEMA, functools.partial(vectorise, fields=cfg.text_fields,
-                                                                keep_empty=cfg.keep_empty),
-                                functools.partial(row_record, fields=cfg.text_fields, keep_empty=cfg.keep_empty),
-                                RECORDS)
+        yield from fast_batches(
+            path,
+            SCHEMA,
+            functools.partial(vectorise, fields=cfg.text_fields, keep_empty=cfg.keep_empty),
+            functools.partial(row_record, fields=cfg.text_fields, keep_empty=cfg.keep_empty),
+            RECORDS,
+        )
 
 
 def download_targets(cfg) -> list[tuple[str, Path]]:
     """`drift fetch amazon`: (url, destination) of each category file; `url` is a template with {category}."""
     if not cfg.url:
-        raise DriftError("amazon: no download URL: set amazon.url in params.yaml to a template with "
-                         "{category}, e.g. https://.../review_categories/{category}.jsonl.gz")
+        raise DriftError(
+            "amazon: no download URL: set amazon.url in params.yaml to a template with "
+            "{category}, e.g. https://.../review_categories/{category}.jsonl.gz"
+        )
     if not cfg.categories:
         raise DriftError("amazon: set amazon.categories in params.yaml to the categories to download")
     if "{category}" not in cfg.url and len(cfg.categories) > 1:
@@ -222,16 +255,22 @@ def raw_inputs(cfg) -> list[Path]:
     """`drift track amazon`: the category files one by one, as `drift fetch amazon` registers them."""
     folder = Path(cfg.source)
     if not folder.is_dir():
-        raise missing_source("amazon", folder, "the Amazon Reviews 2023 files <Category>.jsonl or <Category>.jsonl.gz")
+        raise missing_source(
+            "amazon", folder, "the Amazon Reviews 2023 files <Category>.jsonl or <Category>.jsonl.gz"
+        )
     categories = cfg.categories or found_categories(folder)
     if not categories:
-        raise DriftError(f"amazon: no <Category>.jsonl or <Category>.jsonl.gz files in {folder}: put them "
-                         f"there, or download them with `drift fetch amazon`")
+        raise DriftError(
+            f"amazon: no <Category>.jsonl or <Category>.jsonl.gz files in {folder}: put them "
+            f"there, or download them with `drift fetch amazon`"
+        )
     paths = []
     for cat in categories:
         path = next((folder / f"{cat}{s}" for s in SUFFIXES if (folder / f"{cat}{s}").is_file()), None)
         if path is None:
-            raise DriftError(f"amazon: {folder / cat}.jsonl (or .jsonl.gz) not found: put it there, or "
-                             f"download it with `drift fetch amazon`")
+            raise DriftError(
+                f"amazon: {folder / cat}.jsonl (or .jsonl.gz) not found: put it there, or "
+                f"download it with `drift fetch amazon`"
+            )
         paths.append(path)
     return paths

