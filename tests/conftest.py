@@ -1,6 +1,7 @@
 """Shared test helpers: a real project copy in a temporary git repository, run with real DVC."""
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import re
@@ -15,6 +16,12 @@ import yaml
 from drift.core.environment import pin_cpu_code_path
 
 pin_cpu_code_path()  # before any test imports torch: the code path the committed numbers were computed on
+
+# bytecode caches (gitignored __pycache__/) are kept even where PYTHONDONTWRITEBYTECODE asks otherwise: without them
+# every pytest worker and every stage process `dvc repro` starts compiles drift/ again and pytest rewrites every test
+# module again, about 5 s of CPU a process on the reference machine (docs/decisions.md)
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 ROOT = Path(__file__).resolve().parents[1]
 # params.yaml as shipped: what the tests build their params from, whatever the workspace's params.yaml holds (a
@@ -191,20 +198,31 @@ COMPUTE = re.compile(r"make_encoder|text_encoder|TextEncoder|SentenceTransformer
                      r"saliency|lancedb|\brehearse\(")
 
 
-def _sources(func, module, seen: set) -> list[str]:
-    """The source of func and of every function of `module` it names, transitively (nested code included)."""
-    if func in seen or not inspect.isfunction(func):
-        return []
-    seen.add(func)
+@functools.cache
+def _own_source(func) -> tuple[str | None, frozenset[str]]:
+    """func's source (None where it has none) and the global names its code, nested code included, uses; once
+    per function for the whole collection (a module's helpers and fixtures serve many tests)."""
     try:
-        out = [inspect.getsource(func)]
+        source = inspect.getsource(func)
     except (OSError, TypeError):
-        return []
+        return None, frozenset()
     codes, names = [func.__code__], set()
     while codes:
         code = codes.pop()
         names.update(code.co_names)
         codes.extend(c for c in code.co_consts if inspect.iscode(c))
+    return source, frozenset(names)
+
+
+def _sources(func, module, seen: set) -> list[str]:
+    """The source of func and of every function of `module` it names, transitively (nested code included)."""
+    if func in seen or not inspect.isfunction(func):
+        return []
+    seen.add(func)
+    source, names = _own_source(func)
+    if source is None:
+        return []
+    out = [source]
     for name in names:
         called = getattr(module, name, None)
         if inspect.isfunction(called) and called.__module__ == module.__name__:
@@ -222,14 +240,19 @@ def test_sources(item) -> list[str]:
     return sources
 
 
+@functools.cache
+def _lanes_of(text: str) -> tuple[bool, bool]:
+    return bool(HEAVY.search(text)), bool(COMPUTE.search(text))
+
+
 def pytest_collection_modifyitems(config, items):
     # the lanes of `make test-fast`: a test is `pipeline` when its sources match HEAVY, `compute` when COMPUTE
     for item in items:
         if isinstance(item, pytest.Function):
-            sources = test_sources(item)
-            if any(HEAVY.search(text) for text in sources):
+            lanes = [_lanes_of(text) for text in test_sources(item)]
+            if any(heavy for heavy, _ in lanes):
                 item.add_marker(pytest.mark.pipeline)
-            if any(COMPUTE.search(text) for text in sources):
+            if any(compute for _, compute in lanes):
                 item.add_marker(pytest.mark.compute)
 
 

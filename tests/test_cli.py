@@ -270,14 +270,14 @@ def test_drift_init_per_slice_chooses_the_unit_shows_it_and_slices_as_shown(tmp_
     from drift.data.records import read_records
     from drift.store.slices import slice_dataset
 
-    write_tickets(tmp_path / "t.jsonl")                                  # 50 rows a month over 2019-2021
+    write_tickets(tmp_path / "t.jsonl", per_year=120)                    # 10 rows a month over 2019-2021
     shutil.copy(SHIPPED_PARAMS, tmp_path / "params.yaml")
-    for n, unit, k in ((40, "month", 36), (160, "quarter", 12), (250, "half-year", 6), (500, "year", 3)):
+    for n, unit, k in ((8, "month", 36), (32, "quarter", 12), (50, "half-year", 6), (100, "year", 3)):
         shutil.copy(SHIPPED_PARAMS, tmp_path / "params.yaml")
         done = drift("init", "mine", "t.jsonl", "--per-slice", n, cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         shown = done.stdout.splitlines()[0]
-        median = {"month": 50, "quarter": 150, "half-year": 300, "year": 600}[unit]
+        median = {"month": 10, "quarter": 30, "half-year": 60, "year": 120}[unit]
         assert shown == (f"--per-slice {n}: unit {unit}, {k} slices (2019-2022), rows per slice min {median}, "
                          f"median {median}, max {median}"), done.stdout
         assert "decade" in done.stdout and "wrote mine" in done.stdout.splitlines()[-2]  # every unit, then written
@@ -295,7 +295,7 @@ def test_drift_init_per_slice_chooses_the_unit_shows_it_and_slices_as_shown(tmp_
         _, manifest = slice_dataset(read_records(tmp_path / "r.parquet"), "mine", params.split)
     finally:
         os.chdir(old)
-    assert [s.rows for s in manifest.slices] == [600, 600, 600]
+    assert [s.rows for s in manifest.slices] == [120, 120, 120]
     # --slices and --per-slice: one line, nothing written; N must be a count
     before = (tmp_path / "params.yaml").read_text()
     both = drift("init", "other", "t.jsonl", "--per-slice", 100, "--slices", "year", cwd=tmp_path)
@@ -304,8 +304,8 @@ def test_drift_init_per_slice_chooses_the_unit_shows_it_and_slices_as_shown(tmp_
     zero = drift("init", "other", "t.jsonl", "--per-slice", 0, cwd=tmp_path)
     assert zero.returncode == 2 and "--per-slice 0" in zero.stderr
     assert (tmp_path / "params.yaml").read_text() == before
-    shown = json.loads(drift("init", "other", "t.jsonl", "--per-slice", 2000, "--json", cwd=tmp_path).stdout)
-    assert shown["slicing"]["unit"] == "decade" and shown["slicing"]["rows"] == [600, 900, 1200]
+    shown = json.loads(drift("init", "other", "t.jsonl", "--per-slice", 400, "--json", cwd=tmp_path).stdout)
+    assert shown["slicing"]["unit"] == "decade" and shown["slicing"]["rows"] == [120, 180, 240]
 
 
 HAND_WRITTEN = """\

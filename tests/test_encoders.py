@@ -12,7 +12,6 @@ import time
 
 import numpy as np
 import pytest
-import timm
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
@@ -21,7 +20,6 @@ from drift.core.encoder_registry import ENCODERS, EncoderSpec, get_encoder_spec
 from drift.core.errors import DriftError
 from drift.encoders.load import make_encoder
 from drift.encoders.text import TextEncoder
-from drift.encoders.vision import VisionEncoder, hub_repo, size_kwargs
 
 TEXTS = ["the union is strong", "a longer paragraph about tariffs, railroads and the currency of the nation today",
          "peace", "we shall pay the debt"]
@@ -79,6 +77,10 @@ def test_registry_has_the_papers_seventeen_encoders():
 def test_vision_registry_matches_timm():
     """Every vision id is a timm model with pretrained weights on the hub, of the registry's width, and builds at
     the registry's image size (built on the meta device: no memory, no weights)."""
+    import timm
+
+    from drift.encoders.vision import hub_repo, size_kwargs
+
     for spec in (s for s in ENCODERS.values() if s.modality == "image"):
         assert timm.models.get_pretrained_cfg(spec.hub_id) is not None, spec.hub_id
         assert hub_repo(spec.hub_id) == f"timm/{spec.hub_id}"
@@ -90,6 +92,8 @@ def test_vision_registry_matches_timm():
 
 
 def test_wrong_modality_is_refused():
+    from drift.encoders.vision import VisionEncoder
+
     with pytest.raises(DriftError, match="image encoder"):
         TextEncoder("dinov2-s")
     with pytest.raises(DriftError, match="text encoder"):
@@ -115,6 +119,10 @@ def test_each_vision_encoder_loads_a_checkpoint_as_the_hub_holds_it(name, tmp_pa
     """A random checkpoint in timm's hub format (the pretrained resolution, the pretrained classifier, if any)
     loads strictly at the registry's size: DINOv2 at 518 px and DINOv3 at 256 px resample, CLIP drops its
     projection, ViT-S16-IN21k loads from safetensors though timm reads its original weights from .npz."""
+    import timm
+
+    from drift.encoders.vision import size_kwargs
+
     spec = ENCODERS[name]
     cfg = timm.models.get_pretrained_cfg(spec.hub_id)
     model = timm.create_model(spec.hub_id, pretrained=False, num_classes=cfg.num_classes,
@@ -144,6 +152,10 @@ TINY_VISION = [("tiny-vit", "test_vit", 48), ("tiny-vit-avg", "test_vit2", 32), 
 @pytest.fixture
 def tiny_vision(monkeypatch, tmp_path):
     """Registers the tiny timm models as encoders; returns save(name, seed, size) -> a weights directory."""
+    import timm
+
+    from drift.encoders.vision import size_kwargs
+
     for name, arch, size in TINY_VISION:
         with torch.device("meta"):
             dim = timm.create_model(arch, pretrained=False, num_classes=0).num_features
@@ -167,6 +179,10 @@ def portraits(n: int = 5, channels: int = 3, seed: int = 0) -> np.ndarray:
 
 @pytest.mark.parametrize("name,arch,size", TINY_VISION)
 def test_vision_encoder_loads_local_weights_and_pools_like_timm(tiny_vision, name, arch, size):
+    import timm
+
+    from drift.encoders.vision import VisionEncoder
+
     folder, reference = tiny_vision(name)
     encoder = make_encoder(name, weights=str(folder), batch_size=2)
     assert isinstance(encoder, VisionEncoder)
@@ -256,6 +272,8 @@ def test_vision_checkpoint_without_classifier(tiny_vision, tmp_path):
 
 
 def test_vision_weights_from_the_hub_cache(tiny_vision, empty_hub_cache):
+    from drift.encoders.vision import hub_repo
+
     folder, _ = tiny_vision("tiny-convnext")
     repo = hub_repo("test_convnext")
     put_in_hub_cache(empty_hub_cache, repo, {"model.safetensors": folder / "model.safetensors"})
@@ -265,6 +283,8 @@ def test_vision_weights_from_the_hub_cache(tiny_vision, empty_hub_cache):
 
 
 def test_vision_fingerprint(tiny_vision):
+    import timm
+
     folder, reference = tiny_vision("tiny-vit-map")
     other, _ = tiny_vision("tiny-vit-map", seed=1)
     base = make_encoder("tiny-vit-map", weights=str(folder))

