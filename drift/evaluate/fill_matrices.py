@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 import numpy as np
 
@@ -35,6 +36,55 @@ from drift.store.cells import (
     rows_digest,
 )
 
+Rows = list[list[float | None]]  # a drift matrix as JSON rows (drift.protocol.matrix.to_json)
+Cells = dict[tuple[int, int], float | None]  # {(i, j): a cell's score, None where the metric cannot score it}
+
+
+class CellTally(TypedDict):
+    computed: int
+    reused: int
+
+
+class SeedCounts(TypedDict):
+    """One (model, seed) task's counts (evaluate_seed)."""
+
+    computed: int
+    reused: int
+    estimates: CellTally
+    corrupt: list[str]
+    seconds: float
+
+
+class CorruptTally(TypedDict):
+    corrupt: int
+
+
+class RosterCounts(TypedDict):
+    """evaluate_roster's counts; the executor and its workers are added once every task returned."""
+
+    computed: int
+    reused: int
+    estimates: CellTally
+    recomputed: CorruptTally
+    corrupt: list[str]
+    executor: NotRequired[str]
+    workers: NotRequired[int]
+
+
+class Evaluation(TypedDict):
+    """One model's evaluation as EvalResult parses it (drift/evaluate/eval_result.py)."""
+
+    dataset: str
+    model: str
+    family: str
+    metric: str
+    higher_is_better: bool
+    labels: list[str]
+    usable: list[bool]
+    seeds: dict[str, Rows]
+    estimated: dict[str, dict[str, Rows]]
+    also: NotRequired[dict[str, dict[str, Rows]]]
+
 
 @dataclass
 class EvalJob:
@@ -45,7 +95,7 @@ class EvalJob:
     data: SliceData
     name: str
     seed: int
-    checkpoints: dict[int, Path]
+    checkpoints: dict[int, Path] | dict[int, str | bytes]
     cache_root: Path
     threads: int
     code: (
@@ -61,25 +111,31 @@ class CutoffPlan:
 
     path: Path
     checkpoint: str
-    missing: dict = field(default_factory=dict)
-    missing_estimates: dict = field(default_factory=dict)
-    missing_also: dict = field(default_factory=dict)  # {(metric, j): key} of the task's `also` metrics
+    missing: dict[int, str] = field(default_factory=dict)
+    missing_estimates: dict[int, str] = field(default_factory=dict)
+    # {(metric, j): key} of the task's `also` metrics
+    missing_also: dict[tuple[str, int], str] = field(default_factory=dict)
     calibration_key: str = ""
-    calibration: object = None
+    calibration: dict | None = None  # drift.evaluate.estimate.calibrate's
     has_calibration: bool = False
-    needed: set = field(default_factory=set)
+    needed: set[int] = field(default_factory=set)
 
 
-def look_up(job: EvalJob, cache, methods) -> tuple[dict, dict, dict]:
+def look_up(
+    job: EvalJob, cache: ResultCache, methods
+) -> tuple[Cells, dict[tuple[int, int], dict[str, float]], dict[int, CutoffPlan], dict[str, Cells]]:
     """(cells the cache holds {(i, j): value}, estimates it holds {(i, j): {method: value}}, {i: CutoffPlan} of
-    the cutoffs with anything missing). A cell's key: the checkpoint's bytes, the cell's rows, the metric, the code;
-    an estimate's adds the cutoff's source rows."""
+    the cutoffs with anything missing, the `also` metrics' cells it holds {metric: {(i, j): value}}). A cell's
+    key: the checkpoint's bytes, the cell's rows, the metric, the code; an estimate's adds the cutoff's source rows."""
 
     data, code = job.data, job.code
     hashes = data.row_hashes
-    known, known_estimates, plans = {}, {}, {}
-    known_also = {metric: {} for metric in data.task.also}
+    known: Cells = {}
+    known_estimates: dict[tuple[int, int], dict[str, float]] = {}
+    plans: dict[int, CutoffPlan] = {}
+    known_also: dict[str, Cells] = {metric: {} for metric in data.task.also}
     for i, path in job.checkpoints.items():
+        assert isinstance(path, Path), "a job from the cache has its checkpoints placed as files first"
         plan = CutoffPlan(path, file_digest(path))
         source = source_rows(i, data.slices, data.splits, data.usable)
         source_digest = rows_digest(hashes, source)
@@ -120,7 +176,7 @@ def look_up(job: EvalJob, cache, methods) -> tuple[dict, dict, dict]:
     return known, known_estimates, plans, known_also
 
 
-def predict_needed(job: EvalJob, plans: dict) -> dict[int, np.ndarray | None]:
+def predict_needed(job: EvalJob, plans: dict[int, CutoffPlan]) -> dict[int, np.ndarray | None]:
     """{cutoff: outputs over every row of the slice table} filled on the slices its plan needs (None for a cutoff
     the cache answers whole). Every checkpoint that needs slice j runs over it together: each batch is read once,
     in the same batches whatever else is missing, so a cell's value does not depend on what was cached."""
@@ -131,17 +187,18 @@ def predict_needed(job: EvalJob, plans: dict) -> dict[int, np.ndarray | None]:
         i: load_checkpoint(job.name, inputs.spec(), data.n_outputs, data.task.name, plan.path)
         for i, plan in plans.items()
     }
-    outputs = {i: None for i in job.checkpoints}
-    outputs.update({i: np.zeros((len(data.labels), data.n_outputs), np.float32) for i in plans})
+    outputs: dict[int, np.ndarray | None] = {i: None for i in job.checkpoints}
+    filled = {i: np.zeros((len(data.labels), data.n_outputs), np.float32) for i in plans}
+    outputs.update(filled)
     for j in sorted(set().union(*(plan.needed for plan in plans.values()))):
         rows = np.flatnonzero(data.slices == j)
         group = [i for i, plan in plans.items() if j in plan.needed]
         for i, predicted in zip(group, predict_many([models[i] for i in group], inputs, rows)):
-            outputs[i][rows] = predicted
+            filled[i][rows] = predicted
     return outputs
 
 
-def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
+def evaluate_seed(job: EvalJob) -> tuple[Rows, dict[str, Rows], SeedCounts, dict[str, Rows]]:
     """The drift matrix of one model and seed as JSON rows, the label-free estimates of the same cells
     {method: JSON rows} (drift/evaluate/estimate.py; none for regression), the counts {computed, reused,
     estimates, seconds: the task's, where it ran}, and the task's `also` metrics' matrices {metric: JSON rows}
@@ -151,14 +208,16 @@ def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
     started = time.perf_counter()
     if job.from_cache:
         with tempfile.TemporaryDirectory(prefix="drift-checkpoints-") as tmp:
-            cache, paths = ResultCache(job.cache_root), {}
-            for i, source in job.checkpoints.items():  # under its name in data/models/
-                paths[i] = checkpoint_path(tmp, job.name, job.seed, i)
-                if isinstance(source, bytes):
+            cache = ResultCache(job.cache_root)
+            paths: dict[int, Path] = {}
+            for i, shipped in job.checkpoints.items():  # under its name in data/models/
+                paths[i] = checkpoint_path(Path(tmp), job.name, job.seed, i)
+                if isinstance(shipped, bytes):
                     paths[i].parent.mkdir(parents=True, exist_ok=True)
-                    paths[i].write_bytes(source)
+                    paths[i].write_bytes(shipped)
                 else:
-                    cache.place(source, paths[i])  # verified by its checksum
+                    assert isinstance(shipped, str), "a job from the cache holds cache keys or bytes"
+                    cache.place(shipped, paths[i])  # verified by its checksum
             out = evaluate_seed(replace(job, checkpoints=paths, from_cache=False))
             out[2]["seconds"] = time.perf_counter() - started
             return out
@@ -168,9 +227,11 @@ def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
     methods = METHODS[data.task.name]
     labels = np.array(data.labels)
     known, known_estimates, plans, known_also = look_up(job, cache, methods)
-    outputs = predict_needed(job, plans) if plans else {i: None for i in job.checkpoints}
+    outputs: dict[int, np.ndarray | None] = (
+        predict_needed(job, plans) if plans else {i: None for i in job.checkpoints}
+    )
     matrix = drift_matrix(outputs, labels, data.slices, data.splits, data.usable, data.task, known=known)
-    also = {}
+    also: dict[str, np.ndarray] = {}
     for metric in data.task.also:  # the same cells scored by another metric (multiclass: macro-F1)
         scorer = replace(data.task, metric=metric)
         also[metric] = drift_matrix(
@@ -184,13 +245,17 @@ def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
                         key,
                         None if np.isnan(also[metric][i, j]) else float(also[metric][i, j]),
                     )
-    calibrations = {}
+    calibrations: dict[int, dict | None] = {}
     for i, plan in plans.items():
         for j, key in plan.missing.items():
             cache.put_cell(plan.checkpoint, key, None if np.isnan(matrix[i, j]) else float(matrix[i, j]))
         if plan.missing_estimates and not plan.has_calibration:
             source = source_rows(i, data.slices, data.splits, data.usable)
-            plan.calibration = calibrate(data.task, outputs[i][source], labels[source])
+            predicted = outputs[i]
+            assert predicted is not None, (
+                f"cutoff {i} has cells to compute: predict_needed filled its outputs"
+            )
+            plan.calibration = calibrate(data.task, predicted[source], labels[source])
             cache.put_cell(plan.checkpoint, plan.calibration_key, plan.calibration)
         calibrations[i] = plan.calibration
     estimated = estimated_matrix(
@@ -212,7 +277,7 @@ def evaluate_seed(job: EvalJob) -> tuple[list, dict, dict]:
             )
     cache.sync()
     n_estimates = sum(len(plan.missing_estimates) for plan in plans.values())
-    counts = {
+    counts: SeedCounts = {
         "computed": sum(len(plan.missing) for plan in plans.values()),
         "reused": len(known),
         "estimates": {"computed": n_estimates, "reused": len(known_estimates)},
@@ -243,7 +308,7 @@ def evaluate_roster(
     cache=None,
     compute: ComputeParams | None = None,
     on_evaluated: OnEvaluated | None = None,
-) -> tuple[dict[str, EvalResult], dict]:
+) -> tuple[dict[str, EvalResult], RosterCounts]:
     """({model: its evaluation}, counts): per-seed drift matrices with what a reader needs to interpret them
     (metric, direction, slice labels, which slices are usable), and their label-free estimates. One task per
     (model, seed) on the `compute` executor (drift/core/executor.py); counts: cells {computed, reused}, estimates
@@ -259,17 +324,18 @@ def evaluate_roster(
     shipped = ships_inputs(compute, cache.root)  # workers that see only the store: checkpoints by cache key
     listing = models_dir / CHECKPOINT_KEYS
     keys = json.loads(listing.read_text()) if shipped and listing.exists() else {}
-    jobs = []
+    jobs: list[EvalJob] = []
     for name in models:
         code = code_version(
             "evaluate", model_module(name), model_modules()
         )  # its own head's module, not the others'
         data.inputs(name)  # builds the feature files here, before any task reads them
-        for seed, checkpoints in list_checkpoints(models_dir, name).items():
+        for seed, files in list_checkpoints(models_dir, name).items():
+            checkpoints: dict[int, Path] | dict[int, str | bytes] = files
             if shipped:
                 checkpoints = {
                     i: shipped_checkpoint(path, keys.get(str(path.relative_to(models_dir))), cache)
-                    for i, path in checkpoints.items()
+                    for i, path in files.items()
                 }
             jobs.append(
                 EvalJob(
@@ -290,14 +356,14 @@ def evaluate_roster(
             data.ship()
         else:
             check_reachable([cache.root, models_dir, data.paths["slices"], data.paths["features"]], compute)
-    counts = {
+    counts: RosterCounts = {
         "computed": 0,
         "reused": 0,
         "estimates": {"computed": 0, "reused": 0},
         "recomputed": {"corrupt": 0},
         "corrupt": [],
     }
-    results = {
+    results: dict[str, Evaluation] = {
         name: {
             "dataset": data.name,
             "model": name,
@@ -329,7 +395,8 @@ def evaluate_roster(
             if on_evaluated is not None:
                 on_evaluated(job.name, job.seed, sorted(job.checkpoints), done["seconds"])
             bar.advance()
-    counts.update(executor=compute.executor, workers=workers(compute) if jobs else 0)
+    counts["executor"] = compute.executor
+    counts["workers"] = workers(compute) if jobs else 0
     return {
         name: EvalResult.parse(r, f"the evaluation of {name}", data.name) for name, r in results.items()
     }, counts

@@ -14,10 +14,10 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import torch
@@ -135,7 +135,9 @@ def train_one(
     epochs = cfg.epochs
     train_targets = targets[torch.from_numpy(rows)]
     if getattr(model, "closed_form", False):  # the references: fitted once on all training rows
-        model.fit(inputs.batch(rows)[0], train_targets, task.name)
+        # a reference's fit method (drift/models/reference.py); nn.Module types an attribute as Tensor | Module
+        fit = cast(Callable[..., torch.nn.Module], model.fit)
+        fit(inputs.batch(rows)[0], train_targets, task.name)
         if bar is not None:
             bar.advance(epochs)
         return model.eval()
@@ -201,6 +203,7 @@ def cutoff_seed(seed: int, name: str, k: int, label: str | None, how: str = "off
     the first 4 bytes (big-endian) of sha256(f"{seed}:{trainer_key(name)}:{slice_time(label)}")."""
     if how == "offset":
         return seed * 100_003 + k
+    assert label is not None, "the hash seed is keyed by the slice's label"
     digest = hashlib.sha256(f"{seed}:{trainer_key(name)}:{slice_time(label)}".encode()).digest()
     return int.from_bytes(digest[:4], "big")
 
@@ -216,6 +219,12 @@ def loss_weight_rows(data: SliceData, cfg: TrainParams) -> np.ndarray | None:
     return np.flatnonzero(data.splits == "train") if cfg.loss_weights == "split" else None
 
 
+# drift.train.engine.train_many: (name, inputs, jobs, targets, task, n_outputs, cfg, modality, bar) -> the models
+TrainMany = Callable[
+    [str, Inputs, list[Job], torch.Tensor, Any, int, TrainParams, str, Any], list[torch.nn.Module]
+]
+
+
 @dataclass
 class TrainGroup:
     """One task of the training grid: checkpoints of one model not in the cache, [(seed, k, key)]: one seed's
@@ -227,7 +236,7 @@ class TrainGroup:
     todo: list[tuple[int, int, str]]
     cfg: TrainParams
     cache_root: Path
-    train_many: object = None
+    train_many: TrainMany | None = None
 
 
 class Trained(NamedTuple):
@@ -263,6 +272,7 @@ def train_group(group: TrainGroup) -> Trained:
             progress(f"train {name} seed {seeds}", total=len(jobs) * cfg.epochs) as bar,
             tempfile.TemporaryDirectory(prefix="drift-train-") as tmp,
         ):
+            trained: Iterable[torch.nn.Module]
             if group.train_many is not None:
                 trained = group.train_many(
                     name, inputs, jobs, targets, data.task, data.n_outputs, cfg, data.modality, bar
@@ -286,7 +296,7 @@ def train_group(group: TrainGroup) -> Trained:
                 )
             for (seed, k, key), model in zip(todo, trained):
                 # saved under its final file name: torch writes the name into the archive, so into the bytes
-                path = Path(tmp) / checkpoint_path(tmp, name, seed, k).name
+                path = Path(tmp) / checkpoint_path(Path(tmp), name, seed, k).name
                 save_checkpoint(model, path)
                 cache.put_checkpoint(key, path)
     return Trained([key for _, _, key in group.todo], time.perf_counter() - started)
@@ -299,7 +309,7 @@ def train_roster(
     models_dir: Path,
     cache: ResultCache | None = None,
     compute: ComputeParams | None = None,
-    train_many=None,
+    train_many: TrainMany | None = None,
     engines: dict[str, str] | None = None,
     on_trained: OnTrained | None = None,
 ) -> dict:
