@@ -193,9 +193,8 @@ def yearbook_params(args, folder: Path) -> dict:
     params = image_params(args)
     start = params["synth-portraits"]["start_year"]
     end = start + params["synth-portraits"]["k"]
-    params["datasets"] = {"yearbook": {"input": str(folder), "reader": "drift/data/datasets/yearbook.py"}}
+    params["datasets"] = {"yearbook": {"input": str(folder)}}
     params["yearbook"] = {
-        "source": str(folder),
         "slices": {"unit": "year", "start": start, "end": end},
         "min_samples": params["synth-portraits"]["min_samples"],
     }
@@ -222,10 +221,9 @@ def amazon_part(args, work: Path) -> None:
 
     deterministic(1)
     base = yaml.safe_load(SHIPPED.read_text())
-    base["datasets"] = {"amazon": {"input": str(AMAZON), "reader": "drift/data/datasets/amazon.py"}}
+    base["datasets"] = {"amazon": {"input": str(AMAZON)}}
     # text_fields [text] (the paper preset's): an empty review then has no text at all, so keep_empty can act
     base["amazon"].update(
-        source=str(AMAZON),
         categories=None,
         min_samples=20,
         text_fields=["text"],

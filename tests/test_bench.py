@@ -57,6 +57,11 @@ PROMISED = {
         rf"^2\. read {NUM} rows \(pooled \+ tokens, a fresh store\): local disk {NUM} rows/s, S3 {NUM} rows/s: "
         rf"S3 at {NUM}x local$",
     ],
+    "bench_knobs.py": [
+        rf"^\| base \(embedded default\) \| 480 \| mlp-s \| {NUM} \| {NUM} \| {NUM} \|",
+        rf"^\| synth-portraits\.pixels: float32 \| 480 \| mlp-s \| {NUM} \| {NUM} \| {NUM} \| [-+]{NUM} \| "
+        rf"[-+]{NUM} \| [-+]{NUM} \|$",
+    ],
     "bench_tfidf.py": [
         rf'^\{{"case": "paper", "rows": 300, "task": "regression", "count_rows_per_s": {NUM}, "fit_s": {NUM}, '
         rf'"predict_rows_per_s": {NUM}',

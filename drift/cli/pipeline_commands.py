@@ -380,7 +380,7 @@ def models(
 
 def fetch(
     dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
-    params: Path = typer.Option(Path("params.yaml"), help="where <dataset>.url and .source are set"),
+    params: Path = typer.Option(Path("params.yaml"), help="where <dataset>.url and datasets.<dataset>.input are set"),
     dvc: bool = typer.Option(
         True,
         "--dvc/--no-dvc",
@@ -427,7 +427,7 @@ def fetch(
 
 def track(
     dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
-    params: Path = typer.Option(Path("params.yaml"), help="where <dataset>.source is set"),
+    params: Path = typer.Option(Path("params.yaml"), help="where datasets.<dataset>.input is set"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ):
     """Track raw files you put in place yourself with DVC (`dvc add` on what the dataset reads: the arXiv
