@@ -380,7 +380,9 @@ def models(
 
 def fetch(
     dataset: str = typer.Argument(..., help="yearbook, amazon or arxiv"),
-    params: Path = typer.Option(Path("params.yaml"), help="where <dataset>.url and datasets.<dataset>.input are set"),
+    params: Path = typer.Option(
+        Path("params.yaml"), help="where <dataset>.url and datasets.<dataset>.input are set"
+    ),
     dvc: bool = typer.Option(
         True,
         "--dvc/--no-dvc",
