@@ -51,11 +51,6 @@ CORPUS_INPUTS = {
 }
 
 
-def reader_of(name: str, section=None) -> str:
-    """The reader file of dataset `name`: a built-in one's module, or the table reader for a table of the user's."""
-    return dataset_info(name, section).reader
-
-
 def dataset_info(name: str, section=None) -> Dataset:
     """Dataset `name`'s row: a built-in one's, or, given its section (a mapping as written or the typed
     TableParams), a configured table's: its `task`, and modality image when it names an `image` column."""
