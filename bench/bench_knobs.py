@@ -4,8 +4,8 @@ the stage scripts' main() (ingest, slice, embed, train, evaluate), in a temp dir
 
 Image knobs, on synth-portraits (its reader, drift/data/datasets/synth_portraits.py): mlp-s and cnn-s over every
 cutoff, 3 seeds, and the references (baseline-prior, baseline-linear); one knob changed per row:
-train.pixel_scale raw, train.standardise_pixels false, train.batch_order uniform, train.loss_weights split,
-train.slice_seed hash, split.draw per-slice, synth-portraits.pixels float32.
+train.pixel_scale raw, train.standardise_pixels false, train.batch_order uniform (then with train.shuffle_draws
+after-init), train.loss_weights split, train.slice_seed hash, split.draw per-slice, synth-portraits.pixels float32.
 Yearbook's reader knobs (yearbook.resize, yearbook.pixels): no Yearbook pixels here, so the same synth portraits
 are drawn at the corpus's size (bicubically upsampled to 186 x 171 PNGs, gray, in F/ and M/ with `<year>_` names)
 and read by drift/data/datasets/yearbook.py: bilinear against area, and area uint8 against area float32.
@@ -18,6 +18,7 @@ text encoder weights are offline, so no text head trains here), over amazon.samp
     python bench/bench_knobs.py                 # every part (~10-15 min CPU on 2 shared cores)
     python bench/bench_knobs.py --part image --epochs 2 --per-slice 100
     python bench/bench_knobs.py --part yearbook --set train.standardise_pixels=false --set train.pixel_scale=raw
+    python bench/bench_knobs.py --part image --knob shuffle_draws   # the rows whose label holds the text
     python bench/bench_knobs.py --quick         # one knob per part, 1 seed, tiny: a minute
 """
 
@@ -54,6 +55,10 @@ IMAGE_KNOBS: list[tuple[str, dict]] = [
     ("train.standardise_pixels: false", {"train.standardise_pixels": False}),
     ("both (the paper presets' pair)", {"train.pixel_scale": "raw", "train.standardise_pixels": False}),
     ("train.batch_order: uniform", {"train.batch_order": "uniform"}),
+    (
+        "... and train.shuffle_draws: after-init",
+        {"train.batch_order": "uniform", "train.shuffle_draws": "after-init"},
+    ),
     ("train.loss_weights: split", {"train.loss_weights": "split"}),
     ("train.slice_seed: hash", {"train.slice_seed": "hash"}),
     ("split.draw: per-slice", {"split.draw": "per-slice"}),
@@ -229,7 +234,7 @@ def amazon_part(args, work: Path) -> None:
         text_fields=["text"],
         sample={"n": args.amazon_n, "seed": 0},
     )
-    knobs = AMAZON_KNOBS[:1] if args.quick else AMAZON_KNOBS
+    knobs = AMAZON_KNOBS[:1] if args.quick else [k for k in AMAZON_KNOBS if args.knob in k[0]]
     results = []
     variants: list[tuple[str, dict]] = [("base (embedded default)", {}), *knobs]
     for label, overrides in variants:
@@ -291,6 +296,7 @@ def main(argv=None) -> None:
         help="a base setting for every row, e.g. train.standardise_pixels=false (YAML value)",
     )
     ap.add_argument("--quick", action="store_true", help="one knob per part, 1 seed, 1 epoch, 60 per slice")
+    ap.add_argument("--knob", default="", help="only the knob rows whose label holds this text")
     args = ap.parse_args(argv)
     if args.quick:
         args.seeds, args.epochs, args.per_slice, args.models = 1, 1, 60, "mlp-s"
@@ -308,7 +314,7 @@ def main(argv=None) -> None:
         if args.part in ("image", "all"):
             params = image_params(args)
             base = run_variant(work, "synth-portraits", params, {}, cache)
-            knobs = IMAGE_KNOBS[-1:] if args.quick else IMAGE_KNOBS
+            knobs = IMAGE_KNOBS[-1:] if args.quick else [k for k in IMAGE_KNOBS if args.knob in k[0]]
             rows = [(label, run_variant(work, "synth-portraits", params, o, cache)) for label, o in knobs]
             print_table("synth-portraits (accuracy; Decay = ID - Future)", base, rows, models)
         if args.part in ("yearbook", "all"):
@@ -317,7 +323,7 @@ def main(argv=None) -> None:
             draw_yearbook(folder, params)
             params = yearbook_params(args, folder)
             base = run_variant(work, "yearbook", params, {}, cache)
-            knobs = YEARBOOK_KNOBS[-1:] if args.quick else YEARBOOK_KNOBS
+            knobs = YEARBOOK_KNOBS[-1:] if args.quick else [k for k in YEARBOOK_KNOBS if args.knob in k[0]]
             rows = [(label, run_variant(work, "yearbook", params, o, cache)) for label, o in knobs]
             print_table(
                 "synth portraits through the Yearbook reader at 186 x 171 (accuracy)", base, rows, models

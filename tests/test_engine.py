@@ -390,6 +390,24 @@ def test_checkpoints_say_which_standardisation_they_hold(tmp_path, targets_on, p
     torch.testing.assert_close(back(x), model.eval()(x))
 
 
+def test_evaluation_hands_each_model_its_pixel_scale():
+    """predict_many over a model of train.pixel_scale raw and one of unit, sharing the batches: the first reads the
+    stored values themselves, the second them / 255, each the outputs it gives alone."""
+    rng = np.random.default_rng(6)
+    inputs = make_inputs("pixels", rng)
+    rows = np.arange(min(N, 200))
+    torch.manual_seed(0)
+    raw = build_model("mlp-s", inputs.spec(), 2, "binary", standardise_pixels=False, pixel_scale="raw").eval()
+    unit = build_model("mlp-s", inputs.spec(), 2, "binary", standardise_pixels=False).eval()
+    both = predict_many([raw, unit], inputs, rows)
+    with torch.no_grad():
+        (stored,) = inputs.as_stored().batch(rows)
+        assert stored.max() > 1.5  # the 0-255 values
+        np.testing.assert_array_equal(both[0], raw.inner(stored).numpy())
+        np.testing.assert_array_equal(both[1], unit(stored / 255.0).numpy())
+    np.testing.assert_array_equal(both[1], predict(unit, inputs, rows))
+
+
 @pytest.mark.parametrize("name", ["mlp-s", "cnn-s"])
 def test_raw_pixel_scale_batched_equals_solo(name):
     """train.pixel_scale raw: the stacked engine trains what train_one trains, and the model differs from the one

@@ -35,6 +35,8 @@ class EncoderSpec:
     pooling: str  # "mean" | "cls" | "timm"
     image_size: int = 0  # vision: input resolution the 32x32 portraits are resized to
     positions: int = 512  # text: the most tokens its position table holds (embed.max_length's bound)
+    # vision: the same network in torchvision, "<builder>:<weights enum>.<member>" (embed.image_source torchvision)
+    torchvision: str = ""
 
 
 # The frozen encoders' own parameter counts (paper Tables 4, 12, 20: total minus the trainable head), for
@@ -76,9 +78,19 @@ ENCODERS: dict[str, EncoderSpec] = {
         EncoderSpec(
             "siglip-b", "SigLIP-B", "image", "timm", "vit_base_patch16_siglip_224.webli", 768, "timm", 224
         ),
-        # ImageNet-1k weights, as the paper (its authors load torchvision's IMAGENET1K_V1; timm's fb_in1k is the
-        # ConvNeXt authors' own IN-1k run, not bit-identical to torchvision's)
-        EncoderSpec("convnext-s", "ConvNeXt-S", "image", "timm", "convnext_small.fb_in1k", 768, "timm", 224),
+        # ImageNet-1k weights, as the paper: timm's fb_in1k is the ConvNeXt authors' own IN-1k run; the authors of
+        # the study load torchvision's IMAGENET1K_V1, another training of the same network (embed.image_source)
+        EncoderSpec(
+            "convnext-s",
+            "ConvNeXt-S",
+            "image",
+            "timm",
+            "convnext_small.fb_in1k",
+            768,
+            "timm",
+            224,
+            torchvision="convnext_small:ConvNeXt_Small_Weights.IMAGENET1K_V1",
+        ),
         EncoderSpec("resnet50-in", "ResNet50-IN", "image", "timm", "resnet50.a1_in1k", 2048, "timm", 224),
         EncoderSpec(
             "vit-s16-in21k",

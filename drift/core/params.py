@@ -388,6 +388,22 @@ class EmbedParams(Section):
     image_activation: Annotated[
         dict[str, Annotated[str, choice("gelu", "gelu_tanh", "quick_gelu")]], _known_keys(ENCODERS)
     ] = {}
+    # vision encoder -> the library its network and weights come from: timm (left out), or torchvision (the
+    # registry's torchvision weights, e.g. ConvNeXt-S's IMAGENET1K_V1, as the authors' runs load them)
+    image_source: Annotated[
+        dict[str, Annotated[str, choice("timm", "torchvision")]], _known_keys(ENCODERS)
+    ] = {}
+
+    @model_validator(mode="after")
+    def _image_source(self):
+        served = [name for name, spec in ENCODERS.items() if spec.torchvision]
+        for name, source in self.image_source.items():
+            if source == "torchvision" and not ENCODERS[name].torchvision:
+                raise DriftError(
+                    f"embed.image_source.{name}: torchvision serves no weights of {name} here; "
+                    f"it serves {', '.join(served)} (others: timm)"
+                )
+        return self
 
     @model_validator(mode="after")
     def _positions(self):
@@ -440,6 +456,12 @@ class TrainParams(Section):
     batch_order: Annotated[str, choice("bucketed", "uniform")] = Field(
         "bucketed", json_schema_extra=CHECKPOINT
     )
+    # where a uniform shuffle's draws come from: a generator seeded seed + epoch each epoch (seed-epoch), or the
+    # global torch generator's stream right after the model's init, two draws an epoch as a DataLoader without a
+    # generator of its own takes them (after-init: the authors' runs)
+    shuffle_draws: Annotated[str, choice("seed-epoch", "after-init")] = Field(
+        "seed-epoch", json_schema_extra=CHECKPOINT
+    )
     # the loss's class / rating weights: from each cutoff's own training rows (cutoff), or once from the whole
     # training split, every slice (split: the authors' runs)
     loss_weights: Annotated[str, choice("cutoff", "split")] = Field("cutoff", json_schema_extra=CHECKPOINT)
@@ -458,6 +480,15 @@ class TrainParams(Section):
     models: Annotated[dict[str, list[str]], AfterValidator(_known_datasets)] = Field(
         {}, json_schema_extra=ROSTER
     )  # dataset -> model names
+
+    @model_validator(mode="after")
+    def _shuffle_draws(self):
+        if self.shuffle_draws == "after-init" and self.batch_order != "uniform":
+            raise DriftError(
+                f"train.shuffle_draws after-init draws a uniform shuffle's seeds, and train.batch_order is "
+                f"{self.batch_order}: set train.batch_order to uniform, or train.shuffle_draws to seed-epoch"
+            )
+        return self
 
     @classmethod
     def deciding(cls, what: dict) -> list[str]:
@@ -494,6 +525,7 @@ class ModelTraining(BaseModel):
     standardise_targets: bool
     standardise_pixels: bool
     batch_order: Literal["bucketed", "uniform"]
+    shuffle_draws: Literal["seed-epoch", "after-init"]
     loss_weights: Literal["cutoff", "split"]
     pixel_scale: Literal["unit", "raw"]  # unit on a text dataset: no pixels to scale
     slice_seed: Literal["offset", "hash"]
@@ -527,6 +559,7 @@ def model_training(
         standardise_targets=train.standardise_targets,
         standardise_pixels=train.standardise_pixels,
         batch_order=train.batch_order,
+        shuffle_draws=train.shuffle_draws,
         loss_weights=train.loss_weights,
         pixel_scale=train.pixel_scale if modality == "image" else "unit",
         slice_seed=train.slice_seed,

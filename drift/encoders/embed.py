@@ -36,8 +36,8 @@ CHUNK_ROWS = EmbedParams.model_fields["chunk_rows"].default  # rows per commit: 
 def encoder_kwargs(name: str, cfg: EmbedParams) -> dict:
     """The constructor arguments the `embed` params give encoder `name`:
     batch size, dtype, compute dtype, device, weights, and for a text encoder max_length and pooling (embed.pooling: null keeps
-    the encoder's own; vision encoders pool as their timm head does, or as embed.image_pooling says, and read
-    pixels as embed.image_input says)."""
+    the encoder's own; vision encoders pool as their timm head does, or as embed.image_pooling says, read
+    pixels as embed.image_input says, and come from the library embed.image_source names)."""
     kwargs = {
         "batch_size": cfg.batch_size,
         "dtype": cfg.dtype,
@@ -59,6 +59,8 @@ def encoder_kwargs(name: str, cfg: EmbedParams) -> dict:
             kwargs["global_pool"] = cfg.image_pooling[name]
         if name in cfg.image_activation:
             kwargs["activation"] = cfg.image_activation[name]
+        if cfg.image_source.get(name, "timm") != "timm":
+            kwargs["source"] = cfg.image_source[name]
     return kwargs
 
 

@@ -1,16 +1,19 @@
-"""Frozen vision encoders (timm): the 32x32 portraits in, one pooled vector per image out.
+"""Frozen vision encoders (timm, or torchvision where embed.image_source says): the 32x32 portraits in, one pooled
+vector per image out.
 
-Weights load from a local file or directory (`embed.weights.<name>` in params) or the Hugging Face cache, by a
-file-system lookup only: nothing downloads and nothing waits on a network. Preprocessing follows the model's
+Weights load from a local file or directory (`embed.weights.<name>` in params), the Hugging Face cache (timm) or
+torch's hub cache (torchvision), by a file-system lookup only: nothing downloads and nothing waits on a network. Preprocessing follows the model's
 own timm data config (mean, std); the small inputs are resized to the registry's image size, bilinearly.
 """
 
 from __future__ import annotations
 
 import inspect
+import pickle
 from collections.abc import Callable
 from pathlib import Path
 from typing import cast
+from urllib.parse import urlparse
 
 import numpy as np
 import timm
@@ -115,6 +118,67 @@ def build_model(
     return model
 
 
+def torchvision_weights(spec):
+    """The torchvision weights enum member of a registry entry (spec.torchvision "<builder>:<Enum>.<member>")."""
+    import torchvision  # lazy: only encoders of embed.image_source torchvision need it
+
+    enum, _, member = spec.torchvision.partition(":")[2].rpartition(".")
+    return getattr(getattr(torchvision.models, enum), member)
+
+
+def resolve_torchvision_weights(spec, weights: str | None = None) -> Path:
+    """The local file of a torchvision encoder's weights: embed.weights.<name> (the file, or a folder holding it
+    under torchvision's own file name), else torch's hub cache, where torchvision keeps what it downloaded; or a
+    one-line error saying how to provide it. A file-system lookup only: nothing downloads."""
+    file_name = Path(urlparse(torchvision_weights(spec).url).path).name
+    if weights:
+        path = Path(weights).expanduser()
+        if path.is_dir() and (path / file_name).is_file():
+            return path / file_name
+        if path.is_file():
+            return path
+        raise DriftError(
+            f"no torchvision weights of {spec.name} at {path} (a file, or a folder with {file_name}): "
+            f"fix embed.weights.{spec.name}"
+        )
+    path = Path(torch.hub.get_dir()) / "checkpoints" / file_name
+    if path.is_file():
+        return path
+    builder, _, member = spec.torchvision.partition(":")
+    raise DriftError(
+        f"no local torchvision weights for encoder {spec.name} ({member}, {path}): set embed.weights.{spec.name} "
+        f'to the file, or download them on a machine with a network (`python -c "import torchvision; '
+        f"torchvision.models.{builder}(weights='{member.rpartition('.')[2]}')\"`)"
+    )
+
+
+class TorchvisionConvNeXt(torch.nn.Module):
+    """A torchvision ConvNeXt up to its pooled vector, as its classifier reads it: the features, the average
+    pool, the classifier's LayerNorm2d, flattened (the classifier's Linear left out)."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        classifier = cast(torch.nn.Sequential, model.classifier)
+        self.features, self.avgpool, self.norm = model.features, model.avgpool, classifier[0]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.flatten(self.norm(self.avgpool(self.features(x))), 1)
+
+
+def build_torchvision_model(spec, weights_file: Path) -> torch.nn.Module:
+    """torchvision's network of `spec` with the weights in weights_file (strict), cut at its pooled vector."""
+    import torchvision  # lazy: as torchvision_weights
+
+    builder = spec.torchvision.partition(":")[0]
+    model = getattr(torchvision.models, builder)(weights=None)
+    try:
+        model.load_state_dict(torch.load(weights_file, map_location="cpu", weights_only=True))
+    except (RuntimeError, KeyError, ValueError, OSError, pickle.UnpicklingError) as e:
+        reason = " ".join(str(e).split())[:300]
+        raise DriftError(f"weights {weights_file} do not load into torchvision's {builder}: {reason}") from e
+    return TorchvisionConvNeXt(model)
+
+
 def head_pooling(model: torch.nn.Module) -> str:
     """How the timm model pools before its classifier: token, avg, map, ... (for the fingerprint)."""
     pool = getattr(model, "global_pool", None)
@@ -143,6 +207,7 @@ class VisionEncoder(Fingerprinted):
         global_pool: str | None = None,
         compute_dtype: str | None = None,
         activation: str | None = None,
+        source: str = "timm",
     ):
         self.spec = get_encoder_spec(name)
         if self.spec.modality != "image":
@@ -159,24 +224,48 @@ class VisionEncoder(Fingerprinted):
             raise DriftError(
                 f"the activation of {name} must be one of {', '.join(ACTIVATIONS)}, got {activation!r}"
             )
-        self.path = resolve_weights(self.spec, weights)
         if image_input not in ("normalised", "raw"):
             raise DriftError(f"embed.image_input must be normalised or raw, got {image_input!r}")
-        self.image_input, self.global_pool, self.activation = image_input, global_pool, activation
-        self.model = build_model(self.spec.hub_id, self.spec.image_size, self.path, global_pool, activation)
+        if source not in ("timm", "torchvision"):
+            raise DriftError(f"embed.image_source.{name} must be timm or torchvision, got {source!r}")
+        self.image_input, self.global_pool, self.activation, self.source = (
+            image_input,
+            global_pool,
+            activation,
+            source,
+        )
+        if source == "torchvision":
+            if global_pool is not None or activation is not None:
+                raise DriftError(
+                    f"{name} from torchvision pools and activates as torchvision builds it: drop "
+                    f"embed.image_pooling.{name} and embed.image_activation.{name}"
+                )
+            self.path = resolve_torchvision_weights(self.spec, weights)
+            self.model = build_torchvision_model(self.spec, self.path)
+            transform = torchvision_weights(self.spec).transforms()
+            self.dim, self.image_size = self.spec.dim, self.spec.image_size
+            self.mean, self.std = [float(m) for m in transform.mean], [float(s) for s in transform.std]
+        else:
+            self.path = resolve_weights(self.spec, weights)
+            self.model = build_model(
+                self.spec.hub_id, self.spec.image_size, self.path, global_pool, activation
+            )
+            # timm's width, an int (nn.Module types an attribute it does not declare as Tensor | Module)
+            self.dim = int(cast(int, self.model.num_features))
+            config = timm.data.resolve_data_config({}, model=self.model)
+            self.image_size = self.spec.image_size or int(config["input_size"][-1])
+            self.mean = [float(m) for m in config["mean"]]
+            self.std = [float(s) for s in config["std"]]
         self.model.eval().requires_grad_(False).to(self.device)
-        # timm's width, an int (nn.Module types an attribute it does not declare as Tensor | Module)
-        self.dim = int(cast(int, self.model.num_features))
-        config = timm.data.resolve_data_config({}, model=self.model)
-        self.image_size = self.spec.image_size or int(config["input_size"][-1])
-        self.mean = [float(m) for m in config["mean"]]
-        self.std = [float(s) for s in config["std"]]
         self._mean = torch.tensor(self.mean, device=self.device).view(1, 3, 1, 1)
         self._std = torch.tensor(self.std, device=self.device).view(1, 3, 1, 1)
 
     def fingerprint_fields(self) -> dict:
+        pooling = (
+            "torchvision:avg+norm" if self.source == "torchvision" else f"timm:{head_pooling(self.model)}"
+        )
         fields = {
-            "pooling": f"timm:{head_pooling(self.model)}",
+            "pooling": pooling,
             "image_size": self.image_size,
             "resize": "bilinear",
             "mean": self.mean,
@@ -189,6 +278,10 @@ class VisionEncoder(Fingerprinted):
             fields["compute_dtype"] = self.compute_dtype
         if self.activation is not None:  # off the default only, as input
             fields["activation"] = self.activation
+        if (
+            self.source != "timm"
+        ):  # off the default only, as input: the network and weights of another library
+            fields["source"] = f"{self.source}:{self.spec.torchvision}"
         return fields
 
     def preprocess(self, images: np.ndarray) -> torch.Tensor:

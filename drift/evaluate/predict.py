@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from drift.models.checkpoints import reads_stored
 from drift.models.inputs import Inputs
 
 # rows x padded width of one prediction batch of token states (256 rows of 128 tokens): the default run's batches
@@ -35,10 +36,14 @@ def predict_many(
         batches.append(rows[perm[i : i + size]])
         i += size
     outputs: list[list[torch.Tensor]] = [[] for _ in models]
+    # pixels are read as stored once; a model that reads them / 255 gets that (the same bytes as reading it so)
+    stored = [reads_stored(model) for model in models]
+    reading = inputs.as_stored() if any(stored) else inputs
     # one batch read ahead: with the token cap, memory follows MAX_BATCH_TOKENS, not the longest rows
-    for _, x in inputs.prefetch(batches, depth=1):
-        for out, model in zip(outputs, models):
-            out.append(model(*x))
+    for _, x in reading.prefetch(batches, depth=1):
+        unit = (x[0] / 255.0,) if reading.stored and not all(stored) else x
+        for out, model, as_stored in zip(outputs, models, stored):
+            out.append(model(*(x if as_stored else unit)))
     results = []
     for out in outputs:
         if not out:

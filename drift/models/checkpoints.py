@@ -20,6 +20,7 @@ import torch.nn as nn
 
 from drift.core.errors import DriftError, disk_full, is_disk_full
 from drift.models import InputSpec, create_model
+from drift.models.inputs import Inputs
 
 
 class _Wrapped(nn.Module):
@@ -96,8 +97,9 @@ class PixelStandardised(_Wrapped):
 
 
 class PixelScaled(_Wrapped):
-    """An image model reading the stored 0-255 values (train.pixel_scale: raw, the authors' scale): the inputs
-    arrive divided by 255 and are multiplied back by the `pixel_factor` buffer before anything else."""
+    """An image model reading the stored 0-255 values (train.pixel_scale: raw, the authors' scale). It is handed
+    them as stored (reading_inputs: Inputs.as_stored), never divided and multiplied back; the `pixel_factor`
+    buffer (255, the scale against [0, 1]) marks a checkpoint as such (_wrappers)."""
 
     pixel_factor: torch.Tensor  # a buffer (register_buffer)
 
@@ -106,7 +108,18 @@ class PixelScaled(_Wrapped):
         self.register_buffer("pixel_factor", torch.tensor(float(factor)))
 
     def forward(self, x):
-        return self.inner(x * self.pixel_factor)
+        return self.inner(x)
+
+
+def reads_stored(model: nn.Module) -> bool:
+    """Whether `model` reads pixels as stored (a PixelScaled anywhere in it), not divided by 255."""
+    return any(isinstance(m, PixelScaled) for m in model.modules())
+
+
+def reading_inputs(model: nn.Module, inputs: Inputs) -> Inputs:
+    """`inputs` as `model` reads them: the stored pixel values for a model of train.pixel_scale raw, else as
+    they are (pixels / 255, or not pixels)."""
+    return inputs.as_stored() if reads_stored(model) else inputs
 
 
 def build_model(

@@ -1,8 +1,10 @@
 """Model inputs as torch tensors, batch by batch, from the feature files on disk (drift/store/features.py) or from
 arrays in memory.
 
-pixels: the slice table's images (uint8, or float32 0-255 values), divided by 255 as float32; pooled: the encoder's pooled vectors; text: the rows' hashed term counts (a
-scipy CSR matrix in memory, drift.models.reference.text_counts; a batch is its rows); tokens: the ragged token states
+pixels: the slice table's images (uint8, or float32 0-255 values) as float32, divided by 255, or as stored
+(`as_stored`: the models of train.pixel_scale raw); pooled: the encoder's pooled vectors; text: the rows' hashed
+term counts (a scipy CSR matrix in memory, drift.models.reference.text_counts; a batch is its rows); tokens: the
+ragged token states
 (flat float16 array + offsets), padded per batch only to that batch's longest row. On disk, a batch reads just
 its rows, so memory follows the batch size and the prefetch depth, not the dataset. `prefetch` reads the next
 batches on a background thread while the model runs on this one (pinned memory and non-blocking copies when
@@ -11,6 +13,7 @@ the batches go to a CUDA device).
 
 from __future__ import annotations
 
+import copy
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -42,6 +45,15 @@ class Inputs:
         self.data = data if isinstance(data, DiskArray) or kind == "text" else np.asarray(data)
         self.offsets = None if offsets is None else np.asarray(offsets, np.int64)
         self.image_shape = tuple(image_shape)
+        self.stored = False  # pixels as stored (0-255), not divided by 255: as_stored
+
+    def as_stored(self) -> Inputs:
+        """The same inputs (the same arrays, nothing copied) with pixels read as stored, the 0-255 values
+        themselves: a model of train.pixel_scale raw reads them so, not divided and multiplied back (which is
+        off by one unit in the last place for some float values)."""
+        view = copy.copy(self)
+        view.stored = self.kind == "pixels"
+        return view
 
     def _offsets(self) -> np.ndarray:
         """Where each row's token states start in the flat array (and where the last one ends): tokens only."""
@@ -77,7 +89,8 @@ class Inputs:
         """The model's positional arguments for these rows, in their order."""
         rows = np.asarray(rows, dtype=np.int64)
         if self.kind == "pixels":
-            return (torch.from_numpy(self._rows(rows)).reshape(len(rows), *self.image_shape).float() / 255.0,)
+            pixels = torch.from_numpy(self._rows(rows)).reshape(len(rows), *self.image_shape).float()
+            return (pixels if self.stored else pixels / 255.0,)
         if self.kind == "pooled":
             return (torch.from_numpy(self._rows(rows)).float(),)
         if self.kind == "text":
@@ -183,13 +196,33 @@ def load_inputs(kind: str, table, store=None, max_tokens: int = 512) -> Inputs:
     return Inputs("tokens", flat, offsets, max_tokens=max_tokens)
 
 
-def uniform_batches(rows: np.ndarray, batch_size: int, seed: int, epoch: int) -> list[np.ndarray]:
+def shuffle_draws(how: str) -> torch.Generator | None:
+    """train.shuffle_draws after-init: the global torch generator's stream from here on (right after the model's
+    init), as a generator of its own: what a DataLoader without a generator draws each epoch's seeds from, apart
+    from the draws of dropout on a CPU (theirs ran on a GPU's generator). seed-epoch: None."""
+    if how != "after-init":
+        return None
+    generator = torch.Generator()
+    generator.set_state(torch.get_rng_state())
+    return generator
+
+
+def uniform_batches(
+    rows: np.ndarray, batch_size: int, seed: int, epoch: int, draws: torch.Generator | None = None
+) -> list[np.ndarray]:
     """Epoch `epoch`'s batches as a shuffling torch DataLoader over `rows` cuts them (train.batch_order uniform,
-    the authors' runs), with a generator seeded seed + epoch: the loader's iterator first draws its base seed
-    from it, then RandomSampler draws torch.randperm(len(rows)); cut in order, the last batch smaller.
-    (tests/test_paper_presets.py checks this against torch's DataLoader itself.)"""
-    generator = torch.Generator().manual_seed(int(seed) + int(epoch))
-    torch.empty((), dtype=torch.int64).random_(generator=generator)  # the iterator's base seed
+    the authors' runs): the loader's iterator first draws its base seed, then RandomSampler draws
+    torch.randperm(len(rows)); cut in order, the last batch smaller. The loader's generator is seeded seed + epoch,
+    or, given `draws` (shuffle_draws), the loader has none: both draws come from `draws`, carried across epochs,
+    the second seeding the permutation's own generator. (tests/test_paper_presets.py checks both against torch's
+    DataLoader itself.)"""
+    if draws is None:
+        generator = torch.Generator().manual_seed(int(seed) + int(epoch))
+        torch.empty((), dtype=torch.int64).random_(generator=generator)  # the iterator's base seed
+    else:
+        torch.empty((), dtype=torch.int64).random_(generator=draws)  # the iterator's base seed
+        sampler_seed = int(torch.empty((), dtype=torch.int64).random_(generator=draws).item())
+        generator = torch.Generator().manual_seed(sampler_seed)
     rows = np.asarray(rows)[torch.randperm(len(rows), generator=generator).numpy()]
     return [rows[i : i + batch_size] for i in range(0, len(rows), batch_size)]
 
@@ -202,11 +235,12 @@ def epoch_batches(
     order: str = "bucketed",
     seed: int = 0,
     epoch: int = 0,
+    draws: torch.Generator | None = None,
 ) -> list[np.ndarray]:
     """One epoch's batches as train.batch_order says: bucketed (length_bucketed_batches, drawn from `rng`) or
-    uniform (uniform_batches from `seed` and `epoch`; `rng` untouched)."""
+    uniform (uniform_batches from `seed` and `epoch`, or from `draws`; `rng` untouched)."""
     if order == "uniform":
-        return uniform_batches(rows, batch_size, seed, epoch)
+        return uniform_batches(rows, batch_size, seed, epoch, draws)
     return length_bucketed_batches(rows, lengths, batch_size, rng)
 
 

@@ -16,7 +16,7 @@ import torch
 from drift.core.errors import DriftError
 from drift.core.paths import dataset_paths
 from drift.models import get_model_info
-from drift.models.checkpoints import list_checkpoints, load_checkpoint
+from drift.models.checkpoints import list_checkpoints, load_checkpoint, reads_stored
 from drift.models.inputs import load_inputs
 from drift.protocol.matrix import eval_rows
 from drift.protocol.summary import cutoff_indices
@@ -178,11 +178,12 @@ def dataset_saliency(
             continue
         (x,) = inputs.batch(rows)
         portraits[col] = x.mean(0).numpy()
+        (stored,) = inputs.as_stored().batch(rows)
         for model_name in models:
             per_seed = []
             for checkpoint in _checkpoints(p["models"] / model_name).get(cutoff, []):
                 model = load_checkpoint(model_name, inputs.spec(), n_outputs, manifest.task, checkpoint)
-                per_seed.append(saliency_map(model, x, targets[rows]))
+                per_seed.append(saliency_map(model, stored if reads_stored(model) else x, targets[rows]))
             if per_seed:
                 maps[(model_name, col)] = np.mean(per_seed, axis=0)
     return {"models": models, "columns": columns, "maps": maps, "portraits": portraits}

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import cast
+from urllib.parse import urlparse
 
 import yaml
 
@@ -324,9 +325,10 @@ def text_config(name: str, vocab: int, layers: int | None):
     raise DriftError(f"no stand-in configuration for text encoder {name}: rehearse it with --real-weights")
 
 
-def write_standin(name: str, folder: Path, layers: int | None) -> dict:
+def write_standin(name: str, folder: Path, layers: int | None, source: str = "timm") -> dict:
     """A stand-in of encoder `name` in `folder` (the layout embed.weights.<name> points at): its architecture and
-    width, random weights; text ones with the one real tokenizer here (MiniLM's). Returns its shape."""
+    width, random weights; text ones with the one real tokenizer here (MiniLM's); a vision one in the library
+    embed.image_source names (timm, or torchvision's network under its weight file's name). Returns its shape."""
     import torch
 
     from drift.core.encoder_registry import get_encoder_spec
@@ -352,6 +354,15 @@ def write_standin(name: str, folder: Path, layers: int | None) -> dict:
                     "fix its configuration in drift/run/rehearse.py"
                 )
             return {"width": width, "layers": getattr(config, "num_hidden_layers", None) or config.n_layers}
+        if source == "torchvision":
+            import torchvision
+
+            from drift.encoders.vision import torchvision_weights
+
+            weights = torchvision_weights(spec)
+            model = getattr(torchvision.models, spec.torchvision.partition(":")[0])(weights=None)
+            torch.save(model.state_dict(), folder / Path(urlparse(weights.url).path).name)
+            return {"width": spec.dim, "layers": None}
         import timm
         from safetensors.torch import save_file
 
@@ -518,7 +529,8 @@ def rehearse(
             if enc in out["standins"] or real_weights:
                 continue
             t = time.perf_counter()
-            shape = write_standin(enc, root / "standins" / enc, prof.text_layers)
+            source = typed.embed.image_source.get(enc, "timm")
+            shape = write_standin(enc, root / "standins" / enc, prof.text_layers, source)
             out["standins"][enc] = {**shape, "seconds": round(time.perf_counter() - t, 2)}
             params["embed"].setdefault("weights", {})[enc] = str(root / "standins" / enc)
         (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))

@@ -27,7 +27,8 @@ from torch.func import functional_call, vmap
 
 from drift.core.params import TrainParams
 from drift.models.blocks import Dropout
-from drift.models.inputs import Inputs, epoch_batches
+from drift.models.checkpoints import reading_inputs
+from drift.models.inputs import Inputs, epoch_batches, shuffle_draws
 from drift.protocol.tasks import class_weights, rating_weights
 from drift.train.loop import (  # Job: what train_many takes
     Job,
@@ -157,12 +158,15 @@ def _member(
     torch.manual_seed(job.seed)
     rng = np.random.default_rng(job.seed)
     model = model_to_train(name, inputs, n_outputs, task, cfg)
+    draws = shuffle_draws(cfg.shuffle_draws)
     weights = None if job.weight_rows is None else targets[torch.from_numpy(job.weight_rows)]
     loss_fn, norm = prepare_model(model, inputs, job.rows, targets[torch.from_numpy(job.rows)], task, weights)
     lengths = inputs.lengths if inputs.kind == "tokens" else None
     batches, ends = [], set()
     for epoch in range(cfg.epochs):
-        batches += epoch_batches(job.rows, lengths, cfg.batch_size, rng, cfg.batch_order, job.seed, epoch)
+        batches += epoch_batches(
+            job.rows, lengths, cfg.batch_size, rng, cfg.batch_order, job.seed, epoch, draws
+        )
         ends.add(len(batches))
     return _Member(index, model.train(), loss_fn, norm, batches, ends, mask_generator(job.seed))
 
@@ -456,6 +460,7 @@ def train_many(
             )
             for job in jobs
         ]
+    inputs = reading_inputs(probe, inputs)  # every member is built as the probe: the same scale of pixels
     # jobs of similar length share a stack, so few models idle; a stack holds at most INPUT_BUDGET input elements
     order = sorted(range(len(jobs)), key=lambda i: -n_steps(len(jobs[i].rows), cfg))
     per_model = max(_per_model_elements(inputs, job.rows, cfg.batch_size) for job in jobs)

@@ -35,9 +35,10 @@ from drift.models.checkpoints import (
     Standardised,
     build_model,
     checkpoint_path,
+    reading_inputs,
     save_checkpoint,
 )
-from drift.models.inputs import Inputs, epoch_batches
+from drift.models.inputs import Inputs, epoch_batches, shuffle_draws
 from drift.models.slice_data import SliceData
 from drift.store.cells import (
     CHECKPOINT_KEYS,
@@ -101,13 +102,11 @@ def prepare_model(
     loss_fn = task.loss(train_targets if weight_targets is None else weight_targets)
     norm = 1.0
     pixels = model.inner if isinstance(model, Standardised) else model
-    factor = 1.0
-    if isinstance(pixels, PixelScaled):  # the statistics of the values the inner model reads
-        factor, pixels = float(pixels.pixel_factor), pixels.inner
+    if isinstance(pixels, PixelScaled):  # the statistics of the values the inner model reads: as stored
+        pixels = pixels.inner
     if isinstance(pixels, PixelStandardised):
-        pixels.fit_inputs(
-            (x * factor,) for (x,) in (inputs.batch(rows[i : i + 4096]) for i in range(0, len(rows), 4096))
-        )
+        reading = reading_inputs(model, inputs)
+        pixels.fit_inputs(reading.batch(rows[i : i + 4096]) for i in range(0, len(rows), 4096))
     if isinstance(model, Standardised):
         model.fit_scale(train_targets)
         norm = float(model.scale) ** -2  # the weighted MSE in standardised units: the same steps at any scale
@@ -132,6 +131,8 @@ def train_one(
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model = model_to_train(name, inputs, n_outputs, task, cfg)
+    draws = shuffle_draws(cfg.shuffle_draws)
+    inputs = reading_inputs(model, inputs)
     epochs = cfg.epochs
     train_targets = targets[torch.from_numpy(rows)]
     if getattr(model, "closed_form", False):  # the references: fitted once on all training rows
@@ -148,7 +149,7 @@ def train_one(
     model.train()
     for epoch in range(epochs):
         # the next batches are read from disk on a background thread while this one trains
-        batches = epoch_batches(rows, lengths, cfg.batch_size, rng, cfg.batch_order, seed, epoch)
+        batches = epoch_batches(rows, lengths, cfg.batch_size, rng, cfg.batch_order, seed, epoch, draws)
         for batch, x in inputs.prefetch(batches):
             optimizer.zero_grad(set_to_none=True)
             loss = loss_fn(model(*x), targets[torch.from_numpy(batch)]) * norm
