@@ -158,8 +158,9 @@ class TorchvisionConvNeXt(torch.nn.Module):
 
     def __init__(self, model: torch.nn.Module):
         super().__init__()
-        classifier = cast(torch.nn.Sequential, model.classifier)
-        self.features, self.avgpool, self.norm = model.features, model.avgpool, classifier[0]
+        self.features = cast(torch.nn.Module, model.features)
+        self.avgpool = cast(torch.nn.Module, model.avgpool)
+        self.norm = cast(torch.nn.Sequential, model.classifier)[0]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.flatten(self.norm(self.avgpool(self.features(x))), 1)
