@@ -45,9 +45,10 @@ lint: install
 format: install
 	$(BIN)/ruff format $(LINTED)
 
-# one pytest worker per core; a test file's tests stay on one worker (they share its fixtures and temp repos)
+# one pytest worker per core; a test file's tests stay on one worker (they share its fixtures and temp repos); files
+# go out in tests/conftest.py's order, the longest first (xdist's default reorder puts files by test count)
 test: install browser lint
-	. $(BIN)/activate && python -m pytest -q -n auto --dist loadfile
+	. $(BIN)/activate && python -m pytest -q -n auto --dist loadfile --no-loadscope-reorder
 
 # pure functions and small modules only: no DVC repository, Ray cluster, subprocess or server (marked `pipeline`
 # by tests/conftest.py), no real encoder, training or figures (`compute`); for the edit-test loop

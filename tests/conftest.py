@@ -245,6 +245,27 @@ def _lanes_of(text: str) -> tuple[bool, bool]:
     return bool(HEAVY.search(text)), bool(COMPUTE.search(text))
 
 
+# the test files that take longest, longest first (measured: docs/decisions.md "The suite under 15 minutes"). With
+# `--dist loadfile --no-loadscope-reorder` (make test) xdist hands files out in collection order, so these start
+# first and the short files fill in around them; no long file is left to start last while the other worker idles
+LONGEST_FIRST = (
+    "test_rehearse_wheel.py",
+    "test_learning_real.py",
+    "test_bench.py",
+    "test_remote.py",
+    "test_pipeline.py",
+    "test_cells.py",
+    "test_cache.py",
+    "test_rehearse.py",
+    "test_real_pipelines.py",
+    "test_compare.py",
+    "test_table.py",
+    "test_executor.py",
+    "test_executor_s3.py",
+    "test_testbed.py",
+)
+
+
 def pytest_collection_modifyitems(config, items):
     # the lanes of `make test-fast`: a test is `pipeline` when its sources match HEAVY, `compute` when COMPUTE
     for item in items:
@@ -254,6 +275,9 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.pipeline)
             if any(compute for _, compute in lanes):
                 item.add_marker(pytest.mark.compute)
+    # the longest files first, the others after them in their own order (a stable sort)
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 def checked_params(source):

@@ -45,7 +45,9 @@ CPU_CODE_PATH = {
     "ATEN_CPU_CAPABILITY": "avx2",  # torch's vectorised kernels: default | avx2 | avx512
     "ONEDNN_MAX_CPU_ISA": "AVX2",  # oneDNN (convolutions, linear layers on CPU)
     "MKL_ENABLE_INSTRUCTIONS": "AVX2",  # MKL's dispatch (torch's BLAS)
-    "MKL_CBWR": "AVX2",  # MKL's conditional numerical reproducibility: the same bits on any AVX2 CPU
+    # MKL's conditional numerical reproducibility. AVX2 left its GEMMs vendor-dependent: on an Intel CPU a Linear
+    # of 2 or 16 outputs gave other bits than on an AMD one; COMPATIBLE gives the same on both (docs/decisions.md)
+    "MKL_CBWR": "COMPATIBLE",
     "OPENBLAS_CORETYPE": "Haswell",  # numpy's and scipy's OpenBLAS (the linear reference model): AVX2 kernels
     # numpy's own SIMD loops (exp, log, log1p, expm1, sin, ...: the estimates, the shift kernel) dispatch to
     # AVX-512 versions that round otherwise than the AVX2 ones: these targets off, every AVX2 CPU runs the same
