@@ -33,6 +33,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # Rich sizes its console from a terminal on any standard stream: the tests read what a pipe gets (80 columns)
 os.environ.setdefault("COLUMNS", "80")
+# every `dvc` command otherwise starts a detached analytics daemon (about 0.8 s of CPU each, not counted by the
+# test's own timing) that tries to reach the network
+os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 
 
 def metrics_json(**stats) -> str:
@@ -62,6 +65,17 @@ def tiny_params() -> dict:
     params["report"]["saliency"]["synth-portraits"]["cells"] = [["2000", "2001"], ["2001", "2002"]]
     params["train"].update(epochs=1, models={"sotu": ["ffn-s", "probe-minilm"], "synth-portraits": ["mlp-s"]})
     params["report"]["shift"].update(n=40, permutations=20, max_rows=100)  # the label-free part: small, not absent
+    return params
+
+
+def dvc_params(*names: str) -> dict:
+    """tiny_params() for the tests of DVC's behaviour with the pipeline (what re-runs, what is pulled, what a
+    remote holds), where each stage's process costs more than its work: only these datasets, sotu over three
+    decades (1980-2010, at most 24 paragraphs each) instead of five, the references cut to baseline-prior and baseline-linear
+    (no test of DVC's behaviour reads baseline-tfidf). Three cutoffs still give every matrix an off-diagonal."""
+    params = only(tiny_params(), *names)
+    params["sotu"]["slices"] = {"unit": "decade", "start": 1980, "end": 2010}
+    params["train"]["baselines"] = ["baseline-prior", "baseline-linear"]
     return params
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import torch
-from conftest import run, tiny_params
+from conftest import dvc_params, run
 from typer.testing import CliRunner
 
 from drift.core.params import EmbedParams
@@ -472,18 +472,19 @@ def test_a_manifest_whose_table_is_gone_is_a_clear_error(tmp_path):
 
 
 def test_temp_experiments_reuse_the_store(project):
-    params = tiny_params()
-    params["datasets"] = {"sotu": params["datasets"]["sotu"]} if isinstance(params["datasets"], dict) else ["sotu"]
+    """sotu over three decades (conftest.dvc_params), ffn-s; the first run stops at embed@sotu (train, evaluate
+    and report add nothing to what is checked: the temporary experiments' embed stage)."""
+    params = dvc_params("sotu")
     params["train"]["models"] = {"sotu": ["ffn-s"]}
     repo = project(params)
-    run(["dvc", "repro", "train@sotu"], repo)  # (evaluate and report add nothing here)
+    run(["dvc", "repro", "embed@sotu"], repo)
     first = json.loads((repo / ".drift/runs/embed/sotu-minilm-l6.json").read_text())
     assert first["computed"] == first["unique"] > 0
     run(["git", "add", "-A"], repo)
     run(["git", "commit", "-qm", "first run"], repo)
 
-    # a training change in a temporary workspace: the embed stage does not even run (its outputs, the manifest
-    # and the feature files, are in DVC's cache, which the temporary copy checks out)
+    # a training change in a temporary workspace: train runs, the embed stage does not even run (its outputs, the
+    # manifest and the feature files, are in DVC's cache, which the temporary copy checks out)
     out = run(["dvc", "exp", "run", "--temp", "-n", "epochs", "-S", "train.epochs=2", "train@sotu"], repo).stdout
     assert "Running stage 'train@sotu'" in out and "Running stage 'embed@sotu'" not in out, out
 

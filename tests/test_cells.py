@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import only, run, tiny_params
+from conftest import dvc_params, run
 
 import drift.store.cells as cells
 
@@ -119,7 +119,8 @@ def counts(repo: Path, stage: str) -> dict:
 
 
 def test_only_new_checkpoints_and_cells_are_computed(project):
-    params = only(tiny_params(), "sotu")
+    """On sotu over three decades (conftest.dvc_params), ffn-s and two references, then a fourth decade."""
+    params = dvc_params("sotu")
     params["train"]["models"] = {"sotu": ["ffn-s"]}
     params["train"]["baselines"] = ["baseline-prior", "baseline-linear"]  # the counts below: 2 references
     repo = project(params)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch.nn as nn
-from conftest import only, run, tiny_params
+from conftest import dvc_params, only, run, tiny_params
 
 from drift.core.errors import DriftError
 from drift.core.params import EmbedParams
@@ -140,7 +140,7 @@ def test_a_temporary_experiment_keeps_its_store_in_the_main_repository(project, 
     experiment came from, where the next experiment finds it."""
     import yaml
 
-    repo = project(only(tiny_params(), "sotu"))
+    repo = project(dvc_params("sotu"))  # sotu over three decades: the store's rows, the same embed stage
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["embed"]["cache_dir"] = ".drift-cache"
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, make_project, only, run, tiny_params
+from conftest import ROOT, dvc_params, make_project, only, run, tiny_params
 
 CACHE_TYPE = "reflink,hardlink,symlink,copy"  # what the repository's .dvc/config sets
 
@@ -47,9 +47,8 @@ def machine_a(tmp_path_factory, s3_store):
     from s3_server import BUCKET
 
     root = tmp_path_factory.mktemp("machines")
-    params = only(tiny_params(), "sotu")
-    params["train"]["models"] = {"sotu": ["ffn-s", "probe-minilm"]}
-    params["train"]["baselines"] = ["baseline-prior", "baseline-linear"]  # 4 matrices
+    params = dvc_params("sotu")  # three decades, references baseline-prior and baseline-linear
+    params["train"]["models"] = {"sotu": ["ffn-s", "probe-minilm"]}  # 4 matrices
     a = make_project(root / "a", params, Path(".drift/cache"))  # each clone's own store, empty at first
     assert "hardlink" in (ROOT / ".dvc/config").read_text()
     run(["dvc", "config", "cache.type", CACHE_TYPE], a)
