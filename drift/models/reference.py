@@ -18,8 +18,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 import torch.nn as nn
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.linear_model import LogisticRegression, Ridge
 from threadpoolctl import threadpool_limits
 
 from drift.core.errors import DriftError
@@ -112,6 +110,9 @@ def _logistic(
 ) -> tuple[np.ndarray, float]:
     """L2 logistic regression on 0/1 labels y with sample weights s (None: unweighted): minimise
     C sum_i s_i (softplus(z_i) - y_i z_i) + |beta|^2 / 2, the intercept unpenalised. Returns (beta [D], b)."""
+    from sklearn.exceptions import ConvergenceWarning  # lazy: scikit-learn (with scipy, pandas) only to fit
+    from sklearn.linear_model import LogisticRegression
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # max_iter caps the fit on purpose
         fit = LogisticRegression(C=C, tol=TOL, max_iter=max_iter).fit(Z, y, sample_weight=s)
@@ -132,6 +133,9 @@ def _fit_classes(
     elif task_name == "multiclass":
         present = np.unique(y).astype(np.int64)
         if len(present) >= 2:
+            from sklearn.exceptions import ConvergenceWarning  # lazy: as in _logistic
+            from sklearn.linear_model import LogisticRegression
+
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)  # max_iter caps the fit on purpose
                 fit = LogisticRegression(C=C, tol=TOL, max_iter=max_iter).fit(Z, y.astype(np.int64))
@@ -205,6 +209,8 @@ class LinearBaseline(nn.Module):
                 _, inverse, counts = np.unique(y_np, return_inverse=True, return_counts=True)
                 s = len(y_np) / counts[inverse]  # w_r = n / n_r (tasks.rating_weights)
                 # sum_i s_i (y_i - z_i.beta - b)^2 + |beta|^2 / C: half of it is the loss summed plus |beta|^2 / (2C)
+                from sklearn.linear_model import Ridge  # lazy: as in _logistic
+
                 fit = Ridge(alpha=1 / self.C, solver="cholesky").fit(Z, y_np, sample_weight=s / s.mean())
                 W[:, 0], b[0] = fit.coef_, fit.intercept_
             else:
@@ -325,6 +331,9 @@ class TfidfBaseline(nn.Module):
         y_np = y.numpy()
         if len(keep):
             Z = self._tfidf(counts)
+            from sklearn.exceptions import ConvergenceWarning  # lazy: as in _logistic
+            from sklearn.linear_model import Ridge
+
             with threadpool_limits(1), warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)  # max_iter caps the fit on purpose
                 if task_name == "regression":
