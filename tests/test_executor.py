@@ -1,7 +1,7 @@
 """The heavy work on Ray (drift/core/executor.py): a real local Ray cluster of two CPUs, never a mock.
 
-The tiny project run with executor local, then with executor ray from an empty cache (embedding, training and
-evaluation all on Ray): the same embeddings, checkpoints and eval JSON, byte for byte. A Ray worker killed (SIGKILL)
+The small project (small_params) run with executor local, then with executor ray from an empty cache (embedding,
+training and evaluation all on Ray): the same embeddings, checkpoints and eval JSON, byte for byte. A Ray worker killed (SIGKILL)
 in the middle of training: Ray retries the task, which resumes from the checkpoint cache, and the result is the same.
 `dvc exp run --queue` twice and `dvc queue start -j 2` on Ray share the store (slow)."""
 from __future__ import annotations
@@ -50,12 +50,23 @@ def set_params(repo: Path, params: dict) -> None:
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 
+def small_params() -> dict:
+    """The tiny project cut further, each input kind kept: token states (ffn-s), pooled vectors (the linear
+    reference), raw text (TF-IDF), pixels (mlp-s); several embed chunks, so both actors commit."""
+    params = only(tiny_params(), *DATASETS)
+    params["sotu"].update(cap_per_slice=14, slices={"unit": "decade", "start": 1970, "end": 2000})
+    params["synth-portraits"].update(per_slice=40, slices={"unit": "year", "start": 2000, "end": 2002})
+    params["report"]["saliency"]["synth-portraits"]["cells"] = [["2000", "2001"]]
+    params["train"]["models"] = {"sotu": ["ffn-s"], "synth-portraits": ["mlp-s"]}
+    params["embed"]["chunk_rows"] = 16
+    return params
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    """The tiny project through evaluate with the local executor: (repo, params, outputs)."""
+    """The small project (small_params) through evaluate with the local executor: (repo, params, outputs)."""
     tmp = tmp_path_factory.mktemp("executor")
-    params = only(tiny_params(), *DATASETS)
-    params["embed"]["chunk_rows"] = 32  # several chunks, so two embed actors share them
+    params = small_params()
     repo = make_project(tmp / "local", params, tmp / "cache-local")
     repro_in_process(repo, *DATASETS, stages=STAGES[:5])
     return repo, params, outputs(repo)

@@ -11,9 +11,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import make_project, only, repro_in_process, tiny_params
+from conftest import make_project, repro_in_process
 from s3_server import BUCKET
-from test_executor import DATASETS, outputs, ray_copy, read_store
+from test_executor import DATASETS, outputs, ray_copy, read_store, small_params
 
 from drift.core.errors import DriftError
 from drift.core.objectstore import ObjectPath
@@ -31,18 +31,6 @@ def s3_cluster(s3_store, tmp_path_factory):
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"working_dir": str(own)})
     yield s3_store
     ray.shutdown()
-
-
-def small_params() -> dict:
-    """The tiny project cut further, each input kind kept: token states (ffn-s), pooled vectors (the linear
-    reference), raw text (TF-IDF), pixels (mlp-s); several embed chunks, so both actors commit."""
-    params = only(tiny_params(), *DATASETS)
-    params["sotu"].update(cap_per_slice=14, slices={"unit": "decade", "start": 1970, "end": 2000})
-    params["synth-portraits"].update(per_slice=40, slices={"unit": "year", "start": 2000, "end": 2002})
-    params["report"]["saliency"]["synth-portraits"]["cells"] = [["2000", "2001"]]
-    params["train"]["models"] = {"sotu": ["ffn-s"], "synth-portraits": ["mlp-s"]}
-    params["embed"]["chunk_rows"] = 16
-    return params
 
 
 @contextmanager
