@@ -96,7 +96,9 @@ def test_every_bench_script_has_a_quick_test():
 
 @pytest.mark.parametrize("script", sorted(PROMISED))
 def test_quick_mode_prints_its_ratios(script, tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    # a private drift cache: the rehearsals' rates and the stores go there, never to the user's
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "DRIFT_CACHE_DIR": str(tmp_path / "drift-cache")}
     result = subprocess.run([sys.executable, str(BENCH / script), "--quick"], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, f"{script} --quick failed ({result.returncode}):\n{result.stderr[-4000:]}"
