@@ -199,7 +199,8 @@ def test_the_reports_render_in_chromium(committed, tmp_path):
 
 def test_a_paper_dataset_is_set_beside_the_published_run(tmp_path):
     """A run in Amazon Reviews' format (the evaluate stage's files on the published slices, then the report
-    stage): the page gets the comparison with the paper, each model's matrix, the paper's and the difference."""
+    stage): the page gets the comparison with the paper and, per model, one figure of its matrix, the paper's and the
+    difference."""
     from test_paper import paper_run
 
     picked, _ = paper_run(tmp_path, "amazon")
@@ -208,11 +209,11 @@ def test_a_paper_dataset_is_set_beside_the_published_run(tmp_path):
     page = path.read_text()
     section = page[page.index('<section id="paper">'):]
     section = section[:section.index("</section>")]
-    assert section.count('<img src="data:image/png;base64,') == 3 * len(picked)
+    assert section.count('<img src="data:image/png;base64,') == len(picked)  # one figure of three panels each
     for model in picked:
         display = get_model_info(model).display
-        for title in ("ours", "the paper's", "ours − paper"):
-            assert f'alt="{html.escape(f"{model} ({display}): {title}")}"' in section
+        caption = f"{model} ({display}): ours, the paper's, ours − paper"
+        assert f'alt="{html.escape(caption)}"' in section
     assert "Only in our run: baseline-prior." in section
     assert "Spearman ρ of the Decay rankings -0.500 over 3 models" in section
     assert "http://" not in page and "https://" not in page

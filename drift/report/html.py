@@ -200,10 +200,11 @@ def _policies(rows: list[dict]) -> str:
 
 
 def _paper(name: str, root: Path) -> str:
-    """The run beside the paper's published one: the table of `drift paper`, then for each model both have our
-    matrix, theirs and the difference over the slices both have, in the published unit."""
+    """The run beside the paper's published one: the table of `drift paper`, then for each model both have one
+    figure of three panels: our matrix, theirs and the difference over the slices both have, in the published
+    unit."""
     from drift.report.plots import (
-        heatmap,  # lazy: matplotlib, only when a report is written
+        heatmap_row,  # lazy: matplotlib, only when a report is written
     )
 
     result = compare_run(root, name)
@@ -273,18 +274,18 @@ def _paper(name: str, root: Path) -> str:
                     True,
                 ),
             )
-            for k, (matrix, labels, title, diverging) in enumerate(panels):
-                path = Path(tmp) / f"{r['model']}-{k}.png"
-                heatmap(
-                    matrix,
-                    labels,
-                    path,
-                    f"{r['model']}: {title}",
-                    data["metric"],
-                    data["higher_is_better"],
-                    diverging=diverging,
-                )
-                figures.append(figure(path, f"{r['model']} ({r['paper_name']}): {title}"))
+            path = Path(tmp) / f"{r['model']}.png"
+            heatmap_row(
+                [
+                    (matrix, labels, f"{r['model']}: {title}", diverging)
+                    for matrix, labels, title, diverging in panels
+                ],
+                path,
+                data["metric"],
+                data["higher_is_better"],
+            )
+            titles = ", ".join(title for _, _, title, _ in panels)
+            figures.append(figure(path, f"{r['model']} ({r['paper_name']}): {titles}", wide=True))
     return out + f'<div class="grid">{"".join(figures)}</div>'
 
 

@@ -70,6 +70,40 @@ def heatmap(
     """marks: a K x K boolean array; a small dot in each True cell (e.g. a significant test)."""
     k = len(labels)
     fig, ax = plt.subplots(figsize=(5.2 + 0.05 * k, 4.4 + 0.05 * k), dpi=120)
+    _draw_heatmap(fig, ax, matrix, labels, title, metric, higher_is_better, diverging, marks)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def heatmap_row(
+    panels: list[tuple[np.ndarray, list[str], str, bool]],
+    path: Path,
+    metric: str,
+    higher_is_better: bool = True,
+) -> None:
+    """Heatmaps side by side in one figure, each drawn as `heatmap` draws one, with its own colour bar; panels:
+    (matrix, labels, title, diverging) each. Fixed margins, not tight_layout: at most 12 ticks a side keep the
+    labels within them, and one figure so laid out costs about half of as many separate heatmaps."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.6 * len(panels), 4.8), dpi=120, squeeze=False)
+    for ax, (matrix, labels, title, diverging) in zip(axes[0], panels):
+        _draw_heatmap(fig, ax, matrix, labels, title, metric, higher_is_better, diverging, None)
+    fig.subplots_adjust(left=0.06, right=0.97, bottom=0.2, top=0.93, wspace=0.35)
+    _save(fig, path)
+
+
+def _draw_heatmap(
+    fig,
+    ax,
+    matrix: np.ndarray,
+    labels: list[str],
+    title: str,
+    metric: str,
+    higher_is_better: bool,
+    diverging: bool,
+    marks: np.ndarray | None,
+) -> None:
+    """One heatmap and its colour bar on `ax` of `fig` (heatmap's docstring: the style)."""
+    k = len(labels)
     masked = np.ma.masked_invalid(matrix)
     vmin, vmax = color_limits(matrix, diverging)
     name = ("RdBu" if diverging else "viridis") + ("" if higher_is_better else "_r")
@@ -89,8 +123,6 @@ def heatmap(
     ax.set_title(title, fontsize=10)
     bar = fig.colorbar(image, ax=ax)
     bar.set_label(("Δ " if diverging else "") + METRIC_LABELS.get(metric, metric))
-    fig.tight_layout()
-    _save(fig, path)
 
 
 def _save(fig, path: Path) -> None:
