@@ -6,6 +6,7 @@ other code is served."""
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import json
 from pathlib import Path
@@ -43,7 +44,7 @@ def code_fields(module: str) -> dict:
     return {"code_sha256": code_digest(files), "libraries": library_versions(external_imports(files))}
 
 
-class Fingerprinted:
+class Fingerprinted(abc.ABC):
     """Mixin of the frozen encoders: `fingerprint()` = the spec's name, hub id and weights' sha256 (hashed once),
     the code and library versions of the encoder's module, plus its own `fingerprint_fields()`;
     `fingerprint_hash()` its sha256."""
@@ -53,9 +54,9 @@ class Fingerprinted:
     _weights_sha256: str | None = None
     _code: dict | None = None
 
+    @abc.abstractmethod
     def fingerprint_fields(self) -> dict:
         """What else decides the encoder's outputs (pooling, lengths, sizes, dtype): each encoder's own."""
-        raise NotImplementedError
 
     def fingerprint(self) -> dict:
         if self._weights_sha256 is None:  # hashing a checkpoint takes a while: once per encoder

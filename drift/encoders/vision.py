@@ -126,11 +126,16 @@ def torchvision_weights(spec):
     return getattr(getattr(torchvision.models, enum), member)
 
 
+def torchvision_file_name(spec) -> str:
+    """The file name torchvision keeps a registry entry's weights under (the last part of their URL)."""
+    return Path(urlparse(torchvision_weights(spec).url).path).name
+
+
 def resolve_torchvision_weights(spec, weights: str | None = None) -> Path:
     """The local file of a torchvision encoder's weights: embed.weights.<name> (the file, or a folder holding it
     under torchvision's own file name), else torch's hub cache, where torchvision keeps what it downloaded; or a
     one-line error saying how to provide it. A file-system lookup only: nothing downloads."""
-    file_name = Path(urlparse(torchvision_weights(spec).url).path).name
+    file_name = torchvision_file_name(spec)
     if weights:
         path = Path(weights).expanduser()
         if path.is_dir() and (path / file_name).is_file():

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import cast
-from urllib.parse import urlparse
 
 import yaml
 
@@ -357,11 +356,10 @@ def write_standin(name: str, folder: Path, layers: int | None, source: str = "ti
         if source == "torchvision":
             import torchvision
 
-            from drift.encoders.vision import torchvision_weights
+            from drift.encoders.vision import torchvision_file_name
 
-            weights = torchvision_weights(spec)
             model = getattr(torchvision.models, spec.torchvision.partition(":")[0])(weights=None)
-            torch.save(model.state_dict(), folder / Path(urlparse(weights.url).path).name)
+            torch.save(model.state_dict(), folder / torchvision_file_name(spec))
             return {"width": spec.dim, "layers": None}
         import timm
         from safetensors.torch import save_file
