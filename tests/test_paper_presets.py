@@ -188,6 +188,8 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
             if model in code.get("encoder_activation", {}):  # timm builds these three with nn.GELU
                 check(f"embed.image_activation.{encoder}", code["encoder_activation"][model],
                       encoder_kwargs(encoder, embed).get("activation", "gelu"))
+            check(f"embed.image_pos_embed.{encoder}", code.get("encoder_pos_embed", {}).get(model, "timm"),
+                  encoder_kwargs(encoder, embed).get("pos_embed", "timm"))
     check("train.slice_seed.keys", code["trainer_keys"], {m: trainer_key(m) for m in sorted(models)})
     # the modules the preset builds (train.modules): their parameter counts and how they are made
     built = PresetModels(dataset, params)
@@ -263,7 +265,8 @@ def test_every_fact_is_compared(preset, tmp_path):
                      "split_draw", "split_row_order", "pixel_scale", "loss_weights_rows", "encoder_pooling",
                      "encoder_pixels", "batch_order", "pooled_normalize", "encoder_compute_dtype", "empty_texts",
                      "repeated_reviews", "sample_draw", "slice_seed", "trainer_keys", "model_params",
-                     "model_modules", "encoder_activation", "pixels", "shuffle_draws", "chunk_sampler"}
+                     "model_modules", "encoder_activation", "pixels", "shuffle_draws", "chunk_sampler",
+                     "encoder_pos_embed"}
     assert set(f["from_code"]) <= compared_code
 
 
@@ -504,6 +507,60 @@ def test_dinov3_pools_the_cls_token_of_raw_pixels(tmp_path):
     np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4)
     assert np.abs(ours - tokens[:, reference.num_prefix_tokens:].mean(1).numpy()).max() > 1e-3
     assert encoder.fingerprint_fields()["pooling"] == "timm:token" and encoder.fingerprint_fields()["input"] == "raw"
+
+
+def test_dinov2_resamples_its_position_table_as_the_hub_model(tmp_path):
+    """embed.image_pos_embed dinov2-hub: the preset's DINOv2-S as the embed stage builds it (random weights, the
+    real architecture, its 37 x 37 table of the 518 training size) gives the pooled vector of their torch.hub
+    dinov2_vits14 (interpolate_offset 0.1, no antialiasing), stated here: the portrait upsampled to 224, 14 x 14
+    patches, the class token, the table's 37 x 37 patch rows resampled bicubically by the scale factor 16.1 / 37
+    (align_corners False) and added, the blocks, the final norm, the CLS token. timm's own resampling at load
+    (antialiased) gives other vectors; the option on an encoder other than DINOv2 fails in one line."""
+    import timm
+    from safetensors.torch import save_file
+
+    from drift.core.errors import DriftError
+    from drift.core.params import EmbedParams
+    from drift.encoders.embed import encoder_kwargs
+    from drift.encoders.vision import VisionEncoder
+
+    params = applied("paper-yearbook", tmp_path)
+    assert params.embed.image_pos_embed == {"dinov2-s": "dinov2-hub"}
+    torch.manual_seed(0)
+    reference = timm.create_model(ENCODERS["dinov2-s"].hub_id, pretrained=False, num_classes=0).eval()
+    assert reference.pos_embed.shape == (1, 1 + 37 * 37, 384)
+    with torch.no_grad():  # layer scales of 1 (timm inits them at 1e-5): the blocks carry the patches to the CLS;
+        for name, weight in reference.named_parameters():  # a table on the scale of the raw pixels' patch tokens
+            if name.endswith(".gamma"):
+                weight.fill_(1.0)
+        reference.pos_embed.mul_(1000.0)
+    save_file(reference.state_dict(), str(tmp_path / "model.safetensors"))
+    embed = params.embed.model_copy(update={"weights": {"dinov2-s": str(tmp_path / "model.safetensors")},
+                                            "device": "cpu"})
+    encoder = VisionEncoder("dinov2-s", **encoder_kwargs("dinov2-s", embed))
+    images = np.random.default_rng(0).integers(0, 256, (2, 3, 32, 32), dtype=np.uint8)
+    x = torch.nn.functional.interpolate(torch.from_numpy(images).float(), size=(224, 224), mode="bilinear",
+                                        align_corners=False)
+    table = reference.pos_embed.detach()
+    grid = table[:, 1:].reshape(1, 37, 37, 384).permute(0, 3, 1, 2)
+    patch_rows = torch.nn.functional.interpolate(grid, scale_factor=(16.1 / 37, 16.1 / 37), mode="bicubic",
+                                                 align_corners=False, antialias=False)
+    assert patch_rows.shape[-2:] == (16, 16)
+    positions = torch.cat([table[:, :1], patch_rows.permute(0, 2, 3, 1).reshape(1, 256, 384)], dim=1)
+    torch.testing.assert_close(encoder.model.pos_embed.detach(), positions, rtol=0, atol=1e-6)
+    with torch.no_grad():
+        tokens = reference.patch_embed.proj(x).flatten(2).transpose(1, 2)
+        tokens = torch.cat([reference.cls_token.expand(len(x), -1, -1), tokens], dim=1) + positions
+        theirs = reference.norm(reference.blocks(tokens))[:, 0].numpy()
+    ours = encoder.encode_batch(images)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4)
+    assert encoder.fingerprint_fields()["pos_embed"] == "dinov2-hub"
+    timms = VisionEncoder("dinov2-s", **encoder_kwargs("dinov2-s", embed.model_copy(update={"image_pos_embed": {}})))
+    assert (timms.model.pos_embed - encoder.model.pos_embed).abs().max() > 1e-3
+    assert np.abs(timms.encode_batch(images) - ours).max() > 1e-3
+    assert "pos_embed" not in timms.fingerprint_fields()
+    with pytest.raises(DriftError, match="dinov2-hub is DINOv2's torch.hub resampling.*dinov2-s"):
+        EmbedParams(image_pos_embed={"vit-s16-in21k": "dinov2-hub"})
 
 
 def test_batches_are_a_uniform_shuffle(tmp_path):

@@ -393,6 +393,11 @@ class EmbedParams(Section):
     image_source: Annotated[
         dict[str, Annotated[str, choice("timm", "torchvision")]], _known_keys(ENCODERS)
     ] = {}
+    # vision encoder -> how its position table meets the 224 grid: timm's resampling at load (left out), or
+    # dinov2-hub: as DINOv2's torch.hub model interpolates it each forward pass (the authors' DINOv2-S)
+    image_pos_embed: Annotated[
+        dict[str, Annotated[str, choice("timm", "dinov2-hub")]], _known_keys(ENCODERS)
+    ] = {}
 
     @model_validator(mode="after")
     def _image_source(self):
@@ -402,6 +407,13 @@ class EmbedParams(Section):
                 raise DriftError(
                     f"embed.image_source.{name}: torchvision serves no weights of {name} here; "
                     f"it serves {', '.join(served)} (others: timm)"
+                )
+        dinov2 = [name for name, spec in ENCODERS.items() if "dinov2" in spec.hub_id]
+        for name, how in self.image_pos_embed.items():
+            if how == "dinov2-hub" and (name not in dinov2 or self.image_source.get(name, "timm") != "timm"):
+                raise DriftError(
+                    f"embed.image_pos_embed.{name}: dinov2-hub is DINOv2's torch.hub resampling, for the timm "
+                    f"DINOv2 encoders {', '.join(dinov2)} (others: timm)"
                 )
         return self
 

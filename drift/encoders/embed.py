@@ -37,7 +37,8 @@ def encoder_kwargs(name: str, cfg: EmbedParams) -> dict:
     """The constructor arguments the `embed` params give encoder `name`:
     batch size, dtype, compute dtype, device, weights, and for a text encoder max_length and pooling (embed.pooling: null keeps
     the encoder's own; vision encoders pool as their timm head does, or as embed.image_pooling says, read
-    pixels as embed.image_input says, and come from the library embed.image_source names)."""
+    pixels as embed.image_input says, come from the library embed.image_source names and resample their position
+    table as embed.image_pos_embed says)."""
     kwargs = {
         "batch_size": cfg.batch_size,
         "dtype": cfg.dtype,
@@ -61,6 +62,8 @@ def encoder_kwargs(name: str, cfg: EmbedParams) -> dict:
             kwargs["activation"] = cfg.image_activation[name]
         if cfg.image_source.get(name, "timm") != "timm":
             kwargs["source"] = cfg.image_source[name]
+        if cfg.image_pos_embed.get(name, "timm") != "timm":
+            kwargs["pos_embed"] = cfg.image_pos_embed[name]
     return kwargs
 
 

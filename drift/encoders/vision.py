@@ -31,6 +31,10 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # what timm's repos o
 # the activations a vision encoder's blocks may be built with (timm's act_layer): gelu (erf), gelu_tanh (the tanh
 # approximation, SigLIP's in Hugging Face), quick_gelu (x * sigmoid(1.702 x), OpenAI CLIP's)
 ACTIVATIONS = ("gelu", "gelu_tanh", "quick_gelu")
+# how a ViT's position table reaches the grid it is fed at: resampled by timm once at load (bicubic, antialiased),
+# or as DINOv2's torch.hub model interpolates it at every forward pass (dinov2_hub_pos_embed)
+POS_EMBEDS = ("timm", "dinov2-hub")
+DINOV2_HUB_OFFSET = 0.1  # the hub model's interpolate_offset: its scale factor is (grid + 0.1) / M
 
 
 def hub_repo(arch: str) -> str:
@@ -185,6 +189,73 @@ def build_torchvision_model(spec, weights_file: Path) -> torch.nn.Module:
     return TorchvisionConvNeXt(model)
 
 
+def checkpoint_pos_embed(weights_file: Path) -> torch.Tensor:
+    """The position table `pos_embed` [1, prefix + M * M, D] as a checkpoint stores it, before any resampling:
+    from a safetensors file, or a torch file holding a state dict (at its top level or under model/state_dict)."""
+    try:
+        if weights_file.suffix == ".safetensors":
+            with safe_open(str(weights_file), "pt") as f:
+                state = {"pos_embed": f.get_tensor("pos_embed")} if "pos_embed" in f.keys() else {}
+        else:
+            state = torch.load(weights_file, map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError, pickle.UnpicklingError, ValueError) as e:
+        reason = " ".join(str(e).split())[:200]
+        raise DriftError(f"cannot read the position table of {weights_file}: {reason}") from e
+    for key in ("model", "state_dict"):
+        if isinstance(state, dict) and isinstance(state.get(key), dict):
+            state = state[key]
+    table = state.get("pos_embed") if isinstance(state, dict) else None
+    if not isinstance(table, torch.Tensor):
+        raise DriftError(
+            f"{weights_file} holds no pos_embed table: embed.image_pos_embed needs a ViT checkpoint"
+        )
+    return table
+
+
+def dinov2_hub_pos_embed(table: torch.Tensor, grid: int, prefix: int = 1) -> torch.Tensor:
+    """A DINOv2 position table [1, prefix + M * M, D] at a grid x grid patch grid, as DINOv2's torch.hub model
+    computes it in each forward pass: the prefix (class token) rows kept, the M x M patch rows resampled in
+    float32, bicubic, by the scale factor (grid + 0.1) / M on both axes, no antialiasing, align_corners False;
+    a table already at the grid comes back unchanged. The result has the table's dtype and device."""
+    patches = table.shape[1] - prefix
+    side = int(round(patches**0.5))
+    if table.ndim != 3 or table.shape[0] != 1 or side * side != patches:
+        raise DriftError(
+            f"a position table of shape {list(table.shape)} is not a square grid after {prefix} token"
+        )
+    if side == grid:
+        return table
+    dim = table.shape[-1]
+    square = table[:, prefix:].float().reshape(1, side, side, dim).permute(0, 3, 1, 2)
+    scale = (grid + DINOV2_HUB_OFFSET) / side
+    resampled = F.interpolate(square, scale_factor=(scale, scale), mode="bicubic", antialias=False)
+    if resampled.shape[-2:] != (grid, grid):
+        raise DriftError(
+            f"resampling a {side} x {side} position table gave {list(resampled.shape[-2:])}, not {grid}"
+        )
+    patch_rows = resampled.permute(0, 2, 3, 1).reshape(1, grid * grid, dim)
+    return torch.cat([table[:, :prefix].float(), patch_rows], dim=1).to(table.dtype)
+
+
+def hub_positions(model: torch.nn.Module, weights_file: Path, image_size: int, name: str) -> None:
+    """Set a timm ViT's position table to what DINOv2's torch.hub model uses at `image_size`: the checkpoint's
+    own table (not timm's resampling at load) through dinov2_hub_pos_embed, on the model's device."""
+    pos_embed, patch_embed = getattr(model, "pos_embed", None), getattr(model, "patch_embed", None)
+    if not isinstance(pos_embed, torch.Tensor) or patch_embed is None:
+        raise DriftError(f"embed.image_pos_embed.{name}: {name} has no learned position table to resample")
+    patch = int(cast(tuple, patch_embed.patch_size)[0])
+    prefix = int(cast(int, getattr(model, "num_prefix_tokens", 1)))
+    table = checkpoint_pos_embed(weights_file).to(pos_embed.device)
+    resampled = dinov2_hub_pos_embed(table, image_size // patch, prefix)
+    if resampled.shape != pos_embed.shape:
+        raise DriftError(
+            f"embed.image_pos_embed.{name}: the checkpoint's position table {list(table.shape)} resamples to "
+            f"{list(resampled.shape)}, the model holds {list(pos_embed.shape)}"
+        )
+    with torch.no_grad():
+        pos_embed.copy_(resampled)
+
+
 def head_pooling(model: torch.nn.Module) -> str:
     """How the timm model pools before its classifier: token, avg, map, ... (for the fingerprint)."""
     pool = getattr(model, "global_pool", None)
@@ -200,7 +271,8 @@ class VisionEncoder(Fingerprinted):
     they are (the authors' runs). `global_pool`: timm's pooling of the head (None: the architecture's).
     `activation`: the blocks' activation, one of ACTIVATIONS (None: the architecture's; timm builds OpenAI's CLIP
     with gelu where the weights were trained with quick_gelu, SigLIP with gelu where Hugging Face's is gelu_tanh).
-    `compute_dtype` (embed.compute_dtype): the forward pass's dtype on a GPU; None autocasts to `dtype`."""
+    `compute_dtype` (embed.compute_dtype): the forward pass's dtype on a GPU; None autocasts to `dtype`.
+    `pos_embed`: timm's position table (resampled at load), or dinov2-hub (DINOv2's torch.hub resampling)."""
 
     def __init__(
         self,
@@ -214,6 +286,7 @@ class VisionEncoder(Fingerprinted):
         compute_dtype: str | None = None,
         activation: str | None = None,
         source: str = "timm",
+        pos_embed: str = "timm",
     ):
         self.spec = get_encoder_spec(name)
         if self.spec.modality != "image":
@@ -234,6 +307,12 @@ class VisionEncoder(Fingerprinted):
             raise DriftError(f"embed.image_input must be normalised or raw, got {image_input!r}")
         if source not in ("timm", "torchvision"):
             raise DriftError(f"embed.image_source.{name} must be timm or torchvision, got {source!r}")
+        if pos_embed not in POS_EMBEDS or (pos_embed != "timm" and source != "timm"):
+            raise DriftError(
+                f"embed.image_pos_embed.{name} must be one of {', '.join(POS_EMBEDS)} on a timm encoder, "
+                f"got {pos_embed!r} ({source})"
+            )
+        self.pos_embed = pos_embed
         self.image_input, self.global_pool, self.activation, self.source = (
             image_input,
             global_pool,
@@ -263,6 +342,8 @@ class VisionEncoder(Fingerprinted):
             self.mean = [float(m) for m in config["mean"]]
             self.std = [float(s) for s in config["std"]]
         self.model.eval().requires_grad_(False).to(self.device)
+        if pos_embed == "dinov2-hub":  # on the device it runs on, as the hub model's forward pass
+            hub_positions(self.model, self.path, self.image_size, name)
         self._mean = torch.tensor(self.mean, device=self.device).view(1, 3, 1, 1)
         self._std = torch.tensor(self.std, device=self.device).view(1, 3, 1, 1)
 
@@ -288,6 +369,8 @@ class VisionEncoder(Fingerprinted):
             self.source != "timm"
         ):  # off the default only, as input: the network and weights of another library
             fields["source"] = f"{self.source}:{self.spec.torchvision}"
+        if self.pos_embed != "timm":  # off the default only, as input
+            fields["pos_embed"] = self.pos_embed
         return fields
 
     def preprocess(self, images: np.ndarray) -> torch.Tensor:

@@ -364,11 +364,9 @@ def write_standin(name: str, folder: Path, layers: int | None, source: str = "ti
         import timm
         from safetensors.torch import save_file
 
-        from drift.encoders.vision import size_kwargs
-
-        model = timm.create_model(
-            spec.hub_id, pretrained=False, num_classes=0, **size_kwargs(spec.hub_id, spec.image_size)
-        )
+        # at the architecture's own input size, as the hub's checkpoints are: the embed stage resamples a ViT's
+        # position table to the size it feeds, as it does for real weights (timm's way, or embed.image_pos_embed)
+        model = timm.create_model(spec.hub_id, pretrained=False, num_classes=0)
         save_file(
             {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()},
             str(folder / "model.safetensors"),
