@@ -45,10 +45,13 @@ lint: install
 format: install
 	$(BIN)/ruff format $(LINTED)
 
-# one pytest worker per core; a test file's tests stay on one worker (they share its fixtures and temp repos); files
-# go out in tests/conftest.py's order, the longest first (xdist's default reorder puts files by test count)
+# one pytest worker per core and one more: the tests wait on the processes they start (dvc, stages, Ray daemons,
+# servers), so one worker a core left a quarter of the CPU idle (docs/decisions.md "The suite under 15 minutes");
+# a test file's tests stay on one worker (they share its fixtures and temp repos); files go out in
+# tests/conftest.py's order, the longest first (xdist's default reorder puts files by test count)
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 test: install browser lint
-	. $(BIN)/activate && python -m pytest -q -n auto --dist loadfile --no-loadscope-reorder
+	. $(BIN)/activate && python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # pure functions and small modules only: no DVC repository, Ray cluster, subprocess or server (marked `pipeline`
 # by tests/conftest.py), no real encoder, training or figures (`compute`); for the edit-test loop
