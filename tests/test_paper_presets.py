@@ -479,27 +479,36 @@ def test_convnext_is_torchvisions_network_pooled_as_their_classifier_reads_it(tm
     assert fields["pooling"] == "torchvision:avg+norm"
 
 
-def test_dinov3_pools_the_cls_token_of_raw_pixels(tmp_path):
-    """The preset's DINOv3-S as the embed stage builds it (random weights, the real architecture) gives their
-    pooled vector: the 0-255 portrait upsampled bilinearly to 224 with no normalisation, through the backbone,
-    the CLS token after the final norm (the Hugging Face model's pooler_output), not timm's patch average."""
-    import timm
+def built_as_the_preset(name: str, reference, params, tmp_path):
+    """Vision encoder `name` as the embed stage builds it under `params` (on the CPU), with the weights of the timm
+    model `reference` in the file embed.weights names; with it the embed params, two random 32x32 portraits and
+    their input to the authors' encoders (upsampled bilinearly to 224, 0-255, not normalised)."""
     from safetensors.torch import save_file
 
     from drift.encoders.embed import encoder_kwargs
     from drift.encoders.vision import VisionEncoder
 
+    save_file(reference.state_dict(), str(tmp_path / "model.safetensors"))
+    embed = params.embed.model_copy(update={"weights": {name: str(tmp_path / "model.safetensors")},
+                                            "device": "cpu"})
+    encoder = VisionEncoder(name, **encoder_kwargs(name, embed))
+    images = np.random.default_rng(0).integers(0, 256, (2, 3, 32, 32), dtype=np.uint8)
+    x = torch.nn.functional.interpolate(torch.from_numpy(images).float(), size=(224, 224), mode="bilinear",
+                                        align_corners=False)
+    return encoder, embed, images, x
+
+
+def test_dinov3_pools_the_cls_token_of_raw_pixels(tmp_path):
+    """The preset's DINOv3-S as the embed stage builds it (random weights, the real architecture) gives their
+    pooled vector: the 0-255 portrait upsampled bilinearly to 224 with no normalisation, through the backbone,
+    the CLS token after the final norm (the Hugging Face model's pooler_output), not timm's patch average."""
+    import timm
+
     params = applied("paper-yearbook", tmp_path)
     torch.manual_seed(0)
     arch = ENCODERS["dinov3-s"].hub_id
     reference = timm.create_model(arch, pretrained=False, num_classes=0).eval()
-    save_file(reference.state_dict(), str(tmp_path / "model.safetensors"))
-    embed = params.embed.model_copy(update={"weights": {"dinov3-s": str(tmp_path / "model.safetensors")},
-                                            "device": "cpu"})
-    encoder = VisionEncoder("dinov3-s", **encoder_kwargs("dinov3-s", embed))
-    images = np.random.default_rng(0).integers(0, 256, (2, 3, 32, 32), dtype=np.uint8)
-    x = torch.nn.functional.interpolate(torch.from_numpy(images).float(), size=(224, 224), mode="bilinear",
-                                        align_corners=False)
+    encoder, _, images, x = built_as_the_preset("dinov3-s", reference, params, tmp_path)
     with torch.no_grad():
         tokens = reference.forward_features(x)
     theirs = tokens[:, 0].numpy()
@@ -517,7 +526,6 @@ def test_dinov2_resamples_its_position_table_as_the_hub_model(tmp_path):
     (align_corners False) and added, the blocks, the final norm, the CLS token. timm's own resampling at load
     (antialiased) gives other vectors; the option on an encoder other than DINOv2 fails in one line."""
     import timm
-    from safetensors.torch import save_file
 
     from drift.core.errors import DriftError
     from drift.core.params import EmbedParams
@@ -534,13 +542,7 @@ def test_dinov2_resamples_its_position_table_as_the_hub_model(tmp_path):
             if name.endswith(".gamma"):
                 weight.fill_(1.0)
         reference.pos_embed.mul_(1000.0)
-    save_file(reference.state_dict(), str(tmp_path / "model.safetensors"))
-    embed = params.embed.model_copy(update={"weights": {"dinov2-s": str(tmp_path / "model.safetensors")},
-                                            "device": "cpu"})
-    encoder = VisionEncoder("dinov2-s", **encoder_kwargs("dinov2-s", embed))
-    images = np.random.default_rng(0).integers(0, 256, (2, 3, 32, 32), dtype=np.uint8)
-    x = torch.nn.functional.interpolate(torch.from_numpy(images).float(), size=(224, 224), mode="bilinear",
-                                        align_corners=False)
+    encoder, embed, images, x = built_as_the_preset("dinov2-s", reference, params, tmp_path)
     table = reference.pos_embed.detach()
     grid = table[:, 1:].reshape(1, 37, 37, 384).permute(0, 3, 1, 2)
     patch_rows = torch.nn.functional.interpolate(grid, scale_factor=(16.1 / 37, 16.1 / 37), mode="bicubic",
