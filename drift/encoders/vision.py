@@ -189,29 +189,6 @@ def build_torchvision_model(spec, weights_file: Path) -> torch.nn.Module:
     return TorchvisionConvNeXt(model)
 
 
-def checkpoint_pos_embed(weights_file: Path) -> torch.Tensor:
-    """The position table `pos_embed` [1, prefix + M * M, D] as a checkpoint stores it, before any resampling:
-    from a safetensors file, or a torch file holding a state dict (at its top level or under model/state_dict)."""
-    try:
-        if weights_file.suffix == ".safetensors":
-            with safe_open(str(weights_file), "pt") as f:
-                state = {"pos_embed": f.get_tensor("pos_embed")} if "pos_embed" in f.keys() else {}
-        else:
-            state = torch.load(weights_file, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, pickle.UnpicklingError, ValueError) as e:
-        reason = " ".join(str(e).split())[:200]
-        raise DriftError(f"cannot read the position table of {weights_file}: {reason}") from e
-    for key in ("model", "state_dict"):
-        if isinstance(state, dict) and isinstance(state.get(key), dict):
-            state = state[key]
-    table = state.get("pos_embed") if isinstance(state, dict) else None
-    if not isinstance(table, torch.Tensor):
-        raise DriftError(
-            f"{weights_file} holds no pos_embed table: embed.image_pos_embed needs a ViT checkpoint"
-        )
-    return table
-
-
 def dinov2_hub_pos_embed(table: torch.Tensor, grid: int, prefix: int = 1) -> torch.Tensor:
     """A DINOv2 position table [1, prefix + M * M, D] at a grid x grid patch grid, as DINOv2's torch.hub model
     computes it in each forward pass: the prefix (class token) rows kept, the M x M patch rows resampled in
@@ -237,23 +214,20 @@ def dinov2_hub_pos_embed(table: torch.Tensor, grid: int, prefix: int = 1) -> tor
     return torch.cat([table[:, :prefix].float(), patch_rows], dim=1).to(table.dtype)
 
 
-def hub_positions(model: torch.nn.Module, weights_file: Path, image_size: int, name: str) -> None:
-    """Set a timm ViT's position table to what DINOv2's torch.hub model uses at `image_size`: the checkpoint's
-    own table (not timm's resampling at load) through dinov2_hub_pos_embed, on the model's device."""
-    pos_embed, patch_embed = getattr(model, "pos_embed", None), getattr(model, "patch_embed", None)
-    if not isinstance(pos_embed, torch.Tensor) or patch_embed is None:
+def hub_positions(model: torch.nn.Module, image_size: int, name: str) -> None:
+    """Bring a timm ViT built at its checkpoint's own size (the table as trained, not resampled at load) to
+    `image_size` with the position table DINOv2's torch.hub model uses there (dinov2_hub_pos_embed), on the
+    model's device."""
+    pos_embed = getattr(model, "pos_embed", None)
+    set_input_size = getattr(model, "set_input_size", None)
+    if not isinstance(pos_embed, torch.Tensor) or set_input_size is None:
         raise DriftError(f"embed.image_pos_embed.{name}: {name} has no learned position table to resample")
-    patch = int(cast(tuple, patch_embed.patch_size)[0])
-    prefix = int(cast(int, getattr(model, "num_prefix_tokens", 1)))
-    table = checkpoint_pos_embed(weights_file).to(pos_embed.device)
-    resampled = dinov2_hub_pos_embed(table, image_size // patch, prefix)
-    if resampled.shape != pos_embed.shape:
-        raise DriftError(
-            f"embed.image_pos_embed.{name}: the checkpoint's position table {list(table.shape)} resamples to "
-            f"{list(resampled.shape)}, the model holds {list(pos_embed.shape)}"
-        )
+    prefix = 0 if getattr(model, "no_embed_class", False) else int(cast(int, model.num_prefix_tokens))
+    patch = int(cast(tuple, cast(torch.nn.Module, model.patch_embed).patch_size)[0])
+    resampled = dinov2_hub_pos_embed(pos_embed.detach(), image_size // patch, prefix)
+    set_input_size(img_size=(image_size, image_size))  # the patch grid; timm's own table is replaced below
     with torch.no_grad():
-        pos_embed.copy_(resampled)
+        cast(torch.Tensor, model.pos_embed).copy_(resampled)
 
 
 def head_pooling(model: torch.nn.Module) -> str:
@@ -332,9 +306,9 @@ class VisionEncoder(Fingerprinted):
             self.mean, self.std = [float(m) for m in transform.mean], [float(s) for s in transform.std]
         else:
             self.path = resolve_weights(self.spec, weights)
-            self.model = build_model(
-                self.spec.hub_id, self.spec.image_size, self.path, global_pool, activation
-            )
+            # dinov2-hub: built at the checkpoint's own size, so its position table loads as trained
+            size = 0 if pos_embed == "dinov2-hub" else self.spec.image_size
+            self.model = build_model(self.spec.hub_id, size, self.path, global_pool, activation)
             # timm's width, an int (nn.Module types an attribute it does not declare as Tensor | Module)
             self.dim = int(cast(int, self.model.num_features))
             config = timm.data.resolve_data_config({}, model=self.model)
@@ -343,7 +317,7 @@ class VisionEncoder(Fingerprinted):
             self.std = [float(s) for s in config["std"]]
         self.model.eval().requires_grad_(False).to(self.device)
         if pos_embed == "dinov2-hub":  # on the device it runs on, as the hub model's forward pass
-            hub_positions(self.model, self.path, self.image_size, name)
+            hub_positions(self.model, self.image_size, name)
         self._mean = torch.tensor(self.mean, device=self.device).view(1, 3, 1, 1)
         self._std = torch.tensor(self.std, device=self.device).view(1, 3, 1, 1)
 
