@@ -85,7 +85,8 @@ def test_a_tiny_rehearsal_of_each_preset_from_an_installed_wheel(tmp_path):
                            env=env, capture_output=True, text=True, check=True).stdout.strip()
     assert Path(where).is_relative_to(tmp_path / "venv"), where  # the wheel's drift, not the checkout's
     for preset in PRESETS:
-        done = subprocess.run([bin_dir / "drift", "rehearse", preset, "--tiny", "--json", *(arxiv_overrides() if preset == "paper-arxiv" else [])],
+        overrides = arxiv_overrides() if preset == "paper-arxiv" else []
+        done = subprocess.run([bin_dir / "drift", "rehearse", preset, "--tiny", "--json", *overrides],
                               cwd=elsewhere, env=env, capture_output=True, text=True)
         assert done.returncode == 0, (preset, done.stdout[-3000:], done.stderr[-3000:])
         out = json.loads(done.stdout)
