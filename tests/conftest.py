@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from drift.core.environment import pin_cpu_code_path
+from drift.core.environment import deterministic_kernels, pin_cpu_code_path
 
 pin_cpu_code_path()  # before any test imports torch: the code path the committed numbers were computed on
 
@@ -152,7 +152,7 @@ def repro_in_process(repo: Path, *datasets: str, stages=STAGES) -> None:
     finally:
         os.chdir(cwd)
         torch.set_num_threads(threads)
-        torch.use_deterministic_algorithms(strict)
+        deterministic_kernels(strict)
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import re
+import sys
 from collections.abc import Mapping
 from functools import cache, lru_cache
 from importlib import metadata
@@ -67,8 +68,21 @@ def deterministic(threads: int) -> None:
     another number of threads adds in another order). What train and evaluate set before any compute."""
     import torch
 
-    torch.use_deterministic_algorithms(True)
+    deterministic_kernels(True)
     torch.set_num_threads(max(1, int(threads)))
+
+
+def deterministic_kernels(mode: bool) -> None:
+    """torch's deterministic-algorithms switch, as torch.use_deterministic_algorithms(mode) sets it for eager
+    code. That function also sets the compiler's flag, and importing the compiler's config to do so costs about
+    1.3 CPU-seconds a process (docs/decisions.md); nothing here compiles, so the compiler's flag is set only
+    when the compiler is already loaded."""
+    import torch
+
+    if "torch._inductor.config" in sys.modules:
+        torch.use_deterministic_algorithms(mode)
+    else:
+        torch._C._set_deterministic_algorithms(mode, warn_only=False)
 
 
 @cache  # installed versions do not change under a running process

@@ -357,6 +357,7 @@ def measure_model(model_name: str, spec: BenchInput, threads: int, seconds: floa
     import numpy as np
     import torch
 
+    from drift.core.environment import deterministic_kernels
     from drift.models.checkpoints import build_model
     from drift.protocol.tasks import get_task
     from drift.train.loop import make_optimizer
@@ -364,7 +365,7 @@ def measure_model(model_name: str, spec: BenchInput, threads: int, seconds: floa
     task = get_task(spec.task)
     before = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(True)
+    deterministic_kernels(True)
     try:
         torch.manual_seed(0)
         n_rows = max(2 * spec.batch_size, 256)
@@ -413,7 +414,7 @@ def measure_model(model_name: str, spec: BenchInput, threads: int, seconds: floa
         return result
     finally:
         torch.set_num_threads(before[0])
-        torch.use_deterministic_algorithms(before[1])
+        deterministic_kernels(before[1])
 
 
 def measure_matmul(threads: int, seconds: float = 0.5) -> float:

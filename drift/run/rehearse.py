@@ -678,7 +678,7 @@ def compare_engines(repo: Path, params, names: list[str]) -> dict:
     import numpy as np
     import torch
 
-    from drift.core.environment import deterministic
+    from drift.core.environment import deterministic, deterministic_kernels
     from drift.models import get_model_info
     from drift.models.slice_data import SliceData, input_settings
     from drift.run.plan import bench_model_for
@@ -733,6 +733,6 @@ def compare_engines(repo: Path, params, names: list[str]) -> dict:
             del data, targets
     finally:
         torch.set_num_threads(threads)
-        torch.use_deterministic_algorithms(strict)
+        deterministic_kernels(strict)
         np.random.seed(None)
     return out
