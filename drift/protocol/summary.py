@@ -208,9 +208,12 @@ def seed_spread(mats, higher_is_better: bool, n_boot: int = 1000, seed: int = 0)
 
     rng = np.random.default_rng(seed)
     boot: dict[str, list[float]] = {s: [] for s in STATS}
+    regions: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # by the seeds drawn, in their order (the sum's)
     for _ in range(n_boot):
-        M = mean_over_seeds(A[rng.integers(0, len(A), size=len(A))])
-        diag, future = _regions(M)
+        drawn = rng.integers(0, len(A), size=len(A))
+        if (key := tuple(drawn.tolist())) not in regions:
+            regions[key] = _regions(mean_over_seeds(A[drawn]))
+        diag, future = regions[key]
         id_ = float(rng.choice(diag, size=len(diag)).mean()) if len(diag) else None
         fut = float(rng.choice(future, size=len(future)).mean()) if len(future) else None
         for s, v in zip(STATS, (id_, fut, _decay(id_, fut, higher_is_better))):

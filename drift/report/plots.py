@@ -126,7 +126,11 @@ def _draw_heatmap(
 
 
 def _save(fig, path: Path) -> None:
+    """The figure as laid out (tight_layout or fixed margins) to a PNG at `path`, and closed."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    # tight_layout leaves a placeholder layout engine, for which savefig draws the whole figure once more before
+    # the draw it saves; without an engine it draws once, to the same pixels
+    fig.set_layout_engine(None)
     fig.savefig(path)
     plt.close(fig)
 
