@@ -13,7 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from drift.core.environment import deterministic_kernels, pin_cpu_code_path
+# OpenMP's idle threads sleep instead of spinning: the suite runs more torch processes than cores (pytest workers,
+# stage scripts, Ray workers), where libgomp's default spin-wait burned about 4x the CPU of the work itself
+# (docs/decisions.md "OpenMP threads that wait by sleeping"); it changes no arithmetic. Before torch loads libgomp.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from drift.core.environment import deterministic_kernels, pin_cpu_code_path  # noqa: E402
 
 pin_cpu_code_path()  # before any test imports torch: the code path the committed numbers were computed on
 
