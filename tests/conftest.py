@@ -211,7 +211,8 @@ HEAVY = re.compile(r"make_project|repro_in_process|subprocess|Popen|\brun\(\[|[\
                    r"s3_server|s3_store|chromium")
 # what makes it a `compute` one (also left out): a real encoder or vision backbone, a model trained, a report's
 # figures drawn, a vector index built, a rehearsal
-COMPUTE = re.compile(r"make_encoder|text_encoder|TextEncoder|SentenceTransformer|\btimm\b|vision_encoder|"
+COMPUTE = re.compile(r"make_encoder|text_encoder|TextEncoder|VisionEncoder|SentenceTransformer|\btimm\b|"
+                     r"torchvision\.models\.|vision_encoder|"
                      r"embed_dataset|embed_all|train_one|train_many|train_roster|train_group|build_model\(|"
                      r"create_model\(|forward_backward|write_report|write_policy_report|\breport\(tmp_path|"
                      r"saliency|lancedb|\brehearse\(")
