@@ -13,12 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-# OpenMP's idle threads sleep instead of spinning: the suite runs more torch processes than cores (pytest workers,
-# stage scripts, Ray workers), where libgomp's default spin-wait burned about 4x the CPU of the work itself
-# (docs/decisions.md "OpenMP threads that wait by sleeping"); it changes no arithmetic. Before torch loads libgomp.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-from drift.core.environment import deterministic_kernels, pin_cpu_code_path  # noqa: E402
+from drift.core.environment import deterministic_kernels, pin_cpu_code_path
 
 pin_cpu_code_path()  # before any test imports torch: the code path the committed numbers were computed on
 
@@ -41,6 +36,10 @@ os.environ.setdefault("COLUMNS", "80")
 # every `dvc` command otherwise starts a detached analytics daemon (about 0.8 s of CPU each, not counted by the
 # test's own timing) that tries to reach the network
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+# OpenMP's idle threads sleep instead of spinning: the suite runs more torch processes than cores (pytest workers,
+# stage scripts, Ray workers), where libgomp's spin-wait costs CPU the others need (docs/decisions.md "Costs a
+# process pays whatever it computes"); no arithmetic changes. Nothing above imports torch, which reads it at load
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def metrics_json(**stats) -> str:
