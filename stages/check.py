@@ -6,6 +6,10 @@ transformers, timm or lancedb is imported. Writes data/checked/<dataset>.json (i
 digest), the same bytes while the reader is unchanged: its ingest depends on it, which orders it after the check
 and re-runs it only when its reader changed."""
 
+from drift.core.interrupt import exit_on_interrupt, stage_name
+
+exit_on_interrupt(stage_name())  # first: a Ctrl-C while the imports below load is one line too
+
 from drift.core.params import load_params
 from drift.core.stage import run_stage
 from drift.run.checks import check_run, write_checked

@@ -2,6 +2,10 @@
 (drift/encoders/embed.py `embed_all`). The output manifest lists every encoder's store table; .drift/runs/embed/ counts
 the rows computed and found in the store; data/features/<dataset>/ holds the inputs as memory-mappable files."""
 
+from drift.core.interrupt import exit_on_interrupt, stage_name
+
+exit_on_interrupt(stage_name())  # first: a Ctrl-C while the imports below load is one line too
+
 import sys
 
 from drift.core.objectstore import check_store

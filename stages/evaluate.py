@@ -3,6 +3,10 @@
 .drift/runs/evaluate/<dataset>.json counts the cells computed and reused, and times each (model, seed) task
 (`timings`: model, seed, checkpoints, rows predicted, cells, seconds; `drift rehearse` reads them)."""
 
+from drift.core.interrupt import exit_on_interrupt, stage_name
+
+exit_on_interrupt(stage_name())  # first: a Ctrl-C while the imports below load is one line too
+
 import sys
 
 from drift.core.params import load_params, roster

@@ -1,6 +1,10 @@
 """Stage ingest@<dataset>: source -> canonical records + quarantine + metrics/ingest/<dataset>.json (counts per
 file, and a warning line for each file whose rows vanished)."""
 
+from drift.core.interrupt import exit_on_interrupt, stage_name
+
+exit_on_interrupt(stage_name())  # first: a Ctrl-C while the imports below load is one line too
+
 import sys
 
 from drift.core.params import load_params

@@ -1,5 +1,9 @@
 """Stage report@<dataset>: metrics/, plots/ and tables/ of one dataset (see drift/report/outputs.py for the list)."""
 
+from drift.core.interrupt import exit_on_interrupt, stage_name
+
+exit_on_interrupt(stage_name())  # first: a Ctrl-C while the imports below load is one line too
+
 from drift.analysis.policy import write_policy_report
 from drift.analysis.shift import write_shift
 from drift.core.params import load_params, roster

@@ -1,6 +1,10 @@
 """Stage slice@<dataset>: records -> the time-sliced Lance table with a fixed stratified train/test split; the
 dataset's slicing keys and label names come with the records (ingest writes them), not from its reader."""
 
+from drift.core.interrupt import exit_on_interrupt, stage_name
+
+exit_on_interrupt(stage_name())  # first: a Ctrl-C while the imports below load is one line too
+
 import sys
 
 from drift.core.params import load_params

@@ -3,6 +3,10 @@ slices <= k (drift/train/loop.py), or copied from the checkpoint cache when noth
 (drift/store/cells.py); .drift/runs/train/<dataset>.json counts both, and times each training task (`timings`:
 model, checkpoints, row passes, seconds; `drift rehearse` reads them)."""
 
+from drift.core.interrupt import exit_on_interrupt, stage_name
+
+exit_on_interrupt(stage_name())  # first: a Ctrl-C while the imports below load is one line too
+
 import sys
 
 from drift.core.params import load_params, roster

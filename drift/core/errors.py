@@ -57,13 +57,19 @@ _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
 NAME_MAX = 100  # characters: a name becomes a file name under several folders
 
 
-def check_name(value, field: str) -> str:
+DATASET_RULE = "letters, digits, '-' and '_', starting with a letter, digit or '_'"
+_DATASET = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
+
+
+def check_name(value, field: str, dots: bool = True) -> str:
     """`value` if it is an identifier (dataset, model, encoder, preset names): NAME_RULE, at most NAME_MAX
     characters; else a one-line DriftError naming `field`. Such a name is one path component that cannot leave
-    its folder (no '/', no '..', not '.') and one shell word that needs no quoting (no ';', '$', space or quote)."""
-    if not isinstance(value, str) or len(value) > NAME_MAX or not _NAME.fullmatch(value):
+    its folder (no '/', no '..', not '.') and one shell word that needs no quoting (no ';', '$', space or quote).
+    `dots=False` (dataset names, DATASET_RULE): no '.' either, since DVC reads `params: [a.b]` as key b of a."""
+    rule, pattern = (NAME_RULE, _NAME) if dots else (DATASET_RULE, _DATASET)
+    if not isinstance(value, str) or len(value) > NAME_MAX or not pattern.fullmatch(value):
         raise DriftError(
-            f"{field}: {value!r} is not a valid name: use {NAME_RULE} (at most {NAME_MAX} characters)"
+            f"{field}: {value!r} is not a valid name: use {rule} (at most {NAME_MAX} characters)"
         )
     return value
 

@@ -11,6 +11,7 @@ that need a registry with heavy imports (models, families in train.lr) are check
 from __future__ import annotations
 
 import datetime as dt
+import math
 import types
 import typing
 from pathlib import Path
@@ -35,6 +36,7 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 from drift.core.dataset_registry import CORPUS_INPUTS, DATASETS, EMBEDDED, dataset_info
 from drift.core.encoder_registry import DTYPES, ENCODERS, POOLINGS
 from drift.core.errors import DriftError, check_name, close_matches
+from drift.core.paths import path_collision
 
 LR_DEFAULT = 0.001  # train.lr's `default` when a per-family mapping leaves it out
 LR_MAX = 1.0  # above this Adam and AdamW diverge on every model here: a typo (1 for 0.001, say)
@@ -52,13 +54,16 @@ def _error(what: str, **ctx) -> PydanticCustomError:
 
 
 def _number(value):
+    """A finite number: NaN and infinity (YAML's .nan, .inf) are never a setting, and would reach the results."""
     if isinstance(value, bool):
         raise _error("must be a number")
     if isinstance(value, str):  # PyYAML reads 1e-3 as a string
         try:
-            return float(value)
+            value = float(value)
         except ValueError:
             raise _error("must be a number") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _error("must be a finite number")
     return value
 
 
@@ -192,6 +197,8 @@ def _encoder(value):
 
 Int = int  # strict (the models below): an integer, never true/false or a string
 PositiveInt = Annotated[int, Field(ge=1)]
+SEED_MAX = 2**32 - 1  # numpy's generators take seeds in [0, 2**32); torch's are wider
+Seed = Annotated[int, Field(ge=0, le=SEED_MAX)]
 # sane bounds: work follows the settings, and a value beyond these is a typo (1e8 epochs), refused with the limit
 MAX_EPOCHS = 10_000
 MAX_THREADS = 256  # torch threads of one process
@@ -299,8 +306,8 @@ class SliceSpec(Section):
 
 
 class SampleSpec(Section):
-    n: Annotated[int, Field(ge=0)]  # rows kept, stratified by slice and label; 0: all
-    seed: Int | None = None  # null: split.seed
+    n: Annotated[int, Field(ge=0, le=MAX_ROWS)]  # rows kept, stratified by slice and label; 0: all
+    seed: Seed | None = None  # null: split.seed
     # proportional: each (slice, label) stratum's share by largest remainders, rows in the id-hash order; cover-uniform:
     # the first row of every stratum, then polars' seeded uniform sample of the rest (the authors' Amazon sample)
     draw: Annotated[str, choice("proportional", "cover-uniform")] = "proportional"
@@ -338,7 +345,7 @@ STRATA = ("slice", "label")  # split.stratify: what the train/test split of a sl
 
 class SplitParams(Section):
     SECTION: ClassVar[str] = "split"
-    seed: Int = 0
+    seed: Seed = 0
     test_fraction: Annotated[Float, Field(gt=0, lt=1)] = 0.3
     stratify: Annotated[list[Annotated[str, choice(*STRATA)]], Field(min_length=1)] = [
         "slice",
@@ -417,6 +424,13 @@ class EmbedParams(Section):
                 )
         return self
 
+    def dataset_encoders(self, modality: str) -> list[str]:
+        """The encoders the embed stage runs for a dataset of `modality`: the text encoder (text datasets), then
+        every encoder of `encoders` of that modality, each once."""
+        names = [self.text_encoder] if modality == "text" else []
+        names += [e for e in self.encoders if ENCODERS[e].modality == modality]
+        return list(dict.fromkeys(names))
+
     @model_validator(mode="after")
     def _positions(self):
         for name in dict.fromkeys([self.text_encoder, *self.encoders]):
@@ -441,11 +455,13 @@ ROSTER: JsonDict = {"decides": "roster"}
 class TrainParams(Section):
     SECTION: ClassVar[str] = "train"
     epochs: EpochCount = Field(5, json_schema_extra=CHECKPOINT)
-    seeds: Annotated[list[Int], Field(min_length=1), AfterValidator(_distinct)] = Field(
+    seeds: Annotated[list[Seed], Field(min_length=1), AfterValidator(_distinct)] = Field(
         [0], json_schema_extra=ROSTER
     )
     batch_size: BatchSize = Field(64, json_schema_extra=CHECKPOINT)
-    weight_decay: Float = Field(0.01, json_schema_extra=CHECKPOINT)  # AdamW (text heads and probes)
+    weight_decay: Annotated[Float, Field(ge=0)] = Field(
+        0.01, json_schema_extra=CHECKPOINT
+    )  # AdamW (text heads and probes)
     lr: LearningRate = Field(
         default_factory=lambda: {"default": LR_DEFAULT, "frozen": 0.01}, json_schema_extra=CHECKPOINT
     )
@@ -631,7 +647,7 @@ class ShiftParams(Section):
         200  # permutation test per cell; 0: no p or q values
     )
     alpha: Annotated[Float, Field(gt=0, lt=1)] = 0.05  # Benjamini-Hochberg level over the K x K cells
-    seed: Int = 0
+    seed: Seed = 0
     novelty_quantile: Annotated[Float, Field(gt=0, lt=1)] = (
         0.95  # novel: farther than this quantile of held-out rows
     )
@@ -703,13 +719,18 @@ def _earlier_forms(data: dict) -> None:
 
 def _check_names(data: dict) -> None:
     """Every dataset and model name params.yaml writes is an identifier (drift.core.errors.check_name): names
-    become file names and dvc.yaml command arguments. A one-line DriftError names the field."""
+    become file names and dvc.yaml command arguments; a dataset name has no '.' (DVC reads `params: [a.b]` as a
+    nested key) and no two datasets' paths clash (drift.core.paths.path_collision). A one-line DriftError names
+    the field."""
     for name in data["datasets"]:
-        check_name(name, "datasets")
+        check_name(name, "datasets", dots=False)
+    clash = path_collision(data["datasets"])
+    if clash:
+        raise PydanticCustomError("drift_plain", f"datasets: {clash}: rename one of them")
     train = data["train"] if isinstance(data.get("train"), dict) else {}
     models = train.get("models")
     for dataset, names in models.items() if isinstance(models, dict) else ():
-        check_name(dataset, "train.models")
+        check_name(dataset, "train.models", dots=False)
         for model in names if isinstance(names, list) else [names] if isinstance(names, str) else ():
             check_name(model, f"train.models.{dataset}")
     baselines = train.get("baselines")
@@ -718,7 +739,7 @@ def _check_names(data: dict) -> None:
     report = data["report"] if isinstance(data.get("report"), dict) else {}
     saliency = report.get("saliency")
     for dataset, grid in saliency.items() if isinstance(saliency, dict) else ():
-        check_name(dataset, "report.saliency")
+        check_name(dataset, "report.saliency", dots=False)
         chosen = grid.get("models") if isinstance(grid, dict) else None
         for model in chosen if isinstance(chosen, list) else ():
             check_name(model, f"report.saliency.{dataset}.models")
@@ -875,7 +896,20 @@ def _document(data: dict) -> Params:
 
 
 class _UniqueKeys(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a mapping that names a key twice (PyYAML keeps the last silently)."""
+    """PyYAML's safe loader, refusing a mapping that names a key twice (PyYAML keeps the last silently) and any
+    alias (`*name`, `<<: *name`): aliases of aliases expand a small file into gigabytes, and params.yaml needs none.
+    `file` is the file the messages name."""
+
+    file = "params.yaml"
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise DriftError(
+                f"{self.file} line {event.start_mark.line + 1} uses the YAML alias *{event.anchor}: aliases are "
+                "refused (nested ones expand a small file into gigabytes); write the values out"
+            )
+        return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):
         seen = {}
@@ -883,7 +917,7 @@ class _UniqueKeys(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=deep)
             if isinstance(key, (str, int)) and key in seen:
                 raise DriftError(
-                    f"params.yaml names {key!r} twice in one mapping (lines {seen[key]} and "
+                    f"{self.file} names {key!r} twice in one mapping (lines {seen[key]} and "
                     f"{key_node.start_mark.line + 1}): keep one"
                 )
             seen[key] = key_node.start_mark.line + 1
@@ -900,11 +934,19 @@ def load_params(source: str | Path | dict = "params.yaml") -> Params:
     path = Path(source)
     if not path.exists():
         raise DriftError(f"no {path} here: run from the repository root (where dvc.yaml is)")
+    return _document(read_yaml(path) or {})
+
+
+def read_yaml(path: str | Path, text: str | None = None):
+    """A YAML file of the user's (params.yaml, a preset) as plain data, read the one way: PyYAML's safe loader,
+    refusing a key named twice in one mapping and any alias, with one-line errors naming the file. `text`: the
+    file's text already read."""
+    path = Path(path)
+    loader = type("Loader", (_UniqueKeys,), {"file": str(path)})
     try:
-        data = yaml.load(path.read_text(), Loader=_UniqueKeys)  # noqa: S506 (a safe loader)
+        return yaml.load(path.read_text() if text is None else text, Loader=loader)  # noqa: S506 (a safe loader)
     except yaml.YAMLError as e:
         raise DriftError(f"{path} is not valid YAML: {' '.join(str(e).split())}") from None
-    return _document(data or {})
 
 
 TEXT_REFERENCES = ("baseline-tfidf",)  # references that read raw text: no image dataset gets them

@@ -17,6 +17,8 @@ PATHS = {
     # check: the dataset's reader and its code digest (drift/run/checks.py write_checked), the same bytes while
     # neither changes; its ingest depends on it, so params.yaml names no reader and a reader edit re-runs only it
     "checked": "data/checked/{name}.json",
+    # check: the bytes of the local weights its embed runs (write_checked), which its embed depends on
+    "checked_embed": "data/checked/{name}.embed.json",
     # ingest: canonical records and the rows it refused, with reasons
     "records": "data/records/{name}.parquet",
     "quarantine": "data/records/{name}.quarantine.parquet",
@@ -58,7 +60,7 @@ PLOTS = "plots"
 def dataset_paths(name: str, root: str | Path = ".") -> dict[str, Path]:
     """Every path of dataset `name` under `root`: `name` must be an identifier (drift.core.errors.check_name),
     and each path, normalised, must stay inside `root` (a one-line DriftError otherwise)."""
-    check_name(name, "dataset name")
+    check_name(name, "dataset name", dots=False)
     root = Path(root)
     paths = {key: root / template.format(name=name) for key, template in PATHS.items()}
     for path in paths.values():
@@ -66,6 +68,35 @@ def dataset_paths(name: str, root: str | Path = ".") -> dict[str, Path]:
         if relative == ".." or relative.startswith(".." + os.sep) or os.path.isabs(relative):
             raise DriftError(f"dataset {name!r} would write {path}, outside the workspace {root}: rename it")
     return paths
+
+
+# paths one dataset writes inside another of its own: its plots folder holds its shift plots
+NESTED = {("plots", "shift")}
+
+
+def path_collision(names) -> str | None:
+    """The first clash between the paths of datasets `names` (PATHS formatted with each): two datasets, or two
+    outputs of one, writing the same path or one inside the other (a dataset `ingest` would write its metrics
+    folder at metrics/ingest/, where every ingest writes its counts; `a-shift` its table where `a` writes its shift
+    summary). None when there is none."""
+    owners: dict[str, tuple[str, str]] = {}
+    for name in names:
+        for key, template in PATHS.items():
+            path = template.format(name=name)
+            if path in owners:
+                return f"{_owner(*owners[path])} and {_owner(name, key)} both write {path}"
+            owners[path] = (name, key)
+    for path, (name, key) in owners.items():
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            folder = "/".join(parts[:depth])
+            if folder in owners and not (owners[folder][0] == name and (owners[folder][1], key) in NESTED):
+                return f"{_owner(*owners[folder])} writes {folder}, where {_owner(name, key)} writes {path}"
+    return None
+
+
+def _owner(name: str, key: str) -> str:
+    return f"dataset {name!r} ({key})"
 
 
 def dvc_path(key: str) -> str:

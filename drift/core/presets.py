@@ -6,7 +6,7 @@ from pathlib import Path
 
 from drift.core.dataset_registry import DATASETS
 from drift.core.errors import DriftError, check_name, close_matches
-from drift.core.params import load_params, plain
+from drift.core.params import load_params, plain, read_yaml
 
 PRESETS = Path("params")
 
@@ -32,6 +32,8 @@ def apply_preset(
     available = list_presets(presets)
     if name not in available:
         raise DriftError(f"unknown preset {name!r}: {close_matches(name, available)}")
+    read_yaml(params_path)  # a key named twice or an alias: refused before ruamel expands anything
+    read_yaml(presets / f"{name}.yaml")
     yaml_rt = YAML()
     yaml_rt.width = 120
     params = yaml_rt.load(params_path.read_text())
@@ -76,17 +78,15 @@ def merged_document(
     """params.yaml's document with preset `preset` (None: none) and then `overrides` merged in memory, as
     `drift preset` and `dvc exp run -S` would merge them; nothing is written. drift.core.params.load_params
     types it."""
-    import yaml
-
     params_path = Path(params_path)
     if not params_path.exists():
         raise DriftError(f"no {params_path} here: run from the repository root (where dvc.yaml is)")
-    data = yaml.safe_load(params_path.read_text()) or {}
+    data = read_yaml(params_path) or {}
     if preset is not None:
         available = list_presets(presets)
         if preset not in available:
             raise DriftError(f"unknown preset {preset!r}: {close_matches(preset, available)}")
-        merge_preset(data, yaml.safe_load((Path(presets) / f"{preset}.yaml").read_text()) or {})
+        merge_preset(data, read_yaml(Path(presets) / f"{preset}.yaml") or {})
     merge_preset(data, overrides or {})
     return data
 

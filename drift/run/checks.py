@@ -16,6 +16,7 @@ from drift.core.model_registry import MODELS, get_model_info
 from drift.core.params import Params, roster
 from drift.core.paths import CHECKED, dataset_paths
 from drift.data.validate import validate_names
+from drift.run.digests import Digests
 
 
 def check_roster(models: list[str], modality: str, text_encoder: str | None, encoders=()) -> None:
@@ -78,27 +79,76 @@ def check_run(params: Params) -> None:
         validate(params, name)  # the roster: what train would refuse, refused before ingest
 
 
-def checked_record(params: Params, name: str, code_root: Path = ROOT) -> dict:
+def table_image_files(cfg) -> list[Path]:
+    """The image files a table's rows name (`image_encoding: path`), each resolved inside its root as ingest
+    resolves it; a path ingest would quarantine (outside the root, unreadable) is left out here."""
+    import tempfile
+
+    from drift.data.datasets.table import (
+        OutsideRoot,
+        image_column,
+        image_path,
+        scan_batches,
+        source_files,
+        source_root,
+    )
+
+    root, bound = source_root(cfg.source), Path(cfg.image_root) if cfg.image_root else None
+    column, found = image_column(cfg), []
+    with tempfile.TemporaryDirectory(prefix="drift-check-") as tmp:
+        for path, fmt in source_files(cfg.source, cfg.format):
+            for frame in scan_batches(path, fmt, [column], cfg, Path(tmp)):
+                for value in frame[column].drop_nulls():
+                    try:
+                        found.append(image_path(value, root, bound))
+                    except (OutsideRoot, OSError, ValueError):
+                        continue
+    return found
+
+
+def checked_record(params: Params, name: str, code_root: Path = ROOT, digests: Digests | None = None) -> dict:
     """What dataset `name`'s ingest depends on beyond its raw input and the stage's shared code: its reader (the
-    project's: drift/core/dataset_registry.py, or the table reader for a table of the user's) and the digest of the
+    project's: drift/core/dataset_registry.py, or the table reader for a table of the user's), the digest of the
     reader's code and import closure under `code_root` (drift.core.closure.code_digest: docstrings and comments
-    left out)."""
+    left out), and for a table whose rows name image files, `images`: the digest of those files' bytes."""
     reader = params.info(name).reader
-    return {
+    record = {
         "dataset": name,
         "reader": reader,
         "code": code_digest([reader, *import_closure(code_root / reader, code_root)], code_root),
     }
+    if name in params.tables and params.tables[name].get("image_encoding") == "path":
+        from drift.data.datasets import dataset_cfg
+
+        cfg = dataset_cfg(params, name)
+        record["images"] = (digests or Digests()).files(table_image_files(cfg))
+    return record
+
+
+def embed_record(params: Params, name: str, digests: Digests | None = None) -> dict:
+    """What dataset `name`'s embed depends on beyond its inputs and the embed params: the bytes of the local
+    weights (`embed.weights`) of each encoder it runs, so other weights under the same path re-run it."""
+    encoders = params.embed.dataset_encoders(params.info(name).modality)
+    weights = {e: params.embed.weights[e] for e in encoders if e in params.embed.weights}
+    digests = digests or Digests()
+    return {"dataset": name, "weights": {e: digests.tree(Path(path)) for e, path in weights.items()}}
 
 
 def write_checked(params: Params, root: Path = Path(".")) -> list[Path]:
-    """The check stage's output: data/checked/<name>.json for every dataset of the run (checked_record), the same
-    bytes while its reader is unchanged, so each ingest runs after the check and again only when its reader
-    changed. The folder holds nothing else (DVC removes it before the stage runs)."""
+    """The check stage's output, for every dataset of the run: data/checked/<name>.json (checked_record), which
+    its ingest depends on, and data/checked/<name>.embed.json (embed_record), which its embed depends on; each
+    the same bytes while what it records is unchanged, so a stage re-runs only when its reader, its image files or
+    its weights changed. The folder holds nothing else (DVC removes it before the stage runs)."""
     (Path(root) / CHECKED).mkdir(parents=True, exist_ok=True)
-    written = []
+    digests, written = Digests(), []
     for name in params.datasets:
-        path = dataset_paths(name, root)["checked"]
-        path.write_text(json.dumps(checked_record(params, name), indent=2) + "\n")
-        written.append(path)
+        paths = dataset_paths(name, root)
+        records = {
+            "checked": checked_record(params, name, digests=digests),
+            "checked_embed": embed_record(params, name, digests),
+        }
+        for key, record in records.items():
+            paths[key].write_text(json.dumps(record, indent=2) + "\n")
+            written.append(paths[key])
+    digests.save()
     return written

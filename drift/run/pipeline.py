@@ -58,7 +58,7 @@ STAGES: dict[str, Stage] = {
     "embed": {
         "comment": "only its inputs, its code and the embed params: a head, seed or epoch change never runs an encoder",
         "extra": ["requirements.lock"],
-        "inputs": ["slice_manifest"],
+        "inputs": ["slice_manifest", "checked_embed"],
         "params": ["embed", "compute"],
         "outs_block": ["embeddings"],
         "outs_persist": ["features"],

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from drift.core.errors import DriftError, close_matches
-from drift.core.params import EmbedParams, Params, TrainParams, load_params, model_training, roster
+from drift.core.params import Params, TrainParams, load_params, model_training, roster
 from drift.core.presets import PRESETS, merged_document
 from drift.data.datasets import check_datasets, dataset_cfg, get_dataset
 from drift.models import get_model_info
@@ -207,16 +207,6 @@ def count_dataset(
     }
 
 
-def dataset_encoders(embed: EmbedParams, modality: str) -> list[str]:
-    """The encoders the embed stage runs for a dataset: the text encoder (text datasets), then every encoder of
-    embed.encoders of the dataset's modality, each once."""
-    from drift.core.encoder_registry import get_encoder_spec
-
-    names = [embed.text_encoder] if modality == "text" else []
-    names += [e for e in embed.encoders if get_encoder_spec(e).modality == modality]
-    return list(dict.fromkeys(names))
-
-
 def count_campaign(
     params: Params, manifest_dir: Path = Path("data/slices"), rows: dict[str, int] | None = None
 ) -> dict:
@@ -234,7 +224,7 @@ def count_campaign(
         shape = dataset_shape(params, name, manifest_dir, rows.get(name))
         models = list(train.models.get(name) or [])
         references = [b for b in roster(train, name, shape.modality) if b not in models]
-        encoders = dataset_encoders(params.embed, shape.modality)
+        encoders = params.embed.dataset_encoders(shape.modality)
         counts = count_dataset(shape, models, references, len(train.seeds), train.epochs, len(encoders))
         datasets[name] = {
             "modality": shape.modality,

@@ -519,9 +519,7 @@ def rehearse(
     }
 
     def standins(name: str) -> None:
-        from drift.run.plan import dataset_encoders
-
-        for enc in dataset_encoders(typed.embed, typed.info(name).modality):
+        for enc in typed.embed.dataset_encoders(typed.info(name).modality):
             if enc in out["standins"] or real_weights:
                 continue
             t = time.perf_counter()
