@@ -172,7 +172,10 @@ def test_ctrl_c_while_importing_is_one_line_and_exit_130(tmp_path, script):
         else [str(Path(sys.executable).parent / "drift"), "init", "x.csv"]
     )
     process = subprocess.Popen(command, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
-    time.sleep(0.6)  # inside the imports: torch and the stage's modules take seconds
+    maps, deadline = Path(f"/proc/{process.pid}/maps"), time.monotonic() + 30
+    # inside the imports: pydantic's core loads right after the handler, torch or Lance a second or more later
+    while "pydantic_core" not in maps.read_text() and time.monotonic() < deadline:
+        time.sleep(0.005)
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=60)
     want = "train@sotu: interrupted; re-run resumes" if script.endswith(".py") else "drift init: interrupted; re-run resumes"
