@@ -162,7 +162,7 @@ def test_cache_commands_on_object_storage(s3_store, tmp_path, monkeypatch):
     torch.save({"weight": torch.zeros(2)}, source)
     cells.put_checkpoint("11" * 32, source)  # listed below: kept
     cells.put_checkpoint("22" * 32, source)  # listed nowhere: collected
-    cells.put_cell(ResultCache(root).checkpoint_file("11" * 32).read_bytes().split(b" ")[2].decode(), "33" * 32, 0.5)
+    cells.put_cell(ResultCache(root).checkpoint_digest("11" * 32), "33" * 32, 0.5)
     repo = tmp_path / "repo"
     (repo / "data/embeddings").mkdir(parents=True)
     (repo / "data/embeddings/sotu.json").write_text(json.dumps({"store": used.path.name}))

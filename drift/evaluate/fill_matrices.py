@@ -290,8 +290,9 @@ def evaluate_seed(job: EvalJob) -> tuple[Rows, dict[str, Rows], SeedCounts, dict
 
 def shipped_checkpoint(path: Path, key: str | None, cache: ResultCache) -> str | bytes:
     """What a worker that shares no filesystem with the stage gets of a checkpoint: its cache key, or its bytes
-    when the cache lacks it (checkpoints pulled by DVC into a workspace whose store never held them)."""
-    if key is not None and cache.checkpoint_file(key).exists():
+    when the cache lacks it (checkpoints pulled by DVC into a workspace whose store never held them) or holds
+    another format's entry, or one written for another key, there."""
+    if key is not None and cache.checkpoint_digest(key) is not None:
         return key
     return path.read_bytes()
 

@@ -5,15 +5,21 @@ seed (not for the closed-form references); the content keys, labels and split of
 the encoder fingerprint; the training parameters; and `code_version`: the stage's code (for one model: its own
 model module, not the other heads') with the versions of the libraries it imports. `cell_key` hashes the
 checkpoint's bytes, the cell's rows, the metric and the evaluation code. Under embed.cache_dir, outside the
-workspace: checkpoints/<key[:2]>/<key>.ckpt (a header line with the sha256 and size, then the state dict's bytes)
-and cells/<checkpoint[:2]>/<checkpoint>/<key>.json (score and sha256), written atomically; an entry whose checksum
-does not match is a miss, counted in `corrupt` (tests/test_cells.py, tests/test_integrity.py)."""
+workspace, written atomically, each entry bound to its key:
+  checkpoints/<key[:2]>/<key>.ckpt: a line `drift-checkpoint 2 <key> <sha256 of the rest> <size of the rest>`,
+    then the state dict's bytes;
+  cells/<checkpoint[:2]>/<checkpoint>/<key>.json: {"format": "drift-cell 2", "key", "score", "sha256" of
+    [format, key, score]}.
+An entry whose checksum does not match, or that was written for another key (a file copied over another), is a
+miss counted in `corrupt`; one of another format (FORMAT) is a plain miss (tests/test_cells.py,
+tests/test_integrity.py, tests/test_cache_binding.py). `written_by_drift` tells drift's entries from other files."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -26,11 +32,15 @@ from drift.core.closure import (
     module_path,
 )
 from drift.core.errors import DriftError
-from drift.core.objectstore import location
+from drift.core.objectstore import ObjectPath, location
 from drift.store.integrity import fsync_dir, sha256_bytes, write_atomic
 
 VERSION = 2  # bump to invalidate every cached checkpoint and cell at once
-MAGIC = b"drift-checkpoint 1"
+FORMAT = 2  # the entries' header format: an entry of another one is a plain miss, computed again
+CHECKPOINT, CELL = "drift-checkpoint", "drift-cell"  # what an entry's header starts with, then FORMAT
+MAGIC = f"{CHECKPOINT} {FORMAT}".encode()
+OTHER_FORMAT = ("older format", "newer format")  # how a problem that is only another format starts
+CELL_BYTES = 1 << 20  # a file larger than this is no cell drift wrote
 CHECKPOINT_KEYS = "checkpoints.json"  # data/models/<dataset>/checkpoints.json: {checkpoint file: cache key}
 
 
@@ -93,26 +103,58 @@ def file_digest(path: Path) -> str:
 
 
 def _cell_record(key: str, score) -> dict:
+    header = f"{CELL} {FORMAT}"
     return {
+        "format": header,
         "key": key,
         "score": score,
-        "sha256": sha256_bytes(json.dumps([key, score], sort_keys=True).encode()),
+        "sha256": sha256_bytes(json.dumps([header, key, score], sort_keys=True).encode()),
     }
 
 
-def _intact(record, key: str) -> bool:
-    """A cell record as written for `key` (compared by checksum: a NaN inside a calibration is not equal to itself)."""
-    return (
-        isinstance(record, dict)
-        and record.get("key") == key
-        and "score" in record
-        and record.get("sha256") == _cell_record(key, record["score"])["sha256"]
-    )
+def _cell_version(record) -> int | None:
+    """The format of a cell record drift wrote (1: before the header named it), None for anything else."""
+    if not isinstance(record, dict):
+        return None
+    if "format" not in record:
+        return 1 if set(record) == {"key", "score", "sha256"} else None
+    name, _, version = str(record["format"]).partition(" ")
+    return int(version) if name == CELL and version.isdigit() else None
+
+
+def other_format(problem: str | None) -> bool:
+    """Whether a problem is only that the entry is of another cache format (a plain miss, not damage)."""
+    return bool(problem) and str(problem).startswith(OTHER_FORMAT)
+
+
+def _format_problem(name: str, version: int) -> str:
+    age = "older" if version < FORMAT else "newer"
+    return f"{age} format ({name} {version}, this drift reads {FORMAT}): a miss, computed again"
+
+
+def another_key(key: str) -> str:
+    return f"stored under another key ({key[:12]})"
+
+
+def cell_record_problem(record, key: str) -> str | None:
+    """Why a parsed cell record is not the one written for `key` (compared by checksum: a NaN inside a
+    calibration is not equal to itself), None when it is."""
+    version = _cell_version(record)
+    if version is None:
+        return "no cell header"
+    if version != FORMAT:
+        return _format_problem(CELL, version)
+    if (
+        "score" not in record
+        or record.get("sha256") != _cell_record(record.get("key"), record["score"])["sha256"]
+    ):
+        return "sha256 mismatch"
+    return None if record["key"] == key else another_key(str(record["key"]))
 
 
 class ResultCache:
     """Checkpoints and cell scores by key, under `root` (the embedding store's directory). `corrupt` lists the
-    entries this instance found not to match their checksum (each then served as a miss)."""
+    entries this instance found not to match their checksum or their key (each then served as a miss)."""
 
     def __init__(self, root: Path):
         self.root = location(root)  # a folder, or an s3:// prefix (drift.core.objectstore.ObjectPath)
@@ -135,8 +177,9 @@ class ResultCache:
             data = path.read_bytes()
         except FileNotFoundError:
             return None
-        if checkpoint_problem(data):
-            self._bad(path)
+        if problem := checkpoint_problem(data, key):
+            if not other_format(problem):
+                self._bad(path)
             return None
         return data[data.index(b"\n") + 1 :]
 
@@ -145,8 +188,15 @@ class ResultCache:
 
     def put_checkpoint(self, key: str, source: Path) -> None:
         data = Path(source).read_bytes()
-        header = MAGIC + f" {sha256_bytes(data)} {len(data)}\n".encode()
-        write_atomic(self.checkpoint_file(key), header + data)  # whole or not at all, fsynced
+        write_atomic(
+            self.checkpoint_file(key), checkpoint_header(key, data) + data
+        )  # whole or not at all, fsynced
+
+    def checkpoint_digest(self, key: str) -> str | None:
+        """The sha256 of the bytes the entry under `key` holds, from its header alone, when it is of this
+        format and written for `key` (its body unchecked: `checkpoint` checks it), else None."""
+        header = read_header(self.checkpoint_file(key))
+        return header.sha256 if header and header.version == FORMAT and header.key == key else None
 
     def place(self, key: str, target: Path) -> None:
         """The cached checkpoint at its place in data/models/ (a copy: DVC owns what is in the workspace)."""
@@ -172,8 +222,9 @@ class ResultCache:
             record = json.loads(text)
         except ValueError:
             record = None
-        if not _intact(record, key):
-            self._bad(path)
+        if problem := cell_record_problem(record, key):
+            if not other_format(problem):
+                self._bad(path)
             return False, None
         return True, record["score"]
 
@@ -202,16 +253,63 @@ def corrupt_line(stage: str, corrupt: list[str], what: str) -> str | None:
     )
 
 
-def checkpoint_problem(data: bytes) -> str | None:
-    """Why the bytes of a cached checkpoint file are not what was written, None when they are."""
+class Header(NamedTuple):
+    """A checkpoint entry's first line: its format, the key it was written for (None in format 1, which named
+    none), the sha256 and size of the bytes after it."""
+
+    version: int
+    key: str | None
+    sha256: str
+    size: int
+
+
+def checkpoint_header(key: str, body: bytes) -> bytes:
+    return MAGIC + f" {key} {sha256_bytes(body)} {len(body)}\n".encode()
+
+
+def parse_header(line: bytes) -> Header | None:
+    """The header of a checkpoint entry in any format drift wrote, None for any other line."""
+    parts = line.rstrip(b"\n").decode("ascii", errors="replace").split(" ")
+    if parts[0] != CHECKPOINT or len(parts) < 2 or not parts[1].isdigit() or not parts[-1].isdigit():
+        return None
+    fields = parts[2:]
+    if len(fields) == 3:
+        return Header(int(parts[1]), fields[0], fields[1], int(fields[2]))
+    if len(fields) == 2 and parts[1] == "1":
+        return Header(1, None, fields[0], int(fields[1]))
+    return None
+
+
+def _head(path, size: int) -> bytes:
+    """The first `size` bytes of a file (all of an object on object storage), b"" when it cannot be read."""
+    try:
+        if isinstance(path, ObjectPath):
+            return path.read_bytes()[:size]
+        with open(path, "rb") as f:
+            return f.read(size)
+    except OSError:
+        return b""
+
+
+def read_header(path) -> Header | None:
+    """The header of the checkpoint entry at `path` (its first line), None when it has none."""
+    return parse_header(_head(path, 1024).partition(b"\n")[0])
+
+
+def checkpoint_problem(data: bytes, key: str) -> str | None:
+    """Why the bytes of a cached checkpoint file are not what was written for `key`, None when they are."""
     line, sep, body = data.partition(b"\n")
-    parts = line.split(b" ")
-    if not sep or b" ".join(parts[:2]) != MAGIC or len(parts) != 4 or not parts[3].isdigit():
+    header = parse_header(line) if sep else None
+    if header is None:
         return "no checkpoint header"
-    if int(parts[3]) != len(body):
-        return f"{len(body)} bytes where {int(parts[3])} were written"
-    if sha256_bytes(body) != parts[2].decode():
+    if header.version != FORMAT:
+        return _format_problem(CHECKPOINT, header.version)
+    if header.size != len(body):
+        return f"{len(body)} bytes where {header.size} were written"
+    if sha256_bytes(body) != header.sha256:
         return "sha256 mismatch"
+    if header.key != key:
+        return another_key(str(header.key))
     return state_dict_problem(body)
 
 
@@ -234,9 +332,23 @@ def state_dict_problem(body: bytes) -> str | None:
 
 
 def cell_problem(path: Path) -> str | None:
-    """Why a cached cell file is not what was written, None when it is."""
+    """Why a cached cell file is not what was written for the key its name says, None when it is."""
     try:
         record = json.loads(location(path).read_text())
     except (ValueError, OSError) as e:
         return f"unreadable ({type(e).__name__})"
-    return None if _intact(record, location(path).stem) else "sha256 mismatch"
+    return cell_record_problem(record, location(path).stem)
+
+
+def written_by_drift(path) -> bool:
+    """Whether the file at `path` is a checkpoint or cell entry drift wrote, in any of its formats, damaged or
+    not (its header says so): `drift cache gc` deletes nothing else."""
+    if read_header(path) is not None:
+        return True
+    data = _head(path, CELL_BYTES)
+    if data.startswith(f'{{"format": "{CELL} '.encode()):  # a cell, whole or torn
+        return True
+    try:
+        return _cell_version(json.loads(data)) is not None
+    except (ValueError, RecursionError):  # not JSON, or nested beyond the parser
+        return False
