@@ -28,11 +28,11 @@ from drift.data.datasets.table import TableParams, parse_time
 from drift.data.ingest import ingest
 from drift.models.checkpoints import load_checkpoint
 from drift.models import InputSpec
-from drift.store.cells import MAGIC, ResultCache, checkpoint_problem
-from drift.store.integrity import sha256_bytes
+from drift.store.cells import ResultCache, checkpoint_header, checkpoint_problem
 from drift.store.slices import SliceManifest, slice_warnings
 
 RULE = "use letters, digits, '-', '_' and '.', starting with a letter, digit or '_' (at most 100 characters)"
+DATASET_RULE = "use letters, digits, '-' and '_', starting with a letter, digit or '_' (at most 100 characters)"
 BAD_NAMES = ["x;touch pwned", "../evil", "a/b", "a b", "$(touch pwned)", "", ".", "..", "../../../escape", "-h"]
 
 
@@ -64,10 +64,10 @@ def refused(data: dict) -> str:
 
 @pytest.mark.parametrize("name", BAD_NAMES)
 def test_a_dataset_name_that_is_no_identifier_is_refused_by_the_schema_drift_init_and_the_paths(tmp_path, name):
-    assert refused(with_table(params(), name)) == f"datasets: {name!r} is not a valid name: {RULE}"
+    assert refused(with_table(params(), name)) == f"datasets: {name!r} is not a valid name: {DATASET_RULE}"
     (tmp_path / "params.yaml").write_text("datasets: {}\n")
     result = drift_cli("init", "--", name, "t.csv", cwd=tmp_path)
-    assert result.returncode == 2 and result.stderr.strip() == f"error: dataset name: {name!r} is not a valid name: {RULE}"
+    assert result.returncode == 2 and result.stderr.strip() == f"error: dataset name: {name!r} is not a valid name: {DATASET_RULE}"
     with pytest.raises(DriftError, match=f"^dataset name: .* is not a valid name: "):
         dataset_paths(name)
 
@@ -104,7 +104,7 @@ def test_dvc_passes_a_hostile_name_to_the_stage_as_one_word_and_the_check_stage_
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(with_table(params(), "x;touch pwned")))
     result = run([sys.executable, str(ROOT / "stages" / "check.py")], tmp_path, check=False)
     assert result.returncode == 2 and result.stderr.strip() == (
-        f"error: datasets: 'x;touch pwned' is not a valid name: {RULE}")
+        f"error: datasets: 'x;touch pwned' is not a valid name: {DATASET_RULE}")
     assert not (tmp_path / "pwned").exists()
 
 
@@ -308,9 +308,9 @@ def test_a_checkpoint_that_is_not_a_plain_state_dict_is_named_recomputed_and_fla
     cache = ResultCache(tmp_path / "cache")
     path = cache.checkpoint_file("ab" * 32)
     path.parent.mkdir(parents=True)
-    path.write_bytes(MAGIC + f" {sha256_bytes(body)} {len(body)}\n".encode() + body)  # a valid checksum
+    path.write_bytes(checkpoint_header("ab" * 32, body) + body)  # a valid checksum, under its own key
     assert cache.checkpoint("ab" * 32) is None and cache.corrupt == [str(path)]  # a miss: train recomputes it
-    assert checkpoint_problem(path.read_bytes()) == "not a plain state dict (UnpicklingError)"  # drift cache verify
+    assert checkpoint_problem(path.read_bytes(), "ab" * 32) == "not a plain state dict (UnpicklingError)"  # drift cache verify
     workspace = tmp_path / "cutoff000.pt"
     workspace.write_bytes(body)
     with pytest.raises(DriftError) as e:

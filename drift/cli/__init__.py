@@ -6,7 +6,11 @@ rehearse_commands.py (a preset's whole pipeline on a small sample), policy_comma
 remote_commands.py (push, pull: DVC's, with one-line faults), paper.py (the authors' published results beside
 ours)."""
 
-from drift.cli import (
+from drift.core.interrupt import command_name, exit_on_interrupt
+
+exit_on_interrupt(command_name())  # first: a Ctrl-C while the commands' imports load is one line too
+
+from drift.cli import (  # noqa: E402
     cache,
     init,
     paper,
@@ -17,7 +21,7 @@ from drift.cli import (
     remote_commands,
     report_commands,
 )
-from drift.cli.common import DriftApp
+from drift.cli.common import DriftApp  # noqa: E402
 
 app = DriftApp(
     add_completion=False,

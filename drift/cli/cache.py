@@ -4,7 +4,10 @@ A table is in use when an embedding manifest (`data/embeddings/<dataset>.json`, 
 names it. A checkpoint is in use when a checkpoint list (`data/models/<dataset>/checkpoints.json`, the train
 stage's) names its key: the workspace's, those of the `dvc exp` refs (read from the DVC cache) and of the
 repositories passed with --keep-manifests; a cell is in use when its checkpoint is. `gc` deletes only what none of
-these refers to, and nothing written within --grace-minutes. `verify` checks every entry against its checksum.
+these refers to, nothing written within --grace-minutes, and under checkpoints/ and cells/ only files whose header
+says drift wrote them (any other file there is left and counted). `verify` checks every entry against its checksum
+and the key it is filed under; a folder that is no drift cache (missing, a file, or a non-empty folder holding no
+embedding table, checkpoints/ or cells/) is one line and exit 2, an empty folder an empty cache.
 """
 
 from __future__ import annotations
@@ -20,12 +23,19 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from drift.cli.common import InterruptibleGroup, fail
+from drift.cli.common import InterruptibleGroup, esc, fail
 from drift.core.errors import DriftError, close_matches
 from drift.core.objectstore import ObjectPath, check_store, location
 from drift.core.params import load_params
 from drift.core.paths import PATHS
-from drift.store.cells import CHECKPOINT_KEYS, MAGIC, cell_problem, checkpoint_problem
+from drift.store.cells import (
+    CHECKPOINT_KEYS,
+    cell_problem,
+    checkpoint_problem,
+    other_format,
+    read_header,
+    written_by_drift,
+)
 from drift.store.location import cache_dir, default_cache_dir
 
 cache_app = typer.Typer(
@@ -71,7 +81,7 @@ def store_tables(cache_dir: Path | ObjectPath) -> list:
 
 
 def remove_tree(path) -> None:
-    """A table's or a cell folder's files, on disk or on object storage."""
+    """A table's files, on disk or on object storage."""
     if isinstance(path, ObjectPath):
         path.rmtree()
     else:
@@ -171,7 +181,7 @@ def cache_table(rows: list[dict]) -> Table:
         fingerprint = (r["fingerprint"] or "")[:FINGERPRINT_CHARS]
         if not r["committed"]:
             table.add_row(
-                r["encoder"],
+                esc(r["encoder"]),
                 fingerprint,
                 "—",
                 "—",
@@ -183,13 +193,13 @@ def cache_table(rows: list[dict]) -> Table:
         duplicates = r["rows"] - r["unique"] if r["unique"] is not None else 0
         count = f"{r['rows']:,}" + (f"\n+{duplicates:,} dup" if duplicates else "")  # a line of its own
         table.add_row(
-            r["encoder"],
+            esc(r["encoder"]),
             fingerprint,
             count,
             str(r["dim"]),
             _size(r["bytes"]),
             str(r["fragments"]),
-            ", ".join(r["datasets"]) or "—",
+            esc(", ".join(r["datasets"])) or "—",
         )
     return table
 
@@ -222,7 +232,7 @@ def list_tables(
     if not rows:
         console.print(f"no embedding tables in {where} (nothing embedded there yet)")
         return
-    console.print(f"embedding store {where}", overflow="fold")
+    console.print(f"embedding store {esc(where)}", overflow="fold")
     console.print(cache_table(rows))
 
 
@@ -246,20 +256,20 @@ def compact(
         where = resolve_cache_dir(_cache_dir_option(ctx, cache_dir))
         paths = [_table_path(where, t) for t in tables] if tables else store_tables(where)
         if not paths and not as_json:
-            console.print(f"no embedding tables in {where}")
+            console.print(f"no embedding tables in {esc(where)}")
         for path in paths:
             if not committed(path):
                 results.append({"table": path.name, "skipped": "incomplete"})
                 if not as_json:
                     console.print(
-                        f"{path.name}: incomplete (never committed), skipped; `drift cache gc` removes it"
+                        f"{esc(path.name)}: incomplete (never committed), skipped; `drift cache gc` removes it"
                     )
                 continue
             r = {**compact_table(path), "skipped": None}
             results.append(r)
             if not as_json:
                 console.print(
-                    f"{r['table']}: {r['duplicates_removed']:,} duplicates removed, fragments "
+                    f"{esc(r['table'])}: {r['duplicates_removed']:,} duplicates removed, fragments "
                     f"{r['fragments_before']} → {r['fragments_after']}, "
                     f"{_size(r['bytes_before'])} → {_size(r['bytes_after'])}"
                 )
@@ -295,7 +305,7 @@ def gc(
 ):
     """Delete the tables no manifest in data/embeddings/ (or --keep-manifests) refers to, and the checkpoints and
     cells no checkpoint list (data/models/*/checkpoints.json here, in the `dvc exp` refs, or in a repository
-    passed with --keep-manifests) refers to."""
+    passed with --keep-manifests) refers to: only files whose header says drift wrote them, any other is left."""
     from drift.store.embeddings import (
         table_info,  # lazy: lance, kept out of `drift --help`
     )
@@ -323,12 +333,14 @@ def gc(
             recent.append({"table": path.name, "bytes": info["bytes"], "age_minutes": round(age, 2)})
             if not as_json:
                 console.print(
-                    f"keep   {path.name}: unused, but written {age:.0f} min ago "
+                    f"keep   {esc(path.name)}: unused, but written {age:.0f} min ago "
                     f"(--grace-minutes {grace_minutes:g})"
                 )
             continue
         if not as_json:
-            console.print(f"{'would delete' if dry_run else 'delete'} {path.name} ({_size(info['bytes'])})")
+            console.print(
+                f"{'would delete' if dry_run else 'delete'} {esc(path.name)} ({_size(info['bytes'])})"
+            )
         if not dry_run:
             remove_tree(path)
             if not isinstance(path, ObjectPath):
@@ -343,6 +355,7 @@ def gc(
             "checkpoints": [],
             "cells": [],
             "bytes": 0,
+            "foreign": [],
             "skipped": f"no ./{MODELS}/*/{CHECKPOINT_KEYS}",
         }
     if as_json:
@@ -373,6 +386,8 @@ def gc(
         f"{'to delete' if dry_run else 'deleted'}, {verb} {_size(collected['bytes'])}; {len(keys)} "
         f"checkpoint(s) in use ({len(listed)} list(s))"
     )
+    if collected["foreign"]:
+        console.print(foreign_line(collected["foreign"]), highlight=False)
 
 
 # ---------------------------------------------------------------- checkpoints and cells
@@ -394,15 +409,8 @@ def cell_dirs(where) -> list:
 
 def checkpoint_digest(path) -> str | None:
     """The sha256 of a cached checkpoint's bytes, from its header line (what its cells are filed under)."""
-    try:
-        if isinstance(path, ObjectPath):
-            parts = path.read_bytes().partition(b"\n")[0].split(b" ")
-        else:
-            with open(path, "rb") as f:
-                parts = f.readline().split(b" ")
-    except OSError:
-        return None
-    return parts[2].decode() if len(parts) == 4 and b" ".join(parts[:2]) == MAGIC else None
+    header = read_header(path)
+    return header.sha256 if header else None
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -467,40 +475,149 @@ def _age_minutes(path) -> float:
     return (time.time() - path.stat().st_mtime) / 60
 
 
-def _tree_bytes(path) -> int:
-    if isinstance(path, ObjectPath):
-        return sum(size for _, size, _ in path.objects())
-    return (
-        sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-        if path.is_dir()
-        else path.stat().st_size
-    )
-
-
 def collect_checkpoints(
     where: Path | ObjectPath, keep: set[str], grace_minutes: float, dry_run: bool
 ) -> dict:
-    """Delete the checkpoints whose key is not in `keep`, then the cells of every checkpoint no longer kept."""
+    """Delete the checkpoints whose key is not in `keep`, then the cells of every checkpoint no longer kept: only
+    files drift wrote (`written_by_drift`); any other file there is left and listed in `foreign`."""
     checkpoints: list[str] = []
     cells: list[str] = []
+    foreign: list[str] = []
     freed = 0
     live = set()
     for path in checkpoint_files(where):
         if path.stem in keep or _age_minutes(path) < grace_minutes:
             live.add(checkpoint_digest(path))
-            continue
-        freed += path.stat().st_size
-        checkpoints.append(str(path))
-        if not dry_run:
-            path.unlink(missing_ok=True)
+        elif not written_by_drift(path):
+            foreign.append(str(path))
+        else:
+            freed += path.stat().st_size
+            checkpoints.append(str(path))
+            if not dry_run:
+                path.unlink(missing_ok=True)
     for directory in cell_dirs(where):
         if directory.name in live or _age_minutes(directory) < grace_minutes:
             continue
-        freed += _tree_bytes(directory)
+        ours, others = cell_files(directory)
+        foreign += [str(p) for p in others]
+        if not ours:
+            continue
+        freed += sum(p.stat().st_size for p in ours)
         cells.append(str(directory))
         if not dry_run:
-            remove_tree(directory)
-    return {"checkpoints": checkpoints, "cells": cells, "bytes": freed}
+            remove_files(directory, ours, emptied=not others)
+    return {"checkpoints": checkpoints, "cells": cells, "bytes": freed, "foreign": foreign}
+
+
+def cell_files(directory) -> tuple[list, list]:
+    """(the files drift wrote, everything else) in a cell folder."""
+    if isinstance(directory, ObjectPath):
+        entries = [(p, p.parent == directory) for p, _, _ in directory.objects()]
+    else:
+        entries = [(p, p.is_file()) for p in sorted(directory.iterdir())]
+    ours: list = []
+    others: list = []
+    for path, plain in entries:
+        (ours if plain and written_by_drift(path) else others).append(path)
+    return ours, others
+
+
+def remove_files(directory, files: list, emptied: bool) -> None:
+    """Delete a cell folder's files, and the folder once they were all it held (a prefix on object storage goes
+    with its last object)."""
+    for path in files:
+        path.unlink(missing_ok=True)
+    if emptied and not isinstance(directory, ObjectPath):
+        try:
+            directory.rmdir()
+        except OSError:  # a cell written since: kept with it
+            pass
+
+
+def foreign_line(foreign: list[str]) -> str:
+    more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
+    return (
+        f"{len(foreign)} file(s) under checkpoints/ and cells/ are not drift's (no drift header), left alone: "
+        f"{esc(foreign[0])}{more}"
+    )
+
+
+def no_cache(where) -> str | None:
+    """Why `where` is no drift cache to verify, None when it is one, or an empty folder (nothing cached there
+    yet). A drift cache holds an embedding table (a *.lance folder), checkpoints/ or cells/."""
+    if not where.exists():
+        return "it does not exist"
+    if where.is_file():
+        return "it is a file"
+    if store_tables(where) or (where / "checkpoints").is_dir() or (where / "cells").is_dir():
+        return None
+    if next(iter(where.iterdir()), None) is None:
+        return None
+    return "it holds no embedding table (*.lance), checkpoints/ or cells/"
+
+
+def table_problems(where) -> tuple[int, list[dict]]:
+    """(committed tables checked, their damage): every row read and checked against its checksum."""
+    import lance  # lazy: kept out of `drift --help`
+
+    from drift.store.embeddings import (  # lazy: lance, kept out of `drift --help`
+        committed,
+        scan_damage,
+    )
+
+    checked, corrupt = 0, []
+    for path in store_tables(where):
+        if not committed(path):
+            continue  # a killed first write: never served, `drift cache gc` removes it
+        checked += 1
+        try:
+            dataset = lance.dataset(str(path))
+            rows = sum(batch.num_rows for batch in dataset.to_batches(columns=["key"]))
+            if rows != dataset.count_rows():
+                corrupt.append(
+                    {"path": str(path), "problem": f"{rows} rows read, {dataset.count_rows()} committed"}
+                )
+            corrupt += [damage_entry(path, damage) for damage in scan_damage(path)]
+        except Exception as e:  # any failure to read a table is what verify reports
+            corrupt.append({"path": str(path), "problem": " ".join(str(e).split())[:200]})
+    return checked, corrupt
+
+
+def damage_entry(path, damage: dict) -> dict:
+    keys = (
+        f"keys {damage['first_key']} .. {damage['last_key']}"
+        if damage["first_key"] is not None
+        else "unreadable"
+    )
+    return {
+        "path": str(path),
+        "fragment": damage["fragment"],
+        "rows": damage["rows"],
+        "first_key": damage["first_key"],
+        "last_key": damage["last_key"],
+        "problem": f"fragment {damage['fragment']}: {damage['rows']} row(s), {keys}: {damage['problem']}",
+    }
+
+
+def entry_problems(where) -> tuple[dict[str, int], list[dict], list[dict]]:
+    """({checkpoints, cells}: how many checked, the corrupt ones, those of another cache format): each entry
+    against its checksum and the key its file name says."""
+    checked = {"checkpoints": 0, "cells": 0}
+    corrupt: list[dict] = []
+    other: list[dict] = []
+
+    def note(path, problem: str | None) -> None:
+        if problem:
+            (other if other_format(problem) else corrupt).append({"path": str(path), "problem": problem})
+
+    for path in checkpoint_files(where):
+        checked["checkpoints"] += 1
+        note(path, checkpoint_problem(path.read_bytes(), path.stem))
+    for directory in cell_dirs(where):
+        for path in sorted(directory.glob("*.json")):
+            checked["cells"] += 1
+            note(path, cell_problem(path))
+    return checked, corrupt, other
 
 
 @cache_app.command()
@@ -512,14 +629,9 @@ def verify(
     ),
 ):
     """Check every cache: the store's tables (every row read and checked against its checksum, finite values;
-    damage named by fragment and key range), the cached checkpoints and cells (their sha256),
-    and this workspace's feature files (size and sha256 against their header). Exit 1 when anything is corrupt."""
-    import lance  # lazy: kept out of `drift --help`
-
-    from drift.store.embeddings import (  # lazy: lance, kept out of `drift --help`
-        committed,
-        scan_damage,
-    )
+    damage named by fragment and key range), the cached checkpoints and cells (their sha256 and the key they are
+    filed under), and this workspace's feature files (size and sha256 against their header). Exit 1 when anything
+    is corrupt, 2 when the folder is no drift cache."""
     from drift.store.features import (
         file_problem,  # lazy: lance, kept out of `drift --help`
     )
@@ -527,64 +639,36 @@ def verify(
     as_json = _json_flag(ctx, as_json)
     try:
         where = resolve_cache_dir(_cache_dir_option(ctx, cache_dir))
+        if reason := no_cache(where):
+            raise DriftError(
+                f"drift cache verify: no drift cache at {where} ({reason}): pass the folder embed.cache_dir "
+                "names (or --cache-dir), or set DRIFT_CACHE_DIR"
+            )
     except DriftError as e:
         fail(e)
-    corrupt: list[dict] = []
-    checked = {"tables": 0, "checkpoints": 0, "cells": 0, "features": 0}
-    for path in store_tables(where):
-        if not committed(path):
-            continue  # a killed first write: never served, `drift cache gc` removes it
-        checked["tables"] += 1
-        try:
-            dataset = lance.dataset(str(path))
-            rows = sum(batch.num_rows for batch in dataset.to_batches(columns=["key"]))
-            if rows != dataset.count_rows():
-                corrupt.append(
-                    {"path": str(path), "problem": f"{rows} rows read, {dataset.count_rows()} committed"}
-                )
-            for damage in scan_damage(path):  # every row's values against its checksum, and finite
-                keys = (
-                    f"keys {damage['first_key']} .. {damage['last_key']}"
-                    if damage["first_key"] is not None
-                    else "unreadable"
-                )
-                corrupt.append(
-                    {
-                        "path": str(path),
-                        "fragment": damage["fragment"],
-                        "rows": damage["rows"],
-                        "first_key": damage["first_key"],
-                        "last_key": damage["last_key"],
-                        "problem": f"fragment {damage['fragment']}: {damage['rows']} row(s), {keys}: "
-                        f"{damage['problem']}",
-                    }
-                )
-        except Exception as e:  # any failure to read a table is what verify reports
-            corrupt.append({"path": str(path), "problem": " ".join(str(e).split())[:200]})
-    for path in checkpoint_files(where):
-        checked["checkpoints"] += 1
-        if problem := checkpoint_problem(path.read_bytes()):
-            corrupt.append({"path": str(path), "problem": problem})
-    for directory in cell_dirs(where):
-        for path in sorted(directory.glob("*.json")):
-            checked["cells"] += 1
-            if problem := cell_problem(path):
-                corrupt.append({"path": str(path), "problem": problem})
+    empty = next(iter(where.iterdir()), None) is None  # a folder: no_cache refused anything else
+    tables, corrupt = table_problems(where)
+    entries, damaged, other = entry_problems(where)
+    corrupt += damaged
+    checked = {"tables": tables, **entries, "features": 0}
     for directory in sorted(p for p in FEATURES.glob("*/*") if p.is_dir()):
         checked["features"] += 1
         if problem := file_problem(directory):
             corrupt.append({"path": str(directory), "problem": problem})
     if as_json:
-        _emit({"cache_dir": str(where), "checked": checked, "corrupt": corrupt})
+        _emit({"cache_dir": str(where), "checked": checked, "corrupt": corrupt, "other_format": other})
     else:
         console = Console()
         for c in corrupt:
-            console.print(f"corrupt {c['path']}: {c['problem']}", overflow="fold", highlight=False)
+            console.print(f"corrupt {esc(c['path'])}: {esc(c['problem'])}", overflow="fold", highlight=False)
+        for c in other:
+            console.print(f"stale {esc(c['path'])}: {esc(c['problem'])}", overflow="fold", highlight=False)
         console.print(
             f"checked {checked['tables']} table(s), {checked['checkpoints']} checkpoint(s), "
-            f"{checked['cells']} cell(s) in {where} and {checked['features']} feature folder(s) in "
-            f"./{FEATURES}: {len(corrupt)} corrupt"
-            + (" (the stages recompute them on their next run)" if corrupt else ""),
+            f"{checked['cells']} cell(s) in {esc(where)}{' (empty)' if empty else ''} and {checked['features']} "
+            f"feature folder(s) in ./{FEATURES}: {len(corrupt)} corrupt"
+            + (" (the stages recompute them on their next run)" if corrupt else "")
+            + (f", {len(other)} of another cache format (misses, computed again when used)" if other else ""),
             highlight=False,
         )
     if corrupt:

@@ -1,13 +1,23 @@
-"""What every `drift` command shares: the console, one-line errors, Ctrl-C as one line (DriftApp), number formatting."""
+"""What every `drift` command shares: the console, one-line errors, Ctrl-C as one line (DriftApp), number formatting,
+and `esc`: names and labels are data, never markup. Every value from data, params or the command line that reaches
+Rich as a markup string or a table cell goes through `esc` (or a Text of `visible(value)`), so `[/bold]` or
+`[link=...]` prints as written, never as a style or a hyperlink, and an ESC byte never reaches the terminal.
+Errors are redacted (drift.core.secrets) before they are printed."""
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import typer
 from rich.console import Console, ConsoleDimensions
+from rich.markup import escape
+from rich.text import Text
 from typer.core import TyperGroup
+
+from drift.core.interrupt import restore_interrupt
+from drift.core.secrets import redact
 
 PIPED_WIDTH = (
     1000  # a pipe or a file: tables at their natural width, never cut at 80 columns ($COLUMNS still wins)
@@ -59,6 +69,7 @@ class DriftApp(typer.Typer):
         super().__init__(cls=InterruptibleGroup, **kwargs)
 
     def __call__(self, *args, **kwargs):
+        restore_interrupt()  # drift.cli's import-time handler hands Ctrl-C back to the commands'
         try:
             return super().__call__(*args, **kwargs)
         except Interrupted as e:
@@ -66,9 +77,31 @@ class DriftApp(typer.Typer):
             sys.exit(130)
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0 but tab and newline, DEL, C1
+
+
+def visible(value) -> str:
+    """`value` as text, its control characters written \\xNN: an ESC in data never starts a terminal escape
+    (a colour, a window title, an OSC 8 hyperlink)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+
+
+def esc(value) -> str:
+    """`value` for a Rich markup string or a table cell: visible(), with Rich's markup escaped; ordinary text
+    (no control character, no `[` starting a tag) comes back unchanged."""
+    return escape(visible(value))
+
+
+def plain(value, style: str = "") -> Text:
+    """`value` as a Rich Text: never parsed as markup, control characters visible."""
+    return Text(visible(value), style=style)
+
+
 def fail(error: Exception):
-    """A DriftError as one red line on stderr, exit status 2."""
-    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {error}", highlight=False)
+    """A DriftError as one red line on stderr, exit status 2: redacted, its text never markup."""
+    Console(stderr=True, soft_wrap=True).print(
+        f"[red]error:[/red] {esc(redact(str(error)))}", highlight=False
+    )
     raise typer.Exit(2)
 
 

@@ -12,7 +12,7 @@ import typer
 import yaml
 from rich.console import Console
 
-from drift.cli.common import console, fail
+from drift.cli.common import console, esc, fail
 from drift.core.dataset_registry import DATASETS
 from drift.core.errors import DriftError, check_name
 from drift.core.params import load_params
@@ -196,7 +196,7 @@ def init(
         return [c.strip() for c in v.split(",") if c.strip()] if v else None
 
     try:
-        check_name(name, "dataset name")
+        check_name(name, "dataset name", dots=False)
         if name in DATASETS:
             raise DriftError(f"{name!r} is a built-in dataset: choose another name for your table")
         proposal = propose(
@@ -223,7 +223,9 @@ def init(
             force=force,
         )
     except Ambiguous as question:
-        Console(stderr=True, soft_wrap=True).print(f"[yellow]question:[/yellow] {question}", highlight=False)
+        Console(stderr=True, soft_wrap=True).print(
+            f"[yellow]question:[/yellow] {esc(question)}", highlight=False
+        )
         raise typer.Exit(2) from None
     except DriftError as e:
         fail(e)
@@ -232,8 +234,8 @@ def init(
         return
     columns = ", ".join(f"{c} ({t})" for c, t in proposal["columns"].items())
     console.print(
-        f"[bold]{name}[/bold]: {proposal['files']} file(s), columns {columns}; time from "
-        f"{proposal['span'][0]} to {proposal['span'][1]}",
+        f"[bold]{name}[/bold]: {proposal['files']} file(s), columns {esc(columns)}; time from "
+        f"{esc(proposal['span'][0])} to {esc(proposal['span'][1])}",
         highlight=False,
         soft_wrap=True,
     )
@@ -255,7 +257,7 @@ def init(
         if k in section
     }
     for key, value in chosen.items():
-        console.print(f"  {key}: {value}", highlight=False, soft_wrap=True)
+        console.print(f"  {key}: {esc(value)}", highlight=False, soft_wrap=True)
     if proposal.get("invalid_utf8"):
         console.print(
             f"{proposal['invalid_utf8']} row(s) hold invalid UTF-8: ingest will quarantine them "
@@ -264,7 +266,7 @@ def init(
             soft_wrap=True,
         )
     console.print(
-        f"wrote {name} to {params_path} (datasets.{name}, {name}:, train.models.{name}); change any "
+        f"wrote {name} to {esc(params_path)} (datasets.{name}, {name}:, train.models.{name}); change any "
         f"key there or re-run with --time/--text/--image/--label/--task",
         style="dim",
         soft_wrap=True,
@@ -276,15 +278,15 @@ def show_slicing(choice: dict) -> None:
     """The unit --per-slice chose, and what each unit would give, as rows per slice."""
     low, median, high = choice["rows"]
     console.print(
-        f"--per-slice {choice['per_slice']}: unit {choice['unit']}, {choice['k']} slices "
-        f"({choice['slices']['start']}-{choice['slices']['end']}), rows per slice min {low}, median "
+        f"--per-slice {choice['per_slice']}: unit {esc(choice['unit'])}, {choice['k']} slices "
+        f"({esc(choice['slices']['start'])}-{esc(choice['slices']['end'])}), rows per slice min {low}, median "
         f"{median:g}, max {high}",
         highlight=False,
         soft_wrap=True,
     )
     for c in choice["candidates"]:
         console.print(
-            f"  {c['unit']:<9} {c['k']:>5} slices   rows per slice min {c['rows'][0]}, median "
+            f"  {esc(c['unit']):<9} {c['k']:>5} slices   rows per slice min {c['rows'][0]}, median "
             f"{c['rows'][1]:g}, max {c['rows'][2]}",
             style="dim",
             highlight=False,

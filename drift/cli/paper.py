@@ -10,7 +10,7 @@ from rich import box
 from rich.console import JustifyMethod
 from rich.table import Table
 
-from drift.cli.common import console, fail, fmt
+from drift.cli.common import console, esc, fail, fmt
 from drift.core.dataset_registry import DATASETS as OURS
 from drift.core.errors import DriftError, close_matches
 from drift.report.published import DATASETS, compare_run, has_published
@@ -36,9 +36,9 @@ def published_table(result: dict, digits: int) -> Table:
         if r["published"] is not None:
             table.add_row(
                 str(r["published"]["rank"]),
-                r["model"],
-                r["paper_name"],
-                r["published_family"],
+                esc(r["model"]),
+                esc(r["paper_name"]),
+                esc(r["published_family"]),
                 *(fmt(r["published"][s], digits) for s in STATS),
             )
     return table
@@ -80,9 +80,9 @@ def comparison_table(result: dict, digits: int) -> Table:
                 ]
             )
         for n, line in enumerate(lines):
-            printed = r["paper_name"] if line[0] == "paper" else ""
+            printed = esc(r["paper_name"]) if line[0] == "paper" else ""
             table.add_row(
-                r["model"] if n == 0 else "",
+                esc(r["model"]) if n == 0 else "",
                 printed,
                 *line,
                 end_section=n == len(lines) - 1 and len(lines) > 1,
@@ -105,7 +105,7 @@ def paper(
     if not has_published(dataset):
         if dataset in OURS:
             console.print(
-                f"{dataset}: no published run (the paper's datasets: {', '.join(DATASETS)})",
+                f"{esc(dataset)}: no published run (the paper's datasets: {', '.join(DATASETS)})",
                 highlight=False,
                 soft_wrap=True,
             )
@@ -123,26 +123,26 @@ def paper(
     direction = "higher is better" if result["higher_is_better"] else "lower is better"
     source = result["source"]
     credit = (
-        f"published: {source['repository'].removeprefix('https://github.com/')}@{source['commit'][:7]}, "
-        f"{source['license']}; scores recomputed from the published matrices"
+        f"published: {esc(source['repository'].removeprefix('https://github.com/'))}@{esc(source['commit'][:7])}, "
+        f"{esc(source['license'])}; scores recomputed from the published matrices"
     )
     if not result["run"]:
         console.print(
-            f"[bold]{result['title']}[/bold], the paper's runs: {result['published_metric']}{unit}, "
+            f"[bold]{esc(result['title'])}[/bold], the paper's runs: {esc(result['published_metric'])}{esc(unit)}, "
             f"{direction}; ranked by Decay",
             highlight=False,
         )
         console.print(published_table(result, digits))
         console.print(
-            f"no run of {result['dataset']} in {result['root']} (data/eval/{result['dataset']}/, "
-            f"plots/{result['dataset']}/): the published results alone",
+            f"no run of {esc(result['dataset'])} in {esc(result['root'])} (data/eval/{esc(result['dataset'])}/, "
+            f"plots/{esc(result['dataset'])}/): the published results alone",
             highlight=False,
         )
         console.print(credit, style="dim", highlight=False)
         return
     console.print(
-        f"[bold]{result['title']}[/bold], our run against the paper's: {result['published_metric']}"
-        f"{unit}, {direction}; Δ = ours − paper, rank by Decay",
+        f"[bold]{esc(result['title'])}[/bold], our run against the paper's: {esc(result['published_metric'])}"
+        f"{esc(unit)}, {direction}; Δ = ours − paper, rank by Decay",
         highlight=False,
     )
     console.print(comparison_table(result, digits))
@@ -159,7 +159,7 @@ def paper(
         ("slices only in our run", result["slices"]["only_ours"]),
     ):
         if names:
-            console.print(f"{what}: {_names(names)}", highlight=False)
+            console.print(f"{what}: {esc(_names(names))}", highlight=False)
     console.print(credit, style="dim", highlight=False)
 
 

@@ -13,7 +13,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from drift.cli.common import console, fail, fmt
+from drift.cli.common import console, esc, fail, fmt
 from drift.core.encoder_registry import ENCODER_PARAMS, ENCODERS, get_encoder_spec
 from drift.core.errors import DriftError
 from drift.core.params import load_params
@@ -83,8 +83,8 @@ def summary_table(rows: list[dict], width: int) -> tuple[Table, bool]:
             )
         for i, row in enumerate(rows):
             ref = row["reference"]
-            cells = ["ref" if ref else str(row["rank"] or "—"), row["model"]]
-            cells += [row.get("family", "")] if family else []
+            cells = ["ref" if ref else str(row["rank"] or "—"), esc(row["model"])]
+            cells += [esc(row.get("family", ""))] if family else []
             cells += [_with_std(row, s) if std else fmt(row.get(s)) for s in ("id", "future", "decay")]
             cells += [_margin(row, "prior")] if has["prior"] else []
             cells += [_margin(row, "linear")] if linear else []
@@ -143,7 +143,7 @@ def summary(
         higher = first["higher_is_better"]
         direction = "higher is better" if higher else "lower is better"
         console.print(
-            f"[bold]{name}[/bold]: {first['metric']} ({direction}), K = {first['k']}, "
+            f"[bold]{esc(name)}[/bold]: {esc(first['metric'])} ({direction}), K = {first['k']}, "
             f"seeds = {first['seeds']}, {ORDER_TITLES[by]}",
             highlight=False,
             soft_wrap=True,
@@ -158,7 +158,11 @@ def summary(
         for row in rows:
             if prior is not None and row.get("beats_prior") is False:
                 console.print(
-                    below_prior_message(name, row["model"], row["id"], prior["id"], first["metric"], higher),
+                    esc(
+                        below_prior_message(
+                            name, row["model"], row["id"], prior["id"], first["metric"], higher
+                        )
+                    ),
                     style="yellow",
                     highlight=False,
                     soft_wrap=True,
@@ -238,7 +242,7 @@ def print_peers(peers: dict[str, list[dict]], protocol: str, as_json: bool) -> N
         )  # the slice's label; older metrics: the scored period's index
         split = (
             (
-                f", Eval-Fix trained through {label}"
+                f", Eval-Fix trained through {esc(label)}"
                 if label is not None
                 else f", Eval-Fix trained through period {first['eval_fix_split']}"
             )
@@ -246,7 +250,7 @@ def print_peers(peers: dict[str, list[dict]], protocol: str, as_json: bool) -> N
             else ""
         )
         console.print(
-            f"[bold]{name}[/bold]: {first['metric']} ({direction}), {protocol}{split}",
+            f"[bold]{esc(name)}[/bold]: {esc(first['metric'])} ({direction}), {protocol}{split}",
             highlight=False,
             soft_wrap=True,
         )
@@ -256,7 +260,7 @@ def print_peers(peers: dict[str, list[dict]], protocol: str, as_json: bool) -> N
             table.add_column(title, justify="right", no_wrap=True)
         for row in rows:
             table.add_row(
-                row["model"],
+                esc(row["model"]),
                 *[fmt(row[k]) for k in PEER_COLUMNS[protocol]],
                 style="dim italic" if row["reference"] else None,
             )
@@ -281,9 +285,9 @@ def label_free_table(rows: list[dict]) -> Table:
         signal = row.get("label_free")
         if signal is None:
             continue
-        method = f" ({signal['estimate_method'].upper()})" if signal.get("estimate_method") else ""
+        method = f" ({esc(signal['estimate_method'].upper())})" if signal.get("estimate_method") else ""
         table.add_row(
-            row["model"],
+            esc(row["model"]),
             fmt(signal["rho_shift"], 2),
             fmt(signal["rho_novelty"], 2),
             fmt(signal["rho_estimate"], 2),
@@ -363,15 +367,12 @@ def models(
         print(json.dumps(rows, indent=2))
         return
     title = f"models for {dataset}" if dataset else "models (paper reference setting)"
-    table = Table(title=title, title_justify="left")
+    table = Table(title=esc(title), title_justify="left")
     for column in ("name", "family", "size", "input", "trainable", "total"):
         table.add_column(column, justify="right" if column in ("trainable", "total") else "left")
     for r in rows:
         table.add_row(
-            r["name"],
-            r["family"],
-            r["size"],
-            r["input"],
+            *(esc(r[k]) for k in ("name", "family", "size", "input")),
             f"{r['trainable_params']:,}",
             f"{r['total_params']:,}",
         )
@@ -417,7 +418,7 @@ def fetch(
         return
     for t in done:
         console.print(
-            f"fetched {t.path}" + (f", tracked by {t.dvc_file}" if t.dvc_file else ""),
+            f"fetched {esc(t.path)}" + (f", tracked by {esc(t.dvc_file)}" if t.dvc_file else ""),
             highlight=False,
             soft_wrap=True,
         )
@@ -449,7 +450,7 @@ def track(
         )
         return
     for t in done:
-        console.print(f"tracked {t.path} by {t.dvc_file}", highlight=False, soft_wrap=True)
+        console.print(f"tracked {esc(t.path)} by {esc(t.dvc_file)}", highlight=False, soft_wrap=True)
     console.print(
         "next: commit the .dvc and .gitignore files with git; `dvc push` uploads the data", style="dim"
     )
@@ -475,9 +476,11 @@ def preset(
     except DriftError as e:
         fail(e)
     console.print(
-        f"applied {name}: {', '.join(changed) or 'nothing changed'}", highlight=False, soft_wrap=True
+        f"applied {esc(name)}: {esc(', '.join(changed) or 'nothing changed')}",
+        highlight=False,
+        soft_wrap=True,
     )
-    console.print("next: `dvc exp run -n " + name + "` (or `dvc repro`)", style="dim")
+    console.print("next: `dvc exp run -n " + esc(name) + "` (or `dvc repro`)", style="dim")
 
 
 def check(params: Path = typer.Option(Path("params.yaml"), help="the params file to check")):
@@ -489,7 +492,7 @@ def check(params: Path = typer.Option(Path("params.yaml"), help="the params file
         check_run(load_params(params))
     except DriftError as e:
         fail(e)
-    console.print(f"{params}: checked", highlight=False)
+    console.print(f"{esc(params)}: checked", highlight=False)
 
 
 COMMANDS = (summary, models, fetch, track, preset, check)

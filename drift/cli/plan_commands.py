@@ -9,7 +9,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from drift.cli.common import console, fail
+from drift.cli.common import console, esc, fail
 from drift.core.errors import DriftError
 
 
@@ -36,7 +36,7 @@ def plan_tables(out: dict) -> list:
     def table(*columns):
         t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
         for i, column in enumerate(columns):
-            t.add_column(column, justify="left" if i == 0 else "right")
+            t.add_column(esc(column), justify="left" if i == 0 else "right")
         return t
 
     datasets = out["datasets"]
@@ -44,7 +44,7 @@ def plan_tables(out: dict) -> list:
     for name, d in datasets.items():
         paper = d.get("paper", {}).get("model_seed_runs")
         counts.add_row(
-            name,
+            esc(name),
             str(d["model_seed_runs"]),
             "—" if paper is None else str(paper),
             _count(d["trainings"]),
@@ -74,13 +74,13 @@ def plan_tables(out: dict) -> list:
                 ("eval", "projected_eval_hours", "eval_gpu_h"),
             ):
                 hours.add_row(
-                    f"{name} {part}",
+                    f"{esc(name)} {part}",
                     *[_hours(d[key][dev]) for dev in devices],
                     _hours(paper[paper_key]) if paper else "—",
                 )
             if d.get("projected_embed_hours"):  # rehearsed encoders: apart from the totals, as Table 1
                 hours.add_row(
-                    f"{name} embed",
+                    f"{esc(name)} embed",
                     *[_hours(d["projected_embed_hours"][dev]) for dev in devices],
                     "—",
                     style="dim",
@@ -108,8 +108,8 @@ def plan_tables(out: dict) -> list:
                 )
                 label = bench_model + (f" +{len(members) - 1}" if len(members) > 1 else "")
                 rates.add_row(
-                    label,
-                    r["shape"],
+                    esc(label),
+                    esc(r["shape"]),
                     _count(round(r["train_rows_per_s"])),
                     _count(round(r["eval_rows_per_s"])),
                     _hours(here),
@@ -191,7 +191,7 @@ def plan(
         print(json.dumps(out, indent=2))
         return
     title = f"preset {preset} over {params}" if preset else str(params)
-    console.print(f"[bold]plan[/bold]: {title}", highlight=False, soft_wrap=True)
+    console.print(f"[bold]plan[/bold]: {esc(title)}", highlight=False, soft_wrap=True)
     for renderable in plan_tables(out):
         console.print(renderable)
     notes = [
@@ -221,7 +221,7 @@ def plan(
     }
     notes += [f"rehearsed rates: {source}" for source in sorted(sources)]
     for note in notes:
-        console.print(note, style="dim", highlight=False, soft_wrap=False, overflow="fold")
+        console.print(esc(note), style="dim", highlight=False, soft_wrap=False, overflow="fold")
 
 
 COMMANDS = (plan,)

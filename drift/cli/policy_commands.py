@@ -11,7 +11,7 @@ from rich.console import JustifyMethod
 from rich.table import Table
 
 from drift.analysis.policy import dataset_policies, load_signal, report_labels
-from drift.cli.common import console, fail, fmt
+from drift.cli.common import console, esc, fail, fmt
 from drift.core.errors import DriftError
 from drift.core.params import PolicyParams, TrainParams, load_params
 
@@ -31,7 +31,7 @@ def policy_table(result: dict) -> Table:
         ("mean", "right"),
         ("worst", "right"),
         ("retrains", "right"),
-        (f"cost ({result['cost_unit']})", "right"),
+        (f"cost ({esc(result['cost_unit'])})", "right"),
     )
     for column, justify in columns:
         table.add_column(column, justify=justify, no_wrap=True)
@@ -40,8 +40,8 @@ def policy_table(result: dict) -> Table:
         for i, p in enumerate(r["policies"]):
             mark = "★" if p["best"] else "•" if p["pareto"] else ""
             table.add_row(
-                model if i == 0 else "",
-                p["name"],
+                esc(model) if i == 0 else "",
+                esc(p["name"]),
                 mark,
                 fmt(p["mean"]),
                 fmt(p["worst"]),
@@ -103,8 +103,8 @@ def policy(
         return
     direction = "higher is better" if result["higher_is_better"] else "lower is better"
     console.print(
-        f"[bold]{dataset}[/bold]: retraining policies replayed from the drift matrix, "
-        f"{result['metric']} ({direction}) over the deployment periods",
+        f"[bold]{esc(dataset)}[/bold]: retraining policies replayed from the drift matrix, "
+        f"{esc(result['metric'])} ({direction}) over the deployment periods",
         highlight=False,
     )
     console.print(policy_table(result))
@@ -115,7 +115,7 @@ def policy(
     )
     skipped = dict.fromkeys(s for r in result["models"].values() for s in r["skipped"])
     for line in [*result["notes"], *(f"skipped {s}" for s in skipped)]:
-        console.print(line, style="dim", highlight=False)
+        console.print(esc(line), style="dim", highlight=False)
 
 
 COMMANDS = (policy,)

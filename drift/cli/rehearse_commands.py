@@ -9,7 +9,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from drift.cli.common import console, fail
+from drift.cli.common import console, esc, fail
 from drift.core.errors import DriftError
 
 
@@ -51,9 +51,9 @@ def rehearsal_table(out: dict) -> Table:
                 done = f"{d.get('cells', 0)} cells"
                 rate = _rate(d.get("cells_per_s"), "cells/s")
         status = {"passed": "[green]passed[/green]", "failed": "[red]failed[/red]"}.get(
-            s["status"], s["status"]
+            s["status"], esc(s["status"])
         )
-        t.add_row(s["stage"], status, f"{s['seconds']:.1f}", done, rate)
+        t.add_row(esc(s["stage"]), status, f"{s['seconds']:.1f}", esc(done), esc(rate))
     return t
 
 
@@ -111,43 +111,47 @@ def rehearse(
         print(json.dumps(out, indent=2))
     else:
         console.print(
-            f"[bold]rehearse[/bold] {preset} ({out['profile']} profile) on {out['device']}: "
+            f"[bold]rehearse[/bold] {esc(preset)} ({esc(out['profile'])} profile) on {esc(out['device'])}: "
             f"{'passed' if out['ok'] else 'FAILED'} in {out['seconds']:.0f} s",
             highlight=False,
         )
         for name, note in out["samples"].items():
-            console.print(f"sample {name}: {note}", style="dim", highlight=False)
+            console.print(f"sample {esc(name)}: {esc(note)}", style="dim", highlight=False)
         if out["standins"]:
             console.print(
                 "stand-ins (random weights): "
-                + ", ".join(
-                    f"{enc} {s['width']}-d" + (f" x{s['layers']} layers" if s.get("layers") else "")
-                    for enc, s in out["standins"].items()
+                + esc(
+                    ", ".join(
+                        f"{enc} {s['width']}-d" + (f" x{s['layers']} layers" if s.get("layers") else "")
+                        for enc, s in out["standins"].items()
+                    )
                 ),
                 style="dim",
                 highlight=False,
             )
-        console.print("shrunk: " + ("; ".join(out["shrunk"]) or "nothing"), style="dim", highlight=False)
+        console.print("shrunk: " + esc("; ".join(out["shrunk"]) or "nothing"), style="dim", highlight=False)
         console.print(rehearsal_table(out))
         for s in out["stages"]:
             if s["status"] == "failed":
-                console.print(f"[red]{s['stage']}[/red]: {s['error']}", highlight=False, soft_wrap=True)
                 console.print(
-                    f"re-run it alone: {s['rerun']}" + ("" if keep else " (with --keep)"),
+                    f"[red]{esc(s['stage'])}[/red]: {esc(s['error'])}", highlight=False, soft_wrap=True
+                )
+                console.print(
+                    f"re-run it alone: {esc(s['rerun'])}" + ("" if keep else " (with --keep)"),
                     highlight=False,
                     soft_wrap=True,
                 )
         for name, d in out["datasets"].items():
             for family, engine in (d.get("engines") or {}).items():
                 console.print(
-                    f"{name} {family} ({engine['model']}): solo {engine['solo']:,.0f} vs batched "
+                    f"{esc(name)} {esc(family)} ({esc(engine['model'])}): solo {engine['solo']:,.0f} vs batched "
                     f"{engine['batched']:,.0f} rows/s",
                     style="dim",
                     highlight=False,
                 )
         if out.get("rates_file"):
             console.print(
-                f"rates stored in {out['rates_file']} (drift plan {preset} reads them)",
+                f"rates stored in {esc(out['rates_file'])} (drift plan {esc(preset)} reads them)",
                 style="dim",
                 highlight=False,
             )

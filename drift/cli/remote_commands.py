@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import typer
 
-from drift.cli.common import console, fail
+from drift.cli.common import console, esc, fail
 from drift.core.errors import DriftError
 from drift.run.remote import transfer
 
 
 def _run(action: str, remote: str | None) -> None:
     try:
-        console.print(transfer(action, remote) or f"dvc {action}: done", highlight=False, soft_wrap=True)
+        console.print(esc(transfer(action, remote) or f"dvc {action}: done"), highlight=False, soft_wrap=True)
     except DriftError as e:
         fail(e)
 

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from drift.cli.common import console, fail, fmt
+from drift.cli.common import console, esc, fail, fmt, plain
 from drift.core.errors import DriftError, close_matches
 from drift.core.paths import dataset_paths
 from drift.report.results import (
@@ -87,11 +87,11 @@ def terminal_heatmap(
         padding=0,
         show_edge=False,
         pad_edge=False,
-        caption=None if with_numbers else f"columns: {labels[0]} … {labels[-1]}, left to right",
+        caption=None if with_numbers else f"columns: {esc(labels[0])} … {esc(labels[-1])}, left to right",
     )
     table.add_column("", justify="right", no_wrap=True)
     for label in labels:
-        table.add_column(label.center(width) if with_numbers else "", no_wrap=True, width=width)
+        table.add_column(esc(label.center(width)) if with_numbers else "", no_wrap=True, width=width)
     for i in reversed(range(len(labels))):
         cells = []
         for j in range(len(labels)):
@@ -102,7 +102,7 @@ def terminal_heatmap(
             bg, fg = color(v)
             text = number.format(v).center(width) if with_numbers else " " * width
             cells.append(Text(text, style=f"{'bold ' if i == j else ''}{fg} on {bg}"))
-        table.add_row(Text(labels[i] + " ", style="bold"), *cells)
+        table.add_row(plain(labels[i] + " ", style="bold"), *cells)
     return table
 
 
@@ -126,7 +126,7 @@ def show(
     direction = "higher is better" if m["higher_is_better"] else "lower is better"
     what = "deviation from the cohort mean (blue: better)" if deviation else m["metric"]
     console.print(
-        f"[bold]{dataset} · {model}[/bold]: {what} ({direction}); rows: trained up to, "
+        f"[bold]{esc(dataset)} · {esc(model)}[/bold]: {esc(what)} ({direction}); rows: trained up to, "
         f"columns: evaluated on; latest cutoff on top",
         highlight=False,
         soft_wrap=True,
@@ -187,17 +187,18 @@ def compare(
     if as_json:
         print(json.dumps({"a": rev_a, "b": rev_b, "params": params, "datasets": rows}, indent=2))
         return
-    console.print(f"[bold]{rev_a}[/bold] → [bold]{rev_b}[/bold]", highlight=False)
+    console.print(f"[bold]{esc(rev_a)}[/bold] → [bold]{esc(rev_b)}[/bold]", highlight=False)
     for key, change in params.items():
         console.print(
-            f"  param {key}: {json.dumps(change['a'])} → {json.dumps(change['b'])}", highlight=False
+            f"  param {esc(key)}: {esc(json.dumps(change['a']))} → {esc(json.dumps(change['b']))}",
+            highlight=False,
         )
     for name, models in rows.items():
         first = models[0]
         direction = "higher is better" if first["higher_is_better"] else "lower is better"
         console.print(
-            f"[bold]{name}[/bold]: {first['metric']} ({direction}); each cell: the value at {rev_b} "
-            f"(its change from {rev_a}: green better, red worse)",
+            f"[bold]{esc(name)}[/bold]: {esc(first['metric'])} ({direction}); each cell: the value at "
+            f"{esc(rev_b)} (its change from {esc(rev_a)}: green better, red worse)",
             highlight=False,
             soft_wrap=True,
         )
@@ -219,8 +220,8 @@ def compare(
                 cells.append(text)
             following = models[models.index(r) + 1] if r is not models[-1] else None
             table.add_row(
-                r["model"] + (" (ref)" if r["reference"] else ""),
-                r["status"],
+                esc(r["model"] + (" (ref)" if r["reference"] else "")),
+                esc(r["status"]),
                 *cells,
                 style="dim italic" if r["reference"] else None,
                 end_section=not r["reference"] and following is not None and following["reference"],
@@ -294,10 +295,12 @@ def plots(
     if as_json:
         print(json.dumps(written, indent=2))
         return
-    console.print(f"{len(written)} PNG files in {out}:", highlight=False)
+    console.print(f"{len(written)} PNG files in {esc(out)}:", highlight=False)
     for w in written:
         console.print(
-            f"  {w['file']}  [dim]{', '.join(w['revisions'])}[/dim]", highlight=False, soft_wrap=True
+            f"  {esc(w['file'])}  [dim]{esc(', '.join(w['revisions']))}[/dim]",
+            highlight=False,
+            soft_wrap=True,
         )
 
 
@@ -364,11 +367,12 @@ def saliency(
         print(json.dumps({"dataset": dataset, "file": str(out), "panels": panels}, indent=2))
         return
     console.print(
-        f"wrote {out}: {len(result['models'])} model(s) × {len(result['columns'])} cutoff(s)", highlight=False
+        f"wrote {esc(out)}: {len(result['models'])} model(s) × {len(result['columns'])} cutoff(s)",
+        highlight=False,
     )
     for c in result["columns"]:
         console.print(
-            f"  trained through {c['cutoff_label']}: {c['n']} portraits of {c['eval_label']}",
+            f"  trained through {esc(c['cutoff_label'])}: {c['n']} portraits of {esc(c['eval_label'])}",
             style="dim",
             highlight=False,
         )

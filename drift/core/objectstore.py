@@ -3,7 +3,9 @@
 `ObjectPath` is the small part of pathlib.Path the caches use (`/`, name, parent, read/write, glob, stat,
 unlink), on pyarrow's S3 filesystem. The standard environment variables reach the endpoint, as they do for
 Lance, s3fs and DVC's S3 remote: AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION (and
-AWS_ALLOW_HTTP=true for a plain-http endpoint, which Lance requires). Nothing here stores or prints a secret.
+AWS_ALLOW_HTTP=true for a plain-http endpoint, which Lance requires). The userinfo of an endpoint written
+`http://key:secret@host` is never part of the host the client is given; nothing here stores a secret, and every
+message is redacted (drift.core.secrets).
 An object is written by one PUT, so a reader sees the old object or the new one, never part of one.
 `location(x)` is an ObjectPath for an s3:// URI and a Path otherwise; `check_store` turns an endpoint that is
 down, refused credentials or a missing bucket into one DriftError line.
@@ -20,6 +22,7 @@ from types import SimpleNamespace
 from urllib.parse import urlparse
 
 from drift.core.errors import DriftError
+from drift.core.secrets import redact
 
 SCHEME = "s3://"
 FIX = (
@@ -56,7 +59,8 @@ def _filesystem(endpoint_url: str | None, region: str | None, access_key_id: str
     }
     if endpoint_url:
         parsed = urlparse(endpoint_url)
-        options.update(endpoint_override=parsed.netloc or parsed.path, scheme=parsed.scheme or "https")
+        host = parsed.netloc.rpartition("@")[2]  # the userinfo is credentials, never part of the host
+        options.update(endpoint_override=host or parsed.path, scheme=parsed.scheme or "https")
     return pafs.S3FileSystem(
         **options
     )  # credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or the default chain
@@ -263,7 +267,14 @@ def _endpoint_up(url: str, timeout: float = 5.0) -> str | None:
 
 def check_store(where) -> None:
     """One request before any work: the endpoint answers, the credentials are accepted, the bucket exists. Each
-    failure is one DriftError line naming the store and the fix (never a credential)."""
+    failure is one DriftError line naming the store and the fix (redacted: never a credential)."""
+    try:
+        _check_store(where)
+    except DriftError as e:
+        raise DriftError(redact(str(e))) from None
+
+
+def _check_store(where) -> None:
     import pyarrow.fs as pafs
 
     where = location(where)

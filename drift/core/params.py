@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 import types
 import typing
 from pathlib import Path
@@ -70,6 +71,22 @@ def _number(value):
 def _label(value):
     """Slice labels may be written as numbers: 2001 is the slice "2001"."""
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+_MARKUP = re.compile(r"[<>&|`\x00-\x1f\x7f]")
+
+
+def _slice_label(value):
+    """A slice label as written (`_label`), without what HTML, Markdown or a terminal would read as markup: the
+    label is shown as it is everywhere, never rewritten by a writer."""
+    value = _label(value)
+    if isinstance(value, str) and (bad := _MARKUP.search(value)):
+        raise _error(
+            "must not hold {char}: slice labels are shown in HTML, Markdown and terminals",
+            char=repr(bad.group()),
+            got=repr(value),
+        )
+    return value
 
 
 def choice(*values: str):
@@ -213,6 +230,7 @@ TokenCount = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
 RowCount = Annotated[int, Field(ge=1, le=MAX_ROWS)]
 Float = Annotated[float, BeforeValidator(_number)]
 Label = Annotated[str, BeforeValidator(_label)]
+SliceLabel = Annotated[str, BeforeValidator(_slice_label)]
 Edge = Annotated[Any, PlainValidator(_edge)]
 LearningRate = Annotated[float | dict[str, float], PlainValidator(_lr)]
 Sha256 = Annotated[str | dict[str, str] | None, PlainValidator(_sha256)]
@@ -299,7 +317,7 @@ class SliceSpec(Section):
     start: Int | None = None
     end: Int | None = None
     edges: list[Edge] | None = None
-    labels: list[Label] | None = None
+    labels: list[SliceLabel] | None = None
 
     def spec(self) -> dict:
         return self.model_dump(exclude_none=True)
@@ -618,7 +636,9 @@ class ComputeParams(Section):
 class SaliencyGrid(Section):
     SECTION: ClassVar[str] = "report.saliency.<dataset>"
     models: list[str] | None = None  # null: every image model of the roster
-    cells: list[list[Label]] | None = None  # [trained through, evaluated on] slice labels; null: a spread
+    cells: list[list[SliceLabel]] | None = (
+        None  # [trained through, evaluated on] slice labels; null: a spread
+    )
     n: RowCount = 64  # portraits averaged per map
 
 

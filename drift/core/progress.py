@@ -124,7 +124,7 @@ def progress(description: str, total: int | None = None):
             yield lines
         return
     columns = [
-        TextColumn("[bold]{task.description}"),
+        TextColumn("{task.description}", style="bold", markup=False),  # a description is data, never markup
         BarColumn(),
         MofNCompleteColumn(),
         TaskProgressColumn(),

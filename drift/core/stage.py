@@ -1,6 +1,7 @@
 """What every stage script shares: one-line errors instead of tracebacks (a DriftError's message; a full disk's
 path, size and setting; any other exception named with its stage and input, its traceback in a log file), JSON
-outputs, and the check that a stage's inputs exist before it starts."""
+outputs, and the check that a stage's inputs exist before it starts. What it prints and logs is redacted
+(drift.core.secrets): a URL's password or a credential from the environment never reaches a CI log."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from pathlib import Path
 
 from drift.core.artefact import Artefact
 from drift.core.errors import DriftError, is_disk_full
+from drift.core.interrupt import restore_interrupt, stage_name
 from drift.core.paths import dataset_paths, main_repository, run_records
+from drift.core.secrets import redact
 
 LOGS = ".drift/logs"  # under the main repository: a temporary experiment's copy takes its logs with it
 
@@ -25,49 +28,51 @@ def log_path(stage: str) -> Path:
 
 
 def _one_line(error: BaseException, limit: int = 300) -> str:
-    text = " ".join(str(error).split()) or "(no message)"
+    text = " ".join(redact(str(error)).split()) or "(no message)"  # redacted before a cut can halve a secret
     return f"{type(error).__name__}: {text[:limit]}{'...' if len(text) > limit else ''}"
+
+
+def _say(line: str) -> None:
+    print(redact(line), file=sys.stderr)
 
 
 def run_stage(main) -> None:
     """Run a stage's main(argv). A DriftError prints its one line on stderr and exits 2; Ctrl-C prints
     "<stage>: interrupted; re-run resumes" and exits 130; any other exception
     prints one line naming the stage, its input and the log holding the traceback, and exits 1."""
-    argv = sys.argv[1:]
-    stage = os.environ.get("DVC_STAGE") or "@".join([Path(sys.argv[0]).stem, *argv])
+    argv, stage = sys.argv[1:], stage_name()
+    restore_interrupt()  # the script's import-time handler (drift.core.interrupt) hands Ctrl-C back to this one
     try:
         main(argv)
     except DriftError as e:
-        print(f"error: {e}", file=sys.stderr)
+        _say(f"error: {e}")
         sys.exit(2)
     except (
         KeyboardInterrupt
     ):  # Ctrl-C: what was written is whole (atomic writes), the next run picks up there
-        print(f"{stage}: interrupted; re-run resumes", file=sys.stderr)
+        _say(f"{stage}: interrupted; re-run resumes")
         sys.exit(130)
     except Exception as e:  # noqa: BLE001 - the stage's one line; the traceback goes to the log
         log = log_path(stage)
         try:
             log.parent.mkdir(parents=True, exist_ok=True)
             log.write_text(
-                f"stage {stage}, input {' '.join(argv) or '-'}, cwd {os.getcwd()}\n"
-                + "".join(traceback.format_exception(e))
+                redact(
+                    f"stage {stage}, input {' '.join(argv) or '-'}, cwd {os.getcwd()}\n"
+                    + "".join(traceback.format_exception(e))
+                )
             )
             where = f"traceback in {log}"
         except OSError:  # the disk that is full may be the log's
             where = f"no log written ({log} not writable)"
         if is_disk_full(e):
             path = getattr(e, "filename", None)
-            print(
+            _say(
                 f"error: stage {stage}: disk full{f' writing {path}' if path else ''} ({_one_line(e)}): free "
-                f"space on that disk, or move what it writes (embed.cache_dir for the caches) ({where})",
-                file=sys.stderr,
+                f"space on that disk, or move what it writes (embed.cache_dir for the caches) ({where})"
             )
             sys.exit(2)
-        print(
-            f"error: stage {stage} (input: {' '.join(argv) or '-'}) failed: {_one_line(e)} ({where})",
-            file=sys.stderr,
-        )
+        _say(f"error: stage {stage} (input: {' '.join(argv) or '-'}) failed: {_one_line(e)} ({where})")
         sys.exit(1)
 
 

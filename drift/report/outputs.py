@@ -4,7 +4,9 @@ From the evaluate stage's per-seed matrices (data/eval/<ds>/<model>.json) it wri
 git (DVC outputs, cache: false): metrics/<ds>/<model>.json (ID, Future, Decay, seed spread, margins over the
 references); plots/<ds>/<model>/ matrix.json, heatmap.png, deviation.png; the cohort mean (Figure 5), forgetting
 curves (Figures 4, 11), family bars (Table 10) and the image models' saliency (Figure 3) under plots/<ds>/; the
-long-format JSON of plots/deviations/ and plots/forgetting/; tables/<ds>.json and .md (Tables 5-10). Rankings
+long-format JSON of plots/deviations/ and plots/forgetting/; tables/<ds>.json and .md (Tables 5-10). Labels and
+names are data, never markup: the plots data holds `<`, `>`, `&` as look-alikes (drift.report.plots.plot_text) and
+every cell of the .md is escaped (md_text); the HTML page escapes its own (drift.report.html). Rankings
 are by Decay, smallest first, unless `by` says "future" or "id". Reference models get their files but no rank
 and no part in the cohort, deviations or families; a model that does not beat baseline-prior is named on
 stderr and under "below_prior" in the tables."""
@@ -281,6 +283,18 @@ ORDER_LABELS = {"decay": "Decay", "future": "Future", "id": "ID"}
 _MD_KEYS = {"vs prior": "margin_prior", "vs linear": "margin_linear", "vs tfidf": "margin_tfidf"}
 
 
+# a cell's text is data, never Markdown or HTML: the characters that would start markup, end the cell (`|`) or
+# the row (a newline) are escaped; ordinary names, labels and numbers are unchanged
+MD_TEXT = str.maketrans(
+    {c: "\\" + c for c in "\\`*_[]|"} | {"&": "&amp;", "<": "&lt;", ">": "&gt;", "\r": " ", "\n": " "}
+)
+
+
+def md_text(value) -> str:
+    """`value` as the literal text of a Markdown table cell (MD_TEXT)."""
+    return str(value).translate(MD_TEXT)
+
+
 def _md(rows: list[dict], columns: list[str]) -> str:
     def cell(r, c):
         if c == "rank" and r.get("reference"):
@@ -288,7 +302,7 @@ def _md(rows: list[dict], columns: list[str]) -> str:
         v = r.get(_MD_KEYS.get(c, c))
         if c in _MD_KEYS:
             return "" if r.get("reference") else "—" if v is None else f"{v:+.3f}"
-        return fmt(v) if isinstance(v, float) or v is None else str(v)
+        return fmt(v) if isinstance(v, float) or v is None else md_text(v)
 
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(cell(r, c) for c in columns) + " |" for r in rows]

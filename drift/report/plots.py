@@ -25,10 +25,24 @@ METRIC_LABELS = {
 }
 
 
+# `dvc plots show` pastes the plots' data into a <script> of its HTML page as JSON that it parses and writes again
+# (a \u003c escape does not survive), so a label "</script><script>..." would end the script and run its own: the
+# characters HTML reads as markup become look-alikes in every string the plots data holds. Ordinary labels (years,
+# class and model names) are unchanged.
+PLOT_SAFE = str.maketrans({"<": "\u2039", ">": "\u203a", "&": "\uff06"})  # ‹ › ＆
+
+
+def plot_text(value):
+    """A string of the plots data with `<`, `>` and `&` as their look-alikes ‹ › ＆; any other value as it is."""
+    return value.translate(PLOT_SAFE) if isinstance(value, str) else value
+
+
 def long_format(matrix: np.ndarray, labels: list[str], **extra) -> list[dict]:
-    """Rows {"train", "eval", "value", **extra} for the DVC heatmap templates; empty cells are null."""
+    """Rows {"train", "eval", "value", **extra} for the DVC heatmap templates; empty cells are null; the labels
+    are plot_text."""
+    shown = [plot_text(label) for label in labels]
     return [
-        {"train": labels[i], "eval": labels[j], "value": None if np.isnan(v) else round(float(v), 6), **extra}
+        {"train": shown[i], "eval": shown[j], "value": None if np.isnan(v) else round(float(v), 6), **extra}
         for i, row in enumerate(matrix)
         for j, v in enumerate(row)
     ]
@@ -37,7 +51,7 @@ def long_format(matrix: np.ndarray, labels: list[str], **extra) -> list[dict]:
 def curve_rows(curves: dict) -> list[dict]:
     """Rows {"gap", "value", "model"} for the DVC line template, from model -> (gaps, values)."""
     return [
-        {"gap": int(g), "value": round(float(v), 6), "model": model}
+        {"gap": int(g), "value": round(float(v), 6), "model": plot_text(model)}
         for model, (gaps, values) in curves.items()
         for g, v in zip(gaps, values)
     ]
@@ -116,8 +130,9 @@ def _draw_heatmap(
         rows, columns = np.nonzero(marks)
         ax.scatter(columns, rows, s=max(2.0, 120.0 / k), c="white", edgecolors="black", linewidths=0.4)
     ticks = _tick_positions(k)
-    ax.set_xticks(ticks, [labels[t] for t in ticks], rotation=45, ha="right", fontsize=8)
-    ax.set_yticks(ticks, [labels[t] for t in ticks], fontsize=8)
+    # a label is text, never mathtext: "$x^$" would stop the figure
+    ax.set_xticks(ticks, [labels[t] for t in ticks], rotation=45, ha="right", fontsize=8, parse_math=False)
+    ax.set_yticks(ticks, [labels[t] for t in ticks], fontsize=8, parse_math=False)
     ax.set_xlabel("Evaluated on")
     ax.set_ylabel("Trained up to")
     ax.set_title(title, fontsize=10)
@@ -207,7 +222,7 @@ def saliency_grid(
         n_rows, n_cols, figsize=(1.9 * n_cols + 0.8, 1.9 * n_rows + 0.6), dpi=120, squeeze=False
     )
     for c, column in enumerate(columns):
-        axes[0, c].set_title(column["title"], fontsize=8)
+        axes[0, c].set_title(column["title"], fontsize=8, parse_math=False)  # a slice label: never mathtext
         if portraits:
             image = np.asarray(portraits[c])
             axes[0, c].imshow(image.transpose(1, 2, 0) if image.shape[0] in (3, 4) else image[0], cmap="gray")
