@@ -152,12 +152,17 @@ def test_dataset_names_never_collide_with_the_pipelines_paths(name, line):
     assert refused(data) == line
 
 
-def test_dvc_reads_every_dataset_name_as_one_key():
-    """A name the schema lets through is one key of params.yaml for DVC: no '.', which DVC reads as nesting."""
-    from drift.core.errors import check_name
+def test_slice_labels_written_in_params_refuse_markup():
+    from drift.data.datasets import check_datasets
 
-    for name in ("sotu", "synth-portraits", "my_table-2"):
-        check_name(name, "datasets", dots=False)
+    data = copy.deepcopy(SHIPPED)
+    data["sotu"]["slices"] = {"unit": "custom", "edges": [1950, 1980, 2010], "labels": ["a", "</script>|"]}
+    with pytest.raises(DriftError) as e:
+        check_datasets(load_params(data))
+    assert str(e.value) == (
+        "sotu.slices.labels[1] must not hold '<': slice labels are shown in HTML, Markdown and terminals, "
+        "got '</script>|'"
+    )
 
 
 # ---------------------------------------------------------------- Ctrl-C while a stage imports
