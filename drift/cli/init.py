@@ -265,6 +265,14 @@ def init(
             highlight=False,
             soft_wrap=True,
         )
+    notes = {
+        "implausible_times": "have a time outside plausible_years: ingest will quarantine them "
+        "(outside_plausible_years)",
+        "outlying_rows": "lie in years far from the rest: the proposed slices leave them out",
+    }
+    for key, note in notes.items():
+        if proposal.get(key):
+            console.print(f"{proposal[key]} row(s) {note}", highlight=False, soft_wrap=True)
     console.print(
         f"wrote {name} to {esc(params_path)} (datasets.{name}, {name}:, train.models.{name}); change any "
         f"key there or re-run with --time/--text/--image/--label/--task",

@@ -193,10 +193,11 @@ def _ingest_batches(
     write_thread, last_write = ThreadPoolExecutor(max_workers=1), None
     epoch, seconds_end = (pa.scalar(t, pa.timestamp("us")) for t in (EPOCH, SECONDS_END))
     for batch in prefetched(batches):
-        if batch.source:
-            ledger.file(batch.source)
+        # a damaged file's Batch comes after its rows (which counted the file, for a reader that counts files)
         if batch.damaged is not None:
             ledger.damaged(batch.source, batch.damaged)
+        elif batch.source:
+            ledger.file(batch.source)
         if batch.records is None:
             continue
         table = batch.records

@@ -1,9 +1,12 @@
 """`drift init`'s library half: a table's columns inspected and its params.yaml section proposed.
 
-`inspect_source` reads a sample of the first file (names, types, a few values) and scans the chosen time column
-over the whole source for its span; `propose` picks the time, input, label and id columns and the task from
-the column types and names, or from the user's choices. A choice with more than one candidate is an
-`Ambiguous` error naming them (the CLI asks on stderr), never a silent guess.
+`sample` reads a sample of the first file (names, types, a few values; of a text file, only its head, however
+large it expands) and `scan_times` scans the chosen time column over the whole source for its span; `propose`
+picks the time, input, label and id columns and the task from the column types and names, or from the user's
+choices. A choice with more than one candidate is an `Ambiguous` error naming them (the CLI asks on stderr), never
+a silent guess. Missing-value markers (NaN, N/A, ...) are never classes, times outside the section's
+`plausible_years` never part of the span, and the proposed slices cover the data's dense span (dense_years):
+a few rows years away from the rest never make thousands of slices.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import datetime as dt
 import os
 import re
 import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
@@ -22,22 +27,33 @@ import pyarrow.parquet as pq
 
 from drift.core.errors import DriftError
 from drift.core.params import parse
+from drift.data.datasets._io import damage, open_binary
 from drift.data.datasets.table import (
+    MAX_BLANK_LINES,
+    NA_LABELS,
+    FileNotes,
     TableParams,
     arrow_frame,
+    clean_copy,
     columns_of,
+    in_plausible_years,
     invalid_cells,
     label_names,
     parse_time,
     scan_batches,
     source_files,
     source_root,
+    temp_file,
     text_cells,
     utf8_checked,
-    utf8_copy,
 )
 
 SAMPLE_ROWS = 2000
+SAMPLE_BYTES = 16 << 20  # the head of a text file the sample reads: SAMPLE_ROWS rows of up to 8 KiB
+# dense_years: rows in years at least OUTLIER_GAP empty years away from the rest, together under OUTLIER_SHARE of
+# the rows, are outliers (a sentinel, a typo): left out of the proposed slices (ingest filters them by the span)
+OUTLIER_GAP = 10
+OUTLIER_SHARE = 0.01
 TIME_NAMES = re.compile(
     r"(^|_)(time|date|year|created|timestamp|ts|datetime|published|epoch|when)($|_|at$)", re.I
 )
@@ -57,12 +73,12 @@ def sample(source: str) -> tuple[pl.DataFrame, int]:
     """(the first SAMPLE_ROWS rows of the first file with inferred types, number of files)."""
     files = source_files(source)
     path, fmt = files[0]
-    if fmt in ("csv", "jsonl"):  # invalid UTF-8 read as U+FFFD: its rows are counted by time_span
+    if fmt in ("csv", "jsonl"):  # invalid UTF-8 read as U+FFFD: its rows are counted by scan_times
         with tempfile.TemporaryDirectory(prefix="drift-init-") as tmp:
-            plain, _ = utf8_copy(path, Path(tmp)) if path.suffix.lower() != ".gz" else (path, 0)
-            if fmt == "csv":  # polars reads gzip in memory: a sample is small
+            head = text_head(path, fmt, Path(tmp))
+            if fmt == "csv":
                 frame = pl.read_csv(
-                    plain,
+                    head,
                     n_rows=SAMPLE_ROWS,
                     infer_schema_length=SAMPLE_ROWS,
                     truncate_ragged_lines=True,
@@ -70,11 +86,11 @@ def sample(source: str) -> tuple[pl.DataFrame, int]:
                 )
             else:
                 frame = pl.read_ndjson(
-                    plain, n_rows=SAMPLE_ROWS, infer_schema_length=SAMPLE_ROWS, ignore_errors=True
+                    head, n_rows=SAMPLE_ROWS, infer_schema_length=SAMPLE_ROWS, ignore_errors=True
                 )
     elif (
         fmt == "parquet"
-    ):  # below: a cell of invalid UTF-8 read as null (_lossy_text); time_span counts its rows
+    ):  # below: a cell of invalid UTF-8 read as null (_lossy_text); scan_times counts its rows
         batch = next(pq.ParquetFile(path).iter_batches(batch_size=SAMPLE_ROWS), None)
         frame = arrow_frame(utf8_checked(batch)[0]) if batch is not None else pl.DataFrame()
     else:
@@ -87,6 +103,20 @@ def sample(source: str) -> tuple[pl.DataFrame, int]:
             [_lossy_text(frame[c]) for c in frame.columns if frame[c].dtype == pl.Binary]
         )
     return frame, len(files)
+
+
+def text_head(path: Path, fmt: str, tmp: Path) -> Path:
+    """The first SAMPLE_BYTES of a CSV or JSON-lines file (a .gz expanded only that far), up to its last whole
+    line, as clean_copy leaves them: no blank line, bytes that are not UTF-8 as U+FFFD, no unreadable JSON line."""
+    with open_binary(path) as src:
+        data = src.read(SAMPLE_BYTES)
+        cut = len(data) == SAMPLE_BYTES or damage(src) is not None
+    if cut and b"\n" in data:
+        data = data[: data.rindex(b"\n") + 1]
+    head = temp_file(tmp, "head-", f".{fmt}")
+    head.write_bytes(data)
+    json_rows = "drop" if fmt == "jsonl" else None
+    return clean_copy(head, fmt, MAX_BLANK_LINES, tmp, FileNotes(), json_rows=json_rows)
 
 
 def _lossy_text(s: pl.Series) -> pl.Series:
@@ -205,9 +235,19 @@ def parse_slices(spec: str, low, high) -> dict:
     return out
 
 
-def _is_label(s: pl.Series) -> bool:
-    """Few distinct values, each repeated; or a number (a rating, a score)."""
+def present(s: pl.Series) -> pl.Series:
+    """A column's values less the missing ones: nulls, float NaN, and missing-value markers (NA_LABELS)."""
     values = s.drop_nulls()
+    if values.dtype.is_float():
+        return values.filter(values.is_not_nan())
+    if values.dtype == pl.String:
+        return values.filter(~values.str.strip_chars().is_in(sorted(NA_LABELS)))
+    return values
+
+
+def _is_label(s: pl.Series) -> bool:
+    """Few distinct values, each repeated; or a number (a rating, a score). Missing values are no values."""
+    values = present(s)
     n = values.n_unique()
     return 2 <= n and (n <= min(MAX_CLASSES, len(values) // 2) or s.dtype.is_numeric())
 
@@ -224,7 +264,7 @@ def _choose(role: str, flag: str, candidates: list[str], preferred: list[str] | 
 
 
 def _task(s: pl.Series) -> str:
-    values = s.drop_nulls()
+    values = present(s)
     n = values.n_unique()
     if n == 2:
         return "binary"
@@ -354,21 +394,19 @@ def propose(
     )
     if task in ("binary", "multiclass"):
         section["classes"] = label_names(cfg)
-    invalid: dict = {}
-    times: list = []
-    low, high = time_span(cfg, invalid, times)
+    scan = scan_times(cfg, keep_times=per_slice is not None)
+    low, high = (dt.datetime(year, 1, 1) for year in dense_years(scan.years))  # the slices' span
     slicing = None
     if per_slice is not None:
-        slicing = choose_unit(np.concatenate(times), low, high, per_slice)
+        slicing = choose_unit(np.concatenate(scan.times), low, high, per_slice)
         section["slices"] = slicing["slices"]
     else:
         section["slices"] = parse_slices(slices, low, high) if slices else slices_for(low, high)
-    if slices:
-        from drift.protocol.slicing import slice_edges
+    from drift.protocol.slicing import slice_edges
 
-        slice_edges(
-            parse(TableParams, {**section, "source": source}, name).slices
-        )  # a unit or edges that cannot slice: say so now
+    slice_edges(
+        parse(TableParams, {**section, "source": source}, name).slices
+    )  # a unit or edges that cannot slice: say so now
     section["min_samples"] = 20
     section["strict"] = False
     return {
@@ -376,44 +414,82 @@ def propose(
         "input": where,
         "columns": {c: str(frame[c].dtype) for c in columns},
         "files": n_files,
-        "invalid_utf8": sum(invalid.values()),
+        "invalid_utf8": scan.invalid_utf8,
+        "implausible_times": scan.implausible,
+        "outlying_rows": sum(n for year, n in scan.years.items() if not low.year <= year <= high.year),
         "slicing": slicing,
-        "span": [str(low), str(high)],
+        "span": [str(scan.low), str(scan.high)],
         "examples": {c: [str(v)[:40] for v in frame[c].head(3).to_list()] for c in columns},
     }
 
 
-def time_span(cfg: TableParams, invalid: dict | None = None, times: list | None = None):
-    """(earliest, latest) time over the whole source; `invalid` (when given) gets file -> its rows with invalid
-    UTF-8, which ingest will quarantine (invalid_utf8): a Parquet file's columns the section reads are scanned
-    for them, a text file is checked whole; `times` (when given) gets every readable time, as datetime64[us]
-    arrays."""
-    low: dt.datetime | None = None
-    high: dt.datetime | None = None
+@dataclass
+class TimeScan:
+    """The time column over the whole source: the span of its plausible times, the rows per year, the rows ingest
+    will quarantine for bytes that are not UTF-8 (invalid_utf8) or a time outside the section's plausible_years,
+    and (when asked) every plausible time as datetime64[us] arrays."""
+
+    low: dt.datetime
+    high: dt.datetime
+    years: Counter[int]
+    invalid_utf8: int = 0
+    implausible: int = 0
+    times: list[np.ndarray] = field(default_factory=list)
+
+
+def scan_times(cfg: TableParams, keep_times: bool = False) -> TimeScan:
+    """The TimeScan of a source: a Parquet file's columns the section reads are scanned for invalid UTF-8, a text
+    file is checked whole."""
+    scan = TimeScan(dt.datetime.max, dt.datetime.min, Counter())
     with tempfile.TemporaryDirectory(prefix="drift-init-") as tmp:
         for path, fmt in source_files(cfg.source, cfg.format):
             columnar = fmt in ("parquet", "arrow")
             columns = [c for c in columns_of(cfg) if c != cfg.image] if columnar else [cfg.time]
-            repaired = None if columnar else invalid
-            for frame in scan_batches(path, fmt, columns, cfg, Path(tmp), repaired=repaired):
-                if columnar and invalid is not None:  # bytes, or strings holding bad cells (utf8_checked)
+            notes = FileNotes()
+            for frame in scan_batches(path, fmt, columns, cfg, Path(tmp), notes=notes):
+                if columnar:  # bytes, or strings holding bad cells (utf8_checked)
                     bad = [invalid_cells(frame[c]) for c in columns if frame[c].dtype == pl.Binary]
-                    n_bad = pl.select(pl.any_horizontal(bad)).to_series().sum() if bad else 0
-                    if n_bad:
-                        invalid[path] = invalid.get(path, 0) + n_bad
+                    scan.invalid_utf8 += (
+                        int(pl.select(pl.any_horizontal(bad)).to_series().sum()) if bad else 0
+                    )
                 found = parse_time(
                     text_cells(frame[cfg.time]), cfg.time_encoding, cfg.time_format
                 ).drop_nulls()
-                if len(found):
+                plausible = found.filter(in_plausible_years(found, cfg))
+                scan.implausible += len(found) - len(plausible)
+                if len(plausible):
                     # a Datetime column's min and max are datetimes (polars types them as any scalar)
-                    first, last = cast(dt.datetime, found.min()), cast(dt.datetime, found.max())
-                    low = first if low is None else min(low, first)
-                    high = last if high is None else max(high, last)
-                    if times is not None:
-                        times.append(found.cast(pl.Datetime("us")).to_numpy())
-    if low is None:
-        raise DriftError(f"no readable time in column {cfg.time!r} of {cfg.source}")
-    return low, high
+                    scan.low = min(scan.low, cast(dt.datetime, plausible.min()))
+                    scan.high = max(scan.high, cast(dt.datetime, plausible.max()))
+                    scan.years.update(dict(plausible.dt.year().value_counts().iter_rows()))
+                    if keep_times:
+                        scan.times.append(plausible.cast(pl.Datetime("us")).to_numpy())
+            scan.invalid_utf8 += 0 if columnar else notes.invalid_utf8
+    if not scan.years:
+        within = f" within plausible_years {cfg.plausible_years}" if scan.implausible else ""
+        raise DriftError(f"no readable time in column {cfg.time!r} of {cfg.source}{within}")
+    return scan
+
+
+def dense_years(years: Counter[int]) -> tuple[int, int]:
+    """(first, last) year of the data's dense span: the years that hold rows, less the outlying groups at either
+    end (years OUTLIER_GAP or more empty years away from the rest that together hold under OUTLIER_SHARE of the
+    rows: a sentinel such as 1900-01-01, a typo), so a handful of rows never stretch the slices over centuries."""
+    held = sorted(years)
+    groups = [[held[0]]]
+    for year in held[1:]:
+        if year - groups[-1][-1] > OUTLIER_GAP:
+            groups.append([])
+        groups[-1].append(year)
+    rows = [sum(years[y] for y in group) for group in groups]
+    limit = OUTLIER_SHARE * sum(rows)
+    first, last, left = 0, len(groups) - 1, 0
+    while first < last and left + rows[first] < limit:
+        left, first = left + rows[first], first + 1
+    left = 0
+    while last > first and left + rows[last] < limit:
+        left, last = left + rows[last], last - 1
+    return groups[first][0], groups[last][-1]
 
 
 def slices_for(low, high) -> dict:

@@ -69,14 +69,17 @@ class Ledger:
         )
 
     def damaged(self, name: str, reason: str) -> None:
-        """File `name` stopped at damage: its readable rows are counted already; the file is quarantined by name
-        (the quarantine table's `where` is the file, its reason `damaged_file`, its raw the detail)."""
+        """File `name` stopped at damage (or at a limit on what a file may cost): its readable rows are counted
+        already; the file is quarantined by name (the quarantine table's `where` is the file, its reason
+        `damaged_file`, its raw the detail). A reader that counts no file (`file` never called) gets no per-file
+        counts from it either."""
         if self.strict:
             raise DriftError(
                 f"{self.dataset}: {name} is damaged: {reason} (strict mode; set {self.dataset}.strict: "
                 f"false to keep its readable rows, quarantine the file and go on, or download it again)"
             )
-        self.file(name)
+        if self.files:
+            self.file(name)
         self.damaged_files[name] = reason
         self.bad_rows.append({"where": name, "reason": "damaged_file", "raw": reason})
 
@@ -103,7 +106,11 @@ class Ledger:
     def warnings(self) -> list[str]:
         """One line per file whose rows vanished: damaged, empty, or every row dropped by one rule or reason
         (timestamps that look like seconds instead of milliseconds say so)."""
-        lines = []
+        lines = [
+            f"{self.dataset}: {name} is damaged ({reason}): quarantined, its rows before the damage kept"
+            for name, reason in self.damaged_files.items()
+            if name not in self.files
+        ]
         for name, c in self.file_counts().items():
             prefix = f"{self.dataset}: {name}"
             seconds = self.files[name]["seconds_like"]
@@ -145,6 +152,7 @@ class Ledger:
         }
         if self.files:
             out["files"] = self.file_counts()
+        if self.files or self.damaged_files:
             out["damaged_files"] = dict(sorted(self.damaged_files.items()))
         out["warnings"] = self.warnings()
         return out

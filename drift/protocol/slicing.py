@@ -49,6 +49,8 @@ def slice_edges(spec: SliceSpec) -> tuple[list[dt.datetime], list[str]]:
             start, end = int(fields["start"]), int(fields["end"])
         except (KeyError, TypeError, ValueError) as e:
             raise DriftError(f"slices of unit {unit!r} need integer `start` and `end` years ({e})") from e
+        if start < 1 or end > 9999:  # the last edge is January 1st of `end`: a date has years 1 to 9999
+            raise DriftError(f"slices of unit {unit!r} run from year 1 to 9999: got start {start}, end {end}")
         if unit == "year":
             edges = [dt.datetime(y, 1, 1) for y in range(start, end + 1)]
             labels = [str(y) for y in range(start, end)]

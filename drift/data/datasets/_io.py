@@ -1,10 +1,15 @@
-"""Reading helpers shared by the real-corpus readers: JSON-lines streaming, time parsing, source checks."""
+"""Reading helpers shared by the real-corpus readers: JSON-lines streaming, time parsing, source checks, and files
+named by data opened only inside their root and only when regular (open_inside: never a FIFO, never through a
+symlink that appeared after the path was checked)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import email.utils
+import errno
 import io
+import os
+import stat
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -98,7 +103,7 @@ class _TolerantGzip(io.RawIOBase):
 def open_binary(path: Path):
     """A binary file object for a plain or gzip-compressed file (by the .gz suffix); a damaged .gz reads up to
     the damage (raise_damage says what it was)."""
-    if path.suffix == ".gz":
+    if path.suffix.lower() == ".gz":
         return io.BufferedReader(_TolerantGzip(path), buffer_size=BUFFER)
     return open(path, "rb", buffering=BUFFER)
 
@@ -113,6 +118,49 @@ def raise_damage(f, path: Path) -> None:
     reason = damage(f)
     if reason is not None:
         raise DamagedFile(path, reason)
+
+
+class OutsideRoot(ValueError):
+    """A path named by data that leaves its root: quarantined as path_outside_root, never opened."""
+
+
+class NotAFile(ValueError):
+    """A path named by data that is no regular file (a FIFO, a device, a folder): quarantined as not_a_file,
+    never read."""
+
+
+class RootedFile(io.FileIO):
+    """A regular file open_inside opened through its folder's descriptor, shown as its path."""
+
+    def __str__(self) -> str:
+        return str(self.name)
+
+
+def open_inside(path: Path, base: Path) -> RootedFile:
+    """The regular file `path` (resolved, inside the resolved folder `base`), opened from `base`'s descriptor one
+    component at a time with O_NOFOLLOW, so a component swapped for a symlink after the path was checked raises
+    OutsideRoot instead of leading out of `base`; the file is opened without blocking and anything but a regular
+    file (a FIFO, a device, a folder) raises NotAFile before a byte is read."""
+    *folders, name = path.relative_to(base).parts
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW
+    fd = os.open(base, os.O_RDONLY | os.O_CLOEXEC | os.O_DIRECTORY)
+    try:
+        for folder in folders:
+            fd, parent = os.open(folder, flags | os.O_DIRECTORY, dir_fd=fd), fd
+            os.close(parent)
+        fd, parent = os.open(name, flags | os.O_NONBLOCK, dir_fd=fd), fd
+        os.close(parent)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotAFile(f"{path} is no regular file")
+    except OSError as e:
+        os.close(fd)
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):  # a symlink where the check saw a folder or the file
+            raise OutsideRoot(f"{path} changed into a symlink after it was checked") from None
+        raise
+    except NotAFile:
+        os.close(fd)
+        raise
+    return RootedFile(str(path), "rb", opener=lambda _name, _flags: fd)
 
 
 def iter_json_lines(path: Path) -> Iterator[tuple[int, bytes, object]]:

@@ -7,12 +7,16 @@ absent, as `drift fetch yearbook` leaves it). cfg (params.yaml `yearbook`): sour
 starts the file name (`1950_...png`), label = 0 for F/, 1 for M/, image = (3, 32, 32): resized to 32x32
 (`resize`: bilinear with Pillow's antialiasing, or area), gray in three channels, stored as `pixels` says: uint8
 (the area means rounded), or float32 (the area means as they are, 0-255; area only). Quarantine reasons: bad_file_name
-(not `<year>_*.png`), not_in_F_or_M, undecodable_image, path_outside_root (a symlink out of the folder, never read)."""
+(not `<year>_*.png`), not_in_F_or_M, undecodable_image, path_outside_root (a symlink out of the folder, never read,
+nor a file reached through a folder swapped for one after that check), not_a_file (a FIFO or a device in the
+folder, never read), image_too_large (a file or archive member over `max_image_bytes`, never read: members are
+streamed one at a time, each bounded so)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import io
+import os
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,13 +29,15 @@ from pydantic import model_validator
 from drift.core.dataset_registry import CORPUS_INPUTS
 from drift.core.errors import DriftError
 from drift.core.params import CorpusParams, PositiveInt, SliceSpec, choice, slices_field
-from drift.data.datasets._io import missing_source
+from drift.data.datasets._io import NotAFile, OutsideRoot, missing_source, open_inside
 from drift.data.ledger import Ledger
 
 # the archive as the paper's authors share it (learning-mechanisms/drift-happens, drift_happens/dataset/yearbook/const.py)
 PUBLIC_URL = "https://e.pcloud.link/publink/show?code=XZ6lzcZJymgTsmpuDk25aekFFPR2fL7VPfV"
 RESIZE = ("bilinear", "area")  # yearbook.resize
 PIXELS = ("uint8", "float32")  # yearbook.pixels
+# yearbook.max_image_bytes: the portraits are PNGs of a few KB; a file or member over 64 MiB is no portrait
+MAX_IMAGE_BYTES = 64 << 20
 
 
 class YearbookParams(CorpusParams):
@@ -46,6 +52,9 @@ class YearbookParams(CorpusParams):
     pixels: Annotated[str, choice(*PIXELS)] = "uint8"
     slices: SliceSpec = slices_field(unit="year", start=1905, end=2014)
     min_samples: PositiveInt = 1
+    max_image_bytes: PositiveInt = (
+        MAX_IMAGE_BYTES  # a larger file or archive member: image_too_large, never read
+    )
 
     @model_validator(mode="after")
     def _float_pixels_need_area(self):
@@ -155,8 +164,16 @@ def record(
     return {"id": name, "time": time, "label": LABELS.index(label_dir), "image": image}
 
 
+def too_large(size: int, limit: int) -> str:
+    return f"{size} bytes: over yearbook.max_image_bytes ({limit}); raise it if the image is genuine"
+
+
 def read_folder(
-    folder: Path, ledger: Ledger, resize: str = "bilinear", pixels: str = "uint8"
+    folder: Path,
+    ledger: Ledger,
+    resize: str = "bilinear",
+    pixels: str = "uint8",
+    max_bytes: int = MAX_IMAGE_BYTES,
 ) -> Iterator[dict]:
     dirs = [folder / d for d in LABELS if (folder / d).is_dir()]
     if not dirs:
@@ -167,31 +184,58 @@ def read_folder(
     base = folder.resolve()
     for d in dirs:
         for path in sorted(d.iterdir()):  # sorted: the same order on every machine
-            # a symlink out of the folder: never read
-            if path.is_file() and base not in path.resolve().parents:
-                ledger.quarantine(str(path), "path_outside_root")
-            elif path.is_file():
-                # read_bytes of a 32x32..200x200 PNG: a few KB at a time
-                rec = record(str(path), d.name, path.read_bytes(), ledger, resize, pixels)
+            if path.is_dir() or not path.exists():  # a folder, a dangling link: no image
+                continue
+            data = _file_bytes(path, base, ledger, max_bytes)
+            if data is not None:
+                rec = record(str(path), d.name, data, ledger, resize, pixels)
                 if rec is not None:
                     yield rec
 
 
+def _file_bytes(path: Path, base: Path, ledger: Ledger, max_bytes: int) -> bytes | None:
+    """A file's bytes, opened inside `base` (a symlink out of the folder: never read), or None after quarantining
+    it (path_outside_root, not_a_file, image_too_large)."""
+    resolved = path.resolve()
+    try:
+        if base not in resolved.parents:
+            raise OutsideRoot(f"{path} resolves outside {base}")
+        with io.BufferedReader(open_inside(resolved, base)) as f:
+            size = os.fstat(f.fileno()).st_size
+            data = f.read(max_bytes + 1) if size <= max_bytes else b""
+        if size > max_bytes or len(data) > max_bytes:
+            ledger.quarantine(str(path), "image_too_large", too_large(max(size, len(data)), max_bytes))
+            return None
+        return data
+    except OutsideRoot:
+        ledger.quarantine(str(path), "path_outside_root")
+    except NotAFile:
+        ledger.quarantine(str(path), "not_a_file")
+    return None
+
+
 def read_archive(
-    archive: Path, ledger: Ledger, resize: str = "bilinear", pixels: str = "uint8"
+    archive: Path,
+    ledger: Ledger,
+    resize: str = "bilinear",
+    pixels: str = "uint8",
+    max_bytes: int = MAX_IMAGE_BYTES,
 ) -> Iterator[dict]:
     try:
-        # "r|gz": a forward-only stream, one member in memory at a time, no extraction to disk
+        # "r|gz": a forward-only stream, one member in memory at a time (at most max_bytes), no extraction to disk
         with tarfile.open(archive, mode="r|gz") as tar:
             for member in tar:
                 if not member.isfile():
+                    continue
+                where = f"{archive.name}:{member.name}"
+                if member.size > max_bytes:  # skipped unread: the stream decompresses past it in small blocks
+                    ledger.quarantine(where, "image_too_large", too_large(member.size, max_bytes))
                     continue
                 parts = member.name.split("/")
                 label_dir = parts[-2] if len(parts) >= 2 else ""
                 stream = tar.extractfile(member)
                 assert stream is not None  # extractfile returns None only for a member that is not a file
-                data = stream.read()
-                rec = record(f"{archive.name}:{member.name}", label_dir, data, ledger, resize, pixels)
+                rec = record(where, label_dir, stream.read(max_bytes), ledger, resize, pixels)
                 if rec is not None:
                     yield rec
     except (tarfile.TarError, EOFError, OSError) as e:  # a truncated or corrupt archive stops the read
@@ -203,9 +247,9 @@ def read_archive(
 def read(cfg: YearbookParams, ledger: Ledger) -> Iterator[dict]:
     source = Path(cfg.source)
     if source.is_dir():
-        yield from read_folder(source, ledger, cfg.resize, cfg.pixels)
+        yield from read_folder(source, ledger, cfg.resize, cfg.pixels, cfg.max_image_bytes)
     elif archive_path(source).is_file():
-        yield from read_archive(archive_path(source), ledger, cfg.resize, cfg.pixels)
+        yield from read_archive(archive_path(source), ledger, cfg.resize, cfg.pixels, cfg.max_image_bytes)
     else:
         raise missing_source("yearbook", source, "the Yearbook folder (with F/ and M/) or its .tar.gz")
 
