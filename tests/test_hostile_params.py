@@ -272,3 +272,10 @@ def test_digests_read_regular_files_only(tmp_path):
     digests.save()
     (tmp_path / "a").write_bytes(b"b")
     assert Digests(tmp_path / "memo.json").file(tmp_path / "a") != first
+
+
+@pytest.mark.parametrize("name", ["train", "embed", "encoders", "models", "datasets"])
+def test_a_dataset_named_as_a_section_of_params_is_refused(name):
+    data = copy.deepcopy(SHIPPED)
+    data["datasets"][name] = {"input": "t.csv"}
+    assert refused(data) == f"datasets: {name!r} is a section of params.yaml itself: rename the dataset"

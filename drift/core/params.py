@@ -35,8 +35,9 @@ from pydantic.json_schema import JsonDict
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from drift.core.dataset_registry import CORPUS_INPUTS, DATASETS, EMBEDDED, dataset_info
-from drift.core.encoder_registry import DTYPES, ENCODERS, POOLINGS
+from drift.core.encoder_registry import DTYPES, ENCODERS, POOLINGS, declare_encoders
 from drift.core.errors import DriftError, check_name, close_matches
+from drift.core.model_registry import declare_models
 from drift.core.paths import path_collision
 
 LR_DEFAULT = 0.001  # train.lr's `default` when a per-family mapping leaves it out
@@ -744,6 +745,10 @@ def _check_names(data: dict) -> None:
     the field."""
     for name in data["datasets"]:
         check_name(name, "datasets", dots=False)
+        if name in _Params.keys():
+            raise PydanticCustomError(
+                "drift_plain", f"datasets: {name!r} is a section of params.yaml itself: rename the dataset"
+            )
     clash = path_collision(data["datasets"])
     if clash:
         raise PydanticCustomError("drift_plain", f"datasets: {clash}: rename one of them")
@@ -772,6 +777,10 @@ class _Params(Section):
     train: TrainParams = Field(default_factory=TrainParams)
     report: ReportParams = Field(default_factory=ReportParams)
     compute: ComputeParams = Field(default_factory=ComputeParams)
+    # frozen encoders and heads of the user's own, name -> declaration, in the form of the built-in ones
+    # (drift.core.encoder_registry.declare_encoders, drift.core.model_registry.declare_models check and register them)
+    encoders: dict[str, dict[str, Any]] = {}
+    models: dict[str, dict[str, Any]] = {}
     # the sections of the datasets configured as tables (configured_tables), as written; not a params.yaml key
     tables: dict[str, dict[str, Any]] = {}
 
@@ -794,6 +803,10 @@ class _Params(Section):
             )
         _check_names(data)
         _earlier_forms(data)
+        declare_encoders(
+            data.get("encoders") or {}
+        )  # before `embed` and the rosters are checked against them
+        declare_models(data.get("models") or {})
         return data
 
     @property
