@@ -107,7 +107,10 @@ def test_importing_drift_pins_the_cpu_code_path_before_torch(preset, expected):
     code = "import drift, os, torch; print(torch.backends.cpu.get_cpu_capability(), os.environ['MKL_CBWR'])"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     if expected == "AVX512" and native_capability() != "AVX512":
-        expected = "AVX2"  # torch caps a preset at the best path the CPU has
+        # a CPU without AVX-512: torch caps the preset at AVX2, or (2.14 on an AMD EPYC without avx512f in
+        # /proc/cpuinfo) reports the preset it was given without running a kernel of it here
+        assert out.stdout.split() in (["AVX2", "COMPATIBLE"], ["AVX512", "COMPATIBLE"])
+        return
     assert out.stdout.split() == [expected, "COMPATIBLE"]
 
 
