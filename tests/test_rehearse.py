@@ -79,10 +79,11 @@ SHORT_POSITIONS = {  # a head with a learned position table of 64: it fails on l
                 return self.out(x.mean(1))
 
 
-        HEADS["tx-short"] = (ShortPositions, "Transformer", "TX-Short", "S", {})
+        FAMILIES["short"] = ShortPositions
         """,
     "drift/core/model_registry.py": """
-        MODELS["tx-short"] = ModelInfo("tx-short", "Transformer", "S", "tokens", "TX-Short")
+        FAMILIES["short"] = Family("Short", "tokens", False, {})
+        MODELS["tx-short"] = head_info("tx-short", {"family": "short"}, "TX-Short", "S")
         """,
 }
 

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from drift.cli.common import console, esc, fail, fmt
-from drift.core.encoder_registry import ENCODER_PARAMS, ENCODERS, get_encoder_spec
+from drift.core.encoder_registry import ENCODERS, EncoderSpec, frozen_params, get_encoder_spec
 from drift.core.errors import DriftError
 from drift.core.params import load_params
 from drift.core.paths import METRICS
@@ -312,28 +312,61 @@ def dataset_specs(dataset: str, params_path: Path = Path("params.yaml")):
     return {"tokens": InputSpec("tokens", (dim,)), "pooled": InputSpec("pooled", (dim,))}, n_outputs, "text"
 
 
+def encoder_row(spec: EncoderSpec) -> dict:
+    """One encoder as `drift models --encoders` lists it: where it comes from (library, id, revision), its width."""
+    return {
+        "name": spec.name,
+        "modality": spec.modality,
+        "library": spec.library,
+        "id": spec.hub_id,
+        "revision": spec.revision or None,
+        "dim": spec.dim,
+        "pooling": spec.pooling,
+        "declared": spec.declared,
+        "params": frozen_params(spec),
+    }
+
+
+def encoders_table(rows: list[dict]) -> Table:
+    table = Table(title="encoders (built-in, and declared in params.yaml `encoders:`)", title_justify="left")
+    for column in ("name", "modality", "library", "id", "revision", "dim", "pooling", "params"):
+        table.add_column(column, justify="right" if column in ("dim", "params") else "left")
+    for r in rows:
+        params = "-" if r["params"] is None else f"{r['params']:,}"
+        cells = [esc(r[k] or "-") for k in ("name", "modality", "library", "id", "revision")]
+        table.add_row(*cells, str(r["dim"]), esc(r["pooling"]), params)
+    return table
+
+
 def models(
     dataset: str | None = typer.Option(None, help="count parameters for this dataset's inputs and outputs"),
+    encoders: bool = typer.Option(
+        False, "--encoders", help="list the encoders instead: built-in and declared, their source and width"
+    ),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ):
-    """Every registered model: family, size, input, trainable and total parameters.
+    """Every registered model: family, size, input, trainable and total parameters; then every encoder, built-in
+    and declared in params.yaml (`encoders:`), with its library, id, revision and width.
 
     Counted at the paper's reference setting (images 3x32x32 with 2 classes; text heads on 768-d token states
     with 1 output; probes at their encoder's width), or for DATASET's inputs and outputs. A probe's total
     includes its frozen encoder."""
-    # lazy: torch, kept out of `drift --help`
-    from drift.models import (
-        InputSpec,
-        count_params,
-        create_model,
-        list_models,
-        reference_spec,
-    )
-
     try:
         specs = dataset_specs(dataset) if dataset else None
+        if dataset is None and Path("params.yaml").exists():
+            load_params()  # registers the encoders params.yaml declares, and their probes
     except DriftError as e:
         fail(e)
+    encoder_rows = [encoder_row(spec) for spec in ENCODERS.values()]
+    if encoders:
+        if as_json:
+            print(json.dumps(encoder_rows, indent=2))
+        else:
+            console.print(encoders_table(encoder_rows))
+        return
+    # lazy: torch, kept out of `drift --help`
+    from drift.models import InputSpec, list_models, model_params, reference_spec
+
     rows: list[dict] = []
     for info in list_models():
         encoder = ENCODERS.get(info.name.removeprefix("probe-")) if info.input == "pooled" else None
@@ -350,9 +383,9 @@ def models(
                 spec = kinds[info.input]
             else:
                 continue
-        trainable, total = count_params(create_model(info.name, spec, n_outputs))
+        trainable, total = model_params(info.name, spec, n_outputs)  # on the meta device: a head of any size
         if encoder is not None:
-            total += ENCODER_PARAMS[encoder.name]
+            total += frozen_params(encoder) or 0
         rows.append(
             {
                 "name": info.name,
@@ -377,6 +410,7 @@ def models(
             f"{r['total_params']:,}",
         )
     console.print(table)
+    console.print(encoders_table(encoder_rows))
 
 
 def fetch(

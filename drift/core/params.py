@@ -35,9 +35,9 @@ from pydantic.json_schema import JsonDict
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from drift.core.dataset_registry import CORPUS_INPUTS, DATASETS, EMBEDDED, dataset_info
-from drift.core.encoder_registry import DTYPES, ENCODERS, POOLINGS, declare_encoders
+from drift.core.encoder_registry import DECLARED, DTYPES, ENCODERS, POOLINGS, declare_encoders
 from drift.core.errors import DriftError, check_name, close_matches
-from drift.core.model_registry import declare_models
+from drift.core.model_registry import declare_models, declare_probes
 from drift.core.paths import path_collision
 
 LR_DEFAULT = 0.001  # train.lr's `default` when a per-family mapping leaves it out
@@ -803,10 +803,13 @@ class _Params(Section):
             )
         _check_names(data)
         _earlier_forms(data)
-        declare_encoders(
-            data.get("encoders") or {}
-        )  # before `embed` and the rosters are checked against them
+        # before `embed` and the rosters are checked against them; a declared encoder's files are looked for in
+        # embed.weights.<name> first
+        embed = data["embed"] if isinstance(data.get("embed"), dict) else {}
+        weights = embed["weights"] if isinstance(embed.get("weights"), dict) else {}
+        declare_encoders(data.get("encoders") or {}, weights)
         declare_models(data.get("models") or {})
+        declare_probes(DECLARED.values())
         return data
 
     @property

@@ -20,13 +20,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from drift.core.artefact import Artefact, Executor, Number
-from drift.core.encoder_registry import get_encoder_spec
+from drift.core.encoder_registry import EncoderSpec, get_encoder_spec, register
 from drift.core.errors import DriftError
 from drift.core.executor import check_reachable, map_actors
 from drift.core.params import ComputeParams, EmbedParams
 from drift.core.progress import progress
 from drift.data.records import table_images
-from drift.store.embeddings import EmbeddingStore, StoreManifest
+from drift.store.embeddings import EmbeddingStore, StoreManifest, find_table
 from drift.store.features import seed_store
 from drift.store.slices import read_slice_table
 
@@ -36,7 +36,8 @@ CHUNK_ROWS = EmbedParams.model_fields["chunk_rows"].default  # rows per commit: 
 def encoder_kwargs(name: str, cfg: EmbedParams) -> dict:
     """The constructor arguments the `embed` params give encoder `name`:
     batch size, dtype, compute dtype, device, weights, and for a text encoder max_length and pooling (embed.pooling: null keeps
-    the encoder's own; vision encoders pool as their timm head does, or as embed.image_pooling says, read
+    the encoder's own, and a declared encoder pools as its declaration says; vision encoders pool as their timm head
+    does, or as embed.image_pooling says, read
     pixels as embed.image_input says, come from the library embed.image_source names and resample their position
     table as embed.image_pos_embed says)."""
     kwargs = {
@@ -47,9 +48,10 @@ def encoder_kwargs(name: str, cfg: EmbedParams) -> dict:
     }  # an encoder without local weights: the Hugging Face cache
     if cfg.compute_dtype is not None:  # left out by default, so a default run's encoders are built as before
         kwargs["compute_dtype"] = cfg.compute_dtype
-    if get_encoder_spec(name).modality == "text":
+    spec = get_encoder_spec(name)
+    if spec.modality == "text":
         kwargs["max_length"] = cfg.max_length
-        if cfg.pooling is not None:
+        if cfg.pooling is not None and not spec.declared:
             kwargs["pooling"] = cfg.pooling
         if not cfg.normalize:
             kwargs["normalize"] = False
@@ -111,6 +113,20 @@ class EmbedRun(Artefact):
     corrupt: int | None = None
 
 
+def encoder_store(encoder, cache_dir: Path, with_tokens: bool) -> EmbeddingStore:
+    """The store table of the encoder's fingerprint (whichever encoder name computed it first: find_table)."""
+    fingerprint = encoder.fingerprint_hash()
+    return EmbeddingStore(
+        cache_dir,
+        encoder.spec.name,
+        fingerprint,
+        encoder.dim,
+        with_tokens=with_tokens,
+        fields=encoder.fingerprint(),
+        table=find_table(cache_dir, encoder.spec.name, fingerprint),
+    )
+
+
 def store_manifest(encoder, store: EmbeddingStore, keys: pa.Array, **extra) -> StoreManifest:
     """What downstream stages depend on: encoder, fingerprint, store table, and a digest of the keys."""
     return StoreManifest(
@@ -142,10 +158,7 @@ def embed_dataset(
     table = read_slice_table(slice_path, columns=["key", "text"])
     keys = table.column("key").combine_chunks()
     encoder = encoder or text_encoder(cfg)
-    fingerprint = encoder.fingerprint_hash()
-    store = EmbeddingStore(
-        cache_dir, encoder.spec.name, fingerprint, encoder.dim, with_tokens=True, fields=encoder.fingerprint()
-    )
+    store = encoder_store(encoder, cache_dir, with_tokens=True)
     seeded = seed_store(store, seed_from, keys) if seed_from is not None else 0
     todo = store.missing(keys)
     texts = table.column("text").take(pc.index_in(pa.array(todo, pa.string()), value_set=keys)).to_pylist()
@@ -168,7 +181,7 @@ def embed_dataset(
         compacted=compacted is not None,
         seconds=round(time.perf_counter() - started, 3),
         encoder=encoder.spec.name,
-        fingerprint=fingerprint[:16],
+        fingerprint=store.fingerprint[:16],
         **executor_metrics(compute, todo),
     )
     return manifest, metrics
@@ -198,15 +211,7 @@ def embed_pooled(
     payload = "text" if modality == "text" else "image"
     table = read_slice_table(slice_path, columns=["key", payload])
     keys = table.column("key").combine_chunks()
-    fingerprint = encoder.fingerprint_hash()
-    store = EmbeddingStore(
-        cache_dir,
-        encoder.spec.name,
-        fingerprint,
-        encoder.dim,
-        with_tokens=False,
-        fields=encoder.fingerprint(),
-    )
+    store = encoder_store(encoder, cache_dir, with_tokens=False)
     seeded = seed_store(store, seed_from, keys) if seed_from is not None else 0
     todo = store.missing(keys)
     rows = table.take(pc.index_in(pa.array(todo, pa.string()), value_set=keys))
@@ -230,7 +235,7 @@ def embed_pooled(
         compacted=compacted is not None,
         seconds=round(time.perf_counter() - started, 3),
         encoder=encoder.spec.name,
-        fingerprint=fingerprint[:16],
+        fingerprint=store.fingerprint[:16],
         **executor_metrics(compute, todo),
     )
     return manifest, metrics
@@ -299,8 +304,17 @@ class EmbedActor:
     appends are safe, the table is created under a file lock)."""
 
     def __init__(
-        self, name: str, cfg: EmbedParams, cache_dir: Path, fingerprint: str, dim: int, with_tokens: bool
+        self,
+        spec: EncoderSpec,
+        cfg: EmbedParams,
+        cache_dir: Path,
+        fingerprint: str,
+        dim: int,
+        with_tokens: bool,
+        table: str,
     ):
+        register(spec)  # a declared encoder, as load_params declared it in the stage's process
+        name = spec.name
         self.encoder = text_encoder(cfg) if with_tokens else embed_encoder(name, cfg)
         if (
             self.encoder.fingerprint_hash() != fingerprint
@@ -311,7 +325,7 @@ class EmbedActor:
                 "node the same weights (embed.weights on the shared filesystem, or the same HF cache)"
             )
         self.store = EmbeddingStore(
-            cache_dir, name, fingerprint, dim, with_tokens, fields=self.encoder.fingerprint()
+            cache_dir, name, fingerprint, dim, with_tokens, fields=self.encoder.fingerprint(), table=table
         )
         self.with_tokens = with_tokens
 
@@ -346,12 +360,13 @@ def on_actors(
     store.path.parent.mkdir(parents=True, exist_ok=True)
     check_reachable([store.path.parent], compute)
     args = (
-        encoder.spec.name,
+        encoder.spec,
         cfg,
         store.path.parent.resolve(),
         store.fingerprint,
         store.dim,
         store.with_tokens,
+        store.path.name,
     )
     sizes = iter([len(keys) for keys, _ in chunks])  # results come in the chunks' order
     with progress(label, total=sum(len(keys) for keys, _ in chunks)) as bar:

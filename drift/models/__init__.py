@@ -7,6 +7,10 @@ Three kinds of input:
   "text"    the rows' raw text, forward(texts) with a sequence of B strings (baseline-tfidf, a reference)
 Every model returns [B, n_outputs] and carries `.name`, `.family` and `.input_kind`. `dropout` p reaches the
 families that have dropout in the authors' definitions (ViT, every text head); the others have none.
+
+A head (built-in or declared in params.yaml `models:`) is its family's class (CLASSES) called with the size
+arguments its registry entry carries (drift.core.model_registry: FAMILIES, BUILT_IN, declare_models); this
+package refuses to import when a class's size arguments, dropout or input differ from its family's table.
 """
 
 from __future__ import annotations
@@ -14,11 +18,21 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 
+import torch
 import torch.nn as nn
 
 from drift.core.encoder_registry import ENCODERS
 from drift.core.errors import DriftError
-from drift.core.model_registry import ALIASES, MODELS, ModelInfo, get_model_info, resolve
+from drift.core.model_registry import (
+    ALIASES,
+    FAMILIES,
+    MODELS,
+    ModelInfo,
+    declared_probes,
+    family_of,
+    get_model_info,
+    resolve,
+)
 from drift.models import image, text_heads
 from drift.models.probe import LinearProbe
 from drift.models.reference import LinearBaseline, PriorBaseline, TfidfBaseline
@@ -36,8 +50,36 @@ class InputSpec:
     max_tokens: int = 512  # tokens: longest sequence (rows are cut there; no head has a position table)
 
 
-_DERIVED: dict[str, ModelInfo] = {}  # what the classes say: must equal drift.core.model_registry's MODELS
-_BUILD: dict[str, tuple] = {}  # name -> (class, size arguments)
+CLASSES: dict[str, type[nn.Module]] = {**image.FAMILIES, **text_heads.FAMILIES}  # a FAMILIES key's class
+_INPUTS = {image.__name__: "pixels", text_heads.__name__: "tokens"}  # what a head class reads, by its module
+_NOT_SIZES = ("spec", "n_outputs", "dropout", "authors")  # a head class's arguments that are no size argument
+
+
+def family_problems() -> list[str]:
+    """Where the head classes disagree with drift.core.model_registry's FAMILIES: a family without its class, or a
+    class whose size arguments (names and defaults), dropout or input differ from its family's."""
+    problems = [f"family {k} has no class" for k in FAMILIES.keys() - CLASSES.keys()]
+    problems += [f"class {CLASSES[k].__name__} has no family" for k in CLASSES.keys() - FAMILIES.keys()]
+    for key in CLASSES.keys() & FAMILIES.keys():
+        cls, family = CLASSES[key], FAMILIES[key]
+        params = inspect.signature(cls).parameters
+        args = {n: p.default for n, p in params.items() if n not in _NOT_SIZES}
+        table = {n: a.default for n, a in family.args.items()}
+        if args != table:
+            problems.append(f"{key}: {cls.__name__} takes {args}, the table says {table}")
+        if ("dropout" in params) != family.dropout:
+            problems.append(
+                f"{key}: dropout {not family.dropout} in {cls.__name__}, {family.dropout} in the table"
+            )
+        if _INPUTS[cls.__module__] != family.input:
+            problems.append(
+                f"{key}: {cls.__name__} reads {_INPUTS[cls.__module__]}, the table says {family.input}"
+            )
+    return problems
+
+
+_DERIVED: dict[str, ModelInfo] = {}  # the probes and references as their classes say: must be in MODELS
+_BUILD: dict[str, tuple] = {}  # probe or reference name -> (class, arguments)
 
 
 def _register(name, family, size, input_kind, display, cls, **kwargs):
@@ -46,38 +88,53 @@ def _register(name, family, size, input_kind, display, cls, **kwargs):
     _BUILD[name] = (cls, kwargs)
 
 
-for _fam, (_cls, _family, _sizes) in image.SIZES.items():
-    for _size, _kw in _sizes.items():
-        _register(
-            f"{_fam}-{_size}", _family, _size.upper(), "pixels", f"{_family}-{_size.upper()}", _cls, **_kw
-        )
-for _name, (_cls, _family, _display, _size, _kw) in text_heads.HEADS.items():
-    _register(_name, _family, _size, "tokens", _display, _cls, **_kw)
+# the probes as the table's: a declared encoder's is a LinearProbe too (_construction), registered per load
 for _enc in ENCODERS.values():
-    _register(f"probe-{_enc.name}", "Frozen", "-", "pooled", _enc.display, LinearProbe)
+    if not _enc.declared:
+        _register(f"probe-{_enc.name}", "Frozen", "-", "pooled", _enc.display, LinearProbe)
 # references in every matrix, fitted in closed form through the same protocol (drift/models/reference.py)
 _register(REFERENCES["prior"], "Reference", "-", "auto", "Prior", PriorBaseline)
 _register(REFERENCES["linear"], "Reference", "-", "auto", "Linear", LinearBaseline)
 _register(REFERENCES["tfidf"], "Reference", "-", "text", "TF-IDF", TfidfBaseline)  # text datasets only
 BASELINES = tuple(REFERENCES.values())
-if _DERIVED != MODELS:  # the check stage reads the torch-free table: it must say what the classes build
-    _differ = sorted(n for n in {*_DERIVED, *MODELS} if _DERIVED.get(n) != MODELS.get(n))
+
+
+def _table_problems() -> list[str]:
+    """Where the torch-free table, which the check stage reads, says other than the classes build: the heads'
+    families (family_problems), the probes and references (a declared encoder's probe aside)."""
+    table = {n: info for n, info in MODELS.items() if n not in declared_probes() and family_of(info) is None}
+    differ = sorted(n for n in {*_DERIVED, *table} if _DERIVED.get(n) != table.get(n))
+    return family_problems() + ([f"the models {', '.join(differ)}"] if differ else [])
+
+
+if _table_problems():
     raise RuntimeError(
-        f"drift/core/model_registry.py disagrees with the model classes on {', '.join(_differ)}: "
-        f"make its table say what drift/models registers"
+        f"drift/core/model_registry.py disagrees with the model classes: {'; '.join(_table_problems())}: "
+        "make its table say what drift/models builds"
     )
 _resolve = resolve
+
+
+def _construction(info: ModelInfo) -> tuple:
+    """(class, arguments) of a registered model: a head's family class with its size arguments, a probe (a
+    declared encoder's too) a LinearProbe, a reference its class."""
+    family = family_of(info)
+    if family is not None:
+        return CLASSES[family], dict(info.args)
+    if info.name not in _BUILD and info.input == "pooled":
+        return LinearProbe, {}
+    return _BUILD[info.name]
 
 
 def model_module(name: str) -> str:
     """The module defining a model's class (drift.models.text_heads for the text heads): what its cache key covers
     of the model code (drift/store/cells.py `code_version`)."""
-    return _BUILD[_resolve(name)][0].__module__
+    return _construction(MODELS[_resolve(name)])[0].__module__
 
 
 def model_modules() -> list[str]:
     """Every module defining a model class of the registry."""
-    return sorted({cls.__module__ for cls, _ in _BUILD.values()})
+    return sorted({cls.__module__ for cls in [*CLASSES.values(), *(c for c, _ in _BUILD.values())]})
 
 
 def list_models() -> list[ModelInfo]:
@@ -114,7 +171,7 @@ def create_model(
         raise DriftError(f"dropout must be in [0, 1); got {dropout}")
     if modules not in MODULES:
         raise DriftError(f"modules must be one of {', '.join(MODULES)}; got {modules!r}")
-    cls, kwargs = _BUILD[canonical]
+    cls, kwargs = _construction(info)
     if info.dropout:
         kwargs = {**kwargs, "dropout": dropout}
     if modules == "authors" and "authors" in inspect.signature(cls).parameters:
@@ -128,6 +185,13 @@ def count_params(model: nn.Module) -> tuple[int, int]:
     """(trainable, total) parameter counts."""
     total = sum(p.numel() for p in model.parameters())
     return sum(p.numel() for p in model.parameters() if p.requires_grad), total
+
+
+def model_params(name: str, input_spec: InputSpec, n_outputs: int) -> tuple[int, int]:
+    """count_params of `name` built for this input, on the meta device: shapes only, no memory and no
+    initialisation, so a declared head of any size is counted at once."""
+    with torch.device("meta"):
+        return count_params(create_model(name, input_spec, n_outputs))
 
 
 def format_params(n: int) -> str:
@@ -240,6 +304,7 @@ __all__ = [
     "get_model_info",
     "list_models",
     "count_params",
+    "model_params",
     "format_params",
     "reference_spec",
     "PAPER_PARAMS",

@@ -1,11 +1,11 @@
 """Image models trained from scratch (paper Section 3.2.1, Table 3): MLP, CNN, ResNet, ViT.
 
-Each family at three sizes; the SIZES tables give the arguments of the authors' runs, whose trainable counts
-for a 3x32x32 input and 2 classes are the paper's Table 3. Every model reads its input shape from the spec,
-so other resolutions and channel counts work too. Inputs are used as given (no normalisation inside).
+Each class's size arguments are those of its family in drift/core/model_registry.py (FAMILIES, by the same names
+and defaults: drift/models refuses to import otherwise); its BUILT_IN declarations give the authors' three sizes,
+whose trainable counts for a 3x32x32 input and 2 classes are the paper's Table 3. Every model reads its input
+shape from the spec, so other resolutions and channel counts work too. Inputs are used as given (no
+normalisation inside).
 """
-
-from typing import Any
 
 import torch
 import torch.nn as nn
@@ -36,10 +36,10 @@ class CNN(nn.Module):
     which the batch norm subtracts again: left out here (docs/decisions.md, "The authors' architectures"), kept
     with `authors` (their parameter count, and their initial weights from the same generator state)."""
 
-    def __init__(self, spec, n_outputs, widths=(32, 64, 128), authors=False):
+    def __init__(self, spec, n_outputs, channels=(32, 64, 128), authors=False):
         super().__init__()
         layers, c = [], spec.shape[0]
-        for w in widths:
+        for w in channels:
             # ceil: odd or tiny sizes never shrink to 0 (at the paper's 32x32 the same as floor)
             layers += [
                 nn.Conv2d(c, w, 3, padding=1, bias=authors),
@@ -77,17 +77,17 @@ class BasicBlock(nn.Module):
 
 
 class ResNet(nn.Module):
-    """CIFAR-style ResNet: a 3x3 stem at the first width, then one stage per width of `blocks[s]` basic blocks
-    (stride 2 into every stage after the first), global average pool, one linear layer."""
+    """CIFAR-style ResNet: a 3x3 stem at the first width, then one stage per width of `channels` of `blocks[s]`
+    basic blocks (stride 2 into every stage after the first), global average pool, one linear layer."""
 
-    def __init__(self, spec, n_outputs, widths=(16, 32, 64), blocks=(1, 1, 1)):
+    def __init__(self, spec, n_outputs, channels=(16, 32, 64), blocks=(1, 1, 1)):
         super().__init__()
-        C, width = spec.shape[0], widths[0]
+        C, width = spec.shape[0], channels[0]
         self.stem = nn.Sequential(
             nn.Conv2d(C, width, 3, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU()
         )
         layers, c = [], width
-        for s, (w, n) in enumerate(zip(widths, blocks, strict=True)):
+        for s, (w, n) in enumerate(zip(channels, blocks, strict=True)):
             for b in range(n):
                 layers.append(BasicBlock(c, w, stride=2 if (s > 0 and b == 0) else 1))
                 c = w
@@ -102,13 +102,14 @@ class ResNet(nn.Module):
 class ViT(nn.Module):
     """Vision Transformer: small patches (4x4 for 32x32 inputs), a CLS token, learnable position embeddings
     (truncated normal, std 0.02), dropout after adding them, post-norm blocks, a final LayerNorm on the CLS.
-    `authors`: built as theirs (one block deep-copied `depth` times, the CLS token and positions drawn last),
+    `authors`: built as theirs (one block deep-copied `layers` times, the CLS token and positions drawn last),
     so the same generator state gives their initial weights."""
 
     def __init__(
-        self, spec, n_outputs, dim=64, depth=2, heads=4, mlp_ratio=2, patch=4, dropout=0.0, authors=False
+        self, spec, n_outputs, width=64, layers=2, heads=4, mlp_ratio=2, patch=4, dropout=0.0, authors=False
     ):
         super().__init__()
+        dim = width
         C, H, W = spec.shape
         patch = min(patch, H, W)
         self.patch_embed = nn.Conv2d(C, dim, patch, stride=patch)
@@ -117,7 +118,7 @@ class ViT(nn.Module):
         self.cls = nn.Parameter(draw(torch.zeros(1, 1, dim)))
         self.pos = nn.Parameter(draw(torch.zeros(1, n_patches + 1, dim)))
         self.drop = Dropout(dropout)
-        self.blocks = block_stack(dim, heads, int(dim * mlp_ratio), depth, dropout, cloned=authors)
+        self.blocks = block_stack(dim, heads, int(dim * mlp_ratio), layers, dropout, cloned=authors)
         self.ln = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, n_outputs)
         if authors:
@@ -132,46 +133,5 @@ class ViT(nn.Module):
         return self.head(self.ln(x[:, 0]))
 
 
-# family -> (class, paper family name, {size: arguments}): the sizes of the authors' image presets
-# (drift_happens/model/dataset/image/architectures.py in learning-mechanisms/drift-happens, CC BY 4.0);
-# counts at 3x32x32 / 2 classes in the comments (Table 3)
-SIZES: dict[str, tuple[type[nn.Module], str, dict[str, dict[str, Any]]]] = {
-    "mlp": (
-        MLP,
-        "MLP",
-        {
-            "s": dict(hidden=(32,)),  # 98k
-            "m": dict(hidden=(128, 128)),  # 410k
-            "l": dict(hidden=(512, 512, 512)),  # 2.10M
-        },
-    ),
-    "cnn": (
-        CNN,
-        "CNN",
-        {
-            "s": dict(widths=(32, 64, 128)),  # 94k
-            "m": dict(widths=(48, 96, 192, 192)),  # 542k
-            "l": dict(
-                widths=(64, 128, 256, 256, 512)
-            ),  # 2.14M (the authors' conv biases: 224, 528, 1,216 more)
-        },
-    ),
-    "resnet": (
-        ResNet,
-        "ResNet",
-        {
-            "s": dict(widths=(18, 36, 72), blocks=(1, 1, 1)),  # 98k
-            "m": dict(widths=(32, 64, 128), blocks=(2, 2, 1)),  # 400k
-            "l": dict(widths=(56, 112, 224), blocks=(2, 2, 2)),  # 2.13M
-        },
-    ),
-    "vit": (
-        ViT,
-        "ViT",
-        {  # dropout 0.1 in the authors' runs (train.dropout)
-            "s": dict(dim=64, depth=2, heads=4, mlp_ratio=2),  # 75k
-            "m": dict(dim=128, depth=4, heads=4, mlp_ratio=2),  # 545k
-            "l": dict(dim=192, depth=6, heads=6, mlp_ratio=3),  # 2.25M
-        },
-    ),
-}
+# drift/core/model_registry.py FAMILIES key -> class
+FAMILIES: dict[str, type[nn.Module]] = {"mlp": MLP, "cnn": CNN, "resnet": ResNet, "vit": ViT}

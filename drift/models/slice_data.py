@@ -1,7 +1,9 @@
 """One dataset's slice table with the model inputs the train, evaluate and report stages read: pixels, the raw
 texts, or the embeddings of the encoder a model reads, batch by batch from the dataset's feature files
 (drift/store/features.py; built here if the embed stage has not written them for these rows). It carries no
-params: InputSettings, resolved once from them (input_settings), says which encoders and what token cap."""
+params: InputSettings, resolved once from them (input_settings), says which encoders and what token cap. A Ray
+worker rebuilding it declares the heads and encoders the stage's params.yaml declared (drift.core.model_registry
+and encoder_registry DECLARED), so it builds them, and the declared encoders' probes, as the stage's process does."""
 
 from __future__ import annotations
 
@@ -12,7 +14,10 @@ import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
+from drift.core.encoder_registry import DECLARED as DECLARED_ENCODERS
+from drift.core.encoder_registry import register
 from drift.core.errors import DriftError
+from drift.core.model_registry import DECLARED, declare_models, declare_probes
 from drift.core.objectstore import ObjectPath
 from drift.core.params import Params
 from drift.models import get_model_info
@@ -64,10 +69,10 @@ class SliceData(SliceTable):
     def __reduce__(self):
         """Pickled as its recipe (name, settings, repository), not its arrays: a Ray task rebuilds it on the
         worker, which reads the same files (drift/core/executor.py checks that it can). Once `ship`ped, as a
-        reference to its rows and inputs in Ray's object store instead."""
+        reference to its rows and inputs in Ray's object store instead. Either way with the declared heads."""
         if self._shipped is not None:
-            return _unship, (self._shipped,)
-        return SliceData, (self.name, self.settings, self.root)
+            return _unship, (self._shipped, _declared())
+        return _rebuild, (self.name, self.settings, self.root, _declared())
 
     def ship(self) -> None:
         """For Ray workers that share no filesystem with this process (the store on object storage): the small
@@ -167,12 +172,34 @@ class SliceData(SliceTable):
         return self._inputs[kind, encoder]
 
 
+def _declared() -> tuple[dict, list]:
+    """What params.yaml declared in this process: the heads as written, the encoders' specs."""
+    return dict(DECLARED), list(DECLARED_ENCODERS.values())
+
+
+def _declare(declared: tuple[dict, list]) -> None:
+    """On a worker: the heads and encoders `_declared` gave, registered with the declared encoders' probes."""
+    heads, encoders = declared
+    declare_models(heads)
+    for spec in encoders:
+        register(spec)
+    declare_probes(encoders)
+
+
+def _rebuild(name: str, settings: InputSettings, root, declared: tuple[dict, list]) -> SliceData:
+    """SliceData rebuilt from its recipe, with what params.yaml declared (`declared`) registered."""
+    _declare(declared)
+    return SliceData(name, settings, root)
+
+
 _UNSHIPPED: dict[str, SliceData] = {}  # one copy per worker process, whatever number of its tasks read it
 
 
-def _unship(ref) -> SliceData:
+def _unship(ref, declared: tuple[dict, list]) -> SliceData:
     """On a Ray worker: the SliceData `ship` put in the object store, its feature files in a temporary folder of
-    this process (removed at exit), each checked against its header before it is read."""
+    this process (removed at exit), each checked against its header before it is read; the heads params.yaml
+    declared (`declared`) registered."""
+    _declare(declared)
     if ref.hex() in _UNSHIPPED:
         return _UNSHIPPED[ref.hex()]
     import ray  # lazy: ray, only with compute.executor ray

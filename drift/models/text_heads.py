@@ -2,12 +2,11 @@
 
 Input: token states x [B, T, D] and mask [B, T] (True = real token, padding at the end, >= 1 real token per
 row). Every head ignores padding exactly, so the same text padded to a longer batch gives the same output.
-The HEADS table gives the authors' architectures and sizes, whose trainable counts at D=768 are Tables 11 and
-19; `dropout` is their p (0.1 in their runs, train.dropout here). No head has positions: the Transformer sees
+Each class's size arguments are those of its family in drift/core/model_registry.py (FAMILIES, by the same names
+and defaults: drift/models refuses to import otherwise); its BUILT_IN declarations give the authors' sizes, whose
+trainable counts at D=768 are Tables 11 and 19; `dropout` is their p (0.1 in their runs, train.dropout here). No head has positions: the Transformer sees
 the token states as the encoder gives them, as the authors'.
 """
-
-from typing import Any
 
 import torch
 import torch.nn as nn
@@ -108,15 +107,15 @@ class RNNHead(nn.Module):
 class TextTransformer(nn.Module):
     """Project token states to a narrow width, post-norm Transformer blocks with a key padding mask (no
     position embedding), the mean over real tokens, dropout and the linear head. `authors`: one block
-    deep-copied `depth` times in nn.TransformerEncoderLayer's draw order, as theirs (their initial weights from
+    deep-copied `layers` times in nn.TransformerEncoderLayer's draw order, as theirs (their initial weights from
     the same generator state)."""
 
-    def __init__(self, spec, n_outputs, dim=64, depth=1, heads=4, ff=128, dropout=0.0, authors=False):
+    def __init__(self, spec, n_outputs, width=64, layers=1, heads=4, ffn=128, dropout=0.0, authors=False):
         super().__init__()
-        self.proj = nn.Linear(spec.shape[0], dim)
-        self.blocks = block_stack(dim, heads, ff, depth, dropout, cloned=authors)
+        self.proj = nn.Linear(spec.shape[0], width)
+        self.blocks = block_stack(width, heads, ffn, layers, dropout, cloned=authors)
         self.drop = Dropout(dropout)
-        self.head = nn.Linear(dim, n_outputs)
+        self.head = nn.Linear(width, n_outputs)
 
     def forward(self, x, mask):
         x = self.proj(x)
@@ -125,56 +124,10 @@ class TextTransformer(nn.Module):
         return self.head(self.drop(masked_mean(x, mask)))
 
 
-# name -> (class, paper family, display name, size, arguments): the authors' sizes
-# (drift_happens/model/dataset/text/architectures.py in learning-mechanisms/drift-happens, CC BY 4.0);
-# trainable counts at D=768 with 1 output / 7 outputs
-HEADS: dict[str, tuple[type[nn.Module], str, str, str, dict[str, Any]]] = {
-    "ffn-s": (FFN, "FFN", "FFN-S", "S", dict(hidden=128)),  # 99k / 99k
-    "ffn-m": (FFN, "FFN", "FFN-M", "M", dict(hidden=512)),  # 394k / 397k
-    "ffn-l": (FFN, "FFN", "FFN-L", "L", dict(hidden=2048)),  # 1.58M / 1.59M
-    "textcnn-s": (
-        TextCNN,
-        "TextCNN",
-        "TextCNN-S",
-        "S",
-        dict(kernels=(3, 4), filters=16, projection=64),
-    ),  # 88k / 89k
-    "textcnn-m": (
-        TextCNN,
-        "TextCNN",
-        "TextCNN-M",
-        "M",
-        dict(kernels=(3, 4, 5), filters=48, projection=128),
-    ),  # 461k
-    "textcnn-l": (
-        TextCNN,
-        "TextCNN",
-        "TextCNN-L",
-        "L",
-        dict(kernels=(3, 4, 5), filters=192, projection=256),
-    ),  # 1.92M
-    "bigru-s": (
-        RNNHead,
-        "Recurrent",
-        "BiGRU-S",
-        "S",
-        dict(cell="gru", projection=64, hidden=64),
-    ),  # 99k / 100k
-    "bilstm-m": (
-        RNNHead,
-        "Recurrent",
-        "BiLSTM-M",
-        "M",
-        dict(cell="lstm", projection=160, hidden=160),
-    ),  # 536k
-    "bilstm-attn-l": (
-        RNNHead,
-        "Recurrent",
-        "BiLSTM-Attn-L",
-        "L",
-        dict(cell="lstm", projection=224, hidden=224, layers=2, attention=True),
-    ),  # 2.19M
-    "tx-s": (TextTransformer, "Transformer", "TX-S", "S", dict(dim=64, depth=1, heads=4, ff=128)),  # 83k
-    "tx-m": (TextTransformer, "Transformer", "TX-M", "M", dict(dim=112, depth=4, heads=4, ff=224)),  # 493k
-    "tx-l": (TextTransformer, "Transformer", "TX-L", "L", dict(dim=192, depth=5, heads=6, ff=512)),  # 1.88M
+# drift/core/model_registry.py FAMILIES key -> class
+FAMILIES: dict[str, type[nn.Module]] = {
+    "ffn": FFN,
+    "textcnn": TextCNN,
+    "recurrent": RNNHead,
+    "transformer": TextTransformer,
 }

@@ -127,11 +127,21 @@ def checked_record(params: Params, name: str, code_root: Path = ROOT, digests: D
 
 def embed_record(params: Params, name: str, digests: Digests | None = None) -> dict:
     """What dataset `name`'s embed depends on beyond its inputs and the embed params: the bytes of the local
-    weights (`embed.weights`) of each encoder it runs, so other weights under the same path re-run it."""
+    weights (`embed.weights`, or a declared encoder's folder) of each encoder it runs, so other weights under the
+    same path re-run it, and the declarations (params.yaml `encoders:`) of the declared ones it runs."""
     encoders = params.embed.dataset_encoders(params.info(name).modality)
-    weights = {e: params.embed.weights[e] for e in encoders if e in params.embed.weights}
+    declared = {e: get_encoder_spec(e) for e in encoders if get_encoder_spec(e).declared}
+    weights = {
+        e: params.embed.weights.get(e) or (declared[e].folder if e in declared else None) for e in encoders
+    }
     digests = digests or Digests()
-    return {"dataset": name, "weights": {e: digests.tree(Path(path)) for e, path in weights.items()}}
+    record: dict = {
+        "dataset": name,
+        "weights": {e: digests.tree(Path(path)) for e, path in weights.items() if path},
+    }
+    if declared:  # only then: a run of built-in encoders keeps its bytes
+        record["encoders"] = {e: params.encoders[e] for e in declared}
+    return record
 
 
 def write_checked(params: Params, root: Path = Path(".")) -> list[Path]:

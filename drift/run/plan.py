@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from drift.core.errors import DriftError, close_matches
+from drift.core.model_registry import DECLARED
 from drift.core.params import Params, TrainParams, load_params, model_training, roster
 from drift.core.presets import PRESETS, merged_document
 from drift.data.datasets import check_datasets, dataset_cfg, get_dataset
@@ -474,6 +475,20 @@ def bench_model_for(family_models: list[str]) -> str:
     return next((m for m in family_models if get_model_info(m).size == "S"), family_models[0])
 
 
+def rate_group(model: str) -> str:
+    """Whose rates a model takes: its family's, measured on one of its models; a head params.yaml declares is
+    measured alone (its size is any), under its name."""
+    return model if model in DECLARED else get_model_info(model).family
+
+
+def bench_key(model: str, spec: BenchInput) -> str:
+    """A model's entry in the benchmark cache: its name and input, and a declared head's size arguments (a size
+    changed is measured again)."""
+    info = get_model_info(model)
+    args = f" {dict(info.args)}" if model in DECLARED else ""
+    return f"{info.name}{args} | {spec.key()}"
+
+
 def benchmark(
     params: Params,
     counts: dict,
@@ -485,9 +500,10 @@ def benchmark(
     """Rates of every trained model of each dataset (counts: count_campaign's), from the cache or measured:
     {dataset: {model: {"measured_as", "input", "train_rows_per_s", "eval_rows_per_s"}}}, plus the CPU's matmul
     FLOP/s under "cpu_flops". By default one model per family is measured (its S size) and its family's other
-    sizes take its rates (`measured_as` names it); `every_model` measures each model. Where a rehearsal of the
-    dataset measured a family on this machine (drift/train/rates.py), its rates are used instead (`source`
-    says which), scaled by the batched engine's measured gain when train.engine is batched or auto."""
+    sizes take its rates (`measured_as` names it); a declared head is measured alone; `every_model` measures
+    each model. Where a rehearsal of the dataset measured a family on this machine (drift/train/rates.py), its
+    rates are used instead (`source` says which), scaled by the batched engine's measured gain when
+    train.engine is batched or auto (never for a declared head: the family's rates say nothing of its size)."""
     threads = params.train.threads
     rehearsed = read_rates(rates_device)
     out = {
@@ -499,10 +515,11 @@ def benchmark(
         families: dict[str, list[str]] = {}
         for model, m in dataset["models"].items():
             if not m["reference"]:
-                families.setdefault(get_model_info(model).family, []).append(model)
+                families.setdefault(rate_group(model), []).append(model)
         out[name] = {}
         for family, members in families.items():
-            measured_rates = rehearsed.get(name, {}).get("families", {}).get(family) or {}
+            rehearsal_rates = rehearsed.get(name, {}).get("families", {})
+            measured_rates = {} if family in DECLARED else rehearsal_rates.get(family) or {}
             if (
                 not every_model
                 and measured_rates.get("train_rows_per_s")
@@ -535,7 +552,7 @@ def benchmark(
             for measured in members if every_model else [bench_model_for(members)]:
                 spec = bench_input(params, dataset, name, measured)
                 rates = cache.get(
-                    f"{get_model_info(measured).name} | {spec.key()}",
+                    bench_key(measured, spec),
                     threads,
                     lambda: measure_model(measured, spec, threads, seconds),  # noqa: B023 (called here)
                 )

