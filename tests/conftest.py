@@ -83,6 +83,28 @@ def dvc_params(*names: str) -> dict:
     return params
 
 
+def params_of(**changes) -> dict:
+    """The repository's params.yaml as plain data, each dotted key of `changes` set to its value."""
+    data = yaml.safe_load((ROOT / "params.yaml").read_text())
+    for dotted, value in changes.items():
+        *keys, last = dotted.split(".")
+        node = data
+        for key in keys:
+            node = node[key]
+        node[last] = value
+    return data
+
+
+def refused(data: dict) -> str:
+    """The one line load_params refuses `data` with (the test fails if it takes it)."""
+    from drift.core.errors import DriftError
+    from drift.core.params import load_params
+
+    with pytest.raises(DriftError) as e:
+        load_params(data)
+    return str(e.value)
+
+
 def only(params: dict, *names: str) -> dict:
     """Keep just these datasets in the pipeline."""
     params["datasets"] = {n: params["datasets"][n] for n in names}

@@ -4,7 +4,6 @@ imports, and replaced image or weight files re-running what they decide. Each as
 
 from __future__ import annotations
 
-import copy
 import os
 import signal
 import subprocess
@@ -14,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
-from conftest import ROOT, drift_cli, make_project, run
+from conftest import ROOT, drift_cli, make_project, refused, run
+from conftest import params_of as changed
 from PIL import Image
 
 from drift.core.errors import DriftError
@@ -23,28 +22,10 @@ from drift.core.params import load_params
 from drift.core.presets import apply_preset, merged_document
 from drift.run.checks import embed_record, write_checked
 
-SHIPPED = yaml.safe_load((ROOT / "params.yaml").read_text())
 BOMB = "".join(
     f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9) if i else '1'}]\n" for i in range(9)
 )  # 9 levels of 9 aliases: 9**8 leaves when expanded
 ALIAS_LINE = "uses the YAML alias *l0: aliases are refused (nested ones expand a small file into gigabytes); write the values out"
-
-
-def changed(**values) -> dict:
-    data = copy.deepcopy(SHIPPED)
-    for dotted, value in values.items():
-        *keys, last = dotted.split(".")
-        node = data
-        for key in keys:
-            node = node[key]
-        node[last] = value
-    return data
-
-
-def refused(data: dict) -> str:
-    with pytest.raises(DriftError) as e:
-        load_params(data)
-    return str(e.value)
 
 
 def test_an_alias_bomb_is_refused_by_every_reader_before_it_expands(tmp_path, monkeypatch):
@@ -145,7 +126,7 @@ def test_yaml_infinity_is_refused_as_written(tmp_path):
     ],
 )
 def test_dataset_names_never_collide_with_the_pipelines_paths(name, line):
-    data = copy.deepcopy(SHIPPED)
+    data = changed()
     data["datasets"][name] = {"input": "t.csv"}
     data[name] = {"kind": "table", "time": "time", "text": ["text"], "label": "label", "task": "binary"}
     data["train"]["models"][name] = ["ffn-s"]
@@ -155,7 +136,7 @@ def test_dataset_names_never_collide_with_the_pipelines_paths(name, line):
 def test_slice_labels_written_in_params_refuse_markup():
     from drift.data.datasets import check_datasets
 
-    data = copy.deepcopy(SHIPPED)
+    data = changed()
     data["sotu"]["slices"] = {"unit": "custom", "edges": [1950, 1980, 2010], "labels": ["a", "</script>|"]}
     with pytest.raises(DriftError) as e:
         check_datasets(load_params(data))
@@ -217,7 +198,7 @@ def _image_table(repo: Path) -> dict:
 
 
 def test_replacing_an_image_a_row_names_reruns_its_ingest(tmp_path):
-    params = copy.deepcopy(SHIPPED)
+    params = changed()
     params["datasets"] = {"pics": {"input": "table/t.csv"}}
     params["train"]["models"] = {"pics": ["mlp-s"]}
     params["report"]["saliency"] = {}
@@ -276,6 +257,6 @@ def test_digests_read_regular_files_only(tmp_path):
 
 @pytest.mark.parametrize("name", ["train", "embed", "encoders", "models", "datasets"])
 def test_a_dataset_named_as_a_section_of_params_is_refused(name):
-    data = copy.deepcopy(SHIPPED)
+    data = changed()
     data["datasets"][name] = {"input": "t.csv"}
     assert refused(data) == f"datasets: {name!r} is a section of params.yaml itself: rename the dataset"

@@ -17,17 +17,18 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 import yaml
-from conftest import ROOT, drift_cli, run
+from conftest import ROOT, drift_cli, refused, run
+from conftest import params_of as params
 from PIL import Image
 
 from drift.core.errors import DriftError
-from drift.core.params import load_params, parse
+from drift.core.params import parse
 from drift.core.paths import dataset_paths
 from drift.data.datasets._io import parse_date
 from drift.data.datasets.table import TableParams, parse_time
 from drift.data.ingest import ingest
-from drift.models.checkpoints import load_checkpoint
 from drift.models import InputSpec
+from drift.models.checkpoints import load_checkpoint
 from drift.store.cells import ResultCache, checkpoint_header, checkpoint_problem
 from drift.store.slices import SliceManifest, slice_warnings
 
@@ -36,28 +37,11 @@ DATASET_RULE = "use letters, digits, '-' and '_', starting with a letter, digit 
 BAD_NAMES = ["x;touch pwned", "../evil", "a/b", "a b", "$(touch pwned)", "", ".", "..", "../../../escape", "-h"]
 
 
-def params(**changes) -> dict:
-    data = yaml.safe_load((ROOT / "params.yaml").read_text())
-    for dotted, value in changes.items():
-        *keys, last = dotted.split(".")
-        node = data
-        for key in keys:
-            node = node[key]
-        node[last] = value
-    return data
-
-
 def with_table(data: dict, name: str, models=("ffn-s",)) -> dict:
     data["datasets"][name] = {"input": "t.csv"}
     data[name] = {"kind": "table", "time": "time", "text": ["text"], "label": "label", "task": "binary"}
     data["train"]["models"][name] = list(models)
     return data
-
-
-def refused(data: dict) -> str:
-    with pytest.raises(DriftError) as e:
-        load_params(data)
-    return str(e.value)
 
 
 # ---------------------------------------------------------------- 1. names are identifiers
@@ -68,7 +52,7 @@ def test_a_dataset_name_that_is_no_identifier_is_refused_by_the_schema_drift_ini
     (tmp_path / "params.yaml").write_text("datasets: {}\n")
     result = drift_cli("init", "--", name, "t.csv", cwd=tmp_path)
     assert result.returncode == 2 and result.stderr.strip() == f"error: dataset name: {name!r} is not a valid name: {DATASET_RULE}"
-    with pytest.raises(DriftError, match=f"^dataset name: .* is not a valid name: "):
+    with pytest.raises(DriftError, match="^dataset name: .* is not a valid name: "):
         dataset_paths(name)
 
 

@@ -1,22 +1,14 @@
 """A dataset of your own, configured in params.yaml, not coded: any time-stamped table read with polars.
 
 `datasets.<name>: {input: <file or folder>}` and a section `<name>:` (TableParams, `kind: table`; `drift init` writes
-both): the input is a Parquet, CSV or JSON-lines file (gzip too), a folder of them (`files`: a glob of the folder's
-files to read, e.g. "**/*.parquet"), or a Hugging Face `save_to_disk` folder (its Arrow files); the reader reads
-`source`, the input joined with `files` (drift.data.datasets.dataset_cfg); the section names the time column and its encoding, the
-input (text columns joined in order, or an image column of bytes, paths relative to the source, or arrays), the
-label column(s) and the task. Each file is scanned lazily with an explicit schema and streamed in CHUNK_ROWS-row
-batches, so memory stays bounded. A bad row is quarantined with its reason (missing_id, missing_time, bad_time,
-outside_plausible_years: a time outside `plausible_years`, missing_label: none, or a missing-value marker such as
-NaN or N/A, bad_label, label_not_in_classes, empty_input, unreadable_image, path_outside_root: an image path
-relative to the source's folder that resolves, symlinks followed, outside it (or outside `image_root`, a wider
-folder allowed explicitly), never opened, nor read through a symlink that appears after that check; not_a_file: an
-image path naming a FIFO, a device or a folder, never read; invalid_utf8: a cell of a CSV, JSON-lines or Parquet
-file that is not UTF-8; unreadable_row: a JSON line no parser reads, e.g. nested deeper than 1024 levels), one
-reason a row, the first met; duplicate ids are the ingest driver's. Blank lines of a CSV or JSON-lines file are no
-rows. A file is bounded: a .gz expands to at most `max_expanded_bytes` and holds at most `max_blank_lines` blank
-lines in a row; past either its rows stop there and the file is quarantined as damaged (damaged_file), as a cut
-or corrupt .gz is. Images become 3x32x32 RGB (resized), as the built-in image datasets.
+both): a Parquet, CSV or JSON-lines file (gzip too), a folder of them (`files`: a glob), or a `save_to_disk` folder.
+The section names the time column and its encoding, the input (text columns joined in order, or an image column of
+bytes, paths relative to the source, or arrays), the label column(s) and the task. Each file is scanned lazily with
+an explicit schema and streamed in CHUNK_ROWS-row batches, so memory stays bounded, and a .gz expands to at most
+`max_expanded_bytes` with at most `max_blank_lines` blank lines in a row (else the file is damaged_file from there).
+A bad row is quarantined with one reason, the first met (the README lists them); image paths stay inside their root
+and are opened without following a symlink that appears after the check, regular files only; blank lines are no
+rows. Images become 3x32x32 RGB (resized), as the built-in image datasets.
 """
 
 from __future__ import annotations
