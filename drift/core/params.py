@@ -397,6 +397,9 @@ class EmbedParams(Section):
     # the encoders' forward pass on a GPU: null computes under autocast in `dtype` (float32: no autocast), a
     # dtype computes in it whatever `dtype` stores (float32: the authors' runs, float16 only when stored)
     compute_dtype: Annotated[str, choice(*DTYPES)] | None = None
+    # the stored dtype of the pooled vectors the probes read (the token states are stored in `dtype`): float32,
+    # or float16 as the authors' text runs cache them
+    pooled_dtype: Annotated[str, choice("float32", "float16")] = "float32"
     cache_dir: str | None = None  # null: $DRIFT_CACHE_DIR or ~/.cache/drift
     device: str | None = None  # null: cuda when available, else cpu
     chunk_rows: RowCount = 512  # rows per commit to the embedding store: the most a killed run can lose
@@ -520,6 +523,9 @@ class TrainParams(Section):
     # how the models are built (drift.models.create_model): ours, or authors (the CNNs' convolution biases, the ViT
     # and Transformer heads' layers copied from one, the TextCNNs' max over windows of rows padded to max_tokens)
     modules: Annotated[str, choice("ours", "authors")] = Field("ours", json_schema_extra=CHECKPOINT)
+    # the order of a cutoff's training rows before each epoch's shuffle: time (slice, time, id), or split (the
+    # split's own order of each slice's rows, stably re-sorted by time: the authors')
+    row_order: Annotated[str, choice("time", "split")] = Field("time", json_schema_extra=CHECKPOINT)
     # references in every matrix; baseline-tfidf reads raw text, so an image dataset's roster leaves it out
     baselines: list[str] = Field(
         ["baseline-prior", "baseline-linear", "baseline-tfidf"], json_schema_extra=ROSTER
@@ -577,6 +583,7 @@ class ModelTraining(BaseModel):
     pixel_scale: Literal["unit", "raw"]  # unit on a text dataset: no pixels to scale
     slice_seed: Literal["offset", "hash"]
     modules: Literal["ours", "authors"]
+    row_order: Literal["time", "split"]
 
 
 def model_training(
@@ -611,6 +618,7 @@ def model_training(
         pixel_scale=train.pixel_scale if modality == "image" else "unit",
         slice_seed=train.slice_seed,
         modules=train.modules,
+        row_order=train.row_order,
     )
 
 
@@ -675,6 +683,17 @@ class ShiftParams(Section):
     max_rows: RowCount = 500  # query rows per period and per calibration set
     max_index_rows: RowCount = 100_000  # training rows searched for nearest neighbours
     top: RowCount = 5  # most novel examples shown per period
+
+
+class EvaluateParams(Section):
+    """How a drift matrix's cells are scored (drift/protocol/matrix.py, drift/protocol/metrics.py)."""
+
+    SECTION: ClassVar[str] = "evaluate"
+    # a cell whose rows are none (a slice with no test rows, on and after its cutoff): empty (null in every matrix),
+    # or zero (0.0, the authors' accuracy of an empty set, averaged like any cell)
+    empty_cell: Annotated[str, choice("empty", "zero")] = "empty"
+    # what macro AUC ranks: the logits (float64), or float32 sigmoids of them as the authors' (ties near 1)
+    auc_scores: Annotated[str, choice("logits", "sigmoid32")] = "logits"
 
 
 class ReportParams(Section):
@@ -775,6 +794,7 @@ class _Params(Section):
     split: SplitParams = Field(default_factory=SplitParams)
     embed: EmbedParams = Field(default_factory=EmbedParams)
     train: TrainParams = Field(default_factory=TrainParams)
+    evaluate: EvaluateParams = Field(default_factory=EvaluateParams)
     report: ReportParams = Field(default_factory=ReportParams)
     compute: ComputeParams = Field(default_factory=ComputeParams)
     # frozen encoders and heads of the user's own, name -> declaration, in the form of the built-in ones

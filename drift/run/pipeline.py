@@ -79,6 +79,7 @@ STAGES: dict[str, Stage] = {
         "extra": ["requirements.lock"],
         "inputs": ["models", "slice_manifest", "embeddings"],
         "params": [
+            "evaluate",
             "train.threads",
             "train.max_tokens",
             "train.baselines",
