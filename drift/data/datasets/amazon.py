@@ -4,9 +4,11 @@ Source: a folder of `<Category>.jsonl` or `.jsonl.gz` review files (one JSON obj
 title, text, parent_asin, user_id, timestamp` are read. cfg (params.yaml `amazon`): source (default
 data/raw/amazon), categories (default every file in source), url and sha256 (drift.data.fetch only: a URL
 template with {category}, {file name: sha}), strict (the ingest driver). Record: id =
-"user_id:parent_asin:timestamp", time = `timestamp` (ms since epoch, UTC), label = float(rating), text = the
-`text_fields` (title, text) joined by "\\n", verbatim (<br /> tags included). Quarantine reasons: malformed_json, missing_id,
-missing_timestamp, bad_timestamp, missing_rating, bad_rating, rating_out_of_range, empty_text (unless keep_empty);
+"user_id:parent_asin:timestamp" (a missing one of the two is "" there with `keep_missing_ids`), time =
+`timestamp` (ms since epoch, UTC), label = float(rating), text = the `text_fields` (title, text) joined by
+"\\n", verbatim (<br /> tags included). Quarantine reasons: malformed_json, missing_id (unless
+keep_missing_ids), missing_timestamp, bad_timestamp, missing_rating, bad_rating, rating_out_of_range,
+empty_text (unless keep_empty; a text field that is a non-empty number, list or object: whatever keep_empty);
 a cut or corrupt .gz keeps its rows before the damage and is quarantined by name (damaged_file)."""
 
 from __future__ import annotations
@@ -71,6 +73,9 @@ class AmazonParams(CorpusParams):
     # the n-th repeat with id "<id>#<n>" (true: the authors' runs)
     keep_empty: bool = False
     keep_duplicates: bool = False
+    # rows without user_id or parent_asin: quarantined as missing_id (false), or kept, the missing part "" in
+    # the id (true: the authors' runs, which never read either field)
+    keep_missing_ids: bool = False
 
 
 PARAMS = AmazonParams
@@ -125,7 +130,13 @@ def read(cfg: AmazonParams, ledger: Ledger) -> Iterator[dict]:
         try:
             for lineno, raw, row in iter_json_lines(path):
                 record = row_record(
-                    row, f"{path.name}:{lineno}", raw, ledger, cfg.text_fields, cfg.keep_empty
+                    row,
+                    f"{path.name}:{lineno}",
+                    raw,
+                    ledger,
+                    cfg.text_fields,
+                    cfg.keep_empty,
+                    cfg.keep_missing_ids,
                 )
                 if record is not None:
                     yield record
@@ -134,18 +145,26 @@ def read(cfg: AmazonParams, ledger: Ledger) -> Iterator[dict]:
 
 
 def row_record(
-    row, where: str, raw: bytes, ledger: Ledger, fields=("title", "text"), keep_empty: bool = False
+    row,
+    where: str,
+    raw: bytes,
+    ledger: Ledger,
+    fields=("title", "text"),
+    keep_empty: bool = False,
+    keep_missing_ids: bool = False,
 ) -> dict | None:
-    """One parsed line -> its record, or None after quarantining it with its reason (`keep_empty`: a row with
-    no text is kept, its text "")."""
+    """One parsed line -> its record, or None after quarantining it with its reason (`keep_empty`: a row with no
+    text is kept, its text ""; `keep_missing_ids`: a row without user_id or parent_asin is kept, the missing
+    part "" in its id)."""
     if not isinstance(row, dict):
         ledger.quarantine(where, "malformed_json", raw_text(raw))
         return None
 
     user, asin = row.get("user_id"), row.get("parent_asin")
-    if not user or not asin:
+    if (not user or not asin) and not keep_missing_ids:
         ledger.quarantine(where, "missing_id", raw_text(raw))
         return None
+    user, asin = user or "", asin or ""
 
     ts = row.get("timestamp")
     if ts is None:
@@ -231,7 +250,12 @@ def read_batches(cfg: AmazonParams) -> Iterator[Batch]:
             path,
             SCHEMA,
             functools.partial(vectorise, fields=cfg.text_fields, keep_empty=cfg.keep_empty),
-            functools.partial(row_record, fields=cfg.text_fields, keep_empty=cfg.keep_empty),
+            functools.partial(
+                row_record,
+                fields=cfg.text_fields,
+                keep_empty=cfg.keep_empty,
+                keep_missing_ids=cfg.keep_missing_ids,
+            ),
             RECORDS,
         )
 

@@ -3,11 +3,15 @@
 Source: the Kaggle/Cornell snapshot `arxiv-metadata-oai-snapshot.json` (or its .gz), one JSON object per line,
 streamed (about 2.9 million lines, 4.5 GB). cfg (params.yaml `arxiv`): source, categories (the label space in
 label order; default the paper's seven leaf categories), time_field ("first_version", the default:
-versions[0].created; or "update_date"), inclusion, separator, url and sha256 (drift.data.fetch only), strict.
-Record: id = arXiv id, label = 0/1 per category in cfg order, text = title + separator + abstract, whitespace
-collapsed. A paper with none of the categories is filtered first ("no_kept_category"), with `inclusion: all`
-one with a category outside them too ("other_category", the paper's Section 3.1.3); quarantine reasons:
-malformed_json, missing_id, missing_categories, missing_timestamp, bad_timestamp, empty_text."""
+versions[0].created; or "update_date"), inclusion, separator, row_rules, url and sha256 (drift.data.fetch
+only), strict. Record: id = arXiv id, label = 0/1 per category in cfg order, text = title + separator +
+abstract, whitespace collapsed. A paper with none of the categories is filtered first ("no_kept_category"),
+with `inclusion: all` one with a category outside them too ("other_category", the paper's Section 3.1.3);
+quarantine reasons: malformed_json, missing_id, missing_categories, missing_timestamp, bad_timestamp,
+empty_text. `row_rules: authors` reads a line as the authors' loader does: `categories` cut at each single
+space, each piece stripped (an empty piece, from two spaces in a row or one at an end, is a category outside
+the label space; a tab or a newline between two categories joins them into one), the text stripped at both
+ends (one side empty: no separator), a paper with neither title nor abstract kept with that text."""
 
 from __future__ import annotations
 
@@ -56,6 +60,7 @@ INCLUSIONS = (
     "any",
     "all",
 )  # arxiv.inclusion: a paper kept with any of the categories, or only with all of its own among them
+ROW_RULES = ("ours", "authors")  # arxiv.row_rules
 
 
 class ArxivParams(CorpusParams):
@@ -71,6 +76,9 @@ class ArxivParams(CorpusParams):
         "any"  # all: every category of a paper among `categories`
     )
     separator: str = "\n"  # between the title and the abstract
+    # ours: categories split at any whitespace, a paper with neither title nor abstract quarantined
+    # (empty_text); authors: as their loader (the module doc)
+    row_rules: Annotated[str, choice(*ROW_RULES)] = "ours"
     slices: SliceSpec = slices_field(unit="year", start=2000, end=2026)
     min_samples: PositiveInt = 100
 
@@ -132,7 +140,12 @@ def snapshot(cfg: ArxivParams):
         raise missing_source("arxiv", path, "the arXiv metadata snapshot (JSON lines)")
     index = {c: i for i, c in enumerate(label_names(cfg))}
     return path, functools.partial(
-        row_record, index=index, time_field=cfg.time_field, inclusion=cfg.inclusion, separator=cfg.separator
+        row_record,
+        index=index,
+        time_field=cfg.time_field,
+        inclusion=cfg.inclusion,
+        separator=cfg.separator,
+        row_rules=cfg.row_rules,
     )
 
 
@@ -145,8 +158,10 @@ def row_record(
     time_field: str,
     inclusion: str = "any",
     separator: str = "\n",
+    row_rules: str = "ours",
 ) -> dict | None:
-    """One parsed line -> its record, or None after filtering or quarantining it."""
+    """One parsed line -> its record, or None after filtering or quarantining it (`row_rules`: ours or
+    authors, the module doc)."""
     if not isinstance(row, dict):
         ledger.quarantine(where, "malformed_json", raw_text(raw))
         return None
@@ -158,15 +173,16 @@ def row_record(
         ledger.quarantine(where, "missing_categories", raw_text(raw))
         return None
 
+    tokens = cats.split() if row_rules == "ours" else [c.strip() for c in cats.split(" ")]
     label = [0] * len(index)
-    for c in cats.split():
+    for c in tokens:
         i = index.get(c)
         if i is not None:
             label[i] = 1
     if not any(label):
         ledger.filter("no_kept_category")
         return None
-    if inclusion == "all" and any(c not in index for c in cats.split()):
+    if inclusion == "all" and any(c not in index for c in tokens):
         ledger.filter("other_category")
         return None
 
@@ -178,11 +194,14 @@ def row_record(
     title, abstract = row.get("title"), row.get("abstract")
     title = normalize_ws(title) if isinstance(title, str) else ""
     abstract = normalize_ws(abstract) if isinstance(abstract, str) else ""
-    if not title and not abstract:
+    text = f"{title}{separator}{abstract}"
+    if row_rules == "authors":
+        text = text.strip()
+    elif not title and not abstract:
         ledger.quarantine(where, "empty_text", raw_text(raw))
         return None
 
-    return {"id": str(row["id"]), "time": time, "label": label, "text": f"{title}{separator}{abstract}"}
+    return {"id": str(row["id"]), "time": time, "label": label, "text": text}
 
 
 # ---------------------------------------------------------------- fast path (drift.data.datasets._fast)
@@ -249,10 +268,17 @@ def column_times(table: pa.Table, time_field: str) -> pa.ChunkedArray:
 
 
 def vectorise(
-    table: pa.Table, index: dict[str, int], time_field: str, inclusion: str = "any", separator: str = "\n"
+    table: pa.Table,
+    index: dict[str, int],
+    time_field: str,
+    inclusion: str = "any",
+    separator: str = "\n",
+    row_rules: str = "ours",
 ):
-    """row_record as column operations: papers outside the label space are filtered here, papers whose
-    checks all pass are kept, the rest (bad or unusual rows) fall back to row_record."""
+    """row_record as column operations: papers outside the label space are filtered here, papers whose checks all
+    pass are kept, the rest (bad or unusual rows) fall back to row_record. With `row_rules` authors, the rows
+    where the two rules differ fall back too: categories not cut by single spaces alone, a paper with an empty
+    title or abstract."""
     ids, cats = table["id"], table["categories"]
     labels = [
         pc.fill_null(pc.match_substring_regex(cats, f"(^|[{WS_CLASS}]){re.escape(c)}([{WS_CLASS}]|$)"), False)
@@ -260,21 +286,30 @@ def vectorise(
     ]
     any_label = functools.reduce(pc.or_, labels) if labels else pa.repeat(False, table.num_rows)
     id_and_cats = pc.fill_null(pc.and_(pc.greater(pc.utf8_length(ids), 0), pc.is_valid(cats)), False)
+    if row_rules == "authors":
+        # categories a single space apart and no other whitespace: there split() and split(" ") agree
+        single_spaced = pc.match_substring_regex(cats, f"^[^{WS_CLASS}]+( [^{WS_CLASS}]+)*$")
+        id_and_cats = pc.and_(id_and_cats, pc.fill_null(single_spaced, False))
     filtered = pc.and_(id_and_cats, pc.invert(any_label)).to_numpy()
     candidate = pc.and_(id_and_cats, any_label)
     other = np.zeros(table.num_rows, bool)
     if inclusion == "all":  # a paper with a category outside the label space is filtered too
         tokens = pc.utf8_split_whitespace(pc.fill_null(cats, ""))
-        outside = pc.invert(pc.is_in(pc.list_flatten(tokens), pa.array(list(index), pa.string()))).to_numpy(
-            False
-        )
+        flat = pc.list_flatten(tokens)
+        # Arrow splits at Python's whitespace characters but leaves an empty token where the text starts or ends
+        # with one; str.split() has none
+        outside = pc.and_(
+            pc.invert(pc.is_in(flat, pa.array(list(index), pa.string()))), pc.greater(pc.utf8_length(flat), 0)
+        ).to_numpy(False)
         other[np.unique(pc.list_parent_indices(tokens).to_numpy()[outside])] = True
         other &= candidate.to_numpy(False)
         candidate = pc.and_(candidate, pa.array(~other))
     papers = table.filter(candidate)  # the time and the text of the papers in the label space only
     time = column_times(papers, time_field)
     title, abstract = normalized(papers["title"]), normalized(papers["abstract"])
-    has_text = pc.or_(pc.greater(pc.utf8_length(title), 0), pc.greater(pc.utf8_length(abstract), 0))
+    has_title, has_abstract = pc.greater(pc.utf8_length(title), 0), pc.greater(pc.utf8_length(abstract), 0)
+    # authors: an empty side means a stripped separator, row_record's to join
+    has_text = pc.and_(has_title, has_abstract) if row_rules == "authors" else pc.or_(has_title, has_abstract)
     rare = pc.or_(
         pc.fill_null(pc.match_substring_regex(papers["title"], RARE_WHITESPACE), False),
         pc.fill_null(pc.match_substring_regex(papers["abstract"], RARE_WHITESPACE), False),
@@ -318,6 +353,7 @@ def read_batches(cfg: ArxivParams) -> Iterator[Batch]:
             time_field=cfg.time_field,
             inclusion=cfg.inclusion,
             separator=cfg.separator,
+            row_rules=cfg.row_rules,
         ),
         record,
         records_schema(len(index)),

@@ -3,14 +3,16 @@
 Source (Ginosar et al.): the folder `faces_aligned_small_mirrored_co_aligned_cropped_cleaned/` of `F/` and `M/`
 grayscale PNGs, or its `.tar.gz` read as a stream, nothing extracted (read when the folder `source` names is
 absent, as `drift fetch yearbook` leaves it). cfg (params.yaml `yearbook`): source, url and sha256
-(drift.data.fetch only), strict (the ingest driver). Record: id = file name, time = January 1st of the year that
-starts the file name (`1950_...png`), label = 0 for F/, 1 for M/, image = (3, 32, 32): resized to 32x32
-(`resize`: bilinear with Pillow's antialiasing, or area), gray in three channels, stored as `pixels` says: uint8
-(the area means rounded), or float32 (the area means as they are, 0-255; area only). Quarantine reasons: bad_file_name
-(not `<year>_*.png`), not_in_F_or_M, undecodable_image, path_outside_root (a symlink out of the folder, never read,
-nor a file reached through a folder swapped for one after that check), not_a_file (a FIFO or a device in the
-folder, never read), image_too_large (a file or archive member over `max_image_bytes`, never read: members are
-streamed one at a time, each bounded so)."""
+(drift.data.fetch only), strict (the ingest driver), row_id. Record: id = the file name (`row_id: name`; a
+name in both F/ and M/ is then one id, its second row quarantined as duplicate_id by the ingest driver) or
+`F/<name>` / `M/<name>` (`row_id: path`, the authors' relative_path: both kept), time = January 1st of the
+year that starts the file name (`1950_...png`), label = 0 for F/, 1 for M/, image = (3, 32, 32): resized to
+32x32 (`resize`: bilinear with Pillow's antialiasing, or area), gray in three channels, stored as `pixels`
+says: uint8 (the area means rounded), or float32 (the area means as they are, 0-255; area only). Quarantine
+reasons: bad_file_name (not `<year>_*.png`), not_in_F_or_M, undecodable_image, path_outside_root (a symlink
+out of the folder, never read, nor a file reached through a folder swapped for one after that check),
+not_a_file (a FIFO or a device in the folder, never read), image_too_large (a file or archive member over
+`max_image_bytes`, never read: members are streamed one at a time, each bounded so)."""
 
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ from drift.data.ledger import Ledger
 PUBLIC_URL = "https://e.pcloud.link/publink/show?code=XZ6lzcZJymgTsmpuDk25aekFFPR2fL7VPfV"
 RESIZE = ("bilinear", "area")  # yearbook.resize
 PIXELS = ("uint8", "float32")  # yearbook.pixels
+ROW_IDS = ("name", "path")  # yearbook.row_id
 # yearbook.max_image_bytes: the portraits are PNGs of a few KB; a file or member over 64 MiB is no portrait
 MAX_IMAGE_BYTES = 64 << 20
 
@@ -55,6 +58,10 @@ class YearbookParams(CorpusParams):
     max_image_bytes: PositiveInt = (
         MAX_IMAGE_BYTES  # a larger file or archive member: image_too_large, never read
     )
+    # a row's id: name (the file name), or path ("F/<name>" or "M/<name>", the file's path below the folder
+    # that holds F/ and M/, as the authors key their rows: a name in both F/ and M/ gives two rows, not a
+    # duplicate_id)
+    row_id: Annotated[str, choice(*ROW_IDS)] = "name"
 
     @model_validator(mode="after")
     def _float_pixels_need_area(self):
@@ -146,9 +153,17 @@ def area_resize(pixels: np.ndarray, dtype: str = "uint8") -> np.ndarray:
 
 
 def record(
-    where: str, label_dir: str, data: bytes, ledger: Ledger, resize: str = "bilinear", pixels: str = "uint8"
+    where: str,
+    label_dir: str,
+    data: bytes,
+    ledger: Ledger,
+    resize: str = "bilinear",
+    pixels: str = "uint8",
+    row_id: str = "name",
 ) -> dict | None:
-    """The record for one file (where = its path), or None after quarantining it."""
+    """The record for one file (where = its path), or None after quarantining it. Its id is the file name, or
+    with `row_id` "path" `<label_dir>/<file name>`: F or M, then a name holding no slash, so never a path that
+    leaves the folder."""
     name = where.replace("\\", "/").rsplit("/", 1)[-1]
     if label_dir not in LABELS:
         ledger.quarantine(where, "not_in_F_or_M")
@@ -161,7 +176,8 @@ def record(
     if image is None:
         ledger.quarantine(where, "undecodable_image")
         return None
-    return {"id": name, "time": time, "label": LABELS.index(label_dir), "image": image}
+    row = name if row_id == "name" else f"{label_dir}/{name}"
+    return {"id": row, "time": time, "label": LABELS.index(label_dir), "image": image}
 
 
 def too_large(size: int, limit: int) -> str:
@@ -174,6 +190,7 @@ def read_folder(
     resize: str = "bilinear",
     pixels: str = "uint8",
     max_bytes: int = MAX_IMAGE_BYTES,
+    row_id: str = "name",
 ) -> Iterator[dict]:
     dirs = [folder / d for d in LABELS if (folder / d).is_dir()]
     if not dirs:
@@ -188,7 +205,7 @@ def read_folder(
                 continue
             data = _file_bytes(path, base, ledger, max_bytes)
             if data is not None:
-                rec = record(str(path), d.name, data, ledger, resize, pixels)
+                rec = record(str(path), d.name, data, ledger, resize, pixels, row_id)
                 if rec is not None:
                     yield rec
 
@@ -220,6 +237,7 @@ def read_archive(
     resize: str = "bilinear",
     pixels: str = "uint8",
     max_bytes: int = MAX_IMAGE_BYTES,
+    row_id: str = "name",
 ) -> Iterator[dict]:
     try:
         # "r|gz": a forward-only stream, one member in memory at a time (at most max_bytes), no extraction to disk
@@ -235,7 +253,7 @@ def read_archive(
                 label_dir = parts[-2] if len(parts) >= 2 else ""
                 stream = tar.extractfile(member)
                 assert stream is not None  # extractfile returns None only for a member that is not a file
-                rec = record(where, label_dir, stream.read(max_bytes), ledger, resize, pixels)
+                rec = record(where, label_dir, stream.read(max_bytes), ledger, resize, pixels, row_id)
                 if rec is not None:
                     yield rec
     except (tarfile.TarError, EOFError, OSError) as e:  # a truncated or corrupt archive stops the read
@@ -247,9 +265,11 @@ def read_archive(
 def read(cfg: YearbookParams, ledger: Ledger) -> Iterator[dict]:
     source = Path(cfg.source)
     if source.is_dir():
-        yield from read_folder(source, ledger, cfg.resize, cfg.pixels, cfg.max_image_bytes)
+        yield from read_folder(source, ledger, cfg.resize, cfg.pixels, cfg.max_image_bytes, cfg.row_id)
     elif archive_path(source).is_file():
-        yield from read_archive(archive_path(source), ledger, cfg.resize, cfg.pixels, cfg.max_image_bytes)
+        yield from read_archive(
+            archive_path(source), ledger, cfg.resize, cfg.pixels, cfg.max_image_bytes, cfg.row_id
+        )
     else:
         raise missing_source("yearbook", source, "the Yearbook folder (with F/ and M/) or its .tar.gz")
 
