@@ -1,5 +1,6 @@
 """Stage evaluate@<dataset>: every checkpoint on every slice -> one drift matrix per model and seed
-(drift/evaluate/fill_matrices.py `evaluate_roster`); cells already scored come from the cell cache (drift/store/cells.py), and
+(drift/evaluate/fill_matrices.py `evaluate_roster`), each cell scored under params.yaml `evaluate:`; cells already
+scored come from the cell cache (drift/store/cells.py), and
 .drift/runs/evaluate/<dataset>.json counts the cells computed and reused, and times each (model, seed) task
 (`timings`: model, seed, checkpoints, rows predicted, cells, seconds; `drift rehearse` reads them)."""
 
@@ -46,6 +47,7 @@ def main(argv):
         ResultCache(cache_dir(params.embed)),
         params.compute,
         on_evaluated=evaluated,
+        rules=params.evaluate,
     )
     for model, result in results.items():
         result.to_file(p["eval"] / f"{model}.json")

@@ -13,7 +13,7 @@ from rich.table import Table
 from drift.cli.common import console, esc, fail, fmt
 from drift.core.dataset_registry import DATASETS as OURS
 from drift.core.errors import DriftError, close_matches
-from drift.report.published import DATASETS, compare_run, has_published
+from drift.report.published import DATASETS, compare_run, empty_cells_line, has_published
 
 STATS = ("id", "future", "decay")
 
@@ -101,7 +101,8 @@ def paper(
 ):
     """The paper's published results for a dataset (every model's ID, Future and Decay, ranked by Decay as in
     Tables 5, 13, 21), with this workspace's run beside them: the differences, the mean absolute difference
-    over the cells both fill and the rank correlation of the two Decay rankings."""
+    over the cells both fill and the rank correlation of the two Decay rankings. Where the paper scores an
+    empty test set 0.0 (Yearbook's 1924), ours is compared under the same rule, and a line says so."""
     if not has_published(dataset):
         if dataset in OURS:
             console.print(
@@ -133,6 +134,8 @@ def paper(
             highlight=False,
         )
         console.print(published_table(result, digits))
+        if line := empty_cells_line(result):
+            console.print(esc(line), highlight=False)
         console.print(
             f"no run of {esc(result['dataset'])} in {esc(result['root'])} (data/eval/{esc(result['dataset'])}/, "
             f"plots/{esc(result['dataset'])}/): the published results alone",
@@ -146,6 +149,8 @@ def paper(
         highlight=False,
     )
     console.print(comparison_table(result, digits))
+    if line := empty_cells_line(result):
+        console.print(esc(line), highlight=False)
     rho = result["spearman_decay"]
     console.print(
         f"{result['cells']} cells both fill: mean |ours − paper| {fmt(result['mean_abs_difference'], digits + 1)}; "

@@ -1,7 +1,8 @@
 """The evaluate stage's work: every checkpoint of a (model, seed) over the slices -> its drift matrix and the
 label-free estimates of the same cells, in three steps around the protocol's definition
 (drift/protocol/matrix.py `drift_matrix`): look up the cells the cache holds, predict what is missing
-(batched), then let the definition score the rest and store it."""
+(batched), then let the definition score the rest and store it. Cells are scored under params.yaml `evaluate:`
+(the task's `scoring`); a cell's cache key names the rule where the value depends on it (Task.cached_as)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import numpy as np
 from drift.core.environment import deterministic
 from drift.core.executor import check_reachable, run_tasks, ships_inputs, workers
 from drift.core.objectstore import location
-from drift.core.params import ComputeParams
+from drift.core.params import ComputeParams, EvaluateParams
 from drift.core.progress import progress
 from drift.evaluate.estimate import METHODS, calibrate, estimated_matrix, source_rows
 from drift.evaluate.eval_result import EvalResult
@@ -27,6 +28,7 @@ from drift.models import get_model_info, model_module, model_modules
 from drift.models.checkpoints import checkpoint_path, list_checkpoints, load_checkpoint
 from drift.models.slice_data import SliceData
 from drift.protocol.matrix import drift_matrix, scored_cells, to_json
+from drift.protocol.tasks import Task
 from drift.store.cells import (
     CHECKPOINT_KEYS,
     ResultCache,
@@ -90,7 +92,8 @@ class Evaluation(TypedDict):
 class EvalJob:
     """One task of the evaluation: every cell of one (model, seed), from its checkpoints {cutoff: path}, or
     {cutoff: cache key or bytes} (`from_cache`: for a worker that shares no filesystem with the stage, which
-    reads them from the checkpoint cache). SliceData travels as its recipe or shipped (drift/models/slice_data.py)."""
+    reads them from the checkpoint cache), scored under `rules` (params.yaml `evaluate:`). SliceData travels as
+    its recipe or shipped (drift/models/slice_data.py)."""
 
     data: SliceData
     name: str
@@ -102,6 +105,12 @@ class EvalJob:
         str  # drift.store.cells.code_version("evaluate", its model's module), computed where the checkout is
     )
     from_cache: bool = False
+    rules: EvaluateParams = field(default_factory=EvaluateParams)
+
+    @property
+    def task(self) -> Task:
+        """The dataset's task scoring under `rules`."""
+        return self.data.task.scoring(self.rules.empty_cell, self.rules.auc_scores)
 
 
 @dataclass
@@ -126,9 +135,10 @@ def look_up(
 ) -> tuple[Cells, dict[tuple[int, int], dict[str, float]], dict[int, CutoffPlan], dict[str, Cells]]:
     """(cells the cache holds {(i, j): value}, estimates it holds {(i, j): {method: value}}, {i: CutoffPlan} of
     the cutoffs with anything missing, the `also` metrics' cells it holds {metric: {(i, j): value}}). A cell's
-    key: the checkpoint's bytes, the cell's rows, the metric, the code; an estimate's adds the cutoff's source rows."""
+    key: the checkpoint's bytes, the cell's rows, the metric (with its scoring rule, Task.cached_as), the code;
+    an estimate's adds the cutoff's source rows."""
 
-    data, code = job.data, job.code
+    data, code, task = job.data, job.code, job.task
     hashes = data.row_hashes
     known: Cells = {}
     known_estimates: dict[tuple[int, int], dict[str, float]] = {}
@@ -142,7 +152,7 @@ def look_up(
         for j, rows in scored_cells(i, data.usable, data.slices, data.splits):
             digest = rows_digest(hashes, rows)
             found, value = cache.cell(
-                plan.checkpoint, key := cell_key(plan.checkpoint, digest, job.data.task.metric, code)
+                plan.checkpoint, key := cell_key(plan.checkpoint, digest, task.cached_as(task.metric), code)
             )
             if found:
                 known[i, j] = value
@@ -150,7 +160,7 @@ def look_up(
                 plan.missing[j] = key
             for metric in data.task.also:
                 found, value = cache.cell(
-                    plan.checkpoint, key := cell_key(plan.checkpoint, digest, metric, code)
+                    plan.checkpoint, key := cell_key(plan.checkpoint, digest, task.cached_as(metric), code)
                 )
                 if found:
                     known_also[metric][i, j] = value
@@ -159,7 +169,9 @@ def look_up(
             if methods:
                 found, values = cache.cell(
                     plan.checkpoint,
-                    key := cell_key(plan.checkpoint, digest + source_digest, "estimates", code),
+                    key := cell_key(
+                        plan.checkpoint, digest + source_digest, task.cached_as("estimates"), code
+                    ),
                 )
                 if found:
                     known_estimates[i, j] = values or {}
@@ -167,7 +179,7 @@ def look_up(
                     plan.missing_estimates[j] = key
         if not plan.missing and not plan.missing_estimates and not plan.missing_also:
             continue
-        plan.calibration_key = cell_key(plan.checkpoint, source_digest, "calibration", code)
+        plan.calibration_key = cell_key(plan.checkpoint, source_digest, task.cached_as("calibration"), code)
         plan.has_calibration, plan.calibration = cache.cell(plan.checkpoint, plan.calibration_key)
         plan.needed = set(plan.missing) | set(plan.missing_estimates) | {j for _, j in plan.missing_also}
         if plan.missing_estimates and not plan.has_calibration:
@@ -221,21 +233,31 @@ def evaluate_seed(job: EvalJob) -> tuple[Rows, dict[str, Rows], SeedCounts, dict
             out = evaluate_seed(replace(job, checkpoints=paths, from_cache=False))
             out[2]["seconds"] = time.perf_counter() - started
             return out
-    data = job.data
+    data, task = job.data, job.task
     deterministic(job.threads)
     cache = ResultCache(job.cache_root)
-    methods = METHODS[data.task.name]
+    methods = METHODS[task.name]
     labels = np.array(data.labels)
+    trainable = [s.trainable for s in data.manifest.slices]
     known, known_estimates, plans, known_also = look_up(job, cache, methods)
     outputs: dict[int, np.ndarray | None] = (
         predict_needed(job, plans) if plans else {i: None for i in job.checkpoints}
     )
-    matrix = drift_matrix(outputs, labels, data.slices, data.splits, data.usable, data.task, known=known)
+    matrix = drift_matrix(
+        outputs, labels, data.slices, data.splits, data.usable, task, known=known, trainable=trainable
+    )
     also: dict[str, np.ndarray] = {}
-    for metric in data.task.also:  # the same cells scored by another metric (multiclass: macro-F1)
-        scorer = replace(data.task, metric=metric)
+    for metric in task.also:  # the same cells scored by another metric (multiclass: macro-F1)
+        scorer = replace(task, metric=metric)
         also[metric] = drift_matrix(
-            outputs, labels, data.slices, data.splits, data.usable, scorer, known=known_also[metric]
+            outputs,
+            labels,
+            data.slices,
+            data.splits,
+            data.usable,
+            scorer,
+            known=known_also[metric],
+            trainable=trainable,
         )
         for i, plan in plans.items():
             for (m, j), key in plan.missing_also.items():
@@ -255,7 +277,7 @@ def evaluate_seed(job: EvalJob) -> tuple[Rows, dict[str, Rows], SeedCounts, dict
             assert predicted is not None, (
                 f"cutoff {i} has cells to compute: predict_needed filled its outputs"
             )
-            plan.calibration = calibrate(data.task, predicted[source], labels[source])
+            plan.calibration = calibrate(task, predicted[source], labels[source])
             cache.put_cell(plan.checkpoint, plan.calibration_key, plan.calibration)
         calibrations[i] = plan.calibration
     estimated = estimated_matrix(
@@ -264,7 +286,7 @@ def evaluate_seed(job: EvalJob) -> tuple[Rows, dict[str, Rows], SeedCounts, dict
         data.slices,
         data.splits,
         data.usable,
-        data.task,
+        task,
         known=known_estimates,
         calibrations=calibrations,
     )
@@ -309,16 +331,18 @@ def evaluate_roster(
     cache=None,
     compute: ComputeParams | None = None,
     on_evaluated: OnEvaluated | None = None,
+    rules: EvaluateParams | None = None,
 ) -> tuple[dict[str, EvalResult], RosterCounts]:
     """({model: its evaluation}, counts): per-seed drift matrices with what a reader needs to interpret them
     (metric, direction, slice labels, which slices are usable), and their label-free estimates. One task per
     (model, seed) on the `compute` executor (drift/core/executor.py); counts: cells {computed, reused}, estimates
     alike, recomputed {corrupt} (cached cells that failed their checksum, listed in `corrupt`), and the executor
     and its workers. `on_evaluated` (the stage's timings) hears of each task as it returns: its model, seed,
-    cutoffs and seconds; it changes no value."""
+    cutoffs and seconds; it changes no value. `rules` (params.yaml `evaluate:`): how each cell is scored."""
 
     deterministic(threads)
     compute = compute or ComputeParams()
+    rules = rules or EvaluateParams()
     cache = cache or ResultCache(Path(tempfile.mkdtemp(prefix="drift-cells-")))
     models_dir = Path(models_dir).resolve()
     labels = data.manifest.labels()
@@ -348,6 +372,7 @@ def evaluate_roster(
                     threads,
                     code,
                     from_cache=shipped,
+                    rules=rules,
                 )
             )
     if jobs:

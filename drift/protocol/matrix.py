@@ -2,8 +2,11 @@
 
 Cell (i, j) is scored on the held-out test split of slice j when f_i trained on it (j <= i), on all of slice j
 when it is the future (j > i). Rows and columns of unusable slices stay empty, and so does any cell the metric
-cannot score: null, never zero. `drift_matrix` is the definition the evaluate stage runs; the cell cache and
-batched prediction (drift/evaluate/fill_matrices.py) only decide which outputs it is given.
+cannot score: null, never zero. One exception, `evaluate.empty_cell: zero` (the authors' rule): a cell with no
+rows, (i, j <= i) of a slice kept for its size but without test rows (trainable, not usable: a one-portrait
+year), reads the metric's score of an empty set (task.empty_score(): 0.0 for accuracy). `drift_matrix` is the
+definition the evaluate stage runs; the cell cache and batched prediction (drift/evaluate/fill_matrices.py) only
+decide which outputs it is given.
 """
 
 from __future__ import annotations
@@ -34,12 +37,24 @@ def drift_matrix(
     usable: list[bool],
     task,
     known: dict[tuple[int, int], float | None] | None = None,
+    trainable: list[bool] | None = None,
 ) -> np.ndarray:
     """K x K matrix (nan = empty): row i from f_i's outputs (`outputs[i]`, one row per slice-table row; every
     trained cutoff has a row, even one whose slice has no test rows). `known` holds cells scored before (the
-    cell cache), taken as they are: outputs[i] need only be filled on the rows of the cells not in it."""
+    cell cache), taken as they are: outputs[i] need only be filled on the rows of the cells not in it.
+    `trainable` (the manifest's flags) tells the columns with no test rows (trainable, not usable): under
+    task.empty_cell "zero" their cells j <= i read task.empty_score(); the default rule needs no flags."""
     known = known or {}
     matrix = np.full((len(usable), len(usable)), np.nan)
+    empty = task.empty_score()
+    if empty is not None:
+        assert trainable is not None, f"empty_cell {task.empty_cell!r} needs the slices' trainable flags"
+        rowless = [j for j, ok in enumerate(usable) if trainable[j] and not ok]
+        for i in outputs:
+            for j in rowless:
+                if j <= i:
+                    assert not len(eval_rows(i, j, slices, splits)), f"slice {j}: not usable, so no test rows"
+                    matrix[i, j] = empty
     for i, out in outputs.items():
         for j, rows in scored_cells(i, usable, slices, splits):
             if (i, j) in known:

@@ -6,7 +6,8 @@ stays empty in the drift matrix, never zero. accuracy (Yearbook, B.1; higher is 
 predictions equal to the label. balanced_mse (Amazon Reviews, B.2; lower is better): the MSE within each rating
 present, averaged equally over them. macro_auc (arXiv, B.3; higher is better): ROC AUC per class, averaged over
 the classes the slice can score. macro_f1 (multiclass, reported beside accuracy; higher is better): F1 per
-class present in the labels or the predictions, averaged equally. NaN or inf outputs (a diverged model) raise a DriftError."""
+class present in the labels or the predictions, averaged equally. NaN or inf outputs (a diverged model) raise a DriftError.
+`empty_score` is what a cell with no rows reads under each rule of `evaluate.empty_cell`."""
 
 import numpy as np
 
@@ -104,3 +105,20 @@ def macro_f1(y, logits) -> float | None:
 
 
 METRICS = {"accuracy": accuracy, "balanced_mse": balanced_mse, "macro_auc": macro_auc, "macro_f1": macro_f1}
+
+
+EMPTY_CELLS = ("empty", "zero")  # evaluate.empty_cell
+
+
+def empty_score(metric: str, empty_cell: str) -> float | None:
+    """What a cell with no rows scores: None (empty) under "empty"; under "zero", 0.0 for accuracy and macro-F1,
+    as the authors' code scores an empty set, and still None for balanced MSE and macro AUC, whose empty score
+    is NaN in their code too (left out of their logs): a 0.0 there would read as a perfect MSE or an AUC below
+    chance."""
+    if empty_cell not in EMPTY_CELLS:
+        raise DriftError(f"evaluate.empty_cell is {empty_cell!r}: write one of {', '.join(EMPTY_CELLS)}")
+    if metric not in METRICS:
+        raise DriftError(f"unknown metric {metric!r}: write one of {', '.join(METRICS)}")
+    if empty_cell == "zero" and metric in ("accuracy", "macro_f1"):
+        return 0.0
+    return None

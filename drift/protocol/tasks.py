@@ -9,19 +9,25 @@
 
 Multiclass also reports macro-F1 (`also`); accuracy is its primary metric, as Wild-Time scores its
 multiclass datasets (docs/decisions.md). The class weights are fixed once per training cutoff from that cutoff's whole (cumulative) training set:
-`loss = task.loss(train_targets)` and then `loss(outputs, targets)` for every batch."""
+`loss = task.loss(train_targets)` and then `loss(outputs, targets)` for every batch.
+
+How a cell is scored follows params.yaml `evaluate:` (`Task.scoring`): `empty_cell`, what a cell with no rows
+reads (drift.protocol.metrics.empty_score), and `auc_scores`, what macro AUC ranks: the logits, or `sigmoid32`,
+float32 sigmoids of them as the authors' code computes them (torch.sigmoid on float32 outputs), whose ties near
+1 change the AUC."""
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from drift.core.errors import DriftError, close_matches
-from drift.protocol.metrics import METRICS
+from drift.protocol.metrics import METRICS, empty_score
 
 Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+AUC_SCORES = ("logits", "sigmoid32")  # evaluate.auc_scores
 
 
 def _as_numpy(labels) -> np.ndarray:
@@ -37,6 +43,12 @@ def _as_numpy(labels) -> np.ndarray:
         except ValueError as e:
             raise DriftError(f"labels have unequal lengths or odd types ({e}); check the label column") from e
     return arr
+
+
+def sigmoid32(logits) -> np.ndarray:
+    """Float32 sigmoids of the logits, as the authors score macro AUC: torch.sigmoid on float32 outputs. Logits
+    past about 17 all round to 1.0, so rows the logits order become ties."""
+    return torch.sigmoid(torch.as_tensor(np.asarray(logits), dtype=torch.float32)).numpy()
 
 
 def class_weights(Y: torch.Tensor) -> torch.Tensor:
@@ -62,6 +74,27 @@ class Task:
     metric: str  # "accuracy" | "balanced_mse" | "macro_auc"
     higher_is_better: bool
     also: tuple[str, ...] = ()  # more metrics of METRICS reported beside the primary, each its own matrix
+    empty_cell: str = "empty"  # evaluate.empty_cell: what a cell with no rows reads (`empty_score`)
+    auc_scores: str = "logits"  # evaluate.auc_scores: what macro AUC ranks
+
+    def scoring(self, empty_cell: str, auc_scores: str) -> "Task":
+        """This task scoring under evaluate.empty_cell and evaluate.auc_scores; a value outside their choices
+        is a one-line DriftError."""
+        empty_score(self.metric, empty_cell)  # checks empty_cell
+        if auc_scores not in AUC_SCORES:
+            raise DriftError(f"evaluate.auc_scores is {auc_scores!r}: write one of {', '.join(AUC_SCORES)}")
+        return replace(self, empty_cell=empty_cell, auc_scores=auc_scores)
+
+    def empty_score(self) -> float | None:
+        """What a cell with no rows reads: None (empty), or 0.0 under empty_cell "zero" where the metric has one."""
+        return empty_score(self.metric, self.empty_cell)
+
+    def cached_as(self, what: str) -> str:
+        """What the cell cache calls `what` (a metric, "estimates", "calibration") of this task: with
+        "/sigmoid32" when macro AUC ranks float32 sigmoids (a multilabel task's estimates anchor on that AUC),
+        else the plain name, the key every cache written before holds. empty_cell changes no cached value:
+        the cache holds only cells with rows."""
+        return f"{what}/sigmoid32" if self.metric == "macro_auc" and self.auc_scores == "sigmoid32" else what
 
     def n_outputs(self, n_labels: int) -> int:
         """Width of the head: 2 logits (two-class softmax), 1 rating, or one logit per class or label."""
@@ -107,8 +140,12 @@ class Task:
         raise DriftError(f"unknown task {self.name!r}; {close_matches(self.name, TASKS)}")
 
     def score(self, y, outputs) -> float | None:
-        """The task's metric (Appendix B) on raw model outputs; None when the cell cannot be scored."""
-        return METRICS[self.metric](_as_numpy(y), _as_numpy(outputs))
+        """The task's metric (Appendix B) on raw model outputs, macro AUC on their float32 sigmoids under
+        auc_scores "sigmoid32"; None when the cell cannot be scored."""
+        outputs = _as_numpy(outputs)
+        if self.metric == "macro_auc" and self.auc_scores == "sigmoid32":
+            outputs = sigmoid32(outputs)
+        return METRICS[self.metric](_as_numpy(y), outputs)
 
     def target_tensor(self, labels) -> torch.Tensor:
         """Labels as stored -> the tensor the loss expects: int64 [n] class ids, float32 [n] ratings, or

@@ -8,6 +8,12 @@ ID / Future / Decay with our protocol code and lists every value that disagrees 
 one of our evaluations beside a published matrix, cell by cell over the slices both have, and `compare_run` the
 workspace's whole run beside the paper (`drift paper`, the report's section). Source, commit and licence:
 drift/report/published/README.md.
+
+The published matrices score a cell with no rows 0.0, the authors' accuracy of an empty set (our
+`evaluate.empty_cell: zero`): Yearbook's 1924, one portrait, which their split puts in train, reads 0.0 from row
+1924 on (EMPTY_TEST). Ours are compared under that rule: a run of ours that left those cells empty has them
+re-scored to 0.0 (`as_published`), exactly what `empty_cell: zero` writes, and the published figures stay as
+printed.
 """
 
 from __future__ import annotations
@@ -26,6 +32,13 @@ from drift.protocol.summary import STATS, id_future_decay, ranking
 from drift.report.results import load_matrix, report_models
 
 DATA = Path(__file__).with_name("published")
+# The slices whose held-out rows the authors' split leaves empty: it puts every row of a year with fewer than 3
+# portraits in train (drift_happens/sample/splits.py), and their loop (drift_happens/pipeline/evaluation.py)
+# scores each cell (i, j <= i) on slice j's val + test rows, an empty set there, whose accuracy they log as 0.0
+# (drift_happens/evaluation/metrics.py). In every published Yearbook matrix column 1924 reads 0.0 from row 1924
+# on, and no other column does (tests/test_scoring_rules.py). Amazon and arXiv: none (their metrics score an
+# empty set NaN, never logged).
+EMPTY_TEST = {"yearbook": ("1924",)}
 DATASETS = ("yearbook", "amazon", "arxiv")
 ALIASES = {"amazon_reviews": "amazon", "amazon-reviews-23": "amazon"}  # the authors' names of our datasets
 
@@ -194,14 +207,39 @@ def _in_published_unit(ours: dict, data: dict) -> np.ndarray:
     return np.asarray(ours["matrix"], dtype=np.float64) * data["scale"]
 
 
+def as_published(matrix: np.ndarray, labels: list[str], dataset: str) -> tuple[np.ndarray, str | None]:
+    """Our matrix under the published rule for cells with no rows, and the rule our run had followed there:
+    cells (i, j <= i) of the EMPTY_TEST slices, in the rows our run trained, all empty ("empty": they read 0.0
+    here, as empty_cell: zero writes them) or filled ("zero": left as they are). (the matrix as it is, None) when
+    our run has none of those cells."""
+    M = np.array(matrix, dtype=np.float64)
+    trained = np.isfinite(M).any(axis=1)
+    cells = [
+        (i, labels.index(x))
+        for x in EMPTY_TEST.get(dataset, ())
+        if x in labels
+        for i in range(labels.index(x), len(labels))
+        if trained[i]
+    ]
+    if not cells:
+        return M, None
+    rows, columns = np.array(cells).T
+    if not np.isnan(M[rows, columns]).all():
+        return M, "zero"
+    M[rows, columns] = 0.0
+    return M, "empty"
+
+
 def compare(ours: dict, dataset: str, model: str) -> dict:
     """Our result (`our_result`'s dict) beside the published matrix of `model`, in the published unit, over the
     slices both have (aligned by label, in the published order; those only one side has are named in `slices`):
     ours and theirs ID / Future / Decay and their differences (ours - published), and the cell-wise difference
-    with its mean absolute value over the cells both fill and the largest cell."""
+    with its mean absolute value over the cells both fill and the largest cell. Ours under the published rule
+    for cells with no rows (`as_published`); `empty_cells`: the rule our run had followed there (None: no such
+    cell)."""
     data = load_published(dataset)
     pub = published_model(data, model)
-    mine = _in_published_unit(ours, data)
+    mine, rule = as_published(_in_published_unit(ours, data), ours["labels"], data["dataset"])
     slices = _slices(ours["labels"], data["slices"])
     i_ours = [ours["labels"].index(x) for x in slices["shared"]]
     i_pub = [data["slices"].index(x) for x in slices["shared"]]
@@ -230,6 +268,7 @@ def compare(ours: dict, dataset: str, model: str) -> dict:
         "slices": slices,
         "source": ours.get("source"),
         "seeds": ours.get("seeds"),
+        "empty_cells": rule,
         "published_seeds": len(pub["seeds"]),
         "ours": stats_ours,
         "published": stats_pub,
@@ -259,16 +298,16 @@ def compare_run(root: Path, dataset: str) -> dict:
     cells, mean_abs_difference, largest and slices (`compare`). Also only_ours / only_published (models),
     slices (labels only one side has, over every model), the mean absolute difference over every cell both fill,
     and the Spearman correlation of the two Decay rankings over the models both have. run: whether any result
-    of ours was found."""
+    of ours was found. empty_cells: {published: "zero", slices: the EMPTY_TEST labels, ours: the rules our
+    models had followed there, sorted (none when our run lacks those slices)}; ours are compared under the
+    published rule (`as_published`)."""
     data = load_published(dataset)
     name, higher = data["dataset"], data["higher_is_better"]
     published = {r["model"]: r for r in published_ranking(name)}
     mine = {m: our_result(root, name, m) for m in our_models(root, name)}
     compared = {m: compare(r, name, m) for m, r in mine.items() if m in published}
-    stats = {
-        m: compared[m]["ours"] if m in compared else id_future_decay(_in_published_unit(r, data), higher)
-        for m, r in mine.items()
-    }
+    alone = {m: as_published(_in_published_unit(r, data), r["labels"], name) for m, r in mine.items()}
+    stats = {m: compared[m]["ours"] if m in compared else id_future_decay(alone[m][0], higher) for m in mine}
     our_rank = {r["model"]: r["rank"] for r in ranking(stats, higher, "decay")}
 
     def ours_of(m: str) -> dict | None:
@@ -343,6 +382,11 @@ def compare_run(root: Path, dataset: str) -> dict:
             "only_ours": sorted(labels - set(data["slices"])),
             "only_published": [x for x in data["slices"] if mine and x not in labels],
         },
+        "empty_cells": {
+            "published": "zero",
+            "slices": list(EMPTY_TEST.get(name, ())),
+            "ours": sorted({rule for _, rule in alone.values() if rule is not None}),
+        },
         "cells": total,
         "mean_abs_difference": pooled,
         "spearman_decay": {
@@ -350,3 +394,25 @@ def compare_run(root: Path, dataset: str) -> dict:
             "models": len(paired),
         },
     }
+
+
+def empty_cells_line(result: dict) -> str | None:
+    """One line on the rule for cells with no rows (`compare_run`'s empty_cells): which one the paper used and
+    how our run is set beside it; None for a dataset whose published matrices have no such cell."""
+    e = result["empty_cells"]
+    if not e["slices"]:
+        return None
+    where = ", ".join(e["slices"])
+    rows = f"from row {where} on" if len(e["slices"]) == 1 else "each from its own row on"
+    line = f"empty test sets (slice {where}, {rows}): the paper scores them 0.0 (evaluate.empty_cell: zero)"
+    if not result["run"]:
+        return line
+    if not e["ours"]:
+        return f"{line}; our run has no slice {where}: nothing to re-score"
+    if e["ours"] == ["zero"]:
+        return f"{line}, as did our run: compared as they are"
+    who = "our run" if e["ours"] == ["empty"] else "some of our models"
+    return (
+        f"{line}; {who} left them empty (empty_cell: empty): re-scored to 0.0 here, as empty_cell: zero "
+        "writes them"
+    )

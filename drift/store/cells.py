@@ -4,8 +4,11 @@
 seed (not for the closed-form references); the content keys, labels and split of the cutoff's training rows and
 the encoder fingerprint; the training parameters; and `code_version`: the stage's code (for one model: its own
 model module, not the other heads') with the versions of the libraries it imports. `cell_key` hashes the
-checkpoint's bytes, the cell's rows, the metric and the evaluation code. Under embed.cache_dir, outside the
-workspace, written atomically, each entry bound to its key:
+checkpoint's bytes, the cell's rows, the metric and the evaluation code; the metric names the scoring rule
+(params.yaml `evaluate:`) wherever the value depends on it (drift.protocol.tasks.Task.cached_as:
+"macro_auc/sigmoid32"), and the defaults keep the plain name. A cell with no rows is never cached:
+evaluate.empty_cell decides it from the slices alone (drift.protocol.matrix.drift_matrix). Under
+embed.cache_dir, outside the workspace, written atomically, each entry bound to its key:
   checkpoints/<key[:2]>/<key>.ckpt: a line `drift-checkpoint 2 <key> <sha256 of the rest> <size of the rest>`,
     then the state dict's bytes;
   cells/<checkpoint[:2]>/<checkpoint>/<key>.json: {"format": "drift-cell 2", "key", "score", "sha256" of
