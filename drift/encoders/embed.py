@@ -9,6 +9,7 @@ every finished chunk and resumes with the rest. The stage's DVC output is a smal
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import queue
 import threading
@@ -113,17 +114,53 @@ class EmbedRun(Artefact):
     corrupt: int | None = None
 
 
-def encoder_store(encoder, cache_dir: Path, with_tokens: bool) -> EmbeddingStore:
-    """The store table of the encoder's fingerprint (whichever encoder name computed it first: find_table)."""
-    fingerprint = encoder.fingerprint_hash()
+def weights_revision(path: Path, declared: str = "") -> str | None:
+    """The Hugging Face commit of the weights at `path`: the snapshot folder they lie in when they come from the
+    Hugging Face cache (<cache>/models--<org>--<name>/snapshots/<commit>/...), else the declaration's `revision`,
+    else None (a local folder, a torchvision file)."""
+    path = Path(path).absolute()
+    for candidate in (path, path.resolve()):
+        for folder in (candidate, *candidate.parents):
+            if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
+                return folder.name
+    return declared or None
+
+
+def store_fields(encoder, pooled_dtype: str = "float32") -> dict:
+    """What keys an encoder's store table: its fingerprint (drift.encoders.fingerprint), plus `pooled_dtype` when
+    the pooled vectors are stored in another dtype than float32 (embed.pooled_dtype), plus `hf_revision`, the
+    Hugging Face commit its weights were loaded from (weights_revision), when there is one. A default run's
+    MiniLM (a local folder, float32) adds neither: its key is the encoder's own fingerprint hash."""
+    fields = dict(encoder.fingerprint())
+    if pooled_dtype != "float32":
+        fields["pooled_dtype"] = pooled_dtype
+    revision = weights_revision(encoder.path, encoder.spec.revision)
+    if revision:
+        fields["hf_revision"] = revision
+    return fields
+
+
+def store_key(fields: dict) -> str:
+    """The store table's fingerprint: sha256 of its fields (store_fields), as Fingerprinted.fingerprint_hash."""
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+
+
+def encoder_store(
+    encoder, cache_dir: Path, with_tokens: bool, pooled_dtype: str = "float32"
+) -> EmbeddingStore:
+    """The store table of the encoder's fingerprint and pooled dtype (store_fields; whichever encoder name
+    computed it first: find_table)."""
+    fields = store_fields(encoder, pooled_dtype)
+    fingerprint = store_key(fields)
     return EmbeddingStore(
         cache_dir,
         encoder.spec.name,
         fingerprint,
         encoder.dim,
         with_tokens=with_tokens,
-        fields=encoder.fingerprint(),
+        fields=fields,
         table=find_table(cache_dir, encoder.spec.name, fingerprint),
+        pooled_dtype=pooled_dtype,
     )
 
 
@@ -132,7 +169,7 @@ def store_manifest(encoder, store: EmbeddingStore, keys: pa.Array, **extra) -> S
     return StoreManifest(
         encoder=encoder.spec.name,
         fingerprint=store.fingerprint,
-        fingerprint_fields=encoder.fingerprint(),
+        fingerprint_fields=store_fields(encoder, store.pooled_dtype),
         store=store.path.name,
         dim=encoder.dim,
         rows=len(keys),
@@ -158,7 +195,7 @@ def embed_dataset(
     table = read_slice_table(slice_path, columns=["key", "text"])
     keys = table.column("key").combine_chunks()
     encoder = encoder or text_encoder(cfg)
-    store = encoder_store(encoder, cache_dir, with_tokens=True)
+    store = encoder_store(encoder, cache_dir, with_tokens=True, pooled_dtype=cfg.pooled_dtype)
     seeded = seed_store(store, seed_from, keys) if seed_from is not None else 0
     todo = store.missing(keys)
     texts = table.column("text").take(pc.index_in(pa.array(todo, pa.string()), value_set=keys)).to_pylist()
@@ -211,7 +248,7 @@ def embed_pooled(
     payload = "text" if modality == "text" else "image"
     table = read_slice_table(slice_path, columns=["key", payload])
     keys = table.column("key").combine_chunks()
-    store = encoder_store(encoder, cache_dir, with_tokens=False)
+    store = encoder_store(encoder, cache_dir, with_tokens=False, pooled_dtype=cfg.pooled_dtype)
     seeded = seed_store(store, seed_from, keys) if seed_from is not None else 0
     todo = store.missing(keys)
     rows = table.take(pc.index_in(pa.array(todo, pa.string()), value_set=keys))
@@ -316,16 +353,22 @@ class EmbedActor:
         register(spec)  # a declared encoder, as load_params declared it in the stage's process
         name = spec.name
         self.encoder = text_encoder(cfg) if with_tokens else embed_encoder(name, cfg)
-        if (
-            self.encoder.fingerprint_hash() != fingerprint
-        ):  # other weights on this node: never mix them in a table
+        fields = store_fields(self.encoder, cfg.pooled_dtype)
+        if store_key(fields) != fingerprint:  # other weights on this node: never mix them in a table
             raise DriftError(
                 f"{name} on Ray node {os.uname().nodename} has fingerprint "
-                f"{self.encoder.fingerprint_hash()[:16]}, the stage's is {fingerprint[:16]}: give every "
+                f"{store_key(fields)[:16]}, the stage's is {fingerprint[:16]}: give every "
                 "node the same weights (embed.weights on the shared filesystem, or the same HF cache)"
             )
         self.store = EmbeddingStore(
-            cache_dir, name, fingerprint, dim, with_tokens, fields=self.encoder.fingerprint(), table=table
+            cache_dir,
+            name,
+            fingerprint,
+            dim,
+            with_tokens,
+            fields=fields,
+            table=table,
+            pooled_dtype=cfg.pooled_dtype,
         )
         self.with_tokens = with_tokens
 

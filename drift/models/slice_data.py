@@ -14,15 +14,21 @@ import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
 from drift.core.encoder_registry import DECLARED as DECLARED_ENCODERS
 from drift.core.encoder_registry import register
 from drift.core.errors import DriftError
 from drift.core.model_registry import DECLARED, declare_models, declare_probes
 from drift.core.objectstore import ObjectPath
-from drift.core.params import Params
+from drift.core.params import Params, SplitParams
 from drift.models import get_model_info
 from drift.models.inputs import Inputs, open_inputs
 from drift.models.reference import text_counts
+from drift.protocol.slicing import id_hash_order, per_slice_draw
 from drift.store.features import ensure_features, is_current
 from drift.store.location import cache_dir
 from drift.store.slice_table import SliceTable
@@ -31,19 +37,25 @@ from drift.store.slices import read_slice_table
 
 class InputSettings(NamedTuple):
     """What the model inputs of a run are made of, beyond the rows: the text heads' encoder, the run's other
-    encoders (in params order), the token cap of the text heads, and the embedding store's directory."""
+    encoders (in params order), the token cap of the text heads, the embedding store's directory, and the split
+    the slice table was drawn with (what SliceData.split_order draws again; None: not known)."""
 
     text_encoder: str
     encoders: tuple[str, ...]
     max_tokens: int
     store: Path | ObjectPath  # drift.store.location.cache_dir
+    split: SplitParams | None = None
 
 
 def input_settings(params: Params) -> InputSettings:
     """The run's InputSettings: embed.text_encoder, embed.encoders, the token cap (train.max_tokens, else
-    embed.max_length) and the store (embed.cache_dir, else $DRIFT_CACHE_DIR or ~/.cache/drift)."""
+    embed.max_length), the store (embed.cache_dir, else $DRIFT_CACHE_DIR or ~/.cache/drift) and `split`."""
     return InputSettings(
-        params.embed.text_encoder, tuple(params.embed.encoders), params.max_tokens, cache_dir(params.embed)
+        params.embed.text_encoder,
+        tuple(params.embed.encoders),
+        params.max_tokens,
+        cache_dir(params.embed),
+        params.split,
     )
 
 
@@ -65,14 +77,73 @@ class SliceData(SliceTable):
         self._inputs: dict[tuple, Inputs] = {}
         self._feature_dirs: dict[tuple, Path] = {}
         self._shipped: object = None  # Ray's reference to the shipped rows and inputs (ship)
+        self._split_order: np.ndarray | None = None  # split_order, once drawn
 
     def __reduce__(self):
-        """Pickled as its recipe (name, settings, repository), not its arrays: a Ray task rebuilds it on the
-        worker, which reads the same files (drift/core/executor.py checks that it can). Once `ship`ped, as a
-        reference to its rows and inputs in Ray's object store instead. Either way with the declared heads."""
+        """Pickled as its recipe (name, settings, repository, and the split's order once drawn), not its arrays:
+        a Ray task rebuilds it on the worker, which reads the same files (drift/core/executor.py checks that it
+        can). Once `ship`ped, as a reference to its rows and inputs in Ray's object store instead. Either way
+        with the declared heads."""
         if self._shipped is not None:
             return _unship, (self._shipped, _declared())
-        return _rebuild, (self.name, self.settings, self.root, _declared())
+        return _rebuild, (self.name, self.settings, self.root, _declared(), self._split_order)
+
+    def split_order(self) -> np.ndarray:
+        """The training rows (indexes into the slice table), slice after slice in time order, each slice's rows
+        in the order its split drew them: split.draw per-slice, as train_test_split returned them from the
+        slice's rows in the records' order (data/records/<dataset>.parquet, read for its ids); id-hash, in the
+        order hashed from id and seed. The draw is made again from `settings.split` and must give the table's
+        split, else a one-line error says to run the slice stage."""
+        if self._split_order is None:
+            self._split_order = self._draw_split_order()
+        return self._split_order
+
+    def _draw_split_order(self) -> np.ndarray:
+        split = self.settings.split
+        if split is None or self.slice_path is None:
+            raise DriftError(
+                f"the split's row order of {self.name} was not drawn before this copy was made: build "
+                "SliceData with input_settings(params) and call split_order() before shipping it"
+            )
+        ids = read_slice_table(self.slice_path, columns=["id"]).column("id").combine_chunks()
+        if split.draw == "id-hash":
+            order = id_hash_order(ids.to_pylist(), split.seed)
+            train = order[self.splits[order] == "train"]
+            return train[np.argsort(self.slices[train], kind="stable")]
+        rows = np.argsort(self._records_positions(ids), kind="stable")  # the table's rows in records order
+        drawn, train = per_slice_draw(
+            self.slices[rows],
+            [self.labels[i] for i in rows],
+            "label" in split.stratify,
+            split.test_fraction,
+            split.seed,
+        )
+        if not np.array_equal(drawn, self.splits[rows]):
+            raise DriftError(
+                f"the split of {self.slice_path} is not the one split.* draws from {self.paths['records']}: "
+                f"run `dvc repro slice@{self.name}`"
+            )
+        return rows[train]
+
+    def _records_positions(self, ids: pa.Array) -> np.ndarray:
+        """Each slice-table row's position in the records (their ids read in batches, not held whole)."""
+        path = self.paths["records"]
+        if not path.exists():
+            raise DriftError(f"{path} is missing: run `dvc repro ingest@{self.name}` first")
+        ids = ids.cast(pa.string())
+        positions = np.full(len(ids), -1, np.int64)
+        seen = 0
+        for batch in pq.ParquetFile(path).iter_batches(columns=["id"], batch_size=1 << 20):
+            found = pc.index_in(batch.column(0).cast(pa.string()), value_set=ids).fill_null(-1).to_numpy()
+            hit = np.flatnonzero(found >= 0)
+            positions[found[hit]] = seen + hit
+            seen += batch.num_rows
+        if (positions < 0).any():
+            raise DriftError(
+                f"{int((positions < 0).sum())} rows of {self.slice_path} are not in {path}: "
+                f"run `dvc repro slice@{self.name}`"
+            )
+        return positions
 
     def ship(self) -> None:
         """For Ray workers that share no filesystem with this process (the store on object storage): the small
@@ -96,6 +167,7 @@ class SliceData(SliceTable):
                 "encoders": self.encoders,
                 "files": files,
                 "text": text,
+                "split_order": self._split_order,
             }
         )
 
@@ -186,10 +258,14 @@ def _declare(declared: tuple[dict, list]) -> None:
     declare_probes(encoders)
 
 
-def _rebuild(name: str, settings: InputSettings, root, declared: tuple[dict, list]) -> SliceData:
+def _rebuild(
+    name: str, settings: InputSettings, root, declared: tuple[dict, list], split_order=None
+) -> SliceData:
     """SliceData rebuilt from its recipe, with what params.yaml declared (`declared`) registered."""
     _declare(declared)
-    return SliceData(name, settings, root)
+    data = SliceData(name, settings, root)
+    data._split_order = split_order
+    return data
 
 
 _UNSHIPPED: dict[str, SliceData] = {}  # one copy per worker process, whatever number of its tasks read it
@@ -208,6 +284,7 @@ def _unship(ref, declared: tuple[dict, list]) -> SliceData:
     data = SliceData.__new__(SliceData)
     data._set_rows(bundle["name"], bundle["manifest"], bundle["table"], bundle["encoders"])
     data.settings, data._inputs, data._feature_dirs = bundle["settings"], {}, {}
+    data._split_order = bundle["split_order"]
     # no checkout on this worker: nothing is read by path (inputs() refuses what was not shipped)
     data.root, data.slice_path, data._shipped = None, None, ref  # type: ignore[assignment]
     folder = Path(tempfile.mkdtemp(prefix="drift-shipped-"))

@@ -130,22 +130,42 @@ def per_slice_split(
     a seed per slice, in time order, for scikit-learn's train_test_split of that slice's rows (in input order),
     stratified by label where scikit-learn can stratify it; its test share is rounded up. A slice of fewer than
     3 rows draws no seed and goes to train whole."""
+    return per_slice_draw(index, labels, by_label, test_fraction, seed)[0]
+
+
+def per_slice_draw(
+    index: np.ndarray, labels: list, by_label: bool, test_fraction: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """per_slice_split's draw: ('train' / 'test' per row, the training rows in the draw's order). That order is
+    slice after slice in time order, each slice's training rows as train_test_split returns them (a slice of
+    fewer than 3 rows: in input order); rows are indexes into the input."""
     from sklearn.model_selection import train_test_split
 
     split = np.full(len(index), "train", dtype=object)
     scalar = all(not isinstance(v, (list, tuple, np.ndarray)) for v in labels)
     y_all = np.asarray(labels) if scalar else np.asarray(stratum_keys(labels))
     rng = np.random.RandomState(seed)
+    order = []
     for s in np.unique(index):
         rows = np.flatnonzero(index == s)  # input order
         if len(rows) < 3:
+            order.append(rows)
             continue
         slice_seed = rng.randint(0, 2**32 - 1)
         y = y_all[rows]
         stratify = y if by_label and _can_stratify(y, test_fraction) else None
-        _, test = train_test_split(rows, test_size=test_fraction, stratify=stratify, random_state=slice_seed)
+        train, test = train_test_split(
+            rows, test_size=test_fraction, stratify=stratify, random_state=slice_seed
+        )
         split[test] = "test"
-    return split
+        order.append(train)
+    return split, np.concatenate(order) if order else np.zeros(0, np.int64)
+
+
+def id_hash_order(ids, seed: int) -> np.ndarray:
+    """The order split.draw id-hash walks the rows in (each stratum's rows in it): a permutation of the rows
+    hashed from each row's id and the seed."""
+    return _row_order(ids, seed)
 
 
 def _can_stratify(y: np.ndarray, test_fraction: float) -> bool:

@@ -56,6 +56,7 @@ from drift.report.plots import (
     heatmap,
     long_format,
 )
+from drift.store.embeddings import EmbeddingsManifest, weights_revisions
 from drift.store.slices import SliceManifest
 
 COHORT = "cohort-mean"  # the cohort mean's folder among the models' in plots/<ds>/
@@ -153,6 +154,10 @@ def write_report(
     metrics = {model: model_metrics(r) for model, r in results.items()}
     margins = reference_margins(metrics, higher)
     env = environment(root)
+    if p["embeddings"].exists():  # the Hugging Face commit of each encoder's weights (none from a local folder)
+        revisions = weights_revisions(EmbeddingsManifest.from_file(p["embeddings"], name))
+        if revisions:
+            env["weights_revisions"] = revisions
     for model, r in results.items():
         # what produced the numbers: the lock file's hash here, every version in tables/<ds>.json "environment"
         metrics[model].update(margins.get(model, {}), lock_sha256=env["lock_sha256"])

@@ -65,7 +65,8 @@ STAGES: dict[str, Stage] = {
     },
     "train": {
         "extra": ["requirements.lock"],
-        "inputs": ["slice_manifest", "embeddings"],
+        # records: train.row_order split redraws the split over them in ingest order
+        "inputs": ["slice_manifest", "embeddings", "records"],
         # what decides a checkpoint or which exist, from the schema's field metadata (train.models: this dataset's)
         "params": [
             f"train.{n}"

@@ -1,5 +1,6 @@
 """The embedding store (the feature store): one Lance table per encoder fingerprint under the cache directory,
-keyed by the payload's content hash: pooled vectors as fixed_size_list<float32>[D], token states ragged as
+keyed by the payload's content hash: pooled vectors as fixed_size_list<float32>[D] (float16 in a table of
+embed.pooled_dtype float16, a field of its fingerprint), token states ragged as
 list<fixed_size_list<float16>[D]> plus `n_tokens`, no padding. Writers only append, in chunks, each chunk one
 commit (a killed run keeps what it finished); the table is created once, under a file lock on disk, by Lance's
 conditional put on object storage (cache_dir s3://bucket/prefix, an ObjectPath). Two writers may commit the
@@ -60,6 +61,16 @@ class StoreManifest(BaseModel):
     def tokens(self) -> bool:
         return self.with_tokens is not False
 
+    @property
+    def pooled_dtype(self) -> str:
+        """The stored dtype of the pooled vectors: float32, or the fingerprint's `pooled_dtype`."""
+        return self.fingerprint_fields.get("pooled_dtype", "float32")
+
+    @property
+    def hf_revision(self) -> str | None:
+        """The Hugging Face commit the encoder's weights were loaded from (None: a local folder or file)."""
+        return self.fingerprint_fields.get("hf_revision")
+
 
 class EmbeddingsManifest(Artefact):
     """data/embeddings/<dataset>.json, the embed stage's DVC output: {encoders: {name: StoreManifest}}, in the
@@ -69,6 +80,13 @@ class EmbeddingsManifest(Artefact):
     WHAT = "embeddings manifest"
 
     encoders: dict[str, StoreManifest]
+
+
+def weights_revisions(manifest: EmbeddingsManifest) -> dict[str, str]:
+    """{encoder: the Hugging Face commit its weights were loaded from} for the encoders of an embed manifest that
+    have one (its `hf_revision`), in the manifest's order: what the environment record adds, so two runs can
+    tell whether they used the same weights. Encoders read from a local folder (the default MiniLM) have none."""
+    return {name: m.hf_revision for name, m in manifest.encoders.items() if m.hf_revision}
 
 
 class DamagedRows(DriftError):
@@ -101,8 +119,14 @@ def find_table(cache_dir: Path | ObjectPath, encoder: str, fingerprint: str) -> 
 CHECKSUM = {"pooled": "pooled_crc32", "tokens": "tokens_crc32"}  # the checksum column of each value column
 
 
-def store_schema(dim: int, with_tokens: bool, metadata: dict | None = None) -> pa.Schema:
-    fields = [pa.field("key", pa.string()), pa.field("pooled", pa.list_(pa.float32(), dim))]
+# embed.pooled_dtype -> the type of the pooled column's values
+POOLED_DTYPES = {"float32": pa.float32(), "float16": pa.float16()}
+
+
+def store_schema(
+    dim: int, with_tokens: bool, metadata: dict | None = None, pooled_dtype: str = "float32"
+) -> pa.Schema:
+    fields = [pa.field("key", pa.string()), pa.field("pooled", pa.list_(POOLED_DTYPES[pooled_dtype], dim))]
     if with_tokens:
         fields += [
             pa.field("tokens", pa.list_(pa.list_(pa.float16(), dim))),
@@ -206,7 +230,9 @@ class EmbeddingStore:
     being the one that computed it first.
 
     Reads come from one pinned version (row positions stay valid while other processes append or compact);
-    the key column of that version is read once and kept, and only new fragments are read after an append."""
+    the key column of that version is read once and kept, and only new fragments are read after an append.
+    `pooled_dtype` (embed.pooled_dtype) is the dtype appended pooled vectors are stored in; reads give the
+    table's own."""
 
     def __init__(
         self,
@@ -217,14 +243,16 @@ class EmbeddingStore:
         with_tokens: bool,
         fields: dict | None = None,
         table: str | None = None,
+        pooled_dtype: str = "float32",
     ):
         # `table`: its file name when another encoder name computed it first (find_table), or a manifest names it
         self.path = location(cache_dir) / (table or table_name(encoder, fingerprint))
         self.encoder, self.fingerprint, self.dim, self.with_tokens = encoder, fingerprint, dim, with_tokens
+        self.pooled_dtype = pooled_dtype
         metadata = {"drift.encoder": encoder, "drift.fingerprint": fingerprint}
         if fields is not None:
             metadata["drift.fingerprint_fields"] = json.dumps(fields, sort_keys=True)
-        self.schema = store_schema(dim, with_tokens, metadata)
+        self.schema = store_schema(dim, with_tokens, metadata, pooled_dtype)
         self._ds: lance.LanceDataset | None = None  # the pinned version
         self._keys = NO_KEYS  # the key of each row of _ds, in take() order
         # (id, rows, deleted) per fragment of _ds: tells an append from a rewrite
@@ -276,12 +304,12 @@ class EmbeddingStore:
 
     def append(self, keys, pooled: np.ndarray, tokens=None, lengths=None) -> None:
         """Commit rows as one new fragment. tokens: a list of [n_i, D] arrays, or a flat [sum n_i, D] array
-        with `lengths`. Never touches the pinned version, so a background thread may call it."""
+        with `lengths`. The pooled vectors are stored in `pooled_dtype` (rounded to nearest when float16). Never
+        touches the pinned version, so a background thread may call it."""
+        pooled = np.asarray(pooled, np.float32).astype(self.pooled_dtype, copy=False).reshape(-1, self.dim)
         columns = {
             "key": pa.array(keys, pa.string()),
-            "pooled": pa.FixedSizeListArray.from_arrays(
-                pa.array(np.asarray(pooled, np.float32).reshape(-1)), self.dim
-            ),
+            "pooled": pa.FixedSizeListArray.from_arrays(pa.array(pooled.reshape(-1)), self.dim),
         }
         if self.with_tokens:
             if lengths is None:
@@ -293,15 +321,14 @@ class EmbeddingStore:
             offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
             columns["tokens"] = pa.ListArray.from_arrays(pa.array(offsets), inner)
             columns["n_tokens"] = pa.array(lengths)
-        pooled = np.asarray(pooled, np.float32).reshape(-1, self.dim)
-        bad = non_finite_rows(pooled)
+        bad = non_finite_rows(pooled)  # float16 overflows to inf above 65504: refused as well
         if self.with_tokens:
             bad = np.union1d(bad, non_finite_rows(flat.reshape(-1, self.dim), offsets))
         if len(bad):  # never stored, so never served
             raise DriftError(
                 f"{self.encoder} gave NaN or inf for {len(bad)} of {len(keys)} rows (first key "
                 f"{keys[int(bad[0])]}): nothing of this chunk was stored in {self.path}; check the "
-                "encoder's weights and embed.dtype"
+                "encoder's weights, embed.dtype and embed.pooled_dtype"
             )
         columns[CHECKSUM["pooled"]] = pa.array(row_checksums(pooled))
         if self.with_tokens:
@@ -413,11 +440,12 @@ class EmbeddingStore:
             self.damaged.setdefault(keys[int(first[row])].as_py(), int(fragment))
 
     def read_pooled(self, keys, strict: bool = True) -> np.ndarray:
-        """[n, D] float32, aligned with keys. A damaged row (checksum, non-finite) is recorded in `damaged` and
-        raises DamagedRows; with strict=False it is read as zeros, and the caller must not serve the result while
-        `damaged` is not empty (the feature build, which names every damaged row at its end)."""
+        """[n, D] in the table's dtype (float32, or float16: embed.pooled_dtype), aligned with keys. A damaged row
+        (checksum, non-finite) is recorded in `damaged` and raises DamagedRows; with strict=False it is read as
+        zeros, and the caller must not serve the result while `damaged` is not empty (the feature build, which
+        names every damaged row at its end)."""
         if len(keys) == 0:
-            return np.zeros((0, self.dim), np.float32)
+            return np.zeros((0, self.dim), self.pooled_dtype)
         column, inverse, sums, positions = self._take(keys, "pooled")
         values = column.flatten().to_numpy().reshape(-1, self.dim)
         bad = damaged_rows(values, sums)
@@ -488,6 +516,7 @@ def open_store(manifest: StoreManifest, cache_dir: Path | ObjectPath) -> Embeddi
         manifest.dim,
         with_tokens=manifest.tokens,
         table=manifest.store,
+        pooled_dtype=manifest.pooled_dtype,
     )
     if manifest.rows and not committed(store.path):
         raise DriftError(

@@ -2,7 +2,7 @@
 
 `data/features/<dataset>/<encoder>/` holds, in slice-table row order, tokens.npy (float16 [n_tokens, D], text
 encoders only), offsets.npy (int64 [n + 1]: row i is tokens[offsets[i]:offsets[i + 1]]), pooled.npy (float32
-[n, D], the store's floats) and header.json (shapes, dtypes, each file's size and sha256, the store's
+[n, D], or float16 under embed.pooled_dtype: the store's floats) and header.json (shapes, dtypes, each file's size and sha256, the store's
 fingerprint and table, a hash of the keys); `pixels/` holds pixels.npy (uint8 or float32 [n, C, H, W]) and its header.
 `write_features` builds them once from the store, streaming, and again when the header no longer matches
 (another fingerprint or other rows) or a file no longer matches its size or sha256 (checked on every open).
@@ -229,15 +229,15 @@ def build_embeddings(store, keys: pa.Array, out: Path, keys_hash: str | None = N
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    n, dim = len(keys), store.dim
-    files: dict[str, tuple[type[np.generic], tuple[int, ...]]] = {"pooled": (np.float32, (n, dim))}
+    n, dim, pooled_dtype = len(keys), store.dim, np.dtype(store.pooled_dtype)
+    files: dict[str, tuple[np.dtype, tuple[int, ...]]] = {"pooled": (pooled_dtype, (n, dim))}
     if store.with_tokens:
         lengths = store.read_lengths(keys)
         offsets = np.zeros(n + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
         np.save(tmp / "offsets.npy", offsets)
-        files["tokens"] = (np.float16, (int(offsets[-1]), dim))
-        files["offsets"] = (np.int64, (n + 1,))
+        files["tokens"] = (np.dtype(np.float16), (int(offsets[-1]), dim))
+        files["offsets"] = (np.dtype(np.int64), (n + 1,))
         # chunks of rows holding about CHUNK_BYTES of token states each
         per_row = max(1.0, offsets[-1] / max(n, 1)) * dim * 2
         step = max(1, int(CHUNK_BYTES // per_row))
@@ -249,9 +249,10 @@ def build_embeddings(store, keys: pa.Array, out: Path, keys_hash: str | None = N
                 _write(f, flat)
     else:
         step = max(1, CHUNK_BYTES // (dim * 4))
-    with _open_npy(tmp / "pooled.npy", np.float32, (n, dim)) as f:
+    with _open_npy(tmp / "pooled.npy", pooled_dtype, (n, dim)) as f:
         for start in range(0, n, step):
-            _write(f, store.read_pooled(keys.slice(start, step), strict=False))
+            pooled = store.read_pooled(keys.slice(start, step), strict=False)
+            _write(f, pooled.astype(pooled_dtype, copy=False))
     if store.damaged:  # never served: the embed stage discards those rows' fragments and computes them again
         shutil.rmtree(tmp, ignore_errors=True)
         raise DamagedRows(store.path, store.damaged)

@@ -209,8 +209,12 @@ def cutoff_seed(seed: int, name: str, k: int, label: str | None, how: str = "off
     return int.from_bytes(digest[:4], "big")
 
 
-def cutoff_rows(data: SliceData, k: int) -> np.ndarray:
-    """The training rows of f_k: the train split of every slice <= k."""
+def cutoff_rows(data: SliceData, k: int, order: str = "time") -> np.ndarray:
+    """The training rows of f_k: the train split of every slice <= k, in train.row_order's order: time (the
+    slice table's: slice, time, id) or split (slice after slice, each in its split's order: SliceData.split_order)."""
+    if order == "split":
+        rows = data.split_order()
+        return rows[data.slices[rows] <= k]
     return np.flatnonzero((data.slices <= k) & (data.splits == "train"))
 
 
@@ -265,7 +269,11 @@ def train_group(group: TrainGroup) -> Trained:
         weight_rows = loss_weight_rows(data, cfg)
         labels = {s.index: s.label for s in data.manifest.slices}  # read by the hash seed only
         jobs = [
-            Job(cutoff_rows(data, k), cutoff_seed(seed, name, k, labels[k], cfg.slice_seed), weight_rows)
+            Job(
+                cutoff_rows(data, k, cfg.row_order),
+                cutoff_seed(seed, name, k, labels[k], cfg.slice_seed),
+                weight_rows,
+            )
             for seed, k, _ in todo
         ]
         seeds = ",".join(str(s) for s in dict.fromkeys(seed for seed, _, _ in todo))
@@ -365,7 +373,7 @@ def train_roster(
         for seed in cfg.seeds:
             todo = []
             for k in cutoffs:
-                rows = rows_digest(data.row_hashes, cutoff_rows(data, k))
+                rows = rows_digest(data.row_hashes, cutoff_rows(data, k, cfg.row_order))
                 key = checkpoint_key(spec, None if closed_form else seed, rows, input_id, training, code)
                 if key in scheduled or cache.has_checkpoint(key):
                     copies.append((key, checkpoint_path(models_dir, name, seed, k)))
