@@ -26,6 +26,7 @@ from drift.core.paths import dataset_paths
 from drift.report.published import (
     compare,
     compare_run,
+    empty_cells_line,
     has_published,
     load_published,
     our_result,
@@ -241,6 +242,9 @@ def _paper(name: str, root: Path) -> str:
         f'<p class="note">{result["cells"]} cells both fill: mean |ours − paper| {num(result["mean_abs_difference"])};'
         f" Spearman ρ of the Decay rankings {_num(rho['rho'])} over {rho['models']} models.</p>"
     )
+    empty = empty_cells_line(result)
+    if empty:
+        out += f'<p class="note">{html.escape(empty[0].upper() + empty[1:])}.</p>'
     for what, names in (
         ("Only in the paper", result["only_published"]),
         ("Only in our run", result["only_ours"]),
