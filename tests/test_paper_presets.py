@@ -4,9 +4,12 @@ field by field. A fact may differ only where the preset names it on a `# deviati
 README's "Reproducing the paper" lists every such line."""
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +25,7 @@ from drift.core.presets import apply_preset
 from drift.data.datasets import dataset_cfg
 from drift.data.datasets import yearbook as yearbook_module
 from drift.models import get_model_info
+from drift.protocol.slicing import per_slice_split, slice_edges
 from drift.protocol.tasks import get_task
 from drift.encoders.embed import encoder_kwargs
 from drift.train.loop import make_optimizer, trainer_key
@@ -41,7 +45,6 @@ SAME_WEIGHTS = {
     "probe-vit-s16-in21k": "vit_small_patch16_224.augreg_in21k",
     "probe-mae-b": "vit_base_patch16_224.mae",
 }
-METRICS = {"accuracy": "accuracy", "balanced_mse": "balanced_mse", "auc_macro": "macro_auc"}
 
 
 def facts(dataset: str) -> dict:
@@ -59,15 +62,529 @@ def deviations(preset: str) -> dict[str, str]:
     return dict(DEVIATION.findall((ROOT / "params" / f"{preset}.yaml").read_text()))
 
 
-def time_index(unit: str, year: int, end: bool) -> int:
-    """Our slice edge as their time value: a year, or a half-year counted from 2000 (2014-H1 = 28)."""
-    if unit == "half-year":
-        return (year - 2000) * 2 - (1 if end else 0)
-    return year - (1 if end else 0)
+# ---------------------------------------------------------------- our side of each fact: what our code does
+# Each helper runs a piece of our pipeline on a small input under the preset's params (the slice stage's draw, the
+# training loop's rows, batches and step, the evaluate stage's metric, the embed stage's store, the ingest) and
+# names what it saw as the fact table names the authors' behaviour; code that behaves otherwise reads as what it
+# did, so the comparison fails. Each runs once per params section it reads (OBSERVED).
+
+OBSERVED: dict[tuple, object] = {}
+GIB = 1024**3
+N_OUTPUTS = {"yearbook": 2, "amazon": 1, "arxiv": 7}  # the head's outputs: two classes, a rating, seven labels
+
+
+def observed(what: str, key: str, compute):
+    """compute() once per (what, key), key: the JSON of the params it reads."""
+    if (what, key) not in OBSERVED:
+        OBSERVED[what, key] = compute()
+    return OBSERVED[what, key]
+
+
+def slice_span(slices) -> tuple[str, int, int]:
+    """The slices the slice stage cuts: the unit their edges are apart (months, named), and the first and the last
+    slice's time value as the authors key a slice (slice_time: a year, or a half-year counted from 2000)."""
+    from drift.train.loop import slice_time
+
+    edges, labels = slice_edges(slices)
+    months = (edges[1].year - edges[0].year) * 12 + edges[1].month - edges[0].month
+    unit = {1: "month", 3: "quarter", 6: "half-year", 12: "year", 120: "decade"}.get(months, f"{months} months")
+    return unit, slice_time(labels[0]), slice_time(labels[-1])
+
+
+def cutoff_gathering(train) -> str:
+    """The rows the training loop gives f_k (cutoff_rows, as train_group and the checkpoint keys take them, under
+    train.row_order) on a table of 4 slices of train and test rows: cumulative_from_start when they are the train
+    split of every slice <= k, current_slice when of slice k alone, else the rows themselves."""
+    from types import SimpleNamespace
+
+    from drift.train.loop import cutoff_rows
+
+    slices = np.repeat(np.arange(4), 5)
+    splits = np.tile(np.array(["train", "test", "train", "train", "test"], dtype=object), 4)
+    drawn = np.random.default_rng(0).permutation(np.flatnonzero(splits == "train"))
+    drawn = drawn[np.argsort(slices[drawn], kind="stable")]  # train.row_order split: slice after slice, as drawn
+    table = SimpleNamespace(slices=slices, splits=splits, split_order=lambda: drawn)
+    got = [sorted(cutoff_rows(table, k, train.row_order).tolist()) for k in range(4)]
+
+    def train_rows(first: int, last: int) -> list[int]:
+        return [i for i in range(len(slices)) if splits[i] == "train" and first <= slices[i] <= last]
+
+    if got == [train_rows(0, k) for k in range(4)]:
+        return "cumulative_from_start"
+    if got == [train_rows(k, k) for k in range(4)]:
+        return "current_slice"
+    return f"rows {got}"
+
+
+def split_row_order(split) -> str:
+    """The order each slice's rows reach the per-slice draw in, as the slice stage runs it: 40 records over 3 years
+    in neither time nor id order, split by build_slices under the preset's split params, against our per-slice draw
+    (test_split_draws_their_test_rows) on the rows in each candidate order: ingest_order (the records' own),
+    time_order (stably by time) or id_order; which one gives build_slices' split (each a different one here)."""
+    import pyarrow as pa
+
+    from drift.core.params import DatasetParams
+    from drift.protocol.slicing import build_slices
+
+    if split.draw != "per-slice":
+        return f"no per-slice draw (split.draw {split.draw})"
+    rng = np.random.default_rng(11)
+    n = 40
+    years = rng.integers(1950, 1953, n)
+    days = rng.permutation(n)  # distinct dates: one time order
+    times = np.array([f"{y}-{1 + d // 28:02d}-{1 + d % 28:02d}" for y, d in zip(years, days)], "datetime64[us]")
+    ids = [f"r{i:02d}" for i in rng.permutation(n)]
+    labels = rng.integers(0, 2, n).tolist()
+    records = pa.table({"id": ids, "time": pa.array(times), "label": labels})
+    cfg = DatasetParams(slices={"unit": "year", "start": 1950, "end": 1953})
+    table, _ = build_slices(records, cfg, split)
+    drawn = dict(zip(table.column("id").to_pylist(), table.column("split").to_pylist()))
+    candidates = {"ingest_order": np.arange(n), "time_order": np.argsort(times, kind="stable"),
+                  "id_order": np.argsort(ids, kind="stable")}
+    splits = {}
+    for name, order in candidates.items():
+        ours = per_slice_split(years[order] - 1950, [labels[i] for i in order], "label" in split.stratify,
+                               split.test_fraction, split.seed)
+        splits[name] = {ids[i]: s for i, s in zip(order, ours)}
+    assert len({tuple(sorted(s.items())) for s in splits.values()}) == len(splits), "the candidates must differ"
+    return next((name for name, s in splits.items() if s == drawn), "none of ingest, time or id order")
+
+
+def their_score(metric: str, y: np.ndarray, outputs: np.ndarray) -> float:
+    """Their metric as their evaluation/metrics.py computes it: accuracy, the trace of the argmax predictions'
+    confusion matrix over its sum; balanced MSE, the MSE within each rating present, averaged over those ratings
+    (RegressiveClassificationMetrics); macro AUC, scikit-learn's roc_auc_score of each label with both classes on
+    their float32 sigmoid probabilities, averaged over those labels (MultiLabelROCAUCTracker)."""
+    from sklearn.metrics import roc_auc_score
+
+    if metric == "accuracy":
+        return float(np.mean(outputs.argmax(1) == y))
+    if metric == "balanced_mse":
+        pred = outputs.reshape(-1).astype(np.float64)
+        return float(np.mean([np.mean((y[y == r] - pred[y == r]) ** 2) for r in np.unique(y)]))
+    if metric == "auc_macro":
+        probs = torch.sigmoid(torch.from_numpy(outputs).float()).numpy()
+        return float(np.mean([roc_auc_score(y[:, c], probs[:, c]) for c in range(y.shape[1])
+                              if 0 < y[:, c].sum() < len(y)]))
+    raise KeyError(f"no formula for {metric}")
+
+
+def scored_metric(task_name: str, evaluate, metric: str) -> str:
+    """Our evaluate stage's metric (the task scoring under the preset's evaluate rules, Task.score: what
+    drift_matrix scores a cell with) against their formula for `metric`, on one shared random input of the task's
+    shape (a rating absent, a label never and one always positive): `metric` when the numbers agree, else both."""
+    rng = np.random.default_rng(5)
+    n = 300
+    if task_name in ("binary", "multiclass"):
+        classes = 2 if task_name == "binary" else 4
+        y, outputs = rng.integers(0, classes, n), rng.normal(size=(n, classes))
+    elif task_name == "regression":
+        y, outputs = rng.choice([1.0, 2.0, 4.0, 5.0], n, p=[0.1, 0.2, 0.3, 0.4]), rng.normal(3, 1.5, (n, 1))
+    else:
+        y, outputs = (rng.random((n, 7)) < 0.3).astype(np.int64), rng.normal(0, 2, (n, 7))
+        y[:, 5], y[:, 6] = 0, 1
+    task = get_task(task_name).scoring(evaluate.empty_cell, evaluate.auc_scores)
+    ours = task.score(y, outputs)
+    try:
+        theirs = their_score(metric, y, outputs)
+    except (KeyError, ValueError, IndexError) as e:
+        return f"{task.metric}: {ours} ({metric} does not apply: {e})"
+    if ours is not None and math.isclose(ours, theirs, rel_tol=1e-12, abs_tol=1e-12):
+        return metric
+    return f"{task.metric}: {ours} (their {metric}: {theirs})"
+
+
+def training_case(dataset: str, params, kind: str, n: int, scale: float = 1.0):
+    """A cutoff of n rows for the preset's first model reading `kind`: its name, inputs, rows, targets, task,
+    outputs and modality. Token states are a zero-copy view (any size, no memory), every row max_tokens long;
+    pooled vectors are normal draws times `scale`."""
+    from drift.models.inputs import Inputs
+
+    task_name, modality = DATASETS[dataset][:2]
+    name = next(m for m in params.train.models[dataset] if get_model_info(m).input == kind)
+    rng = np.random.default_rng(1)
+    if kind == "tokens":
+        dim, width = ENCODERS[params.embed.text_encoder].dim, params.max_tokens
+        data = np.broadcast_to(np.zeros((1, dim), np.float16), (n * width, dim))
+        inputs = Inputs("tokens", data, np.arange(n + 1) * width, max_tokens=width)
+    else:
+        dim = ENCODERS[name.removeprefix("probe-")].dim
+        inputs = Inputs("pooled", (rng.normal(size=(n, dim)) * scale).astype(np.float32))
+    labels = {"binary": lambda: rng.integers(0, 2, n), "regression": lambda: rng.integers(1, 6, n).astype(float),
+              "multilabel": lambda: (rng.random((n, 7)) < 0.3).astype(np.int64)}[task_name]()
+    task = get_task(task_name)
+    return name, inputs, np.arange(n), task.target_tensor(labels), task, N_OUTPUTS[dataset], modality
+
+
+def run_training(case, train, seed: int):
+    """One job as the train stage runs it under `train`: train_one, or the batched engine's train_many where
+    train.engine batches the model (auto: its choice for the model's family on a CPU); the loss weights' rows as
+    train.loss_weights takes them (every row here is a training row)."""
+    from types import SimpleNamespace
+
+    from drift.train import engine
+    from drift.train.loop import Job, loss_weight_rows, train_one
+    from drift.train.rates import engine_choice
+
+    name, inputs, rows, targets, task, n_outputs, modality = case
+    how = train.engine if train.engine != "auto" else engine_choice(get_model_info(name).family, "cpu")[0]
+    weight_rows = loss_weight_rows(SimpleNamespace(splits=np.full(len(rows), "train")), train)
+    if how == "solo":
+        return train_one(name, inputs, rows, targets, task, n_outputs, train, seed, modality, None, weight_rows)
+    train = train.model_copy(update={"engine": "batched"})
+    job = Job(rows, seed, weight_rows)
+    return engine.train_many(name, inputs, [job], targets, task, n_outputs, train, modality)[0]
+
+
+def loader_draws(dataset: str, params) -> dict:
+    """What the training loop's sampler hands a cutoff under the preset's train params, read from the loop itself:
+    every epoch's batches as epoch_batches gives them to the loop (which here steps on none). The cutoff: a text
+    dataset's first token head on token states of over 8 GiB (where their chunk-blocked sampler takes over), an
+    image dataset's first probe. Returns the epochs and batch size seen, and which DataLoader(shuffle=True) over
+    the cutoff's rows gives the same batches epoch after epoch: `after-init`, one without a generator of its own,
+    from the global torch state as the first epoch starts (theirs); `seed-epoch`, one seeded seed + epoch; None."""
+    from unittest import mock
+
+    from torch.utils.data import DataLoader
+
+    from drift.train import engine, loop
+
+    if DATASETS[dataset][1] == "text":
+        bytes_per_row = params.max_tokens * ENCODERS[params.embed.text_encoder].dim * 2  # float16
+        case = training_case(dataset, params, "tokens", math.ceil(1.05 * 8 * GIB / bytes_per_row))
+        assert case[1].data.nbytes > 8 * GIB
+    else:
+        case = training_case(dataset, params, "pooled", 300)
+    rows, seed, real = case[2], 1234, loop.epoch_batches
+    seen: list[list[np.ndarray]] = []
+    state: list[torch.Tensor] = []
+
+    def spy(*args, **kwargs):
+        if not state:
+            state.append(torch.get_rng_state())
+        seen.append(real(*args, **kwargs))
+        return []
+
+    with torch.random.fork_rng(devices=[]), mock.patch.object(loop, "epoch_batches", spy), \
+            mock.patch.object(engine, "epoch_batches", spy):
+        run_training(case, params.train, seed)
+    size = max(len(b) for b in seen[0])
+
+    def loader(generator=None) -> DataLoader:
+        return DataLoader(rows.tolist(), batch_size=size, shuffle=True, collate_fn=list, generator=generator)
+
+    ours = [[batch.tolist() for batch in epoch] for epoch in seen[:2]]
+    with torch.random.fork_rng(devices=[]):
+        torch.set_rng_state(state[0])
+        after_init = loader()  # the same loader epoch after epoch, its draws from the global generator
+        draws = "after-init" if [list(after_init) for _ in range(2)] == ours else None
+    if draws is None:
+        seeded = [list(loader(torch.Generator().manual_seed(seed + epoch))) for epoch in range(2)]
+        draws = "seed-epoch" if seeded == ours else None
+    return {"epochs": len(seen), "batch_size": size, "draws": draws}
+
+
+def clipped_norm(dataset: str, params) -> float | None:
+    """The gradient norm the training loop steps with, on one step of the preset's first probe (a batch of 4 rows
+    of pooled vectors scaled by 1e4: a raw norm far above any clip) under the preset's train params, read at the
+    optimiser's step (torch's, or the batched engine's): None when it is the raw gradient's norm (the same step
+    with train.grad_clip null), else that norm to 6 digits: the clip acting."""
+    from unittest import mock
+
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    from drift.train import engine
+
+    train = params.train.model_copy(update={"epochs": 1})
+    case = training_case(dataset, params, "pooled", min(4, train.batch_size), scale=1e4)
+
+    def stepped_norm(train) -> float:
+        norms: list[float] = []
+
+        def before_step(optimizer, args, kwargs):
+            grads = [p.grad.reshape(-1) for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+            norms.append(float(torch.cat(grads).norm()))
+
+        real_step = engine.StackedAdam.step
+
+        def stacked_step(self, n_active, step, grad):
+            norms.append(float(grad[0].norm()))
+            return real_step(self, n_active, step, grad)
+
+        handle = register_optimizer_step_pre_hook(before_step)
+        try:
+            with torch.random.fork_rng(devices=[]), mock.patch.object(engine.StackedAdam, "step", stacked_step):
+                run_training(case, train, 0)
+        finally:
+            handle.remove()
+        assert len(norms) == 1, f"one step expected, the loop took {len(norms)}"
+        return norms[0]
+
+    raw, stepped = stepped_norm(train.model_copy(update={"grad_clip": None})), stepped_norm(train)
+    assert raw > 1e4, f"a raw gradient norm of {raw} shows no clip"
+    return None if stepped >= raw * (1 - 1e-6) else float(f"{stepped:.6g}")
+
+
+class StubEncoder:
+    """The embed stage's encoder without its network: `encode` gives each payload (a text, or an image) its own
+    pooled vector and three token states, float32 values with bits below float16's, drawn from its bytes."""
+
+    def __init__(self, name: str, with_tokens: bool, folder: Path):
+        self.spec, self.dim, self.batch_size, self.with_tokens = ENCODERS[name], 8, 4, with_tokens
+        self.path = folder  # its weights: a local folder (no Hugging Face revision)
+
+    def fingerprint(self) -> dict:
+        return {"stub": self.spec.name}
+
+    def fingerprint_hash(self) -> str:
+        return hashlib.sha256(json.dumps(self.fingerprint()).encode()).hexdigest()
+
+    def length_order(self, texts) -> np.ndarray:
+        return np.argsort([-len(t) for t in texts], kind="stable")
+
+    def values(self, payload) -> np.ndarray:
+        """[4, dim]: the pooled vector, then the token states."""
+        data = payload.encode() if isinstance(payload, str) else np.ascontiguousarray(payload).tobytes()
+        rng = np.random.default_rng(int.from_bytes(hashlib.sha256(data).digest()[:8], "big"))
+        return (1 + rng.random((4, self.dim)) / 3).astype(np.float32)
+
+    def encode(self, payload, on_batch=None):
+        values = [self.values(p) for p in payload]
+        pooled = np.stack([v[0] for v in values])
+        if not self.with_tokens:
+            return pooled
+        return pooled, np.concatenate([v[1:] for v in values]), np.full(len(values), 3, np.int32)
+
+
+def stored_precision(modality: str, embed) -> dict[tuple[str, str], str]:
+    """The precision our models read embeddings at, as the embed stage stores them under the preset's embed params:
+    embed_all (the stage's function, each encoder's network a StubEncoder) on a slice table of three rows, the
+    feature files built from its store tables (write_features), read back as the models read them (open_inputs).
+    {(encoder, pooled | tokens): float32 when the encoder's values come back exactly, float16 when rounded to
+    float16, else other}."""
+    import tempfile
+    from unittest import mock
+
+    import pyarrow as pa
+
+    import drift.encoders.embed as embed_stage
+    from drift.data.records import payload_key
+    from drift.models.inputs import open_inputs
+    from drift.store.features import write_features
+    from drift.store.slices import hand_manifest, write_slice_table
+
+    with tempfile.TemporaryDirectory(prefix="drift-stored-") as tmp:
+        tmp = Path(tmp)
+        if modality == "text":
+            payloads: list = ["one", "two words", "three words here"]
+            columns = {"key": [payload_key(t) for t in payloads], "text": payloads}
+        else:
+            images = np.arange(3 * 3072, dtype=np.uint8).reshape(3, 3072)
+            payloads = list(images.reshape(3, 3, 32, 32))
+            columns = {"key": [f"k{i}" for i in range(3)],
+                       "image": pa.FixedSizeListArray.from_arrays(pa.array(images.reshape(-1)), 3072)}
+        n = len(payloads)
+        table = pa.table({"id": [str(i) for i in range(n)], "slice": pa.array([0] * n, pa.int32()),
+                          "split": ["train"] * n, "label": [0, 1, 0], **columns})
+        path = tmp / "d.lance"
+        write_slice_table(table, path, hand_manifest("d", modality=modality))
+        with mock.patch.object(embed_stage, "text_encoder", lambda cfg: StubEncoder(cfg.text_encoder, True, tmp)), \
+                mock.patch.object(embed_stage, "embed_encoder", lambda name, cfg: StubEncoder(name, False, tmp)):
+            made = embed_stage.embed_all(path, modality, embed, tmp / "store")
+        assert set(made) == set(embed.dataset_encoders(modality))
+        write_features(path, {name: manifest for name, (manifest, _) in made.items()}, tmp / "store",
+                       tmp / "features", modality)
+        out = {}
+        for name, (manifest, _) in made.items():
+            values = np.stack([StubEncoder(name, False, tmp).values(p) for p in payloads])
+            for kind in ("pooled", "tokens") if manifest.tokens else ("pooled",):
+                read = open_inputs(kind, tmp / "features" / name, max_tokens=8).batch(np.arange(n))[0].numpy()
+                full = values[:, 0] if kind == "pooled" else values[:, 1:]
+                half = full.astype(np.float16).astype(np.float32)
+                out[name, kind] = ("float32" if np.array_equal(read, full) else
+                                   "float16" if np.array_equal(read, half) else "other")
+    return out
+
+
+def stored_precisions(modality: str, embed) -> dict[tuple[str, str], str]:
+    """stored_precision of the preset's text encoder and of one other encoder of the modality (every encoder that
+    feeds a probe only is stored by the same call, embed_pooled), each other encoder read as that one."""
+    text = [embed.text_encoder] if modality == "text" else []
+    others = [e for e in embed.dataset_encoders(modality) if e not in text]
+    stored = stored_precision(modality, embed.model_copy(update={"encoders": others[:1]}))
+    return stored | {(e, "pooled"): stored[others[0], "pooled"] for e in others[1:]}
+
+
+def regression_loss(train) -> list[str]:
+    """The loss the training loop builds for a regression cutoff (prepare_model, as train_one) on ratings 1, 2, 2,
+    5, 5, 5, 5 and spread outputs: [weighted_mse, inverse_frequency] when it is their WeightedMSELoss, the mean of
+    w_r (y - yhat)^2 with w_r = n / n_r; [mse, none] when the plain mean; else the value."""
+    from drift.train.loop import prepare_model
+
+    y = torch.tensor([1.0, 2, 2, 5, 5, 5, 5])
+    outputs = torch.linspace(0, 6, 7)[:, None]
+    loss_fn, norm = prepare_model(nn.Linear(1, 1), None, np.arange(7), y, get_task("regression"))
+    loss = float(loss_fn(outputs, y) * norm)
+    counts = {r: int((y == r).sum()) for r in (1.0, 2.0, 5.0)}
+    weighted = float(np.mean([len(y) / counts[float(r)] * (o - r) ** 2 for r, o in zip(y, outputs[:, 0])]))
+    plain = float(((outputs[:, 0] - y) ** 2).mean())
+    if math.isclose(loss, weighted, rel_tol=1e-6):
+        return ["weighted_mse", "inverse_frequency"]
+    return ["mse", "none"] if math.isclose(loss, plain, rel_tol=1e-6) else [f"loss {loss}", "unknown"]
+
+
+def loss_weight_source(train) -> str:
+    """Where the training loop takes the loss's class weights from (loss_weight_rows, as train_group): `split`
+    when every training row of every slice, `cutoff` when none is given (each cutoff's own rows)."""
+    from types import SimpleNamespace
+
+    from drift.train.loop import loss_weight_rows
+
+    splits = np.array(["train", "test", "train", "train"] * 3, dtype=object)
+    rows = loss_weight_rows(SimpleNamespace(splits=splits), train)
+    if rows is None:
+        return "cutoff"
+    return "split" if np.array_equal(rows, np.flatnonzero(splits == "train")) else f"rows {rows.tolist()}"
+
+
+def built_wrappers(dataset: str, params, kind: str) -> list[str]:
+    """The classes around the module the training loop starts from (model_to_train, as train_one) for the
+    preset's first model reading `kind` (pixels: a 3x32x32 portrait of 0-255 values), outermost first."""
+    from drift.models.inputs import Inputs
+    from drift.train.loop import model_to_train
+
+    name = next(m for m in params.train.models[dataset] if get_model_info(m).input == kind)
+    if kind == "pixels":
+        inputs = Inputs("pixels", np.zeros((2, 3 * 32 * 32), np.uint8), image_shape=(3, 32, 32))
+    else:
+        inputs = Inputs("pooled", np.zeros((2, ENCODERS[name.removeprefix("probe-")].dim), np.float32))
+    task = get_task(DATASETS[dataset][0])
+    model, wrappers = model_to_train(name, inputs, N_OUTPUTS[dataset], task, params.train), []
+    while hasattr(model, "inner"):
+        wrappers.append(type(model).__name__ + (f"({float(model.pixel_factor):g})"
+                                                if hasattr(model, "pixel_factor") else ""))
+        model = model.inner
+    return wrappers
+
+
+def slice_seed_rule(train, model: str, label: str) -> str:
+    """f_k's seed as the training loop draws it (cutoff_seed under train.slice_seed): `hash` when their per-slice
+    seed, the first 4 bytes of sha256("seed:trainer:slice") (their keys and time values: tested below),
+    `offset` when seed * 100003 + k."""
+    from drift.train.loop import cutoff_seed, slice_time, trainer_key
+
+    got = cutoff_seed(3, model, 5, label, train.slice_seed)
+    digest = hashlib.sha256(f"3:{trainer_key(model)}:{slice_time(label)}".encode()).digest()
+    hashed = int.from_bytes(digest[:4], "big")
+    return "hash" if got == hashed else "offset" if got == 3 * 100_003 + 5 else f"seed {got}"
+
+
+def yearbook_reading(cfg) -> dict:
+    """What our Yearbook reader stores for a gray portrait of 47 x 41 pixels (a ratio to 32 that is no integer) in
+    a corpus folder, under the preset's section: its image size, its dtype, and `area` when the stored values are
+    the area means their cv2 INTER_AREA gives (their_area_means; rounded when stored as uint8)."""
+    import tempfile
+
+    from PIL import Image
+
+    from drift.data.ledger import Ledger
+
+    gray = np.random.default_rng(4).integers(0, 256, (47, 41), dtype=np.uint8)
+    with tempfile.TemporaryDirectory(prefix="drift-yearbook-") as tmp:
+        (Path(tmp) / "M").mkdir()
+        Image.fromarray(np.repeat(gray[..., None], 3, axis=2)).save(Path(tmp) / "M" / "1955_Fixture_School_1.png")
+        records = list(yearbook_module.read(cfg.model_copy(update={"source": tmp}), Ledger("yearbook")))
+    if len(records) != 1:
+        return {"image_size": f"{len(records)} records", "pixels": None, "resize": None}
+    image, means = records[0]["image"], their_area_means(gray)
+    if image.dtype == np.uint8:
+        area = np.array_equal(image[0], np.rint(means))
+    else:
+        area = bool((np.abs(image[0] - means.astype(np.float32)) <= np.spacing(means.astype(np.float32))).all())
+    return {"image_size": list(image.shape[-2:]), "pixels": image.dtype.name,
+            "resize": "area" if area else "other"}
+
+
+def ingested(name: str, cfg, files: dict[str, list[dict]]):
+    """The records our ingest (the stage's function, its default path) writes from these source files (file name:
+    JSON lines) under the dataset's section, its source their folder (arXiv: the one file)."""
+    import tempfile
+
+    import pyarrow.parquet as pq
+
+    from drift.data.ingest import ingest
+
+    with tempfile.TemporaryDirectory(prefix=f"drift-{name}-") as tmp:
+        folder = Path(tmp) / "raw"
+        folder.mkdir()
+        for file, lines in files.items():
+            (folder / file).write_text("".join(json.dumps(line) + "\n" for line in lines))
+        source = folder / next(iter(files)) if name == "arxiv" else folder
+        records = Path(tmp) / "records.parquet"
+        ingest(name, cfg.model_copy(update={"source": str(source)}), records, Path(tmp) / "quarantine.parquet")
+        return pq.read_table(records)
+
+
+def arxiv_reading(cfg) -> dict:
+    """What our arXiv ingest makes of three papers under the preset's section: the label space it writes, its text
+    of a title and an abstract (title, separator, abstract: title_abstract), the date it keeps (the first version's,
+    or the update date), and whether a paper with a category outside the label space is kept (any) or not (all)."""
+    from drift.data.records import records_manifest
+
+    inside, outside = cfg.categories[0], "zz.outside"
+    title, abstract = "A title of a paper", "Its abstract, in one sentence."
+
+    def paper(i, categories, created, updated):
+        return {"id": f"0704.000{i}", "categories": categories, "title": title, "abstract": abstract,
+                "versions": [{"version": "v1", "created": created}], "update_date": updated}
+
+    table = ingested("arxiv", cfg, {"snapshot.json": [
+        paper(1, inside, "Mon, 2 Apr 2007 19:18:42 GMT", "2015-05-05"),
+        paper(2, f"{inside} {outside}", "Tue, 3 Apr 2007 10:00:00 GMT", "2015-05-06"),
+    ]})
+    rows = {i: r for i, r in zip(table.column("id").to_pylist(), table.to_pylist())}
+    first = rows.get("0704.0001", {})
+    text = first.get("text", "")
+    joined = text.startswith(title) and text.endswith(abstract) and len(text) >= len(title) + len(abstract)
+    day = str(first.get("time"))[:10]
+    return {
+        "categories": records_manifest(table)["label_names"],
+        "text": "title_abstract" if joined else f"text {text!r}",
+        "separator": text[len(title):len(text) - len(abstract)] if joined else None,
+        "time": {"2007-04-02": "first_version", "2015-05-05": "update_date"}.get(day, f"time {day}"),
+        "inclusion": "any" if "0704.0002" in rows else "all",
+    }
+
+
+def amazon_reading(cfg, theirs: list[str]) -> dict:
+    """What our Amazon ingest makes of one review per category file (their categories, the preset's and one more)
+    under the preset's section: the categories it reads in the order it reads them, the review fields its text
+    holds (joined by +), and whether it keeps a review with an empty text and a repeated review."""
+    categories = list(dict.fromkeys([*theirs, *(cfg.categories or []), "Zz_Not_Theirs"]))
+    first = (cfg.categories or categories)[0]
+    fields = {"title": "THE TITLE", "text": "THE REVIEW"}
+
+    def review(i, cat, **change):
+        return {"user_id": f"u{i}", "parent_asin": cat, "timestamp": 1420070400000 + i, "rating": 4, **fields,
+                **change}
+
+    files = {f"{cat}.jsonl": [review(i, cat)] for i, cat in enumerate(categories)}
+    files[f"{first}.jsonl"] += [review(100, first, title="", text="  "), review(101, first), review(101, first)]
+    table = ingested("amazon", cfg, files)
+    ids = table.column("id").to_pylist()
+    texts = dict(zip(ids, table.column("text").to_pylist()))
+    read = list(dict.fromkeys(i.split(":")[1] for i in ids))
+    text = texts.get(f"u0:{categories[0]}:1420070400000", "")
+    held = sorted((f for f, v in fields.items() if v in text), key=lambda f: text.index(fields[f]))
+    return {"categories": read, "text_fields": "+".join(held),
+            "keep_empty": "kept" if any(i.startswith("u100:") for i in ids) else "quarantined",
+            "keep_duplicates": "kept" if sum(i.startswith("u101:") for i in ids) > 1 else "quarantined"}
 
 
 def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> list[tuple[str, object, object]]:
-    """(key, theirs, ours) for every fact of the dataset's runs; the keys are what a deviation line names."""
+    """(key, theirs, ours) for every fact of the dataset's runs; the keys are what a deviation line names. Ours is
+    what our code does under the preset where a piece of it can run on a small input (the helpers above), else the
+    object the preset builds, else the param itself."""
     dataset = PRESETS[preset]
     f = facts(dataset)
     common = {k: v["value"] for k, v in f["common"].items()}
@@ -81,31 +598,38 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
     def check(key, theirs, ours):
         out.append((key, theirs, ours))
 
-    # data scope and slices
-    unit = {"half_year": "half-year", "year": "year"}[common["time_unit"]]
-    check(f"{dataset}.slices.unit", unit, cfg.slices.unit)
+    train_json = train.model_dump_json()
+    runs = json.dumps([dataset, train_json, embed.model_dump_json(), params.max_tokens])  # what the loop reads
+    # data scope and slices: the edges our slice stage cuts
+    unit, first, last = slice_span(cfg.slices)
+    check(f"{dataset}.slices.unit", {"half_year": "half-year", "year": "year"}[common["time_unit"]], unit)
     if "min_time" in common:
-        check(f"{dataset}.slices.start", common["min_time"], time_index(unit, cfg.slices.start, False))
-        check(f"{dataset}.slices.end", common["max_time"], time_index(unit, cfg.slices.end, True))
-    check("train.cumulative", common["train_slices"], "cumulative_from_start")  # our protocol's only one
-    if "labels" in common:
-        check("arxiv.categories", common["labels"], cfg.categories)
-    if "categories" in code:
-        check("amazon.categories", code["categories"], cfg.categories)
+        check(f"{dataset}.slices.start", common["min_time"], first)
+        check(f"{dataset}.slices.end", common["max_time"], last)
+    check("train.cumulative", common["train_slices"],
+          observed("cutoffs", train_json, lambda: cutoff_gathering(train)))
+    if dataset == "arxiv":  # what our ingest makes of their snapshot's lines
+        read = observed("arxiv", cfg.model_dump_json(), lambda: arxiv_reading(cfg))
+        if "labels" in common:
+            check("arxiv.categories", common["labels"], read["categories"])
+        check("arxiv.text", common["text_col"], read["text"])
+        check("arxiv.separator", code["separator"], read["separator"])
+        check("arxiv.inclusion", code["inclusion"], read["inclusion"])
+        check("arxiv.time_field", code["time"], read["time"])
     if dataset == "amazon":
-        check("amazon.text_fields", common["text_col"], "+".join(cfg.text_fields))
-        check("amazon.keep_empty", code["empty_texts"], "kept" if cfg.keep_empty else "quarantined")
-        check("amazon.keep_duplicates", code["repeated_reviews"], "kept" if cfg.keep_duplicates else "quarantined")
-    if dataset == "arxiv":
-        check("arxiv.text", common["text_col"], "title_abstract")
-        check("arxiv.separator", code["separator"], cfg.separator)
-        check("arxiv.inclusion", code["inclusion"], cfg.inclusion)
-        check("arxiv.time_field", code["time"], cfg.time_field)
-    if dataset == "yearbook":
-        check("yearbook.image_size", common["image_size"], [yearbook_module.SIZE] * 2)
-        check("yearbook.resize", code["resize"], cfg.resize)
-        check("yearbook.pixels", code["pixels"], cfg.pixels)
-    # sample and split
+        theirs = code.get("categories", cfg.categories or [])
+        read = observed("amazon", cfg.model_dump_json(), lambda: amazon_reading(cfg, theirs))
+        if "categories" in code:
+            check("amazon.categories", code["categories"], read["categories"])
+        check("amazon.text_fields", common["text_col"], read["text_fields"])
+        check("amazon.keep_empty", code["empty_texts"], read["keep_empty"])
+        check("amazon.keep_duplicates", code["repeated_reviews"], read["keep_duplicates"])
+    if dataset == "yearbook":  # what our reader stores of a portrait
+        read = observed("yearbook", cfg.model_dump_json(), lambda: yearbook_reading(cfg))
+        check("yearbook.image_size", common["image_size"], read["image_size"])
+        check("yearbook.resize", code["resize"], read["resize"])
+        check("yearbook.pixels", code["pixels"], read["pixels"])
+    # sample and split (the sizes and seeds are the params'; the draws are tested above against theirs)
     if "sample_size" in common:
         check(f"{dataset}.sample.n", common["sample_size"], cfg.sample.n)
         check(f"{dataset}.sample.seed", common["sample_seed"],
@@ -114,50 +638,63 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
         check(f"{dataset}.sample.draw", code["sample_draw"], cfg.sample.draw)
     check("split.seed", common["split_seed"], params.split.seed)
     check("split.draw", code["split_draw"], params.split.draw)
-    # our rows reach the draw in ingest order (the slice stage's records), theirs in their DataFrame's
-    check("split.row_order", code["split_row_order"], "ingest_order")
+    check("split.row_order", code["split_row_order"],
+          observed("row order", params.split.model_dump_json(), lambda: split_row_order(params.split)))
     check("split.test_fraction", common["test_size"], params.split.test_fraction)
     strata = ["slice" if s in ("year", "half_year") else "label" for s in common["split_stratify_by"]]
     check("split.stratify", strata, params.split.stratify)
-    # the task and its metric
-    check("task.metric", METRICS[common["metric"]], get_task(task).metric)
-    # training
+    # the task's metric, as the evaluate stage scores a cell
+    scoring = json.dumps([task, params.evaluate.model_dump_json(), common["metric"]])
+    check("task.metric", common["metric"],
+          observed("metric", scoring, lambda: scored_metric(task, params.evaluate, common["metric"])))
+    # training: the loop's rows, batches, step and loss
     check("train.seeds", common["seeds"], train.seeds)
-    check("train.epochs", common["epochs"], train.epochs)
-    check("train.batch_size", common["batch_size"], train.batch_size)
-    check("train.batch_order", code["batch_order"], train.batch_order)
-    check("train.shuffle_draws", code["shuffle_draws"], train.shuffle_draws)
-    if "chunk_sampler" in code:  # our feature files hold no chunks: every epoch is the uniform shuffle
-        check("train.chunk_sampler", code["chunk_sampler"], "never")
-    check("train.slice_seed", code["slice_seed"], train.slice_seed)
+    loader = observed("loader", runs, lambda: loader_draws(dataset, params))
+    check("train.epochs", common["epochs"], loader["epochs"])
+    check("train.batch_size", common["batch_size"], loader["batch_size"])
+    check("train.batch_order", code["batch_order"], "uniform" if loader["draws"] else "not a DataLoader shuffle")
+    check("train.shuffle_draws", code["shuffle_draws"], loader["draws"])
+    if "chunk_sampler" in code:  # a cutoff of over 8 GiB of token states: still the DataLoader's uniform shuffle
+        check("train.chunk_sampler", code["chunk_sampler"],
+              "never" if loader["draws"] else "not a DataLoader shuffle")
+    labels = slice_edges(cfg.slices)[1]
+    check("train.slice_seed", code["slice_seed"], slice_seed_rule(train, train.models[dataset][0], labels[1]))
     optimizer = make_optimizer(nn.Linear(2, 1), model_training(train, "default", modality, False, 1))
     name = {torch.optim.AdamW: "adamw", torch.optim.Adam: "adam"}[type(optimizer)]
     check("train.optimizer", common.get("optimizer", code.get("optimizer")), name)
     check("train.weight_decay", common.get("weight_decay", code.get("weight_decay")),
           optimizer.defaults["weight_decay"])
-    check("train.grad_clip", common.get("gradient_clip_norm"), train.grad_clip)
+    check("train.grad_clip", common.get("gradient_clip_norm"),
+          observed("clip", runs, lambda: clipped_norm(dataset, params)))
     if task == "regression":
-        check("train.loss", [common["loss"], common["rating_weighting"]], ["weighted_mse", "inverse_frequency"])
+        check("train.loss", [common["loss"], common["rating_weighting"]], regression_loss(train))
     if "loss_weights_rows" in code:
-        check("train.loss_weights", code["loss_weights_rows"], train.loss_weights)
+        check("train.loss_weights", code["loss_weights_rows"], loss_weight_source(train))
     # their code standardises neither targets nor pixels
     if task == "regression":
-        check("train.standardise_targets", False, train.standardise_targets)
+        check("train.standardise_targets", False, "Standardised" in built_wrappers(dataset, params, "pooled"))
     if modality == "image":
-        check("train.standardise_pixels", False, train.standardise_pixels)
-        check("train.pixel_scale", code["pixel_scale"], train.pixel_scale)
+        wrappers = built_wrappers(dataset, params, "pixels")
+        check("train.standardise_pixels", False, "PixelStandardised" in wrappers)
+        check("train.pixel_scale", code["pixel_scale"], "raw" if "PixelScaled(255)" in wrappers else "unit")
         check("embed.image_input", code["encoder_pixels"], embed.image_input)
     # the encoders' forward pass on a GPU, as the encoders decide it (None: float32, no autocast)
     check("embed.compute_dtype", code["encoder_compute_dtype"],
           autocast_dtype(embed.dtype, embed.compute_dtype, "cuda") or "float32")
     # the models, each with its learning rate, its input and its encoder
     models = f["models"]
+    stored = observed("stored", json.dumps([modality, embed.model_dump_json()]),
+                      lambda: stored_precisions(modality, embed))
     check("train.models", sorted(models), sorted(train.models[dataset]))
     for model, m in models.items():
         info = get_model_info(model)
-        check(f"train.lr.{model}", m["learning_rate"], train.lr_for(info.family))
-        if m.get("dtype") is not None:
-            check(f"embed.dtype.{model}", m["dtype"], embed.dtype)
+        stepper = make_optimizer(nn.Linear(2, 1), model_training(train, info.family, modality, info.dropout,
+                                                                 params.max_tokens))
+        check(f"train.lr.{model}", m["learning_rate"], stepper.defaults["lr"])
+        if m.get("dtype") is not None:  # the stored dtype of what it reads: token states, or its pooled vectors
+            reads = ((embed.text_encoder, "tokens") if info.input == "tokens"
+                     else (model.removeprefix("probe-"), "pooled"))
+            check(f"embed.dtype.{model}", m["dtype"], stored.get(reads, f"{reads} not stored"))
         if not m["frozen_backbone"]:
             kind = {"last": "tokens", "imag": "pixels"}[m["output"][:4]]
             check(f"inputs.{model}", kind, info.input)
@@ -280,6 +817,42 @@ def test_the_comparison_can_fail(tmp_path):
     differ = {k for k, a, b in compare("paper-amazon", tmp_path, presets) if a != b}
     assert {"train.epochs", "train.grad_clip", "split.stratify"} <= differ
     assert not {"train.epochs", "train.grad_clip", "split.stratify"} & set(deviations("paper-amazon"))
+
+
+def test_the_checks_read_behaviour(tmp_path, monkeypatch):
+    """Our side of a fact is what our code does, not a string: the same preset, with our code changed underneath
+    (the metric, the clip, the cutoff's rows, the sampler, the split's input order, the store's pooled vectors),
+    compares otherwise, key by key."""
+    import drift.protocol.slicing as slicing
+    from drift.protocol.metrics import METRICS
+    from drift.store.embeddings import EmbeddingStore
+    from drift.train import loop
+
+    monkeypatch.setattr(sys.modules[__name__], "OBSERVED", {})  # nothing seen before the changes
+    monkeypatch.setitem(METRICS, "macro_auc", lambda y, scores: 0.5)
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda parameters, max_norm, *a, **k: torch.tensor(0.0))
+    monkeypatch.setattr(loop, "cutoff_rows", lambda data, k, order="time": np.flatnonzero(
+        (data.slices == k) & (data.splits == "train")))
+    sampler = loop.epoch_batches
+
+    def chunk_blocked(rows, *args, **kwargs):  # the first half of the rows' batches, then the second half's
+        batches = sampler(rows, *args, **kwargs)
+        flat = np.concatenate(batches)
+        flat = np.concatenate([flat[flat < np.median(rows)], flat[flat >= np.median(rows)]])
+        return np.split(flat, np.cumsum([len(b) for b in batches])[:-1])
+
+    monkeypatch.setattr(loop, "epoch_batches", chunk_blocked)
+    monkeypatch.setattr(slicing, "per_slice_split", lambda index, labels, *args: per_slice_split(
+        index[::-1], labels[::-1], *args)[::-1])
+    append = EmbeddingStore.append
+    monkeypatch.setattr(EmbeddingStore, "append", lambda self, keys, pooled, *args: append(
+        self, keys, np.asarray(pooled, np.float32).astype(np.float16), *args))
+    ours = {key: value for key, _, value in compare("paper-arxiv", tmp_path)}
+    assert ours["task.metric"].startswith("macro_auc: 0.5 ") and ours["train.grad_clip"] is None
+    assert ours["train.cumulative"] == "current_slice"
+    assert ours["train.chunk_sampler"] == ours["train.batch_order"] == "not a DataLoader shuffle"
+    assert ours["split.row_order"] == "none of ingest, time or id order"
+    assert {v for k, v in ours.items() if k.startswith("embed.dtype.probe-")} == {"float16"}
 
 
 def test_readme_lists_every_deviation():
