@@ -116,6 +116,60 @@ def cutoff_gathering(train) -> str:
     return f"rows {got}"
 
 
+def empty_cell_rule(task_name: str, evaluate) -> str:
+    """What our drift_matrix writes, under the preset's evaluate rules, in the cell of a slice kept for training
+    but without a test row (as Yearbook's one-portrait 1924), on its own cutoff: zero (0.0) or empty (NaN)."""
+    from drift.protocol.matrix import drift_matrix
+
+    slices = np.array([0, 0, 0, 1, 2, 2, 2])
+    splits = np.array(["train", "test", "test", "train", "train", "test", "test"])
+    rng = np.random.default_rng(6)
+    if task_name in ("binary", "multiclass"):
+        labels, outputs = rng.integers(0, 2, 7), rng.normal(size=(7, 2))
+    elif task_name == "regression":
+        labels, outputs = rng.integers(1, 6, 7).astype(float), rng.normal(3, 1, (7, 1))
+    else:
+        labels, outputs = np.tile([[0, 1], [1, 0]], (4, 1))[:7], rng.normal(size=(7, 2))
+    task = get_task(task_name).scoring(evaluate.empty_cell, evaluate.auc_scores)
+    matrix = drift_matrix({i: outputs for i in range(3)}, labels, slices, splits, [True, False, True], task,
+                          trainable=[True, True, True])
+    value = matrix[1, 1]
+    return "empty" if np.isnan(value) else "zero" if value == 0 else f"scored {value}"
+
+
+def auc_ranking(evaluate) -> str:
+    """What our macro AUC ranks under the preset's rules, on logits float32 sigmoids tie (17 and 18 both round to
+    1.0): float32_sigmoid when it equals their roc_auc_score of float32 sigmoids, logits when it equals
+    roc_auc_score of the logits (each its own number here)."""
+    from sklearn.metrics import roc_auc_score
+
+    y = np.array([[1], [0], [1], [0]])
+    logits = np.array([[18.0], [17.0], [18.0], [-1.0]])
+    ours = get_task("multilabel").scoring(evaluate.empty_cell, evaluate.auc_scores).score(y, logits)
+    sigmoid, plain = their_score("auc_macro", y, logits), roc_auc_score(y[:, 0], logits[:, 0])
+    assert sigmoid != plain, "the input must tell the two apart"
+    return {sigmoid: "float32_sigmoid", plain: "logits"}.get(ours, f"macro AUC {ours}")
+
+
+def cutoff_row_order(train) -> str:
+    """The order of the rows the training loop gives the last cutoff (cutoff_rows under train.row_order) on the
+    table of cutoff_gathering: split_order (slice after slice, each as its draw returned them: theirs) or
+    time_order (the table's own order)."""
+    from types import SimpleNamespace
+
+    from drift.train.loop import cutoff_rows
+
+    slices = np.repeat(np.arange(4), 5)
+    splits = np.tile(np.array(["train", "test", "train", "train", "test"], dtype=object), 4)
+    drawn = np.random.default_rng(0).permutation(np.flatnonzero(splits == "train"))
+    drawn = drawn[np.argsort(slices[drawn], kind="stable")]
+    table = SimpleNamespace(slices=slices, splits=splits, split_order=lambda: drawn)
+    rows = cutoff_rows(table, 3, train.row_order).tolist()
+    if rows == drawn.tolist():
+        return "split_order"
+    return "time_order" if rows == sorted(rows) else f"rows {rows}"
+
+
 def split_row_order(split) -> str:
     """The order each slice's rows reach the per-slice draw in, as the slice stage runs it: 40 records over 3 years
     in neither time nor id order, split by build_slices under the preset's split params, against our per-slice draw
@@ -502,7 +556,24 @@ def yearbook_reading(cfg) -> dict:
     else:
         area = bool((np.abs(image[0] - means.astype(np.float32)) <= np.spacing(means.astype(np.float32))).all())
     return {"image_size": list(image.shape[-2:]), "pixels": image.dtype.name,
-            "resize": "area" if area else "other"}
+            "resize": "area" if area else "other", "row_ids": yearbook_row_ids(cfg, gray)}
+
+
+def yearbook_row_ids(cfg, gray: np.ndarray) -> str:
+    """The ids our Yearbook reader gives one file name under both F/ and M/: relative_path when the two rows' ids
+    differ (both kept, as theirs), file_name when they share one (the second is a duplicate_id)."""
+    import tempfile
+
+    from PIL import Image
+
+    from drift.data.ledger import Ledger
+
+    with tempfile.TemporaryDirectory(prefix="drift-yearbook-") as tmp:
+        for sex in ("F", "M"):
+            (Path(tmp) / sex).mkdir()
+            Image.fromarray(np.repeat(gray[..., None], 3, axis=2)).save(Path(tmp) / sex / "1955_School_7.png")
+        ids = [r["id"] for r in yearbook_module.read(cfg.model_copy(update={"source": tmp}), Ledger("yearbook"))]
+    return "relative_path" if len(set(ids)) == 2 else "file_name" if len(ids) >= 1 else f"ids {ids}"
 
 
 def ingested(name: str, cfg, files: dict[str, list[dict]]):
@@ -541,6 +612,8 @@ def arxiv_reading(cfg) -> dict:
     table = ingested("arxiv", cfg, {"snapshot.json": [
         paper(1, inside, "Mon, 2 Apr 2007 19:18:42 GMT", "2015-05-05"),
         paper(2, f"{inside} {outside}", "Tue, 3 Apr 2007 10:00:00 GMT", "2015-05-06"),
+        {**paper(3, inside, "Wed, 4 Apr 2007 10:00:00 GMT", "2015-05-07"), "title": "", "abstract": ""},
+        paper(4, f"{inside}\t{cfg.categories[1]}", "Thu, 5 Apr 2007 10:00:00 GMT", "2015-05-08"),
     ]})
     rows = {i: r for i, r in zip(table.column("id").to_pylist(), table.to_pylist())}
     first = rows.get("0704.0001", {})
@@ -553,6 +626,10 @@ def arxiv_reading(cfg) -> dict:
         "separator": text[len(title):len(text) - len(abstract)] if joined else None,
         "time": {"2007-04-02": "first_version", "2015-05-05": "update_date"}.get(day, f"time {day}"),
         "inclusion": "any" if "0704.0002" in rows else "all",
+        # theirs: a paper with no title and no abstract kept (text ""), categories cut at single spaces only
+        "row_rules": "single_space_split_stripped_text"
+        if "0704.0003" in rows and sum(rows.get("0704.0004", {}).get("label") or []) != 2
+        else "whitespace_split_nonempty_text",
     }
 
 
@@ -569,7 +646,9 @@ def amazon_reading(cfg, theirs: list[str]) -> dict:
                 **change}
 
     files = {f"{cat}.jsonl": [review(i, cat)] for i, cat in enumerate(categories)}
-    files[f"{first}.jsonl"] += [review(100, first, title="", text="  "), review(101, first), review(101, first)]
+    anonymous = {k: v for k, v in review(102, first).items() if k != "user_id"}
+    files[f"{first}.jsonl"] += [review(100, first, title="", text="  "), review(101, first), review(101, first),
+                                anonymous]
     table = ingested("amazon", cfg, files)
     ids = table.column("id").to_pylist()
     texts = dict(zip(ids, table.column("text").to_pylist()))
@@ -578,7 +657,8 @@ def amazon_reading(cfg, theirs: list[str]) -> dict:
     held = sorted((f for f, v in fields.items() if v in text), key=lambda f: text.index(fields[f]))
     return {"categories": read, "text_fields": "+".join(held),
             "keep_empty": "kept" if any(i.startswith("u100:") for i in ids) else "quarantined",
-            "keep_duplicates": "kept" if sum(i.startswith("u101:") for i in ids) > 1 else "quarantined"}
+            "keep_duplicates": "kept" if sum(i.startswith("u101:") for i in ids) > 1 else "quarantined",
+            "missing_ids": "kept" if any(i.endswith(":1420070400102") for i in ids) else "quarantined"}
 
 
 def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> list[tuple[str, object, object]]:
@@ -616,6 +696,7 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
         check("arxiv.separator", code["separator"], read["separator"])
         check("arxiv.inclusion", code["inclusion"], read["inclusion"])
         check("arxiv.time_field", code["time"], read["time"])
+        check("arxiv.row_rules", code["row_rules"], read["row_rules"])
     if dataset == "amazon":
         theirs = code.get("categories", cfg.categories or [])
         read = observed("amazon", cfg.model_dump_json(), lambda: amazon_reading(cfg, theirs))
@@ -624,11 +705,13 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
         check("amazon.text_fields", common["text_col"], read["text_fields"])
         check("amazon.keep_empty", code["empty_texts"], read["keep_empty"])
         check("amazon.keep_duplicates", code["repeated_reviews"], read["keep_duplicates"])
+        check("amazon.keep_missing_ids", code["missing_ids"], read["missing_ids"])
     if dataset == "yearbook":  # what our reader stores of a portrait
         read = observed("yearbook", cfg.model_dump_json(), lambda: yearbook_reading(cfg))
         check("yearbook.image_size", common["image_size"], read["image_size"])
         check("yearbook.resize", code["resize"], read["resize"])
         check("yearbook.pixels", code["pixels"], read["pixels"])
+        check("yearbook.row_id", code["row_ids"], read["row_ids"])
     # sample and split (the sizes and seeds are the params'; the draws are tested above against theirs)
     if "sample_size" in common:
         check(f"{dataset}.sample.n", common["sample_size"], cfg.sample.n)
@@ -647,8 +730,12 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
     scoring = json.dumps([task, params.evaluate.model_dump_json(), common["metric"]])
     check("task.metric", common["metric"],
           observed("metric", scoring, lambda: scored_metric(task, params.evaluate, common["metric"])))
+    check("evaluate.empty_cell", code["empty_cell"], empty_cell_rule(task, params.evaluate))
+    if "auc_scores" in code:
+        check("evaluate.auc_scores", code["auc_scores"], auc_ranking(params.evaluate))
     # training: the loop's rows, batches, step and loss
     check("train.seeds", common["seeds"], train.seeds)
+    check("train.row_order", code["train_row_order"], cutoff_row_order(train))
     loader = observed("loader", runs, lambda: loader_draws(dataset, params))
     check("train.epochs", common["epochs"], loader["epochs"])
     check("train.batch_size", common["batch_size"], loader["batch_size"])
@@ -803,7 +890,8 @@ def test_every_fact_is_compared(preset, tmp_path):
                      "encoder_pixels", "batch_order", "pooled_normalize", "encoder_compute_dtype", "empty_texts",
                      "repeated_reviews", "sample_draw", "slice_seed", "trainer_keys", "model_params",
                      "model_modules", "encoder_activation", "pixels", "shuffle_draws", "chunk_sampler",
-                     "encoder_pos_embed"}
+                     "encoder_pos_embed", "empty_cell", "auc_scores", "row_ids", "missing_ids", "row_rules",
+                     "train_row_order"}
     assert set(f["from_code"]) <= compared_code
 
 
