@@ -24,6 +24,10 @@ PROMISED = {
         rf"^5\. append 8 rows to tables of 50 and 200 rows: .*\(ratio {NUM}\); store side alone .*\(ratio {NUM};",
         rf"^   key lookup of 150 keys: .* per call \({NUM}x\)",
     ],
+    "bench_encoders.py": [
+        r"^16 paragraphs x 1 rounds, max length 64, the embed stage's encoder$",
+        rf"^ +minilm-l6: 384-d, +{NUM} rows/s, +{NUM}x minilm-l6's time$",
+    ],
     "bench_engine.py": [
         r"^model +solo rows/s +batched rows/s +ratio +predict ckpt/s +predict_many +ratio +max \|diff\|",
         *(rf"^{model} +{NUM} +{NUM} +{NUM}x +{NUM} +{NUM} +{NUM}x +\d\.\de[+-]\d\d$" for model in ("ffn-s", "mlp-s")),
