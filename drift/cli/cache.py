@@ -7,7 +7,8 @@ repositories passed with --keep-manifests; a cell is in use when its checkpoint 
 these refers to, nothing written within --grace-minutes, and under checkpoints/ and cells/ only files whose header
 says drift wrote them (any other file there is left and counted). `verify` checks every entry against its checksum
 and the key it is filed under; a folder that is no drift cache (missing, a file, or a non-empty folder holding no
-embedding table, checkpoints/ or cells/) is one line and exit 2, an empty folder an empty cache.
+embedding table, checkpoints/ or cells/) is one line and exit 2, an empty folder an empty cache. `why` says whether
+a dataset's encoders find their tables, and if not, the nearest table and the fingerprint fields that differ.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ cache_app = typer.Typer(
     cls=InterruptibleGroup,
     add_completion=False,
     invoke_without_command=True,
-    help="The embedding store: list its tables, compact them, delete those no manifest uses.",
+    help="The embedding store: list its tables, compact them, delete those no manifest uses, say why one is new.",
 )
 
 CACHE_DIR_HELP = (
@@ -673,3 +674,90 @@ def verify(
         )
     if corrupt:
         raise typer.Exit(1)
+
+
+# ---------------------------------------------------------------- why a table is computed anew
+
+
+def why_encoder(name: str, cfg, where) -> dict:
+    """{encoder, fingerprint, table, in_store, rows, nearest}: encoder `name` built as the embed stage builds it
+    from the `embed` params `cfg`, the store table of the fingerprint it would use now, whether the store holds
+    that table (and its rows), else the nearest table there ({table, rows, changes}; None when no table records
+    its fields)."""
+    from drift.encoders.embed import (  # lazy: torch, only to build the encoder
+        embed_encoder,
+        store_fields,
+        store_key,
+        text_encoder,
+    )
+    from drift.store.embeddings import committed, find_table
+    from drift.store.neighbours import nearest_table, table_rows
+
+    encoder = text_encoder(cfg) if name == cfg.text_encoder else embed_encoder(name, cfg)
+    fields = store_fields(encoder, cfg.pooled_dtype)
+    fingerprint = store_key(fields)
+    table = find_table(where, name, fingerprint)
+    path = location(where) / table
+    report = {"encoder": name, "fingerprint": fingerprint, "table": table}
+    if committed(path):
+        return {**report, "in_store": True, "rows": table_rows(path), "nearest": None}
+    near = nearest_table(where, fields, skip=table)
+    if near is not None:
+        near = {"table": near["table"], "rows": table_rows(near["path"]), "changes": near["changes"]}
+    return {**report, "in_store": False, "rows": 0, "nearest": near}
+
+
+def why_lines(dataset: str, report: dict) -> list[str]:
+    """What `drift cache why` prints for one encoder (markup escaped)."""
+    from drift.store.neighbours import change_text
+
+    head = f"{esc(dataset)} with {esc(report['encoder'])}"
+    if report["in_store"]:
+        return [f"{head}: in the store ({report['rows']:,} rows), {esc(report['table'])}"]
+    near = report["nearest"]
+    if near is None:
+        return [f"{head}: not in the store ({esc(report['table'])}), and no table there records its fields"]
+    lines = [
+        f"{head}: not in the store ({esc(report['table'])}); the nearest table, {esc(near['table'])} "
+        f"({near['rows']:,} rows), differs in"
+    ]
+    return lines + [f"  {esc(change_text(c))}" for c in near["changes"]]
+
+
+@cache_app.command()
+def why(
+    ctx: typer.Context,
+    dataset: str = typer.Argument(..., help="a dataset (its modality decides the encoders)"),
+    encoder: str | None = typer.Argument(None, help="one encoder the dataset's embed runs (default: each)"),
+    cache_dir: str | None = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output: each encoder's table"),
+):
+    """Whether the dataset's embed would find each encoder's rows in the store, and if not, why: the fingerprint
+    it would use now (./params.yaml's embed settings, the dataset's own over them), the nearest table there (same hub_id and weights first,
+    then the fewest differing fields) and each field that differs, `field old → new`."""
+    as_json = _json_flag(ctx, as_json)
+    try:
+        # the dataset's embed settings, as its embed stage reads them; registers the encoders params.yaml declares
+        params = load_params(dataset=dataset)
+        names = params.embed.dataset_encoders(params.info(dataset).modality)
+        if encoder is not None:
+            if encoder not in names:
+                raise DriftError(
+                    f"the embed of {dataset} runs no encoder {encoder!r}: "
+                    f"{close_matches(encoder, names) if names else 'it runs none'} "
+                    "(embed.text_encoder and embed.encoders of params.yaml)"
+                )
+            names = [encoder]
+        where = resolve_cache_dir(_cache_dir_option(ctx, cache_dir))
+        reports = [why_encoder(name, params.embed, where) for name in names]
+    except DriftError as e:
+        fail(e)
+    if as_json:
+        _emit({"dataset": dataset, "cache_dir": str(where), "encoders": reports})
+        return
+    console = Console()
+    if not reports:
+        console.print(f"the embed of {esc(dataset)} runs no encoder (embed.encoders names none of its kind)")
+    for report in reports:
+        for line in why_lines(dataset, report):
+            console.print(line, overflow="fold", highlight=False)

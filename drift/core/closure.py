@@ -2,8 +2,9 @@
 string naming a drift module, as the dataset registry's importlib names do). dvc.yaml's code deps are written
 from it (drift/run/pipeline.py) and the checkpoint and cell keys hash the same files (drift/store/cells.py), so
 what re-runs a stage and what invalidates its cache are one statement. `code_digest` hashes such a set of files
-with the versions of the libraries they import (an encoder's fingerprint, the checkpoint and cell keys); it
-hashes each file's syntax tree with docstrings removed (comments never reach it), so prose edits change no key."""
+with the versions of the libraries they import (an encoder's fingerprint, the checkpoint and cell keys: only those
+that compute each key's numbers); it hashes each file's syntax tree with docstrings removed (comments never reach
+it), so prose edits change no key."""
 
 from __future__ import annotations
 
@@ -138,14 +139,15 @@ def code_text(path: Path) -> bytes:
     return _code_text(str(path), stat.st_mtime_ns, stat.st_size)
 
 
-def code_digest(files, root: Path = ROOT) -> str:
+def code_digest(files, root: Path = ROOT, key: str | None = None) -> str:
     """sha256 over the files' names and code (code_text: docstrings, comments and layout left out; a file that
     is not Python by its bytes) and the installed versions of the libraries they import (and of what those
-    require): what decides the results of code made of these files."""
+    require): what decides the results of code made of these files. `key` (a cache key's name, e.g. "encoder")
+    keeps only the libraries that compute its numbers (drift.core.environment.KEY_LIBRARIES)."""
     digest = hashlib.sha256()
     for name in sorted(files):
         path = Path(root) / name
         digest.update(name.encode())
         digest.update(code_text(path) if path.suffix == ".py" else path.read_bytes())
-    digest.update(json.dumps(library_versions(external_imports(files, root)), sort_keys=True).encode())
+    digest.update(json.dumps(library_versions(external_imports(files, root), key), sort_keys=True).encode())
     return digest.hexdigest()
