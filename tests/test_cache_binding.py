@@ -94,7 +94,9 @@ def test_a_cell_copied_over_another_is_a_miss_and_flagged(tmp_path, monkeypatch)
     folder = next(
         p for p in sorted((tmp_path / "cache" / "cells").glob("*/*")) if len(list(p.glob("*.json"))) > 1
     )
-    source, target = sorted(folder.glob("*.json"))[:2]
+    # two cells of the matrix (a number each; the cells' per-class scores beside them are lists)
+    scored = [p for p in sorted(folder.glob("*.json")) if isinstance(json.loads(p.read_text())["score"], float)]
+    source, target = scored[:2]
     shutil.copyfile(source, target)  # a valid cell of the same checkpoint, under another cell's key
     assert ResultCache(tmp_path / "cache").cell(folder.name, target.stem) == (False, None)
     assert cell_problem(target) == f"stored under another key ({source.stem[:12]})"

@@ -18,13 +18,38 @@ from drift.protocol.summary import mean_over_seeds
 # a K x K drift matrix as JSON rows: cell (i, j) rounded to 6 digits, null for a cell no metric scores
 MatrixRows = list[list[Number | None]]
 EstimateMethod = Literal["atc", "doc"]  # drift.evaluate.estimate.METHODS
+ClassMetric = Literal["recall", "auc", "mse"]
+# what a cell's per-class scores are, per task (drift.evaluate.fill_matrices.class_scores)
+CLASS_METRICS: dict[str, ClassMetric] = {
+    "binary": "recall",
+    "multiclass": "recall",
+    "multilabel": "auc",
+    "regression": "mse",
+}
+MAX_RATINGS = 20  # a regression target with more distinct values is no set of ratings: no per-class scores
+
+
+class ClassScores(BaseModel):
+    """An eval file's `per_class`: each class's own score of every cell (`metric`: binary and multiclass the
+    recall of each class, multilabel each label's AUC, regression the MSE of each rating), per seed one K x K
+    matrix per class, in the order of `classes` (the slice manifest's label names, or the ratings); and the
+    confusion counts of one cell (`cell`: [i, j], the last cutoff on the last usable slice) per seed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metric: ClassMetric
+    classes: list[str]
+    seeds: dict[str, list[MatrixRows]]
+    cell: list[int] | None = None
+    confusion: dict[str, list[list[int]]] | None = None
 
 
 class EvalResult(Artefact):
     """data/eval/<dataset>/<model>.json: the model's drift matrices, one per seed (`seeds`: {seed: K x K rows}),
     with what a reader needs to interpret them: its family, the metric and its direction, the slice labels and
     which slices are usable; `estimated`: the label-free estimates of each matrix ({method: {seed: rows}}, no
-    method for a task without one); `also`: the task's other metrics' matrices (multiclass: macro_f1)."""
+    method for a task without one); `also`: the task's other metrics' matrices (multiclass: macro_f1); `per_class`:
+    each class's score of every cell and one cell's confusion counts (ClassScores; absent from older files)."""
 
     WRITER = "evaluate"
     WHAT = "drift-matrix file"
@@ -39,6 +64,7 @@ class EvalResult(Artefact):
     seeds: dict[str, MatrixRows]
     estimated: dict[EstimateMethod, dict[str, MatrixRows]]
     also: dict[MetricName, dict[str, MatrixRows]] | None = None
+    per_class: ClassScores | None = None
 
     @cached_property
     def per_seed(self) -> list[np.ndarray]:
