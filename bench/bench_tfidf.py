@@ -1,7 +1,9 @@
 """Cost of the lexical reference baseline-tfidf per cutoff (the TF-IDF vocabulary, idf and linear model fitted on
 one cutoff's training rows, then one prediction pass over them), against baseline-linear's fit on the same
 cutoff, measured in the same run: the ratio says what the lexical reference adds to the references' cost.
-Wall and CPU seconds of this process both: on shared cores the CPU seconds are the fair figure.
+Wall and CPU seconds of this process both: on shared cores the CPU seconds are the fair figure. Each reference is
+fitted twice, at its fixed C (TFIDF_C, C_DEFAULT: train.reference_C as a number) and with C chosen by
+cross-validation (train.reference_C: cv, the default): the "cv vs fixed" line is what choosing C costs.
 
 baseline-linear reads the text encoder's pooled vectors; no encoder runs here, so it fits on 384-d stand-ins
 (MiniLM's width, seeded normal) with the same targets and task. Cases (the default runs all three):
@@ -16,6 +18,7 @@ word frequencies, so no two rows repeat and the vocabulary grows with the rows a
     python bench/bench_tfidf.py                          # sotu, commits, paper (~10 min on 2 cores)
     python bench/bench_tfidf.py --case paper --rows 60000
     python bench/bench_tfidf.py --quick                  # 300 Amazon-shaped rows, ratings: seconds
+    python bench/bench_tfidf.py --no-cv                  # the fixed C only (the figures before cv)
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -36,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from drift.models import InputSpec  # noqa: E402
-from drift.models.reference import LinearBaseline, TfidfBaseline, text_counts  # noqa: E402
+from drift.models.reference import CV, LinearBaseline, TfidfBaseline, text_counts  # noqa: E402
 
 POOLED_DIM = 384  # MiniLM-L6's pooled width: what baseline-linear reads on a text dataset
 CASES = {"commits": (7_500, "multiclass"), "paper": (210_000, "regression")}
@@ -59,8 +63,34 @@ def amazon_shaped(n: int, seed: int = 0) -> tuple[list[str], np.ndarray]:
     return texts, rng.choice(np.array([float(r["rating"]) for r in rows]), n)
 
 
-def measure(texts, targets: torch.Tensor, task: str, n_outputs: int, counts=None) -> dict:
-    """One cutoff: counting (once per dataset and stage), the TF-IDF fit, prediction; baseline-linear's fit."""
+def timed(fit) -> tuple[float, float, Any]:
+    """(wall seconds, CPU seconds of this process, the fitted model) of one fit."""
+    start, cpu = time.perf_counter(), time.process_time()
+    model = fit()
+    return time.perf_counter() - start, time.process_time() - cpu, model
+
+
+def measure_cv(counts, pooled, targets: torch.Tensor, task: str, n_outputs: int) -> dict:
+    """Both references' fits with C chosen by cross-validation on the same rows, and the C each chose."""
+    tfidf_s, tfidf_cpu_s, tfidf = timed(
+        lambda: TfidfBaseline(InputSpec("text", (1,)), n_outputs, C=CV).fit(counts, targets, task)
+    )
+    linear_s, linear_cpu_s, linear = timed(
+        lambda: LinearBaseline(InputSpec("pooled", (POOLED_DIM,)), n_outputs, C=CV).fit(pooled, targets, task)
+    )
+    return {
+        "cv_fit_s": round(tfidf_s, 2),
+        "cv_fit_cpu_s": round(tfidf_cpu_s, 2),
+        "cv_C": tfidf.chosen_C,
+        "cv_linear_fit_s": round(linear_s, 3),
+        "cv_linear_fit_cpu_s": round(linear_cpu_s, 3),
+        "cv_linear_C": linear.chosen_C,
+    }
+
+
+def measure(texts, targets: torch.Tensor, task: str, n_outputs: int, counts=None, cv: bool = True) -> dict:
+    """One cutoff: counting (once per dataset and stage), the TF-IDF fit, prediction; baseline-linear's fit; with
+    `cv` both fits again with C chosen by cross-validation (measure_cv)."""
     start = time.perf_counter()
     counts = text_counts(texts) if counts is None else counts
     count_s = time.perf_counter() - start
@@ -78,6 +108,7 @@ def measure(texts, targets: torch.Tensor, task: str, n_outputs: int, counts=None
     LinearBaseline(InputSpec("pooled", (POOLED_DIM,)), n_outputs).fit(pooled, targets, task)
     linear_s, linear_cpu_s = time.perf_counter() - start, time.process_time() - cpu
     n = counts.shape[0]
+    chosen = measure_cv(counts, pooled, targets, task, n_outputs) if cv else {}
     return {
         "rows": n,
         "task": task,
@@ -93,10 +124,11 @@ def measure(texts, targets: torch.Tensor, task: str, n_outputs: int, counts=None
         "fit_cpu_s": round(fit_cpu_s, 2),
         "linear_fit_cpu_s": round(linear_cpu_s, 3),
         "cpu_vs_linear": round(fit_cpu_s / max(linear_cpu_s, 1e-6), 1),
+        **chosen,
     }
 
 
-def sotu_cutoffs() -> dict:
+def sotu_cutoffs(cv: bool = True) -> dict:
     """The shipped sotu section ingested and sliced in a temp dir; every usable cutoff fitted on its training rows."""
     import yaml
 
@@ -119,30 +151,33 @@ def sotu_cutoffs() -> dict:
     count_rows_per_s = round(len(table["text"]) / (time.perf_counter() - start))
     labels = torch.tensor(table["label"]).float()
     runs = []
-    for k in [s["index"] for s in manifest["slices"] if s["trainable"]]:
+    for k in [s.index for s in manifest.slices if s.trainable]:
         rows = np.flatnonzero((slices <= k) & (split == "train"))
         if len(np.unique(labels[rows].numpy())) == 2:
-            runs.append(measure(None, labels[rows], "binary", 2, counts=counts[rows]))
+            runs.append(measure(None, labels[rows], "binary", 2, counts=counts[rows], cv=cv))
     last = runs[-1]
+    sums = ["fit_s", "fit_cpu_s", "linear_fit_s", "linear_fit_cpu_s"]
+    sums += ["cv_fit_s", "cv_fit_cpu_s", "cv_linear_fit_s", "cv_linear_fit_cpu_s"] if cv else []
     return {
         "case": "sotu",
         **last,
         "count_rows_per_s": count_rows_per_s,
         "cutoffs": len(runs),
-        "all_cutoffs_fit_s": round(sum(r["fit_s"] for r in runs), 2),
-        "all_cutoffs_linear_fit_s": round(sum(r["linear_fit_s"] for r in runs), 3),
+        **{f"all_cutoffs_{key}": round(sum(r[key] for r in runs), 3) for key in sums},
+        **({"all_cutoffs_cv_C": [r["cv_C"] for r in runs]} if cv else {}),
+        **({"all_cutoffs_cv_linear_C": [r["cv_linear_C"] for r in runs]} if cv else {}),
     }
 
 
-def synthetic(case: str, n: int, task: str) -> dict:
+def synthetic(case: str, n: int, task: str, cv: bool = True) -> dict:
     texts, ratings = amazon_shaped(n)
     start = time.perf_counter()
     counts = text_counts(texts)
     count_s = time.perf_counter() - start
     if task == "regression":
-        result = measure(None, torch.tensor(ratings), "regression", 1, counts=counts)
+        result = measure(None, torch.tensor(ratings), "regression", 1, counts=counts, cv=cv)
     else:
-        result = measure(None, torch.tensor(ratings - 1).long(), "multiclass", 5, counts=counts)
+        result = measure(None, torch.tensor(ratings - 1).long(), "multiclass", 5, counts=counts, cv=cv)
     return {"case": case, **result, "count_rows_per_s": round(n / count_s)}
 
 
@@ -153,17 +188,19 @@ def main(argv=None):
     parser.add_argument("--case", default="sotu,commits,paper", help="comma-separated: sotu, commits, paper")
     parser.add_argument("--rows", type=int, help="rows of commits or paper instead of 7,500 and 210,000")
     parser.add_argument("--quick", action="store_true", help="300 Amazon-shaped rows, ratings: seconds")
+    parser.add_argument("--no-cv", action="store_true", help="fit at the fixed C only (no cross-validation)")
     args = parser.parse_args(argv)
+    cv = not args.no_cv
     torch.set_num_threads(1)
     warm = amazon_shaped(40)  # imports and first calls out of the timings
-    measure(warm[0], torch.tensor(warm[1]), "regression", 1)
+    measure(warm[0], torch.tensor(warm[1]), "regression", 1, cv=cv)
     cases = ["paper"] if args.quick else [c.strip() for c in args.case.split(",")]
     for case in cases:
         if case == "sotu":
-            result = sotu_cutoffs()
+            result = sotu_cutoffs(cv)
         elif case in CASES:
             n, task = CASES[case]
-            result = synthetic(case, 300 if args.quick else args.rows or n, task)
+            result = synthetic(case, 300 if args.quick else args.rows or n, task, cv)
         else:
             raise SystemExit(f"unknown case {case!r}: valid: sotu, {', '.join(CASES)}")
         print(json.dumps(result), flush=True)
@@ -173,6 +210,18 @@ def main(argv=None):
             f"{result['linear_fit_cpu_s']} s: {result['cpu_vs_linear']}x)",
             flush=True,
         )
+        if cv:
+            every = "all_cutoffs_" if case == "sotu" else ""
+            fixed = {k: result[f"{every}{k}"] for k in ("fit_cpu_s", "linear_fit_cpu_s")}
+            chosen = {k: result[f"{every}cv_{k}"] for k in ("fit_cpu_s", "linear_fit_cpu_s")}
+            print(
+                f"{case}{' (every cutoff)' if every else ''}: cv vs fixed C, CPU seconds: baseline-tfidf "
+                f"{chosen['fit_cpu_s']:.2f} s vs {fixed['fit_cpu_s']:.2f} s "
+                f"({chosen['fit_cpu_s'] / max(fixed['fit_cpu_s'], 1e-6):.1f}x, C {result['cv_C']}), baseline-linear "
+                f"{chosen['linear_fit_cpu_s']:.3f} s vs {fixed['linear_fit_cpu_s']:.3f} s "
+                f"({chosen['linear_fit_cpu_s'] / max(fixed['linear_fit_cpu_s'], 1e-6):.1f}x, C {result['cv_linear_C']})",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":
