@@ -6,6 +6,10 @@ from drift.core.interrupt import exit_on_interrupt, stage_name
 
 exit_on_interrupt(stage_name())  # first: a Ctrl-C while the imports below load is one line too
 
+from drift.core.environment import configured_cpu_path, use_cpu_path
+
+use_cpu_path(configured_cpu_path())  # compute.cpu_path, before numpy and torch load (they read it once)
+
 import sys
 
 from drift.core.objectstore import check_store
@@ -21,7 +25,7 @@ from drift.store.slices import read_slice_manifest
 
 def main(argv):
     name = argv[0]
-    params = load_params()
+    params = load_params(dataset=name)  # train and embed as this dataset's section overrides them
     p = require(name, "slice_manifest")
     store = cache_dir(params.embed)
     check_store(store)  # on object storage: endpoint, credentials and bucket, one line each

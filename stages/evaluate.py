@@ -8,6 +8,10 @@ from drift.core.interrupt import exit_on_interrupt, stage_name
 
 exit_on_interrupt(stage_name())  # first: a Ctrl-C while the imports below load is one line too
 
+from drift.core.environment import configured_cpu_path, use_cpu_path
+
+use_cpu_path(configured_cpu_path())  # compute.cpu_path, before numpy and torch load (they read it once)
+
 import sys
 
 from drift.core.params import load_params, roster
@@ -21,7 +25,7 @@ from drift.store.location import cache_dir
 
 def main(argv):
     name = argv[0]
-    params = load_params()
+    params = load_params(dataset=name)  # train and embed as this dataset's section overrides them
     # slice and embed first, then train: the first missing input is named
     data = SliceData(name, input_settings(params))
     p = require(name, "models")

@@ -5,6 +5,10 @@ from drift.core.interrupt import exit_on_interrupt, stage_name
 
 exit_on_interrupt(stage_name())  # first: a Ctrl-C while the imports below load is one line too
 
+from drift.core.environment import configured_cpu_path, use_cpu_path
+
+use_cpu_path(configured_cpu_path())  # compute.cpu_path, before numpy and torch load (they read it once)
+
 import sys
 
 from drift.core.params import load_params

@@ -4,6 +4,10 @@ from drift.core.interrupt import exit_on_interrupt, stage_name
 
 exit_on_interrupt(stage_name())  # first: a Ctrl-C while the imports below load is one line too
 
+from drift.core.environment import configured_cpu_path, use_cpu_path
+
+use_cpu_path(configured_cpu_path())  # compute.cpu_path, before numpy and torch load (they read it once)
+
 from drift.analysis.policy import write_policy_report
 from drift.analysis.shift import write_shift
 from drift.core.params import load_params, roster
@@ -15,7 +19,7 @@ from drift.report.outputs import load_eval, write_dataset_report
 
 def main(argv):
     name = argv[0]
-    params = load_params()
+    params = load_params(dataset=name)  # train and embed as this dataset's section overrides them
     p = require(name, "eval")
     grid = params.report.saliency.get(name)  # None: the default grid of an image dataset
     models = roster(params.train, name, params.info(name).modality)

@@ -1,11 +1,16 @@
 """Stage train@<dataset>: for every model of the roster and seed, one checkpoint per cutoff k trained on
 slices <= k (drift/train/loop.py), or copied from the checkpoint cache when nothing that decides it has changed
 (drift/store/cells.py); .drift/runs/train/<dataset>.json counts both, and times each training task (`timings`:
-model, checkpoints, row passes, seconds; `drift rehearse` reads them)."""
+model, checkpoints, row passes, seconds; `drift rehearse` reads them). A model whose training loss was still
+falling at its last epoch (drift.train.loop.still_falling_lines) is named on stderr, one line each."""
 
 from drift.core.interrupt import exit_on_interrupt, stage_name
 
 exit_on_interrupt(stage_name())  # first: a Ctrl-C while the imports below load is one line too
+
+from drift.core.environment import configured_cpu_path, use_cpu_path
+
+use_cpu_path(configured_cpu_path())  # compute.cpu_path, before numpy and torch load (they read it once)
 
 import sys
 
@@ -17,14 +22,14 @@ from drift.run.checks import validate
 from drift.store.cells import ResultCache, corrupt_line
 from drift.store.location import cache_dir
 from drift.train.engine import train_many
-from drift.train.loop import cutoff_rows, train_roster
+from drift.train.loop import cutoff_rows, still_falling_lines, train_roster
 from drift.train.rates import engine_choice
 from drift.train.train_run import TrainRun
 
 
 def main(argv):
     name = argv[0]
-    params = load_params()
+    params = load_params(dataset=name)  # train and embed as this dataset's section overrides them
     validate(params, name)
     data = SliceData(name, input_settings(params))
     models = roster(params.train, name, params.info(name).modality)
@@ -68,6 +73,8 @@ def main(argv):
     engine = engines or {m: "batched" if batched else "solo" for m in models}
     record = {"dataset": name, **counts, "engines": engine, "timings": timings}
     write_run("train", f"{name}.json", TrainRun.parse(record, f"train@{name}'s counts", name))
+    for line in still_falling_lines(name, models, data.paths["models"]):  # not converged: one line a model
+        print(line, file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,17 @@ NUM = r"-?\d[\d,]*(\.\d+)?"  # a printed figure: never nan or inf
 
 # per script, the lines its output must hold (regular expressions, one line each): the ratios against its baseline
 PROMISED = {
+    "bench_backends.py": [
+        rf"^1\. matmul float32 512x512 on \d+ threads: {NUM} GFLOP/s \(native path, the CPU's own\); this process's "
+        rf"\w+ path {NUM} GFLOP/s$",
+        rf"^2\. 8 paragraphs x 1 rounds, max length 32, batch 32, {NUM} tokens; {NUM} MFLOP per token",
+        *(rf"^   {name} +{NUM} tokens/s +{NUM}x the baseline +{NUM}% of the matmul rate +min cosine to torch {NUM}, "
+          rf"max \|diff\| \d\.\de[+-]\d\d$"
+          for name in (r"bare SentenceTransformer\.encode", r"torch \(embed stage\)", "onnx", "onnx-int8", "openvino",
+                       "openvino-int8")),
+        rf"^3\. fastest float32 backend (onnx|openvino): {NUM}x the embed stage, equal vectors: (yes|no) \(goal 3x: "
+        rf"(met|not met)\); {NUM}% of the matmul rate \(goal 40%: (met|not met)\)$",
+    ],
     "bench_cache.py": [
         rf"^1\. embed stage {NUM} s vs bare SentenceTransformer\.encode {NUM} s: overhead [+-]{NUM}%",
         rf"^2\. warm re-run {NUM} s vs cold {NUM} s: {NUM}x faster",
@@ -23,6 +34,10 @@ PROMISED = {
         rf"^4\. load 150 rows .*: cache {NUM} s vs \.npy mmap {NUM} s: {NUM}x the memory map's time",
         rf"^5\. append 8 rows to tables of 50 and 200 rows: .*\(ratio {NUM}\); store side alone .*\(ratio {NUM};",
         rf"^   key lookup of 150 keys: .* per call \({NUM}x\)",
+    ],
+    "bench_cpu_path.py": [
+        *(rf"^{stage} +portable {NUM} s \(CPU {NUM} s\) +native {NUM} s \(CPU {NUM} s\) +native/portable {NUM}x wall, "
+          rf"{NUM}x CPU; same bits: (yes|no)$" for stage in ("embed", "train")),
     ],
     "bench_encoders.py": [
         r"^16 paragraphs x 1 rounds, max length 64, the embed stage's encoder$",

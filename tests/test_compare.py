@@ -10,7 +10,7 @@ import yaml
 from conftest import drift_cli as drift
 from conftest import only, run, tiny_params
 
-from drift.report.results import diff_metrics, diff_params
+from drift.report.results import diff_metrics, diff_params, not_rerun
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -40,6 +40,19 @@ def test_diff_metrics_by_hand():
     assert sotu["new"]["id"] == {"a": None, "b": 0.7, "change": None, "improved": None}
     assert sotu["tx-s"]["id"]["improved"] is None
     assert rows["amazon"][0]["status"] == "added" and rows["amazon"][0]["higher_is_better"] is False
+
+
+def test_a_dataset_whose_report_stage_did_not_run_says_not_re_run():
+    metrics = {"id": 0.8, "future": 0.7, "decay": 0.1, "metric": "accuracy", "higher_is_better": True}
+    a = {"sotu": {"ffn-s": metrics}, "mine": {"ffn-s": metrics}}
+    b = {"sotu": {"ffn-s": metrics}, "mine": {"ffn-s": {**metrics, "id": 0.9}}}
+    locks_a = {"sotu": {"outs": [{"md5": "1"}]}, "mine": {"outs": [{"md5": "2"}]}}
+    locks_b = {"sotu": {"outs": [{"md5": "1"}]}, "mine": {"outs": [{"md5": "3"}]}}
+    rows = not_rerun(diff_metrics(a, b), locks_a, locks_b)
+    assert [r["status"] for r in rows["sotu"]] == ["not re-run"] and [r["status"] for r in rows["mine"]] == ["changed"]
+    # the same numbers from a report that ran again are "unchanged"; without a lock nothing is claimed
+    assert not_rerun(diff_metrics(a, a), locks_a, locks_b)["mine"][0]["status"] == "unchanged"
+    assert not_rerun(diff_metrics(a, a), {}, {})["sotu"][0]["status"] == "unchanged"
 
 
 def test_improvement_is_direction_aware():
@@ -74,6 +87,7 @@ def test_compare_keeps_reference_rows(monkeypatch):
     monkeypatch.setattr(cli_report, "_open_repo", lambda root: contextlib.nullcontext())
     monkeypatch.setattr(cli_report, "metrics_at", lambda repo, rev: a if rev == "A" else b)
     monkeypatch.setattr(cli_report, "params_at", lambda repo, rev: {})
+    monkeypatch.setattr(cli_report, "report_locks_at", lambda repo, rev: {})
     result = CliRunner().invoke(app, ["compare", "A", "B", "--json"])
     assert result.exit_code == 0, result.output
     assert [r["model"] for r in json.loads(result.stdout)["datasets"]["sotu"]] == [
@@ -119,6 +133,9 @@ def test_two_commits_compare_and_plots(project):
     assert rows["cnn-s"]["status"] == "added" and rows["cnn-s"]["id"]["a"] is None
     table = drift("compare", "HEAD~1", "HEAD", cwd=repo).stdout
     assert "cnn-s" in table and "added" in table and "train.epochs: 1 → 2" in table
+    # nothing re-ran between the last commit and the workspace: each row says so, not "unchanged (+0.000)"
+    same = json.loads(drift("compare", "HEAD", "--json", cwd=repo).stdout)
+    assert {r["status"] for r in same["datasets"]["synth-portraits"]} == {"not re-run"}
     bad = drift("compare", "nosuchrev", "HEAD", cwd=repo)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "nosuchrev" in bad.stderr
 

@@ -93,6 +93,12 @@ def test_repro_end_to_end(project):
     assert "Running stage 'train@sotu'" in out and "Running stage 'report@sotu'" in out
     assert "Running stage 'embed@sotu'" not in out and "Running stage 'ingest@sotu'" not in out
 
+    # a dataset's own training settings (its section's `train:`) re-run that dataset alone, and act there
+    out = run(["dvc", "exp", "run", "-S", "+sotu.train.epochs=3"], repo).stdout
+    assert "Running stage 'train@sotu'" in out and "Running stage 'report@sotu'" in out
+    assert "@synth-portraits'" not in out, out
+    assert json.loads((repo / ".drift/runs/train/sotu.json").read_text())["trained"] > 0
+
     # dvc plots diff against the commit renders the heatmap template (and the PNGs)
     diff = json.loads(run(["dvc", "plots", "diff", "HEAD", "--json"], repo).stdout)
     vega = diff["data"]["plots/sotu/ffn-s/matrix.json"][0]

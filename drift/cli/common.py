@@ -107,3 +107,39 @@ def fail(error: Exception):
 
 def fmt(value, digits: int = 3, sign: bool = False) -> str:
     return "—" if value is None else f"{value:{'+' if sign else ''}.{digits}f}"
+
+
+def check_dataset(name: str, root, with_results, stage: str = "report") -> None:
+    """The one check of a dataset name that every command taking one runs, so they answer alike. The valid names
+    are the `datasets:` of root/params.yaml (without that file: `with_results`, the datasets this command has
+    results for). A declared dataset outside `with_results` has no results yet (`stage` writes them); one inside
+    it that params.yaml does not declare is another run's leftover. Each problem is a one-line DriftError naming
+    the fix."""
+    from pathlib import Path
+
+    from drift.core.errors import DriftError, close_matches
+    from drift.core.params import load_params
+
+    params, found = Path(root) / "params.yaml", set(with_results)
+    if not params.exists():
+        if name in found:
+            return
+        if not found:
+            raise DriftError(f"no results in {root}: run `dvc repro` first (from the repository root)")
+        raise DriftError(f"unknown dataset {name!r}: {close_matches(name, found)}")
+    declared = list(load_params(params).datasets)
+    if name in declared:
+        if name in found:
+            return
+        raise DriftError(f"no results for {name} yet: run `dvc repro` (or `dvc repro {stage}@{name}`)")
+    if name in found:
+        raise DriftError(
+            f"{name} is not a dataset of this workspace's params.yaml (datasets: "
+            f"{', '.join(declared) or 'none'}): add it there and run `dvc repro`"
+        )
+    if not declared:
+        raise DriftError(
+            f"unknown dataset {name!r}: {params} declares none (datasets:): add it there, or "
+            f"`drift init {name} <file>`"
+        )
+    raise DriftError(f"unknown dataset {name!r}: {close_matches(name, declared)}")

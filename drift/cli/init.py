@@ -4,6 +4,7 @@ of it stays as it was."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from pathlib import Path
@@ -199,6 +200,10 @@ def init(
         check_name(name, "dataset name", dots=False)
         if name in DATASETS:
             raise DriftError(f"{name!r} is a built-in dataset: choose another name for your table")
+        if task == "multilabel" and len(split(label) or []) < 2:
+            raise DriftError(
+                "--task multilabel reads one 0/1 column per label: name them all, --label <col1,col2,...>"
+            )
         proposal = propose(
             name,
             source,
@@ -223,9 +228,10 @@ def init(
             force=force,
         )
     except Ambiguous as question:
-        Console(stderr=True, soft_wrap=True).print(
-            f"[yellow]question:[/yellow] {esc(question)}", highlight=False
-        )
+        text = str(question)
+        if text.endswith("--label <column>"):  # --label also takes a multilabel table's columns
+            text += " (a multilabel table: every 0/1 label column, --label <col1,col2,...>)"
+        Console(stderr=True, soft_wrap=True).print(f"[yellow]question:[/yellow] {esc(text)}", highlight=False)
         raise typer.Exit(2) from None
     except DriftError as e:
         fail(e)
@@ -258,6 +264,8 @@ def init(
     }
     for key, value in chosen.items():
         console.print(f"  {key}: {esc(value)}", highlight=False, soft_wrap=True)
+    if line := partial_slices_line(section, proposal["span"]):
+        console.print(esc(line), highlight=False, soft_wrap=True)
     if proposal.get("invalid_utf8"):
         console.print(
             f"{proposal['invalid_utf8']} row(s) hold invalid UTF-8: ingest will quarantine them "
@@ -280,6 +288,27 @@ def init(
         soft_wrap=True,
     )
     console.print(f"next: dvc repro   then: drift summary {name}   and reports/{name}.html", highlight=False)
+
+
+def partial_slices_line(section: dict, span: list[str]) -> str | None:
+    """One line naming the first and the last slice when the data covers only part of them (a yearly slice
+    that holds only December), with the span each holds; None when both are (nearly) whole."""
+    from drift.core.params import SliceSpec
+    from drift.protocol.slicing import partial_slices, slice_edges
+
+    edges, labels = slice_edges(SliceSpec.model_validate(section["slices"]))
+    low, high = (dt.datetime.fromisoformat(t) for t in span)
+    start = dt.datetime(low.year, low.month, low.day)  # whole days: the note counts days
+    if section.get("time_encoding") == "year":  # a year stands for the whole year
+        end = dt.datetime(high.year + 1, 1, 1)
+    else:  # a date or a time: through the end of its day
+        end = dt.datetime(high.year, high.month, high.day) + dt.timedelta(days=1)
+    parts = [
+        f"the {p['which']} slice, {p['label']}, holds only {p['from']:%Y-%m-%d} to "
+        f"{p['to'] - dt.timedelta(days=1):%Y-%m-%d} ({p['days']:.0f} of its {p['of_days']:.0f} days)"
+        for p in partial_slices(edges, labels, start, end)
+    ]
+    return f"partial slices: {'; '.join(parts)}" if parts else None
 
 
 def show_slicing(choice: dict) -> None:

@@ -13,6 +13,7 @@ from rich.table import Table
 from drift.cli.common import console, esc, fail, fmt
 from drift.core.dataset_registry import DATASETS as OURS
 from drift.core.errors import DriftError, close_matches
+from drift.core.params import load_params
 from drift.report.published import DATASETS, compare_run, empty_cells_line, has_published
 
 STATS = ("id", "future", "decay")
@@ -104,14 +105,19 @@ def paper(
     over the cells both fill and the rank correlation of the two Decay rankings. Where the paper scores an
     empty test set 0.0 (Yearbook's 1924), ours is compared under the same rule, and a line says so."""
     if not has_published(dataset):
-        if dataset in OURS:
+        params = root / "params.yaml"  # its datasets (a table of your own too) have no published run either
+        try:
+            ours = set(OURS) | (set(load_params(params).datasets) if params.exists() else set())
+        except DriftError as e:
+            fail(e)
+        if dataset in ours:
             console.print(
                 f"{esc(dataset)}: no published run (the paper's datasets: {', '.join(DATASETS)})",
                 highlight=False,
                 soft_wrap=True,
             )
             return
-        fail(DriftError(f"unknown dataset {dataset!r}: {close_matches(dataset, sorted(OURS))}"))
+        fail(DriftError(f"unknown dataset {dataset!r}: {close_matches(dataset, ours)}"))
     try:
         result = compare_run(root, dataset)
     except DriftError as e:

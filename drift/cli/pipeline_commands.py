@@ -13,7 +13,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from drift.cli.common import console, esc, fail, fmt
+from drift.cli.common import check_dataset, console, esc, fail, fmt
 from drift.core.encoder_registry import ENCODERS, EncoderSpec, frozen_params, get_encoder_spec
 from drift.core.errors import DriftError
 from drift.core.params import load_params
@@ -22,8 +22,18 @@ from drift.core.presets import apply_preset
 from drift.data.datasets import get_dataset
 from drift.data.fetch import fetch_and_track, track_dataset
 from drift.protocol.peers import check_protocol
-from drift.protocol.summary import REFERENCES, below_prior_message, check_order
-from drift.report.results import label_free, load_results, summary_rows
+from drift.protocol.summary import (
+    BELOW_LINEAR_NOTE,
+    REFERENCES,
+    below_linear_message,
+    below_prior_message,
+    check_order,
+    last_epoch_drop,
+    still_falling,
+    still_falling_message,
+)
+from drift.report.results import STAGE_FOLDERS, label_free, load_results, summary_rows
+from drift.report.training import read_curves
 
 
 def _with_std(stats: dict, key: str) -> str:
@@ -47,10 +57,16 @@ def _margin(row: dict, key: str):
     return Text(f"{value:+.3f}", style="green" if value > 0 else "yellow")
 
 
+def _below_linear(row: dict) -> bool:
+    """A ranked model whose ID is below baseline-linear's: its name carries the mark `*` (BELOW_LINEAR_NOTE)."""
+    return not row["reference"] and row.get("margin_linear") is not None and row["margin_linear"] < 0
+
+
 def summary_table(rows: list[dict], width: int) -> tuple[Table, bool]:
     """The Rich table of one dataset's summary rows that fits `width` columns without cutting any column:
     with the ± seed std and the "vs tfidf" and "vs linear" columns when they fit, dropping "vs linear" first,
-    then the family, then "vs tfidf", then the std. Returns (table, whether the std was left out for width)."""
+    then the family, then "vs tfidf", then the std; a model below baseline-linear in distribution marked `*`.
+    Returns (table, whether the std was left out for width)."""
     has = {
         key: any(f"margin_{key}" in r and r[f"margin_{key}"] is not None for r in rows)
         or any(r["model"] == f"baseline-{key}" for r in rows)
@@ -83,7 +99,8 @@ def summary_table(rows: list[dict], width: int) -> tuple[Table, bool]:
             )
         for i, row in enumerate(rows):
             ref = row["reference"]
-            cells = ["ref" if ref else str(row["rank"] or "—"), esc(row["model"])]
+            mark = " *" if _below_linear(row) else ""
+            cells = ["ref" if ref else str(row["rank"] or "—"), esc(row["model"]) + mark]
             cells += [esc(row.get("family", ""))] if family else []
             cells += [_with_std(row, s) if std else fmt(row.get(s)) for s in ("id", "future", "decay")]
             cells += [_margin(row, "prior")] if has["prior"] else []
@@ -121,6 +138,9 @@ def summary(
         check_protocol(protocol)
         params = metrics_dir.parent / "params.yaml"  # the workspace's pipeline: the datasets it declares
         declared = list(load_params(params).datasets) if params.exists() else None
+        if dataset is not None:
+            with_results = {p.parent.name for p in metrics_dir.glob("*/*.json")} - set(STAGE_FOLDERS)
+            check_dataset(dataset, metrics_dir.parent, with_results)
         results = load_results(metrics_dir, dataset, declared)
         if protocol != "ours":
             peers = {name: peer_rows(name, models, protocol) for name, models in results.items()}
@@ -131,10 +151,17 @@ def summary(
         return
     out = {name: summary_rows(models, by) for name, models in results.items()}
     signals = {name: label_free(metrics_dir.parent, name) for name in out}
+    curves = {name: read_curves(metrics_dir.parent, name) for name in out}  # plots/losses/<ds>.json
     for name, rows in out.items():
         for row in rows:
             if row["model"] in signals[name]:
                 row["label_free"] = signals[name][row["model"]]
+            if not row["reference"]:
+                row["below_linear"] = None if row.get("margin_linear") is None else _below_linear(row)
+            # the last epoch's drop of the training loss (drift.report.training)
+            if row["model"] in curves[name]:
+                mine = curves[name][row["model"]]
+                row["last_epoch_drop"], row["still_falling"] = last_epoch_drop(mine), still_falling(mine)
     if as_json:
         print(json.dumps(out, indent=2))
         return
@@ -152,21 +179,26 @@ def summary(
         console.print(table)
         if std_left_out:
             console.print("(± seed std left out to fit the terminal: widen it, or use --json)", style="dim")
+        if any(_below_linear(row) for row in rows):  # the mark's footnote, under its table
+            console.print(f"* {esc(BELOW_LINEAR_NOTE)}", style="dim", highlight=False, soft_wrap=True)
         if signals[name]:
             console.print(label_free_table(rows))
         prior = next((r for r in rows if r["model"] == REFERENCES["prior"]), None)
+        linear = next((r for r in rows if r["model"] == REFERENCES["linear"]), None)
+        warnings = []
         for row in rows:
             if prior is not None and row.get("beats_prior") is False:
-                console.print(
-                    esc(
-                        below_prior_message(
-                            name, row["model"], row["id"], prior["id"], first["metric"], higher
-                        )
-                    ),
-                    style="yellow",
-                    highlight=False,
-                    soft_wrap=True,
+                warnings.append(
+                    below_prior_message(name, row["model"], row["id"], prior["id"], first["metric"], higher)
                 )
+            if linear is not None and row.get("below_linear"):
+                warnings.append(
+                    below_linear_message(name, row["model"], row["id"], linear["id"], first["metric"], higher)
+                )
+            if row.get("still_falling"):
+                warnings.append(still_falling_message(name, row["model"], curves[name][row["model"]]))
+        for line in warnings:
+            console.print(esc(line), style="yellow", highlight=False, soft_wrap=True)
     refs = any(r["reference"] for rows in out.values() for r in rows)
     console.print(
         "ID: mean of the diagonal (trained through, tested on held-out rows of the same period). "

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 from rich import box
+from rich.console import Console
 from rich.table import Table
 
 from drift.cli.common import console, esc, fail
@@ -26,7 +27,9 @@ def _count(n) -> str:
 
 
 def _hours(h) -> str:
-    return "—" if h is None else f"{h:,.1f}" if h >= 10 else f"{h:.2f}" if h >= 0.01 else f"{h:.1e}"
+    if h is None or h == 0:
+        return "—" if h is None else "0"
+    return f"{h:,.1f}" if h >= 10 else f"{h:.2f}" if h >= 0.01 else f"{h:.1e}"
 
 
 def plan_tables(out: dict) -> list:
@@ -119,6 +122,20 @@ def plan_tables(out: dict) -> list:
     return renderables
 
 
+def embed_notes(out: dict) -> list[str]:
+    """One line per dataset and encoder: the rows it has to embed, how they were counted, and the rate."""
+    lines = []
+    for name, d in out["datasets"].items():
+        for encoder, e in (d.get("embed") or {}).items():
+            r = e["rows_per_s"]
+            rate = "no rate" if r is None else f"{r:,.1f} rows/s" if r < 100 else f"{r:,.0f} rows/s"
+            lines.append(
+                f"{name} embed with {encoder}: {e['rows_to_embed']:,} of {d['rows']:,} rows ({e['counted']}) "
+                f"at {rate}, {e['rate']}"
+            )
+    return lines
+
+
 def _parse_pairs(values: list[str], option: str, kind=float) -> dict:
     """NAME=VALUE options (--rows amazon=300000, --device-rate A100=40) as a mapping."""
     pairs = {}
@@ -171,20 +188,22 @@ def plan(
     """What a campaign costs before it runs: model-seed runs (the paper's Table 1), trainings, training
     row-passes, encoder passes, evaluation cells, and the hours here and on a GPU from rates measured on this
     machine (cached in the drift cache dir, so the second plan is instant)."""
-    from drift.run.plan import (
-        plan as make_plan,  # lazy: torch, kept out of `drift --help`
-    )
-
     try:
-        out = make_plan(
-            preset,
-            params,
-            rows=_parse_pairs(rows, "--rows", int),
-            device_rates=_parse_pairs(device_rate, "--device-rate"),
-            bench=bench,
-            every_model=every_model,
-            refresh=rebench,
-        )
+        # a status line on stderr while it loads, counts and measures (a terminal only: a pipe gets nothing)
+        with Console(stderr=True).status("plan: loading torch") as status:
+            from drift.run.plan import plan as make_plan  # lazy: torch, kept out of `drift --help`
+
+            status.update("plan: counting")
+            out = make_plan(
+                preset,
+                params,
+                rows=_parse_pairs(rows, "--rows", int),
+                device_rates=_parse_pairs(device_rate, "--device-rate"),
+                bench=bench,
+                every_model=every_model,
+                refresh=rebench,
+                on_step=lambda text: status.update(f"plan: {esc(text)}"),
+            )
     except DriftError as e:
         fail(e)
     if as_json:
@@ -202,9 +221,10 @@ def plan(
     notes.append(
         "runs: model x seed (references left out, as Table 1); trainings: run x cutoff; row passes: "
         "training rows seen (cutoff k trains on slices <= k, x epochs); enc passes: rows x encoders, once "
-        "each (the store); cells: checkpoints x usable slices. Hours: training and evaluation only "
-        "(no encoders, no references), as Table 1 (A100 GPU-hours)."
+        "each (the store); cells: checkpoints x usable slices. Hours: training and evaluation (no "
+        "references), as Table 1 (A100 GPU-hours); embed rows: the encoders' time, apart from the totals."
     )
+    notes += embed_notes(out)
     for device, d in out["devices"].items():
         notes.append(f"{device}: x{d['factor']:.3g}, {d['source']}")
     if out["benchmark"]:

@@ -11,13 +11,23 @@ from rich.console import JustifyMethod
 from rich.table import Table
 
 from drift.analysis.policy import dataset_policies, load_signal, report_labels
-from drift.cli.common import console, esc, fail, fmt
+from drift.cli.common import check_dataset, console, esc, fail, fmt
 from drift.core.errors import DriftError
 from drift.core.params import PolicyParams, TrainParams, load_params
+from drift.report.results import report_datasets
 
 
 def _cost(value: float, unit: str) -> str:
     return f"{value:,.1f}" if unit == "seconds" else f"{value:,.0f}"
+
+
+def policy_names(policies: list[dict]) -> list[str]:
+    """Each policy's name as printed: a threshold (shift, drop) at 3 significant digits, "shift 0.0291" for
+    "shift 0.029137"; the full names when rounding would print two policies alike."""
+    short = [
+        f"{p['policy']} {p['param']:.3g}" if isinstance(p["param"], float) else p["name"] for p in policies
+    ]
+    return short if len(set(short)) == len(short) else [p["name"] for p in policies]
 
 
 def policy_table(result: dict) -> Table:
@@ -37,11 +47,12 @@ def policy_table(result: dict) -> Table:
         table.add_column(column, justify=justify, no_wrap=True)
     models = list(result["models"].items())
     for n, (model, r) in enumerate(models):
+        names = policy_names(r["policies"])
         for i, p in enumerate(r["policies"]):
             mark = "★" if p["best"] else "•" if p["pareto"] else ""
             table.add_row(
                 esc(model) if i == 0 else "",
-                esc(p["name"]),
+                esc(names[i]),
                 mark,
                 fmt(p["mean"]),
                 fmt(p["worst"]),
@@ -85,6 +96,7 @@ def policy(
                 "--estimate is one model's estimated matrix: name the model too "
                 "(drift policy <dataset> <model> --estimate FILE)"
             )
+        check_dataset(dataset, root, report_datasets(root))
         labels = report_labels(root, dataset) if shift is not None or estimate is not None else []
         result = dataset_policies(
             dataset,

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from drift.cli.common import console, esc, fail, fmt, plain
+from drift.cli.common import check_dataset, console, esc, fail, fmt, plain
 from drift.core.errors import DriftError, close_matches
 from drift.core.paths import dataset_paths
 from drift.report.results import (
@@ -31,7 +31,10 @@ from drift.report.results import (
     diff_params,
     load_matrix,
     metrics_at,
+    not_rerun,
     params_at,
+    report_datasets,
+    report_locks_at,
 )
 
 LABELS = {"id": "ID", "future": "Future", "decay": "Decay"}
@@ -90,6 +93,7 @@ def terminal_heatmap(
         caption=None if with_numbers else f"columns: {esc(labels[0])} … {esc(labels[-1])}, left to right",
     )
     table.add_column("", justify="right", no_wrap=True)
+    table.add_column("", width=1)  # a space between the row labels and the cells (a sign would touch them)
     for label in labels:
         table.add_column(esc(label.center(width)) if with_numbers else "", no_wrap=True, width=width)
     for i in reversed(range(len(labels))):
@@ -102,7 +106,18 @@ def terminal_heatmap(
             bg, fg = color(v)
             text = number.format(v).center(width) if with_numbers else " " * width
             cells.append(Text(text, style=f"{'bold ' if i == j else ''}{fg} on {bg}"))
-        table.add_row(plain(labels[i] + " ", style="bold"), *cells)
+        table.add_row(plain(labels[i], style="bold"), "", *cells)
+    return table
+
+
+def class_table(classes: dict) -> Table:
+    """Each class's ID, Future and Decay (drift.report.labels.load_classes), the class named as the data has it."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    table.add_column(f"class ({esc(classes['metric'])})", no_wrap=True)
+    for s in STATS:
+        table.add_column(LABELS[s], justify="right", no_wrap=True)
+    for r in classes["classes"]:
+        table.add_row(plain(r["class"]), fmt(r["id"]), fmt(r["future"]), fmt(r["decay"]))
     return table
 
 
@@ -113,14 +128,23 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     root: Path = typer.Option(Path("."), "--root", help="the repository's root"),
 ):
-    """One drift matrix as a coloured terminal heatmap, with ID, Future and Decay under it."""
+    """One drift matrix as a coloured terminal heatmap, with ID, Future and Decay under it, and each class's."""
     try:
+        check_dataset(dataset, root, report_datasets(root))
         m = load_matrix(root, dataset, model, deviation)
+    except DriftError as e:
+        fail(e)
+    from drift.report.labels import load_classes  # lazy: matplotlib, kept out of `drift --help`
+
+    try:
+        classes = None if deviation else load_classes(dataset, model, root)
     except DriftError as e:
         fail(e)
     if as_json:
         out = {k: v for k, v in m.items() if k != "matrix"}
         out["matrix"] = [[None if not np.isfinite(v) else float(v) for v in row] for row in m["matrix"]]
+        if classes:  # each class's ID, Future and Decay, named as the data has it
+            out["classes"] = {k: classes[k] for k in ("metric", "higher_is_better", "classes")}
         print(json.dumps(out, indent=2))
         return
     direction = "higher is better" if m["higher_is_better"] else "lower is better"
@@ -160,6 +184,8 @@ def show(
             highlight=False,
             soft_wrap=True,
         )
+    if classes:
+        console.print(class_table(classes))
 
 
 def compare(
@@ -175,12 +201,13 @@ def compare(
         with repo:
             a, b = metrics_at(repo, rev_a), metrics_at(repo, rev_b)
             params = diff_params(params_at(repo, rev_a), params_at(repo, rev_b))
+            locks = report_locks_at(repo, rev_a), report_locks_at(repo, rev_b)
         if not a and not b:
             raise DriftError(f"no drift metrics (metrics/<dataset>/<model>.json) at {rev_a} or {rev_b}")
-        rows = diff_metrics(a, b)
+        rows = not_rerun(diff_metrics(a, b), *locks)
         if dataset is not None:
-            if dataset not in rows:
-                raise DriftError(f"unknown dataset {dataset!r}: {close_matches(dataset, rows)}")
+            if dataset not in rows:  # a dataset of either revision is valid, declared in the workspace or not
+                check_dataset(dataset, root, rows)
             rows = {dataset: rows[dataset]}
     except DriftError as e:
         fail(e)
@@ -343,13 +370,12 @@ def saliency(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ):
     """Mean gradient saliency maps of the image models (paper Figure 3) as a PNG grid: models × cutoffs."""
-    from drift.core.dataset_registry import DATASETS
     from drift.report.saliency import write_saliency
     from drift.store.slices import read_slice_manifest
 
     try:
-        if dataset not in DATASETS:
-            raise DriftError(f"unknown dataset {dataset!r}: {close_matches(dataset, DATASETS)}")
+        trained = dataset_paths("any")["models"].parent  # data/models/<dataset>/: its checkpoints
+        check_dataset(dataset, Path("."), [p.name for p in trained.glob("*") if p.is_dir()], "train")
         labels = read_slice_manifest(dataset_paths(dataset)["slices"]).labels()
         wanted = _split(cutoffs)
         cut = _slice_indices(labels, wanted) if wanted else None

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from drift.core.errors import DriftError
+
 # distributions (as pip names them) whose versions can change results; pylance is the `lance` module
 PACKAGES = (
     "torch",
@@ -42,6 +44,8 @@ LOCK_FILE = "requirements.lock"  # written by `make lock`, installed from by `ma
 # first imported, so drift is imported before numpy too. A value already in the environment wins
 # (ATEN_CPU_CAPABILITY=avx512 runs the native path). Any x86-64 CPU with AVX2 runs these. numpy's names are
 # those of numpy >= 2.4 (the lock); an older numpy warns (ImportWarning) and keeps its AVX-512 loops.
+# compute.cpu_path native (CPU_PATHS) leaves them all to the libraries, faster and machine-dependent: the stage
+# scripts and the CLI apply the setting (use_cpu_path) before numpy and torch load.
 CPU_CODE_PATH = {
     "ATEN_CPU_CAPABILITY": "avx2",  # torch's vectorised kernels: default | avx2 | avx512
     "ONEDNN_MAX_CPU_ISA": "AVX2",  # oneDNN (convolutions, linear layers on CPU)
@@ -56,11 +60,70 @@ CPU_CODE_PATH = {
 }
 
 
+CPU_PATHS = ("portable", "native")  # compute.cpu_path: CPU_CODE_PATH pinned, or what the libraries pick
+CPU_PATH_VARIABLE = "DRIFT_CPU_PATH"  # the path a process and the processes it starts run; unset: portable
+PINNED_VARIABLE = "DRIFT_PINNED"  # the CPU_CODE_PATH names drift set, not the user: native takes them back
+
+
+def cpu_path() -> str:
+    """The CPU path this process runs, one of CPU_PATHS: $DRIFT_CPU_PATH (use_cpu_path sets it), else portable."""
+    path = os.environ.get(CPU_PATH_VARIABLE) or "portable"
+    if path not in CPU_PATHS:
+        raise ValueError(
+            f"{CPU_PATH_VARIABLE}={path!r} must be one of {', '.join(CPU_PATHS)}: unset it and choose with "
+            "compute.cpu_path in params.yaml"
+        )
+    return path
+
+
 def pin_cpu_code_path() -> dict[str, str]:
-    """CPU_CODE_PATH into os.environ where not set already; returns the values in force (for Ray's workers)."""
+    """The CPU path in force (cpu_path) into os.environ. portable: each CPU_CODE_PATH variable not set already
+    (the user's value wins); native: those drift set (here or in a parent process: $DRIFT_PINNED) taken back, the
+    user's left. Returns the variables in force, the path's own among them (for Ray's workers)."""
+    path = cpu_path()
+    pinned = {name for name in os.environ.get(PINNED_VARIABLE, "").split(",") if name in CPU_CODE_PATH}
     for name, value in CPU_CODE_PATH.items():
-        os.environ.setdefault(name, value)
-    return {name: os.environ[name] for name in CPU_CODE_PATH}
+        if path == "portable" and name not in os.environ:
+            os.environ[name] = value
+            pinned.add(name)
+        elif path == "native" and name in pinned:
+            if os.environ.get(name) == value:
+                del os.environ[name]
+            pinned.discard(name)
+    if pinned:
+        os.environ[PINNED_VARIABLE] = ",".join(sorted(pinned))
+    else:
+        os.environ.pop(PINNED_VARIABLE, None)
+    names = (PINNED_VARIABLE, *CPU_CODE_PATH)
+    return {CPU_PATH_VARIABLE: path, **{name: os.environ[name] for name in names if name in os.environ}}
+
+
+def use_cpu_path(path: str) -> None:
+    """Run this process, and those it starts, on `path` (one of CPU_PATHS) from now: what the stage scripts and
+    the `drift` command do first, with configured_cpu_path(). numpy and torch read the variables once, when they
+    load: switching paths after either has loaded is an error."""
+    if path not in CPU_PATHS:
+        raise ValueError(f"compute.cpu_path {path!r} must be one of {', '.join(CPU_PATHS)}")
+    if path != cpu_path() and {"numpy", "torch"} & sys.modules.keys():
+        raise RuntimeError(
+            f"compute.cpu_path {path}: numpy or torch is loaded already on the {cpu_path()} path; choose the path "
+            "before importing them (use_cpu_path first, as stages/*.py do)"
+        )
+    os.environ[CPU_PATH_VARIABLE] = path
+    pin_cpu_code_path()
+
+
+def configured_cpu_path(params: Path | str = "params.yaml") -> str:
+    """params.yaml's compute.cpu_path, read with PyYAML alone (before numpy and torch load). portable when the
+    file, the section or the key is missing or unreadable, or the value is none of CPU_PATHS: load_params then
+    stops the stage or command with its one-line error, before any compute."""
+    import yaml
+
+    try:
+        path = yaml.safe_load(Path(params).read_text())["compute"]["cpu_path"]
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError):
+        return "portable"
+    return path if isinstance(path, str) and path in CPU_PATHS else "portable"
 
 
 def deterministic(threads: int) -> None:
@@ -117,17 +180,56 @@ def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def library_versions(modules) -> dict[str, str | None]:
+# The libraries whose versions each cache key records: those whose code computes the numbers the key caches
+# (docs/decisions.md "Cache keys record the libraries that compute"). A CLI, a progress bar, a downloader, a
+# reader of bytes or the CUDA wheels torch pins exactly change no number: upgrading them keeps every key.
+KEY_LIBRARIES = {
+    # an embedding table (drift.encoders.fingerprint)
+    "encoder": (
+        "torch",  # the forward pass
+        "torchvision",  # its networks and weights (embed.image_source torchvision)
+        "timm",  # the vision networks, their heads' pooling, their pixel statistics
+        "transformers",  # the text networks
+        "tokenizers",  # what a text becomes (transformers' fast tokenizers)
+        "sentence-transformers",  # a sentence-transformers model's modules
+        "safetensors",  # reads the weights
+        "numpy",  # what the vectors are handed back as
+        "pillow",  # images, where an encoder decodes or resizes them
+        "opencv-python",
+        "opencv-python-headless",
+        "onnxruntime",  # an encoder backend's runtime
+        "onnxruntime-gpu",
+        "openvino",
+        "openvino-tokenizers",
+        "optimum",
+        "optimum-onnx",
+        "optimum-intel",
+    ),
+    # a checkpoint (the train stage): the heads (torch), the reference models (scikit-learn on scipy's sparse
+    # counts), the targets' and pixels' statistics (numpy)
+    "checkpoint": ("torch", "numpy", "scikit-learn", "scipy"),
+    # a cell (evaluate): the same predictions, and the metrics (numpy)
+    "cell": ("torch", "numpy", "scikit-learn", "scipy"),
+}
+
+
+def library_versions(modules, key: str | None = None) -> dict[str, str | None]:
     """{distribution: version} of the installed distributions that provide these top-level modules, and of
     those they require (one level, no extras: transformers brings tokenizers and safetensors). A module that no
-    distribution provides is left out; a required distribution that is not installed is None."""
+    distribution provides is left out; a required distribution that is not installed is None. `key` (a name of
+    KEY_LIBRARIES) keeps only the libraries that compute that cache key's numbers; None keeps them all."""
+    keep = None
+    if key is not None:
+        if key not in KEY_LIBRARIES:
+            raise DriftError(f"no cache key {key!r}: name one of {', '.join(KEY_LIBRARIES)}")
+        keep = set(KEY_LIBRARIES[key])
     found: dict[str, str | None] = {}
     for module in sorted(modules):
         for distribution in _module_distributions().get(module, []):
             found[_canonical(distribution)] = package_version(distribution)
             for required in _requirements(distribution):
                 found.setdefault(_canonical(required), package_version(required))
-    return dict(sorted(found.items()))
+    return {name: version for name, version in sorted(found.items()) if keep is None or name in keep}
 
 
 def repository_root(start: Path | str | None = None) -> Path | None:
@@ -167,8 +269,10 @@ def _torch_runtime() -> dict:
 
 def environment(root: Path | str | None = None) -> dict:
     """{python, packages: {distribution: version or None}, platform: {machine, system}, torch_threads,
-    cpu_capability (torch's code path in force), cuda, cuda_device, lock_sha256}. `root` is the repository whose lock file is hashed (default: found from the
-    working directory); lock_sha256 is None when there is no lock file."""
+    cpu_capability (torch's code path in force), cuda, cuda_device, lock_sha256}, and cpu_path "native" when that
+    path ran (compute.cpu_path; absent on the portable one, so a default record is unchanged). `root` is the
+    repository whose lock file is hashed (default: found from the working directory); lock_sha256 is None when
+    there is no lock file."""
     root = Path(root) if root is not None else repository_root()
     lock = root / LOCK_FILE if root is not None else None
     return {
@@ -177,6 +281,7 @@ def environment(root: Path | str | None = None) -> dict:
         "platform": {"machine": platform.machine(), "system": platform.system()},
         **_torch_runtime(),
         "lock_sha256": file_sha256(lock) if lock is not None and lock.is_file() else None,
+        **({"cpu_path": "native"} if cpu_path() == "native" else {}),
     }
 
 

@@ -36,6 +36,7 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 
 from drift.core.dataset_registry import CORPUS_INPUTS, DATASETS, EMBEDDED, dataset_info
 from drift.core.encoder_registry import DECLARED, DTYPES, ENCODERS, POOLINGS, declare_encoders
+from drift.core.environment import CPU_PATHS
 from drift.core.errors import DriftError, check_name, close_matches
 from drift.core.model_registry import declare_models, declare_probes
 from drift.core.paths import path_collision
@@ -193,6 +194,32 @@ def _lr(value):
         ) from None
 
 
+FITTED_REFERENCES = ("baseline-linear", "baseline-tfidf")  # the references with a C (train.reference_C)
+REFERENCE_C_HINT = "cv, or a mapping reference -> cv | C, e.g. {baseline-linear: 0.01, baseline-tfidf: 1.0}"
+
+
+def _reference_C(value):
+    """train.reference_C: cv for both fitted references, or {reference: cv | C > 0} (one left out: cv); always
+    returned as the full mapping."""
+    if value == "cv":
+        return dict.fromkeys(FITTED_REFERENCES, "cv")
+    if not isinstance(value, dict):
+        raise _error(f"must be {REFERENCE_C_HINT}", got=repr(value))
+    for name in value:
+        if name not in FITTED_REFERENCES:
+            raise _error(f"names no reference with a C: use {', '.join(FITTED_REFERENCES)}", sub=str(name))
+    chosen = {}
+    for name in FITTED_REFERENCES:
+        C = value.get(name, "cv")
+        try:
+            chosen[name] = C if C == "cv" else float(_number(C))
+        except (PydanticCustomError, TypeError, ValueError):
+            chosen[name] = math.nan
+        if not (chosen[name] == "cv" or chosen[name] > 0):  # also NaN
+            raise _error("must be cv or a number C > 0, e.g. 0.01", sub=name, got=repr(C))
+    return chosen
+
+
 def _distinct(values):
     """A list whose items differ: `seeds: [0, 0]` would train one seed twice and report it once."""
     seen = set()
@@ -234,6 +261,7 @@ Label = Annotated[str, BeforeValidator(_label)]
 SliceLabel = Annotated[str, BeforeValidator(_slice_label)]
 Edge = Annotated[Any, PlainValidator(_edge)]
 LearningRate = Annotated[float | dict[str, float], PlainValidator(_lr)]
+ReferenceC = Annotated[dict[str, float | str], PlainValidator(_reference_C)]
 Sha256 = Annotated[str | dict[str, str] | None, PlainValidator(_sha256)]
 Names = Annotated[list[str], BeforeValidator(_one_or_many)]
 Encoder = Annotated[str, AfterValidator(_encoder)]
@@ -383,6 +411,9 @@ class SplitParams(Section):
         return self
 
 
+BACKENDS = ("torch", "onnx", "openvino")  # embed.backend: the text encoders' runtime
+
+
 class EmbedParams(Section):
     SECTION: ClassVar[str] = "embed"
     text_encoder: Encoder = "minilm-l6"  # token states feed the text heads; the pooled vector feeds its probe
@@ -403,6 +434,11 @@ class EmbedParams(Section):
     cache_dir: str | None = None  # null: $DRIFT_CACHE_DIR or ~/.cache/drift
     device: str | None = None  # null: cuda when available, else cpu
     chunk_rows: RowCount = 512  # rows per commit to the embedding store: the most a killed run can lose
+    # the text encoders' runtime: torch, or ONNX Runtime / OpenVINO on the CPU (drift/encoders/backends.py, the
+    # `backends` extra), exported once per encoder into <cache_dir>/exports; the vision encoders run in torch
+    backend: Annotated[str, choice(*BACKENDS)] = "torch"
+    # int8: the backend's model with int8 weights, activations quantised at run time (onnx, openvino only)
+    quantize: Annotated[str, choice("int8")] | None = None
 
     # a sentence-transformers checkpoint's Normalize module applied to its pooled vector (true), or the bare
     # model's pooled vector as it is (false: the authors' masked mean)
@@ -463,6 +499,16 @@ class EmbedParams(Section):
                     f"embed.max_length is {self.max_length}, above the {spec.positions} positions of "
                     f"encoder {name}: set it to at most {spec.positions}",
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _quantize(self):
+        if self.quantize is not None and self.backend == "torch":
+            raise PydanticCustomError(
+                "drift_plain",
+                f"embed.quantize {self.quantize} needs embed.backend onnx or openvino (torch runs float32): "
+                "set one of them, or embed.quantize to null",
+            )
         return self
 
 
@@ -526,6 +572,10 @@ class TrainParams(Section):
     # the order of a cutoff's training rows before each epoch's shuffle: time (slice, time, id), or split (the
     # split's own order of each slice's rows, stably re-sorted by time: the authors')
     row_order: Annotated[str, choice("time", "split")] = Field("time", json_schema_extra=CHECKPOINT)
+    # the C (inverse L2 strength; ridge: alpha = 1 / C) of baseline-linear and baseline-tfidf: cv, chosen per cutoff
+    # by stratified 5-fold CV on its training rows (drift/models/reference.py C_GRID), or a fixed number per reference
+    # ({baseline-linear: 0.01, baseline-tfidf: 1.0}: the paper presets, the values before cv)
+    reference_C: ReferenceC = Field(default_factory=lambda: _reference_C("cv"), json_schema_extra=CHECKPOINT)
     # references in every matrix; baseline-tfidf reads raw text, so an image dataset's roster leaves it out
     baselines: list[str] = Field(
         ["baseline-prior", "baseline-linear", "baseline-tfidf"], json_schema_extra=ROSTER
@@ -584,6 +634,8 @@ class ModelTraining(BaseModel):
     slice_seed: Literal["offset", "hash"]
     modules: Literal["ours", "authors"]
     row_order: Literal["time", "split"]
+    # train.reference_C on a reference (family Reference), None on every other model
+    reference_C: dict[str, float | str] | None
 
 
 def model_training(
@@ -619,6 +671,7 @@ def model_training(
         slice_seed=train.slice_seed,
         modules=train.modules,
         row_order=train.row_order,
+        reference_C=dict(train.reference_C) if family == "Reference" else None,
     )
 
 
@@ -626,7 +679,8 @@ EXECUTORS = ("local", "ray")  # compute.executor
 
 
 class ComputeParams(Section):
-    """Where train, evaluate and embed run their heavy part (drift/core/executor.py): the same results either way."""
+    """Where train, evaluate and embed run their heavy part (drift/core/executor.py): the same results either way;
+    and on which CPU code path (cpu_path), which may change them."""
 
     SECTION: ClassVar[str] = "compute"
     executor: Annotated[str, choice(*EXECUTORS)] = "local"  # local: in the stage's process; ray: Ray tasks
@@ -640,6 +694,9 @@ class ComputeParams(Section):
         0.0  # GPUs each holds (fractional: 0.25 packs four on a GPU)
     )
     embed_actors: ThreadCount = 1  # encoders loaded at once by the embed stage, each fed chunks of rows
+    # portable: the same bits on every x86-64 CPU with AVX2; native: the BLAS / ATen / numpy code paths the
+    # machine's libraries pick, faster, recorded in every key and metric (drift/core/environment.py)
+    cpu_path: Annotated[str, choice(*CPU_PATHS)] = "portable"
 
 
 class SaliencyGrid(Section):
@@ -803,12 +860,16 @@ class _Params(Section):
     models: dict[str, dict[str, Any]] = {}
     # the sections of the datasets configured as tables (configured_tables), as written; not a params.yaml key
     tables: dict[str, dict[str, Any]] = {}
+    # dataset -> the train / embed settings its own section overrides (OVERRIDABLE); not a params.yaml key
+    overrides: dict[str, dict[str, Any]] = {}
 
     @classmethod
     def _valid_keys(cls, data: dict) -> list[str]:
         datasets = data["datasets"] if isinstance(data.get("datasets"), dict) else {}
         # a section for every name of `datasets`: a table's, or one _earlier_forms names the fix of
-        return [k for k in cls.keys() if k != "tables"] + [n for n in datasets if n not in DATASETS]
+        return [k for k in cls.keys() if k not in ("tables", "overrides")] + [
+            n for n in datasets if n not in DATASETS
+        ]
 
     @classmethod
     def _before(cls, data: dict) -> dict:
@@ -943,9 +1004,50 @@ def plain(data: Any) -> Any:
     return data
 
 
-def _document(data: dict) -> Params:
-    data = plain(data)
-    return parse(Params, data, context={"tables": configured_tables(data)})
+# the sections a dataset's own section may override for that dataset alone (`fastapi: {train: {epochs: 20}}`)
+OVERRIDABLE = ("train", "embed")
+
+
+def _merged(base: Any, override: Any) -> Any:
+    """`override` laid over `base`: mappings merge key by key, anything else is replaced."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        return {**base, **{k: _merged(base.get(k), v) for k, v in override.items()}}
+    return override
+
+
+def _split_overrides(data: dict) -> tuple[dict, dict[str, dict]]:
+    """The document without the `train:` / `embed:` keys of its datasets' sections, and those keys per dataset."""
+    overrides: dict[str, dict] = {}
+    datasets = data.get("datasets")
+    for name in datasets if isinstance(datasets, dict) else {}:
+        section = data.get(name)
+        if isinstance(section, dict) and any(key in section for key in OVERRIDABLE):
+            overrides[name] = {key: section[key] for key in OVERRIDABLE if key in section}
+            data = {**data, name: {k: v for k, v in section.items() if k not in OVERRIDABLE}}
+    return data, overrides
+
+
+def _document(data: dict, dataset: str | None = None) -> Params:
+    """The document typed; with `dataset`, its `train` and `embed` as that dataset's section overrides them. Every
+    dataset's overrides are checked either way (one line naming the dataset)."""
+    data, overrides = _split_overrides(plain(data))
+    context = {"tables": configured_tables(data)}
+    params = parse(Params, data, context=context)
+    for name, override in overrides.items():
+        for key, value in override.items():
+            if not isinstance(value, dict):
+                raise DriftError(
+                    f"{name}.{key} must be a mapping of {key} settings for {name}, got {value!r}"
+                )
+        merged = {**data, **{key: _merged(data.get(key) or {}, value) for key, value in override.items()}}
+        try:
+            typed = parse(Params, merged, context=context)
+        except DriftError as e:
+            raise DriftError(f"in {name}.{'/'.join(override)}, {name}'s own settings: {e}") from None
+        if name == dataset:
+            params = typed
+    params.overrides = overrides
+    return params
 
 
 # ---------------------------------------------------------------- reading params.yaml
@@ -980,17 +1082,18 @@ class _UniqueKeys(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def load_params(source: str | Path | dict = "params.yaml") -> Params:
+def load_params(source: str | Path | dict = "params.yaml", dataset: str | None = None) -> Params:
     """params.yaml typed and checked: the one way the stages, the CLI, plan and rehearse read the configuration.
     `source` is the file's path or a document already read (a preset merged in memory, an edit about to be
-    written). An unknown key or a wrong type is a one-line DriftError here, before any compute; the dataset
-    sections stay as written until drift.data.datasets.dataset_cfg types one (check_datasets types them all)."""
+    written). With `dataset`, `train` and `embed` are that dataset's: the global sections with its section's own
+    `train:` / `embed:` laid over them. An unknown key or a wrong type is a one-line DriftError here, before any
+    compute; the dataset sections stay as written until drift.data.datasets.dataset_cfg types one."""
     if isinstance(source, dict):
-        return _document(source)
+        return _document(source, dataset)
     path = Path(source)
     if not path.exists():
         raise DriftError(f"no {path} here: run from the repository root (where dvc.yaml is)")
-    return _document(read_yaml(path) or {})
+    return _document(read_yaml(path) or {}, dataset)
 
 
 def read_yaml(path: str | Path, text: str | None = None):

@@ -42,6 +42,7 @@ PATHS = {
     "tables": "tables/{name}.json",
     "tables_md": "tables/{name}.md",
     "policies": "plots/policies/{name}.json",  # retraining policies replayed from the matrices (drift/analysis/policy.py)
+    "losses": "plots/losses/{name}.json",  # each training's mean loss per epoch, from the checkpoints (drift/report/training.py)
     "report_html": "reports/{name}.html",  # the whole report as one self-contained page (drift/report/html.py)
     # report, drift without labels (drift/analysis/shift.py write_shift): plots in long format, then what is not a plot
     # (the summary with the decay correlations, the most novel rows) beside the tables

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import queue
+import sys
 import threading
 import time
 from pathlib import Path
@@ -29,6 +30,7 @@ from drift.core.progress import progress
 from drift.data.records import table_images
 from drift.store.embeddings import EmbeddingStore, StoreManifest, find_table
 from drift.store.features import seed_store
+from drift.store.location import cache_dir, local_cache_dir
 from drift.store.slices import read_slice_table
 
 CHUNK_ROWS = EmbedParams.model_fields["chunk_rows"].default  # rows per commit: the most a killed run can lose
@@ -40,7 +42,8 @@ def encoder_kwargs(name: str, cfg: EmbedParams) -> dict:
     the encoder's own, and a declared encoder pools as its declaration says; vision encoders pool as their timm head
     does, or as embed.image_pooling says, read
     pixels as embed.image_input says, come from the library embed.image_source names and resample their position
-    table as embed.image_pos_embed says)."""
+    table as embed.image_pos_embed says). A text encoder gets embed.backend, embed.quantize and its export folder
+    only when the backend is not torch."""
     kwargs = {
         "batch_size": cfg.batch_size,
         "dtype": cfg.dtype,
@@ -56,6 +59,8 @@ def encoder_kwargs(name: str, cfg: EmbedParams) -> dict:
             kwargs["pooling"] = cfg.pooling
         if not cfg.normalize:
             kwargs["normalize"] = False
+        if cfg.backend != "torch":  # left out by default: a default run's text encoders are built as before
+            kwargs.update(backend=cfg.backend, quantize=cfg.quantize, export_dir=exports_dir(cfg))
     else:  # the defaults are left out, so a default run's encoders are built as before
         if cfg.image_input != "normalised":
             kwargs["image_input"] = cfg.image_input
@@ -79,7 +84,25 @@ def text_encoder(cfg: EmbedParams):
     kwargs = encoder_kwargs(cfg.text_encoder, cfg)
     if "max_length" not in kwargs:  # a vision encoder named here: TextEncoder says so in one line
         kwargs["max_length"] = cfg.max_length
+    if "backend" in kwargs:
+        return runtime_encoder(cfg.text_encoder, kwargs)
     return TextEncoder(cfg.text_encoder, **kwargs)
+
+
+def runtime_encoder(name: str, kwargs: dict):
+    """A text encoder on embed.backend's runtime (drift/encoders/backends.py): ONNX Runtime or OpenVINO."""
+    from drift.encoders.backends import (
+        RuntimeTextEncoder,  # lazy: the runtimes, only when embed.backend names one
+    )
+
+    return RuntimeTextEncoder(name, **kwargs)
+
+
+def exports_dir(cfg: EmbedParams) -> Path:
+    """Where the text encoders' exported models are built and kept: <cache_dir>/exports beside the store, or this
+    machine's cache when the store is on object storage (a runtime loads local files)."""
+    where = cache_dir(cfg)
+    return (where if isinstance(where, Path) else local_cache_dir()) / "exports"
 
 
 def embed_encoder(name: str, cfg: EmbedParams):
@@ -88,7 +111,8 @@ def embed_encoder(name: str, cfg: EmbedParams):
         make_encoder,  # lazy: torch, only when rows are missing from the store
     )
 
-    return make_encoder(name, **encoder_kwargs(name, cfg))
+    kwargs = encoder_kwargs(name, cfg)
+    return runtime_encoder(name, kwargs) if "backend" in kwargs else make_encoder(name, **kwargs)
 
 
 class EmbedRun(Artefact):
@@ -200,6 +224,8 @@ def embed_dataset(
     todo = store.missing(keys)
     texts = table.column("text").take(pc.index_in(pa.array(todo, pa.string()), value_set=keys)).to_pylist()
     label = f"embed {Path(slice_path).stem} with {encoder.spec.name}"
+    if line := neighbour_line(encoder, store, todo, label):
+        print(line, file=sys.stderr)
     if compute.executor == "ray" and todo:
         computed, tokens = compute_on_ray(encoder, store, todo, texts, cfg, compute, label)
     else:
@@ -222,6 +248,25 @@ def embed_dataset(
         **executor_metrics(compute, todo),
     )
     return manifest, metrics
+
+
+def neighbour_line(encoder, store: EmbeddingStore, todo: list[str], label: str) -> str | None:
+    """One progress line when the encoder's table is new (or empty) and the nearest table under another key of
+    the same encoder (its hub_id or weights; drift.store.neighbours) holds some of the rows about to be
+    computed: how many, and the fields that differ. None otherwise; a table that holds rows costs nothing more."""
+    if not todo or len(store.keys()):
+        return None
+    from drift.store.neighbours import changes_text, nearest_table, rows_held  # lazy: only for a new table
+
+    near = nearest_table(store.path.parent, store_fields(encoder, store.pooled_dtype), skip=store.path.name)
+    if near is None or {"hub_id", "weights_sha256"} <= {c["field"] for c in near["changes"]}:
+        return None  # no table, or only other encoders' tables
+    if not (held := rows_held(near["path"], todo)):
+        return None
+    return (
+        f"{label}: a table under another key holds {held:,} of these {len(todo):,} rows "
+        f"({changes_text(near['changes'], most=4)}): computing anew"
+    )
 
 
 def executor_metrics(compute: ComputeParams, todo) -> dict:
@@ -253,6 +298,8 @@ def embed_pooled(
     todo = store.missing(keys)
     rows = table.take(pc.index_in(pa.array(todo, pa.string()), value_set=keys))
     label = f"embed {Path(slice_path).stem} with {encoder.spec.name}"
+    if line := neighbour_line(encoder, store, todo, label):
+        print(line, file=sys.stderr)
     if compute.executor == "ray" and todo:
         parts = [rows.slice(start, chunk_rows) for start in range(0, len(todo), chunk_rows)]
         chunks = [(part.column("key").to_pylist(), payload_of(part, payload)) for part in parts]

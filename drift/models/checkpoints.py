@@ -7,12 +7,17 @@ Two wrappers hold per-cutoff statistics in the checkpoint: regression heads are 
 train on targets standardised per cutoff and map their outputs back to the rating scale), image models in
 `PixelStandardised` (pixels standardised per channel). Each says why, with the measurement. `PixelScaled`
 holds no statistic: it gives an image model the stored 0-255 values (the authors' scale).
+
+A trained checkpoint also keeps its training's curve, the mean training loss of each epoch (`epoch_losses`), in
+its state dict's metadata: it travels with the file's bytes, through the checkpoint cache too.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import torch
@@ -132,13 +137,17 @@ def build_model(
     standardise_pixels: bool = True,
     pixel_scale: str = "unit",
     modules: str = "ours",
+    reference_C: dict | None = None,
 ) -> nn.Module:
     """The module a checkpoint of `name` holds for this task (untrained); `dropout` changes no parameter, so a
     checkpoint loads into the model built with any p; the wrappers as train.standardise_targets,
     train.standardise_pixels (both on by default; off in the paper presets, as the authors' runs) and
-    train.pixel_scale (raw: PixelScaled outside PixelStandardised) say; `modules` as create_model's."""
+    train.pixel_scale (raw: PixelScaled outside PixelStandardised) say; `modules` as create_model's;
+    `reference_C` (train.reference_C, {reference: cv | C}) the C a reference it names fits with (else its own)."""
     model = create_model(name, spec, n_outputs, dropout, modules)
     if getattr(model, "closed_form", False):  # the references standardise in their own closed form
+        if reference_C and model.name in reference_C:  # a reference with a C (reference.py use_C)
+            cast(Callable[[float | str], nn.Module], model.use_C)(reference_C[model.name])
         return model
     if spec.kind == "pixels" and standardise_pixels:
         model = PixelStandardised(model, spec.shape[0])
@@ -166,6 +175,31 @@ def _wrappers(state: dict) -> tuple[bool, bool, str]:
     return targets, wraps(prefix + "inner." if raw else prefix, ("mean", "std")), "raw" if raw else "unit"
 
 
+def chosen_C(path: Path) -> float | list | None:
+    """The C a reference's checkpoint was fitted with (drift/models/reference.py `chosen_C`: a number, one per label
+    for multilabel, None where nothing was fitted), from its state dict's metadata; None for any other checkpoint."""
+    state = torch.load(path, weights_only=True)
+    return getattr(state, "_metadata", {}).get("", {}).get("chosen_C")
+
+
+# a trained model's attribute (keep_losses) and its checkpoint's metadata key: the mean training loss of each epoch
+EPOCH_LOSSES = "epoch_losses"
+
+
+def keep_losses(model: nn.Module, losses: list[float]) -> nn.Module:
+    """`model` carrying its training's curve (the mean loss of each epoch, in order), which save_checkpoint keeps."""
+    vars(model)[EPOCH_LOSSES] = [float(x) for x in losses]  # a plain attribute, as nn.Module keeps a list
+    return model
+
+
+def epoch_losses(path: Path) -> list[float] | None:
+    """The mean training loss of each epoch of the checkpoint at `path`, from its state dict's metadata; None for
+    one that has none (a reference's closed-form fit, or a checkpoint saved before curves were kept)."""
+    state = torch.load(path, weights_only=True, mmap=True)  # mmap: the tensors are not read
+    losses = getattr(state, "_metadata", {}).get("", {}).get(EPOCH_LOSSES)
+    return None if losses is None else [float(x) for x in losses]
+
+
 def checkpoint_path(models_dir: Path, model: str, seed: int, cutoff: int) -> Path:
     return Path(models_dir) / model / f"seed{seed}" / f"cutoff{cutoff:03d}.pt"
 
@@ -178,13 +212,25 @@ def list_checkpoints(models_dir: Path, model: str) -> dict[int, dict[int, Path]]
     return found
 
 
+def loss_curves(models_dir: Path, model: str) -> dict[int, dict[int, list[float]]]:
+    """{seed: {cutoff: its mean training loss of each epoch}} of a model's checkpoints that keep one (epoch_losses)."""
+    return {
+        seed: {k: curve for k, path in cutoffs.items() if (curve := epoch_losses(path)) is not None}
+        for seed, cutoffs in list_checkpoints(models_dir, model).items()
+    }
+
+
 def save_checkpoint(model: nn.Module, path: Path) -> None:
-    """Written whole or not at all: a full disk or a kill leaves no half checkpoint at `path` or beside it."""
+    """Written whole or not at all: a full disk or a kill leaves no half checkpoint at `path` or beside it. The
+    curve the model carries (keep_losses) goes into the state dict's metadata (epoch_losses reads it)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     # the same file name in a folder of its own: torch.save names the archive's records after the file
     tmp = path.parent / f".tmp-{os.getpid()}" / path.name
     tmp.parent.mkdir(exist_ok=True)
     state = model.state_dict()
+    # the root module's metadata: load_state_dict ignores a key it does not read
+    if EPOCH_LOSSES in vars(model):
+        state._metadata[""][EPOCH_LOSSES] = vars(model)[EPOCH_LOSSES]  # type: ignore[attr-defined]
     try:
         torch.save(state, tmp)
         tmp.replace(path)

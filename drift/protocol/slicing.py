@@ -12,6 +12,7 @@ A slice spec (the `slices:` key of a dataset's params) is one of
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import hashlib
 
@@ -95,6 +96,39 @@ def assign_slices(times: np.ndarray, edges: list[dt.datetime]) -> np.ndarray:
     index = np.searchsorted(edge_values, t, side="right") - 1
     index[(t < edge_values[0]) | (t >= edge_values[-1])] = -1
     return index.astype(np.int32)
+
+
+def partial_slices(
+    edges: list[dt.datetime], labels: list[str], start: dt.datetime, end: dt.datetime, whole: float = 0.9
+) -> list[dict]:
+    """The first and the last slice of data spanning [start, end) where the data covers less than `whole` of
+    the slice's time (a yearly slice holding only December): [{"which": "first" | "last" | "only", "label",
+    "from", "to" (the covered span, `to` exclusive), "days" (covered), "of_days" (the slice's)}], in time order;
+    empty when both are (nearly) whole. Time outside the edges belongs to no slice and is left out. A note for
+    people: no slicing result depends on it."""
+    lo, hi = max(start, edges[0]), min(end, edges[-1])
+    if hi <= lo:
+        return []
+    first = bisect.bisect_right(edges, lo) - 1  # edges[first] <= lo < edges[first + 1]
+    last = bisect.bisect_left(edges, hi) - 1  # edges[last] < hi <= edges[last + 1]
+    ends = [("only", first)] if first == last else [("first", first), ("last", last)]
+    out = []
+    for which, k in ends:
+        covered_from, covered_to = max(lo, edges[k]), min(hi, edges[k + 1])
+        days = (covered_to - covered_from).total_seconds() / 86400
+        of_days = (edges[k + 1] - edges[k]).total_seconds() / 86400
+        if days < whole * of_days:
+            out.append(
+                {
+                    "which": which,
+                    "label": labels[k],
+                    "from": covered_from,
+                    "to": covered_to,
+                    "days": days,
+                    "of_days": of_days,
+                }
+            )
+    return out
 
 
 def _row_order(ids, seed: int) -> np.ndarray:

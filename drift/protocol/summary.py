@@ -6,7 +6,9 @@ mean_{j>i} M_ij (eq. 7), Decay(M) = ID - Future, or Future - ID when lower is be
 always a loss (eq. 8). Seeds are averaged cell by cell first (`mean_over_seeds`). Rankings (Tables 5, 13, 21)
 order by Decay, smallest first (`by="future"` or `"id"`: that score, the better first). Reference models
 (family "Reference", baseline-*) come after the ranked models without a rank and stay out of the cohort mean,
-the deviations and the family averages; every other model carries its margin over them (`reference_margins`)."""
+the deviations and the family averages; every other model carries its margin over them (`reference_margins`).
+A model's training curves (its mean loss per epoch) say whether its loss was still falling at the end
+(`still_falling`)."""
 
 import numpy as np
 
@@ -160,6 +162,64 @@ def below_prior_message(
     return (
         f"warning: {model} does not beat {REFERENCES['prior']} in distribution on {dataset} "
         f"(ID {model_id:.3f} vs prior {prior_id:.3f}, {metric}, {direction})"
+    )
+
+
+# what the mark on a model below baseline-linear means (`drift summary`'s footnote, the HTML report's note)
+BELOW_LINEAR_NOTE = f"ID below {REFERENCES['linear']}: a small Decay partly means little was learned"
+
+
+def below_linear_message(
+    dataset: str, model: str, model_id: float, linear_id: float, metric: str, higher_is_better: bool
+) -> str:
+    """The one line that says a model learned less in distribution than the closed-form reference on its features."""
+    direction = "higher is better" if higher_is_better else "lower is better"
+    return (
+        f"warning: {model} is below {REFERENCES['linear']} in distribution on {dataset} "
+        f"(ID {model_id:.3f} vs linear {linear_id:.3f}, {metric}, {direction})"
+    )
+
+
+# -----------------------------------------------------------------------------
+# training curves: the mean training loss of each epoch, one curve per cutoff and seed of a model
+
+# the last epoch's drop, as a share of the first epoch's loss, above which a loss is still clearly falling
+# (docs/decisions.md, "Training shown to be enough")
+STILL_FALLING = 0.01
+
+
+def last_epoch_drop(curves: list[list[float]]) -> float | None:
+    """The last epoch's drop of the loss as a share of the first epoch's, (L[-2] - L[-1]) / L[0], averaged over
+    `curves` (each the mean loss of every epoch of one training); None when no curve has two epochs (and a
+    positive first loss)."""
+    drops = [(c[-2] - c[-1]) / c[0] for c in curves if len(c) >= 2 and c[0] > 0]
+    return float(np.mean(drops)) if drops else None
+
+
+def still_falling(curves: list[list[float]]) -> bool:
+    """Whether the curves do not show the loss had stopped falling: their last epoch's drop (last_epoch_drop) is
+    above STILL_FALLING, or they have one epoch each, which cannot show it. False without curves (a reference)."""
+    curves = [c for c in curves if c]
+    if not curves:
+        return False
+    drop = last_epoch_drop(curves)
+    return drop is None or drop > STILL_FALLING
+
+
+def still_falling_message(dataset: str, model: str, curves: list[list[float]]) -> str:
+    """The one line that says a model's training loss was still falling at its last epoch (still_falling)."""
+    curves = [c for c in curves if c]
+    epochs = max(len(c) for c in curves)
+    drop = last_epoch_drop(curves)
+    if drop is None:
+        return (
+            f"warning: {model} trained {epochs} epoch on {dataset}: one epoch cannot show its loss had stopped "
+            f"falling (raise train.epochs)"
+        )
+    return (
+        f"warning: {model}'s training loss on {dataset} was still falling at its last epoch ({epochs}): down "
+        f"{drop:.1%} of the first epoch's loss in that epoch (mean of {len(curves)} trainings), not converged; "
+        f"more epochs (train.epochs) may learn more"
     )
 
 

@@ -4,10 +4,12 @@ Built from what the report stage wrote (metrics/<ds>/, plots/<ds>/, plots/polici
 so it reads the same committed files as `drift show` and `dvc plots`. It opens offline and alone: every figure
 is an inline data URI, the CSS is inline, there is no script, and a Content-Security-Policy forbids the page
 any request that is not a data URI, so a figure that would come from elsewhere shows as missing rather than
-leaking a request. Sections: the summary table with the references, every drift matrix and its deviation, the
-cohort mean, the forgetting curves, the families, saliency (image datasets), the retraining policies, the
-label-free shift and estimates when a report has them, our run beside the paper's for Yearbook, Amazon and arXiv
-(drift/report/published.py); any other figure of plots/<ds>/ goes under "Other figures".
+leaking a request. Sections: the summary table with the references, the labels over time (each class's share
+per slice), every drift matrix and its deviation, the per-class scores and a confusion matrix
+(drift/report/labels.py), the cohort mean, the forgetting curves, the families, saliency (image datasets), the
+retraining policies, the label-free shift and estimates and the shift analysis' most novel rows when a report
+has them, our run beside the paper's for Yearbook, Amazon and arXiv (drift/report/published.py); any other
+figure of plots/<ds>/ goes under "Other figures". Class names are the slice manifest's where it is there.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 
 from drift.core.errors import DriftError
 from drift.core.paths import dataset_paths
+from drift.report.labels import load_classes, load_label_shares
 from drift.report.published import (
     compare,
     compare_run,
@@ -58,6 +61,8 @@ figcaption { font-size: 12px; color: #555; margin-top: .2rem; }
 img { max-width: 100%; height: auto; display: block; }
 .warn { color: #9a3b00; }
 .scroll { overflow-x: auto; }
+td.text, th.text { white-space: normal; text-align: left; min-width: 22rem; max-width: 44rem; }
+.pairs > div { min-width: 0; }
 """
 # no request leaves the page: images only as data URIs, styles only inline, nothing else
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
@@ -87,11 +92,21 @@ def _num(value, sign: bool = False) -> str:
 
 
 def _table(
-    headers: list[str], rows: list[list[str]], row_classes: list[str] | None = None, left: int = 1
+    headers: list[str],
+    rows: list[list[str]],
+    row_classes: list[str] | None = None,
+    left: int = 1,
+    wrap: int | None = None,
 ) -> str:
-    """An HTML table; the first `left` columns are names (left-aligned), cells are already escaped."""
+    """An HTML table; the first `left` columns are names (left-aligned), column `wrap` is running text (wrapped),
+    cells are already escaped."""
     head = "".join(
-        f'<th class="name">{h}</th>' if i < left else f"<th>{h}</th>" for i, h in enumerate(headers)
+        f'<th class="name">{h}</th>'
+        if i < left
+        else f'<th class="text">{h}</th>'
+        if i == wrap
+        else f"<th>{h}</th>"
+        for i, h in enumerate(headers)
     )
     body = []
     for n, row in enumerate(rows):
@@ -99,7 +114,12 @@ def _table(
         body.append(
             f"<tr{cls}>"
             + "".join(
-                f'<td class="name">{c}</td>' if i < left else f"<td>{c}</td>" for i, c in enumerate(row)
+                f'<td class="name">{c}</td>'
+                if i < left
+                else f'<td class="text">{c}</td>'
+                if i == wrap
+                else f"<td>{c}</td>"
+                for i, c in enumerate(row)
             )
             + "</tr>"
         )
@@ -293,6 +313,146 @@ def _paper(name: str, root: Path) -> str:
     return out + f'<div class="grid">{"".join(figures)}</div>'
 
 
+EXAMPLE_CHARS = 240  # of a novel row's text, shown in the page
+UNITS = {"recall": "class", "AUC": "label", "MSE": "rating"}  # what a per-class score is of (load_classes)
+
+
+def _shown(names: list[str]) -> dict[str, str]:
+    """{a slice label as the plots data holds it (plot_text): as the data has it}, from tables.json's labels."""
+    from drift.report.plots import plot_text  # lazy: matplotlib, only when a report is written
+
+    return {plot_text(n): n for n in names}
+
+
+def _label_shares(
+    name: str, root: Path, rows: list[dict] | None, unit: str, slices: dict[str, str], fig
+) -> str:
+    """The labels over time (plots/<ds>/labels.png; `rows`: labels.json, load_label_shares): the figure, then per
+    class (`unit`: class, label or rating) its share (positive rate, mean rating) over all rows, in the first
+    slice, in the last, and the change."""
+    if not rows:
+        return (
+            '<p class="note">No label shares in this report (plots/'
+            f"{html.escape(name)}/labels.json): re-run <code>dvc repro report@{html.escape(name)}</code>.</p>"
+        )
+    what = rows[0].get("what", "share")
+    order = list(dict.fromkeys(r["train"] for r in rows))
+    first, last = order[0], order[-1]
+    table = []
+    for cls in dict.fromkeys(r["eval"] for r in rows):
+        mine = {r["train"]: r for r in rows if r["eval"] == cls}
+        scored = [r for r in mine.values() if r["value"] is not None]
+        total = sum(r["rows"] for r in scored)
+        overall = sum(r["value"] * r["rows"] for r in scored) / total if total else None
+        a, b = mine[first]["value"] if first in mine else None, mine[last]["value"] if last in mine else None
+        change = None if a is None or b is None else b - a
+        table.append([html.escape(cls), _num(overall), _num(a), _num(b), _num(change, sign=True)])
+    first_name, last_name = (html.escape(slices.get(x, x)) for x in (first, last))
+    return (
+        f'<p class="note">The prior over time: the {html.escape(what)} of each {unit} per slice, over all its rows '
+        "(train and test), before any model. A model trained on the early slices meets the later ones with "
+        "these shares.</p>"
+        + fig(dataset_paths(name, root)["plots"] / "labels.png", f"{name}: {what} per slice", wide=True)
+        + _table([unit, "all slices", first_name, last_name, "change"], table, left=1)
+    )
+
+
+def _class_scores(
+    name: str, root: Path, ranked: list[str], references: set[str], slices: dict[str, str], fig
+) -> str:
+    """Per model: each class's score per training cutoff (figure), its ID, Future and Decay, and the confusion
+    counts of one cell (drift/report/labels.py); a note when no model has them. `slices`: _shown."""
+    plots = dataset_paths(name, root)["plots"]
+    parts, cell, metric = [], None, None
+    for model in ranked:
+        found = load_classes(name, model, root)
+        if found is None:
+            continue
+        metric = found["metric"]
+        unit = UNITS.get(metric, "class")
+        summary = _table(
+            [unit, "ID", "Future", "Decay"],
+            [
+                [html.escape(r["class"]), _num(r["id"]), _num(r["future"]), _num(r["decay"])]
+                for r in found["classes"]
+            ],
+            left=1,
+        )
+        confusion = ""
+        if found["confusion"]:
+            rows = found["confusion"]
+            cell = rows[0]
+            columns = list(dict.fromkeys(r["eval"] for r in rows))
+            counts = {(r["train"], r["eval"]): r["value"] for r in rows}
+            confusion = _table(
+                [unit if metric == "AUC" else "true ↓ predicted →"] + [html.escape(c) for c in columns],
+                [
+                    [html.escape(t)] + [f"{counts[t, c]:,}" for c in columns]
+                    for t in dict.fromkeys(r["train"] for r in rows)
+                ],
+                left=1,
+            )
+        title = html.escape(model + (" (reference)" if model in references else ""))
+        parts.append(
+            f"<h3>{title}</h3>"
+            + fig(
+                plots / model / "classes.png",
+                f"{model}: {metric} of each class per training cutoff",
+                wide=True,
+            )
+            + f'<div class="pairs"><div>{summary}</div><div>{confusion}</div></div>'
+        )
+    if not parts:
+        return (
+            '<p class="note">No per-class scores in this report: the evaluate stage writes them beside each '
+            f"cell; re-run <code>dvc repro report@{html.escape(name)}</code> after it.</p>"
+        )
+    where = ""
+    if cell is not None:
+        where = (
+            f" The confusion counts: f trained up to {html.escape(slices.get(cell['cutoff'], cell['cutoff']))}, "
+            f"evaluated on {html.escape(slices.get(cell['slice'], cell['slice']))} (its test rows when that is the model's own last slice), summed over "
+            f"{cell['seeds']} seed(s); rows the true class, columns the predicted one (multi-label: per label, "
+            "predicted where its logit is above 0; regression: the rating nearest the prediction)."
+        )
+    note = (
+        f'<p class="note">Each {UNITS.get(metric or "", "class")} scored on its own, by its '
+        f"{html.escape(metric or '')} (binary and multiclass: the recall of each class; multi-label: each label's "
+        "AUC; regression: the MSE of each rating), per training "
+        "cutoff on the diagonal cell and averaged over the later slices; ID, Future and Decay of each class as "
+        f"for the whole matrix (Decay positive = worse).{where}</p>"
+    )
+    return note + "".join(parts)
+
+
+def _novel_rows(summary_path: Path) -> str:
+    """The shift analysis' most novel rows per period (tables/<ds>-shift.json `examples`), as one table, each
+    text cut to EXAMPLE_CHARS; empty when there are none."""
+    if not summary_path.exists():
+        return ""
+    examples = json.loads(summary_path.read_text()).get("examples") or []
+    texts = any("text" in r for e in examples for r in e["rows"])
+    rows = []
+    for e in examples:
+        for r in e["rows"]:
+            text = str(r.get("text", ""))
+            cut = text[:EXAMPLE_CHARS] + ("…" if len(text) > EXAMPLE_CHARS else "")
+            rows.append(
+                [
+                    html.escape(str(e["period"])),
+                    html.escape(str(e["against_cutoff"])),
+                    html.escape(str(r["id"])),
+                    _num(r["distance"]),
+                    "yes" if r.get("novel") else "",
+                ]
+                + ([html.escape(cut)] if texts else [])
+            )
+    if not rows:
+        return ""
+    headers = ["period", "against", "row", "distance", "novel"] + (["text"] if texts else [])
+    return _table(headers, rows, left=3, wrap=5 if texts else None)
+
+
 def write_html_report(name: str, root: Path = Path(".")) -> Path:
     """reports/<name>.html from the report stage's outputs under `root`; returns its path."""
     root = Path(root)
@@ -327,6 +487,11 @@ def write_html_report(name: str, root: Path = Path(".")) -> Path:
             ),
         )
     )
+
+    shares = load_label_shares(name, root)
+    slices = _shown(tables.get("labels") or [])
+    unit = {"macro_auc": "label", "balanced_mse": "rating"}.get(tables["metric"], "class")
+    sections.append(("labels", "Labels over time", _label_shares(name, root, shares, unit, slices, fig)))
 
     peers = _peers(tables)
     if peers:
@@ -363,6 +528,12 @@ def write_html_report(name: str, root: Path = Path(".")) -> Path:
             ),
         )
     )
+
+    from drift.report.training import training_html  # each model's training curve (plots/losses/<ds>.json)
+
+    sections.append(("training", "Training", training_html(name, root, tables, fig)))
+
+    sections.append(("classes", "Per class", _class_scores(name, root, ranked, references, slices, fig)))
 
     sections.append(
         (
@@ -435,6 +606,18 @@ def write_html_report(name: str, root: Path = Path(".")) -> Path:
         body = "".join(fig(f, f"label-free shift: {f.stem}") for f in shift)
         body += "".join(fig(f, f"{f.parent.name}: estimated matrix ({f.stem})") for f in estimates)
         sections.append(("shift", "Label-free shift and estimates", f'<div class="grid">{body}</div>'))
+    novel = _novel_rows(p["shift_summary"])
+    if novel:
+        sections.append(
+            (
+                "novel",
+                "Novel examples",
+                '<p class="note">The rows of each period farthest from the training rows of the last cutoff '
+                "before it (drift/analysis/novelty.py; distance to the nearest neighbour in the pooled "
+                "representation; novel: beyond the cutoff's quantile threshold), texts cut to "
+                f"{EXAMPLE_CHARS} characters.</p>" + novel,
+            )
+        )
 
     if has_published(name):
         try:
@@ -459,6 +642,12 @@ def write_html_report(name: str, root: Path = Path(".")) -> Path:
         f"requirements.lock sha256 {html.escape(str(env.get('lock_sha256', '?'))[:12])}…</p>"
     )
 
+    names = [n for n in dict.fromkeys(r["eval"] for r in shares or []) if n != "mean rating"]
+    classes = (
+        f" {unit.capitalize()}s: {html.escape(', '.join(names[:12]))}{' …' if len(names) > 12 else ''}."
+        if names
+        else ""
+    )
     nav = "".join(f'<a href="#{key}">{title}</a>' for key, title, _ in sections)
     body = "".join(
         f'<section id="{key}"><h2>{title}</h2>{content}</section>' for key, title, content in sections
@@ -471,7 +660,7 @@ def write_html_report(name: str, root: Path = Path(".")) -> Path:
         f"<nav>{nav}</nav><main><h1>{html.escape(name)}: drift report</h1>"
         f'<p class="note">{html.escape(tables["metric"])} ({direction}); {len(tables.get("labels") or [])} '
         f"slices, {html.escape(', '.join((tables.get('labels') or [])[:1] + (tables.get('labels') or [])[-1:]))}"
-        f"; models ranked by {html.escape(tables.get('ranked_by', 'decay'))}.</p>{body}{footer}</main>"
+        f"; models ranked by {html.escape(tables.get('ranked_by', 'decay'))}.{classes}</p>{body}{footer}</main>"
         f"</body></html>\n"
     )
     p["report_html"].parent.mkdir(parents=True, exist_ok=True)

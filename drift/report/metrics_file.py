@@ -63,8 +63,9 @@ class ModelMetrics(Artefact):
     whatever the metric's direction), their seed spread (std, None with one seed; a bootstrap 95% interval), the
     metric and its direction, k slices, the seeds, the family, whether it is a reference; the peers' summaries,
     the task's other metrics (`also`); for a model that is not a reference its ID margins over the references
-    (positive = better; None when that reference is absent) and `beats_prior`; the dvc.lock hash the numbers
-    came from, and the label-free estimate's error."""
+    (positive = better; None when that reference is absent) and `beats_prior`; for baseline-linear and
+    baseline-tfidf the C each cutoff's fit used (`chosen_C`, train.reference_C); the dvc.lock hash the numbers
+    came from (and cpu_path "native" when that CPU path computed them), and the label-free estimate's error."""
 
     WRITER = "report"
     WHAT = "metrics file"
@@ -90,5 +91,11 @@ class ModelMetrics(Artefact):
     margin_linear: Stat = None
     margin_tfidf: Stat = None
     beats_prior: bool | None = None
+    # baseline-linear / baseline-tfidf: the C each cutoff's fit used, in cutoff order (a list per label for multilabel;
+    # None where nothing was fitted), from the checkpoints (drift.models.checkpoints.chosen_C)
+    chosen_C: list[Number | list[Number | None] | None] | None = None
     lock_sha256: str | None  # None: no dvc.lock
+    cpu_path: Literal["native"] | None = (
+        None  # set on compute.cpu_path native only (drift/core/environment.py)
+    )
     estimate: Estimate | None = None

@@ -6,9 +6,10 @@ references); plots/<ds>/<model>/ matrix.json, heatmap.png, deviation.png; the co
 curves (Figures 4, 11), family bars (Table 10) and the image models' saliency (Figure 3) under plots/<ds>/; the
 long-format JSON of plots/deviations/ and plots/forgetting/; tables/<ds>.json and .md (Tables 5-10). Labels and
 names are data, never markup: the plots data holds `<`, `>`, `&` as look-alikes (drift.report.plots.plot_text) and
-every cell of the .md is escaped (md_text); the HTML page escapes its own (drift.report.html). Rankings
-are by Decay, smallest first, unless `by` says "future" or "id". Reference models get their files but no rank
-and no part in the cohort, deviations or families; a model that does not beat baseline-prior is named on
+every cell of the .md is escaped (md_text); the HTML page escapes its own (drift.report.html). The training
+curves (plots/losses/<ds>.json, plots/<ds>/<model>/losses.png) come from the checkpoints (drift.report.training).
+Rankings are by Decay, smallest first, unless `by` says "future" or "id". Reference models get their files but no
+rank and no part in the cohort, deviations or families; a model that does not beat baseline-prior is named on
 stderr and under "below_prior" in the tables."""
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ import numpy as np
 
 from drift.core.environment import environment
 from drift.core.errors import DriftError
-from drift.core.params import SaliencyGrid
+from drift.core.params import FITTED_REFERENCES, SaliencyGrid
 from drift.core.paths import dataset_paths
 from drift.core.stage import write_json
 from drift.evaluate.estimate import estimate_error
 from drift.evaluate.eval_result import EstimateMethod, EvalResult, read_eval
+from drift.models.checkpoints import chosen_C, list_checkpoints
 from drift.protocol.matrix import from_json
 from drift.protocol.peers import clear, wild_time
 from drift.protocol.summary import (
@@ -48,6 +50,7 @@ from drift.protocol.summary import (
     reference_margins,
     seed_spread,
 )
+from drift.report.labels import write_class_outputs, write_label_shares
 from drift.report.metrics_file import ModelMetrics
 from drift.report.plots import (
     curve_rows,
@@ -56,6 +59,7 @@ from drift.report.plots import (
     heatmap,
     long_format,
 )
+from drift.report.training import write_training_curves
 from drift.store.embeddings import EmbeddingsManifest, weights_revisions
 from drift.store.slices import SliceManifest
 
@@ -154,13 +158,20 @@ def write_report(
     metrics = {model: model_metrics(r) for model, r in results.items()}
     margins = reference_margins(metrics, higher)
     env = environment(root)
-    if p["embeddings"].exists():  # the Hugging Face commit of each encoder's weights (none from a local folder)
+    # the Hugging Face commit of each encoder's weights (none from a local folder)
+    if p["embeddings"].exists():
         revisions = weights_revisions(EmbeddingsManifest.from_file(p["embeddings"], name))
         if revisions:
             env["weights_revisions"] = revisions
     for model, r in results.items():
         # what produced the numbers: the lock file's hash here, every version in tables/<ds>.json "environment"
         metrics[model].update(margins.get(model, {}), lock_sha256=env["lock_sha256"])
+        # the native CPU path's numbers say so; the portable path's files stay as they were
+        if "cpu_path" in env:
+            metrics[model]["cpu_path"] = env["cpu_path"]
+        # the C each cutoff's fitted reference chose (train.reference_C: cv), seed by seed's first
+        if model in FITTED_REFERENCES and (seeds := list_checkpoints(p["models"], model)):
+            metrics[model]["chosen_C"] = [chosen_C(path) for _, path in sorted(seeds[min(seeds)].items())]
         estimated = label_free_estimate(r)
         if estimated is not None:  # the matrix estimated without the future's labels, beside M, and its error
             method, matrix = estimated
@@ -378,11 +389,19 @@ def write_dataset_report(
     by: str = DEFAULT_ORDER,
     saliency_grid: SaliencyGrid | None = None,
 ) -> dict:
-    """The report stage: read the eval JSON, write the report, and for an image dataset the saliency grid
+    """The report stage: read the eval JSON, write the report and the classes' outputs (drift.report.labels:
+    label shares per slice, per-class scores, a confusion matrix), the training curves (drift.report.training:
+    plots/losses/<ds>.json and a figure per model), and for an image dataset the saliency grid
     (`saliency_grid`: params.yaml report.saliency.<dataset>; None: every image model at a few cutoffs spread over
     the timeline)."""
     p = dataset_paths(name, root)
-    tables = write_report(name, load_eval(p["eval"], models), root, by=by)
+    results = load_eval(p["eval"], models)
+    tables = write_report(name, results, root, by=by)
+    # the classes by name: the label shares per slice, each model's per-class scores (drift.report.labels)
+    write_label_shares(name, root)
+    write_class_outputs(name, results, root)
+    # how far each training got: the checkpoints' loss per epoch (drift.report.training)
+    write_training_curves(name, models, root)
     manifest = p["slice_manifest"]
     image = manifest.exists() and SliceManifest.from_file(manifest, name).modality == "image"
     if saliency and image:  # torch is imported only here: text reports stay quick

@@ -377,3 +377,92 @@ def pareto_figure(result: dict):
                 fontsize=7,
             )
     return fig
+
+
+def _class_colours(ax, n: int) -> None:
+    """Distinct colours for up to 20 classes (the default cycle repeats after 10)."""
+    if n > 10:
+        ax.set_prop_cycle(color=[plt.get_cmap("tab20")(i) for i in range(20)])
+
+
+def _class_legend(ax, n: int) -> None:
+    """The classes' legend right of the axes, its names as text (never mathtext)."""
+    legend = ax.legend(
+        loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, ncol=1 + n // 25, frameon=False
+    )
+    for text in legend.get_texts():
+        text.set_parse_math(False)
+
+
+def label_share_plot(
+    slices: list[str],
+    classes: list[str],
+    values: np.ndarray,
+    path: Path,
+    title: str,
+    what: str,
+    stacked: bool = True,
+    mean: np.ndarray | None = None,
+) -> None:
+    """The label prior over time: values [slice, class] as stacked bars (shares that sum to 1 per slice) or as
+    one line per class (positive rates, a mean); `mean` (a rating per slice) as a dashed black line on its own
+    axis. Slices in time order left to right."""
+    x = np.arange(len(slices))
+    fig, ax = plt.subplots(figsize=(9.5, 3.8), dpi=120)
+    _class_colours(ax, len(classes))
+    bottom = np.zeros(len(slices))
+    for c, name in enumerate(classes):
+        if stacked:
+            share = np.nan_to_num(values[:, c])
+            ax.bar(x, share, width=0.85, bottom=bottom, label=name)
+            bottom += share
+        else:
+            ax.plot(x, values[:, c], marker="o", markersize=3, linewidth=1.4, label=name)
+    ticks = _tick_positions(len(slices))
+    ax.set_xticks(ticks, [slices[t] for t in ticks], rotation=45, ha="right", fontsize=8, parse_math=False)
+    ax.set_xlim(-0.5, len(slices) - 0.5)
+    ax.set_xlabel("Slice")
+    ax.set_ylabel(what)
+    ax.set_title(title, fontsize=10, parse_math=False)
+    ax.grid(alpha=0.3)
+    _class_legend(ax, len(classes))
+    if mean is not None:
+        twin = ax.twinx()
+        twin.plot(x, mean, "k--", linewidth=1.4)
+        twin.set_ylabel("mean rating (dashed)")
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def class_score_plot(
+    cutoffs: list[str],
+    classes: list[str],
+    diagonal: np.ndarray,
+    future: np.ndarray,
+    path: Path,
+    title: str,
+    what: str,
+) -> None:
+    """Each class's score per training cutoff, one line per class: on the diagonal cell (left: in distribution)
+    and the mean over the later slices (right); diagonal, future: [cutoff, class], NaN where a class has none."""
+    x = np.arange(len(cutoffs))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.9), dpi=120, sharey=True)
+    for ax, values, heading in (
+        (axes[0], diagonal, "in distribution (diagonal cell)"),
+        (axes[1], future, "future (mean over the later slices)"),
+    ):
+        _class_colours(ax, len(classes))
+        for c, name in enumerate(classes):
+            ax.plot(x, values[:, c], marker="o", markersize=3, linewidth=1.4, label=name)
+        ticks = _tick_positions(len(cutoffs))
+        ax.set_xticks(
+            ticks, [cutoffs[t] for t in ticks], rotation=45, ha="right", fontsize=8, parse_math=False
+        )
+        ax.set_xlabel("Trained up to")
+        ax.set_title(heading, fontsize=9)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel(what)
+    _class_legend(axes[1], len(classes))
+    fig.suptitle(title, fontsize=10, parse_math=False)
+    fig.tight_layout()
+    _save(fig, path)

@@ -213,7 +213,7 @@ def as_published(matrix: np.ndarray, labels: list[str], dataset: str) -> tuple[n
     here, as empty_cell: zero writes them) or filled ("zero": left as they are). (the matrix as it is, None) when
     our run has none of those cells."""
     M = np.array(matrix, dtype=np.float64)
-    trained = np.isfinite(M).any(axis=1)
+    trained = np.asarray(np.isfinite(M).any(axis=1))
     cells = [
         (i, labels.index(x))
         for x in EMPTY_TEST.get(dataset, ())

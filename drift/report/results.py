@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import yaml
 
 from drift.core.errors import DriftError, close_matches
 from drift.core.paths import METRICS, PLOTS, dataset_paths
@@ -262,6 +264,34 @@ def params_at(repo, rev: str) -> dict:
     for file, entry in ((shown.get(key) or {}).get("data") or {}).items():
         walk("" if file == "params.yaml" else f"{file}:", entry.get("data") or {})
     return flat
+
+
+def report_locks_at(repo, rev: str) -> dict[str, Any]:
+    """{dataset: its report stage's dvc.lock entry} at a revision ("workspace": the file on disk); empty when the
+    revision has no dvc.lock."""
+    from dvc.scm import RevError, SCMError, resolve_rev  # lazy: DVC, only for compare
+
+    try:
+        if rev == "workspace":
+            text = (Path(repo.root_dir) / "dvc.lock").read_text()
+        else:
+            with repo.scm.get_fs(resolve_rev(repo.scm, rev)).open("dvc.lock") as f:
+                text = f.read()
+    except (OSError, RevError, SCMError):  # no lock at that revision: nothing to tell apart
+        return {}
+    stages = (yaml.safe_load(text) or {}).get("stages") or {}
+    return {name.split("@", 1)[1]: entry for name, entry in stages.items() if name.startswith("report@")}
+
+
+def not_rerun(rows: dict[str, list[dict]], locks_a: dict, locks_b: dict) -> dict[str, list[dict]]:
+    """`rows` (diff_metrics) with status "not re-run" for the unchanged models of a dataset whose report stage has
+    the same dvc.lock entry at both revisions: nothing that decides its results changed, so nothing ran."""
+    for dataset, models in rows.items():
+        if dataset in locks_a and locks_a.get(dataset) == locks_b.get(dataset):
+            for row in models:
+                if row["status"] == "unchanged":
+                    row["status"] = "not re-run"
+    return rows
 
 
 def _improved(stat: str, change: float | None, higher_is_better: bool) -> bool | None:

@@ -56,10 +56,11 @@ STAGES: dict[str, Stage] = {
         "outs": ["slices", "slice_manifest"],
     },
     "embed": {
-        "comment": "only its inputs, its code and the embed params: a head, seed or epoch change never runs an encoder",
+        "comment": "only its inputs, its code, the embed params and its dataset's section (its own embed settings): a head, seed "
+        "or epoch change finds every row in the store",
         "extra": ["requirements.lock"],
         "inputs": ["slice_manifest", "checked_embed"],
-        "params": ["embed", "compute"],
+        "params": ["embed", "compute", "${key}"],
         "outs_block": ["embeddings"],
         "outs_persist": ["features"],
     },
@@ -73,7 +74,7 @@ STAGES: dict[str, Stage] = {
             for n in TrainParams.deciding(CHECKPOINT) + TrainParams.deciding(ROSTER)
             if n != "models"
         ]
-        + ["embed.max_length", "train.models.${key}", "compute"],
+        + ["embed.max_length", "train.models.${key}", "compute", "${key}"],
         "outs": ["models"],
     },
     "evaluate": {
@@ -87,6 +88,7 @@ STAGES: dict[str, Stage] = {
             "embed.max_length",
             "train.models.${key}",
             "compute",
+            "${key}",
         ],
         "outs": ["eval"],
     },
@@ -102,6 +104,7 @@ STAGES: dict[str, Stage] = {
             "embed.max_length",
             "embed.text_encoder",
             "embed.encoders",
+            "${key}",
         ],
         "metrics_dirs": ["metrics"],
         "plots": [
@@ -109,6 +112,7 @@ STAGES: dict[str, Stage] = {
             ("deviations", "drift_deviation", "eval", "train"),
             ("forgetting", "drift_lines", "gap", "value"),
             ("policies", "drift_policies", "cost", "mean"),
+            ("losses", "drift_losses", "epoch", "loss"),
         ],
         "outs_uncached": ["tables", "tables_md", "shift_summary", "report_html"],
     },

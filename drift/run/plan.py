@@ -6,8 +6,10 @@ the paper's Table 1, trainings, training row-passes, encoder passes, evaluation 
 torch version and model), projection (counts / rates = hours here, and on a GPU from a stated or given speed-up
 over this CPU). Slice counts come from the slice manifest (exact), else the params, else a stated assumption
 (the dataset module's PAPER_ROWS), rows spread evenly over the slices, as the output says. Rates a rehearsal
-measured (drift/run/rehearse.py) replace the benchmark's per family, and time the encoders (embed hours, apart
-from the totals: Table 1 leaves preprocessing out too); ingest is counted, not timed."""
+measured (drift/run/rehearse.py) replace the benchmark's per family. Embedding (embed hours, apart from the
+totals: Table 1 leaves preprocessing out too) is the rows the embedding store lacks at each encoder's rate: a
+rehearsal's, else the last embed run recorded here, else a stated table rate (embed_estimate); ingest is
+counted, not timed."""
 
 from __future__ import annotations
 
@@ -15,12 +17,14 @@ import datetime as dt
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from drift.core.errors import DriftError, close_matches
 from drift.core.model_registry import DECLARED
 from drift.core.params import Params, TrainParams, load_params, model_training, roster
+from drift.core.paths import RUNS, main_repository
 from drift.core.presets import PRESETS, merged_document
 from drift.data.datasets import check_datasets, dataset_cfg, get_dataset
 from drift.models import get_model_info
@@ -44,6 +48,14 @@ DEVICE_PEAK_FLOPS = {
     "A100": (19.5e12, "NVIDIA A100 datasheet: 19.5 TFLOPS FP32"),
     "H100": (67e12, "NVIDIA H100 SXM datasheet: 67 TFLOPS FP32"),
 }
+
+# An encoder's rate where none was measured here: MiniLM-L6 on State of the Union paragraphs at 64 tokens, 8.2 rows/s
+# on the 2-core reference CPU (bench/README.md, bench_encoders.py), scaled to another encoder by its parameters x
+# tokens per row (a forward pass costs about 2 x parameters FLOPs a token). An image counts IMAGE_TOKENS tokens.
+# MiniLM-L6's measured rate on a 2-core CPU (bench/README.md, bench_encoders.py): the rate other encoders scale from
+TABLE_RATE = 8.2  # rows/s
+TABLE_ENCODER, TABLE_TOKENS = "minilm-l6", 64
+IMAGE_TOKENS = 197  # a ViT's 16-pixel patches of a 224-pixel image, and its class token
 
 
 # ---------------------------------------------------------------- presets, in memory
@@ -436,9 +448,10 @@ def bench_cache_path() -> Path:
 class BenchCache:
     """Measured rates, keyed by machine, torch version, threads, model and input; one JSON file."""
 
-    def __init__(self, path: Path, refresh: bool = False):
+    def __init__(self, path: Path, refresh: bool = False, on_measure: Callable[[str], None] | None = None):
         self.path = Path(path)
         self.refresh = refresh  # measure again, replacing what the cache holds (a busy machine measured slow)
+        self.on_measure = on_measure  # told what is about to be measured (a progress line)
         self.fresh: set[str] = set()
         try:
             self.entries = json.loads(self.path.read_text()) if self.path.exists() else {}
@@ -452,9 +465,11 @@ class BenchCache:
 
         return f"{machine_id()} | torch {torch.__version__} | {threads} threads, deterministic | {what}"
 
-    def get(self, what: str, threads: int, measure) -> dict:
+    def get(self, what: str, threads: int, measure, label: str | None = None) -> dict:
         key = self.key(what, threads)
         if key not in self.entries or (self.refresh and key not in self.fresh):
+            if self.on_measure:
+                self.on_measure(f"measuring {label or what}")
             # the load average says how busy the machine was: rates measured beside other jobs are lower
             self.entries[key] = {
                 **measure(),
@@ -507,9 +522,9 @@ def benchmark(
     threads = params.train.threads
     rehearsed = read_rates(rates_device)
     out = {
-        "cpu_flops": cache.get("fp32 matmul 512", threads, lambda: {"flops": measure_matmul(threads)})[
-            "flops"
-        ]
+        "cpu_flops": cache.get(
+            "fp32 matmul 512", threads, lambda: {"flops": measure_matmul(threads)}, "this CPU's matmul rate"
+        )["flops"]
     }
     for name, dataset in counts["datasets"].items():
         families: dict[str, list[str]] = {}
@@ -555,6 +570,7 @@ def benchmark(
                     bench_key(measured, spec),
                     threads,
                     lambda: measure_model(measured, spec, threads, seconds),  # noqa: B023 (called here)
+                    f"{measured} on {name}",
                 )
                 for model in [measured] if every_model else members:
                     out[name][model] = {
@@ -565,6 +581,100 @@ def benchmark(
                         "train_rows_per_s": rates["train_rows_per_s"],
                         "eval_rows_per_s": rates["eval_rows_per_s"],
                     }
+    return out
+
+
+# ---------------------------------------------------------------- embedding
+
+
+def rows_to_embed(
+    params: Params, name: str, dataset: dict, manifest_dir: Path, embeddings_dir: Path
+) -> dict[str, tuple[int, str]]:
+    """{encoder: (rows to embed, how they were counted)} of dataset `name` (a count_campaign entry): the unique
+    keys of its slice table that the store table of its last embed run (embeddings_dir/<name>.json) lacks, when
+    the plan counts from the slice manifest and the store is a local folder; else every row."""
+    from drift.store.location import cache_dir
+
+    encoders, rows = dataset["encoders"], dataset["rows"]
+    slice_table = Path(manifest_dir) / f"{name}.lance"
+    store_dir = cache_dir(params.embed)
+    if dataset["slices"]["source"] != "manifest" or not slice_table.exists():
+        return {e: (rows, "every row: no slice table to look up in the store") for e in encoders}
+    if not isinstance(store_dir, Path):
+        return {e: (rows, "every row: the store on object storage is not read") for e in encoders}
+    import pyarrow.compute as pc
+
+    from drift.store.embeddings import EmbeddingsManifest, EmbeddingStore
+    from drift.store.slices import read_slice_table
+
+    keys = read_slice_table(slice_table, columns=["key"]).column("key").combine_chunks()
+    manifest_path = Path(embeddings_dir) / f"{name}.json"
+    stored = EmbeddingsManifest.from_file(manifest_path, name).encoders if manifest_path.exists() else {}
+    out = {}
+    for e in encoders:
+        m = stored.get(e)
+        if m is None or not (store_dir / m.store).exists():
+            out[e] = (len(pc.unique(keys)), "every row: no store table from an embed run")
+            continue
+        store = EmbeddingStore(
+            store_dir, e, m.fingerprint, m.dim, m.tokens, table=m.store, pooled_dtype=m.pooled_dtype
+        )
+        out[e] = (len(store.missing(keys)), f"not in store table {m.store}")
+    return out
+
+
+def encoder_rate(name: str, encoder: str, tokens: int, rates_device: str = "cpu") -> tuple[float | None, str]:
+    """(rows/s, where it comes from) of `encoder` on dataset `name` here: a rehearsal's full-depth measurement,
+    else the last embed run recorded in .drift/runs/embed/ (this dataset's, else another's), else TABLE_ENCODER
+    scaled by parameters x `tokens` per row; (None, why) for an encoder of unknown size."""
+    from drift.core.encoder_registry import ENCODER_PARAMS, ENCODERS, frozen_params
+
+    rehearsed = ((read_rates(rates_device).get(name) or {}).get("encoders") or {}).get(encoder) or {}
+    if rehearsed.get("full_depth") and rehearsed.get("rows_per_s"):
+        return rehearsed["rows_per_s"], "measured by a rehearsal"
+    runs = main_repository() / RUNS / "embed"
+    for path in [runs / f"{name}-{encoder}.json", *sorted(runs.glob(f"*-{encoder}.json"))]:
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if record.get("encoder") == encoder and record.get("computed") and record.get("seconds"):
+            return record["computed"] / record["seconds"], f"measured by the embed run of {path.stem}"
+    size = frozen_params(ENCODERS[encoder])
+    if not size:
+        return None, "no rate: its size is unknown (`drift rehearse` measures it)"
+    rate = TABLE_RATE * ENCODER_PARAMS[TABLE_ENCODER] * TABLE_TOKENS / (size * tokens)
+    return rate, (
+        f"table: {TABLE_ENCODER}'s {TABLE_RATE} rows/s at {TABLE_TOKENS} tokens on a 2-core CPU "
+        f"(bench/README.md) x parameters x tokens ({tokens} a row)"
+    )
+
+
+def embed_estimate(
+    params: Params,
+    name: str,
+    dataset: dict,
+    manifest_dir: Path = Path("data/slices"),
+    embeddings_dir: Path = Path("data/embeddings"),
+    rates_device: str = "cpu",
+) -> dict:
+    """{encoder: {"rows_to_embed", "counted", "rows_per_s", "rate", "seconds"}} of dataset `name` (a
+    count_campaign entry): rows_to_embed (rows_to_embed) at the encoder's rows/s (encoder_rate); "seconds" is
+    None where no rate is known."""
+    typical = getattr(get_dataset(name, params.tables.get(name)), "TYPICAL_TOKENS", DEFAULT_TOKENS)
+    tokens = min(typical, params.embed.max_length) if dataset["modality"] == "text" else IMAGE_TOKENS
+    out = {}
+    to_embed = rows_to_embed(params, name, dataset, manifest_dir, embeddings_dir)
+    for encoder, (rows, counted) in to_embed.items():
+        rate, source = encoder_rate(name, encoder, tokens, rates_device)
+        seconds = rows / rate if rate else None
+        out[encoder] = {
+            "rows_to_embed": rows,
+            "counted": counted,
+            "rows_per_s": rate,
+            "rate": source,
+            "seconds": 0.0 if rows == 0 else seconds,
+        }
     return out
 
 
@@ -590,9 +700,10 @@ def device_factors(cpu_flops: float | None, given: dict[str, float] | None = Non
     return devices
 
 
-def project_hours(counts: dict, rates: dict, devices: dict[str, dict], rates_device: str = "cpu") -> dict:
+def project_hours(counts: dict, rates: dict, devices: dict[str, dict]) -> dict:
     """Hours of training and evaluation per dataset and device: each model's row passes at its family's measured
-    rate, divided by the device's factor. The references (closed-form, seconds per cutoff) are left out."""
+    rate, divided by the device's factor. The references (closed-form, seconds per cutoff) are left out. The
+    embedding hours (a dataset's `embed`: embed_estimate), apart from the totals, when every encoder has a rate."""
     for name, dataset in counts["datasets"].items():
         train_s = eval_s = 0.0
         for model, m in dataset["models"].items():
@@ -606,18 +717,12 @@ def project_hours(counts: dict, rates: dict, devices: dict[str, dict], rates_dev
         dataset["projected_train_hours"] = {d: train_s / v["factor"] for d, v in devices.items()}
         dataset["projected_eval_hours"] = {d: eval_s / v["factor"] for d, v in devices.items()}
         dataset["projected_hours"] = {d: (train_s + eval_s) / v["factor"] for d, v in devices.items()}
-        dataset["projected_embed_hours"] = {}
-        encoders = read_rates(rates_device).get(name, {}).get("encoders", {})
-        rated = [
-            e
-            for e in dataset["encoders"]
-            if (encoders.get(e) or {}).get("full_depth") and encoders[e].get("rows_per_s")
-        ]
-        if dataset["encoders"] and len(rated) == len(
-            dataset["encoders"]
-        ):  # every encoder rehearsed at full depth
-            embed_s = sum(dataset["rows"] / encoders[e]["rows_per_s"] for e in rated)
-            dataset["projected_embed_hours"] = {d: embed_s / 3600 / v["factor"] for d, v in devices.items()}
+        embed_s = [e["seconds"] for e in (dataset.get("embed") or {}).values()]
+        dataset["projected_embed_hours"] = (
+            {d: sum(embed_s) / 3600 / v["factor"] for d, v in devices.items()}
+            if embed_s and None not in embed_s
+            else {}
+        )
     for key in ("projected_train_hours", "projected_eval_hours", "projected_hours"):
         counts[key] = {d: sum(ds[key][d] for ds in counts["datasets"].values()) for d in devices}
     return counts
@@ -636,9 +741,13 @@ def plan(
     refresh: bool = False,
     seconds: float = 1.0,
     rates_device: str = "cpu",
+    embeddings_dir: Path = Path("data/embeddings"),
+    on_step: Callable[[str], None] | None = None,
 ) -> dict:
     """The whole plan as `drift plan --json` prints it. Without `bench`, counts only: the projections are
-    empty mappings. `rates_device`: whose rehearsed rates to read (cpu here; cuda for a rehearsal on a GPU)."""
+    empty mappings. `rates_device`: whose rehearsed rates to read (cpu here; cuda for a rehearsal on a GPU).
+    `on_step` is told each slow step before it starts ("measuring mlp-s on sotu"), for a progress line."""
+    step = on_step or (lambda text: None)
     params = plan_params(preset, params_path, presets)
     counts = count_campaign(params, manifest_dir, rows)
     for name, dataset in counts["datasets"].items():
@@ -650,10 +759,14 @@ def plan(
         for dataset in [counts, *counts["datasets"].values()]:
             dataset.update(projected_hours={}, projected_train_hours={}, projected_eval_hours={})
         return {**out, **counts, "devices": device_factors(None, device_rates), "benchmark": None}
-    cache = BenchCache(cache_path or bench_cache_path(), refresh)
+    cache = BenchCache(cache_path or bench_cache_path(), refresh, on_measure=step)
     rates = benchmark(params, counts, cache, every_model, seconds, rates_device)
+    for name, dataset in counts["datasets"].items():
+        if dataset["encoders"]:
+            step(f"looking up {name}'s rows in the embedding store")
+        dataset["embed"] = embed_estimate(params, name, dataset, manifest_dir, embeddings_dir, rates_device)
     devices = device_factors(rates["cpu_flops"], device_rates)
-    project_hours(counts, rates, devices, rates_device)
+    project_hours(counts, rates, devices)
     benchmark_info = {
         "cache": str(cache.path),
         "measured_now": cache.measured,

@@ -3,8 +3,10 @@
 `checkpoint_key` hashes what determines a checkpoint f_k of (model, seed): registry entry, input and outputs; the
 seed (not for the closed-form references); the content keys, labels and split of the cutoff's training rows and
 the encoder fingerprint; the training parameters; and `code_version`: the stage's code (for one model: its own
-model module, not the other heads') with the versions of the libraries it imports. `cell_key` hashes the
-checkpoint's bytes, the cell's rows, the metric and the evaluation code; the metric names the scoring rule
+model module, not the other heads') with the versions of the libraries it imports that compute (torch, numpy,
+scikit-learn, scipy: drift.core.environment.KEY_LIBRARIES). `cell_key` hashes the checkpoint's bytes, the cell's
+rows, the metric and the evaluation code (and its libraries, as above); both keys also name compute.cpu_path when
+it is native (the machine's own code paths give other bits). The metric names the scoring rule
 (params.yaml `evaluate:`) wherever the value depends on it (drift.protocol.tasks.Task.cached_as:
 "macro_auc/sigmoid32"), and the defaults keep the plain name. A cell with no rows is never cached:
 evaluate.empty_cell decides it from the slices alone (drift.protocol.matrix.drift_matrix). Under
@@ -34,6 +36,7 @@ from drift.core.closure import (
     module_closure,
     module_path,
 )
+from drift.core.environment import cpu_path
 from drift.core.errors import DriftError
 from drift.core.objectstore import ObjectPath, location
 from drift.store.integrity import fsync_dir, sha256_bytes, write_atomic
@@ -58,19 +61,26 @@ def stage_files(stage: str, root: Path = ROOT, exclude=()) -> list[str]:
     return [f"stages/{stage}.py", *import_closure(script, root, exclude)]
 
 
+# the cache key each stage's code version goes into: which libraries' versions it records (KEY_LIBRARIES)
+STAGE_KEYS = {"train": "checkpoint", "evaluate": "cell"}
+
+
 def code_version(stage: str, model_module: str | None = None, model_modules=(), root: Path = ROOT) -> str:
     """A digest of what decides what stage `stage` ("train", "evaluate") computes: its files (stage_files) and
-    the versions of the libraries they import. For one model (`model_module`, the module defining its class):
-    the stage's closure without the other model modules (`model_modules`, the registry's), with its own module,
-    so editing one head's module changes the keys of that module's models only. A model module its own imports
-    directly stays in."""
+    the versions of the libraries among those they import that compute its checkpoints or cells
+    (drift.core.environment.KEY_LIBRARIES, by STAGE_KEYS). For one model (`model_module`, the module defining
+    its class): the stage's closure without the other model modules (`model_modules`, the registry's), with its
+    own module, so editing one head's module changes the keys of that module's models only. A model module its
+    own imports directly stays in."""
+    if stage not in STAGE_KEYS:
+        raise DriftError(f"no cached stage {stage!r}: name one of {', '.join(STAGE_KEYS)}")
     files = set(stage_files(stage, root))
     if model_module is not None:
         own = module_path(model_module, root)
         direct = {module_path(m, root) for m in imported_modules(Path(root) / own, root)}
         others = {module_path(m, root) for m in model_modules} - {own} - direct
         files = {*stage_files(stage, root, others), *module_closure(model_module, root, others)}
-    return _hash("code", VERSION, code_digest(files, root))
+    return _hash("code", VERSION, code_digest(files, root, STAGE_KEYS[stage]))
 
 
 def _hash(*parts) -> str:
@@ -90,14 +100,19 @@ def rows_digest(hashes: np.ndarray, rows: np.ndarray) -> str:
     return hashlib.sha256(hashes[np.asarray(rows, dtype=np.int64)].tobytes()).hexdigest()
 
 
+def _native() -> tuple:
+    """("cpu_path", "native") on that CPU path (compute.cpu_path), else nothing: the default keys stay as they were."""
+    return ("cpu_path", "native") if cpu_path() == "native" else ()
+
+
 def checkpoint_key(
     model_spec: str, seed: int | None, rows: str, inputs: str, training: dict, code: str
 ) -> str:
-    return _hash("checkpoint", model_spec, seed, rows, inputs, training, code)
+    return _hash("checkpoint", model_spec, seed, rows, inputs, training, code, *_native())
 
 
 def cell_key(checkpoint: str, rows: str, metric: str, code: str) -> str:
-    return _hash("cell", checkpoint, rows, metric, code)
+    return _hash("cell", checkpoint, rows, metric, code, *_native())
 
 
 def file_digest(path: Path) -> str:

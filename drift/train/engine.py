@@ -17,7 +17,6 @@ import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
 
 import numpy as np
 import torch
@@ -27,7 +26,7 @@ from torch.func import functional_call, vmap
 
 from drift.core.params import TrainParams
 from drift.models.blocks import Dropout
-from drift.models.checkpoints import reading_inputs
+from drift.models.checkpoints import keep_losses, reading_inputs
 from drift.models.inputs import Inputs, epoch_batches, shuffle_draws
 from drift.protocol.tasks import class_weights, rating_weights
 from drift.train.loop import (  # Job: what train_many takes
@@ -343,18 +342,17 @@ class _StackedLoss:
     def __call__(
         self, out: torch.Tensor, group: list[int], rows: np.ndarray, counts: list[int]
     ) -> torch.Tensor:
-        """out [A, B, n_outputs] of the models `group`, on `rows` [A, B] of which the first counts[j] are real."""
+        """Each model's loss [A] (times its `norm`: what train_one's step minimises) from out [A, B, n_outputs] of
+        the models `group`, on `rows` [A, B] of which the first counts[j] are real; their sum goes backward."""
         if self.kind not in ("binary", "multiclass", "regression", "multilabel"):
-            # 0 + the tensor terms: a tensor (sum's start, the int 0, makes mypy see int | Tensor)
-            return cast(
-                torch.Tensor,
-                sum(
+            return torch.stack(
+                [
                     self.members[i].loss_fn(
                         out[j, :n], self.targets[torch.from_numpy(rows[j, :n]).to(self.device)]
                     )
                     * self.members[i].norm
                     for j, (i, n) in enumerate(zip(group, counts))
-                ),
+                ]
             )
         a, b = rows.shape
         rows_t, index = torch.from_numpy(rows).to(self.device), torch.tensor(group, device=self.device)
@@ -371,7 +369,7 @@ class _StackedLoss:
         counts_t = torch.tensor(counts, device=self.device)
         real = torch.arange(b, device=self.device)[None, :] < counts_t[:, None]
         per_model = torch.where(real, per_row, 0.0).sum(1) / counts_t
-        return (per_model * self.norm[index]).sum()
+        return per_model * self.norm[index]
 
 
 def _train_stack(
@@ -395,6 +393,10 @@ def _train_stack(
     adam = StackedAdam.like(optimizer, stack.flat)
     by_size = any(isinstance(x, nn.modules.batchnorm._BatchNorm) for x in members[0].model.modules())
     n_active = len(members)
+    # each model's loss summed over its epoch's rows (float64, as train_one sums in Python floats), and its rows
+    totals = torch.zeros(len(members), dtype=torch.float64, device=device)
+    seen = [0] * len(members)
+    curves: list[list[float]] = [[] for _ in members]
     for t in range(len(members[0].batches)):
         while len(members[n_active - 1].batches) <= t:
             n_active -= 1
@@ -408,17 +410,27 @@ def _train_stack(
                 x.reshape(*rows.shape, *x.shape[1:]).to(device) for x in inputs.batch(rows.reshape(-1))
             )
             out = stack.forward(live, group, xs, stack.noise(xs, [members[i].masks for i in group]))
-            loss_of(out, group, rows, [len(b) for b in batches]).backward()
+            counts = [len(b) for b in batches]
+            losses = loss_of(out, group, rows, counts)
+            losses.sum().backward()
+            weights = torch.tensor(counts, dtype=torch.float64, device=device)
+            totals[torch.tensor(group, device=device)] += losses.detach().double() * weights
+            for i, n in zip(group, counts):
+                seen[i] += n
         grad = live.grad
         assert grad is not None  # every active model is in a group, and each group's loss went backward
         if grad_clip is not None:  # each model's own gradient norm, as clip_grad_norm_ in train_one
             norms = grad.norm(dim=1, keepdim=True)
             grad.mul_(torch.clamp(grad_clip / (norms + 1e-6), max=1.0))
         adam.step(n_active, t + 1, grad)
+        ended = [i for i, m in enumerate(members[:n_active]) if t + 1 in m.epoch_ends]
+        for i in ended:  # the epoch's mean loss, as train_one's
+            curves[i].append(float(totals[i]) / seen[i])
+            totals[i], seen[i] = 0.0, 0
         if bar is not None:
-            bar.advance(sum(1 for m in members[:n_active] if t + 1 in m.epoch_ends))
+            bar.advance(len(ended))
     for i, m in enumerate(members):
-        stack.unstack(i, m.model)
+        keep_losses(stack.unstack(i, m.model), curves[i])
 
 
 def train_many(
@@ -435,7 +447,8 @@ def train_many(
     device: str | torch.device = "cpu",
 ) -> list[nn.Module]:
     """train_one for every job (rows, seed) of one model name, as few batched computations: returns the models
-    in the jobs' order, in eval mode, equal to train_one's to float tolerance. Families that do not stack
+    in the jobs' order, in eval mode, equal to train_one's to float tolerance, each carrying its mean training
+    loss per epoch as train_one's does (keep_losses). Families that do not stack
     (engine_path) are trained one after another by train_one itself. `device`: where the stacks compute (a
     CUDA device, say); the models come back on the CPU like train_one's, and the solo path stays on the CPU."""
     if not jobs:

@@ -1,9 +1,10 @@
 """Cumulative training over cutoffs (paper Sections 4.1 and 4.3).
 
 For each model, seed and trainable slice k, a fresh model f_k is trained on the train split of every slice <= k
-for a fixed number of epochs; the final checkpoint is the model. Every model of an image dataset trains with
-Adam, every model of a text dataset with AdamW; one learning rate per task (`train.lr`), or per family as an
-explicit option; `train.grad_clip` clips each model's gradient norm before its step. The references (`baseline-*`) are fitted in closed form on the same rows. Bit-identical for a
+for a fixed number of epochs; the final checkpoint is the model. It keeps its mean training loss of each epoch
+(drift.models.checkpoints.epoch_losses), so a run can say when the loss was still falling at the last one. Every
+model of an image dataset trains with Adam, every model of a text dataset with AdamW; one learning rate per task
+(`train.lr`), or per family as an explicit option; `train.grad_clip` clips each model's gradient norm before its step. The references (`baseline-*`) are fitted in closed form on the same rows. Bit-identical for a
 seed on CPU (`deterministic`).
 """
 
@@ -35,11 +36,14 @@ from drift.models.checkpoints import (
     Standardised,
     build_model,
     checkpoint_path,
+    keep_losses,
+    loss_curves,
     reading_inputs,
     save_checkpoint,
 )
 from drift.models.inputs import Inputs, epoch_batches, shuffle_draws
 from drift.models.slice_data import SliceData
+from drift.protocol.summary import still_falling, still_falling_message
 from drift.store.cells import (
     CHECKPOINT_KEYS,
     ResultCache,
@@ -73,7 +77,7 @@ def training_record(
 
 def model_to_train(name: str, inputs: Inputs, n_outputs: int, task, cfg: TrainParams) -> torch.nn.Module:
     """The untrained module of `name` that train_one and the batched engine start from, with the train params'
-    dropout, target and pixel standardisation and pixel scale."""
+    dropout, target and pixel standardisation, pixel scale and (a reference) C."""
     return build_model(
         name,
         inputs.spec(),
@@ -84,6 +88,7 @@ def model_to_train(name: str, inputs: Inputs, n_outputs: int, task, cfg: TrainPa
         cfg.standardise_pixels,
         cfg.pixel_scale,
         cfg.modules,
+        cfg.reference_C,
     )
 
 
@@ -126,8 +131,9 @@ def train_one(
     bar=None,
     weight_rows: np.ndarray | None = None,
 ) -> torch.nn.Module:
-    """One model on the given training rows (`cfg`: the train params); returns it in eval mode. `weight_rows`:
-    the rows the loss's class weights come from (loss_weight_rows), else `rows`."""
+    """One model on the given training rows (`cfg`: the train params); returns it in eval mode, carrying the mean
+    training loss of each epoch (keep_losses: the loss each step minimised, averaged over the epoch's rows; none
+    for a reference). `weight_rows`: the rows the loss's class weights come from (loss_weight_rows), else `rows`."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model = model_to_train(name, inputs, n_outputs, task, cfg)
@@ -147,9 +153,11 @@ def train_one(
     optimizer = make_optimizer(model, training_record(name, modality, cfg, inputs, engine="solo"))
     lengths = inputs.lengths if inputs.kind == "tokens" else None
     model.train()
+    curve: list[float] = []
     for epoch in range(epochs):
         # the next batches are read from disk on a background thread while this one trains
         batches = epoch_batches(rows, lengths, cfg.batch_size, rng, cfg.batch_order, seed, epoch, draws)
+        total, seen = 0.0, 0
         for batch, x in inputs.prefetch(batches):
             optimizer.zero_grad(set_to_none=True)
             loss = loss_fn(model(*x), targets[torch.from_numpy(batch)]) * norm
@@ -157,9 +165,23 @@ def train_one(
             if cfg.grad_clip is not None:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             optimizer.step()
+            total, seen = total + float(loss.detach()) * len(batch), seen + len(batch)
+        if seen:  # no rows, no steps: no point on the curve
+            curve.append(total / seen)
         if bar is not None:
             bar.advance()
-    return model.eval()
+    return keep_losses(model.eval(), curve)
+
+
+def still_falling_lines(dataset: str, models: list[str], models_dir: Path) -> list[str]:
+    """The train stage's warnings: one line for each of `models` whose training loss, over its checkpoints under
+    `models_dir` (every seed and cutoff), was still falling at the last epoch (drift.protocol.summary.still_falling)."""
+    lines = []
+    for model in models:
+        curves = [curve for cutoffs in loss_curves(models_dir, model).values() for curve in cutoffs.values()]
+        if still_falling(curves):
+            lines.append(still_falling_message(dataset, model, curves))
+    return lines
 
 
 @dataclass
