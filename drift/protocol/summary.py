@@ -154,14 +154,29 @@ def below_prior(stats: dict, higher_is_better: bool) -> list[str]:
     return [m for m, r in reference_margins(stats, higher_is_better).items() if r["beats_prior"] is False]
 
 
+def _below_reference(
+    reference: str,
+    says: str,
+    dataset: str,
+    model: str,
+    model_id: float,
+    ref_id: float,
+    metric: str,
+    higher: bool,
+) -> str:
+    direction = "higher is better" if higher else "lower is better"
+    return (
+        f"warning: {model} {says} {REFERENCES[reference]} in distribution on {dataset} "
+        f"(ID {model_id:.3f} vs {reference} {ref_id:.3f}, {metric}, {direction})"
+    )
+
+
 def below_prior_message(
     dataset: str, model: str, model_id: float, prior_id: float, metric: str, higher_is_better: bool
 ) -> str:
     """The one line that says a model does not beat the prior predictor in distribution."""
-    direction = "higher is better" if higher_is_better else "lower is better"
-    return (
-        f"warning: {model} does not beat {REFERENCES['prior']} in distribution on {dataset} "
-        f"(ID {model_id:.3f} vs prior {prior_id:.3f}, {metric}, {direction})"
+    return _below_reference(
+        "prior", "does not beat", dataset, model, model_id, prior_id, metric, higher_is_better
     )
 
 
@@ -173,10 +188,8 @@ def below_linear_message(
     dataset: str, model: str, model_id: float, linear_id: float, metric: str, higher_is_better: bool
 ) -> str:
     """The one line that says a model learned less in distribution than the closed-form reference on its features."""
-    direction = "higher is better" if higher_is_better else "lower is better"
-    return (
-        f"warning: {model} is below {REFERENCES['linear']} in distribution on {dataset} "
-        f"(ID {model_id:.3f} vs linear {linear_id:.3f}, {metric}, {direction})"
+    return _below_reference(
+        "linear", "is below", dataset, model, model_id, linear_id, metric, higher_is_better
     )
 
 
