@@ -354,11 +354,11 @@ def test_a_worker_rebuilding_the_data_declares_the_heads(monkeypatch):
     from drift.models import slice_data
 
     load_params(params_with(DECLARED))
-    data = SimpleNamespace(_shipped=None, name="tiny", settings="settings", root=Path("."))
+    data = SimpleNamespace(_shipped=None, name="tiny", settings="settings", root=Path("."), _split_order=None)
     rebuild, args = slice_data.SliceData.__reduce__(data)  # type: ignore[arg-type]
     declare_models({})  # a fresh worker: the built-in heads only
-    monkeypatch.setattr(slice_data, "SliceData", lambda *args: args)
-    assert rebuild(*args) == ("tiny", "settings", Path("."))
+    monkeypatch.setattr(slice_data, "SliceData", lambda *args: SimpleNamespace(args=args))
+    assert rebuild(*args).args == ("tiny", "settings", Path("."))
     assert MODELS["tx-wide"].args == (("width", 512), ("layers", 2), ("heads", 8), ("ffn", 1024))
     assert "cnn-deep" in MODELS
 
@@ -373,10 +373,10 @@ def test_a_worker_rebuilding_the_data_declares_the_encoders_and_their_probes(mon
     load_params(params_with({}))
     spec = dataclasses.replace(encoder_registry.ENCODERS["minilm-l6"], name="mine", declared=True)
     monkeypatch.setitem(encoder_registry.DECLARED, "mine", spec)
-    data = SimpleNamespace(_shipped=None, name="tiny", settings="settings", root=Path("."))
+    data = SimpleNamespace(_shipped=None, name="tiny", settings="settings", root=Path("."), _split_order=None)
     rebuild, args = slice_data.SliceData.__reduce__(data)  # type: ignore[arg-type]
     monkeypatch.delitem(encoder_registry.DECLARED, "mine")  # a fresh worker: the built-in encoders only
-    monkeypatch.setattr(slice_data, "SliceData", lambda *args: args)
+    monkeypatch.setattr(slice_data, "SliceData", lambda *args: SimpleNamespace(args=args))
     rebuild(*args)
     assert encoder_registry.ENCODERS["mine"] == spec and "probe-mine" in MODELS
     load_params(params_with({}))  # the next load drops them
