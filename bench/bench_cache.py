@@ -26,6 +26,10 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from drift.core.environment import pin_cpu_code_path  # noqa: E402
+
+pin_cpu_code_path()  # the stages' CPU path (compute.cpu_path portable) for whatever this run computes
+
 from drift.core.params import EmbedParams  # noqa: E402
 from drift.data.records import payload_key  # noqa: E402
 from drift.encoders.embed import embed_dataset, text_encoder  # noqa: E402

@@ -18,6 +18,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from drift.core.environment import pin_cpu_code_path  # noqa: E402
+
+pin_cpu_code_path()  # the stages' CPU path (compute.cpu_path portable) for whatever this run computes
+
 from bench.bench_cache import sotu_paragraphs  # noqa: E402
 from drift.core.encoder_registry import declare_encoders  # noqa: E402
 from drift.encoders.text import TextEncoder  # noqa: E402

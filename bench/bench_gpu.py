@@ -23,6 +23,10 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from drift.core.environment import pin_cpu_code_path  # noqa: E402
+
+pin_cpu_code_path()  # the stages' CPU path (compute.cpu_path portable) for whatever this run computes
+
 from drift.core.dataset_registry import dataset_info
 from drift.core.environment import deterministic
 from drift.data.datasets import get_dataset

@@ -28,6 +28,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from drift.core.environment import pin_cpu_code_path  # noqa: E402
+
+pin_cpu_code_path()  # the stages' CPU path (compute.cpu_path portable) for whatever this run computes
+
 ENCODER, DIM, MAX_TOKENS = "paper-768", 768, 512
 FINGERPRINT = "f" * 64  # a store table of its own: no encoder ran
 
@@ -283,7 +287,7 @@ def main(argv=None):
             r["tokens_gb"] = (root / "features" / ENCODER / "tokens.npy").stat().st_size / 1e9
             for what in ("train", "evaluate"):
                 readers = ("features", "mmap") + (("store",) if scale in store_scales else ())
-                runs = {reader: [] for reader in readers}
+                runs: dict[str, list[dict]] = {reader: [] for reader in readers}
                 for _ in range(args.repeats):  # interleaved; the fastest run, the highest peak
                     for reader in readers:
                         runs[reader].append(measure(f"{what}-{reader}", root))

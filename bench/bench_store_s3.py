@@ -29,6 +29,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from drift.core.environment import pin_cpu_code_path  # noqa: E402
+
+pin_cpu_code_path()  # the stages' CPU path (compute.cpu_path portable) for whatever this run computes
+
 from drift.core.objectstore import ObjectPath  # noqa: E402
 from drift.store.embeddings import EmbeddingStore  # noqa: E402
 

@@ -39,6 +39,10 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from drift.core.environment import pin_cpu_code_path  # noqa: E402
+
+pin_cpu_code_path()  # the stages' CPU path (compute.cpu_path portable) for whatever this run computes
+
 from drift.models import InputSpec  # noqa: E402
 from drift.models.reference import CV, LinearBaseline, TfidfBaseline, text_counts  # noqa: E402
 

@@ -1,7 +1,7 @@
-"""drift: measure how models decay under temporal distribution shift (the "Drift Happens" protocol)."""
+"""drift: measure how models decay under temporal distribution shift (the "Drift Happens" protocol).
+
+Importing drift, or any module of it, leaves the process as it found it: the pinned CPU code path
+(drift.core.environment) is applied by the entry points that compute results (the stage scripts, the `drift`
+command, Ray's workers, the benchmarks), before numpy and torch load."""
 
 __version__ = "0.1.0"
-
-from drift.core.environment import pin_cpu_code_path  # noqa: E402 - before any module imports torch
-
-pin_cpu_code_path()  # the same numbers on any x86-64 with AVX2 (drift/core/environment.py CPU_CODE_PATH)

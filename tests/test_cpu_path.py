@@ -86,7 +86,8 @@ def test_a_value_the_user_set_wins_on_either_path(tmp_path):
 
 def test_the_cli_starts_on_the_configured_path(tmp_path):
     params_file(tmp_path, "native")
-    code = "import drift.cli, json, os\n" + STARTUP.splitlines()[-1]
+    code = ("import sys, json, os, drift.cli\nsys.argv = ['drift', '--version']\ntry:\n    drift.cli.main()\n"
+            "except SystemExit:\n    pass\n" + STARTUP.splitlines()[-1])
     assert start(tmp_path, code=code) == dict.fromkeys(CPU_CODE_PATH)
 
 

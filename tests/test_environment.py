@@ -96,15 +96,43 @@ def native_capability() -> str:
                           check=True).stdout.strip()
 
 
+# what an entry point (a stage script, the `drift` command, a benchmark) does before numpy and torch load
+PIN = "from drift.core.environment import pin_cpu_code_path; pin_cpu_code_path()"
+
+
+def test_importing_drift_leaves_the_environment_as_it_was():
+    """A notebook that imports drift's library, every module of it, keeps its own numpy, torch and matplotlib
+    setup: the same backend, no variable set, none removed, beyond what the libraries drift uses set when they load (scikit-learn, polars and
+    timm set three of their own: imported first, they are the baseline)."""
+    env = {k: v for k, v in os.environ.items() if k not in CPU_CODE_PATH and not k.startswith("DRIFT_")}
+    code = (
+        "import os, pkgutil, importlib\n"
+        "import numpy, torch, sklearn, polars, pyarrow, lance, timm, transformers, sentence_transformers, matplotlib\n"
+        "before, backend = dict(os.environ), str(dict.__getitem__(matplotlib.rcParams, 'backend'))\n"
+        "import drift\n"
+        "names = [m.name for m in pkgutil.walk_packages(drift.__path__, 'drift.') if not m.name.endswith('__main__')]\n"
+        "for name in names:\n"
+        "    importlib.import_module(name)\n"
+        "from drift.cli import app\n"
+        "changed = sorted(k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k))\n"
+        "changed += ['matplotlib backend'] if str(dict.__getitem__(matplotlib.rcParams, 'backend')) != backend else []\n"
+        "print(len(names), changed)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    count, changed = out.stdout.strip().split(" ", 1)
+    assert int(count) > 100 and changed == "[]", out.stdout
+
+
 @pytest.mark.parametrize("preset, expected", [(None, "AVX2"), ("default", "DEFAULT"), ("avx512", "AVX512")])
-def test_importing_drift_pins_the_cpu_code_path_before_torch(preset, expected):
-    """A stage script imports drift before torch: torch's kernels, oneDNN and OpenBLAS run their AVX2 code path
+def test_the_pinned_path_holds_for_torch(preset, expected):
+    """A stage script pins the CPU code path before torch loads: torch's kernels, oneDNN and OpenBLAS run their AVX2 code path
     on any x86-64 CPU (this test's machine may have AVX-512), MKL its vendor-independent one (COMPATIBLE), unless
     the environment chose another."""
     env = {k: v for k, v in os.environ.items() if k not in CPU_CODE_PATH}
     if preset:
         env["ATEN_CPU_CAPABILITY"] = preset
-    code = "import drift, os, torch; print(torch.backends.cpu.get_cpu_capability(), os.environ['MKL_CBWR'])"
+    code = f"{PIN}; import os, torch; print(torch.backends.cpu.get_cpu_capability(), os.environ['MKL_CBWR'])"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     if expected == "AVX512" and native_capability() != "AVX512":
         # a CPU without AVX-512: torch caps the preset at AVX2, or (2.14 on an AMD EPYC without avx512f in
@@ -117,11 +145,11 @@ def test_importing_drift_pins_the_cpu_code_path_before_torch(preset, expected):
 NUMPY_AVX512 = ("X86_V4", "AVX512_ICL", "AVX512_SPR")  # numpy >= 2.4's AVX-512 dispatch targets
 
 
-def test_importing_drift_turns_numpys_avx512_loops_off():
-    """numpy's own loops (exp, log, sin, ...) round otherwise in their AVX-512 versions: after `import drift`
+def test_the_pinned_path_turns_numpys_avx512_loops_off():
+    """numpy's own loops (exp, log, sin, ...) round otherwise in their AVX-512 versions: on the pinned path
     only the AVX2 ones can run, here and in this test process (conftest pins before numpy is imported)."""
     env = {k: v for k, v in os.environ.items() if k not in CPU_CODE_PATH}
-    code = ("import drift, numpy; from numpy._core._multiarray_umath import __cpu_features__ as f; "
+    code = (f"{PIN}; import numpy; from numpy._core._multiarray_umath import __cpu_features__ as f; "
             f"print([t for t in {NUMPY_AVX512!r} if f.get(t)])")
     out = subprocess.run([sys.executable, "-W", "error::ImportWarning", "-c", code], env=env, capture_output=True,
                          text=True, check=True)
@@ -162,7 +190,8 @@ def test_linear_layers_give_the_bits_of_every_vendor():
     """MKL's GEMM under the pinned path (MKL_CBWR=COMPATIBLE): a Linear of each shape the models use (heads of 1,
     2, 7 and 16 outputs, MiniLM's 384 x 1536) gives the bits recorded on an Intel and an emulated AMD CPU."""
     code = (
-        "import drift, hashlib, torch, torch.nn.functional as F\n"
+        f"{PIN}\n"
+        "import hashlib, torch, torch.nn.functional as F\n"
         "torch.set_num_threads(1)\n"
         "g = torch.Generator().manual_seed(0)\n"
         f"for n, k, m in {list(LINEAR_DIGESTS)!r}:\n"

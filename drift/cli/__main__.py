@@ -1,5 +1,5 @@
 """`python -m drift.cli ...`: the `drift` command without its console script."""
 
-from drift.cli import app
+from drift.cli import main
 
-app()
+main()

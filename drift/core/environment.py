@@ -39,10 +39,10 @@ LOCK_FILE = "requirements.lock"  # written by `make lock`, installed from by `ma
 
 # The CPU code path torch's kernels (ATen), oneDNN, MKL and OpenBLAS choose at run time, pinned to AVX2: an
 # AVX-512 machine would otherwise sum in other orders and give other numbers in the 4th decimal. Read once
-# when each library loads, so set before torch is imported: drift/__init__.py (every stage script and the CLI),
-# Ray's workers (drift/core/executor.py), the test suite (tests/conftest.py); numpy's reads its own when it is
-# first imported, so drift is imported before numpy too. A value already in the environment wins
-# (ATEN_CPU_CAPABILITY=avx512 runs the native path). Any x86-64 CPU with AVX2 runs these. numpy's names are
+# when each library loads, so set before torch is imported, by the entry points that compute (importing drift
+# sets nothing): the stage scripts and the CLI (use_cpu_path), Ray's workers (drift/core/executor.py), the
+# benchmarks and the test suite (tests/conftest.py); numpy reads its own when it is first imported, so they come
+# first. A value already in the environment wins (ATEN_CPU_CAPABILITY=avx512 runs the native path). Any x86-64 CPU with AVX2 runs these. numpy's names are
 # those of numpy >= 2.4 (the lock); an older numpy warns (ImportWarning) and keeps its AVX-512 loops.
 # compute.cpu_path native (CPU_PATHS) leaves them all to the libraries, faster and machine-dependent: the stage
 # scripts and the CLI apply the setting (use_cpu_path) before numpy and torch load.

@@ -10,13 +10,13 @@ cohort, red: worse, whatever the metric's direction). Also forgetting curves (Fi
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import matplotlib.ticker  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.ticker
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 METRIC_LABELS = {
     "accuracy": "Accuracy",
@@ -30,6 +30,14 @@ METRIC_LABELS = {
 # characters HTML reads as markup become look-alikes in every string the plots data holds. Ordinary labels (years,
 # class and model names) are unchanged.
 PLOT_SAFE = str.maketrans({"<": "\u2039", ">": "\u203a", "&": "\uff06"})  # ‹ › ＆
+
+
+def subplots(*args, figsize=None, dpi=None, **kwargs) -> tuple[Figure, Any]:
+    """pyplot.subplots without pyplot: a figure on its own Agg canvas, so drawing one neither switches the
+    process's matplotlib backend (a notebook's stays) nor leaves a figure for pyplot to close."""
+    fig = Figure(figsize=figsize, dpi=dpi)
+    FigureCanvasAgg(fig)
+    return fig, fig.subplots(*args, **kwargs)
 
 
 def plot_text(value):
@@ -83,7 +91,7 @@ def heatmap(
 ) -> None:
     """marks: a K x K boolean array; a small dot in each True cell (e.g. a significant test)."""
     k = len(labels)
-    fig, ax = plt.subplots(figsize=(5.2 + 0.05 * k, 4.4 + 0.05 * k), dpi=120)
+    fig, ax = subplots(figsize=(5.2 + 0.05 * k, 4.4 + 0.05 * k), dpi=120)
     _draw_heatmap(fig, ax, matrix, labels, title, metric, higher_is_better, diverging, marks)
     fig.tight_layout()
     _save(fig, path)
@@ -98,7 +106,7 @@ def heatmap_row(
     """Heatmaps side by side in one figure, each drawn as `heatmap` draws one, with its own colour bar; panels:
     (matrix, labels, title, diverging) each. Fixed margins, not tight_layout: at most 12 ticks a side keep the
     labels within them, and one figure so laid out costs about half of as many separate heatmaps."""
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.6 * len(panels), 4.8), dpi=120, squeeze=False)
+    fig, axes = subplots(1, len(panels), figsize=(5.6 * len(panels), 4.8), dpi=120, squeeze=False)
     for ax, (matrix, labels, title, diverging) in zip(axes[0], panels):
         _draw_heatmap(fig, ax, matrix, labels, title, metric, higher_is_better, diverging, None)
     fig.subplots_adjust(left=0.06, right=0.97, bottom=0.2, top=0.93, wspace=0.35)
@@ -121,7 +129,9 @@ def _draw_heatmap(
     masked = np.ma.masked_invalid(matrix)
     vmin, vmax = color_limits(matrix, diverging)
     name = ("RdBu" if diverging else "viridis") + ("" if higher_is_better else "_r")
-    cmap = plt.get_cmap(name).with_extremes(bad="white")  # empty cells: white bands, never a score's colour
+    cmap = matplotlib.colormaps[name].with_extremes(
+        bad="white"
+    )  # empty cells: white bands, never a score's colour
     image = ax.imshow(
         masked, origin="lower", cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest"
     )
@@ -141,13 +151,12 @@ def _draw_heatmap(
 
 
 def _save(fig, path: Path) -> None:
-    """The figure as laid out (tight_layout or fixed margins) to a PNG at `path`, and closed."""
+    """The figure as laid out (tight_layout or fixed margins) to a PNG at `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     # tight_layout leaves a placeholder layout engine, for which savefig draws the whole figure once more before
     # the draw it saves; without an engine it draws once, to the same pixels
     fig.set_layout_engine(None)
     fig.savefig(path)
-    plt.close(fig)
 
 
 def forgetting_plot(
@@ -156,7 +165,7 @@ def forgetting_plot(
     """Forgetting curves (Figure 11): each model (left) and averaged within each family (right).
     curves / family_curves: name -> (gaps, values); references: the reference models among curves, drawn as
     grey dashed or dotted lines without markers (they are in no family)."""
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), dpi=120, sharey=True)
+    fig, axes = subplots(1, 2, figsize=(10, 4), dpi=120, sharey=True)
     for ax, group, heading in ((axes[0], curves, "per model"), (axes[1], family_curves, "per family")):
         for name, (gaps, values) in group.items():
             if group is curves and name in references:  # one dash pattern per reference, in grey
@@ -181,7 +190,7 @@ def family_bars(rows: list[dict], path: Path, title: str, metric: str) -> None:
     names = [r["family"] for r in rows]
     x = np.arange(len(rows))
     nan_if_none = lambda v: np.nan if v is None else v  # noqa: E731
-    fig, ax = plt.subplots(figsize=(max(4.5, 1.3 * len(rows) + 2), 4), dpi=120)
+    fig, ax = subplots(figsize=(max(4.5, 1.3 * len(rows) + 2), 4), dpi=120)
     for offset, key, color in ((-0.2, "id", "#4c72b0"), (0.2, "future", "#dd8452")):
         ax.bar(
             x + offset,
@@ -218,7 +227,7 @@ def saliency_grid(
     portraits: column index -> mean input image [C, H, W] in [0, 1], drawn as a first row for orientation."""
     top = 1 if portraits else 0
     n_rows, n_cols = len(models) + top, len(columns)
-    fig, axes = plt.subplots(
+    fig, axes = subplots(
         n_rows, n_cols, figsize=(1.9 * n_cols + 0.8, 1.9 * n_rows + 0.6), dpi=120, squeeze=False
     )
     for c, column in enumerate(columns):
@@ -329,7 +338,7 @@ def pareto_figure(result: dict):
     higher = result["higher_is_better"]
     cols = min(3, max(1, len(models)))
     rows = int(np.ceil(len(models) / cols)) or 1
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows + 0.4), dpi=120, squeeze=False)
+    fig, axes = subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows + 0.4), dpi=120, squeeze=False)
     drawn = []
     for ax, model in zip(axes.flat, models):
         policies = [p for p in result["models"][model]["policies"] if p["mean"] is not None]
@@ -382,7 +391,7 @@ def pareto_figure(result: dict):
 def _class_colours(ax, n: int) -> None:
     """Distinct colours for up to 20 classes (the default cycle repeats after 10)."""
     if n > 10:
-        ax.set_prop_cycle(color=[plt.get_cmap("tab20")(i) for i in range(20)])
+        ax.set_prop_cycle(color=[matplotlib.colormaps["tab20"](i) for i in range(20)])
 
 
 def _class_legend(ax, n: int) -> None:
@@ -408,7 +417,7 @@ def label_share_plot(
     one line per class (positive rates, a mean); `mean` (a rating per slice) as a dashed black line on its own
     axis. Slices in time order left to right."""
     x = np.arange(len(slices))
-    fig, ax = plt.subplots(figsize=(9.5, 3.8), dpi=120)
+    fig, ax = subplots(figsize=(9.5, 3.8), dpi=120)
     _class_colours(ax, len(classes))
     bottom = np.zeros(len(slices))
     for c, name in enumerate(classes):
@@ -446,7 +455,7 @@ def class_score_plot(
     """Each class's score per training cutoff, one line per class: on the diagonal cell (left: in distribution)
     and the mean over the later slices (right); diagonal, future: [cutoff, class], NaN where a class has none."""
     x = np.arange(len(cutoffs))
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.9), dpi=120, sharey=True)
+    fig, axes = subplots(1, 2, figsize=(11, 3.9), dpi=120, sharey=True)
     for ax, values, heading in (
         (axes[0], diagonal, "in distribution (diagonal cell)"),
         (axes[1], future, "future (mean over the later slices)"),

@@ -75,15 +75,12 @@ def losses_plot(curves: dict[str, list[float]], path: Path, title: str) -> None:
     """Loss against epoch, one line per training cutoff (`curves`: cutoff label -> its mean loss per epoch over the
     seeds, in time order), later cutoffs darker."""
     import matplotlib  # lazy: matplotlib, only when a report is written
-
-    matplotlib.use("Agg")  # as drift.report.plots: no display
-    import matplotlib.pyplot as plt
     import matplotlib.ticker
 
-    from drift.report.plots import _save
+    from drift.report.plots import _save, subplots
 
-    fig, ax = plt.subplots(figsize=(5.2, 3.6), dpi=120)
-    colours = plt.get_cmap("viridis")(np.linspace(0.9, 0.0, max(len(curves), 1)))
+    fig, ax = subplots(figsize=(5.2, 3.6), dpi=120)
+    colours = matplotlib.colormaps["viridis"](np.linspace(0.9, 0.0, max(len(curves), 1)))
     for colour, (label, losses) in zip(colours, curves.items()):
         ax.plot(
             range(1, len(losses) + 1),

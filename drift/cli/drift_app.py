@@ -1,0 +1,61 @@
+"""The `drift` command's Typer app: every command group registered on one app (drift.cli `main` runs it)."""
+
+import typer
+
+from drift.cli import (
+    cache,
+    init,
+    paper,
+    pipeline_commands,
+    plan_commands,
+    policy_commands,
+    rehearse_commands,
+    remote_commands,
+    report_commands,
+    run_commands,
+)
+from drift.cli.common import DriftApp
+
+app = DriftApp(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Measure how models decay over time: summaries of the DVC pipeline's drift matrices.",
+)
+
+
+def _version(value: bool):
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"drift {version('drift')}")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            from drift import __version__
+
+            print(f"drift {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    show_version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="print the version and exit"
+    ),
+):
+    """Measure how models decay over time: summaries of the DVC pipeline's drift matrices."""
+
+
+for command in (
+    pipeline_commands.COMMANDS
+    + init.COMMANDS
+    + report_commands.COMMANDS
+    + plan_commands.COMMANDS
+    + policy_commands.COMMANDS
+    + paper.COMMANDS
+    + rehearse_commands.COMMANDS
+    + remote_commands.COMMANDS
+    + run_commands.COMMANDS
+):
+    app.command()(command)
+app.add_typer(cache.cache_app, name="cache")
+
