@@ -49,7 +49,7 @@ pin_cpu_code_path()  # the stages' CPU path (compute.cpu_path portable) for what
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-SHIPPED = ROOT / "tests" / "fixtures" / "params.yaml"  # params.yaml as shipped (the tests' copy)
+SHIPPED = ROOT / "params.yaml"  # the checkout's params.yaml
 AMAZON = ROOT / "tests" / "fixtures" / "amazon2023"
 STAGES = ("ingest", "slice", "embed", "train", "evaluate")
 

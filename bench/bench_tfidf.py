@@ -144,7 +144,7 @@ def sotu_cutoffs(cv: bool = True) -> dict:
 
     with tempfile.TemporaryDirectory(prefix="bench-tfidf-") as tmp:
         path = Path(tmp) / "params.yaml"
-        path.write_text(yaml.safe_dump(yaml.safe_load((ROOT / "tests/fixtures/params.yaml").read_text())))
+        path.write_text(yaml.safe_dump(yaml.safe_load((ROOT / "params.yaml").read_text())))
         params = load_params(path)
         ingest("sotu", dataset_cfg(params, "sotu"), Path(tmp) / "r.parquet", Path(tmp) / "q.parquet")
         table, manifest = slice_dataset(read_records(Path(tmp) / "r.parquet"), "sotu", params.split)

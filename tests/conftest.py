@@ -1,6 +1,7 @@
 """Shared test helpers: a real project copy in a temporary git repository, run with real DVC."""
 from __future__ import annotations
 
+import atexit
 import functools
 import inspect
 import os
@@ -24,9 +25,24 @@ sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 ROOT = Path(__file__).resolve().parents[1]
-# params.yaml as shipped: what the tests build their params from, whatever the workspace's params.yaml holds (a
-# user's datasets, sections, a preset); tests/test_params.py checks it against the schema
-SHIPPED_PARAMS = ROOT / "tests" / "fixtures" / "params.yaml"
+
+
+def shipped_params() -> Path:
+    """params.yaml as committed (git's HEAD), written to a file of this process: what the tests build their params
+    from, whatever the workspace's params.yaml holds uncommitted (a user's datasets, sections, a preset). Outside
+    a git checkout, the workspace's own. tests/test_params.py checks it against the schema."""
+    shown = subprocess.run(["git", "show", "HEAD:params.yaml"], cwd=ROOT, capture_output=True, text=True)
+    if shown.returncode != 0:
+        return ROOT / "params.yaml"
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="drift-shipped-")) / "params.yaml"
+    path.write_text(shown.stdout)
+    atexit.register(shutil.rmtree, path.parent, True)
+    return path
+
+
+SHIPPED_PARAMS = shipped_params()
 BIN = Path(sys.executable).parent
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -8,13 +8,13 @@ import shutil
 import subprocess
 import sys
 
-from conftest import ROOT
+from conftest import ROOT, SHIPPED_PARAMS
 
 HEAVY = ("torch", "transformers", "timm", "lancedb", "sentence_transformers", "sklearn")
 
 
 def test_the_check_stage_imports_no_torch(tmp_path):
-    shutil.copy(ROOT / "tests" / "fixtures" / "params.yaml", tmp_path / "params.yaml")
+    shutil.copy(SHIPPED_PARAMS, tmp_path / "params.yaml")
     probe = ("import runpy, sys\nsys.argv = ['stages/check.py']\n"
              f"runpy.run_path({str(ROOT / 'stages' / 'check.py')!r}, run_name='__main__')\n"
              f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))\n")

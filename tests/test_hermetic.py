@@ -1,6 +1,7 @@
 """The suite ignores the workspace's params.yaml: in a workspace where a user has `drift init`-ed a table of their
-own and applied a preset, the tests that read params still pass (they build their params from the shipped copy,
-tests/fixtures/params.yaml, or their own), and `drift preset` kept the user's dataset and said so."""
+own and applied a preset, the tests that read params still pass (they build their params from params.yaml as
+committed, tests/conftest.py `shipped_params`, or their own), and `drift preset` kept the user's dataset and said
+so."""
 from __future__ import annotations
 
 import datetime as dt
@@ -29,6 +30,8 @@ def test_param_reading_tests_pass_in_a_users_workspace(tmp_path):
     for name in ("dvc.yaml", "requirements.lock", "pyproject.toml", ".gitignore"):
         shutil.copy(ROOT / name, ws / name)
     shutil.copy(SHIPPED_PARAMS, ws / "params.yaml")
+    for git in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "clone"]):
+        subprocess.run(["git", *git], cwd=ws, check=True, capture_output=True)  # a clone: params.yaml as shipped
     day = dt.date(2019, 1, 1)
     lines = ["date,subject,kind"] + [
         f"{day + dt.timedelta(days=9 * i)},{['fix', 'feat', 'docs'][i % 3]} change number {i} in module {i % 7},"

@@ -64,7 +64,7 @@ def test_shipped_params_validate():
 
 def test_the_workspace_params_validate():
     """Whatever this workspace's params.yaml holds (a user's datasets and sections, a preset), it loads; the
-    other tests build their params from the shipped copy (tests/fixtures/params.yaml) or their own."""
+    other tests build their params from params.yaml as committed (conftest.shipped_params) or their own."""
     if (ROOT / "params.yaml").exists():
         checked_params(ROOT / "params.yaml")
 

@@ -16,7 +16,7 @@ from rich.console import Console
 from drift.cli.common import console, esc, fail
 from drift.core.dataset_registry import DATASETS
 from drift.core.errors import DriftError, check_name
-from drift.core.params import load_params
+from drift.core.params import load_params, read_yaml
 from drift.data.datasets import check_datasets
 from drift.data.inspect import Ambiguous, propose
 
@@ -35,7 +35,7 @@ def write_dataset(
     A name already there is a one-line error; `force` replaces its entry and section in place (the roster stays).
     The edited text must parse to exactly the intended params and pass the schema before it is written."""
     text = params_path.read_text() if params_path.exists() else ""
-    params = yaml.safe_load(text) or {}
+    params = read_yaml(params_path, text) or {}
     if not isinstance(params, dict):
         raise DriftError(f"{params_path} holds no mapping at its top level: it cannot take a dataset")
     if (name in params or name in (params.get("datasets") or {})) and not force:
@@ -57,7 +57,7 @@ def write_dataset(
     text = _set_item(text, [], name, section)
     if roster:
         text = _set_item(text, ["train", "models"], name, roster)
-    if json.loads(json.dumps(yaml.safe_load(text), default=str)) != wanted:  # the text edit went wrong: stop
+    if json.loads(json.dumps(read_yaml(params_path, text), default=str)) != wanted:  # the text edit went wrong: stop
         raise DriftError(
             f"could not add {name!r} to {params_path} without rewriting it: add the section "
             f"`drift init --json` prints by hand"

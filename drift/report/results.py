@@ -13,6 +13,7 @@ import numpy as np
 import yaml
 
 from drift.core.errors import DriftError, close_matches
+from drift.core.params import read_yaml
 from drift.core.paths import METRICS, PLOTS, dataset_paths
 from drift.protocol.summary import (
     STATS,
@@ -248,21 +249,29 @@ def metrics_at(repo, rev: str) -> dict[str, dict[str, dict]]:
 
 
 def params_at(repo, rev: str) -> dict:
-    """Flat {"dotted.key": value} of the params at a revision ("file:dotted.key" for files other than
-    params.yaml)."""
-    shown = repo.params.show(revs=[rev], hide_workspace=False, on_error="return")
-    key = rev if rev == "workspace" else next((k for k in shown if k != "workspace"), None)
+    """Flat {"dotted.key": value} of params.yaml at a git revision, a DVC experiment or "workspace", read the one
+    way every command reads it (drift.core.params.read_yaml: a key named twice is a one-line error); empty when
+    the revision has no params.yaml."""
+    from dvc.scm import RevError, SCMError, resolve_rev  # lazy: DVC, only for compare
+
+    try:
+        if rev == "workspace":
+            text = (Path(repo.root_dir) / "params.yaml").read_text()
+        else:
+            with repo.scm.get_fs(resolve_rev(repo.scm, rev)).open("params.yaml") as f:
+                text = f.read()
+    except (OSError, RevError, SCMError):
+        return {}
     flat = {}
 
     def walk(prefix, value):
         if isinstance(value, dict):
             for k, v in value.items():
-                walk(f"{prefix}.{k}" if prefix and not prefix.endswith(":") else f"{prefix}{k}", v)
+                walk(f"{prefix}.{k}" if prefix else str(k), v)
         else:
             flat[prefix] = value
 
-    for file, entry in ((shown.get(key) or {}).get("data") or {}).items():
-        walk("" if file == "params.yaml" else f"{file}:", entry.get("data") or {})
+    walk("", read_yaml("params.yaml" if rev == "workspace" else f"params.yaml at {rev}", text) or {})
     return flat
 
 
