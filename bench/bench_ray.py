@@ -5,7 +5,7 @@
 2. the training grid alone on Ray with 1 vs 2 workers. Every run's outputs equal the local run's, byte for byte.
 Figures: bench/README.md.
 
-    python bench/bench_ray.py --preset default   # params.yaml as shipped (what README.md quotes)
+    python bench/bench_ray.py --preset default   # params.yaml as shipped (what docs/tutorials/ray.md quotes)
     python bench/bench_ray.py --quick            # the tiny project, synth-portraits only, once: under a minute
 """
 

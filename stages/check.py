@@ -19,7 +19,7 @@ from drift.core.stage import run_stage
 from drift.run.checks import check_run, write_checked
 
 
-def main(argv):
+def main(argv: list[str]) -> None:
     params = load_params()
     check_run(params)  # `drift check` runs the same, without DVC
     write_checked(params)

@@ -23,7 +23,7 @@ from drift.store.location import cache_dir
 from drift.store.slices import read_slice_manifest
 
 
-def main(argv):
+def main(argv: list[str]) -> None:
     name = argv[0]
     params = load_params(dataset=name)  # train and embed as this dataset's section overrides them
     p = require(name, "slice_manifest")

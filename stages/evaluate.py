@@ -23,7 +23,7 @@ from drift.store.cells import ResultCache, corrupt_line
 from drift.store.location import cache_dir
 
 
-def main(argv):
+def main(argv: list[str]) -> None:
     name = argv[0]
     params = load_params(dataset=name)  # train and embed as this dataset's section overrides them
     # slice and embed first, then train: the first missing input is named
@@ -43,7 +43,7 @@ def main(argv):
             }
         )
 
-    results, counts = evaluate_roster(
+    results, counts, corrupt = evaluate_roster(
         data,
         roster(params.train, name, params.info(name).modality),
         p["models"],
@@ -55,7 +55,7 @@ def main(argv):
     )
     for model, result in results.items():
         result.to_file(p["eval"] / f"{model}.json")
-    corrupt = counts.pop("corrupt")  # the damaged cache files' names: printed, not recorded
+    # the damaged cache files' names: printed, not recorded
     if line := corrupt_line(f"evaluate@{name}", corrupt, "cell(s)"):
         print(line, file=sys.stderr)
     record = {"dataset": name, **counts, "timings": timings}

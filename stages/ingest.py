@@ -20,7 +20,7 @@ from drift.data.ingest_counts import IngestCounts
 from drift.data.validate import validate_data
 
 
-def main(argv):
+def main(argv: list[str]) -> None:
     name = argv[0]
     params = load_params()
     check_datasets(params)

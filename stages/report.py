@@ -17,7 +17,7 @@ from drift.report.html import write_html_report
 from drift.report.outputs import load_eval, write_dataset_report
 
 
-def main(argv):
+def main(argv: list[str]) -> None:
     name = argv[0]
     params = load_params(dataset=name)  # train and embed as this dataset's section overrides them
     p = require(name, "eval")

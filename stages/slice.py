@@ -17,7 +17,7 @@ from drift.data.records import read_records
 from drift.store.slices import slice_dataset, slice_warnings, write_slice_table
 
 
-def main(argv):
+def main(argv: list[str]) -> None:
     name = argv[0]
     params = load_params()
     p = require(name, "records")

@@ -27,7 +27,7 @@ from drift.train.rates import engine_choice
 from drift.train.train_run import TrainRun
 
 
-def main(argv):
+def main(argv: list[str]) -> None:
     name = argv[0]
     params = load_params(dataset=name)  # train and embed as this dataset's section overrides them
     validate(params, name)
@@ -56,7 +56,7 @@ def main(argv):
             }
         )
 
-    counts = train_roster(
+    counts, corrupt = train_roster(
         data,
         models,
         params.train,
@@ -67,7 +67,7 @@ def main(argv):
         engines,
         on_trained=trained,
     )
-    corrupt = counts.pop("corrupt")  # the damaged cache files' names: printed, not recorded
+    # the damaged cache files' names: printed, not recorded
     if line := corrupt_line(f"train@{name}", corrupt, "checkpoint(s)"):
         print(line, file=sys.stderr)
     engine = engines or {m: "batched" if batched else "solo" for m in models}

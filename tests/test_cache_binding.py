@@ -42,10 +42,11 @@ def train(tmp_path: Path) -> dict:
     """ffn-s, seed 0, four cutoffs into tmp_path/cache; the counts and what the workspace got."""
     data = TinyData(np.random.default_rng(5))
     cache = ResultCache(tmp_path / "cache")
-    counts = train_roster(data, ["ffn-s"], CFG.model_copy(update={"seeds": [0]}), tmp_path / "models", cache)
+    counts, corrupt = train_roster(data, ["ffn-s"], CFG.model_copy(update={"seeds": [0]}), tmp_path / "models", cache)
     keys = json.loads((tmp_path / "models" / CHECKPOINT_KEYS).read_text())
     files = {p: (tmp_path / "models" / p).read_bytes() for p in sorted(keys)}
-    return {"data": data, "counts": counts, "keys": [keys[p] for p in sorted(keys)], "files": files}
+    return {"data": data, "counts": counts, "corrupt": corrupt, "keys": [keys[p] for p in sorted(keys)],
+            "files": files}
 
 
 def test_a_checkpoint_copied_over_another_is_retrained_and_flagged(tmp_path, monkeypatch):
@@ -65,13 +66,13 @@ def test_a_checkpoint_copied_over_another_is_retrained_and_flagged(tmp_path, mon
     ]
 
     again = train(tmp_path)
-    assert {k: again["counts"][k] for k in ("trained", "reused", "recomputed", "corrupt")} == {
+    assert {k: again["counts"][k] for k in ("trained", "reused", "recomputed")} == {
         "trained": 1,
         "reused": 3,
         "recomputed": {"corrupt": 1},
-        "corrupt": [str(one)],
     }
-    assert corrupt_line("train@tiny", again["counts"]["corrupt"], "checkpoint(s)") == (
+    assert again["corrupt"] == [str(one)]
+    assert corrupt_line("train@tiny", again["corrupt"], "checkpoint(s)") == (
         f"train@tiny: 1 cached checkpoint(s) failed their checksum or content check and were recomputed: {one} "
         "(`drift cache verify` checks the whole cache)"
     )

@@ -72,7 +72,7 @@ def test_compare_keeps_reference_rows(monkeypatch):
 
     from typer.testing import CliRunner
 
-    import drift.cli.report_commands as cli_report
+    import drift.report.api as api  # where `drift compare` reads the revisions
     from drift.cli import app
 
     prior = {**stats(0.6, 0.6), "family": "Reference", "reference": True}
@@ -84,10 +84,10 @@ def test_compare_keeps_reference_rows(monkeypatch):
         ("ffn-s", False, "changed"), ("baseline-linear", True, "added"), ("baseline-prior", True, "changed")]
     assert rows[2]["id"]["change"] == approx(0.02) and rows[2]["id"]["improved"] is True
 
-    monkeypatch.setattr(cli_report, "_open_repo", lambda root: contextlib.nullcontext())
-    monkeypatch.setattr(cli_report, "metrics_at", lambda repo, rev: a if rev == "A" else b)
-    monkeypatch.setattr(cli_report, "params_at", lambda repo, rev: {})
-    monkeypatch.setattr(cli_report, "report_locks_at", lambda repo, rev: {})
+    monkeypatch.setattr(api, "_open_repo", lambda root: contextlib.nullcontext())
+    monkeypatch.setattr(api, "metrics_at", lambda repo, rev: a if rev == "A" else b)
+    monkeypatch.setattr(api, "params_at", lambda repo, rev: {})
+    monkeypatch.setattr(api, "report_locks_at", lambda repo, rev: {})
     result = CliRunner().invoke(app, ["compare", "A", "B", "--json"])
     assert result.exit_code == 0, result.output
     assert [r["model"] for r in json.loads(result.stdout)["datasets"]["sotu"]] == [

@@ -326,7 +326,7 @@ def test_a_declared_head_trains_into_a_matrix(tmp_path, name, modality, engine):
     load_params(params_with(DECLARED))
     data = TinyData(modality)
     cfg = CFG.model_copy(update={"engine": "batched" if engine else "solo"})
-    assert train_roster(data, [name], cfg, tmp_path / "models", train_many=engine)["trained"] == 2
+    assert train_roster(data, [name], cfg, tmp_path / "models", train_many=engine).counts["trained"] == 2
     checkpoints = {k: tmp_path / "models" / name / "seed0" / f"cutoff{k:03d}.pt" for k in range(2)}
     matrix, _, done, _ = evaluate_seed(
         EvalJob(data, name, 0, checkpoints, tmp_path / "cells", 1, code_version("evaluate"))
@@ -341,7 +341,7 @@ def test_a_size_changes_the_checkpoint_key(tmp_path):
 
     def trained(width: int) -> tuple[int, int]:
         load_params(params_with({"h": {"family": "transformer", "width": width, "heads": 2, "ffn": 16}}))
-        counts = train_roster(data, ["h"], CFG, tmp_path / "models", cache)
+        counts = train_roster(data, ["h"], CFG, tmp_path / "models", cache).counts
         return counts["trained"], counts["reused"]
 
     assert trained(8) == (2, 0)

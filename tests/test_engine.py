@@ -220,11 +220,12 @@ class TinyData:
 def test_train_roster_batched_equals_solo(tmp_path):
     data = TinyData(np.random.default_rng(5))
     cfg = TrainParams(**{**CFG.model_dump(), "seeds": [0, 1]})
-    solo_counts = train_roster(data, ["ffn-s", "baseline-prior"], cfg, tmp_path / "solo")
-    batched = train_roster(data, ["ffn-s", "baseline-prior"], cfg, tmp_path / "batched", train_many=train_many)
+    solo_run = train_roster(data, ["ffn-s", "baseline-prior"], cfg, tmp_path / "solo")
+    batched_run = train_roster(data, ["ffn-s", "baseline-prior"], cfg, tmp_path / "batched", train_many=train_many)
     # ffn-s: 2 seeds x 4 cutoffs trained; the reference fitted once per cutoff, its seed-1 copies reused
-    assert solo_counts == batched == {"trained": 8 + 4, "reused": 4, "recomputed": {"corrupt": 0},
-                                                "corrupt": [], "executor": "local", "workers": 1}
+    assert solo_run.counts == batched_run.counts == {"trained": 8 + 4, "reused": 4, "recomputed": {"corrupt": 0},
+                                                     "executor": "local", "workers": 1}
+    assert solo_run.corrupt == batched_run.corrupt == []
     solo = sorted(p.relative_to(tmp_path / "solo") for p in (tmp_path / "solo").rglob("*.pt"))
     assert solo == sorted(p.relative_to(tmp_path / "batched") for p in (tmp_path / "batched").rglob("*.pt"))
     assert len(solo) == 2 * 4 * 2

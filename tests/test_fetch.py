@@ -253,8 +253,8 @@ def test_fetch_dataset_sha_string_for_many_files(server, tmp_path):
 
 from drift.data.fetch import Tracked, fetch_and_track, track_dataset  # noqa: E402
 
-# what the README recommends for .gitignore: the pipeline's outputs, not data/ as a whole (DVC looks for no
-# .dvc file under a folder git ignores, and takes `/data/*` for ignoring data/ itself)
+# what docs/how-to/presets.md recommends for .gitignore: the pipeline's outputs, not data/ as a whole (DVC
+# looks for no .dvc file under a folder git ignores, and takes `/data/*` for ignoring data/ itself)
 PIPELINE_OUTPUTS = "/data/records/\n/data/slices/\n/data/embeddings/\n/data/models/\n/data/eval/\n"
 SNAP_CFG = {"source": "data/raw/arxiv/snap.json", "sha256": sha(FILES[SNAP])}
 

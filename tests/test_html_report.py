@@ -220,3 +220,39 @@ def test_a_paper_dataset_is_set_beside_the_published_run(tmp_path):
     if CHROMIUM is not None:
         (loaded,) = load_in_chromium([path])
         assert page_problems(loaded) == [] and "paper" in loaded["sections"]
+
+
+HOSTILE = "<script>alert('x')</script> & co"
+
+
+def test_a_hostile_name_is_shown_as_text_through_the_template(tmp_path):
+    """A model, family, slice label, class, share and policy named with markup and `&` (in the committed sotu
+    results): the page rendered from its template shows each as text, in table cells, the heading and a
+    figure's caption alike."""
+    tables = (ROOT / "tables" / "sotu.json").read_text()
+    for name in ("probe-minilm", "Frozen", "1850s"):
+        tables = tables.replace(json.dumps(name), json.dumps(f"{name} {HOSTILE}"))
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "sotu.json").write_text(tables)
+    plots = tmp_path / "plots" / "sotu"
+    plots.mkdir(parents=True)
+    shutil.copy(ROOT / "plots" / "sotu" / "labels.png", plots / "labels.png")
+    shares = [{"train": f"1850s {HOSTILE}", "eval": f"class {HOSTILE}", "value": 0.5, "rows": 10, "what": HOSTILE},
+              {"train": "2010s", "eval": f"class {HOSTILE}", "value": 0.25, "rows": 10, "what": HOSTILE}]
+    (plots / "labels.json").write_text(json.dumps(shares))
+    policy = {"model": f"probe-minilm {HOSTILE}", "policy": HOSTILE, "cost": 1.0, "mean": 0.5, "worst": 0.1,
+              "retrainings": 1, "pareto": True, "best": True, "cost_unit": HOSTILE}
+    (tmp_path / "plots" / "policies").mkdir()
+    (tmp_path / "plots" / "policies" / "sotu.json").write_text(json.dumps([policy]))
+
+    page = write_html_report("sotu", tmp_path).read_text()
+    shown = html.escape(HOSTILE)
+    assert shown == "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; co"
+    assert "<script" not in page and "alert('x')" not in page and " & co" not in page
+    assert f'<td class="name">probe-minilm {shown}</td><td class="name">Frozen {shown}</td>' in page  # summary
+    assert f"slices, 1850s {shown}, " in page  # the heading's first slice
+    assert f"s: class {shown}.</p>" in page  # the heading's classes
+    assert f'<td class="name">class {shown}</td>' in page and f"<th>1850s {shown}</th>" in page  # label shares
+    assert f'alt="sotu: {shown} per slice"' in page and f"<figcaption>sotu: {shown} per slice</figcaption>" in page
+    assert f'<tr class="best"><td class="name">probe-minilm {shown}</td><td class="name">{shown}</td>' in page
+    assert f"<th>cost ({shown})</th>" in page

@@ -82,7 +82,8 @@ def test_repro_end_to_end(project):
     assert run(["git", "status", "--porcelain"], repo).stdout == ""
     assert run(["dvc", "status"], repo).stdout.split() == ["check:", "always", "changed"]  # nothing else to run
 
-    # a typo on the up-to-date workspace (the README's way to iterate) fails in the check stage, in one line
+    # a typo on the up-to-date workspace (the way docs/how-to/experiments.md iterates) fails in the check stage,
+    # in one line
     typo = run(["dvc", "exp", "run", "-S", "+train.epoch=3"], repo, check=False)
     assert typo.returncode != 0 and "Running stage 'train" not in typo.stdout
     assert "error: unknown parameter train.epoch: did you mean train.epochs?" in typo.stderr, typo.stderr

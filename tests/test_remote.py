@@ -17,7 +17,8 @@ CACHE_TYPE = "reflink,hardlink,symlink,copy"  # what the repository's .dvc/confi
 
 
 def s3_remote(repo: Path, endpoint: str, bucket: str, name: str = "storage") -> None:
-    """The README's S3 remote: the bucket and endpoint committed in .dvc/config, the keys from the environment."""
+    """The S3 remote of docs/how-to/dvc-remote.md: the bucket and endpoint committed in .dvc/config, the keys
+    from the environment."""
     run(["dvc", "remote", "add", "-d", name, f"s3://{bucket}/dvc"], repo)
     run(["dvc", "remote", "modify", name, "endpointurl", endpoint], repo)
 

@@ -114,7 +114,7 @@ def run(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(request.param)
     data = Rows(request.param)
     train_roster(data, MODELS, CFG, root / "data" / "models" / data.name)
-    results, _ = evaluate_roster(data, MODELS, root / "data" / "models" / data.name, 1, ResultCache(root / "cache"))
+    results, _, _ = evaluate_roster(data, MODELS, root / "data" / "models" / data.name, 1, ResultCache(root / "cache"))
     for model, result in results.items():
         result.to_file(root / "data" / "eval" / data.name / f"{model}.json")
     slice_table(data, root)
@@ -183,7 +183,7 @@ def test_per_class_scores_equal_a_direct_computation(run):
 
 def test_a_second_evaluation_reads_the_per_class_scores_from_the_cache(run, tmp_path):
     data, results, root = run
-    again, counts = evaluate_roster(data, MODELS, root / "data" / "models" / data.name, 1, ResultCache(root / "cache"))
+    again, counts, _ = evaluate_roster(data, MODELS, root / "data" / "models" / data.name, 1, ResultCache(root / "cache"))
     assert counts["computed"] == 0 and counts["reused"] > 0
     for model in MODELS:
         assert again[model].dumps() == results[model].dumps()  # every field, per_class included, byte for byte

@@ -219,7 +219,7 @@ def test_drift_paper_yearbook_compares_like_with_like(tmp_path, ours):
     if ours == "empty":  # the report's paper section says the same
         from drift.report.html import _paper
 
-        assert "Empty test sets (slice 1924, from row 1924 on): the paper scores them 0.0" in _paper("yearbook", tmp_path)
+        assert "Empty test sets (slice 1924, from row 1924 on): the paper scores them 0.0" in _paper("yearbook", tmp_path)["empty_cells"]
 
 
 def test_the_published_zero_cells_are_exactly_1924_from_its_own_row_on():

@@ -98,8 +98,8 @@ def test_a_roster_from_the_cache_keeps_its_curves(tmp_path):
     data = TinyData(np.random.default_rng(5))
     cfg = TrainParams(**{**CFG.model_dump(), "epochs": 2})
     cache = ResultCache(tmp_path / "cells")
-    first = train_roster(data, ["ffn-s"], cfg, tmp_path / "a", cache)
-    again = train_roster(data, ["ffn-s"], cfg, tmp_path / "b", cache)
+    first = train_roster(data, ["ffn-s"], cfg, tmp_path / "a", cache).counts
+    again = train_roster(data, ["ffn-s"], cfg, tmp_path / "b", cache).counts
     assert (first["trained"], again["trained"], again["reused"]) == (4, 0, 4)
     assert loss_curves(tmp_path / "b", "ffn-s") == loss_curves(tmp_path / "a", "ffn-s")
     assert all(len(c) == 2 for c in loss_curves(tmp_path / "b", "ffn-s")[0].values())

@@ -1,5 +1,5 @@
 """Untrusted input: a table from someone else and a params.yaml from a pull request. Each test is one probe of
-the README's Reliability section (names, paths, bad bytes, bounds, empty results, checkpoints, Ctrl-C), with the
+docs/explanations/reliability.md (names, paths, bad bytes, bounds, empty results, checkpoints, Ctrl-C), with the
 exact line a user sees; DVC and the shell run for real where they are the subject."""
 from __future__ import annotations
 

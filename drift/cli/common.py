@@ -35,8 +35,8 @@ class OutputConsole(Console):
         return super().size
 
     @size.setter
-    def size(self, new_size):
-        Console.size.fset(self, new_size)
+    def size(self, new_size: tuple[int, int]) -> None:
+        self.width, self.height = new_size  # as Console's own setter: both fixed
 
 
 def output_console() -> Console:

@@ -2,18 +2,16 @@
 
 import typer
 
-from drift.cli import (
-    cache,
-    init,
-    paper,
-    pipeline_commands,
-    plan_commands,
-    policy_commands,
-    rehearse_commands,
-    remote_commands,
-    report_commands,
-    run_commands,
-)
+import drift.cli.cache as cache
+import drift.cli.init as init
+import drift.cli.paper as paper
+import drift.cli.pipeline_commands as pipeline_commands
+import drift.cli.plan_commands as plan_commands
+import drift.cli.policy_commands as policy_commands
+import drift.cli.rehearse_commands as rehearse_commands
+import drift.cli.remote_commands as remote_commands
+import drift.cli.report_commands as report_commands
+import drift.cli.run_commands as run_commands
 from drift.cli.common import DriftApp
 
 app = DriftApp(
@@ -58,4 +56,3 @@ for command in (
 ):
     app.command()(command)
 app.add_typer(cache.cache_app, name="cache")
-

@@ -28,12 +28,10 @@ from drift.protocol.summary import (
     below_linear_message,
     below_prior_message,
     check_order,
-    last_epoch_drop,
-    still_falling,
     still_falling_message,
 )
-from drift.report.results import STAGE_FOLDERS, label_free, load_results, summary_rows
-from drift.report.training import read_curves
+from drift.report import api
+from drift.report.results import STAGE_FOLDERS
 
 
 def _with_std(stats: dict, key: str) -> str:
@@ -136,32 +134,21 @@ def summary(
     try:
         check_order(by)
         check_protocol(protocol)
-        params = metrics_dir.parent / "params.yaml"  # the workspace's pipeline: the datasets it declares
-        declared = list(load_params(params).datasets) if params.exists() else None
+        root = metrics_dir.parent  # the workspace: its params.yaml declares the datasets
         if dataset is not None:
             with_results = {p.parent.name for p in metrics_dir.glob("*/*.json")} - set(STAGE_FOLDERS)
-            check_dataset(dataset, metrics_dir.parent, with_results)
-        results = load_results(metrics_dir, dataset, declared)
+            check_dataset(dataset, root, with_results)
         if protocol != "ours":
+            results = api.metrics(dataset, root)
             peers = {name: peer_rows(name, models, protocol) for name, models in results.items()}
+        else:
+            shown = api.summary_records(dataset, by, root)
     except DriftError as e:
         fail(e)
     if protocol != "ours":
         print_peers(peers, protocol, as_json)
         return
-    out = {name: summary_rows(models, by) for name, models in results.items()}
-    signals = {name: label_free(metrics_dir.parent, name) for name in out}
-    curves = {name: read_curves(metrics_dir.parent, name) for name in out}  # plots/losses/<ds>.json
-    for name, rows in out.items():
-        for row in rows:
-            if row["model"] in signals[name]:
-                row["label_free"] = signals[name][row["model"]]
-            if not row["reference"]:
-                row["below_linear"] = None if row.get("margin_linear") is None else _below_linear(row)
-            # the last epoch's drop of the training loss (drift.report.training)
-            if row["model"] in curves[name]:
-                mine = curves[name][row["model"]]
-                row["last_epoch_drop"], row["still_falling"] = last_epoch_drop(mine), still_falling(mine)
+    out, signals, curves = shown.rows, shown.label_free, shown.curves
     if as_json:
         print(json.dumps(out, indent=2))
         return

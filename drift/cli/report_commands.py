@@ -1,7 +1,8 @@
 """`drift show`, `drift compare`, `drift plots`, `drift saliency`: the report stage's outputs, drawn for people.
 
-They read what the report stage commits to git (metrics/, plots/) through drift.report.results, so they work on any
-checkout; `compare` and `plots` read other revisions and DVC experiments through DVC itself.
+`show` and `compare` read their data through drift.report.api (what the report stage commits to git: metrics/,
+plots/), so they work on any checkout; `compare` and `plots` read other revisions and DVC experiments through DVC
+itself.
 """
 
 from __future__ import annotations
@@ -24,18 +25,8 @@ from rich.text import Text
 from drift.cli.common import check_dataset, console, esc, fail, fmt, plain
 from drift.core.errors import DriftError, close_matches
 from drift.core.paths import dataset_paths
-from drift.report.results import (
-    STATS,
-    _open_repo,
-    diff_metrics,
-    diff_params,
-    load_matrix,
-    metrics_at,
-    not_rerun,
-    params_at,
-    report_datasets,
-    report_locks_at,
-)
+from drift.report import api
+from drift.report.results import STATS
 
 LABELS = {"id": "ID", "future": "Future", "decay": "Decay"}
 
@@ -130,8 +121,8 @@ def show(
 ):
     """One drift matrix as a coloured terminal heatmap, with ID, Future and Decay under it, and each class's."""
     try:
-        check_dataset(dataset, root, report_datasets(root))
-        m = load_matrix(root, dataset, model, deviation)
+        check_dataset(dataset, root, api.datasets(root))
+        m = api.matrix(dataset, model, deviation, root)
     except DriftError as e:
         fail(e)
     from drift.report.labels import load_classes  # lazy: matplotlib, kept out of `drift --help`
@@ -197,14 +188,8 @@ def compare(
 ):
     """What changed in ID, Future and Decay per model between two revisions or experiments."""
     try:
-        repo = _open_repo(root)
-        with repo:
-            a, b = metrics_at(repo, rev_a), metrics_at(repo, rev_b)
-            params = diff_params(params_at(repo, rev_a), params_at(repo, rev_b))
-            locks = report_locks_at(repo, rev_a), report_locks_at(repo, rev_b)
-        if not a and not b:
-            raise DriftError(f"no drift metrics (metrics/<dataset>/<model>.json) at {rev_a} or {rev_b}")
-        rows = not_rerun(diff_metrics(a, b), *locks)
+        comparison = api.compare_records(rev_a, rev_b, root)
+        params, rows = comparison["params"], comparison["datasets"]
         if dataset is not None:
             if dataset not in rows:  # a dataset of either revision is valid, declared in the workspace or not
                 check_dataset(dataset, root, rows)

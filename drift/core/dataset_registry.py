@@ -12,8 +12,9 @@ each dataset's reader and its code digest to data/checked/<name>.json, which its
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
+from drift.core.artefact import Modality, TaskName
 from drift.core.errors import DriftError, close_matches
 
 READERS = "drift/data/datasets"  # the reader of a dataset: READERS/<module>.py
@@ -22,8 +23,8 @@ TABLE_READER = f"{READERS}/{TABLE_MODULE}.py"
 
 
 class Dataset(NamedTuple):
-    task: str  # binary | multiclass | regression | multilabel (drift.protocol.tasks)
-    modality: str  # text | image
+    task: TaskName | Literal[""]  # "": a configured table's section as written, before it names one
+    modality: Modality
     module: str  # its reader, drift/data/datasets/<module>.py
 
     @property

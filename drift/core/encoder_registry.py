@@ -15,16 +15,22 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from drift.core.artefact import Modality
 from drift.core.errors import DriftError, check_name, close_matches
 
-POOLINGS = ("mean", "cls", "pooler")  # embed.pooling: token mean, first token, the model's own pooler output
+# embed.pooling: token mean, first token, the model's own pooler output
+TextPooling = Literal["mean", "cls", "pooler"]
+POOLINGS: tuple[TextPooling, ...] = ("mean", "cls", "pooler")
 DTYPES = ("float32", "bfloat16", "float16")  # embed.dtype: bfloat16 / float16 use autocast on a GPU
 
+EncoderSource = Literal["sentence-transformers", "hf", "timm"]  # "hf": transformers
+# a text encoder's (TextPooling), or an image encoder's: "timm" (the model's own), "token", "avg"
+Pooling = Literal[TextPooling, "timm", "token", "avg"]
 # library -> (EncoderSpec.source, the poolings it gives; the first is a declaration's default). "timm" pooling is the
 # model's own head pooling taken before its classifier, "token" / "avg" timm's global_pool
-LIBRARIES: dict[str, tuple[str, tuple[str, ...]]] = {
+LIBRARIES: dict[str, tuple[EncoderSource, tuple[Pooling, ...]]] = {
     "sentence-transformers": ("sentence-transformers", ("mean", "cls")),
     "transformers": ("hf", ("mean", "cls", "pooler")),
     "timm": ("timm", ("timm", "token", "avg")),
@@ -59,11 +65,11 @@ def autocast_dtype(dtype: str, compute_dtype: str | None, device: str) -> str | 
 class EncoderSpec:
     name: str  # registry name, e.g. "minilm-l6"
     display: str  # as the paper writes it, e.g. "MiniLM-L6"; a declared encoder's name
-    modality: str  # "text" | "image"
-    source: str  # "sentence-transformers" | "hf" (transformers) | "timm"
+    modality: Modality
+    source: EncoderSource
     hub_id: str  # Hugging Face / timm id, or a declared local folder or file
     dim: int  # width of the pooled vector (and of token states, for text)
-    pooling: str  # text: "mean" | "cls" | "pooler"; image: "timm" (the model's own) | "token" | "avg"
+    pooling: Pooling
     image_size: int = 0  # vision: input resolution the 32x32 portraits are resized to
     positions: int = 512  # text: the most tokens its position table holds (embed.max_length's bound)
     # vision: the same network in torchvision, "<builder>:<weights enum>.<member>" (embed.image_source torchvision)
@@ -389,7 +395,7 @@ def make_spec(
     declaration = _checked(name, declaration)
     library = declaration["library"]
     source = LIBRARIES[library][0]
-    modality = "image" if library == "timm" else "text"
+    modality: Modality = "image" if library == "timm" else "text"
     pooling = _check_fields(name, declaration, modality)
     if shipped is not None:
         facts = {"pooling": pooling or LIBRARIES[library][1][0], **shipped}

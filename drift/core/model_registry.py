@@ -15,18 +15,24 @@ dataset, the text encoder's pooled vectors of a text one)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from drift.core.encoder_registry import ENCODERS
 from drift.core.errors import DriftError, check_name, close_matches
+
+InputKind = Literal["pixels", "tokens", "pooled", "text"]  # what a built model reads (drift.models.InputSpec)
+ModelInput = Literal[InputKind, "auto"]  # what a registry entry reads: "auto" for the references
+HeadInput = Literal["pixels", "tokens"]  # what a family of heads reads
+ModelSize = Literal["S", "M", "L", "-"]  # "-" for probes, references and declared heads
+SIZES: dict[str, ModelSize] = {"s": "S", "m": "M", "l": "L"}  # a built-in head's by its name's last letter
 
 
 @dataclass(frozen=True)
 class ModelInfo:
     name: str  # registry name, e.g. "cnn-m"
     family: str  # as the paper's tables write it, e.g. "CNN", "Recurrent", "Frozen" (the probes)
-    size: str  # "S" | "M" | "L", "-" for probes, references and declared heads
-    input: str  # "pixels" | "tokens" | "pooled" | "text" | "auto"
+    size: ModelSize
+    input: ModelInput
     display: str  # as the paper writes the model, e.g. "CNN-M", "BiLSTM-Attn-L", "DINOv2-S"; a declared head's name
     dropout: bool = False  # has dropout layers (p 0.1 in the authors' runs): ViT and the text heads
     # a head's size arguments, every one (defaults filled, lists as tuples): what it is built with
@@ -80,7 +86,7 @@ class Family:
     TextTransformer)."""
 
     family: str
-    input: str  # "pixels" | "tokens"
+    input: HeadInput
     dropout: bool
     args: dict[str, Arg]
 
@@ -190,7 +196,7 @@ PAPER_NAMES = {
     **{f"tx-{s.lower()}": f"TX-{s}" for s in "SML"},
 }
 # the references in every matrix (drift.protocol.summary.REFERENCES names them too): input, display
-REFERENCE_MODELS = {
+REFERENCE_MODELS: dict[str, tuple[ModelInput, str]] = {
     "baseline-prior": ("auto", "Prior"),
     "baseline-linear": ("auto", "Linear"),
     "baseline-tfidf": ("text", "TF-IDF"),
@@ -233,7 +239,7 @@ def _check_together(where: str, args: dict) -> None:
 
 
 def head_info(
-    name: str, declaration, display: str | None = None, size: str = "-", where: str = ""
+    name: str, declaration, display: str | None = None, size: ModelSize = "-", where: str = ""
 ) -> ModelInfo:
     """The ModelInfo of head `name` declared as `declaration` ({family, ...size arguments}); `where` names it in
     errors (default `models.<name>`)."""
@@ -260,7 +266,7 @@ def family_of(info: ModelInfo) -> str | None:
 
 MODELS: dict[str, ModelInfo] = {}
 for _name, _declaration in BUILT_IN.items():
-    _size = _name[-1].upper()
+    _size = SIZES[_name[-1]]
     _display = PAPER_NAMES.get(_name, f"{FAMILIES[_declaration['family']].family}-{_size}")
     MODELS[_name] = head_info(_name, _declaration, _display, _size)
 for _enc in ENCODERS.values():

@@ -25,6 +25,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    GetPydanticSchema,
     PlainValidator,
     ValidationError,
     ValidationInfo,
@@ -32,7 +33,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.json_schema import JsonDict
-from pydantic_core import ErrorDetails, PydanticCustomError
+from pydantic_core import ErrorDetails, PydanticCustomError, core_schema
 
 from drift.core.dataset_registry import CORPUS_INPUTS, DATASETS, EMBEDDED, dataset_info
 from drift.core.encoder_registry import DECLARED, DTYPES, ENCODERS, POOLINGS, declare_encoders
@@ -91,13 +92,19 @@ def _slice_label(value):
     return value
 
 
-def choice(*values: str):
+def choice(*values: str) -> GetPydanticSchema:
+    """A string among `values` (Annotated metadata): anything else is a one-line error listing them; the JSON
+    Schema (params.schema.json) lists them as its enum."""
+
     def check(value):
         if value not in values:
             raise _error("must be one of {choices}", choices=", ".join(values))
         return value
 
-    return AfterValidator(check)
+    return GetPydanticSchema(
+        lambda source, handler: core_schema.no_info_after_validator_function(check, handler(source)),
+        lambda schema, handler: {**handler(schema), "enum": list(values)},
+    )
 
 
 def _known_keys(valid):
@@ -257,13 +264,20 @@ BatchSize = Annotated[int, Field(ge=1, le=MAX_BATCH)]
 TokenCount = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
 RowCount = Annotated[int, Field(ge=1, le=MAX_ROWS)]
 Float = Annotated[float, BeforeValidator(_number)]
-Label = Annotated[str, BeforeValidator(_label)]
-SliceLabel = Annotated[str, BeforeValidator(_slice_label)]
+Label = Annotated[str, BeforeValidator(_label, json_schema_input_type=str | int)]
+SliceLabel = Annotated[str, BeforeValidator(_slice_label, json_schema_input_type=str | int)]
 Edge = Annotated[Any, PlainValidator(_edge)]
-LearningRate = Annotated[float | dict[str, float], PlainValidator(_lr)]
-ReferenceC = Annotated[dict[str, float | str], PlainValidator(_reference_C)]
-Sha256 = Annotated[str | dict[str, str] | None, PlainValidator(_sha256)]
-Names = Annotated[list[str], BeforeValidator(_one_or_many)]
+LearningRate = Annotated[
+    float | dict[str, float], PlainValidator(_lr, json_schema_input_type=float | dict[str, float])
+]
+ReferenceC = Annotated[
+    dict[str, float | str],
+    PlainValidator(_reference_C, json_schema_input_type=Literal["cv"] | dict[str, float | Literal["cv"]]),
+]
+Sha256 = Annotated[
+    str | dict[str, str] | None, PlainValidator(_sha256, json_schema_input_type=str | dict[str, str] | None)
+]
+Names = Annotated[list[str], BeforeValidator(_one_or_many, json_schema_input_type=str | list[str])]
 Encoder = Annotated[str, AfterValidator(_encoder)]
 
 
@@ -1070,7 +1084,7 @@ class _UniqueKeys(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):
-        seen = {}
+        seen: dict[object, int] = {}  # each key's line
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
             if isinstance(key, (str, int)) and key in seen:

@@ -10,6 +10,7 @@ import os
 import re
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 from drift.core.artefact import Artefact
@@ -36,7 +37,7 @@ def _say(line: str) -> None:
     print(redact(line), file=sys.stderr)
 
 
-def run_stage(main) -> None:
+def run_stage(main: Callable[[list[str]], None]) -> None:
     """Run a stage's main(argv). A DriftError prints its one line on stderr and exits 2; Ctrl-C prints
     "<stage>: interrupted; re-run resumes" and exits 130; any other exception
     prints one line naming the stage, its input and the log holding the traceback, and exits 1."""

@@ -332,7 +332,7 @@ def _check_not_ignored(root: Path, path: Path, way_out: str) -> None:
         raise DriftError(
             f"cannot track {path} with DVC: git ignores {ignored} (as DVC reads .gitignore), so DVC "
             f"would not write or find {_dvc_file(path).name} there: in .gitignore, ignore the "
-            f"pipeline's output folders instead of {ignored} (see README){way_out}"
+            f"pipeline's output folders instead of {ignored} (see docs/how-to/presets.md){way_out}"
         )
 
 

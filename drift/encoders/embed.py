@@ -25,6 +25,7 @@ from drift.core.artefact import Artefact, Executor, Number
 from drift.core.encoder_registry import EncoderSpec, get_encoder_spec, register
 from drift.core.errors import DriftError
 from drift.core.executor import check_reachable, map_actors
+from drift.core.objectstore import ObjectPath
 from drift.core.params import ComputeParams, EmbedParams
 from drift.core.progress import progress
 from drift.data.records import table_images
@@ -170,7 +171,7 @@ def store_key(fields: dict) -> str:
 
 
 def encoder_store(
-    encoder, cache_dir: Path, with_tokens: bool, pooled_dtype: str = "float32"
+    encoder, cache_dir: Path | ObjectPath, with_tokens: bool, pooled_dtype: str = "float32"
 ) -> EmbeddingStore:
     """The store table of the encoder's fingerprint and pooled dtype (store_fields; whichever encoder name
     computed it first: find_table)."""
@@ -205,7 +206,7 @@ def store_manifest(encoder, store: EmbeddingStore, keys: pa.Array, **extra) -> S
 def embed_dataset(
     slice_path: Path,
     cfg: EmbedParams,
-    cache_dir: Path,
+    cache_dir: Path | ObjectPath,
     encoder=None,
     compute: ComputeParams | None = None,
     seed_from: Path | None = None,
@@ -278,7 +279,7 @@ def executor_metrics(compute: ComputeParams, todo) -> dict:
 def embed_pooled(
     slice_path: Path,
     encoder,
-    cache_dir: Path,
+    cache_dir: Path | ObjectPath,
     modality: str,
     cfg: EmbedParams,
     compute: ComputeParams | None = None,
@@ -498,7 +499,8 @@ class Committer:
     one is written; at most one chunk waits. On exit (even on an exception) what was handed over is committed."""
 
     def __init__(self, store: EmbeddingStore):
-        self.store, self.error = store, None
+        self.store = store
+        self.error: BaseException | None = None
         self.queue: queue.Queue = queue.Queue(maxsize=1)
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -530,7 +532,7 @@ def embed_all(
     slice_path: Path,
     modality: str,
     cfg: EmbedParams,
-    cache_dir: Path,
+    cache_dir: Path | ObjectPath,
     compute: ComputeParams | None = None,
     seed_from: Path | None = None,
 ) -> dict[str, tuple[StoreManifest, EmbedRun]]:

@@ -17,13 +17,19 @@ import torch
 
 # params.yaml embed.pooling: the mean of the last hidden states over real tokens, the first token's state, or the
 # model's own pooler output (BERT, RoBERTa, MPNet have one; DistilBERT, ELECTRA, DeBERTa-v3, ModernBERT do not)
-from drift.core.encoder_registry import POOLINGS, autocast_dtype, get_encoder_spec, st_modules
+from drift.core.encoder_registry import (
+    POOLINGS,
+    TextPooling,
+    autocast_dtype,
+    get_encoder_spec,
+    st_modules,
+)
 from drift.core.errors import DriftError
 from drift.core.progress import stderr
 from drift.encoders.fingerprint import Fingerprinted
 
 
-def check_pooling(pooling, name: str | None = None) -> str:
+def check_pooling(pooling, name: str | None = None) -> TextPooling:
     """`pooling` if it is a valid embed.pooling, else a one-line error listing the valid ones (before any compute)."""
     if pooling not in POOLINGS:
         where = f"pooling for {name}" if name else "embed.pooling"

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import NotRequired, TypedDict
+from typing import NamedTuple, NotRequired, TypedDict
 
 import numpy as np
 
@@ -34,6 +34,7 @@ from drift.protocol.metrics import binary_auc
 from drift.protocol.tasks import Task, sigmoid32
 from drift.store.cells import (
     CHECKPOINT_KEYS,
+    CorruptTally,
     ResultCache,
     cell_key,
     code_version,
@@ -69,20 +70,25 @@ class SeedClasses(TypedDict):
     confusion: list[list[int]] | None
 
 
-class CorruptTally(TypedDict):
-    corrupt: int
-
-
 class RosterCounts(TypedDict):
-    """evaluate_roster's counts; the executor and its workers are added once every task returned."""
+    """evaluate_roster's counts, what the evaluate stage records (drift.evaluate.eval_result.EvaluateRun); the
+    executor and its workers are added once every task returned."""
 
     computed: int
     reused: int
     estimates: CellTally
     recomputed: CorruptTally
-    corrupt: list[str]
     executor: NotRequired[str]
     workers: NotRequired[int]
+
+
+class EvaluatedRoster(NamedTuple):
+    """What evaluate_roster returns: each model's evaluation, the counts, and the damaged cache files it found
+    (printed, not recorded)."""
+
+    results: dict[str, EvalResult]
+    counts: RosterCounts
+    corrupt: list[str]
 
 
 class Evaluation(TypedDict):
@@ -507,10 +513,10 @@ def evaluate_roster(
     compute: ComputeParams | None = None,
     on_evaluated: OnEvaluated | None = None,
     rules: EvaluateParams | None = None,
-) -> tuple[dict[str, EvalResult], RosterCounts]:
-    """({model: its evaluation}, counts): per-seed drift matrices with what a reader needs to interpret them
-    (metric, direction, slice labels, which slices are usable), their label-free estimates and their per-class
-    scores (`per_class`: the cells scored per class, one cell's confusion counts). One task per
+) -> EvaluatedRoster:
+    """Each model's evaluation, the counts and the damaged cache files (EvaluatedRoster): per-seed drift
+    matrices with what a reader needs to interpret them (metric, direction, slice labels, which slices are
+    usable), their label-free estimates and their per-class scores (`per_class`: the cells scored per class, one cell's confusion counts). One task per
     (model, seed) on the `compute` executor (drift/core/executor.py); counts: cells {computed, reused}, estimates
     alike, recomputed {corrupt} (cached cells that failed their checksum, listed in `corrupt`), and the executor
     and its workers. `on_evaluated` (the stage's timings) hears of each task as it returns: its model, seed,
@@ -563,8 +569,8 @@ def evaluate_roster(
         "reused": 0,
         "estimates": {"computed": 0, "reused": 0},
         "recomputed": {"corrupt": 0},
-        "corrupt": [],
     }
+    corrupt: list[str] = []
     results: dict[str, Evaluation] = {
         name: {
             "dataset": data.name,
@@ -606,13 +612,14 @@ def evaluate_roster(
             for key in ("computed", "reused"):
                 counts[key] += done[key]
                 counts["estimates"][key] += done["estimates"][key]
-            counts["corrupt"] += done["corrupt"]
+            corrupt += done["corrupt"]
             counts["recomputed"]["corrupt"] += len(done["corrupt"])
             if on_evaluated is not None:
                 on_evaluated(job.name, job.seed, sorted(job.checkpoints), done["seconds"])
             bar.advance()
     counts["executor"] = compute.executor
     counts["workers"] = workers(compute) if jobs else 0
-    return {
+    parsed = {
         name: EvalResult.parse(r, f"the evaluation of {name}", data.name) for name, r in results.items()
-    }, counts
+    }
+    return EvaluatedRoster(parsed, counts, corrupt)

@@ -27,6 +27,7 @@ from drift.core.model_registry import (
     ALIASES,
     FAMILIES,
     MODELS,
+    InputKind,
     ModelInfo,
     declared_probes,
     family_of,
@@ -38,14 +39,13 @@ from drift.models.probe import LinearProbe
 from drift.models.reference import LinearBaseline, PriorBaseline, TfidfBaseline
 from drift.protocol.summary import REFERENCES
 
-INPUT_KINDS = ("pixels", "tokens", "pooled", "text")
-# "auto": a reference model reads what the dataset offers: pixels of an image dataset, or the text encoder's
-# pooled vectors of a text dataset (drift.models.slice_data resolves it)
+# a registry entry's input "auto": a reference model reads what the dataset offers: pixels of an image dataset,
+# or the text encoder's pooled vectors of a text dataset (drift.models.slice_data resolves it)
 
 
 @dataclass(frozen=True)
 class InputSpec:
-    kind: str  # "pixels" | "tokens" | "pooled"
+    kind: InputKind
     shape: tuple  # pixels: (C, H, W); tokens and pooled: (D,), the embedding width
     max_tokens: int = 512  # tokens: longest sequence (rows are cut there; no head has a position table)
 

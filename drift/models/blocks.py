@@ -28,6 +28,8 @@ class Dropout(nn.Module):
     `noise` buffer (uniform [0, 1) of the input's shape, drawn from each stacked model's own generator), and an
     element is dropped where noise < p."""
 
+    noise: torch.Tensor | None  # a buffer
+
     def __init__(self, p: float = 0.0):
         super().__init__()
         self.p = float(p)

@@ -19,7 +19,8 @@ class MLP(nn.Module):
     def __init__(self, spec, n_outputs, hidden=(32,)):
         super().__init__()
         C, H, W = spec.shape
-        layers, d = [nn.Flatten()], C * H * W
+        layers: list[nn.Module] = [nn.Flatten()]
+        d = C * H * W
         for h in hidden:
             layers += [nn.Linear(d, h), nn.ReLU()]
             d = h
@@ -64,7 +65,7 @@ class BasicBlock(nn.Module):
         self.bn1 = nn.BatchNorm2d(cout)
         self.conv2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
         self.bn2 = nn.BatchNorm2d(cout)
-        self.skip = nn.Identity()
+        self.skip: nn.Module = nn.Identity()
         if stride != 1 or cin != cout:
             self.skip = nn.Sequential(
                 nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout)

@@ -41,7 +41,8 @@ class TextCNN(nn.Module):
     ):
         super().__init__()
         D = spec.shape[0]
-        convs = nn.ModuleList([nn.Conv1d(D, filters, k) for k in kernels])
+        self.kernels = tuple(kernels)  # each convolution's width, in order
+        convs = nn.ModuleList([nn.Conv1d(D, filters, k) for k in self.kernels])
         self.pad_to = spec.max_tokens if authors else None
         if authors:
             self.padded_convs = convs
@@ -58,10 +59,10 @@ class TextCNN(nn.Module):
             feats = [torch.relu(conv(x)).amax(2) for conv in self.padded_convs]
             return self.head(self.drop(self.projection(torch.cat(feats, dim=1))))
         feats = []
-        for conv in self.convs:
+        for width, conv in zip(self.kernels, self.convs):
             # one window starting at each token, zeros past the end: the max over the windows that start at a
             # real token does not depend on how much padding follows
-            h = torch.relu(conv(F.pad(x, (0, conv.kernel_size[0] - 1))))  # [B, filters, T]
+            h = torch.relu(conv(F.pad(x, (0, width - 1))))  # [B, filters, T]
             feats.append(masked_max(h.transpose(1, 2), mask))
         return self.head(self.drop(self.projection(torch.cat(feats, dim=1))))
 

@@ -1,5 +1,6 @@
 """The peers' summaries of a drift matrix M (row i trained through period i, column j the period scored), from the
-same cells as ours (drift.protocol.summary): which cells each reads is in the README ("Other protocols").
+same cells as ours (drift.protocol.summary): which cells each reads is in docs/explanations/protocol.md ("Other
+protocols").
 
 Over the periods that hold a filled cell (empty ones dropped, so "the next period" is the next scored one):
 Wild-Time (Yao et al. 2022) Eval-Fix trains through a split period s and scores the later periods, M[s, j > s]:

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from drift.core.artefact import MetricName, TaskName
 from drift.core.errors import DriftError, close_matches
 from drift.protocol.metrics import METRICS, empty_score
 
@@ -70,10 +71,11 @@ def rating_weights(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 @dataclass(frozen=True)
 class Task:
-    name: str  # "binary" | "multiclass" | "regression" | "multilabel"
-    metric: str  # "accuracy" | "balanced_mse" | "macro_auc"
+    name: TaskName
+    metric: MetricName  # the primary one
     higher_is_better: bool
-    also: tuple[str, ...] = ()  # more metrics of METRICS reported beside the primary, each its own matrix
+    # more metrics of METRICS reported beside the primary, each its own matrix
+    also: tuple[MetricName, ...] = ()
     empty_cell: str = "empty"  # evaluate.empty_cell: what a cell with no rows reads (`empty_score`)
     auc_scores: str = "logits"  # evaluate.auc_scores: what macro AUC ranks
 

@@ -93,7 +93,7 @@ STAGES: dict[str, Stage] = {
         "outs": ["eval"],
     },
     "report": {
-        "extra": ["requirements.lock"],
+        "extra": ["requirements.lock", "drift/report/templates"],  # the HTML page's markup (html.py)
         "inputs": ["eval", "models", "slice_manifest", "embeddings"],
         "params": [
             "train.baselines",

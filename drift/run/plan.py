@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from drift.core.errors import DriftError, close_matches
 from drift.core.model_registry import DECLARED
@@ -84,6 +85,10 @@ class SliceCounts:
     usable: bool
 
 
+# where a dataset's row count comes from: its slice manifest, its params, the paper, an assumption, `--rows`
+ShapeSource = Literal["manifest", "params", "paper", "assumed", "--rows"]
+
+
 @dataclass
 class DatasetShape:
     """One dataset's slices as the plan counts them, and where the numbers come from."""
@@ -94,7 +99,7 @@ class DatasetShape:
     n_labels: int
     edges: int  # slices the slice spec defines
     slices: list[SliceCounts]  # the non-empty ones
-    source: str  # "manifest" | "params" | "paper" | "assumed" | "--rows"
+    source: ShapeSource
     note: str  # the source in words
 
 
@@ -139,6 +144,7 @@ def dataset_shape(
 
     known = getattr(module, "PAPER_ROWS", {})
     non_empty = known.get("non_empty") or len(labels)
+    source: ShapeSource
     if rows_override is not None:
         rows, source, note = rows_override, "--rows", f"--rows {name}={rows_override}"
     elif cfg.sample is not None and cfg.sample.n:

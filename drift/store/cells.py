@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypedDict
 
 import numpy as np
 
@@ -174,7 +174,7 @@ class ResultCache:
     """Checkpoints and cell scores by key, under `root` (the embedding store's directory). `corrupt` lists the
     entries this instance found not to match their checksum or their key (each then served as a miss)."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path | ObjectPath):
         self.root = location(root)  # a folder, or an s3:// prefix (drift.core.objectstore.ObjectPath)
         self.corrupt: list[str] = []
         self._unsynced: set[Path] = set()
@@ -258,6 +258,12 @@ class ResultCache:
         for directory in sorted(self._unsynced):
             fsync_dir(directory)
         self._unsynced.clear()
+
+
+class CorruptTally(TypedDict):
+    """A run record's `recomputed`: how many cached entries failed their checksum and were computed again."""
+
+    corrupt: int
 
 
 def corrupt_line(stage: str, corrupt: list[str], what: str) -> str | None:

@@ -346,7 +346,7 @@ def _keys_array(keys) -> pa.Array:
 def write_features(
     slice_path: Path,
     encoders: dict[str, StoreManifest],
-    cache_dir: Path,
+    cache_dir: Path | ObjectPath,
     out_dir: Path,
     modality: str = "text",
 ) -> dict:

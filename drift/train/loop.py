@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, TypedDict, cast
 
 import numpy as np
 import torch
@@ -46,6 +46,7 @@ from drift.models.slice_data import SliceData
 from drift.protocol.summary import still_falling, still_falling_message
 from drift.store.cells import (
     CHECKPOINT_KEYS,
+    CorruptTally,
     ResultCache,
     checkpoint_key,
     code_version,
@@ -333,6 +334,177 @@ def train_group(group: TrainGroup) -> Trained:
     return Trained([key for _, _, key in group.todo], time.perf_counter() - started)
 
 
+class TrainCounts(TypedDict):
+    """What the train stage records of a roster's training (drift.train.train_run.TrainRun): checkpoints trained
+    and copied from the cache, cached ones trained again because they failed their checksum, the executor and
+    its workers (0 when nothing was trained)."""
+
+    trained: int
+    reused: int
+    recomputed: CorruptTally
+    executor: str
+    workers: int
+
+
+class TrainedRoster(NamedTuple):
+    """What train_roster returns: its counts, and the damaged cache files it found (printed, not recorded)."""
+
+    counts: TrainCounts
+    corrupt: list[str]
+
+
+class Copy(NamedTuple):
+    """A checkpoint the cache holds (or a fit another seed computes): its key and its place under models_dir."""
+
+    key: str
+    target: Path
+
+
+@dataclass
+class TrainingPlan:
+    """What a roster needs: the training tasks, in training order, and the checkpoints copied from the cache."""
+
+    groups: list[TrainGroup]
+    copies: list[Copy]
+
+
+@dataclass(frozen=True)
+class KeyParts:
+    """What one model's checkpoint keys hash besides the seed and the training rows (drift.store.cells
+    checkpoint_key): a reference's key leaves the seed out (closed form)."""
+
+    spec: str
+    closed_form: bool
+    input_id: str
+    training: dict
+    code: str
+
+    def key(self, seed: int, rows: str) -> str:
+        seed_part = None if self.closed_form else seed
+        return checkpoint_key(self.spec, seed_part, rows, self.input_id, self.training, self.code)
+
+
+def key_parts(data: SliceData, name: str, cfg: TrainParams) -> KeyParts:
+    """Model `name`'s KeyParts under `cfg`; builds its feature files first, before any task reads them."""
+    inputs = data.inputs(name)
+    info = get_model_info(name)
+    training = training_record(name, data.modality, cfg, inputs).model_dump()
+    weight_rows = loss_weight_rows(data, cfg)
+    if weight_rows is not None and data.task.name in ("regression", "multilabel"):
+        # the rows the loss weights come from: part of the key
+        training = {**training, "loss_weights": rows_digest(data.row_hashes, weight_rows)}
+    return KeyParts(
+        spec=f"{info!r}|{inputs.spec()!r}|{data.n_outputs}|{data.task.name}",
+        closed_form=info.family == "Reference",
+        input_id=data.input_id(name),
+        training=training,
+        # its own head's module, not the others'
+        code=code_version("train", model_module(name), model_modules()),
+    )
+
+
+def plan_model(
+    data: SliceData,
+    name: str,
+    cfg: TrainParams,
+    models_dir: Path,
+    cache: ResultCache,
+    scheduled: set[str],
+    train_many: TrainMany | None,
+) -> TrainingPlan:
+    """One model's part of the plan, seed after seed and cutoff after cutoff: a checkpoint whose key is in the
+    cache or already `scheduled` (adding those it schedules) is a copy; the others are one task per seed, or one
+    for every seed when batched."""
+    parts = key_parts(data, name, cfg)
+    batched = train_many is not None and not parts.closed_form and cfg.engine != "solo"
+    cache_root = location(cache.root).resolve()
+    cutoffs = trainable_cutoffs(data.manifest.slices)
+    rows = {k: rows_digest(data.row_hashes, cutoff_rows(data, k, cfg.row_order)) for k in cutoffs}
+    plan = TrainingPlan([], [])
+    model_todo = []  # batched: every seed's checkpoints, one task
+    for seed in cfg.seeds:
+        todo = []
+        for k in cutoffs:
+            key = parts.key(seed, rows[k])
+            if key in scheduled or cache.has_checkpoint(key):
+                plan.copies.append(Copy(key, checkpoint_path(models_dir, name, seed, k)))
+            else:
+                todo.append((seed, k, key))
+                scheduled.add(key)
+        if todo and not batched:
+            plan.groups.append(TrainGroup(data, name, todo, cfg, cache_root))
+        model_todo += todo
+    if model_todo and batched:
+        plan.groups.append(TrainGroup(data, name, model_todo, cfg, cache_root, train_many))
+    return plan
+
+
+def plan_training(
+    data: SliceData,
+    models: list[str],
+    cfg: TrainParams,
+    models_dir: Path,
+    cache: ResultCache,
+    train_many: TrainMany | None = None,
+    engines: dict[str, str] | None = None,
+) -> TrainingPlan:
+    """Every model's plan (plan_model), in the roster's order; with `engines` (train.engine auto) each model
+    trains under the engine it names, which its key carries, as an explicit choice's."""
+    plan = TrainingPlan([], [])
+    scheduled: set[str] = set()  # the keys of the checkpoints a task trains
+    for name in models:
+        model_cfg = cfg.model_copy(update={"engine": engines[name]}) if engines else cfg
+        part = plan_model(data, name, model_cfg, models_dir, cache, scheduled, train_many)
+        plan.groups += part.groups
+        plan.copies += part.copies
+    return plan
+
+
+def check_task_inputs(data: SliceData, cache: ResultCache, compute: ComputeParams) -> None:
+    """Before the training tasks run: the cache's folder exists, and their inputs reach the workers: shipped with
+    the tasks to workers that see only the store, else the paths every node must see."""
+    cache.root.mkdir(parents=True, exist_ok=True)
+    if ships_inputs(compute, cache.root):
+        check_reachable([cache.root], compute)
+        data.ship()
+    else:
+        check_reachable([cache.root, data.paths["slices"], data.paths["features"]], compute)
+
+
+def run_training(
+    groups: list[TrainGroup],
+    models_dir: Path,
+    cache: ResultCache,
+    compute: ComputeParams,
+    on_trained: OnTrained | None = None,
+) -> int:
+    """Run the training tasks on the `compute` executor and place each checkpoint they trained under
+    `models_dir`; returns how many. `on_trained` hears of each task as it returns."""
+    trained = 0
+    for group, done in zip(groups, run_tasks(train_group, groups, compute)):
+        for (seed, k, _), key in zip(group.todo, done.keys):
+            cache.place(key, checkpoint_path(models_dir, group.name, seed, k))
+            trained += 1
+        if on_trained is not None:
+            on_trained(group.name, [(seed, k) for seed, k, _ in group.todo], done.seconds)
+    return trained
+
+
+def write_checkpoint_keys(plan: TrainingPlan, models_dir: Path) -> None:
+    """models_dir/CHECKPOINT_KEYS: each checkpoint's cache key by its path under models_dir, which cache
+    entries this workspace uses (what `drift cache gc` keeps)."""
+    keys = {str(copy.target.relative_to(models_dir)): copy.key for copy in plan.copies}
+    keys.update(
+        {
+            str(checkpoint_path(models_dir, g.name, seed, k).relative_to(models_dir)): key
+            for g in plan.groups
+            for seed, k, key in g.todo
+        }
+    )
+    models_dir.mkdir(parents=True, exist_ok=True)
+    (models_dir / CHECKPOINT_KEYS).write_text(json.dumps(dict(sorted(keys.items())), indent=0) + "\n")
+
+
 def train_roster(
     data: SliceData,
     models: list[str],
@@ -343,101 +515,37 @@ def train_roster(
     train_many: TrainMany | None = None,
     engines: dict[str, str] | None = None,
     on_trained: OnTrained | None = None,
-) -> dict:
-    """Every model of the roster, every seed: f_k for each trainable cutoff, saved under `models_dir`.
+) -> TrainedRoster:
+    """Every model of the roster, every seed: f_k for each trainable cutoff, saved under `models_dir`; returns
+    the counts and the damaged cache files found (TrainedRoster).
 
-    A checkpoint whose key (drift/store/cells.py: model, seed, training rows, inputs, training parameters, code) is in
-    `cache` is copied from it, not trained; the others are trained into the cache, one task per (model, seed) on
-    the `compute` executor (drift/core/executor.py; None: this process), then copied. `train_many` (drift.train.engine.train_many, passed by the
-    train stage when train.engine is "batched", so this module never imports the engine) trains all of a model's
-    missing checkpoints, every seed and cutoff, as one task of stacked computations, equal to train_one to float
-    tolerance; with `engines` ({model: "solo" | "batched"}, train.engine auto) only the models it names batched
-    are stacked, each model's checkpoint key carrying its engine. The references are seed-independent (closed
-    form): their key leaves the seed out, so every seed after the first reuses the first's fit and the evaluate
-    stage averages seeds alike for every model. A cached checkpoint that fails its checksum is trained again.
-    Returns the counts {trained, reused, recomputed: {corrupt}}, the executor and its workers, and `corrupt`: the
-    damaged cache files found. `on_trained` (the stage's timings) hears of each training task as it returns: its
-    model, the (seed, cutoff) of each checkpoint it trained and its seconds; it changes nothing trained."""
+    A checkpoint whose key (KeyParts: model, seed, training rows, inputs, training parameters, code) is in `cache`
+    is copied from it, not trained (a cached one that fails its checksum is trained again); the others are trained
+    into the cache, one task per (model, seed) on the `compute` executor (drift/core/executor.py; None: this
+    process), then copied: plan_training, then run_training. `train_many` (drift.train.engine.train_many, passed
+    by the train stage when train.engine is "batched", so this module never imports the engine) trains all of a
+    model's missing checkpoints, every seed and cutoff, as one task of stacked computations, equal to train_one
+    to float tolerance; with `engines` ({model: "solo" | "batched"}, train.engine auto) only the models it names
+    batched are stacked. A reference's key leaves the seed out (closed form): every seed after the first reuses
+    the first's fit, so the evaluate stage averages seeds alike for every model. `on_trained` (the stage's
+    timings) hears of each training task as it returns: its model, the (seed, cutoff) of each checkpoint it
+    trained and its seconds; it changes nothing trained."""
     compute = compute or ComputeParams()
     deterministic(cfg.threads)
     shutil.rmtree(models_dir, ignore_errors=True)
     cache = cache or ResultCache(Path(tempfile.mkdtemp(prefix="drift-cells-")))
-    cutoffs = trainable_cutoffs(data.manifest.slices)
-    counts = {"trained": 0, "reused": 0}
-    base_cfg = cfg
-    groups, scheduled, copies = (
-        [],
-        set(),
-        [],
-    )  # copies: checkpoints in the cache, or a fit another seed computes
-    for name in models:
-        inputs = data.inputs(name)  # builds the feature files here, before any task reads them
-        info = get_model_info(name)
-        # train.engine auto: `engines` names each model's engine (its key carries it, as an explicit choice's)
-        cfg = base_cfg.model_copy(update={"engine": engines[name]}) if engines else base_cfg
-        closed_form = info.family == "Reference"
-        spec = f"{info!r}|{inputs.spec()!r}|{data.n_outputs}|{data.task.name}"
-        training, input_id = (
-            training_record(name, data.modality, cfg, inputs).model_dump(),
-            data.input_id(name),
-        )
-        weight_rows = loss_weight_rows(data, cfg)
-        if weight_rows is not None and data.task.name in (
-            "regression",
-            "multilabel",
-        ):  # the weights' rows: the key's
-            training = {**training, "loss_weights": rows_digest(data.row_hashes, weight_rows)}
-        code = code_version(
-            "train", model_module(name), model_modules()
-        )  # its own head's module, not the others'
-        batched = train_many is not None and not closed_form and cfg.engine != "solo"
-        model_todo = []
-        for seed in cfg.seeds:
-            todo = []
-            for k in cutoffs:
-                rows = rows_digest(data.row_hashes, cutoff_rows(data, k, cfg.row_order))
-                key = checkpoint_key(spec, None if closed_form else seed, rows, input_id, training, code)
-                if key in scheduled or cache.has_checkpoint(key):
-                    copies.append((key, checkpoint_path(models_dir, name, seed, k)))
-                    counts["reused"] += 1
-                else:
-                    todo.append((seed, k, key))
-                    scheduled.add(key)
-            if todo and not batched:
-                groups.append(TrainGroup(data, name, todo, cfg, location(cache.root).resolve()))
-            model_todo += todo
-        if model_todo and batched:
-            groups.append(TrainGroup(data, name, model_todo, cfg, location(cache.root).resolve(), train_many))
-    if groups:
-        cache.root.mkdir(parents=True, exist_ok=True)
-        if ships_inputs(compute, cache.root):  # workers that see only the store: the inputs go with the tasks
-            check_reachable([cache.root], compute)
-            data.ship()
-        else:
-            check_reachable([cache.root, data.paths["slices"], data.paths["features"]], compute)
-    for group, done in zip(groups, run_tasks(train_group, groups, compute)):
-        for (seed, k, _), key in zip(group.todo, done.keys):
-            cache.place(key, checkpoint_path(models_dir, group.name, seed, k))
-            counts["trained"] += 1
-        if on_trained is not None:
-            on_trained(group.name, [(seed, k) for seed, k, _ in group.todo], done.seconds)
-    for key, target in copies:
-        cache.place(key, target)
-    # which cache entries this workspace uses: what `drift cache gc` keeps
-    keys = {str(target.relative_to(models_dir)): key for key, target in copies}
-    keys.update(
-        {
-            str(checkpoint_path(models_dir, g.name, seed, k).relative_to(models_dir)): key
-            for g in groups
-            for seed, k, key in g.todo
-        }
-    )
-    models_dir.mkdir(parents=True, exist_ok=True)
-    (models_dir / CHECKPOINT_KEYS).write_text(json.dumps(dict(sorted(keys.items())), indent=0) + "\n")
-    return {
-        **counts,
+    plan = plan_training(data, models, cfg, models_dir, cache, train_many, engines)
+    if plan.groups:
+        check_task_inputs(data, cache, compute)
+    trained = run_training(plan.groups, models_dir, cache, compute, on_trained)
+    for copy in plan.copies:
+        cache.place(copy.key, copy.target)
+    write_checkpoint_keys(plan, models_dir)
+    counts: TrainCounts = {
+        "trained": trained,
+        "reused": len(plan.copies),
         "recomputed": {"corrupt": len(cache.corrupt)},
-        "corrupt": cache.corrupt,
         "executor": compute.executor,
-        "workers": workers(compute) if groups else 0,
+        "workers": workers(compute) if plan.groups else 0,
     }
+    return TrainedRoster(counts, cache.corrupt)

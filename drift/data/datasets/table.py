@@ -6,7 +6,7 @@ The section names the time column and its encoding, the input (text columns join
 bytes, paths relative to the source, or arrays), the label column(s) and the task. Each file is scanned lazily with
 an explicit schema and streamed in CHUNK_ROWS-row batches, so memory stays bounded, and a .gz expands to at most
 `max_expanded_bytes` with at most `max_blank_lines` blank lines in a row (else the file is damaged_file from there).
-A bad row is quarantined with one reason, the first met (the README lists them); image paths stay inside their root
+A bad row is quarantined with one reason, the first met (docs/how-to/tables.md lists them); image paths stay inside their root
 and are opened without following a symlink that appears after the check, regular files only; blank lines are no
 rows. Images become 3x32x32 RGB (resized), as the built-in image datasets.
 """
