@@ -13,7 +13,7 @@ LOCK := requirements.lock
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo test test-fast test-slow lint format install lock clean browser
+.PHONY: demo test test-fast test-slow lint format install lock clean browser docs docs-reference
 
 # a changed pyproject.toml or lock file installs again
 $(BIN)/drift: pyproject.toml $(LOCK)
@@ -40,6 +40,14 @@ lint: install
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/mypy
+
+# the documentation site (mkdocs.yml: docs/ rendered with Material, offline) into site/; the reference pages and
+# params.schema.json are generated from the code first (`make test` fails while they differ from what it writes)
+docs-reference: install
+	$(BIN)/python -m drift.cli.reference_docs
+
+docs: docs-reference
+	. $(BIN)/activate && NO_MKDOCS_2_WARNING=1 mkdocs build --strict
 
 # the formatter (110 columns, pyproject.toml); `make lint` checks that the tree is formatted
 format: install

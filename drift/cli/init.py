@@ -57,7 +57,9 @@ def write_dataset(
     text = _set_item(text, [], name, section)
     if roster:
         text = _set_item(text, ["train", "models"], name, roster)
-    if json.loads(json.dumps(read_yaml(params_path, text), default=str)) != wanted:  # the text edit went wrong: stop
+    if (
+        json.loads(json.dumps(read_yaml(params_path, text), default=str)) != wanted
+    ):  # the text edit went wrong: stop
         raise DriftError(
             f"could not add {name!r} to {params_path} without rewriting it: add the section "
             f"`drift init --json` prints by hand"

@@ -51,7 +51,8 @@ def prose(text: str) -> str:
     """Plain text as Markdown prose: `<name>`, `*` and `[i]` shown as written, never read as HTML, emphasis or a
     link reference."""
     return _outside_code(
-        text, lambda part: part.replace("<", "&lt;").replace("*", r"\*").replace("[", r"\[").replace("]", r"\]")
+        text,
+        lambda part: part.replace("<", "&lt;").replace("*", r"\*").replace("[", r"\[").replace("]", r"\]"),
     )
 
 
