@@ -61,10 +61,10 @@ TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 test: install browser lint
 	. $(BIN)/activate && python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-# pure functions and small modules only: no DVC repository, Ray cluster, subprocess or server (marked `pipeline`
-# by tests/conftest.py), no real encoder, training or figures (`compute`); for the edit-test loop
+# pure functions and small modules only: no DVC repository, Ray cluster, subprocess or server (tests/pipeline/,
+# or marked `pipeline`), no real encoder, training or figures (marked `compute`); for the edit-test loop
 test-fast: install
-	. $(BIN)/activate && python -m pytest -q -n auto --dist loadfile -m "not pipeline and not compute and not slow"
+	. $(BIN)/activate && python -m pytest -q -n auto --dist loadfile --ignore=tests/pipeline -m "not pipeline and not compute and not slow"
 
 # the long tests (real vision checkpoints): before changing drift/encoders/ or the probes
 test-slow: install

@@ -188,7 +188,7 @@ def main() -> None:
             ],
         ),
     )
-    # quick: the first campaign only; each preset's tiny rehearsal is tests/test_rehearse_wheel.py's
+    # quick: the first campaign only; each preset's tiny rehearsal is tests/pipeline/test_rehearse_wheel.py's
     for preset, name, quick_set in campaigns[:1] if quick else campaigns:
         overrides = [f"embed.device={device}"] + (quick_set if quick else [])
         out = rehearse(preset, overrides, profile="tiny" if quick else "default")

@@ -24,9 +24,12 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
-from conftest import make_project, only, repro_in_process, tiny_params  # noqa: E402
+from drift.core.environment import pin_cpu_code_path  # noqa: E402
+
+pin_cpu_code_path()  # the stages' CPU path (compute.cpu_path portable) for whatever this run computes
+
+from tests.helpers import make_project, only, repro_in_process, tiny_params  # noqa: E402
 
 
 def outputs(repo: Path) -> dict[str, bytes]:

@@ -30,7 +30,6 @@ sys.path.insert(0, str(ROOT))
 from drift.core.environment import pin_cpu_code_path  # noqa: E402
 
 pin_cpu_code_path()  # the stages' CPU path (compute.cpu_path portable) for whatever this run computes
-sys.path.insert(0, str(ROOT / "tests"))
 BIN = Path(sys.executable).parent
 
 
@@ -116,7 +115,7 @@ def transfers(tmp: Path, megabytes: int, files: int, env: dict, server) -> list[
 def a_to_b(tmp: Path, env: dict, server) -> list[str]:
     """A's `dvc repro` from an empty store vs B's `dvc pull && dvc repro` in a fresh clone; B's results against
     A's, and a training epoch on each machine's features."""
-    from conftest import make_project, only, tiny_params
+    from tests.helpers import make_project, only, tiny_params
 
     params = only(tiny_params(), "sotu")
     params["train"]["models"] = {"sotu": ["ffn-s", "probe-minilm"]}

@@ -8,7 +8,7 @@ pages count in RSS without being the reader's allocations. The table reader is c
 (regression), time epoch_ms, id the reader's default <file>:<row>.
 
     python bench/bench_table.py              # 1,000,000 rows
-    python bench/bench_table.py --quick      # 20,000 rows: a smoke run (tests/test_bench.py)
+    python bench/bench_table.py --quick      # 20,000 rows: a smoke run (tests/project/test_bench.py)
 """
 
 from __future__ import annotations

@@ -119,8 +119,9 @@ def _is_docstring(node: ast.stmt) -> bool:
 
 
 @lru_cache(maxsize=4096)
-def _code_text(path: str, mtime_ns: int, size: int) -> bytes:
-    tree = ast.parse(Path(path).read_text())
+def _code_text(source: bytes) -> bytes:
+    """code_text of a file's bytes: parsed once per content, wherever the file lies (a copy of the tree too)."""
+    tree = ast.parse(source)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if (
@@ -135,8 +136,7 @@ def _code_text(path: str, mtime_ns: int, size: int) -> bytes:
 def code_text(path: Path) -> bytes:
     """What of a Python file decides what it computes: its syntax tree, normalised, without docstrings (module,
     class and function) or comments; the same for two files that differ only in prose or layout."""
-    stat = Path(path).stat()
-    return _code_text(str(path), stat.st_mtime_ns, stat.st_size)
+    return _code_text(Path(path).read_bytes())
 
 
 def code_digest(files, root: Path = ROOT, key: str | None = None) -> str:

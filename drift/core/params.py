@@ -2,7 +2,7 @@
 
 `load_params` reads params.yaml through `Params`; every stage and CLI command goes through it, and the library
 reads the typed sections (`params.train.epochs`), never a raw dict with a default of its own. The defaults only
-fill the keys params.yaml leaves out and equal its values where it sets them (tests/test_params.py), except the
+fill the keys params.yaml leaves out and equal its values where it sets them (tests/core/test_params.py), except the
 run's choices in RUN_CHOICES. Top level: datasets (name -> {input}), one section per dataset (kept as
 written here and typed by its module's PARAMS: drift.data.datasets.dataset_cfg), split, embed, train, report,
 compute. An unknown key or a wrong type is a one-line DriftError naming it and the closest valid names; names
@@ -45,7 +45,7 @@ from drift.core.paths import path_collision
 LR_DEFAULT = 0.001  # train.lr's `default` when a per-family mapping leaves it out
 LR_MAX = 1.0  # above this Adam and AdamW diverge on every model here: a typo (1 for 0.001, say)
 
-# keys params.yaml sets as the shipped run's choices: no default here equals them (tests/test_params.py)
+# keys params.yaml sets as the shipped run's choices: no default here equals them (tests/core/test_params.py)
 RUN_CHOICES = ("datasets", "train.models", "report.saliency", "amazon.categories")
 
 
@@ -529,7 +529,7 @@ class EmbedParams(Section):
 # what a TrainParams field decides (its Field's json_schema_extra): CHECKPOINT, a checkpoint's bytes (a field of
 # ModelTraining, so of the checkpoint key, and a DVC param of the train stage); ROSTER, which checkpoints exist (a
 # DVC param; the key holds the model and seed themselves). A field deciding neither says why: {"decides": None,
-# "why": ...}; tests/test_params.py fails on a field without either.
+# "why": ...}; tests/core/test_params.py fails on a field without either.
 CHECKPOINT: JsonDict = {"decides": "checkpoint"}
 ROSTER: JsonDict = {"decides": "roster"}
 

@@ -214,7 +214,7 @@ def uniform_batches(
     the authors' runs): the loader's iterator first draws its base seed, then RandomSampler draws
     torch.randperm(len(rows)); cut in order, the last batch smaller. The loader's generator is seeded seed + epoch,
     or, given `draws` (shuffle_draws), the loader has none: both draws come from `draws`, carried across epochs,
-    the second seeding the permutation's own generator. (tests/test_paper_presets.py checks both against torch's
+    the second seeding the permutation's own generator. (tests/run/test_paper_presets.py checks both against torch's
     DataLoader itself.)"""
     if draws is None:
         generator = torch.Generator().manual_seed(int(seed) + int(epoch))

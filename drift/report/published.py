@@ -36,7 +36,7 @@ DATA = Path(__file__).with_name("published")
 # portraits in train (drift_happens/sample/splits.py), and their loop (drift_happens/pipeline/evaluation.py)
 # scores each cell (i, j <= i) on slice j's val + test rows, an empty set there, whose accuracy they log as 0.0
 # (drift_happens/evaluation/metrics.py). In every published Yearbook matrix column 1924 reads 0.0 from row 1924
-# on, and no other column does (tests/test_scoring_rules.py). Amazon and arXiv: none (their metrics score an
+# on, and no other column does (tests/protocol/test_scoring_rules.py). Amazon and arXiv: none (their metrics score an
 # empty set NaN, never logged).
 EMPTY_TEST = {"yearbook": ("1924",)}
 DATASETS = ("yearbook", "amazon", "arxiv")

@@ -5,7 +5,7 @@ drift/core/paths.py) and its code dependencies (the stage script's import closur
     python -m drift.run.pipeline --check    exit 1 when dvc.yaml differs from what this writes (a test runs it)
 
 Edit this table, not dvc.yaml: a path changed in drift/core/paths.py or an import added to a stage's modules
-reaches dvc.yaml the next time this runs, and tests/test_pipeline_file.py fails until it has.
+reaches dvc.yaml the next time this runs, and tests/run/test_pipeline_file.py fails until it has.
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ STAGES: dict[str, Stage] = {
 
 HEADER = """\
 # Written by `python -m drift.run.pipeline` from drift/run/pipeline.py (stages) and drift/core/paths.py (paths): edit those,
-# then run it again; tests/test_pipeline_file.py fails while this file differs from what it writes.
+# then run it again; tests/run/test_pipeline_file.py fails while this file differs from what it writes.
 # One stage family per step of docs/architecture.md, each a thin script in stages/ calling drift/. `foreach` makes
 # ingest@sotu, slice@sotu, ... for every dataset in params.yaml `datasets` (name: {input}). Code deps are each
 # stage script's import closure inside drift/ (ingest's adds what the readers import; its own reader comes through

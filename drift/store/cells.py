@@ -16,8 +16,8 @@ embed.cache_dir, outside the workspace, written atomically, each entry bound to 
   cells/<checkpoint[:2]>/<checkpoint>/<key>.json: {"format": "drift-cell 2", "key", "score", "sha256" of
     [format, key, score]}.
 An entry whose checksum does not match, or that was written for another key (a file copied over another), is a
-miss counted in `corrupt`; one of another format (FORMAT) is a plain miss (tests/test_cells.py,
-tests/test_integrity.py, tests/test_cache_binding.py). `written_by_drift` tells drift's entries from other files."""
+miss counted in `corrupt`; one of another format (FORMAT) is a plain miss (tests/store/test_cells.py,
+tests/pipeline/test_integrity.py, tests/store/test_cache_binding.py). `written_by_drift` tells drift's entries from other files."""
 
 from __future__ import annotations
 

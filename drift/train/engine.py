@@ -4,7 +4,7 @@ pass over the data (`train.engine: batched`).
 `train_many` trains the seeds and cutoffs of one model name together: parameters stacked into one [M, P]
 tensor, one `torch.func.vmap` forward and backward per step, one vectorised Adam/AdamW step over the stack.
 Each model keeps everything `train_one` gives it (initialisation, rows, shuffling, loss weights,
-standardisation, number of steps) and equals it to float tolerance (tests/test_engine.py). `engine_path` names
+standardisation, number of steps) and equals it to float tolerance (tests/train/test_engine.py). `engine_path` names
 each family's path: stacked (MLP, CNN, ResNet, ViT, FFN, TextCNN, Transformer, the linear probes) or solo
 through `train_one` (recurrent heads, the references). With dropout (drift.models.blocks.Dropout) each stacked
 model draws its masks from its own generator, seeded from its seed: equal to train_one in distribution, not
@@ -312,7 +312,7 @@ class _StackedLoss:
     """The task's loss (drift.protocol.tasks.Task.loss) of many models at once, each with its own class or rating weights
     and its own factor `norm`: per row, averaged over each model's real rows, summed over the models (each
     model's gradient comes from its own term alone). One chain of operations instead of one per model; the
-    formulas are the task's, checked against train_one on every task in tests/test_engine.py. Another task falls
+    formulas are the task's, checked against train_one on every task in tests/train/test_engine.py. Another task falls
     back to each model's own loss function."""
 
     def __init__(
