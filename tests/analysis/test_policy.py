@@ -7,8 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.helpers import drift_cli as drift
-from tests.helpers import metrics_json
 
 from drift.analysis.policy import (
     dataset_policies,
@@ -19,8 +17,10 @@ from drift.analysis.policy import (
 )
 from drift.core.errors import DriftError
 from drift.core.params import load_params
-from drift.store.slices import hand_manifest
 from drift.report.plots import long_format
+from drift.store.slices import hand_manifest
+from tests.helpers import drift_cli as drift
+from tests.helpers import metrics_json
 
 N = np.nan
 # rows: trained through 0..3, columns: evaluated on 0..3; deployment periods 1, 2, 3 (after f_0)

@@ -162,8 +162,8 @@ def test_write_shift_on_a_real_slice_table_and_store(tmp_path, monkeypatch):
     vectors by key, and finds the moved slice."""
     import pyarrow as pa
 
-    from drift.models.slice_data import SliceData, input_settings
     from drift.evaluate.eval_result import EvalResult
+    from drift.models.slice_data import SliceData, input_settings
     from drift.store.embeddings import EmbeddingsManifest, EmbeddingStore, StoreManifest
     from drift.store.slices import hand_manifest, write_slice_table
 

@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.helpers import SHIPPED_PARAMS
+
+from tests.helpers import SHIPPED_PARAMS, metrics_json
 from tests.helpers import drift_cli as drift
-from tests.helpers import metrics_json
 
 DRIFT = str(Path(sys.executable).parent / "drift")
 

@@ -13,12 +13,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import yaml
-from tests.helpers import SHIPPED_PARAMS, metrics_json, tiny_params
-from tests.helpers import drift_cli as drift
 
 from drift.cli.policy_commands import policy_names
 from drift.core.params import SliceSpec, load_params
 from drift.protocol.slicing import partial_slices, slice_edges
+from tests.helpers import SHIPPED_PARAMS, metrics_json, tiny_params
+from tests.helpers import drift_cli as drift
 
 LABELS = ["2000", "2001", "2002", "2003"]
 # trained through 0..3 (rows), evaluated on 0..3 (columns)

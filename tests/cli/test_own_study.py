@@ -6,11 +6,11 @@ import sys
 
 import pytest
 import yaml
-from tests.helpers import SHIPPED_PARAMS, drift_cli, run, tiny_params
 
 from drift.cli.run_commands import dvc_command
 from drift.core.errors import DriftError
 from drift.core.params import load_params
+from tests.helpers import SHIPPED_PARAMS, drift_cli, run, tiny_params
 
 
 def shipped() -> dict:

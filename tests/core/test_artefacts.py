@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import get_args
 
 import pytest
-from tests.helpers import ROOT
 
 from drift.core.artefact import Artefact, Executor, MetricName, Modality, TaskName
 from drift.core.errors import DriftError
@@ -21,6 +20,7 @@ from drift.report.metrics_file import Estimate, ModelMetrics, Protocols
 from drift.store.embeddings import EmbeddingsManifest, StoreManifest
 from drift.store.slices import SliceInfo, SliceManifest, hand_manifest, read_slice_manifest
 from drift.train.train_run import TrainRun
+from tests.helpers import ROOT
 
 # every model of a file a stage writes, and the nested models whose fields the contracts list
 DOCUMENTED = [SliceManifest, SliceInfo, EmbeddingsManifest, StoreManifest, EmbedRun, IngestCounts, FileCounts,

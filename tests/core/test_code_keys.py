@@ -27,7 +27,7 @@ def test_prose_edits_keep_every_key(copy):
     path = copy / PARAMS
     source = path.read_text()
     edited = source.replace('"""The typed schema of params.yaml', '"""The typed (and checked) schema of params.yaml', 1)
-    line = next(l for l in source.splitlines() if l.startswith("    epochs: "))
+    line = next(ln for ln in source.splitlines() if ln.startswith("    epochs: "))
     edited = edited.replace(line, f"    # a comment a reader added\n{line}  # five", 1)
     assert edited != source
     path.write_text(edited + "\n\n# trailing note\n")
@@ -38,7 +38,7 @@ def test_a_one_token_code_change_changes_every_key(copy):
     before = _keys(copy)
     path = copy / PARAMS
     source = path.read_text()
-    line = next(l for l in source.splitlines(keepends=True) if l.startswith("    epochs: "))
+    line = next(ln for ln in source.splitlines(keepends=True) if ln.startswith("    epochs: "))
     changed = line.replace("Field(5,", "Field(6,")  # the default epochs: one token
     assert changed != line
     path.write_text(source.replace(line, changed, 1))

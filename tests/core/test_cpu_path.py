@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.helpers import metrics_json
 
 from drift.core import environment as env_module
 from drift.core.environment import (
@@ -28,6 +27,7 @@ from drift.core.errors import DriftError
 from drift.core.params import load_params
 from drift.encoders.fingerprint import Fingerprinted
 from drift.store.cells import cell_key, checkpoint_key
+from tests.helpers import metrics_json
 
 ROOT = Path(__file__).resolve().parents[2]
 

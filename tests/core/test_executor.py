@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.helpers import STAGES, make_project, only, repro_in_process, run, tiny_params
 
 from drift.core.errors import DriftError
 from drift.core.params import ComputeParams
+from tests.helpers import STAGES, make_project, only, repro_in_process, run, tiny_params
 
 ray = pytest.importorskip("ray")
 DATASETS = ("sotu", "synth-portraits")

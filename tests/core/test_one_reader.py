@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
+
 from tests.helpers import ROOT, SHIPPED_PARAMS, drift_cli
 
 # split.seed named twice: the last would win under a plain yaml.safe_load

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.helpers import SHIPPED_PARAMS, checked_params, only, run, tiny_params
 
 from drift.core.dataset_registry import CORPUS_INPUTS, DATASETS
 from drift.core.errors import DriftError
@@ -18,8 +17,8 @@ from drift.core.params import (
     EmbedParams,
     Params,
     TrainParams,
+    load_params,
 )
-from drift.core.params import load_params
 from drift.core.presets import apply_preset
 from drift.data.datasets import (
     dataset_cfg,
@@ -29,6 +28,7 @@ from drift.data.datasets import (
 from drift.data.datasets.arxiv import ArxivParams
 from drift.data.datasets.yearbook import YearbookParams
 from drift.run.checks import validate
+from tests.helpers import SHIPPED_PARAMS, checked_params, only, run, tiny_params
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESETS = sorted(p.stem for p in (ROOT / "params").glob("*.yaml"))
@@ -400,7 +400,7 @@ def test_drift_check_refuses_an_earlier_form_without_dvc(tmp_path):
     text = SHIPPED_PARAMS.read_text()
     (tmp_path / "params.yaml").write_text(text)
     assert drift_cli("check", cwd=tmp_path).returncode == 0
-    line = next(l for l in text.splitlines() if l.startswith("  sotu: {"))
+    line = next(ln for ln in text.splitlines() if ln.startswith("  sotu: {"))
     (tmp_path / "params.yaml").write_text(text.replace(line, "  sotu: drift/data/datasets/sotu.py", 1))
     result = drift_cli("check", cwd=tmp_path)
     assert result.returncode == 2

@@ -9,10 +9,10 @@ import subprocess
 import sys
 
 import pytest
-from tests.helpers import ROOT, SHIPPED_PARAMS
 
 from drift.core.errors import DriftError
 from drift.core.progress import interval, progress_line
+from tests.helpers import ROOT, SHIPPED_PARAMS
 
 LINE = re.compile(r"^work: \d/5 \(\d+%\), [\d.,]+/s, elapsed \d:\d\d:\d\d(, left \d:\d\d:\d\d)?$")
 

@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch.nn as nn
-from tests.helpers import dvc_params, only, run, tiny_params
 
 from drift.core.errors import DriftError
 from drift.core.params import EmbedParams
@@ -24,6 +23,7 @@ from drift.models import checkpoints
 from drift.store import embeddings
 from drift.store.embeddings import EmbeddingStore
 from drift.store.location import cache_dir
+from tests.helpers import dvc_params, only, run, tiny_params
 
 AMAZON = Path(__file__).parents[1] / "fixtures" / "amazon2023"
 DISK_FULL = OSError(errno.ENOSPC, "No space left on device")

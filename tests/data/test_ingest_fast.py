@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from tests.data.test_datasets_real import edit  # a JSON line with fields changed or dropped (...)
 
 from drift.core.errors import DriftError
 from drift.data.datasets import _fast, dataset_params
 from drift.data.ingest import ingest
+from tests.data.test_datasets_real import edit  # a JSON line with fields changed or dropped (...)
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 AMAZON = FIXTURES / "amazon2023"

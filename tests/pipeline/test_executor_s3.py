@@ -11,13 +11,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from tests.helpers import make_project, repro_in_process
-from tests.s3_server import BUCKET
-from tests.core.test_executor import DATASETS, outputs, ray_copy, read_store, small_params
 
 from drift.core.errors import DriftError
 from drift.core.objectstore import ObjectPath
 from drift.core.params import ComputeParams
+from tests.core.test_executor import DATASETS, outputs, ray_copy, read_store, small_params
+from tests.helpers import make_project, repro_in_process
+from tests.s3_server import BUCKET
 
 ray = pytest.importorskip("ray")
 

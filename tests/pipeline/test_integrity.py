@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.helpers import make_project, only, repro_in_process, tiny_params
 
 from drift.cli.cache import cache_app
 from drift.store.cells import CHECKPOINT_KEYS, ResultCache
+from tests.helpers import make_project, only, repro_in_process, tiny_params
 
 STAGES = ("ingest", "slice", "embed", "train", "evaluate")
 

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.helpers import STAGES, repro_in_process
 from PIL import Image
-from tests.pipeline.test_real_pipelines import real_params, report_metrics
 
 from drift.store.slices import read_slice_table
+from tests.helpers import STAGES, repro_in_process
+from tests.pipeline.test_real_pipelines import real_params, report_metrics
 
 pytestmark = pytest.mark.compute  # its lane (tests/conftest.py): out of `make test-fast`
 

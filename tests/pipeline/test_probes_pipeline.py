@@ -10,10 +10,10 @@ import json
 
 import pytest
 import torch
-from tests.helpers import only, repro_in_process, run, tiny_params
 from safetensors.torch import save_file
 
 from drift.core.encoder_registry import ENCODERS
+from tests.helpers import only, repro_in_process, run, tiny_params
 
 pytestmark = pytest.mark.compute  # its lane (tests/conftest.py): out of `make test-fast`
 

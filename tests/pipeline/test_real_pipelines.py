@@ -6,9 +6,10 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-from tests.helpers import repro_in_process, run, tiny_params
-from PIL import Image
 import pytest
+from PIL import Image
+
+from tests.helpers import repro_in_process, run, tiny_params
 
 pytestmark = pytest.mark.compute  # its lane (tests/conftest.py): out of `make test-fast`
 
@@ -57,7 +58,7 @@ def test_amazon_regression(project):
     slices = json.loads((repo / "data/slices/amazon.json").read_text())
     assert slices["rows"] == 300 and slices["task"] == "regression"
     assert [s["usable"] for s in slices["slices"]][-1] is False  # 2023: too few reviews, an empty band
-    for model, m in results(repo, "amazon").items():
+    for m in results(repo, "amazon").values():
         assert m["metric"] == "balanced_mse" and m["higher_is_better"] is False
         assert abs(m["decay"] - (m["future"] - m["id"])) < 1e-9  # lower is better: Decay = Future - ID
         assert m["id"] > 0 and m["future"] > 0  # squared errors of ratings 1-5

@@ -14,13 +14,13 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import pytest
 import yaml
-from tests.helpers import ROOT
 
 from drift.core.encoder_registry import ENCODERS
 from drift.core.model_registry import get_model_info
 from drift.run.rehearse import PROFILES
-import pytest
+from tests.helpers import ROOT
 
 pytestmark = pytest.mark.compute  # its lane (tests/conftest.py): out of `make test-fast`
 

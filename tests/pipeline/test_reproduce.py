@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import yaml
-from tests.helpers import make_project, only, repro_in_process
 import pytest
+import yaml
+
+from tests.helpers import make_project, only, repro_in_process
 
 pytestmark = pytest.mark.compute  # its lane (tests/conftest.py): out of `make test-fast`
 

@@ -2,9 +2,10 @@
 so with no drift it holds its accuracy on later slices, and with concept drift it loses most of it."""
 from __future__ import annotations
 
+import pytest
+
 from tests.helpers import STAGES, only, repro_in_process, tiny_params
 from tests.pipeline.test_real_pipelines import report_metrics
-import pytest
 
 pytestmark = pytest.mark.compute  # its lane (tests/conftest.py): out of `make test-fast`
 

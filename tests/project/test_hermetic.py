@@ -10,9 +10,10 @@ import shutil
 import subprocess
 import sys
 
-import yaml
-from tests.helpers import ROOT, SHIPPED_PARAMS
 import pytest
+import yaml
+
+from tests.helpers import ROOT, SHIPPED_PARAMS
 
 BIN = os.path.dirname(sys.executable)
 PARAM_TESTS = ["tests/core/test_params.py", "tests/cli/test_cli.py::test_models_for_a_dataset_use_its_inputs_and_outputs",

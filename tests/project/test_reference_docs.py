@@ -11,7 +11,6 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from tests.helpers import SHIPPED_PARAMS
 from ruamel.yaml import YAML
 
 from drift.cli.reference_docs import COMMAND, REFERENCE, SCHEMA, main, stale, write
@@ -19,6 +18,7 @@ from drift.core.errors import DriftError
 from drift.core.params import load_params
 from drift.core.presets import apply_preset, list_presets, merged_document
 from drift.data.datasets import check_datasets
+from tests.helpers import SHIPPED_PARAMS
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESETS = ROOT / "params"

@@ -17,8 +17,6 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 import yaml
-from tests.helpers import ROOT, drift_cli, refused, run
-from tests.helpers import params_of as params
 from PIL import Image
 
 from drift.core.errors import DriftError
@@ -31,6 +29,8 @@ from drift.models import InputSpec
 from drift.models.checkpoints import load_checkpoint
 from drift.store.cells import ResultCache, checkpoint_header, checkpoint_problem
 from drift.store.slices import SliceManifest, slice_warnings
+from tests.helpers import ROOT, drift_cli, refused, run
+from tests.helpers import params_of as params
 
 RULE = "use letters, digits, '-', '_' and '.', starting with a letter, digit or '_' (at most 100 characters)"
 DATASET_RULE = "use letters, digits, '-' and '_', starting with a letter, digit or '_' (at most 100 characters)"

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.helpers import ROOT, drift_cli
 
 from drift.core.stage import write_json
 from drift.models import get_model_info
@@ -22,6 +21,7 @@ from drift.report.published import (
     load_tables,
     print_tolerance,
 )
+from tests.helpers import ROOT, drift_cli
 
 PRINTED = ROOT / "tests" / "fixtures" / "paper"
 THEIRS = {"yearbook": "yearbook", "amazon": "amazon_reviews", "arxiv": "arxiv"}

@@ -11,9 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from tests.helpers import drift_cli
 from sklearn.metrics import roc_auc_score
-from tests.train.test_engine import CFG, N, make_inputs
 
 from drift.core.errors import DriftError
 from drift.core.params import EvaluateParams
@@ -28,6 +26,8 @@ from drift.report.published import load_published
 from drift.store.cells import code_version, row_hashes
 from drift.store.slices import hand_manifest
 from drift.train.loop import train_roster
+from tests.helpers import drift_cli
+from tests.train.test_engine import CFG, N, make_inputs
 
 # four slices; slice 1 is a one-portrait year: kept (trainable) but with no test row, so not usable
 SLICES = np.array([0, 0, 0, 1, 2, 2, 2, 3, 3, 3])

@@ -1,5 +1,7 @@
 """drift.protocol.tasks: outputs, losses and their class weights, scoring (paper Sections 4.3-4.4)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -33,7 +35,7 @@ def test_unknown_task_names_close_match():
 
 
 def test_task_is_frozen():
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         get_task("binary").metric = "macro_auc"
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from tests.helpers import metrics_json
 
 from drift.core.errors import DriftError
 from drift.report import api
+from tests.helpers import metrics_json
 
 ROOT = Path(__file__).resolve().parents[2]
 

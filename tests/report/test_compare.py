@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.helpers import drift_cli as drift
-from tests.helpers import only, run, tiny_params
 
 from drift.report.results import diff_metrics, diff_params, not_rerun
+from tests.helpers import drift_cli as drift
+from tests.helpers import only, run, tiny_params
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

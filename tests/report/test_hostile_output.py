@@ -17,12 +17,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from tests.helpers import BIN, ROOT, SHIPPED_PARAMS, run
-from tests.helpers import drift_cli as drift
-from tests.s3_server import free_port
 
 from drift.report.outputs import load_eval, md_text, tables_markdown, write_report
 from drift.report.plots import plot_text
+from tests.helpers import BIN, ROOT, SHIPPED_PARAMS, run
+from tests.helpers import drift_cli as drift
+from tests.s3_server import free_port
 
 BOLD = "[/bold]"
 LINK = "[link=https://example.invalid]click me[/link]"

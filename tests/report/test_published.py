@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tomllib
-from tests.helpers import ROOT, metrics_json
 
 from drift.core.errors import DriftError
 from drift.core.stage import write_json
@@ -24,6 +23,7 @@ from drift.report.published import (
     published_ranking,
     published_stats,
 )
+from tests.helpers import ROOT, metrics_json
 
 COUNTS = {"yearbook": (21, 104), "amazon": (19, 20), "arxiv": (20, 26)}  # models, slices (paper Tables 1, 5, 13, 21)
 

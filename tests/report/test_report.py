@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.helpers import drift_cli as drift
 
 from drift.report.outputs import load_eval, write_report
 from drift.report.plots import color_limits, long_format
 from drift.report.results import from_long_format
+from tests.helpers import drift_cli as drift
 
 PNG = b"\x89PNG\r\n\x1a\n"
 LABELS = ["2000", "2001", "2002"]

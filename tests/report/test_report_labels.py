@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from tests.helpers import drift_cli
 from sklearn.metrics import roc_auc_score
 
 from drift.core.params import TrainParams
@@ -28,6 +27,7 @@ from drift.report.outputs import write_dataset_report
 from drift.store.cells import ResultCache, row_hashes
 from drift.store.slices import hand_manifest, write_slice_table
 from drift.train.loop import train_roster
+from tests.helpers import drift_cli
 
 N, K = 320, 4
 SLICES = ["2020", "2021", "2022", "2023"]

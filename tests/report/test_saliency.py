@@ -183,7 +183,6 @@ def test_grid_errors_are_one_line(portraits_root, kwargs, message):
 @pytest.mark.compute
 def test_default_grid_fits_the_embedded_dataset():
     """params.yaml report.saliency names synth-portraits' trained models and slice labels (2000-2007)."""
-    from pathlib import Path
 
     import yaml
 

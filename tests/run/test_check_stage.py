@@ -8,8 +8,9 @@ import shutil
 import subprocess
 import sys
 
-from tests.helpers import ROOT, SHIPPED_PARAMS
 import pytest
+
+from tests.helpers import ROOT, SHIPPED_PARAMS
 
 HEAVY = ("torch", "transformers", "timm", "lancedb", "sentence_transformers", "sklearn")
 
@@ -31,8 +32,8 @@ def test_the_check_stage_imports_no_torch(tmp_path):
 
 
 def test_the_torch_free_model_table_is_what_drift_models_builds():
-    from drift.core import model_registry
     from drift import models
+    from drift.core import model_registry
     assert models.MODELS is model_registry.MODELS and not models._table_problems()
     heads = {n for n, info in model_registry.MODELS.items() if model_registry.family_of(info)}
     assert set(models._DERIVED) | heads == set(model_registry.MODELS)  # probes and references as their classes say

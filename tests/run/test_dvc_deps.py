@@ -88,7 +88,7 @@ def resolved_deps() -> dict[tuple[str, str], list[str]]:
 
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     out = {}
-    for dataset, info in DATASETS.items():
+    for dataset in DATASETS:
         item = {"${item.input}": f"data/raw/{dataset}", "${key}": dataset}
         for name, stage in stages.items():
             deps = []
@@ -104,11 +104,10 @@ def test_a_reader_edit_reruns_only_its_datasets_ingest(tmp_path):
     """Editing drift/data/datasets/<module>.py changes what one stage depends on: ingest of its dataset, through
     the check stage's data/checked/<dataset>.json (its reader's code digest). No other dataset's ingest, no slice,
     embed, train, evaluate or report; a docstring or comment edit re-runs nothing."""
-    from tests.helpers import SHIPPED_PARAMS
-
     from drift.core.dataset_registry import DATASETS
     from drift.core.params import load_params
     from drift.run.checks import checked_record
+    from tests.helpers import SHIPPED_PARAMS
 
     data = yaml.safe_load(SHIPPED_PARAMS.read_text())
     data["datasets"] = {name: {"input": f"data/raw/{name}"} for name in DATASETS}

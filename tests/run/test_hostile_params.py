@@ -13,14 +13,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.helpers import ROOT, drift_cli, make_project, refused, run
-from tests.helpers import params_of as changed
 from PIL import Image
 
 from drift.core.errors import DriftError
 from drift.core.params import load_params
 from drift.core.presets import apply_preset, merged_document
 from drift.run.checks import embed_record, write_checked
+from tests.helpers import ROOT, drift_cli, make_project, refused, run
+from tests.helpers import params_of as changed
 
 BOMB = "".join(
     f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9) if i else '1'}]\n" for i in range(9)

@@ -24,10 +24,10 @@ from drift.core.params import model_training
 from drift.core.presets import apply_preset
 from drift.data.datasets import dataset_cfg
 from drift.data.datasets import yearbook as yearbook_module
+from drift.encoders.embed import encoder_kwargs
 from drift.models import get_model_info
 from drift.protocol.slicing import per_slice_split, slice_edges
 from drift.protocol.tasks import get_task
-from drift.encoders.embed import encoder_kwargs
 from drift.train.loop import make_optimizer, trainer_key
 from tests.helpers import SHIPPED_PARAMS, checked_params
 
@@ -879,7 +879,7 @@ def test_every_fact_is_compared(preset, tmp_path):
     f = facts(dataset)
     assert f["source"].startswith("github.com/learning-mechanisms/drift-happens @ ") and "CC BY 4.0" in f["licence"]
     assert {m for m in f["models"]} <= {k.split(".", 2)[-1] for k in keys if k.startswith("train.lr.")}
-    for model, m in f["models"].items():
+    for m in f["models"].values():
         assert m["snapshot"].startswith(f"configs/snapshots/presets/{f['group']}/")
     compared_common = {"time_unit", "min_time", "max_time", "train_slices", "labels", "text_col", "image_size",
                        "sample_size", "sample_seed", "split_seed", "test_size", "split_stratify_by", "metric",
@@ -1038,7 +1038,13 @@ def test_yearbook_models_read_0_255(tmp_path):
     scratch is built with PixelScaled outermost, and its inner model reads the stored values themselves, bit for
     bit (reading_inputs: never divided and multiplied back); a checkpoint of it loads back the same way."""
     from drift.models import InputSpec
-    from drift.models.checkpoints import PixelScaled, build_model, load_checkpoint, reading_inputs, save_checkpoint
+    from drift.models.checkpoints import (
+        PixelScaled,
+        build_model,
+        load_checkpoint,
+        reading_inputs,
+        save_checkpoint,
+    )
     from drift.models.inputs import Inputs
 
     stored = np.random.default_rng(0).uniform(0, 255, (4, 3 * 32 * 32)).astype(np.float32)

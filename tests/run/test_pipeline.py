@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.helpers import only, repro_in_process, run, tiny_params
 
 from drift.data.ingest_counts import IngestCounts
 from drift.encoders.embed import EmbedRun
@@ -13,6 +12,7 @@ from drift.report.metrics_file import ModelMetrics
 from drift.store.embeddings import EmbeddingsManifest
 from drift.store.slices import SliceManifest
 from drift.train.train_run import TrainRun
+from tests.helpers import only, repro_in_process, run, tiny_params
 
 
 @pytest.mark.compute
@@ -139,12 +139,11 @@ BAD = [  # (change, the stage whose check stops it, the one line it prints)
 def test_bad_parameters_stop_before_compute(change, stage, expected):
     """In process: ingest checks the data half of the params (no model registry: editing a model never re-runs
     an ingest), train checks everything; each problem is one line."""
-    from tests.helpers import checked_params
-
     from drift.core.errors import DriftError
     from drift.data.datasets import dataset_cfg
     from drift.data.validate import validate_data
     from drift.run.checks import validate
+    from tests.helpers import checked_params
 
     def ingest_checks(params, name):
         validate_data(params, name, dataset_cfg(params, name))

@@ -5,11 +5,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from drift.core.paths import CHECKED, PATHS, dataset_paths, dvc_path
 from drift.run.pipeline import STAGES, dvc_yaml
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 

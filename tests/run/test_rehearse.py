@@ -12,13 +12,13 @@ import textwrap
 
 import pytest
 import yaml
-from tests.helpers import ROOT, SHIPPED_PARAMS, drift_cli, only, repro_in_process, tiny_params
 
 from drift.core.errors import DriftError
 from drift.core.params import load_params
 from drift.data.datasets import dataset_cfg
 from drift.run.rehearse import PROFILES, rehearsal_params, rehearse
 from drift.train.rates import engine_choice, measured_engines, rates_path, write_rates
+from tests.helpers import ROOT, SHIPPED_PARAMS, drift_cli, only, repro_in_process, tiny_params
 
 PRESETS = ("paper-yearbook", "paper-amazon", "paper-arxiv")
 

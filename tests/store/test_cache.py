@@ -19,14 +19,21 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import torch
-from tests.helpers import dvc_params, run
 from typer.testing import CliRunner
 
 from drift.core.params import EmbedParams
 from drift.data.records import payload_key
 from drift.encoders.embed import EmbedRun, embed_dataset, text_encoder
-from drift.store.embeddings import EmbeddingsManifest, EmbeddingStore, StoreManifest, committed, open_store, table_info
+from drift.store.embeddings import (
+    EmbeddingsManifest,
+    EmbeddingStore,
+    StoreManifest,
+    committed,
+    open_store,
+    table_info,
+)
 from drift.store.slices import hand_manifest, write_slice_table
+from tests.helpers import dvc_params, run
 
 EMBED = {"text_encoder": "minilm-l6", "max_length": 16, "batch_size": 16, "chunk_rows": 32}
 CFG = EmbedParams(**EMBED)
@@ -101,7 +108,7 @@ def test_every_fingerprint_field_is_a_miss_and_nothing_else_is(tmp_path, minilm,
         minilm._code = None
 
     for distribution in ("transformers", "tokenizers", "torch"):
-        miss(lambda: upgrade(distribution), downgrade)
+        miss(lambda d=distribution: upgrade(d), downgrade)
     fields = {table_info(p)["fingerprint_fields"]["max_length"] for p in cache.glob("*.lance")}
     assert fields == {8, 16}  # each table records the fields it was computed under
 

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.train.test_engine import CFG, TinyData
 from typer.testing import CliRunner
 
 from drift.cli.cache import cache_app
@@ -28,6 +27,7 @@ from drift.store.cells import (
 )
 from drift.store.integrity import sha256_bytes
 from drift.train.loop import train_roster
+from tests.train.test_engine import CFG, TinyData
 
 FIX = "pass the folder embed.cache_dir names (or --cache-dir), or set DRIFT_CACHE_DIR"
 

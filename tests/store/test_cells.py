@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.helpers import dvc_params, run
 
 import drift.store.cells as cells
+from tests.helpers import dvc_params, run
 
 BASE = dict(model_spec="ModelInfo(name='ffn-s')|InputSpec(tokens)|2|binary", seed=0, rows="r" * 64,
             inputs="tokens:abc:64", training={"epochs": 5, "batch_size": 64, "weight_decay": 0.01, "lr": 0.001,
@@ -69,7 +69,7 @@ def test_code_version_is_the_stage_closure(tmp_path):
         assert cells.code_version(stage, root=copy) != cells.code_version(stage)
     dvc = __import__("yaml").safe_load((ROOT / "dvc.yaml").read_text())
     train_deps = {d for d in dvc["stages"]["train"]["do"]["deps"] if d.startswith(("drift/", "stages/"))}
-    assert train_deps == set(files := [f"stages/train.py", *import_closure(ROOT / "stages/train.py", ROOT)])
+    assert train_deps == set(files := ["stages/train.py", *import_closure(ROOT / "stages/train.py", ROOT)])
     assert "drift/report/html.py" not in files  # the report's code never invalidates a checkpoint
     assert cells.code_version("train") != cells.code_version("evaluate")
 

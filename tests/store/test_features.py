@@ -254,9 +254,8 @@ def test_slice_data_builds_and_reads_the_feature_files(embedded, tmp_path, monke
     stage has not), then read; its batches are the store's."""
     import shutil
 
-    from tests.helpers import tiny_params
-
     from drift.models.slice_data import SliceData, input_settings
+    from tests.helpers import tiny_params
 
     src, path, cache, manifest, _ = embedded
     monkeypatch.chdir(tmp_path)

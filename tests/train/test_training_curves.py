@@ -8,8 +8,6 @@ import json
 import numpy as np
 import pytest
 import torch
-from tests.cli.test_cli import WITH_REFS, invoke, write_with_refs
-from tests.train.test_engine import CFG, N, TinyData
 
 from drift.core.environment import deterministic
 from drift.core.params import TrainParams
@@ -30,6 +28,8 @@ from drift.store.cells import ResultCache
 from drift.store.slices import hand_manifest
 from drift.train.engine import train_many
 from drift.train.loop import still_falling_lines, train_one, train_roster
+from tests.cli.test_cli import WITH_REFS, invoke, write_with_refs
+from tests.train.test_engine import CFG, N, TinyData
 
 EPOCHS = 3
 
