@@ -34,8 +34,9 @@ browser:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
 	  echo "chromium not installed: the browser test will be skipped"
 
-# the gates: ruff's lint rules and mypy on the library, the stage scripts and the benchmarks (pyproject.toml)
-LINTED := drift stages bench
+# the gates: ruff's lint rules and formatter on the library, the stage scripts, the benchmarks and the tests; mypy
+# on all but the tests (pyproject.toml)
+LINTED := drift stages bench tests
 lint: install
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)

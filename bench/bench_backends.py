@@ -1,6 +1,6 @@
-"""Encoder backends benchmark (embed.backend, embed.quantize): tokens/s of MiniLM-L6 on each backend against a bare
-SentenceTransformer.encode of the same texts, measured in the same run, and the embed stage's FLOP/s as a fraction
-of the CPU's own float32 matmul rate.
+"""Encoder backends benchmark (embed.backend, embed.quantize): tokens/s of MiniLM-L6 on each backend against a
+bare SentenceTransformer.encode of the same texts, measured in the same run, and the embed stage's FLOP/s as a
+fraction of the CPU's own float32 matmul rate.
 
 1. the matmul rate: a square float32 torch GEMM in a child process on the native CPU path (no pinned code path:
    the CPU's own rate), and in this process on the path the embed stage runs (compute.cpu_path, params.yaml).
@@ -72,8 +72,8 @@ def native_gemm_rate(n: int, repeats: int, threads: int) -> float:
 
 
 def flops_per_token(config, lengths, batch_size: int) -> tuple[float, float]:
-    """(dense, attention) FLOPs per real token: 2 x (4 d^2 + 2 d f) per layer, and 4 d s per layer at each batch's
-    padded length s (QK^T and the weighted sum), averaged over the tokens."""
+    """(dense, attention) FLOPs per real token: 2 x (4 d^2 + 2 d f) per layer, and 4 d s per layer at each
+    batch's padded length s (QK^T and the weighted sum), averaged over the tokens."""
     import numpy as np
 
     d, f, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers

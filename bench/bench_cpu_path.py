@@ -1,11 +1,12 @@
-"""What compute.cpu_path native saves against portable (the pinned path), per stage: the embed stage's encoder and
-the train stage's heads, each path in its own process (the libraries read the variables when they load), the two
-paths interleaved round after round so a busy machine slows them alike; best of the rounds per path.
+"""What compute.cpu_path native saves against portable (the pinned path), per stage: the embed stage's encoder
+and the train stage's heads, each path in its own process (the libraries read the variables when they load),
+the two paths interleaved round after round so a busy machine slows them alike; best of the rounds per path.
 
-embed: MiniLM-L6 through embed_dataset (the embed stage's function, a fresh store each time) on State of the Union
-paragraphs; train: train_one (the train stage's, one thread as train.threads) of each head on synthetic token
-states of MiniLM's width. Model loading and data preparation are outside the timings. Each line also says whether
-the two paths gave the same bits here (pooled vectors; the trained heads' predictions). Figures: bench/README.md.
+embed: MiniLM-L6 through embed_dataset (the embed stage's function, a fresh store each time) on State of the
+Union paragraphs; train: train_one (the train stage's, one thread as train.threads) of each head on synthetic
+token states of MiniLM's width. Model loading and data preparation are outside the timings. Each line also
+says whether the two paths gave the same bits here (pooled vectors; the trained heads' predictions). Figures:
+bench/README.md.
 
     python bench/bench_cpu_path.py            # 200 paragraphs at 64 tokens; ffn-s and tx-s on 512 rows x 5 epochs
     python bench/bench_cpu_path.py --quick    # 16 paragraphs at 32 tokens; ffn-s on 64 rows x 1 epoch: seconds
@@ -26,8 +27,8 @@ PATHS = ("portable", "native")
 
 
 def worker(args) -> dict:
-    """{stage: {seconds, cpu, bits}} of each stage of `args.stages`, timed in this process on `args.path` (chosen
-    before numpy and torch load)."""
+    """{stage: {seconds, cpu, bits}} of each stage of `args.stages`, timed in this process on `args.path`
+    (chosen before numpy and torch load)."""
     sys.path.insert(0, str(ROOT))
     from drift.core.environment import use_cpu_path
 

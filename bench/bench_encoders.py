@@ -1,8 +1,10 @@
-"""What another text encoder costs: each encoder's rows/s through the embed stage's encoder (TextEncoder.encode, the
-pinned CPU path), on the same State of the Union paragraphs, against the first one measured in the same run.
+"""What another text encoder costs: each encoder's rows/s through the embed stage's encoder
+(TextEncoder.encode, the pinned CPU path), on the same State of the Union paragraphs, against the first one
+measured in the same run.
 
-Encoders are built-in names or declarations (`name=folder`: a sentence-transformers folder, declared as params.yaml's
-`encoders:` declares it). Rounds alternate between the encoders, so a busy machine slows them alike.
+Encoders are built-in names or declarations (`name=folder`: a sentence-transformers folder, declared as
+params.yaml's `encoders:` declares it). Rounds alternate between the encoders, so a busy machine slows them
+alike.
 
     python bench/bench_encoders.py minilm-l6 mpnet-v2=/models/all-mpnet-base-v2   # 256 paragraphs, 64 tokens
     python bench/bench_encoders.py --quick                                        # MiniLM alone, 16 paragraphs

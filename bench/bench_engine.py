@@ -1,5 +1,6 @@
-"""Rows per second of the batched engine (drift.train.engine.train_many) against one model at a time (train_one), on
-the same models, jobs and data, measured in the same run; also predict_many against predict, one per checkpoint.
+"""Rows per second of the batched engine (drift.train.engine.train_many) against one model at a time
+(train_one), on the same models, jobs and data, measured in the same run; also predict_many against predict,
+one per checkpoint.
 
 Jobs: seeds x cutoffs of one model, cutoff k training on the rows of cutoffs <= k (as train_cumulative does).
 Text heads read synthetic token states (width 384, lengths 8-256), image models 3x32x32 pixels.

@@ -69,8 +69,8 @@ def utilisation(device: str) -> str:
 
 
 def embed_rate(device: str, layers: int | None, batch: int, rows: int, tmp: Path) -> tuple[float, float]:
-    """Tokens/s of the embed path (TextEncoder.encode, bf16 autocast on a GPU) for a RoBERTa-base stand-in at 128
-    tokens, and the FLOPs per token of its layers (2 x parameters outside the embeddings + attention)."""
+    """Tokens/s of the embed path (TextEncoder.encode, bf16 autocast on a GPU) for a RoBERTa-base stand-in at
+    128 tokens, and the FLOPs per token of its layers (2 x parameters outside the embeddings + attention)."""
     shape = write_standin("roberta", tmp / "roberta", layers)
     encoder = TextEncoder(
         "roberta",

@@ -1,9 +1,9 @@
 """Ingest benchmark: the line-by-line path, the fast path (1 and 2 parser threads) and
 pandas.read_json(lines=True), on the same files in the same run.
 
-Grows the real Amazon Reviews 2023 and arXiv fixtures (tests/fixtures/) 1x, 4x, 16x a base size, in their on-disk
-format; each reader runs in its own subprocess (peak RSS from os.wait4). Our paths run the whole ingest stage and
-must write byte-identical records; pandas only parses. Figures: bench/README.md.
+Grows the real Amazon Reviews 2023 and arXiv fixtures (tests/fixtures/) 1x, 4x, 16x a base size, in their
+on-disk format; each reader runs in its own subprocess (peak RSS from os.wait4). Our paths run the whole
+ingest stage and must write byte-identical records; pandas only parses. Figures: bench/README.md.
 
     python bench/bench_ingest.py            # --scale 10: the base is 10 copies of each fixture
     python bench/bench_ingest.py --quick    # 1 copy of each fixture, one size: seconds

@@ -1,19 +1,21 @@
 """The effect of each authors'-way knob (the settings the paper presets switch to follow the authors' code) on
-ID / Future / Decay, each measured against the same base run in the same process, with the protocol's own code:
-the stage scripts' main() (ingest, slice, embed, train, evaluate), in a temp dir with a params.yaml, no DVC.
+ID / Future / Decay, each measured against the same base run in the same process, with the protocol's own
+code: the stage scripts' main() (ingest, slice, embed, train, evaluate), in a temp dir with a params.yaml, no
+DVC.
 
-Image knobs, on synth-portraits (its reader, drift/data/datasets/synth_portraits.py): mlp-s and cnn-s over every
-cutoff, 3 seeds, and the references (baseline-prior, baseline-linear); one knob changed per row:
-train.pixel_scale raw, train.standardise_pixels false, train.batch_order uniform (then with train.shuffle_draws
-after-init), train.loss_weights split, train.slice_seed hash, split.draw per-slice, synth-portraits.pixels float32.
-Yearbook's reader knobs (yearbook.resize, yearbook.pixels): no Yearbook pixels here, so the same synth portraits
-are drawn at the corpus's size (bicubically upsampled to 186 x 171 PNGs, gray, in F/ and M/ with `<year>_` names)
-and read by drift/data/datasets/yearbook.py: bilinear against area, and area uint8 against area float32.
-Amazon's data knobs (amazon.keep_empty, keep_duplicates, sample.draw), on the Amazon 2023 fixture
-(tests/fixtures/amazon2023, 16 categories, 2,400 reviews; half-years 2014-2024, text_fields [text] as the paper
-preset, so an empty review has no text; rows read -> kept by ingest -> in the slice table): the rows each keeps, and
-baseline-tfidf and baseline-prior fitted per cutoff (drift.train.loop.train_one, the closed-form references; no
-text encoder weights are offline, so no text head trains here), over amazon.sample.seed 0..seeds-1. Figures: docs/decisions.md.
+Image knobs, on synth-portraits (its reader, drift/data/datasets/synth_portraits.py): mlp-s and cnn-s over
+every cutoff, 3 seeds, and the references (baseline-prior, baseline-linear); one knob changed per row:
+train.pixel_scale raw, train.standardise_pixels false, train.batch_order uniform (then with
+train.shuffle_draws after-init), train.loss_weights split, train.slice_seed hash, split.draw per-slice,
+synth-portraits.pixels float32. Yearbook's reader knobs (yearbook.resize, yearbook.pixels): no Yearbook pixels
+here, so the same synth portraits are drawn at the corpus's size (bicubically upsampled to 186 x 171 PNGs,
+gray, in F/ and M/ with `<year>_` names) and read by drift/data/datasets/yearbook.py: bilinear against area,
+and area uint8 against area float32. Amazon's data knobs (amazon.keep_empty, keep_duplicates, sample.draw), on
+the Amazon 2023 fixture (tests/fixtures/amazon2023, 16 categories, 2,400 reviews; half-years 2014-2024,
+text_fields [text] as the paper preset, so an empty review has no text; rows read -> kept by ingest -> in the
+slice table): the rows each keeps, and baseline-tfidf and baseline-prior fitted per cutoff
+(drift.train.loop.train_one, the closed-form references; no text encoder weights are offline, so no text head
+trains here), over amazon.sample.seed 0..seeds-1. Figures: docs/decisions.md.
 
     python bench/bench_knobs.py                 # every part (~10-15 min CPU on 2 shared cores)
     python bench/bench_knobs.py --part image --epochs 2 --per-slice 100
@@ -176,7 +178,8 @@ def image_params(args) -> dict:
 
 
 def draw_yearbook(folder: Path, params: dict) -> int:
-    """The synth portraits of `params` as a Yearbook folder: gray 186 x 171 PNGs, F/ (class 0) and M/ (class 1)."""
+    """The synth portraits of `params` as a Yearbook folder: gray 186 x 171 PNGs, F/ (class 0) and M/ (class
+    1)."""
     from PIL import Image
 
     from drift.data.datasets import synth_portraits

@@ -1,9 +1,9 @@
-"""Nearest-neighbour distances for drift.analysis.novelty: the LanceDB table (flat scan below INDEX_MIN_ROWS rows, an
-IVF index above) against brute-force NumPy, at a few sizes of the reference (training) side.
+"""Nearest-neighbour distances for drift.analysis.novelty: the LanceDB table (flat scan below INDEX_MIN_ROWS
+rows, an IVF index above) against brute-force NumPy, at a few sizes of the reference (training) side.
 
-Each (backend, size) runs in a fresh process: build + one batched search, the peak memory it adds, and LanceDB's
-recall of the exact nearest neighbour. Vectors: 384-d, 64 Gaussian clusters, unit-normalised. One JSON line per
-(backend, size); LanceDB's carries time_vs_numpy and search_vs_numpy. Figures: bench/README.md.
+Each (backend, size) runs in a fresh process: build + one batched search, the peak memory it adds, and
+LanceDB's recall of the exact nearest neighbour. Vectors: 384-d, 64 Gaussian clusters, unit-normalised. One
+JSON line per (backend, size); LanceDB's carries time_vs_numpy and search_vs_numpy. Figures: bench/README.md.
 
     python bench/bench_novelty.py            # sizes 2k, 20k, 100k; 2,000 queries; ~2 min on 2 cores
     python bench/bench_novelty.py --quick    # 1,000 reference rows, 200 queries: seconds

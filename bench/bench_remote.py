@@ -1,10 +1,10 @@
-"""Remote benchmark: `dvc push` / `dvc pull` of feature-file-shaped data to a directory remote and to a local S3
-server (moto's, on 127.0.0.1), against copying the same bytes (`cp -r` for the directory, boto3's own
-upload_file / download_file for S3); and, unless --quick: machine B's `dvc pull && dvc repro` against machine A's
-`dvc repro` from an empty store (the tiny sotu project the tests use), the encoder's seconds saved, B's results
-equal to A's and a training epoch on B's pulled features against one on A's computed ones; then B's `dvc pull`
-of a paper-shaped store's feature files (bench_scale's generator: Amazon's token lengths, --paper-rows rows)
-against A's encoder time for those rows at the rate measured on A.
+"""Remote benchmark: `dvc push` / `dvc pull` of feature-file-shaped data to a directory remote and to a local
+S3 server (moto's, on 127.0.0.1), against copying the same bytes (`cp -r` for the directory, boto3's own
+upload_file / download_file for S3); and, unless --quick: machine B's `dvc pull && dvc repro` against machine
+A's `dvc repro` from an empty store (the tiny sotu project the tests use), the encoder's seconds saved, B's
+results equal to A's and a training epoch on B's pulled features against one on A's computed ones; then B's
+`dvc pull` of a paper-shaped store's feature files (bench_scale's generator: Amazon's token lengths,
+--paper-rows rows) against A's encoder time for those rows at the rate measured on A.
 
     python bench/bench_remote.py            # 256 MB in 16 files; then the A -> B runs
     python bench/bench_remote.py --quick    # 16 MB, transfers only: seconds
@@ -113,8 +113,8 @@ def transfers(tmp: Path, megabytes: int, files: int, env: dict, server) -> list[
 
 
 def a_to_b(tmp: Path, env: dict, server) -> list[str]:
-    """A's `dvc repro` from an empty store vs B's `dvc pull && dvc repro` in a fresh clone; B's results against
-    A's, and a training epoch on each machine's features."""
+    """A's `dvc repro` from an empty store vs B's `dvc pull && dvc repro` in a fresh clone; B's results
+    against A's, and a training epoch on each machine's features."""
     from tests.helpers import make_project, only, tiny_params
 
     params = only(tiny_params(), "sotu")
@@ -218,9 +218,10 @@ def encoder_rate(texts: list[str], max_length: int) -> float:
 
 
 def paper_shaped(tmp: Path, env: dict, server, rows: int) -> list[str]:
-    """A paper-shaped store (bench_scale's generator: random 768-d token states with the Amazon fixture's token
-    lengths, 8 slices) turned into feature files on A, `dvc add`ed and pushed to S3; B's `dvc pull` of them
-    against encoding the same rows at MiniLM's rate on the fixture's reviews (a lower bound for A's encoder)."""
+    """A paper-shaped store (bench_scale's generator: random 768-d token states with the Amazon fixture's
+    token lengths, 8 slices) turned into feature files on A, `dvc add`ed and pushed to S3; B's `dvc pull` of
+    them against encoding the same rows at MiniLM's rate on the fixture's reviews (a lower bound for A's
+    encoder)."""
     import glob
 
     from bench_scale import amazon_token_counts, build_store

@@ -1,9 +1,10 @@
 """Scale benchmark: memory and speed of train and evaluate as the rows grow, feature files vs a memory map.
 
-A paper-shaped store built without an encoder (random 768-d float16 token states, lengths drawn from the Amazon
-fixture's reviews, K slices) at 1x, 4x, 16x the base rows. Build, train (one ffn-s epoch) and evaluate each run in
-their own subprocess (peak RSS from os.wait4), reading the feature files, a memory map of them (the baseline) or
-the Lance store (before); one more per scale times the training batches alone. Goals and figures: bench/README.md.
+A paper-shaped store built without an encoder (random 768-d float16 token states, lengths drawn from the
+Amazon fixture's reviews, K slices) at 1x, 4x, 16x the base rows. Build, train (one ffn-s epoch) and evaluate
+each run in their own subprocess (peak RSS from os.wait4), reading the feature files, a memory map of them
+(the baseline) or the Lance store (before); one more per scale times the training batches alone. Goals and
+figures: bench/README.md.
 
     python bench/bench_scale.py            # base 1000 rows: 16x = 16,000 rows, ~1.6 GB of token states
     python bench/bench_scale.py --quick    # 100 rows, one scale, features and mmap once: under a minute

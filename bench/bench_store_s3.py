@@ -4,8 +4,9 @@ A local S3-compatible server (moto's standalone server on 127.0.0.1, the one the
 folder each receive the same rows through EmbeddingStore.append (one Lance commit per chunk, token states
 included), then a fresh EmbeddingStore reads them all back (pooled vectors and token states, by key). Printed:
 append rows/s and read rows/s on each, and S3's rate as a fraction of local disk's. Best of --repeats,
-interleaved. moto is a Python server on the same cores: a real endpoint's latency and bandwidth differ, the ratio
-bounds what the store's own code costs on object storage. Figures: bench/README.md, docs/how-to/store-on-s3.md.
+interleaved. moto is a Python server on the same cores: a real endpoint's latency and bandwidth differ, the
+ratio bounds what the store's own code costs on object storage. Figures: bench/README.md,
+docs/how-to/store-on-s3.md.
 
     python bench/bench_store_s3.py            # 5,000 rows of 384 dims, up to 32 tokens each, chunks of 500
     python bench/bench_store_s3.py --quick    # 600 rows of 64 dims, 8 tokens each, chunks of 100: seconds

@@ -1,11 +1,12 @@
-"""The table reader (polars, drift/data/datasets/table.py) against the Amazon reader's line-by-line and fast paths
-(drift/data/datasets/amazon.py, _io.py, _fast.py) on the same JSON-lines file, in the same run.
+"""The table reader (polars, drift/data/datasets/table.py) against the Amazon reader's line-by-line and fast
+paths (drift/data/datasets/amazon.py, _io.py, _fast.py) on the same JSON-lines file, in the same run.
 
-Grows the Amazon Reviews 2023 fixture to N rows (new timestamps and users), then runs the whole ingest (reader,
-span filter, duplicate check, Parquet records) once per reader, each in its own subprocess so its peak RSS is its
-own (os.wait4), beside its peak anonymous memory (RssAnon, sampled): polars maps a JSON-lines file, and its
-pages count in RSS without being the reader's allocations. The table reader is configured as a user would for that file: text [title, text], label rating
-(regression), time epoch_ms, id the reader's default <file>:<row>.
+Grows the Amazon Reviews 2023 fixture to N rows (new timestamps and users), then runs the whole ingest
+(reader, span filter, duplicate check, Parquet records) once per reader, each in its own subprocess so its
+peak RSS is its own (os.wait4), beside its peak anonymous memory (RssAnon, sampled): polars maps a JSON-lines
+file, and its pages count in RSS without being the reader's allocations. The table reader is configured as a
+user would for that file: text [title, text], label rating (regression), time epoch_ms, id the reader's
+default <file>:<row>.
 
     python bench/bench_table.py              # 1,000,000 rows
     python bench/bench_table.py --quick      # 20,000 rows: a smoke run (tests/project/test_bench.py)
@@ -30,7 +31,8 @@ READERS = ("line", "fast", "table")
 
 
 def grow(n: int, path: Path) -> None:
-    """n rows of Amazon Reviews 2023 JSON lines: the fixture's rows over and over, each with a new time and user."""
+    """n rows of Amazon Reviews 2023 JSON lines: the fixture's rows over and over, each with a new time and
+    user."""
     rows = [
         json.loads(line) for line in (FIXTURES / "All_Beauty.jsonl").read_text().splitlines() if line.strip()
     ]
@@ -43,7 +45,8 @@ def grow(n: int, path: Path) -> None:
 
 
 def anonymous_mb() -> float:
-    """This process's anonymous resident memory (RssAnon): its own allocations, not the file pages a reader maps."""
+    """This process's anonymous resident memory (RssAnon): its own allocations, not the file pages a reader
+    maps."""
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("RssAnon")) / 1024
 

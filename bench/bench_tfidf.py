@@ -1,7 +1,7 @@
-"""Cost of the lexical reference baseline-tfidf per cutoff (the TF-IDF vocabulary, idf and linear model fitted on
-one cutoff's training rows, then one prediction pass over them), against baseline-linear's fit on the same
-cutoff, measured in the same run: the ratio says what the lexical reference adds to the references' cost.
-Wall and CPU seconds of this process both: on shared cores the CPU seconds are the fair figure. Each reference is
+"""Cost of the lexical reference baseline-tfidf per cutoff (the TF-IDF vocabulary, idf and linear model fitted
+on one cutoff's training rows, then one prediction pass over them), against baseline-linear's fit on the same
+cutoff, measured in the same run: the ratio says what the lexical reference adds to the references' cost. Wall
+and CPU seconds of this process both: on shared cores the CPU seconds are the fair figure. Each reference is
 fitted twice, at its fixed C (TFIDF_C, C_DEFAULT: train.reference_C as a number) and with C chosen by
 cross-validation (train.reference_C: cv, the default): the "cv vs fixed" line is what choosing C costs.
 
@@ -51,7 +51,8 @@ CASES = {"commits": (7_500, "multiclass"), "paper": (210_000, "regression")}
 
 
 def amazon_shaped(n: int, seed: int = 0) -> tuple[list[str], np.ndarray]:
-    """n distinct texts (word counts of the fixture's reviews, words by the fixture's frequencies) and ratings."""
+    """n distinct texts (word counts of the fixture's reviews, words by the fixture's frequencies) and
+    ratings."""
     rows = [
         json.loads(line)
         for f in sorted(glob.glob(str(ROOT / "tests/fixtures/amazon2023/*.jsonl")))
@@ -93,8 +94,8 @@ def measure_cv(counts, pooled, targets: torch.Tensor, task: str, n_outputs: int)
 
 
 def measure(texts, targets: torch.Tensor, task: str, n_outputs: int, counts=None, cv: bool = True) -> dict:
-    """One cutoff: counting (once per dataset and stage), the TF-IDF fit, prediction; baseline-linear's fit; with
-    `cv` both fits again with C chosen by cross-validation (measure_cv)."""
+    """One cutoff: counting (once per dataset and stage), the TF-IDF fit, prediction; baseline-linear's fit;
+    with `cv` both fits again with C chosen by cross-validation (measure_cv)."""
     start = time.perf_counter()
     counts = text_counts(texts) if counts is None else counts
     count_s = time.perf_counter() - start
@@ -133,7 +134,8 @@ def measure(texts, targets: torch.Tensor, task: str, n_outputs: int, counts=None
 
 
 def sotu_cutoffs(cv: bool = True) -> dict:
-    """The shipped sotu section ingested and sliced in a temp dir; every usable cutoff fitted on its training rows."""
+    """The shipped sotu section ingested and sliced in a temp dir; every usable cutoff fitted on its training
+    rows."""
     import yaml
 
     from drift.core.params import load_params

@@ -1,6 +1,7 @@
 """Stage embed@<dataset>: frozen-encoder embeddings of the dataset's rows, computed only for missing keys
-(drift/encoders/embed.py `embed_all`). The output manifest lists every encoder's store table; .drift/runs/embed/ counts
-the rows computed and found in the store; data/features/<dataset>/ holds the inputs as memory-mappable files."""
+(drift/encoders/embed.py `embed_all`). The output manifest lists every encoder's store table;
+.drift/runs/embed/ counts the rows computed and found in the store; data/features/<dataset>/ holds the inputs
+as memory-mappable files."""
 
 from drift.core.interrupt import exit_on_interrupt, stage_name
 
@@ -32,13 +33,15 @@ def main(argv: list[str]) -> None:
     modality = read_slice_manifest(p["slices"]).modality
     corrupt: list[str] = []
     for attempt in (0, 1):
-        # rows the store lacks that pulled feature files hold (same fingerprint, verified) fill it first, uncomputed
+        # rows the store lacks that pulled feature files hold (same fingerprint, verified) fill it first,
+        # uncomputed
         results = embed_all(
             p["slices"], modality, params.embed, store, params.compute, seed_from=p["features"]
         )
         manifests = {enc: manifest for enc, (manifest, _) in results.items()}
         EmbeddingsManifest(encoders=manifests).to_file(p["embeddings"])
-        # the model inputs as files train and evaluate read batch by batch (rebuilt only when rows or store change)
+        # the model inputs as files train and evaluate read batch by batch (rebuilt only when rows or store
+        # change)
         try:
             write_features(p["slices"], manifests, store, p["features"], modality)
             break

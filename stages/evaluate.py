@@ -1,8 +1,8 @@
 """Stage evaluate@<dataset>: every checkpoint on every slice -> one drift matrix per model and seed
-(drift/evaluate/fill_matrices.py `evaluate_roster`), each cell scored under params.yaml `evaluate:`; cells already
-scored come from the cell cache (drift/store/cells.py), and
-.drift/runs/evaluate/<dataset>.json counts the cells computed and reused, and times each (model, seed) task
-(`timings`: model, seed, checkpoints, rows predicted, cells, seconds; `drift rehearse` reads them)."""
+(drift/evaluate/fill_matrices.py `evaluate_roster`), each cell scored under params.yaml `evaluate:`; cells
+already scored come from the cell cache (drift/store/cells.py), and .drift/runs/evaluate/<dataset>.json counts
+the cells computed and reused, and times each (model, seed) task (`timings`: model, seed, checkpoints, rows
+predicted, cells, seconds; `drift rehearse` reads them)."""
 
 from drift.core.interrupt import exit_on_interrupt, stage_name
 

@@ -1,5 +1,5 @@
-"""Stage ingest@<dataset>: source -> canonical records + quarantine + metrics/ingest/<dataset>.json (counts per
-file, and a warning line for each file whose rows vanished)."""
+"""Stage ingest@<dataset>: source -> canonical records + quarantine + metrics/ingest/<dataset>.json (counts
+per file, and a warning line for each file whose rows vanished)."""
 
 from drift.core.interrupt import exit_on_interrupt, stage_name
 

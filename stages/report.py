@@ -1,4 +1,5 @@
-"""Stage report@<dataset>: metrics/, plots/ and tables/ of one dataset (see drift/report/outputs.py for the list)."""
+"""Stage report@<dataset>: metrics/, plots/ and tables/ of one dataset (see drift/report/outputs.py for the
+list)."""
 
 from drift.core.interrupt import exit_on_interrupt, stage_name
 

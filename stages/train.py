@@ -1,8 +1,9 @@
 """Stage train@<dataset>: for every model of the roster and seed, one checkpoint per cutoff k trained on
-slices <= k (drift/train/loop.py), or copied from the checkpoint cache when nothing that decides it has changed
-(drift/store/cells.py); .drift/runs/train/<dataset>.json counts both, and times each training task (`timings`:
-model, checkpoints, row passes, seconds; `drift rehearse` reads them). A model whose training loss was still
-falling at its last epoch (drift.train.loop.still_falling_lines) is named on stderr, one line each."""
+slices <= k (drift/train/loop.py), or copied from the checkpoint cache when nothing that decides it has
+changed (drift/store/cells.py); .drift/runs/train/<dataset>.json counts both, and times each training task
+(`timings`: model, checkpoints, row passes, seconds; `drift rehearse` reads them). A model whose training loss
+was still falling at its last epoch (drift.train.loop.still_falling_lines) is named on stderr, one line each.
+"""
 
 from drift.core.interrupt import exit_on_interrupt, stage_name
 

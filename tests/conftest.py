@@ -1,9 +1,11 @@
-"""The suite's set-up: the pinned CPU path and the environment every test process runs in, the shared fixtures,
-and the lanes. The helpers the tests import are in tests/helpers.py.
+"""The suite's set-up: the pinned CPU path and the environment every test process runs in, the shared
+fixtures, and the lanes. The helpers the tests import are in tests/helpers.py.
 
-Lanes (`make test-fast` runs neither): a test in tests/pipeline/ is `pipeline` (a DVC repository, a Ray cluster,
-a subprocess or a server), any other says so itself with `pytest.mark.pipeline` or `pytest.mark.compute` (a real
-encoder, a model trained, a report's figures drawn), on the test or as its module's `pytestmark`."""
+Lanes (`make test-fast` runs neither): a test in tests/pipeline/ is `pipeline` (a DVC repository, a Ray
+cluster, a subprocess or a server), any other says so itself with `pytest.mark.pipeline` or
+`pytest.mark.compute` (a real encoder, a model trained, a report's figures drawn), on the test or as its
+module's `pytestmark`."""
+
 from __future__ import annotations
 
 import os
@@ -16,9 +18,9 @@ from drift.core.environment import pin_cpu_code_path
 
 pin_cpu_code_path()  # before any test imports torch: the code path the committed numbers were computed on
 
-# bytecode caches (gitignored __pycache__/) are kept even where PYTHONDONTWRITEBYTECODE asks otherwise: without them
-# every pytest worker and every stage process `dvc repro` starts compiles drift/ again and pytest rewrites every test
-# module again, about 5 s of CPU a process on the reference machine (docs/decisions.md)
+# bytecode caches (gitignored __pycache__/) are kept even where PYTHONDONTWRITEBYTECODE asks otherwise:
+# without them every pytest worker and every stage process `dvc repro` starts compiles drift/ again and pytest
+# rewrites every test module again, about 5 s of CPU a process on the reference machine (docs/decisions.md)
 sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
@@ -26,12 +28,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # Rich sizes its console from a terminal on any standard stream: the tests read what a pipe gets (80 columns)
 os.environ.setdefault("COLUMNS", "80")
-# every `dvc` command otherwise starts a detached analytics daemon (about 0.8 s of CPU each, not counted by the
-# test's own timing) that tries to reach the network
+# every `dvc` command otherwise starts a detached analytics daemon (about 0.8 s of CPU each, not counted by
+# the test's own timing) that tries to reach the network
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
-# OpenMP's idle threads sleep instead of spinning: the suite runs more torch processes than cores (pytest workers,
-# stage scripts, Ray workers), where libgomp's spin-wait costs CPU the others need (docs/decisions.md "Costs a
-# process pays whatever it computes"); no arithmetic changes. Nothing above imports torch, which reads it at load
+# OpenMP's idle threads sleep instead of spinning: the suite runs more torch processes than cores (pytest
+# workers, stage scripts, Ray workers), where libgomp's spin-wait costs CPU the others need (docs/decisions.md
+# "Costs a process pays whatever it computes"); no arithmetic changes. Nothing above imports torch, which
+# reads it at load
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
@@ -42,6 +45,7 @@ def project(tmp_path):
 
     def factory(params: dict | None = None, name: str = "repo") -> Path:
         return make_project(tmp_path / name, params or tiny_params(), tmp_path / "cache")
+
     return factory
 
 
@@ -63,8 +67,8 @@ def s3_server(monkeypatch):
 
 @pytest.fixture(scope="module")
 def s3_store():
-    """One S3 server for a test file, bucket BUCKET (tests/s3_server.py) created and the AWS_* variables set in
-    this process (subprocesses and Ray workers started after it inherit them); yields the endpoint URL."""
+    """One S3 server for a test file, bucket BUCKET (tests/s3_server.py) created and the AWS_* variables set
+    in this process (subprocesses and Ray workers started after it inherit them); yields the endpoint URL."""
     from tests.s3_server import BUCKET, start_s3_server
 
     server = start_s3_server()
@@ -82,9 +86,10 @@ def s3_store():
                 os.environ[key] = value
 
 
-# the test files that take longest, longest first (measured: docs/decisions.md "The suite under 15 minutes"). With
-# `--dist loadfile --no-loadscope-reorder` (make test) xdist hands files out in collection order, so these start
-# first and the short files fill in around them; no long file is left to start last while the other worker idles
+# the test files that take longest, longest first (measured: docs/decisions.md "The suite under 15 minutes").
+# With `--dist loadfile --no-loadscope-reorder` (make test) xdist hands files out in collection order, so
+# these start first and the short files fill in around them; no long file is left to start last while the
+# other worker idles
 LONGEST_FIRST = (
     "test_rehearse_wheel.py",
     "test_learning_real.py",

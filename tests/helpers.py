@@ -20,9 +20,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def shipped_params() -> Path:
-    """params.yaml as committed (git's HEAD), written to a file of this process: what the tests build their params
-    from, whatever the workspace's params.yaml holds uncommitted (a user's datasets, sections, a preset). Outside
-    a git checkout, the workspace's own. tests/core/test_params.py checks it against the schema."""
+    """params.yaml as committed (git's HEAD), written to a file of this process: what the tests build their
+    params from, whatever the workspace's params.yaml holds uncommitted (a user's datasets, sections, a
+    preset). Outside a git checkout, the workspace's own. tests/core/test_params.py checks it against the
+    schema."""
     shown = subprocess.run(["git", "show", "HEAD:params.yaml"], cwd=ROOT, capture_output=True, text=True)
     if shown.returncode != 0:
         return ROOT / "params.yaml"
@@ -37,41 +38,66 @@ def shipped_params() -> Path:
 SHIPPED_PARAMS = shipped_params()
 BIN = Path(sys.executable).parent
 
+
 def metrics_json(**stats) -> str:
     """A whole metrics/<ds>/<model>.json (drift.report.metrics_file.ModelMetrics, validated) around the few
     fields a test sets: the others empty (None), the metric accuracy, one seed, family FFN."""
     from drift.report.metrics_file import ModelMetrics
 
     empty = {"id": None, "future": None, "decay": None}
-    base = {**empty, "metric": "accuracy", "higher_is_better": True, "k": 3, "seeds": 1, "family": "FFN",
-            "reference": stats.get("family") == "Reference", **{f"{s}_std": None for s in empty},
-            **{f"{s}_ci95": [None, None] for s in empty},
-            "protocols": {"wild-time": {"eval_fix_split": None, "eval_fix_average": None, "eval_fix_worst": None,
-                                        "eval_stream_average": None, "eval_stream_worst": None},
-                          "clear": {"in_domain": None, "next_domain": None, "backward_transfer": None,
-                                    "forward_transfer": None}},
-            "lock_sha256": None}
+    base = {
+        **empty,
+        "metric": "accuracy",
+        "higher_is_better": True,
+        "k": 3,
+        "seeds": 1,
+        "family": "FFN",
+        "reference": stats.get("family") == "Reference",
+        **{f"{s}_std": None for s in empty},
+        **{f"{s}_ci95": [None, None] for s in empty},
+        "protocols": {
+            "wild-time": {
+                "eval_fix_split": None,
+                "eval_fix_average": None,
+                "eval_fix_worst": None,
+                "eval_stream_average": None,
+                "eval_stream_worst": None,
+            },
+            "clear": {
+                "in_domain": None,
+                "next_domain": None,
+                "backward_transfer": None,
+                "forward_transfer": None,
+            },
+        },
+        "lock_sha256": None,
+    }
     return ModelMetrics.model_validate({**base, **stats}).dumps()
 
 
 def tiny_params() -> dict:
     """The shipped params.yaml cut down so a whole `dvc repro` takes a minute on two cores."""
     params = yaml.safe_load(SHIPPED_PARAMS.read_text())
-    params["sotu"].update(cap_per_slice=24, min_samples=10, slices={"unit": "decade", "start": 1960, "end": 2010})
-    params["synth-portraits"].update(k=3, per_slice=80, slices={"unit": "year", "start": 2000, "end": 2003},
-                                     min_samples=10)
+    params["sotu"].update(
+        cap_per_slice=24, min_samples=10, slices={"unit": "decade", "start": 1960, "end": 2010}
+    )
+    params["synth-portraits"].update(
+        k=3, per_slice=80, slices={"unit": "year", "start": 2000, "end": 2003}, min_samples=10
+    )
     params["embed"].update(max_length=32)
     params["report"]["saliency"]["synth-portraits"]["cells"] = [["2000", "2001"], ["2001", "2002"]]
     params["train"].update(epochs=1, models={"sotu": ["ffn-s", "probe-minilm"], "synth-portraits": ["mlp-s"]})
-    params["report"]["shift"].update(n=40, permutations=20, max_rows=100)  # the label-free part: small, not absent
+    # the label-free part: small, not absent
+    params["report"]["shift"].update(n=40, permutations=20, max_rows=100)
     return params
 
 
 def dvc_params(*names: str) -> dict:
     """tiny_params() for the tests of DVC's behaviour with the pipeline (what re-runs, what is pulled, what a
     remote holds), where each stage's process costs more than its work: only these datasets, sotu over three
-    decades (1980-2010, at most 24 paragraphs each) instead of five, the references cut to baseline-prior and baseline-linear
-    (no test of DVC's behaviour reads baseline-tfidf). Three cutoffs still give every matrix an off-diagonal."""
+    decades (1980-2010, at most 24 paragraphs each) instead of five, the references cut to baseline-prior and
+    baseline-linear (no test of DVC's behaviour reads baseline-tfidf). Three cutoffs still give every matrix
+    an off-diagonal."""
     params = only(tiny_params(), *names)
     params["sotu"]["slices"] = {"unit": "decade", "start": 1980, "end": 2010}
     params["train"]["baselines"] = ["baseline-prior", "baseline-linear"]
@@ -106,11 +132,15 @@ def only(params: dict, *names: str) -> dict:
     return params
 
 
-def run(cmd: list[str], cwd: Path, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+def run(
+    cmd: list[str], cwd: Path, check: bool = True, env: dict | None = None
+) -> subprocess.CompletedProcess:
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", **(env or {})}
     result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
     if check and result.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+        raise AssertionError(
+            f"{' '.join(cmd)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+        )
     return result
 
 
@@ -136,7 +166,8 @@ def make_project(path: Path, params: dict, cache_dir: Path) -> Path:
 
 def drift_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """The `drift` command in this process (Typer's runner), answered like a finished process: returncode,
-    stdout, stderr apart. No Python start per call; tests/report/test_report.py checks the console script itself once."""
+    stdout, stderr apart. No Python start per call; tests/report/test_report.py checks the console script
+    itself once."""
     from typer.testing import CliRunner
 
     from drift.cli import app
@@ -177,8 +208,9 @@ def repro_in_process(repo: Path, *datasets: str, stages=STAGES) -> None:
 
 
 def checked_params(source):
-    """params.yaml (a path or a document) as the check stage and the CLI check it: drift.core.params.load_params,
-    then every dataset section typed by its module (drift.data.datasets.check_datasets)."""
+    """params.yaml (a path or a document) as the check stage and the CLI check it:
+    drift.core.params.load_params, then every dataset section typed by its module
+    (drift.data.datasets.check_datasets)."""
     from drift.core.params import load_params
     from drift.data.datasets import check_datasets
 

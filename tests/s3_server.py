@@ -2,6 +2,7 @@
 test suites use): `start_s3_server()` returns a running server, its endpoint and the environment variables
 that let DVC's S3 remote, s3fs, boto3 and Lance reach it; `stop()` shuts it down. The `s3_server` fixture in
 tests/conftest.py wraps it for one test, `s3_store` for one test file."""
+
 from __future__ import annotations
 
 import socket
@@ -21,16 +22,23 @@ def free_port() -> int:
 
 @dataclass
 class S3Server:
-    """A running server: `endpoint` (http://127.0.0.1:PORT), `env` (the standard AWS variables), `bucket(name)`
-    creates a bucket; `stop()` ends it (in-memory: nothing outlives it)."""
+    """A running server: `endpoint` (http://127.0.0.1:PORT), `env` (the standard AWS variables),
+    `bucket(name)` creates a bucket; `stop()` ends it (in-memory: nothing outlives it)."""
+
     server: ThreadedMotoServer
     endpoint: str
     env: dict = field(default_factory=dict)
 
     def client(self):
         import boto3
-        return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=ACCESS_KEY,
-                            aws_secret_access_key=SECRET_KEY, region_name=REGION)
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+            region_name=REGION,
+        )
 
     def bucket(self, name: str) -> str:
         self.client().create_bucket(Bucket=name)
@@ -50,6 +58,12 @@ def start_s3_server() -> S3Server:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
-    env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-           "AWS_REGION": REGION, "AWS_DEFAULT_REGION": REGION, "AWS_ALLOW_HTTP": "true"}
+    env = {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+        "AWS_REGION": REGION,
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_ALLOW_HTTP": "true",
+    }
     return S3Server(server, endpoint, env)

@@ -1,13 +1,13 @@
 """Retraining policies replayed from the drift matrix, without training anything.
 
-Under cumulative retraining the model deployed in period j after retraining at cutoff t < j is exactly f_t, and
-its score there is M[t][j], so every policy that decides at each period's start whether to retrain is replayed
-from the matrix: never (f_t0 forever), every n (retrain after n periods served; n = 1 is always), always
-(f_{j-1} in period j), shift > τ (the label-free S[t][j] of drift/analysis/shift.py), drop > τ (the estimate
-E[t][j] of drift/evaluate/estimate.py worse than E[t][t], else M[t][t], by more than τ). A retraining deploys
-the latest trained cutoff before j; every policy is scored over periods t0+1 .. K-1, empty cells skipped. Cost:
-the training rows of slices <= t times the epochs (optionally seconds per row), the first model not counted;
-without a slice manifest each slice counts as one row ("slice-epochs")."""
+Under cumulative retraining the model deployed in period j after retraining at cutoff t < j is exactly f_t,
+and its score there is M[t][j], so every policy that decides at each period's start whether to retrain is
+replayed from the matrix: never (f_t0 forever), every n (retrain after n periods served; n = 1 is always),
+always (f_{j-1} in period j), shift > τ (the label-free S[t][j] of drift/analysis/shift.py), drop > τ (the
+estimate E[t][j] of drift/evaluate/estimate.py worse than E[t][t], else M[t][t], by more than τ). A retraining
+deploys the latest trained cutoff before j; every policy is scored over periods t0+1 .. K-1, empty cells
+skipped. Cost: the training rows of slices <= t times the epochs (optionally seconds per row), the first model
+not counted; without a slice manifest each slice counts as one row ("slice-epochs")."""
 
 from __future__ import annotations
 
@@ -244,9 +244,9 @@ def dataset_policies(
     """Every policy on every model (or `models`) of dataset `name`'s committed report (plots/<ds>/<model>/
     matrix.json, metrics/<ds>/): {"dataset", "metric", "higher_is_better", "cost_unit", "notes", "models":
     {model: replay_policies(...)}}. policy: params.yaml's report.policy; epochs: train.epochs (the cost of a
-    retraining); shift: one K x K array for the dataset; estimates: model -> K x K array (when None, the report's
-    own: plots/<ds>/shift/matrix.json and plots/<ds>/<model>/estimate.json, if any); seconds_per_row: overrides
-    report.policy.seconds_per_row."""
+    retraining); shift: one K x K array for the dataset; estimates: model -> K x K array (when None, the
+    report's own: plots/<ds>/shift/matrix.json and plots/<ds>/<model>/estimate.json, if any); seconds_per_row:
+    overrides report.policy.seconds_per_row."""
     root = Path(root)
     found_shift, found_estimates = report_signals(name, root)
     shift = found_shift if shift is None else shift

@@ -86,7 +86,8 @@ def mmd2_unbiased(
 
 def benjamini_hochberg(p: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
     """(q-values, significant) for the finite p-values of an array of any shape; nan stays nan and is not
-    counted among the tests. q_(k) = min over l >= k of p_(l) m / l; significant = q <= alpha (the step-up set)."""
+    counted among the tests. q_(k) = min over l >= k of p_(l) m / l; significant = q <= alpha (the step-up
+    set)."""
     p = np.asarray(p, dtype=float)
     q = np.full(p.shape, np.nan)
     finite = np.isfinite(p)
@@ -120,7 +121,8 @@ def shift_matrix(
     """K x K arrays (nan = empty, as in M): mmd2, p, q, significant; plus the bandwidth h.
 
     Rows: the trained cutoffs (train split of slices <= i); columns: usable slices, on the rows M scores them
-    on. The subsample of f_i's training set is the same along its row; each side is drawn from its own seed."""
+    on. The subsample of f_i's training set is the same along its row; each side is drawn from its own seed.
+    """
     if n < 2:
         raise DriftError(f"report.shift.n must be at least 2 (rows per side), got {n}")
     features = np.asarray(features)
@@ -170,9 +172,9 @@ def standardised_pixels(images: np.ndarray) -> np.ndarray:
 
 
 def shift_features(data: SliceData) -> tuple[np.ndarray, str]:
-    """(features of every row of the slice table, what they are) for a drift.models.slice_data.SliceData: the text
-    encoder's pooled vectors; for an image dataset a vision encoder's (the first of embed.encoders that was
-    embedded), else its standardised pixels."""
+    """(features of every row of the slice table, what they are) for a drift.models.slice_data.SliceData: the
+    text encoder's pooled vectors; for an image dataset a vision encoder's (the first of embed.encoders that
+    was embedded), else its standardised pixels."""
     if data.modality == "image":
         vision = [e for e in data.settings.encoders if e in data.encoders and ENCODERS[e].modality == "image"]
         if not vision:
@@ -221,7 +223,8 @@ def write_shift(
 
     evals: {model: its eval JSON}; each model's decay_correlation (shift, novelty, and the estimates when the
     JSON has an "estimated" entry {method: {seed: rows}}). Returns what tables/<ds>-shift.json holds, plus the
-    arrays under "result" (drift.analysis.shift.shift_matrix) and "novelty" (drift.analysis.novelty.novelty)."""
+    arrays under "result" (drift.analysis.shift.shift_matrix) and "novelty" (drift.analysis.novelty.novelty).
+    """
     start = time.perf_counter()
     features, source = shift_features(data)
     cutoffs = trainable_cutoffs(data.manifest.slices)
@@ -357,9 +360,9 @@ def decay_correlation(
     estimated: dict[str, np.ndarray] | None = None,
     novelty: np.ndarray | None = None,
 ) -> dict:
-    """Spearman rank correlation over the future cells (j > i) between the true drop M[i][i] - M[i][j] and
-    the shift (MMD²), the share of novel rows (drift.analysis.novelty), and each estimate's own drop
-    est[i][i] - est[i][j] (estimated: method -> K x K, as drift.evaluate.estimate.estimated_matrix returns). Empty cells
+    """Spearman rank correlation over the future cells (j > i) between the true drop M[i][i] - M[i][j] and the
+    shift (MMD²), the share of novel rows (drift.analysis.novelty), and each estimate's own drop est[i][i] -
+    est[i][j] (estimated: method -> K x K, as drift.evaluate.estimate.estimated_matrix returns). Empty cells
     are skipped; fewer than 3 cells, or a constant side, give rho None. Positive rho: the label-free signal
     grows where the model loses more."""
     true_drop = drops(true, higher_is_better)

@@ -1,10 +1,10 @@
-"""The `drift` command (console entry point drift.cli:main), one module per command group, rendering only (what
-they read comes from the library; no module here is imported by it): drift_app.py (the Typer app they make up),
-pipeline_commands.py (summary, models, fetch, track, preset, check), init.py (a table of your own into
-params.yaml), report_commands.py (show, compare, plots, saliency), cache.py (cache list | verify | compact | gc),
-plan_commands.py (the cost of a campaign), rehearse_commands.py (a preset's whole pipeline on a small sample),
-policy_commands.py (retraining policies), remote_commands.py (push, pull: DVC's, with one-line faults),
-run_commands.py (run chosen datasets alone), paper.py (the authors' published results beside ours).
+"""The `drift` command (console entry point drift.cli:main), one module per command group, rendering only
+(what they read comes from the library; no module here is imported by it): drift_app.py (the Typer app they
+make up), pipeline_commands.py (summary, models, fetch, track, preset, check), init.py (a table of your own
+into params.yaml), report_commands.py (show, compare, plots, saliency), cache.py (cache list | verify |
+compact | gc), plan_commands.py (the cost of a campaign), rehearse_commands.py (a preset's whole pipeline on a
+small sample), policy_commands.py (retraining policies), remote_commands.py (push, pull: DVC's, with one-line
+faults), run_commands.py (run chosen datasets alone), paper.py (the authors' published results beside ours).
 
 Importing this package changes nothing; `main` sets the process up (Ctrl-C as one line, params.yaml's
 compute.cpu_path before numpy and torch load) and runs the app."""

@@ -3,12 +3,13 @@
 A table is in use when an embedding manifest (`data/embeddings/<dataset>.json`, the embed stage's output)
 names it. A checkpoint is in use when a checkpoint list (`data/models/<dataset>/checkpoints.json`, the train
 stage's) names its key: the workspace's, those of the `dvc exp` refs (read from the DVC cache) and of the
-repositories passed with --keep-manifests; a cell is in use when its checkpoint is. `gc` deletes only what none of
-these refers to, nothing written within --grace-minutes, and under checkpoints/ and cells/ only files whose header
-says drift wrote them (any other file there is left and counted). `verify` checks every entry against its checksum
-and the key it is filed under; a folder that is no drift cache (missing, a file, or a non-empty folder holding no
-embedding table, checkpoints/ or cells/) is one line and exit 2, an empty folder an empty cache. `why` says whether
-a dataset's encoders find their tables, and if not, the nearest table and the fingerprint fields that differ.
+repositories passed with --keep-manifests; a cell is in use when its checkpoint is. `gc` deletes only what
+none of these refers to, nothing written within --grace-minutes, and under checkpoints/ and cells/ only files
+whose header says drift wrote them (any other file there is left and counted). `verify` checks every entry
+against its checksum and the key it is filed under; a folder that is no drift cache (missing, a file, or a
+non-empty folder holding no embedding table, checkpoints/ or cells/) is one line and exit 2, an empty folder
+an empty cache. `why` says whether a dataset's encoders find their tables, and if not, the nearest table and
+the fingerprint fields that differ.
 """
 
 from __future__ import annotations
@@ -304,9 +305,10 @@ def gc(
         False, "--json", help="machine-readable output: what was (or would be) deleted"
     ),
 ):
-    """Delete the tables no manifest in data/embeddings/ (or --keep-manifests) refers to, and the checkpoints and
-    cells no checkpoint list (data/models/*/checkpoints.json here, in the `dvc exp` refs, or in a repository
-    passed with --keep-manifests) refers to: only files whose header says drift wrote them, any other is left."""
+    """Delete the tables no manifest in data/embeddings/ (or --keep-manifests) refers to, and the checkpoints
+    and cells no checkpoint list (data/models/*/checkpoints.json here, in the `dvc exp` refs, or in a
+    repository passed with --keep-manifests) refers to: only files whose header says drift wrote them, any
+    other is left."""
     from drift.store.embeddings import (
         table_info,  # lazy: lance, kept out of `drift --help`
     )
@@ -423,8 +425,9 @@ def _dvc_cached(repo: Path, md5: str) -> Path:
 
 
 def experiment_keys(repo: Path) -> set[str]:
-    """Checkpoint keys the `dvc exp` refs of `repo` list: each experiment's dvc.lock names its data/models/<ds>
-    directory, whose listing and checkpoints.json the DVC cache holds. Whatever cannot be read is skipped."""
+    """Checkpoint keys the `dvc exp` refs of `repo` list: each experiment's dvc.lock names its
+    data/models/<ds> directory, whose listing and checkpoints.json the DVC cache holds. Whatever cannot be
+    read is skipped."""
     import yaml  # lazy: only with experiments to read
 
     keys: set[str] = set()
@@ -453,8 +456,8 @@ def experiment_keys(repo: Path) -> set[str]:
 
 
 def checkpoint_refs(repos: list[Path]) -> tuple[set[str], list[str]]:
-    """(checkpoint keys in use, where they were read): each repository's data/models/*/checkpoints.json and its
-    `dvc exp` refs."""
+    """(checkpoint keys in use, where they were read): each repository's data/models/*/checkpoints.json and
+    its `dvc exp` refs."""
     keys, seen = set(), []
     for repo in repos:
         for listing in sorted((Path(repo) / MODELS).glob(f"*/{CHECKPOINT_KEYS}")):
@@ -479,8 +482,8 @@ def _age_minutes(path) -> float:
 def collect_checkpoints(
     where: Path | ObjectPath, keep: set[str], grace_minutes: float, dry_run: bool
 ) -> dict:
-    """Delete the checkpoints whose key is not in `keep`, then the cells of every checkpoint no longer kept: only
-    files drift wrote (`written_by_drift`); any other file there is left and listed in `foreign`."""
+    """Delete the checkpoints whose key is not in `keep`, then the cells of every checkpoint no longer kept:
+    only files drift wrote (`written_by_drift`); any other file there is left and listed in `foreign`."""
     checkpoints: list[str] = []
     cells: list[str] = []
     foreign: list[str] = []
@@ -524,8 +527,8 @@ def cell_files(directory) -> tuple[list, list]:
 
 
 def remove_files(directory, files: list, emptied: bool) -> None:
-    """Delete a cell folder's files, and the folder once they were all it held (a prefix on object storage goes
-    with its last object)."""
+    """Delete a cell folder's files, and the folder once they were all it held (a prefix on object storage
+    goes with its last object)."""
     for path in files:
         path.unlink(missing_ok=True)
     if emptied and not isinstance(directory, ObjectPath):
@@ -630,9 +633,9 @@ def verify(
     ),
 ):
     """Check every cache: the store's tables (every row read and checked against its checksum, finite values;
-    damage named by fragment and key range), the cached checkpoints and cells (their sha256 and the key they are
-    filed under), and this workspace's feature files (size and sha256 against their header). Exit 1 when anything
-    is corrupt, 2 when the folder is no drift cache."""
+    damage named by fragment and key range), the cached checkpoints and cells (their sha256 and the key they
+    are filed under), and this workspace's feature files (size and sha256 against their header). Exit 1 when
+    anything is corrupt, 2 when the folder is no drift cache."""
     from drift.store.features import (
         file_problem,  # lazy: lance, kept out of `drift --help`
     )
@@ -680,10 +683,10 @@ def verify(
 
 
 def why_encoder(name: str, cfg, where) -> dict:
-    """{encoder, fingerprint, table, in_store, rows, nearest}: encoder `name` built as the embed stage builds it
-    from the `embed` params `cfg`, the store table of the fingerprint it would use now, whether the store holds
-    that table (and its rows), else the nearest table there ({table, rows, changes}; None when no table records
-    its fields)."""
+    """{encoder, fingerprint, table, in_store, rows, nearest}: encoder `name` built as the embed stage builds
+    it from the `embed` params `cfg`, the store table of the fingerprint it would use now, whether the store
+    holds that table (and its rows), else the nearest table there ({table, rows, changes}; None when no table
+    records its fields)."""
     from drift.encoders.embed import (  # lazy: torch, only to build the encoder
         embed_encoder,
         store_fields,
@@ -732,12 +735,14 @@ def why(
     cache_dir: str | None = typer.Option(None, "--cache-dir", help=CACHE_DIR_HELP),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output: each encoder's table"),
 ):
-    """Whether the dataset's embed would find each encoder's rows in the store, and if not, why: the fingerprint
-    it would use now (./params.yaml's embed settings, the dataset's own over them), the nearest table there (same hub_id and weights first,
-    then the fewest differing fields) and each field that differs, `field old → new`."""
+    """Whether the dataset's embed would find each encoder's rows in the store, and if not, why: the
+    fingerprint it would use now (./params.yaml's embed settings, the dataset's own over them), the nearest
+    table there (same hub_id and weights first, then the fewest differing fields) and each field that differs,
+    `field old → new`."""
     as_json = _json_flag(ctx, as_json)
     try:
-        # the dataset's embed settings, as its embed stage reads them; registers the encoders params.yaml declares
+        # the dataset's embed settings, as its embed stage reads them; registers the encoders params.yaml
+        # declares
         params = load_params(dataset=dataset)
         names = params.embed.dataset_encoders(params.info(dataset).modality)
         if encoder is not None:

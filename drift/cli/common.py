@@ -1,8 +1,8 @@
-"""What every `drift` command shares: the console, one-line errors, Ctrl-C as one line (DriftApp), number formatting,
-and `esc`: names and labels are data, never markup. Every value from data, params or the command line that reaches
-Rich as a markup string or a table cell goes through `esc` (or a Text of `visible(value)`), so `[/bold]` or
-`[link=...]` prints as written, never as a style or a hyperlink, and an ESC byte never reaches the terminal.
-Errors are redacted (drift.core.secrets) before they are printed."""
+"""What every `drift` command shares: the console, one-line errors, Ctrl-C as one line (DriftApp), number
+formatting, and `esc`: names and labels are data, never markup. Every value from data, params or the command
+line that reaches Rich as a markup string or a table cell goes through `esc` (or a Text of `visible(value)`),
+so `[/bold]` or `[link=...]` prints as written, never as a style or a hyperlink, and an ESC byte never reaches
+the terminal. Errors are redacted (drift.core.secrets) before they are printed."""
 
 from __future__ import annotations
 
@@ -110,11 +110,11 @@ def fmt(value, digits: int = 3, sign: bool = False) -> str:
 
 
 def check_dataset(name: str, root, with_results, stage: str = "report") -> None:
-    """The one check of a dataset name that every command taking one runs, so they answer alike. The valid names
-    are the `datasets:` of root/params.yaml (without that file: `with_results`, the datasets this command has
-    results for). A declared dataset outside `with_results` has no results yet (`stage` writes them); one inside
-    it that params.yaml does not declare is another run's leftover. Each problem is a one-line DriftError naming
-    the fix."""
+    """The one check of a dataset name that every command taking one runs, so they answer alike. The valid
+    names are the `datasets:` of root/params.yaml (without that file: `with_results`, the datasets this
+    command has results for). A declared dataset outside `with_results` has no results yet (`stage` writes
+    them); one inside it that params.yaml does not declare is another run's leftover. Each problem is a
+    one-line DriftError naming the fix."""
     from pathlib import Path
 
     from drift.core.errors import DriftError, close_matches

@@ -1,6 +1,6 @@
-"""`drift init <name> <source>`: a table of your own added to params.yaml (its section, its `datasets` entry, a
-roster), from what its columns show (drift/data/inspect.py); params.yaml is edited as text, so every other byte
-of it stays as it was."""
+"""`drift init <name> <source>`: a table of your own added to params.yaml (its section, its `datasets` entry,
+a roster), from what its columns show (drift/data/inspect.py); params.yaml is edited as text, so every other
+byte of it stays as it was."""
 
 from __future__ import annotations
 
@@ -29,11 +29,11 @@ ROSTERS = {
 def write_dataset(
     params_path: Path, name: str, where: str, section: dict, modality: str, force: bool = False
 ) -> None:
-    """Add dataset `name` to params.yaml as text: its `datasets` entry (`input: where`, the one place its files are
-    named), its section (at the end) and, when it has
-    none, its roster under train.models. Every other byte stays as it was (comments, flow lists, quoting, nulls).
-    A name already there is a one-line error; `force` replaces its entry and section in place (the roster stays).
-    The edited text must parse to exactly the intended params and pass the schema before it is written."""
+    """Add dataset `name` to params.yaml as text: its `datasets` entry (`input: where`, the one place its
+    files are named), its section (at the end) and, when it has none, its roster under train.models. Every
+    other byte stays as it was (comments, flow lists, quoting, nulls). A name already there is a one-line
+    error; `force` replaces its entry and section in place (the roster stays). The edited text must parse to
+    exactly the intended params and pass the schema before it is written."""
     text = params_path.read_text() if params_path.exists() else ""
     params = read_yaml(params_path, text) or {}
     if not isinstance(params, dict):
@@ -98,8 +98,8 @@ def _line_end(text: str, index: int) -> int:
 
 
 def _set_item(text: str, path: list[str], key: str, value) -> str:
-    """`text` with mapping `path` (top level: []) holding `key: value`, created where missing; only the lines of
-    that item (or of the created mappings) change."""
+    """`text` with mapping `path` (top level: []) holding `key: value`, created where missing; only the lines
+    of that item (or of the created mappings) change."""
     node = yaml.compose(text) if text.strip() else None
     indent = 0
     parents: list[str] = []

@@ -1,4 +1,5 @@
-"""`drift paper`: the authors' published results (drift/report/published.py), with the workspace's run beside them."""
+"""`drift paper`: the authors' published results (drift/report/published.py), with the workspace's run beside
+them."""
 
 from __future__ import annotations
 

@@ -332,7 +332,8 @@ def dataset_specs(dataset: str, params_path: Path = Path("params.yaml")):
 
 
 def encoder_row(spec: EncoderSpec) -> dict:
-    """One encoder as `drift models --encoders` lists it: where it comes from (library, id, revision), its width."""
+    """One encoder as `drift models --encoders` lists it: where it comes from (library, id, revision), its
+    width."""
     return {
         "name": spec.name,
         "modality": spec.modality,
@@ -364,8 +365,8 @@ def models(
     ),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ):
-    """Every registered model: family, size, input, trainable and total parameters; then every encoder, built-in
-    and declared in params.yaml (`encoders:`), with its library, id, revision and width.
+    """Every registered model: family, size, input, trainable and total parameters; then every encoder,
+    built-in and declared in params.yaml (`encoders:`), with its library, id, revision and width.
 
     Counted at the paper's reference setting (images 3x32x32 with 2 classes; text heads on 768-d token states
     with 1 output; probes at their encoder's width), or for DATASET's inputs and outputs. A probe's total
@@ -445,8 +446,9 @@ def fetch(
     ),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ):
-    """Download a corpus from the URL in params (<dataset>.url), with resume and sha256 check, and register each
-    file with DVC as an import of its URL (<file>.dvc; outside a DVC repository it is only downloaded)."""
+    """Download a corpus from the URL in params (<dataset>.url), with resume and sha256 check, and register
+    each file with DVC as an import of its URL (<file>.dvc; outside a DVC repository it is only downloaded).
+    """
     from drift.data.datasets import dataset_cfg
 
     try:
@@ -487,7 +489,8 @@ def track(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ):
     """Track raw files you put in place yourself with DVC (`dvc add` on what the dataset reads: the arXiv
-    snapshot, the Yearbook folder or .tar.gz, each Amazon category file), as `drift fetch` tracks downloads."""
+    snapshot, the Yearbook folder or .tar.gz, each Amazon category file), as `drift fetch` tracks downloads.
+    """
     from drift.data.datasets import dataset_cfg
 
     try:

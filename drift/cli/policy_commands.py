@@ -1,4 +1,5 @@
-"""`drift policy`: retraining policies replayed from the committed drift matrices (drift/analysis/policy.py), no training."""
+"""`drift policy`: retraining policies replayed from the committed drift matrices (drift/analysis/policy.py),
+no training."""
 
 from __future__ import annotations
 
@@ -85,7 +86,8 @@ def policy(
     root: Path = typer.Option(Path("."), "--root", help="the repository's root"),
 ):
     """Retraining policies (never, every n, always, on shift, on an estimated drop) replayed from the drift
-    matrix: mean and worst score over the deployment periods, retrainings and their cost. Nothing is trained."""
+    matrix: mean and worst score over the deployment periods, retrainings and their cost. Nothing is trained.
+    """
     try:
         params_path = root / "params.yaml"  # its report.policy and train.epochs; without one, the defaults
         params = load_params(params_path) if params_path.exists() else None

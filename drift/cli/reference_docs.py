@@ -6,8 +6,8 @@
 cli.md from the Typer app, params.md and params.schema.json from params.yaml's pydantic schema (each dataset's
 section typed by its reader's PARAMS; the stages a key re-runs from drift/run/pipeline.py), models.md and
 encoders.md from the registries, results.md from the committed metrics of the default run. The inputs are read
-from `source` (the repository), the files written under `out` (the repository by default): `pages` returns them
-all, the same bytes for the same code and metrics."""
+from `source` (the repository), the files written under `out` (the repository by default): `pages` returns
+them all, the same bytes for the same code and metrics."""
 
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ def _outside_code(text: str, change) -> str:
 
 
 def prose(text: str) -> str:
-    """Plain text as Markdown prose: `<name>`, `*` and `[i]` shown as written, never read as HTML, emphasis or a
-    link reference."""
+    """Plain text as Markdown prose: `<name>`, `*` and `[i]` shown as written, never read as HTML, emphasis or
+    a link reference."""
     return _outside_code(
         text,
         lambda part: part.replace("<", "&lt;").replace("*", r"\*").replace("[", r"\[").replace("]", r"\]"),
@@ -57,8 +57,8 @@ def prose(text: str) -> str:
 
 
 def cell(text: str) -> str:
-    """Plain text as one table cell: prose on one line, its pipes escaped (a code span holding one is unquoted,
-    since a table's escape does not reach inside code)."""
+    """Plain text as one table cell: prose on one line, its pipes escaped (a code span holding one is
+    unquoted, since a table's escape does not reach inside code)."""
     text = re.sub(r"`([^`]*\|[^`]*)`", r"\1", " ".join(text.split()))
     return prose(text).replace("|", r"\|")
 
@@ -246,11 +246,12 @@ def _default(model: type[BaseModel], name: str) -> Any:
 
 
 def params_schema() -> dict:
-    """params.schema.json: the JSON Schema of params.yaml, for editors (yaml-language-server) to complete keys and
-    flag typos. pydantic writes it from Params and each dataset's section model; then each dataset's section takes
-    its model (without `source`, which `datasets.<name>.input` fills, and with the `train` / `embed` it may
-    override), any other top-level key is a table of your own (`kind: table`), and defaults made by a factory are
-    written out. Checks that need the code (names of the registries, combinations) stay with `drift check`."""
+    """params.schema.json: the JSON Schema of params.yaml, for editors (yaml-language-server) to complete keys
+    and flag typos. pydantic writes it from Params and each dataset's section model; then each dataset's
+    section takes its model (without `source`, which `datasets.<name>.input` fills, and with the `train` /
+    `embed` it may override), any other top-level key is a table of your own (`kind: table`), and defaults
+    made by a factory are written out. Checks that need the code (names of the registries, combinations) stay
+    with `drift check`."""
     from drift.core.params import OVERRIDABLE, Params, _Params
 
     sections = _section_models()
@@ -385,9 +386,10 @@ def _field_description(model: type[BaseModel], name: str) -> str:
 
 
 def yaml_comments(path: Path) -> dict[str, str]:
-    """dotted key -> the comment params.yaml writes for it: the one on its line (with the comment lines below it
-    in the same column, which continue it), else the comment lines right above it at its indentation. A key of a
-    flow mapping (`{unit: year, ...}`) has none of its own. Read with ruamel.yaml, which knows each key's line."""
+    """dotted key -> the comment params.yaml writes for it: the one on its line (with the comment lines below
+    it in the same column, which continue it), else the comment lines right above it at its indentation. A key
+    of a flow mapping (`{unit: year, ...}`) has none of its own. Read with ruamel.yaml, which knows each key's
+    line."""
     from ruamel.yaml import YAML
     from ruamel.yaml.comments import CommentedMap
 
@@ -433,8 +435,8 @@ def yaml_comments(path: Path) -> dict[str, str]:
 
 def stage_params() -> dict[str, list[str]]:
     """stage -> the params.yaml keys it depends on: its dvc.yaml `params:` (`<dataset>` for a dataset's own
-    section, `train.models.<dataset>`), `datasets.<dataset>.input` for a raw input it reads, and `encoders` for
-    the declarations the check stage records for its embed (data/checked/<dataset>.embed.json)."""
+    section, `train.models.<dataset>`), `datasets.<dataset>.input` for a raw input it reads, and `encoders`
+    for the declarations the check stage records for its embed (data/checked/<dataset>.embed.json)."""
     from drift.run.pipeline import STAGES
 
     out = {}
@@ -445,7 +447,8 @@ def stage_params() -> dict[str, list[str]]:
             for e in stage.get("extra", [])
             if e.startswith("${item.")
         ]
-        # the declarations of the encoders it runs, which the check stage records (drift.run.checks.embed_record)
+        # the declarations of the encoders it runs, which the check stage records
+        # (drift.run.checks.embed_record)
         if "checked_embed" in stage["inputs"]:
             keys.append("encoders")
         out[name] = keys
@@ -542,8 +545,8 @@ class ParamsPage:
         self.stages = stage_params()
 
     def rows(self, model: type[BaseModel], prefix: str, defaults: Any = None) -> Iterator[Row]:
-        """The keys of section `model` at `prefix` (its default values from `defaults`, an instance, if given),
-        the sections inside it expanded after their own row."""
+        """The keys of section `model` at `prefix` (its default values from `defaults`, an instance, if
+        given), the sections inside it expanded after their own row."""
         from drift.core.params import DatasetEntry, SaliencyGrid
 
         properties = _resolve({"$ref": f"#/$defs/{model.__name__}"}, self.defs)["properties"]
@@ -664,8 +667,8 @@ class ParamsPage:
 
 
 def models_page() -> str:
-    """docs/reference/models.md: the built-in heads with their size arguments, the families a head of your own is
-    declared from, the probes and the references (not the heads or encoders a params.yaml declares)."""
+    """docs/reference/models.md: the built-in heads with their size arguments, the families a head of your own
+    is declared from, the probes and the references (not the heads or encoders a params.yaml declares)."""
     from drift.core.model_registry import ALIASES, DECLARED, FAMILIES, MODELS, declared_probes
 
     shipped = [

@@ -1,4 +1,5 @@
-"""`drift rehearse`: a preset's whole pipeline on a small sample in a temporary workspace (drift/run/rehearse.py)."""
+"""`drift rehearse`: a preset's whole pipeline on a small sample in a temporary workspace
+(drift/run/rehearse.py)."""
 
 from __future__ import annotations
 
@@ -86,10 +87,10 @@ def rehearse(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ):
     """Rehearse a campaign before it runs: every stage and model of PRESET, run by `dvc repro` in a temporary
-    git + DVC workspace made from the installed package, on a small sample in the corpus's real format (shipped
-    with drift), with stand-in encoders of the preset's architectures and widths (random weights). Prints what
-    it shrank, each stage's result and throughput; the rates go to the drift cache dir for `drift plan`. Exits 1
-    when a stage fails."""
+    git + DVC workspace made from the installed package, on a small sample in the corpus's real format
+    (shipped with drift), with stand-in encoders of the preset's architectures and widths (random weights).
+    Prints what it shrank, each stage's result and throughput; the rates go to the drift cache dir for `drift
+    plan`. Exits 1 when a stage fails."""
     from drift.run.rehearse import (
         rehearse as run_rehearsal,  # lazy: torch, kept out of `drift --help`
     )

@@ -1,8 +1,9 @@
-"""`drift show`, `drift compare`, `drift plots`, `drift saliency`: the report stage's outputs, drawn for people.
+"""`drift show`, `drift compare`, `drift plots`, `drift saliency`: the report stage's outputs, drawn for
+people.
 
 `show` and `compare` read their data through drift.report.api (what the report stage commits to git: metrics/,
-plots/), so they work on any checkout; `compare` and `plots` read other revisions and DVC experiments through DVC
-itself.
+plots/), so they work on any checkout; `compare` and `plots` read other revisions and DVC experiments through
+DVC itself.
 """
 
 from __future__ import annotations
@@ -102,7 +103,8 @@ def terminal_heatmap(
 
 
 def class_table(classes: dict) -> Table:
-    """Each class's ID, Future and Decay (drift.report.labels.load_classes), the class named as the data has it."""
+    """Each class's ID, Future and Decay (drift.report.labels.load_classes), the class named as the data has
+    it."""
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
     table.add_column(f"class ({esc(classes['metric'])})", no_wrap=True)
     for s in STATS:
@@ -252,9 +254,9 @@ def _safe(name: str) -> str:
 def render_plots(
     revs: list[str], out: Path, root: Path = Path("."), targets: list[str] | None = None, scale: float = 1.5
 ) -> list[dict]:
-    """`dvc plots show --json` (no revisions) or `dvc plots diff REV... --json` rendered to PNG with vl-convert,
-    so the plots and comparisons are visible without the Vega CDN. Vega plots become <out>/<plot path>.png
-    (one picture with every revision); image plots are copied as <out>/<plot path>@<rev>.png.
+    """`dvc plots show --json` (no revisions) or `dvc plots diff REV... --json` rendered to PNG with
+    vl-convert, so the plots and comparisons are visible without the Vega CDN. Vega plots become <out>/<plot
+    path>.png (one picture with every revision); image plots are copied as <out>/<plot path>@<rev>.png.
     Returns [{"plot", "kind", "revisions", "file"}]."""
     import vl_convert  # lazy: vl_convert, only to render Vega-Lite plots
 

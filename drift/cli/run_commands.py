@@ -1,6 +1,6 @@
-"""`drift run <dataset>...`: DVC's `dvc repro` of the named datasets' stages alone (their report and everything it
-needs), or `dvc exp run` of them when an experiment's settings are given, so a study of one's own data never
-waits on the other datasets of params.yaml."""
+"""`drift run <dataset>...`: DVC's `dvc repro` of the named datasets' stages alone (their report and
+everything it needs), or `dvc exp run` of them when an experiment's settings are given, so a study of one's
+own data never waits on the other datasets of params.yaml."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from drift.core.params import load_params
 
 
 def dvc_command(datasets: list[str], settings: list[str], name: str | None, dry: bool) -> list[str]:
-    """The DVC command line that runs these datasets' stages: `repro`, or `exp run` with -S settings or a name.
-    Every value is its own argument: nothing reaches a shell."""
+    """The DVC command line that runs these datasets' stages: `repro`, or `exp run` with -S settings or a
+    name. Every value is its own argument: nothing reaches a shell."""
     targets = [f"report@{dataset}" for dataset in datasets]
     if settings or name:
         command = ["exp", "run", *targets, *(arg for s in settings for arg in ("-S", s))]

@@ -74,7 +74,8 @@ class Artefact(BaseModel):
         return cls.parse(data, path, dataset)
 
 
-# the closed sets artefacts name (drift.protocol.tasks.TASKS and the dataset registry's modalities; tests check)
+# the closed sets artefacts name (drift.protocol.tasks.TASKS and the dataset registry's modalities; tests
+# check)
 TaskName = Literal["binary", "multiclass", "regression", "multilabel"]
 MetricName = Literal["accuracy", "macro_f1", "balanced_mse", "macro_auc"]
 Modality = Literal["text", "image"]

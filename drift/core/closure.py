@@ -1,10 +1,10 @@
-"""The code a stage runs: a script's import closure inside drift/ (imports inside functions count, and so does a
-string naming a drift module, as the dataset registry's importlib names do). dvc.yaml's code deps are written
-from it (drift/run/pipeline.py) and the checkpoint and cell keys hash the same files (drift/store/cells.py), so
-what re-runs a stage and what invalidates its cache are one statement. `code_digest` hashes such a set of files
-with the versions of the libraries they import (an encoder's fingerprint, the checkpoint and cell keys: only those
-that compute each key's numbers); it hashes each file's syntax tree with docstrings removed (comments never reach
-it), so prose edits change no key."""
+"""The code a stage runs: a script's import closure inside drift/ (imports inside functions count, and so does
+a string naming a drift module, as the dataset registry's importlib names do). dvc.yaml's code deps are
+written from it (drift/run/pipeline.py) and the checkpoint and cell keys hash the same files
+(drift/store/cells.py), so what re-runs a stage and what invalidates its cache are one statement.
+`code_digest` hashes such a set of files with the versions of the libraries they import (an encoder's
+fingerprint, the checkpoint and cell keys: only those that compute each key's numbers); it hashes each file's
+syntax tree with docstrings removed (comments never reach it), so prose edits change no key."""
 
 from __future__ import annotations
 
@@ -71,8 +71,8 @@ def imported_modules(path: Path, root: Path = ROOT) -> set[str]:
 
 
 def import_closure(script: Path, root: Path = ROOT, exclude=()) -> list[str]:
-    """Every file of drift/ a script needs (relative paths, sorted), its packages' __init__.py included; files in
-    `exclude` (relative paths) are neither listed nor followed."""
+    """Every file of drift/ a script needs (relative paths, sorted), its packages' __init__.py included; files
+    in `exclude` (relative paths) are neither listed nor followed."""
     skip = {Path(root) / name for name in exclude}
     seen: set[Path] = set()
     todo = [script]
@@ -106,7 +106,8 @@ def module_closure(module: str, root: Path = ROOT, exclude=()) -> list[str]:
 
 
 def external_imports(files, root: Path = ROOT) -> set[str]:
-    """The top-level modules outside drift/ and the standard library that these files import, anywhere in them."""
+    """The top-level modules outside drift/ and the standard library that these files import, anywhere in
+    them."""
     return set().union(*(_parsed(Path(root) / name, root)[1] for name in files))
 
 
@@ -134,8 +135,8 @@ def _code_text(source: bytes) -> bytes:
 
 
 def code_text(path: Path) -> bytes:
-    """What of a Python file decides what it computes: its syntax tree, normalised, without docstrings (module,
-    class and function) or comments; the same for two files that differ only in prose or layout."""
+    """What of a Python file decides what it computes: its syntax tree, normalised, without docstrings
+    (module, class and function) or comments; the same for two files that differ only in prose or layout."""
     return _code_text(Path(path).read_bytes())
 
 

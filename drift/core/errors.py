@@ -12,8 +12,8 @@ class DriftError(Exception):
 
 
 def close_matches(name: str, valid, prefix: str = "") -> str:
-    """'unknown X' helper: the close matches first (each written with `prefix`, e.g. "train."), then every valid
-    name."""
+    """'unknown X' helper: the close matches first (each written with `prefix`, e.g. "train."), then every
+    valid name."""
     valid = sorted(valid)
     near = difflib.get_close_matches(name, valid, n=3, cutoff=0.5)
     hint = f"did you mean {', '.join(prefix + n for n in near)}? " if near else ""
@@ -37,9 +37,9 @@ def _size(n: float) -> str:
 
 
 def disk_full(path, setting: str | None = None, needed: int | None = None) -> DriftError:
-    """The one line for a full disk: the path written, the bytes that write needed (when known) and what is free
-    there, and the setting that moves it (`setting`: e.g. "embed.cache_dir (or $DRIFT_CACHE_DIR)"; None for a
-    workspace path, which only freeing space helps)."""
+    """The one line for a full disk: the path written, the bytes that write needed (when known) and what is
+    free there, and the setting that moves it (`setting`: e.g. "embed.cache_dir (or $DRIFT_CACHE_DIR)"; None
+    for a workspace path, which only freeing space helps)."""
     path = Path(path)
     where = next((p for p in (path, *path.parents) if p.exists()), Path("."))
     free = shutil.disk_usage(where).free
@@ -64,8 +64,9 @@ _DATASET = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
 def check_name(value, field: str, dots: bool = True) -> str:
     """`value` if it is an identifier (dataset, model, encoder, preset names): NAME_RULE, at most NAME_MAX
     characters; else a one-line DriftError naming `field`. Such a name is one path component that cannot leave
-    its folder (no '/', no '..', not '.') and one shell word that needs no quoting (no ';', '$', space or quote).
-    `dots=False` (dataset names, DATASET_RULE): no '.' either, since DVC reads `params: [a.b]` as key b of a."""
+    its folder (no '/', no '..', not '.') and one shell word that needs no quoting (no ';', '$', space or
+    quote). `dots=False` (dataset names, DATASET_RULE): no '.' either, since DVC reads `params: [a.b]` as key
+    b of a."""
     rule, pattern = (NAME_RULE, _NAME) if dots else (DATASET_RULE, _DATASET)
     if not isinstance(value, str) or len(value) > NAME_MAX or not pattern.fullmatch(value):
         raise DriftError(
@@ -75,8 +76,8 @@ def check_name(value, field: str, dots: bool = True) -> str:
 
 
 def inside(path, root, what: str = "path") -> Path:
-    """`path` resolved (symlinks followed), after checking it stays inside `root` (resolved too); else a one-line
-    DriftError naming both."""
+    """`path` resolved (symlinks followed), after checking it stays inside `root` (resolved too); else a
+    one-line DriftError naming both."""
     resolved, base = Path(path).resolve(), Path(root).resolve()
     if resolved != base and base not in resolved.parents:
         raise DriftError(f"{what} {path} resolves to {resolved}, outside {base}: write inside it")

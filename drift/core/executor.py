@@ -30,7 +30,8 @@ def address(compute: ComputeParams) -> str | None:
 
 
 def connect(compute: ComputeParams):
-    """The `ray` module, initialised once per process; a one-line DriftError when the cluster cannot be joined."""
+    """The `ray` module, initialised once per process; a one-line DriftError when the cluster cannot be
+    joined."""
     import ray  # lazy: ray, only with compute.executor ray
 
     if ray.is_initialized():
@@ -146,9 +147,9 @@ def map_actors(
 
 
 def ships_inputs(compute: ComputeParams, store) -> bool:
-    """Whether a stage sends its tasks' inputs through Ray's object store (SliceData.ship; checkpoints come from
-    the cache by key): on Ray with the store and caches on object storage, where the workers are taken to share
-    no filesystem with the stage, only the store's endpoint."""
+    """Whether a stage sends its tasks' inputs through Ray's object store (SliceData.ship; checkpoints come
+    from the cache by key): on Ray with the store and caches on object storage, where the workers are taken to
+    share no filesystem with the stage, only the store's endpoint."""
     return compute.executor != "local" and is_object_store(store)
 
 
@@ -168,9 +169,9 @@ def _missing(paths: list[str]) -> list[str]:
 
 
 def check_reachable(paths, compute: ComputeParams) -> None:
-    """Before compute on a cluster: every node with CPUs must see `paths` (the embedding store's directory, the
-    stage's inputs) at the same place, and reach an s3:// store (its endpoint, credentials and bucket, not a path);
-    one line naming the first path a node cannot see and what makes it visible."""
+    """Before compute on a cluster: every node with CPUs must see `paths` (the embedding store's directory,
+    the stage's inputs) at the same place, and reach an s3:// store (its endpoint, credentials and bucket, not
+    a path); one line naming the first path a node cannot see and what makes it visible."""
     if compute.executor == "local":
         return
     # lazy: ray, only with compute.executor ray

@@ -1,9 +1,9 @@
 """Ctrl-C before the heavy imports: one line and exit 130, as a later Ctrl-C gives.
 
-A stage script or the `drift` command calls `exit_on_interrupt` first, before it imports torch, polars or Lance
-(a second or more); until `run_stage` or the CLI's dispatch puts Python's own handler back, SIGINT prints
-"<what>: interrupted; re-run resumes" on stderr and exits 130 at once: nothing has been written yet. Only the
-standard library is imported here."""
+A stage script or the `drift` command calls `exit_on_interrupt` first, before it imports torch, polars or
+Lance (a second or more); until `run_stage` or the CLI's dispatch puts Python's own handler back, SIGINT
+prints "<what>: interrupted; re-run resumes" on stderr and exits 130 at once: nothing has been written yet.
+Only the standard library is imported here."""
 
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ def exit_on_interrupt(what: str) -> None:
 
 
 def restore_interrupt() -> None:
-    """Python's own Ctrl-C (KeyboardInterrupt), which the stage's or command's handler turns into its one line."""
+    """Python's own Ctrl-C (KeyboardInterrupt), which the stage's or command's handler turns into its one
+    line."""
     if signal.getsignal(signal.SIGINT) not in (signal.SIG_IGN, signal.SIG_DFL):
         signal.signal(signal.SIGINT, signal.default_int_handler)

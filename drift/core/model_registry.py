@@ -1,12 +1,13 @@
-"""The models of the study by registry name: family, size, what each reads and how the paper writes it, without
-torch, so the check stage validates every roster in a fraction of a second. drift/models builds the models
-(`create_model`) and refuses to import when its classes disagree with this table (a name, an input, dropout, a
-family's size arguments).
+"""The models of the study by registry name: family, size, what each reads and how the paper writes it,
+without torch, so the check stage validates every roster in a fraction of a second. drift/models builds the
+models (`create_model`) and refuses to import when its classes disagree with this table (a name, an input,
+dropout, a family's size arguments).
 
-Heads are declarations: a family of FAMILIES and its size arguments, each checked against the family's table of
-arguments (type, default, bounds). The paper's S/M/L sizes are the shipped declarations (BUILT_IN); params.yaml
-`models:` declares more, read by the same code (declare_models, on every load_params: a load without them drops
-them). A head's ModelInfo carries every size argument (`args`), so its checkpoint key changes with its size.
+Heads are declarations: a family of FAMILIES and its size arguments, each checked against the family's table
+of arguments (type, default, bounds). The paper's S/M/L sizes are the shipped declarations (BUILT_IN);
+params.yaml `models:` declares more, read by the same code (declare_models, on every load_params: a load
+without them drops them). A head's ModelInfo carries every size argument (`args`), so its checkpoint key
+changes with its size.
 
 Input kinds: "pixels" (images), "tokens" (a text encoder's token states), "pooled" (a frozen encoder's pooled
 vector: probe-<encoder>), "text" (the raw text: baseline-tfidf), "auto" (the references: pixels of an image
@@ -33,7 +34,8 @@ class ModelInfo:
     family: str  # as the paper's tables write it, e.g. "CNN", "Recurrent", "Frozen" (the probes)
     size: ModelSize
     input: ModelInput
-    display: str  # as the paper writes the model, e.g. "CNN-M", "BiLSTM-Attn-L", "DINOv2-S"; a declared head's name
+    # as the paper writes the model, e.g. "CNN-M", "BiLSTM-Attn-L", "DINOv2-S"; a declared head's name
+    display: str
     dropout: bool = False  # has dropout layers (p 0.1 in the authors' runs): ViT and the text heads
     # a head's size arguments, every one (defaults filled, lists as tuples): what it is built with
     args: tuple[tuple[str, Any], ...] = ()
@@ -41,9 +43,9 @@ class ModelInfo:
 
 @dataclass(frozen=True)
 class Arg:
-    """A size argument of a family: its type ("int"; "ints", a list of ints; "number", an int or a float; "bool";
-    "choice"), its default (the class's own), the bounds of its value or of each item of a list, the most items
-    of a list, the values of a choice."""
+    """A size argument of a family: its type ("int"; "ints", a list of ints; "number", an int or a float;
+    "bool"; "choice"), its default (the class's own), the bounds of its value or of each item of a list, the
+    most items of a list, the values of a choice."""
 
     type: str
     default: Any
@@ -92,8 +94,8 @@ class Family:
 
 
 WIDTH = Arg("int", 64, 1, 2048)  # a Transformer's, a ViT's, a recurrent head's widths
-# the families (Tables 3, 11). The bounds refuse absurd sizes (a typo's extra zeros), not large heads: the largest
-# head they allow is about a billion parameters, against the paper's 2 million
+# the families (Tables 3, 11). The bounds refuse absurd sizes (a typo's extra zeros), not large heads: the
+# largest head they allow is about a billion parameters, against the paper's 2 million
 FAMILIES: dict[str, Family] = {
     "mlp": Family("MLP", "pixels", False, {"hidden": Arg("ints", (32,), 1, 4096)}),
     "cnn": Family("CNN", "pixels", False, {"channels": Arg("ints", (32, 64, 128), 1, 2048)}),
@@ -152,9 +154,10 @@ FAMILIES: dict[str, Family] = {
 }
 
 # The paper's sizes, the authors' presets (drift_happens/model/dataset/{image,text}/architectures.py in
-# learning-mechanisms/drift-happens, CC BY 4.0), declared as params.yaml declares a head. Trainable counts at the
-# reference setting (drift.models.reference_spec; `drift models`): Table 3 (3x32x32 pixels, 2 classes), Table 11
-# (768-d tokens, 1 output). ViT and every text head have dropout (p 0.1 in the authors' runs: train.dropout).
+# learning-mechanisms/drift-happens, CC BY 4.0), declared as params.yaml declares a head. Trainable counts at
+# the reference setting (drift.models.reference_spec; `drift models`): Table 3 (3x32x32 pixels, 2 classes),
+# Table 11 (768-d tokens, 1 output). ViT and every text head have dropout (p 0.1 in the authors' runs:
+# train.dropout).
 BUILT_IN: dict[str, dict[str, Any]] = {
     "mlp-s": {"family": "mlp", "hidden": [32]},  # 98,402
     "mlp-m": {"family": "mlp", "hidden": [128, 128]},  # 410,114
@@ -188,7 +191,8 @@ BUILT_IN: dict[str, dict[str, Any]] = {
     "tx-m": {"family": "transformer", "width": 112, "layers": 4, "heads": 4, "ffn": 224},  # 492,577
     "tx-l": {"family": "transformer", "width": 192, "layers": 5, "heads": 6, "ffn": 512},  # 1,879,361
 }
-# how the paper writes a built-in head where it is not <Family>-<size> (mlp-s: MLP-S; the size, the name's last letter)
+# how the paper writes a built-in head where it is not <Family>-<size> (mlp-s: MLP-S; the size, the name's
+# last letter)
 PAPER_NAMES = {
     "bigru-s": "BiGRU-S",
     "bilstm-m": "BiLSTM-M",
@@ -225,8 +229,8 @@ def _size_args(where: str, family: str, declaration: dict) -> tuple[tuple[str, A
 
 
 def _check_together(where: str, args: dict) -> None:
-    """What one argument asks of another: heads dividing the width, a block count per ResNet stage, a ViT's MLP
-    at least one wide."""
+    """What one argument asks of another: heads dividing the width, a block count per ResNet stage, a ViT's
+    MLP at least one wide."""
     if "heads" in args and args["width"] % args["heads"]:
         raise DriftError(f"{where}.heads: {args['heads']} heads do not divide width {args['width']}")
     if "blocks" in args and len(args["blocks"]) != len(args["channels"]):
@@ -241,8 +245,8 @@ def _check_together(where: str, args: dict) -> None:
 def head_info(
     name: str, declaration, display: str | None = None, size: ModelSize = "-", where: str = ""
 ) -> ModelInfo:
-    """The ModelInfo of head `name` declared as `declaration` ({family, ...size arguments}); `where` names it in
-    errors (default `models.<name>`)."""
+    """The ModelInfo of head `name` declared as `declaration` ({family, ...size arguments}); `where` names it
+    in errors (default `models.<name>`)."""
     where = where or f"models.{name}"
     if not isinstance(declaration, dict):
         raise DriftError(
@@ -348,5 +352,6 @@ def declare_probes(specs) -> None:
 
 
 def declared_probes() -> set[str]:
-    """The probes add_probe registered (drift/models builds them as LinearProbe, checked apart from the table)."""
+    """The probes add_probe registered (drift/models builds them as LinearProbe, checked apart from the
+    table)."""
     return set(_DECLARED_PROBES)

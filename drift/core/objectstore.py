@@ -4,11 +4,11 @@
 unlink), on pyarrow's S3 filesystem. The standard environment variables reach the endpoint, as they do for
 Lance, s3fs and DVC's S3 remote: AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION (and
 AWS_ALLOW_HTTP=true for a plain-http endpoint, which Lance requires). The userinfo of an endpoint written
-`http://key:secret@host` is never part of the host the client is given; nothing here stores a secret, and every
-message is redacted (drift.core.secrets).
-An object is written by one PUT, so a reader sees the old object or the new one, never part of one.
-`location(x)` is an ObjectPath for an s3:// URI and a Path otherwise; `check_store` turns an endpoint that is
-down, refused credentials or a missing bucket into one DriftError line.
+`http://key:secret@host` is never part of the host the client is given; nothing here stores a secret, and
+every message is redacted (drift.core.secrets). An object is written by one PUT, so a reader sees the old
+object or the new one, never part of one. `location(x)` is an ObjectPath for an s3:// URI and a Path
+otherwise; `check_store` turns an endpoint that is down, refused credentials or a missing bucket into one
+DriftError line.
 """
 
 from __future__ import annotations
@@ -204,7 +204,8 @@ class ObjectPath:
         return [p for p in self.iterdir() if fnmatch.fnmatch(p.name, pattern)]
 
     def rglob(self, pattern: str):
-        """Every object below this prefix whose name matches (objects only: prefixes are not directories here)."""
+        """Every object below this prefix whose name matches (objects only: prefixes are not directories
+        here)."""
         return [
             ObjectPath(SCHEME + i.path)
             for i in self._list(recursive=True)
@@ -266,8 +267,8 @@ def _endpoint_up(url: str, timeout: float = 5.0) -> str | None:
 
 
 def check_store(where) -> None:
-    """One request before any work: the endpoint answers, the credentials are accepted, the bucket exists. Each
-    failure is one DriftError line naming the store and the fix (redacted: never a credential)."""
+    """One request before any work: the endpoint answers, the credentials are accepted, the bucket exists.
+    Each failure is one DriftError line naming the store and the fix (redacted: never a credential)."""
     try:
         _check_store(where)
     except DriftError as e:

@@ -1,12 +1,13 @@
 """The typed schema of params.yaml: every parameter's name, type and default, checked once before any compute.
 
 `load_params` reads params.yaml through `Params`; every stage and CLI command goes through it, and the library
-reads the typed sections (`params.train.epochs`), never a raw dict with a default of its own. The defaults only
-fill the keys params.yaml leaves out and equal its values where it sets them (tests/core/test_params.py), except the
-run's choices in RUN_CHOICES. Top level: datasets (name -> {input}), one section per dataset (kept as
-written here and typed by its module's PARAMS: drift.data.datasets.dataset_cfg), split, embed, train, report,
-compute. An unknown key or a wrong type is a one-line DriftError naming it and the closest valid names; names
-that need a registry with heavy imports (models, families in train.lr) are checked before any compute too."""
+reads the typed sections (`params.train.epochs`), never a raw dict with a default of its own. The defaults
+only fill the keys params.yaml leaves out and equal its values where it sets them (tests/core/test_params.py),
+except the run's choices in RUN_CHOICES. Top level: datasets (name -> {input}), one section per dataset (kept
+as written here and typed by its module's PARAMS: drift.data.datasets.dataset_cfg), split, embed, train,
+report, compute. An unknown key or a wrong type is a one-line DriftError naming it and the closest valid
+names; names that need a registry with heavy imports (models, families in train.lr) are checked before any
+compute too."""
 
 from __future__ import annotations
 
@@ -80,8 +81,8 @@ _MARKUP = re.compile(r"[<>&|`\x00-\x1f\x7f]")
 
 
 def _slice_label(value):
-    """A slice label as written (`_label`), without what HTML, Markdown or a terminal would read as markup: the
-    label is shown as it is everywhere, never rewritten by a writer."""
+    """A slice label as written (`_label`), without what HTML, Markdown or a terminal would read as markup:
+    the label is shown as it is everywhere, never rewritten by a writer."""
     value = _label(value)
     if isinstance(value, str) and (bad := _MARKUP.search(value)):
         raise _error(
@@ -120,8 +121,8 @@ def _known_keys(valid):
 
 
 def configured_tables(data) -> list[str]:
-    """The datasets of a params.yaml document configured as tables: a name of `datasets` that is not one of the
-    table's built-in datasets and whose section says `kind: table` (any other name is unknown)."""
+    """The datasets of a params.yaml document configured as tables: a name of `datasets` that is not one of
+    the table's built-in datasets and whose section says `kind: table` (any other name is unknown)."""
     datasets = data.get("datasets") if isinstance(data, dict) else None
     if not isinstance(datasets, dict):
         return []
@@ -163,7 +164,8 @@ def _sha256(value):
 
 
 def _rate(value, sub: str | None = None) -> float:
-    """A learning rate in (0, LR_MAX]: 0 trains nothing, a negative one climbs the loss, above LR_MAX diverges."""
+    """A learning rate in (0, LR_MAX]: 0 trains nothing, a negative one climbs the loss, above LR_MAX
+    diverges."""
     ctx = {"sub": sub} if sub else {}
     rate = float(_number(value))
     if not 0 < rate <= LR_MAX:  # also NaN
@@ -172,7 +174,8 @@ def _rate(value, sub: str | None = None) -> float:
 
 
 def _lr(value):
-    """One rate for every model, or {family: rate} with `default` for the other families (LR_DEFAULT if left out)."""
+    """One rate for every model, or {family: rate} with `default` for the other families (LR_DEFAULT if left
+    out)."""
     if isinstance(value, dict):
         rates = {}
         for family, rate in value.items():
@@ -251,7 +254,8 @@ Int = int  # strict (the models below): an integer, never true/false or a string
 PositiveInt = Annotated[int, Field(ge=1)]
 SEED_MAX = 2**32 - 1  # numpy's generators take seeds in [0, 2**32); torch's are wider
 Seed = Annotated[int, Field(ge=0, le=SEED_MAX)]
-# sane bounds: work follows the settings, and a value beyond these is a typo (1e8 epochs), refused with the limit
+# sane bounds: work follows the settings, and a value beyond these is a typo (1e8 epochs), refused with the
+# limit
 MAX_EPOCHS = 10_000
 MAX_THREADS = 256  # torch threads of one process
 MAX_BATCH = 65_536  # rows per batch (train, embed)
@@ -353,8 +357,8 @@ class Section(BaseModel):
 
 
 class SliceSpec(Section):
-    """{unit: year | half-year | quarter | month | decade, start, end} or {unit: custom, edges, labels}; drift.protocol.slicing.slice_edges
-    checks the combination (one-line errors naming the valid units)."""
+    """{unit: year | half-year | quarter | month | decade, start, end} or {unit: custom, edges, labels};
+    drift.protocol.slicing.slice_edges checks the combination (one-line errors naming the valid units)."""
 
     unit: str | None = None
     start: Int | None = None
@@ -369,8 +373,9 @@ class SliceSpec(Section):
 class SampleSpec(Section):
     n: Annotated[int, Field(ge=0, le=MAX_ROWS)]  # rows kept, stratified by slice and label; 0: all
     seed: Seed | None = None  # null: split.seed
-    # proportional: each (slice, label) stratum's share by largest remainders, rows in the id-hash order; cover-uniform:
-    # the first row of every stratum, then polars' seeded uniform sample of the rest (the authors' Amazon sample)
+    # proportional: each (slice, label) stratum's share by largest remainders, rows in the id-hash order;
+    # cover-uniform: the first row of every stratum, then polars' seeded uniform sample of the rest (the
+    # authors' Amazon sample)
     draw: Annotated[str, choice("proportional", "cover-uniform")] = "proportional"
 
 
@@ -392,7 +397,8 @@ def slices_field(**spec):
 
 class CorpusParams(DatasetParams):
     """A real corpus: its files at `source`, downloadable by `drift fetch`. `source` is never written in the
-    section: drift.data.datasets.dataset_cfg fills it from `datasets.<name>.input` (else the corpus's default)."""
+    section: drift.data.datasets.dataset_cfg fills it from `datasets.<name>.input` (else the corpus's
+    default)."""
 
     source: str
     url: str | None = None
@@ -412,8 +418,9 @@ class SplitParams(Section):
         "slice",
         "label",
     ]  # [slice]: by time alone
-    # id-hash: each stratum's rows in an order hashed from id and seed, n * f test rows rounded half up (stable
-    # under appends); per-slice: the authors' draw (drift.protocol.slicing.per_slice_split), stratify must hold slice
+    # id-hash: each stratum's rows in an order hashed from id and seed, n * f test rows rounded half up
+    # (stable under appends); per-slice: the authors' draw (drift.protocol.slicing.per_slice_split), stratify
+    # must hold slice
     draw: Annotated[str, choice("id-hash", "per-slice")] = "id-hash"
 
     @model_validator(mode="after")
@@ -442,14 +449,15 @@ class EmbedParams(Section):
     # the encoders' forward pass on a GPU: null computes under autocast in `dtype` (float32: no autocast), a
     # dtype computes in it whatever `dtype` stores (float32: the authors' runs, float16 only when stored)
     compute_dtype: Annotated[str, choice(*DTYPES)] | None = None
-    # the stored dtype of the pooled vectors the probes read (the token states are stored in `dtype`): float32,
-    # or float16 as the authors' text runs cache them
+    # the stored dtype of the pooled vectors the probes read (the token states are stored in `dtype`):
+    # float32, or float16 as the authors' text runs cache them
     pooled_dtype: Annotated[str, choice("float32", "float16")] = "float32"
     cache_dir: str | None = None  # null: $DRIFT_CACHE_DIR or ~/.cache/drift
     device: str | None = None  # null: cuda when available, else cpu
     chunk_rows: RowCount = 512  # rows per commit to the embedding store: the most a killed run can lose
-    # the text encoders' runtime: torch, or ONNX Runtime / OpenVINO on the CPU (drift/encoders/backends.py, the
-    # `backends` extra), exported once per encoder into <cache_dir>/exports; the vision encoders run in torch
+    # the text encoders' runtime: torch, or ONNX Runtime / OpenVINO on the CPU (drift/encoders/backends.py,
+    # the `backends` extra), exported once per encoder into <cache_dir>/exports; the vision encoders run in
+    # torch
     backend: Annotated[str, choice(*BACKENDS)] = "torch"
     # int8: the backend's model with int8 weights, activations quantised at run time (onnx, openvino only)
     quantize: Annotated[str, choice("int8")] | None = None
@@ -457,13 +465,14 @@ class EmbedParams(Section):
     # a sentence-transformers checkpoint's Normalize module applied to its pooled vector (true), or the bare
     # model's pooled vector as it is (false: the authors' masked mean)
     normalize: bool = True
-    # what the frozen vision encoders read: pixels / 255 normalised by each encoder's mean and std (normalised),
-    # or the 0-255 values upsampled and not normalised (raw: the authors' runs)
+    # what the frozen vision encoders read: pixels / 255 normalised by each encoder's mean and std
+    # (normalised), or the 0-255 values upsampled and not normalised (raw: the authors' runs)
     image_input: Annotated[str, choice("normalised", "raw")] = "normalised"
-    # vision encoder -> timm global_pool its pooled vector is taken with (token: the CLS token); left out: timm's default
+    # vision encoder -> timm global_pool its pooled vector is taken with (token: the CLS token); left out:
+    # timm's default
     image_pooling: Annotated[dict[str, Annotated[str, choice("token", "avg")]], _known_keys(ENCODERS)] = {}
-    # vision encoder -> the activation its blocks compute (quick_gelu: OpenAI's CLIP, gelu_tanh: SigLIP, as their
-    # Hugging Face models); left out: timm's own (exact GELU)
+    # vision encoder -> the activation its blocks compute (quick_gelu: OpenAI's CLIP, gelu_tanh: SigLIP, as
+    # their Hugging Face models); left out: timm's own (exact GELU)
     image_activation: Annotated[
         dict[str, Annotated[str, choice("gelu", "gelu_tanh", "quick_gelu")]], _known_keys(ENCODERS)
     ] = {}
@@ -497,8 +506,8 @@ class EmbedParams(Section):
         return self
 
     def dataset_encoders(self, modality: str) -> list[str]:
-        """The encoders the embed stage runs for a dataset of `modality`: the text encoder (text datasets), then
-        every encoder of `encoders` of that modality, each once."""
+        """The encoders the embed stage runs for a dataset of `modality`: the text encoder (text datasets),
+        then every encoder of `encoders` of that modality, each once."""
         names = [self.text_encoder] if modality == "text" else []
         names += [e for e in self.encoders if ENCODERS[e].modality == modality]
         return list(dict.fromkeys(names))
@@ -526,10 +535,10 @@ class EmbedParams(Section):
         return self
 
 
-# what a TrainParams field decides (its Field's json_schema_extra): CHECKPOINT, a checkpoint's bytes (a field of
-# ModelTraining, so of the checkpoint key, and a DVC param of the train stage); ROSTER, which checkpoints exist (a
-# DVC param; the key holds the model and seed themselves). A field deciding neither says why: {"decides": None,
-# "why": ...}; tests/core/test_params.py fails on a field without either.
+# what a TrainParams field decides (its Field's json_schema_extra): CHECKPOINT, a checkpoint's bytes (a field
+# of ModelTraining, so of the checkpoint key, and a DVC param of the train stage); ROSTER, which checkpoints
+# exist (a DVC param; the key holds the model and seed themselves). A field deciding neither says why:
+# {"decides": None, "why": ...}; tests/core/test_params.py fails on a field without either.
 CHECKPOINT: JsonDict = {"decides": "checkpoint"}
 ROSTER: JsonDict = {"decides": "roster"}
 
@@ -549,7 +558,8 @@ class TrainParams(Section):
     )
     # fixed torch threads: bit-identical results
     threads: ThreadCount = Field(1, json_schema_extra=CHECKPOINT)
-    # batched: drift/train/engine.py, equal to float tolerance; auto: per family and device kind (train/rates.py)
+    # batched: drift/train/engine.py, equal to float tolerance; auto: per family and device kind
+    # (train/rates.py)
     engine: Annotated[str, choice("solo", "batched", "auto")] = Field("solo", json_schema_extra=CHECKPOINT)
     # token rows are cut here; null: embed.max_length
     max_tokens: TokenCount | None = Field(None, json_schema_extra=CHECKPOINT)
@@ -561,34 +571,38 @@ class TrainParams(Section):
     standardise_targets: bool = Field(True, json_schema_extra=CHECKPOINT)
     # image models read pixels standardised per channel (PixelStandardised)
     standardise_pixels: bool = Field(True, json_schema_extra=CHECKPOINT)
-    # each epoch's batches: bucketed (token rows of similar length share a batch; others a plain shuffle, numpy's
-    # generator) or uniform (a shuffling torch DataLoader's uniform permutation, seeded seed + epoch: the authors')
+    # each epoch's batches: bucketed (token rows of similar length share a batch; others a plain shuffle,
+    # numpy's generator) or uniform (a shuffling torch DataLoader's uniform permutation, seeded seed + epoch:
+    # the authors')
     batch_order: Annotated[str, choice("bucketed", "uniform")] = Field(
         "bucketed", json_schema_extra=CHECKPOINT
     )
-    # where a uniform shuffle's draws come from: a generator seeded seed + epoch each epoch (seed-epoch), or the
-    # global torch generator's stream right after the model's init, two draws an epoch as a DataLoader without a
-    # generator of its own takes them (after-init: the authors' runs)
+    # where a uniform shuffle's draws come from: a generator seeded seed + epoch each epoch (seed-epoch), or
+    # the global torch generator's stream right after the model's init, two draws an epoch as a DataLoader
+    # without a generator of its own takes them (after-init: the authors' runs)
     shuffle_draws: Annotated[str, choice("seed-epoch", "after-init")] = Field(
         "seed-epoch", json_schema_extra=CHECKPOINT
     )
     # the loss's class / rating weights: from each cutoff's own training rows (cutoff), or once from the whole
     # training split, every slice (split: the authors' runs)
     loss_weights: Annotated[str, choice("cutoff", "split")] = Field("cutoff", json_schema_extra=CHECKPOINT)
-    # image models trained from scratch read pixels / 255 in [0, 1] (unit), or the stored 0-255 values (raw: PixelScaled)
+    # image models trained from scratch read pixels / 255 in [0, 1] (unit), or the stored 0-255 values (raw:
+    # PixelScaled)
     pixel_scale: Annotated[str, choice("unit", "raw")] = Field("unit", json_schema_extra=CHECKPOINT)
-    # f_k's seed: offset (seed * 100003 + k) or hash (the first 4 bytes of sha256 of "seed:model:slice", the slice
-    # as a year or a half-year counted from 2000: the authors' per-slice seed)
+    # f_k's seed: offset (seed * 100003 + k) or hash (the first 4 bytes of sha256 of "seed:model:slice", the
+    # slice as a year or a half-year counted from 2000: the authors' per-slice seed)
     slice_seed: Annotated[str, choice("offset", "hash")] = Field("offset", json_schema_extra=CHECKPOINT)
-    # how the models are built (drift.models.create_model): ours, or authors (the CNNs' convolution biases, the ViT
-    # and Transformer heads' layers copied from one, the TextCNNs' max over windows of rows padded to max_tokens)
+    # how the models are built (drift.models.create_model): ours, or authors (the CNNs' convolution biases,
+    # the ViT and Transformer heads' layers copied from one, the TextCNNs' max over windows of rows padded to
+    # max_tokens)
     modules: Annotated[str, choice("ours", "authors")] = Field("ours", json_schema_extra=CHECKPOINT)
     # the order of a cutoff's training rows before each epoch's shuffle: time (slice, time, id), or split (the
     # split's own order of each slice's rows, stably re-sorted by time: the authors')
     row_order: Annotated[str, choice("time", "split")] = Field("time", json_schema_extra=CHECKPOINT)
-    # the C (inverse L2 strength; ridge: alpha = 1 / C) of baseline-linear and baseline-tfidf: cv, chosen per cutoff
-    # by stratified 5-fold CV on its training rows (drift/models/reference.py C_GRID), or a fixed number per reference
-    # ({baseline-linear: 0.01, baseline-tfidf: 1.0}: the paper presets, the values before cv)
+    # the C (inverse L2 strength; ridge: alpha = 1 / C) of baseline-linear and baseline-tfidf: cv, chosen per
+    # cutoff by stratified 5-fold CV on its training rows (drift/models/reference.py C_GRID), or a fixed
+    # number per reference ({baseline-linear: 0.01, baseline-tfidf: 1.0}: the paper presets, the values before
+    # cv)
     reference_C: ReferenceC = Field(default_factory=lambda: _reference_C("cv"), json_schema_extra=CHECKPOINT)
     # references in every matrix; baseline-tfidf reads raw text, so an image dataset's roster leaves it out
     baselines: list[str] = Field(
@@ -693,8 +707,8 @@ EXECUTORS = ("local", "ray")  # compute.executor
 
 
 class ComputeParams(Section):
-    """Where train, evaluate and embed run their heavy part (drift/core/executor.py): the same results either way;
-    and on which CPU code path (cpu_path), which may change them."""
+    """Where train, evaluate and embed run their heavy part (drift/core/executor.py): the same results either
+    way; and on which CPU code path (cpu_path), which may change them."""
 
     SECTION: ClassVar[str] = "compute"
     executor: Annotated[str, choice(*EXECUTORS)] = "local"  # local: in the stage's process; ray: Ray tasks
@@ -739,7 +753,8 @@ class PolicyParams(Section):
 
 
 class ShiftParams(Section):
-    """Drift without labels (drift/analysis/shift.py, drift/analysis/novelty.py): the shift matrix's test and the novel rows."""
+    """Drift without labels (drift/analysis/shift.py, drift/analysis/novelty.py): the shift matrix's test and
+    the novel rows."""
 
     SECTION: ClassVar[str] = "report.shift"
     n: Annotated[int, Field(ge=2, le=MAX_ROWS)] = 200  # rows per side of each cell's two-sample test
@@ -760,8 +775,8 @@ class EvaluateParams(Section):
     """How a drift matrix's cells are scored (drift/protocol/matrix.py, drift/protocol/metrics.py)."""
 
     SECTION: ClassVar[str] = "evaluate"
-    # a cell whose rows are none (a slice with no test rows, on and after its cutoff): empty (null in every matrix),
-    # or zero (0.0, the authors' accuracy of an empty set, averaged like any cell)
+    # a cell whose rows are none (a slice with no test rows, on and after its cutoff): empty (null in every
+    # matrix), or zero (0.0, the authors' accuracy of an empty set, averaged like any cell)
     empty_cell: Annotated[str, choice("empty", "zero")] = "empty"
     # what macro AUC ranks: the logits (float64), or float32 sigmoids of them as the authors' (ties near 1)
     auc_scores: Annotated[str, choice("logits", "sigmoid32")] = "logits"
@@ -775,10 +790,11 @@ class ReportParams(Section):
 
 
 class DatasetEntry(Section):
-    """One dataset of the run (params.yaml `datasets.<name>`): its raw input, the one place its files are named.
-    DVC tracks it (new or changed files re-run the dataset's ingest) and the reader reads it (a corpus's file or
-    folder, a table's file or folder); an embedded dataset's corpus comes from a pinned package, so its input is
-    requirements.lock. The reader is the dataset's own (drift/core/dataset_registry.py), never written here."""
+    """One dataset of the run (params.yaml `datasets.<name>`): its raw input, the one place its files are
+    named. DVC tracks it (new or changed files re-run the dataset's ingest) and the reader reads it (a
+    corpus's file or folder, a table's file or folder); an embedded dataset's corpus comes from a pinned
+    package, so its input is requirements.lock. The reader is the dataset's own
+    (drift/core/dataset_registry.py), never written here."""
 
     SECTION: ClassVar[str] = "datasets.<name>"
     input: Annotated[str, Field(min_length=1)]
@@ -796,8 +812,8 @@ def dataset_entry_form(name: str, entry=None) -> str:
 
 
 def _earlier_forms(data: dict) -> None:
-    """params.yaml written in an earlier form: one line each, showing the current one. A dataset's files are named
-    once, as `datasets.<name>.input`; its reader is the project's, not a path to type."""
+    """params.yaml written in an earlier form: one line each, showing the current one. A dataset's files are
+    named once, as `datasets.<name>.input`; its reader is the project's, not a path to type."""
     for name, entry in data["datasets"].items():
         if entry is None or isinstance(entry, str):
             raise PydanticCustomError(
@@ -830,9 +846,9 @@ def _earlier_forms(data: dict) -> None:
 
 def _check_names(data: dict) -> None:
     """Every dataset and model name params.yaml writes is an identifier (drift.core.errors.check_name): names
-    become file names and dvc.yaml command arguments; a dataset name has no '.' (DVC reads `params: [a.b]` as a
-    nested key) and no two datasets' paths clash (drift.core.paths.path_collision). A one-line DriftError names
-    the field."""
+    become file names and dvc.yaml command arguments; a dataset name has no '.' (DVC reads `params: [a.b]` as
+    a nested key) and no two datasets' paths clash (drift.core.paths.path_collision). A one-line DriftError
+    names the field."""
     for name in data["datasets"]:
         check_name(name, "datasets", dots=False)
         if name in _Params.keys():
@@ -869,7 +885,8 @@ class _Params(Section):
     report: ReportParams = Field(default_factory=ReportParams)
     compute: ComputeParams = Field(default_factory=ComputeParams)
     # frozen encoders and heads of the user's own, name -> declaration, in the form of the built-in ones
-    # (drift.core.encoder_registry.declare_encoders, drift.core.model_registry.declare_models check and register them)
+    # (drift.core.encoder_registry.declare_encoders, drift.core.model_registry.declare_models check and
+    # register them)
     encoders: dict[str, dict[str, Any]] = {}
     models: dict[str, dict[str, Any]] = {}
     # the sections of the datasets configured as tables (configured_tables), as written; not a params.yaml key
@@ -898,8 +915,8 @@ class _Params(Section):
             )
         _check_names(data)
         _earlier_forms(data)
-        # before `embed` and the rosters are checked against them; a declared encoder's files are looked for in
-        # embed.weights.<name> first
+        # before `embed` and the rosters are checked against them; a declared encoder's files are looked for
+        # in embed.weights.<name> first
         embed = data["embed"] if isinstance(data.get("embed"), dict) else {}
         weights = embed["weights"] if isinstance(embed.get("weights"), dict) else {}
         declare_encoders(data.get("encoders") or {}, weights)
@@ -921,18 +938,20 @@ class _Params(Section):
         return getattr(self, name.replace("-", "_"))
 
     def info(self, name: str):
-        """Dataset `name`'s row of the dataset table: a built-in one's, or a configured table's from its section."""
+        """Dataset `name`'s row of the dataset table: a built-in one's, or a configured table's from its
+        section."""
         return dataset_info(name, self.tables.get(name))
 
 
-# params.yaml: the sections above, and one mapping per dataset of the table (drift/core/dataset_registry.py), kept as
-# written: its params class lives with its reader (drift/data/datasets/<module>.py), which types and checks it
+# params.yaml: the sections above, and one mapping per dataset of the table (drift/core/dataset_registry.py),
+# kept as written: its params class lives with its reader (drift/data/datasets/<module>.py), which types and
+# checks it
 _DATASET_SECTIONS: dict[str, Any] = {
     name.replace("-", "_"): (dict[str, Any], Field(default_factory=dict, alias=name)) for name in DATASETS
 }
 if TYPE_CHECKING:
-    # mypy cannot follow a class made by a call: it types Params as the class of the sections above (code reads a
-    # dataset's section through `section`, never as an attribute)
+    # mypy cannot follow a class made by a call: it types Params as the class of the sections above (code
+    # reads a dataset's section through `section`, never as an attribute)
     Params = _Params
 else:
     Params = create_model("Params", __base__=_Params, __doc__="params.yaml.", **_DATASET_SECTIONS)
@@ -1030,7 +1049,8 @@ def _merged(base: Any, override: Any) -> Any:
 
 
 def _split_overrides(data: dict) -> tuple[dict, dict[str, dict]]:
-    """The document without the `train:` / `embed:` keys of its datasets' sections, and those keys per dataset."""
+    """The document without the `train:` / `embed:` keys of its datasets' sections, and those keys per
+    dataset."""
     overrides: dict[str, dict] = {}
     datasets = data.get("datasets")
     for name in datasets if isinstance(datasets, dict) else {}:
@@ -1042,8 +1062,8 @@ def _split_overrides(data: dict) -> tuple[dict, dict[str, dict]]:
 
 
 def _document(data: dict, dataset: str | None = None) -> Params:
-    """The document typed; with `dataset`, its `train` and `embed` as that dataset's section overrides them. Every
-    dataset's overrides are checked either way (one line naming the dataset)."""
+    """The document typed; with `dataset`, its `train` and `embed` as that dataset's section overrides them.
+    Every dataset's overrides are checked either way (one line naming the dataset)."""
     data, overrides = _split_overrides(plain(data))
     context = {"tables": configured_tables(data)}
     params = parse(Params, data, context=context)
@@ -1068,9 +1088,9 @@ def _document(data: dict, dataset: str | None = None) -> Params:
 
 
 class _UniqueKeys(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a mapping that names a key twice (PyYAML keeps the last silently) and any
-    alias (`*name`, `<<: *name`): aliases of aliases expand a small file into gigabytes, and params.yaml needs none.
-    `file` is the file the messages name."""
+    """PyYAML's safe loader, refusing a mapping that names a key twice (PyYAML keeps the last silently) and
+    any alias (`*name`, `<<: *name`): aliases of aliases expand a small file into gigabytes, and params.yaml
+    needs none. `file` is the file the messages name."""
 
     file = "params.yaml"
 
@@ -1097,11 +1117,12 @@ class _UniqueKeys(yaml.SafeLoader):
 
 
 def load_params(source: str | Path | dict = "params.yaml", dataset: str | None = None) -> Params:
-    """params.yaml typed and checked: the one way the stages, the CLI, plan and rehearse read the configuration.
-    `source` is the file's path or a document already read (a preset merged in memory, an edit about to be
-    written). With `dataset`, `train` and `embed` are that dataset's: the global sections with its section's own
-    `train:` / `embed:` laid over them. An unknown key or a wrong type is a one-line DriftError here, before any
-    compute; the dataset sections stay as written until drift.data.datasets.dataset_cfg types one."""
+    """params.yaml typed and checked: the one way the stages, the CLI, plan and rehearse read the
+    configuration. `source` is the file's path or a document already read (a preset merged in memory, an edit
+    about to be written). With `dataset`, `train` and `embed` are that dataset's: the global sections with its
+    section's own `train:` / `embed:` laid over them. An unknown key or a wrong type is a one-line DriftError
+    here, before any compute; the dataset sections stay as written until drift.data.datasets.dataset_cfg types
+    one."""
     if isinstance(source, dict):
         return _document(source, dataset)
     path = Path(source)
@@ -1111,9 +1132,9 @@ def load_params(source: str | Path | dict = "params.yaml", dataset: str | None =
 
 
 def read_yaml(path: str | Path, text: str | None = None):
-    """A YAML file of the user's (params.yaml, a preset) as plain data, read the one way: PyYAML's safe loader,
-    refusing a key named twice in one mapping and any alias, with one-line errors naming the file. `text`: the
-    file's text already read."""
+    """A YAML file of the user's (params.yaml, a preset) as plain data, read the one way: PyYAML's safe
+    loader, refusing a key named twice in one mapping and any alias, with one-line errors naming the file.
+    `text`: the file's text already read."""
     path = Path(path)
     loader = type("Loader", (_UniqueKeys,), {"file": str(path)})
     try:

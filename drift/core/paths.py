@@ -14,8 +14,9 @@ from drift.core.errors import DriftError, check_name
 
 # name -> template; {name} is the dataset (a foreach key in dvc.yaml)
 PATHS = {
-    # check: the dataset's reader and its code digest (drift/run/checks.py write_checked), the same bytes while
-    # neither changes; its ingest depends on it, so params.yaml names no reader and a reader edit re-runs only it
+    # check: the dataset's reader and its code digest (drift/run/checks.py write_checked), the same bytes
+    # while neither changes; its ingest depends on it, so params.yaml names no reader and a reader edit
+    # re-runs only it
     "checked": "data/checked/{name}.json",
     # check: the bytes of the local weights its embed runs (write_checked), which its embed depends on
     "checked_embed": "data/checked/{name}.embed.json",
@@ -28,7 +29,8 @@ PATHS = {
     "slice_manifest": "data/slices/{name}.json",
     # embed: which store tables hold this dataset's embeddings (the store itself lives outside the repo)
     "embeddings": "data/embeddings/{name}.json",
-    # the model inputs as memory-mappable files in slice-table row order, built from the store (drift/store/features.py)
+    # the model inputs as memory-mappable files in slice-table row order, built from the store
+    # (drift/store/features.py)
     "features": "data/features/{name}",
     # train: one checkpoint per model, seed and cutoff (how many were trained or reused: run_records)
     "models": "data/models/{name}",
@@ -41,18 +43,21 @@ PATHS = {
     "forgetting": "plots/forgetting/{name}.json",
     "tables": "tables/{name}.json",
     "tables_md": "tables/{name}.md",
-    "policies": "plots/policies/{name}.json",  # retraining policies replayed from the matrices (drift/analysis/policy.py)
-    "losses": "plots/losses/{name}.json",  # each training's mean loss per epoch, from the checkpoints (drift/report/training.py)
-    "report_html": "reports/{name}.html",  # the whole report as one self-contained page (drift/report/html.py)
-    # report, drift without labels (drift/analysis/shift.py write_shift): plots in long format, then what is not a plot
-    # (the summary with the decay correlations, the most novel rows) beside the tables
+    # retraining policies replayed from the matrices (drift/analysis/policy.py)
+    "policies": "plots/policies/{name}.json",
+    # each training's mean loss per epoch, from the checkpoints (drift/report/training.py)
+    "losses": "plots/losses/{name}.json",
+    # the whole report as one self-contained page (drift/report/html.py)
+    "report_html": "reports/{name}.html",
+    # report, drift without labels (drift/analysis/shift.py write_shift): plots in long format, then what is
+    # not a plot (the summary with the decay correlations, the most novel rows) beside the tables
     "shift": "plots/{name}/shift",
     "shift_summary": "tables/{name}-shift.json",
 }
 CHECKED = "data/checked"  # the check stage's output: one file per dataset of the run ("checked" above)
-# what a run did, not what it computed (rows embedded or found in the store, trainings and cells done or reused,
-# seconds): it depends on the caches' state, so it is kept out of git and of dvc.lock (.drift/ is ignored);
-# .drift/runs/{embed,train,evaluate}/ under the main repository (run_records)
+# what a run did, not what it computed (rows embedded or found in the store, trainings and cells done or
+# reused, seconds): it depends on the caches' state, so it is kept out of git and of dvc.lock (.drift/ is
+# ignored); .drift/runs/{embed,train,evaluate}/ under the main repository (run_records)
 RUNS = ".drift/runs"
 METRICS = "metrics"  # every model's ID / Future / Decay lives in metrics/<dataset>/<model>.json
 PLOTS = "plots"
@@ -78,8 +83,8 @@ NESTED = {("plots", "shift")}
 def path_collision(names) -> str | None:
     """The first clash between the paths of datasets `names` (PATHS formatted with each): two datasets, or two
     outputs of one, writing the same path or one inside the other (a dataset `ingest` would write its metrics
-    folder at metrics/ingest/, where every ingest writes its counts; `a-shift` its table where `a` writes its shift
-    summary). None when there is none."""
+    folder at metrics/ingest/, where every ingest writes its counts; `a-shift` its table where `a` writes its
+    shift summary). None when there is none."""
     owners: dict[str, tuple[str, str]] = {}
     for name in names:
         for key, template in PATHS.items():
@@ -106,10 +111,10 @@ def dvc_path(key: str) -> str:
 
 
 def main_repository(cwd: str | Path | None = None) -> Path:
-    """The repository a run belongs to, also from a `dvc exp run --temp` / `--queue` copy: DVC sets $DVC_ROOT to
-    the parent repository's root for experiments (and to the repository for `dvc repro`); without it, a working
-    directory inside <repo>/.dvc/tmp/exps/ (where DVC makes those copies) names <repo>; else the working
-    directory. What a relative path that must outlive a temporary workspace resolves against."""
+    """The repository a run belongs to, also from a `dvc exp run --temp` / `--queue` copy: DVC sets $DVC_ROOT
+    to the parent repository's root for experiments (and to the repository for `dvc repro`); without it, a
+    working directory inside <repo>/.dvc/tmp/exps/ (where DVC makes those copies) names <repo>; else the
+    working directory. What a relative path that must outlive a temporary workspace resolves against."""
     if os.environ.get("DVC_ROOT"):
         return Path(os.environ["DVC_ROOT"]).resolve()
     cwd = Path(cwd or os.getcwd()).resolve()
@@ -124,8 +129,8 @@ def main_repository(cwd: str | Path | None = None) -> Path:
 
 
 def run_records(stage: str, file: str) -> list[Path]:
-    """Where a stage records what this run did: <main repository>/.drift/runs/<stage>/<file> (the latest run) and,
-    in a `dvc exp run` (DVC sets $DVC_EXP_NAME, also for --temp and --queue copies), the same under
+    """Where a stage records what this run did: <main repository>/.drift/runs/<stage>/<file> (the latest run)
+    and, in a `dvc exp run` (DVC sets $DVC_EXP_NAME, also for --temp and --queue copies), the same under
     .drift/runs/exps/<experiment>/, so a temporary workspace's record outlives it."""
     root = main_repository() / RUNS
     paths = [root / stage / file]

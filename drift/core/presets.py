@@ -18,10 +18,10 @@ def apply_preset(
     check=load_params,
     only: bool = False,
 ) -> list[str]:
-    """Merge params/<name>.yaml into params.yaml, keeping its comments; returns what changed: the keys, and for
-    `datasets` what was replaced and what was kept, e.g. "datasets (sotu, synth-portraits -> amazon; kept vite)".
-    `check` validates the merged document before it is written (the CLI's also types the dataset sections:
-    drift.data.datasets.check_datasets).
+    """Merge params/<name>.yaml into params.yaml, keeping its comments; returns what changed: the keys, and
+    for `datasets` what was replaced and what was kept, e.g. "datasets (sotu, synth-portraits -> amazon; kept
+    vite)". `check` validates the merged document before it is written (the CLI's also types the dataset
+    sections: drift.data.datasets.check_datasets).
 
     Mappings merge key by key; lists and values replace; the preset's `datasets` replace the built-in ones
     (sotu, amazon, ...), while the user's own datasets (`drift init` tables) stay with their sections; with

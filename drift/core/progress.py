@@ -1,6 +1,7 @@
-"""Progress on stderr, so stdout stays clean under `dvc repro` and `--json`: a Rich bar (done / total, rate, time
-left) on a terminal; otherwise (under DVC, in CI, piped) one plain line every DRIFT_PROGRESS_INTERVAL seconds (10
-by default) while the work runs, from a timer thread, so a slow step never leaves the log silent for longer."""
+"""Progress on stderr, so stdout stays clean under `dvc repro` and `--json`: a Rich bar (done / total, rate,
+time left) on a terminal; otherwise (under DVC, in CI, piped) one plain line every DRIFT_PROGRESS_INTERVAL
+seconds (10 by default) while the work runs, from a timer thread, so a slow step never leaves the log silent
+for longer."""
 
 from __future__ import annotations
 
@@ -72,8 +73,8 @@ class _Bar:
 
 
 class _Lines:
-    """The plain reporter: counts advance() calls; a timer thread prints a line every interval, and one at the end
-    when any was printed (work shorter than the interval stays quiet)."""
+    """The plain reporter: counts advance() calls; a timer thread prints a line every interval, and one at the
+    end when any was printed (work shorter than the interval stays quiet)."""
 
     def __init__(self, description: str, total: int | None, every: float, stream):
         self.description, self.total, self.every, self.stream = description, total, every, stream

@@ -1,8 +1,8 @@
-"""Secrets kept out of what drift prints and writes: `redact(text)` replaces the password of every URL's userinfo
-(`http://user:***@host`; a userinfo without a password, a token, becomes `http://***@host`) and each current value
-of SECRET_ENV, and the passwords of the endpoint URLs ENDPOINT_ENV holds, with `***`. It is applied at the edges:
-the stages' one-line errors and logs (drift.core.stage), the `drift` command's errors (drift.cli.common.fail),
-and where a message names an endpoint. Ordinary text comes back unchanged."""
+"""Secrets kept out of what drift prints and writes: `redact(text)` replaces the password of every URL's
+userinfo (`http://user:***@host`; a userinfo without a password, a token, becomes `http://***@host`) and each
+current value of SECRET_ENV, and the passwords of the endpoint URLs ENDPOINT_ENV holds, with `***`. It is
+applied at the edges: the stages' one-line errors and logs (drift.core.stage), the `drift` command's errors
+(drift.cli.common.fail), and where a message names an endpoint. Ordinary text comes back unchanged."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""What every stage script shares: one-line errors instead of tracebacks (a DriftError's message; a full disk's
-path, size and setting; any other exception named with its stage and input, its traceback in a log file), JSON
-outputs, and the check that a stage's inputs exist before it starts. What it prints and logs is redacted
-(drift.core.secrets): a URL's password or a credential from the environment never reaches a CI log."""
+"""What every stage script shares: one-line errors instead of tracebacks (a DriftError's message; a full
+disk's path, size and setting; any other exception named with its stage and input, its traceback in a log
+file), JSON outputs, and the check that a stage's inputs exist before it starts. What it prints and logs is
+redacted (drift.core.secrets): a URL's password or a credential from the environment never reaches a CI log.
+"""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def run_stage(main: Callable[[list[str]], None]) -> None:
     "<stage>: interrupted; re-run resumes" and exits 130; any other exception
     prints one line naming the stage, its input and the log holding the traceback, and exits 1."""
     argv, stage = sys.argv[1:], stage_name()
-    restore_interrupt()  # the script's import-time handler (drift.core.interrupt) hands Ctrl-C back to this one
+    # the script's import-time handler (drift.core.interrupt) hands Ctrl-C back to this one
+    restore_interrupt()
     try:
         main(argv)
     except DriftError as e:
@@ -84,8 +86,8 @@ def write_json(path: Path, data) -> None:
 
 
 def write_run(stage: str, file: str, record: Artefact) -> None:
-    """The run record of `stage` (drift.core.paths.run_records): what it did, out of git and dvc.lock; `record`
-    is the stage's model of it (drift.encoders.embed.EmbedRun, drift.train.train_run.TrainRun,
+    """The run record of `stage` (drift.core.paths.run_records): what it did, out of git and dvc.lock;
+    `record` is the stage's model of it (drift.encoders.embed.EmbedRun, drift.train.train_run.TrainRun,
     drift.evaluate.eval_result.EvaluateRun)."""
     for path in run_records(stage, file):
         record.to_file(path)
@@ -103,8 +105,8 @@ WRITTEN_BY = {
 
 
 def require(name: str, *keys: str, root: str | Path = ".") -> dict[str, Path]:
-    """Dataset `name`'s paths, after checking that inputs `keys` exist: a stage run before them (after a failed
-    upstream stage, say) stops with one line naming what is missing and the stage to run."""
+    """Dataset `name`'s paths, after checking that inputs `keys` exist: a stage run before them (after a
+    failed upstream stage, say) stops with one line naming what is missing and the stage to run."""
     paths = dataset_paths(name, root)
     for key in keys:
         if not paths[key].exists():

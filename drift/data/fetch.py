@@ -3,10 +3,11 @@ Each download is registered with DVC, so `dvc push` / `dvc pull` carry the raw d
 new upstream version; `drift track <dataset>` registers raw files a user put there by hand.
 
 `fetch` resumes (bytes go to `<dest>.part`; a new attempt asks for the rest with a Range request), checks the
-sha256 when one is given, retries network errors and bounds every connect and read; standard-library urllib only.
-After the download `dvc import-url --no-download <url> <dest>` writes `<dest>.dvc` and `dvc commit` hashes the
-file into the DVC cache: the `.dvc` file a plain `dvc import-url` writes. A file there before is imported only
-if its size is the server's (else `dvc add`); outside a DVC repository files are only downloaded, with a note."""
+sha256 when one is given, retries network errors and bounds every connect and read; standard-library urllib
+only. After the download `dvc import-url --no-download <url> <dest>` writes `<dest>.dvc` and `dvc commit`
+hashes the file into the DVC cache: the `.dvc` file a plain `dvc import-url` writes. A file there before is
+imported only if its size is the server's (else `dvc add`); outside a DVC repository files are only
+downloaded, with a note."""
 
 from __future__ import annotations
 
@@ -133,7 +134,8 @@ PCLOUD_LINK = re.compile(r'"downloadlink":\s*("(?:[^"\\]|\\.)*")')
 
 
 def direct_url(url: str, dest: Path, timeout: float = 30) -> str:
-    """The URL the file itself comes from: a pCloud public link's direct link (read from its page), else `url`."""
+    """The URL the file itself comes from: a pCloud public link's direct link (read from its page), else
+    `url`."""
     parsed = urlparse(url)
     if not (parsed.path.endswith("/publink/show") and "code=" in parsed.query):
         return url

@@ -1,9 +1,9 @@
 """Ingest: a dataset's source → canonical records (docs/architecture.md), every input row accounted for.
 
-Streams the dataset reader into a Parquet file in batches, so memory stays flat whatever the corpus size.
-Rows outside the dataset's time span are filtered here ("time_outside_span"), for every dataset alike.
-Writes records, the quarantine table beside them, and the counts (kept + filtered + quarantined = read), per
-file too, with a warning for each file whose rows vanished (drift.data.ledger); a full disk leaves neither file.
+Streams the dataset reader into a Parquet file in batches, so memory stays flat whatever the corpus size. Rows
+outside the dataset's time span are filtered here ("time_outside_span"), for every dataset alike. Writes
+records, the quarantine table beside them, and the counts (kept + filtered + quarantined = read), per file
+too, with a warning for each file whose rows vanished (drift.data.ledger); a full disk leaves neither file.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from drift.protocol.slicing import slice_edges
 
 BATCH_ROWS = 4096
 EPOCH = dt.datetime(1970, 1, 1)
-# epoch seconds of 2001-2128 read as milliseconds land before this: such times outside a later span are counted
+# epoch seconds of 2001-2128 read as milliseconds land before this: such times outside a later span are
+# counted
 SECONDS_END = dt.datetime(1970, 3, 1)
 
 
@@ -64,7 +65,8 @@ def ingest(
     counts written to metrics/ingest/<name>.json.
 
     `fast` (default: fast_default()) reads a dataset that has `read_batches` with Arrow's JSON reader in large
-    chunks (drift.data.datasets._fast); the records, the quarantine and the counts are the line-by-line path's."""
+    chunks (drift.data.datasets._fast); the records, the quarantine and the counts are the line-by-line
+    path's."""
     dataset, info = get_dataset(name, cfg), dataset_info(name, cfg)
     fast = fast_default() if fast is None else fast
     edges, _ = slice_edges(cfg.slices)  # bad slice spec: fail before any work

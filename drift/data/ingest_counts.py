@@ -1,4 +1,5 @@
-"""What the ingest stage writes beside the records: IngestCounts (metrics/ingest/<dataset>.json, a DVC metric)."""
+"""What the ingest stage writes beside the records: IngestCounts (metrics/ingest/<dataset>.json, a DVC
+metric)."""
 
 from __future__ import annotations
 

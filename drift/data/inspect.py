@@ -3,10 +3,10 @@
 `sample` reads a sample of the first file (names, types, a few values; of a text file, only its head, however
 large it expands) and `scan_times` scans the chosen time column over the whole source for its span; `propose`
 picks the time, input, label and id columns and the task from the column types and names, or from the user's
-choices. A choice with more than one candidate is an `Ambiguous` error naming them (the CLI asks on stderr), never
-a silent guess. Missing-value markers (NaN, N/A, ...) are never classes, times outside the section's
-`plausible_years` never part of the span, and the proposed slices cover the data's dense span (dense_years):
-a few rows years away from the rest never make thousands of slices.
+choices. A choice with more than one candidate is an `Ambiguous` error naming them (the CLI asks on stderr),
+never a silent guess. Missing-value markers (NaN, N/A, ...) are never classes, times outside the section's
+`plausible_years` never part of the span, and the proposed slices cover the data's dense span (dense_years): a
+few rows years away from the rest never make thousands of slices.
 """
 
 from __future__ import annotations
@@ -50,8 +50,9 @@ from drift.data.datasets.table import (
 
 SAMPLE_ROWS = 2000
 SAMPLE_BYTES = 16 << 20  # the head of a text file the sample reads: SAMPLE_ROWS rows of up to 8 KiB
-# dense_years: rows in years at least OUTLIER_GAP empty years away from the rest, together under OUTLIER_SHARE of
-# the rows, are outliers (a sentinel, a typo): left out of the proposed slices (ingest filters them by the span)
+# dense_years: rows in years at least OUTLIER_GAP empty years away from the rest, together under OUTLIER_SHARE
+# of the rows, are outliers (a sentinel, a typo): left out of the proposed slices (ingest filters them by the
+# span)
 OUTLIER_GAP = 10
 OUTLIER_SHARE = 0.01
 TIME_NAMES = re.compile(
@@ -107,7 +108,8 @@ def sample(source: str) -> tuple[pl.DataFrame, int]:
 
 def text_head(path: Path, fmt: str, tmp: Path) -> Path:
     """The first SAMPLE_BYTES of a CSV or JSON-lines file (a .gz expanded only that far), up to its last whole
-    line, as clean_copy leaves them: no blank line, bytes that are not UTF-8 as U+FFFD, no unreadable JSON line."""
+    line, as clean_copy leaves them: no blank line, bytes that are not UTF-8 as U+FFFD, no unreadable JSON
+    line."""
     with open_binary(path) as src:
         data = src.read(SAMPLE_BYTES)
         cut = len(data) == SAMPLE_BYTES or damage(src) is not None
@@ -294,8 +296,9 @@ def propose(
 ) -> dict:
     """The section of dataset `name` (a mapping ready for params.yaml) and `columns`, what the sample showed.
     The id: `id_column` ("none": row numbers), else the one column whose values are unique and look like keys
-    (no whitespace, or numbers; several: the one named like an id, else a question); `slices`: UNIT[:START:END];
-    `per_slice`: the unit whose median slice holds nearest N rows (`slicing` in the result: see choose_unit)."""
+    (no whitespace, or numbers; several: the one named like an id, else a question); `slices`:
+    UNIT[:START:END]; `per_slice`: the unit whose median slice holds nearest N rows (`slicing` in the result:
+    see choose_unit)."""
     if slices and per_slice is not None:
         raise DriftError(
             "--slices and --per-slice both choose the slices: give one (--per-slice N picks the unit)"
@@ -425,9 +428,9 @@ def propose(
 
 @dataclass
 class TimeScan:
-    """The time column over the whole source: the span of its plausible times, the rows per year, the rows ingest
-    will quarantine for bytes that are not UTF-8 (invalid_utf8) or a time outside the section's plausible_years,
-    and (when asked) every plausible time as datetime64[us] arrays."""
+    """The time column over the whole source: the span of its plausible times, the rows per year, the rows
+    ingest will quarantine for bytes that are not UTF-8 (invalid_utf8) or a time outside the section's
+    plausible_years, and (when asked) every plausible time as datetime64[us] arrays."""
 
     low: dt.datetime
     high: dt.datetime
@@ -438,8 +441,8 @@ class TimeScan:
 
 
 def scan_times(cfg: TableParams, keep_times: bool = False) -> TimeScan:
-    """The TimeScan of a source: a Parquet file's columns the section reads are scanned for invalid UTF-8, a text
-    file is checked whole."""
+    """The TimeScan of a source: a Parquet file's columns the section reads are scanned for invalid UTF-8, a
+    text file is checked whole."""
     scan = TimeScan(dt.datetime.max, dt.datetime.min, Counter())
     with tempfile.TemporaryDirectory(prefix="drift-init-") as tmp:
         for path, fmt in source_files(cfg.source, cfg.format):
@@ -472,9 +475,10 @@ def scan_times(cfg: TableParams, keep_times: bool = False) -> TimeScan:
 
 
 def dense_years(years: Counter[int]) -> tuple[int, int]:
-    """(first, last) year of the data's dense span: the years that hold rows, less the outlying groups at either
-    end (years OUTLIER_GAP or more empty years away from the rest that together hold under OUTLIER_SHARE of the
-    rows: a sentinel such as 1900-01-01, a typo), so a handful of rows never stretch the slices over centuries."""
+    """(first, last) year of the data's dense span: the years that hold rows, less the outlying groups at
+    either end (years OUTLIER_GAP or more empty years away from the rest that together hold under
+    OUTLIER_SHARE of the rows: a sentinel such as 1900-01-01, a typo), so a handful of rows never stretch the
+    slices over centuries."""
     held = sorted(years)
     groups = [[held[0]]]
     for year in held[1:]:
@@ -499,10 +503,10 @@ def slices_for(low, high) -> dict:
 
 
 def choose_unit(times: np.ndarray, low, high, per_slice: int) -> dict:
-    """The slicing unit whose median slice holds nearest `per_slice` rows (by ratio; a tie: the finer unit), over
-    the units --slices accepts, each spanning the data's years: {"slices": the section's spec, "unit", "k" (the
-    number of slices), "rows": [min, median, max] per slice, "per_slice", "candidates": the same for every unit}.
-    Rows are the source's rows with a readable time, before ingest's checks."""
+    """The slicing unit whose median slice holds nearest `per_slice` rows (by ratio; a tie: the finer unit),
+    over the units --slices accepts, each spanning the data's years: {"slices": the section's spec, "unit",
+    "k" (the number of slices), "rows": [min, median, max] per slice, "per_slice", "candidates": the same for
+    every unit}. Rows are the source's rows with a readable time, before ingest's checks."""
     from drift.core.params import SliceSpec
     from drift.protocol.slicing import AUTO_UNITS, assign_slices, slice_edges
 
@@ -530,8 +534,8 @@ def choose_unit(times: np.ndarray, low, high, per_slice: int) -> dict:
 
 
 def split_source(source: str) -> tuple[str, str | None]:
-    """A table's source as params.yaml names it: (`datasets.<name>.input`, what DVC tracks: the file or folder, a
-    glob's fixed folder; the section's `files`: the glob relative to that folder, or None)."""
+    """A table's source as params.yaml names it: (`datasets.<name>.input`, what DVC tracks: the file or
+    folder, a glob's fixed folder; the section's `files`: the glob relative to that folder, or None)."""
     if not any(ch in source for ch in "*?["):
         return source, None
     root = str(source_root(source))

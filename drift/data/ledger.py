@@ -1,5 +1,6 @@
-"""Every input row accounted for: kept + filtered (by a rule) + quarantined (bad, with a reason) = read, for the
-dataset and for each file it reads; a damaged file is quarantined by name, and what vanished gets a warning."""
+"""Every input row accounted for: kept + filtered (by a rule) + quarantined (bad, with a reason) = read, for
+the dataset and for each file it reads; a damaged file is quarantined by name, and what vanished gets a
+warning."""
 
 from __future__ import annotations
 
@@ -69,10 +70,10 @@ class Ledger:
         )
 
     def damaged(self, name: str, reason: str) -> None:
-        """File `name` stopped at damage (or at a limit on what a file may cost): its readable rows are counted
-        already; the file is quarantined by name (the quarantine table's `where` is the file, its reason
-        `damaged_file`, its raw the detail). A reader that counts no file (`file` never called) gets no per-file
-        counts from it either."""
+        """File `name` stopped at damage (or at a limit on what a file may cost): its readable rows are
+        counted already; the file is quarantined by name (the quarantine table's `where` is the file, its
+        reason `damaged_file`, its raw the detail). A reader that counts no file (`file` never called) gets no
+        per-file counts from it either."""
         if self.strict:
             raise DriftError(
                 f"{self.dataset}: {name} is damaged: {reason} (strict mode; set {self.dataset}.strict: "

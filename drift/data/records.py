@@ -1,11 +1,10 @@
 """Canonical records: the table every dataset reader's rows become (ingest) and every later stage reads.
 
 One row per example: id (the source's), key (sha256 of the payload: the embedding store's key), time (UTC,
-naive), label (binary or multiclass int, regression float, multilabel fixed-size int8 list), and the payload: `text`, or
-`image` (uint8, or float32 where the reader keeps unrounded 0-255 values; flattened; the schema's metadata holds
-its shape). The schema's metadata also names the task,
-the modality, the label names and the dataset's slicing keys (records_manifest): the slice stage reads them
-there, so it needs no dataset reader.
+naive), label (binary or multiclass int, regression float, multilabel fixed-size int8 list), and the payload:
+`text`, or `image` (uint8, or float32 where the reader keeps unrounded 0-255 values; flattened; the schema's
+metadata holds its shape). The schema's metadata also names the task, the modality, the label names and the
+dataset's slicing keys (records_manifest): the slice stage reads them there, so it needs no dataset reader.
 """
 
 from __future__ import annotations

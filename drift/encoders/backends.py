@@ -1,10 +1,10 @@
-"""Text encoders on another runtime (embed.backend): ONNX Runtime or OpenVINO on the CPU, in float32 or with int8
-weights (embed.quantize). The libraries do the work: torch.onnx.export (the dynamo exporter) or
+"""Text encoders on another runtime (embed.backend): ONNX Runtime or OpenVINO on the CPU, in float32 or with
+int8 weights (embed.quantize). The libraries do the work: torch.onnx.export (the dynamo exporter) or
 openvino.convert_model export the transformer, onnxruntime.quantization.quantize_dynamic or NNCF's weight
 compression quantise it, and the export is built once per encoder fingerprint into <cache_dir>/exports/ (never
-into the weights' folder). TextEncoder tokenises, pools and stores exactly as with torch: only the forward pass
-runs on the runtime. A module apart from text.py so that the torch encoder's fingerprint (text.py's import
-closure) never records these runtimes' versions; this module's encoders record them."""
+into the weights' folder). TextEncoder tokenises, pools and stores exactly as with torch: only the forward
+pass runs on the runtime. A module apart from text.py so that the torch encoder's fingerprint (text.py's
+import closure) never records these runtimes' versions; this module's encoders record them."""
 
 from __future__ import annotations
 
@@ -66,7 +66,8 @@ class _Forward(torch.nn.Module):
 def export_onnx(forward: _Forward, example: dict, folder: Path, quantize: str | None) -> None:
     """folder/model.onnx: torch.onnx.export's dynamo export of `forward` (batch and sequence dynamic); int8:
     onnxruntime's dynamic quantisation of it with Optimum's avx2 preset (unsigned int8 weights, symmetric, per
-    channel; activations quantised per batch at run time), as sentence-transformers' model_quint8_avx2.onnx."""
+    channel; activations quantised per batch at run time), as sentence-transformers' model_quint8_avx2.onnx.
+    """
     batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
     outputs = ["last_hidden_state", "pooler_output"] if forward.pooler else ["last_hidden_state"]
     target = folder / ("float32.onnx" if quantize else "model.onnx")
@@ -112,9 +113,9 @@ def export_openvino(forward: _Forward, example: dict, folder: Path, quantize: st
 
 
 class RuntimeModel:
-    """Stands in for the transformer in TextEncoder.encode_flat: called with the tokenizer's tensors, it runs the
-    exported model on the CPU and returns last_hidden_state (the padding's states zeroed) and pooler_output as
-    float32 torch tensors."""
+    """Stands in for the transformer in TextEncoder.encode_flat: called with the tokenizer's tensors, it runs
+    the exported model on the CPU and returns last_hidden_state (the padding's states zeroed) and
+    pooler_output as float32 torch tensors."""
 
     def __init__(self, backend: str, folder: Path, config, threads: int):
         self.backend, self.config = backend, config
@@ -145,8 +146,8 @@ class RuntimeModel:
             outputs = [result[i] for i in range(len(self.compiled.outputs))]
         tensors = [torch.from_numpy(np.asarray(o, dtype=np.float32)) for o in outputs]
         hidden = tensors[0]
-        # the padding's states are never stored nor pooled, but may come back NaN (OpenVINO's ModernBERT) where
-        # torch's are finite, and NaN x 0 in the masked mean is NaN: zeroed
+        # the padding's states are never stored nor pooled, but may come back NaN (OpenVINO's ModernBERT)
+        # where torch's are finite, and NaN x 0 in the masked mean is NaN: zeroed
         hidden[~batch["attention_mask"].bool()] = 0.0
         return SimpleNamespace(
             last_hidden_state=hidden, pooler_output=tensors[1] if len(tensors) > 1 else None
@@ -193,7 +194,8 @@ class RuntimeTextEncoder(TextEncoder):
 
     def _build(self) -> None:
         """Export into a temporary folder beside the target and rename it into place: a reader sees a whole
-        export or none; of two processes building at once, the first rename wins and the other's is dropped."""
+        export or none; of two processes building at once, the first rename wins and the other's is dropped.
+        """
         self.export_path.parent.mkdir(parents=True, exist_ok=True)
         example = dict(
             self.tokenizer(["an example", "and a longer example text"], padding=True, return_tensors="pt")

@@ -38,13 +38,12 @@ CHUNK_ROWS = EmbedParams.model_fields["chunk_rows"].default  # rows per commit: 
 
 
 def encoder_kwargs(name: str, cfg: EmbedParams) -> dict:
-    """The constructor arguments the `embed` params give encoder `name`:
-    batch size, dtype, compute dtype, device, weights, and for a text encoder max_length and pooling (embed.pooling: null keeps
-    the encoder's own, and a declared encoder pools as its declaration says; vision encoders pool as their timm head
-    does, or as embed.image_pooling says, read
-    pixels as embed.image_input says, come from the library embed.image_source names and resample their position
-    table as embed.image_pos_embed says). A text encoder gets embed.backend, embed.quantize and its export folder
-    only when the backend is not torch."""
+    """The constructor arguments the `embed` params give encoder `name`: batch size, dtype, compute dtype,
+    device, weights, and for a text encoder max_length and pooling (embed.pooling: null keeps the encoder's
+    own, and a declared encoder pools as its declaration says; vision encoders pool as their timm head does,
+    or as embed.image_pooling says, read pixels as embed.image_input says, come from the library
+    embed.image_source names and resample their position table as embed.image_pos_embed says). A text encoder
+    gets embed.backend, embed.quantize and its export folder only when the backend is not torch."""
     kwargs = {
         "batch_size": cfg.batch_size,
         "dtype": cfg.dtype,
@@ -100,8 +99,8 @@ def runtime_encoder(name: str, kwargs: dict):
 
 
 def exports_dir(cfg: EmbedParams) -> Path:
-    """Where the text encoders' exported models are built and kept: <cache_dir>/exports beside the store, or this
-    machine's cache when the store is on object storage (a runtime loads local files)."""
+    """Where the text encoders' exported models are built and kept: <cache_dir>/exports beside the store, or
+    this machine's cache when the store is on object storage (a runtime loads local files)."""
     where = cache_dir(cfg)
     return (where if isinstance(where, Path) else local_cache_dir()) / "exports"
 
@@ -117,8 +116,9 @@ def embed_encoder(name: str, cfg: EmbedParams):
 
 
 class EmbedRun(Artefact):
-    """.drift/runs/embed/<dataset>-<encoder>.json: what one encoder's embedding run did. `tokens` (token states
-    written) only for the text encoder; `corrupt` (store rows discarded and computed again) is the stage's."""
+    """.drift/runs/embed/<dataset>-<encoder>.json: what one encoder's embedding run did. `tokens` (token
+    states written) only for the text encoder; `corrupt` (store rows discarded and computed again) is the
+    stage's."""
 
     WRITER = "embed"
     WHAT = "embed run record"
@@ -140,9 +140,9 @@ class EmbedRun(Artefact):
 
 
 def weights_revision(path: Path, declared: str = "") -> str | None:
-    """The Hugging Face commit of the weights at `path`: the snapshot folder they lie in when they come from the
-    Hugging Face cache (<cache>/models--<org>--<name>/snapshots/<commit>/...), else the declaration's `revision`,
-    else None (a local folder, a torchvision file)."""
+    """The Hugging Face commit of the weights at `path`: the snapshot folder they lie in when they come from
+    the Hugging Face cache (<cache>/models--<org>--<name>/snapshots/<commit>/...), else the declaration's
+    `revision`, else None (a local folder, a torchvision file)."""
     path = Path(path).absolute()
     for candidate in (path, path.resolve()):
         for folder in (candidate, *candidate.parents):
@@ -152,10 +152,10 @@ def weights_revision(path: Path, declared: str = "") -> str | None:
 
 
 def store_fields(encoder, pooled_dtype: str = "float32") -> dict:
-    """What keys an encoder's store table: its fingerprint (drift.encoders.fingerprint), plus `pooled_dtype` when
-    the pooled vectors are stored in another dtype than float32 (embed.pooled_dtype), plus `hf_revision`, the
-    Hugging Face commit its weights were loaded from (weights_revision), when there is one. A default run's
-    MiniLM (a local folder, float32) adds neither: its key is the encoder's own fingerprint hash."""
+    """What keys an encoder's store table: its fingerprint (drift.encoders.fingerprint), plus `pooled_dtype`
+    when the pooled vectors are stored in another dtype than float32 (embed.pooled_dtype), plus `hf_revision`,
+    the Hugging Face commit its weights were loaded from (weights_revision), when there is one. A default
+    run's MiniLM (a local folder, float32) adds neither: its key is the encoder's own fingerprint hash."""
     fields = dict(encoder.fingerprint())
     if pooled_dtype != "float32":
         fields["pooled_dtype"] = pooled_dtype
@@ -212,9 +212,10 @@ def embed_dataset(
     seed_from: Path | None = None,
 ) -> tuple[StoreManifest, EmbedRun]:
     """Embed a text dataset's rows with embed.text_encoder; returns (manifest, metrics). On the Ray executor
-    (params `compute`; None: this process) the missing rows are encoded by a pool of actors (`compute_on_ray`).
-    seed_from: the dataset's feature directory; rows the store lacks that its verified files hold under the
-    same fingerprint (pulled with `dvc pull`) are copied into the store first, not computed."""
+    (params `compute`; None: this process) the missing rows are encoded by a pool of actors
+    (`compute_on_ray`). seed_from: the dataset's feature directory; rows the store lacks that its verified
+    files hold under the same fingerprint (pulled with `dvc pull`) are copied into the store first, not
+    computed."""
     started = time.perf_counter()
     compute = compute or ComputeParams()
     table = read_slice_table(slice_path, columns=["key", "text"])
@@ -254,7 +255,8 @@ def embed_dataset(
 def neighbour_line(encoder, store: EmbeddingStore, todo: list[str], label: str) -> str | None:
     """One progress line when the encoder's table is new (or empty) and the nearest table under another key of
     the same encoder (its hub_id or weights; drift.store.neighbours) holds some of the rows about to be
-    computed: how many, and the fields that differ. None otherwise; a table that holds rows costs nothing more."""
+    computed: how many, and the fields that differ. None otherwise; a table that holds rows costs nothing
+    more."""
     if not todo or len(store.keys()):
         return None
     from drift.store.neighbours import changes_text, nearest_table, rows_held  # lazy: only for a new table
@@ -287,8 +289,8 @@ def embed_pooled(
 ) -> tuple[StoreManifest, EmbedRun]:
     """Pooled vectors only, for an encoder that feeds probes (any text encoder, or a vision encoder on the
     portraits); same store rules: content key + fingerprint, only missing keys, one commit per chunk of
-    embed.chunk_rows. On the Ray executor the chunks go to a pool of actors, each building the encoder from `cfg`
-    once."""
+    embed.chunk_rows. On the Ray executor the chunks go to a pool of actors, each building the encoder from
+    `cfg` once."""
     started = time.perf_counter()
     compute, chunk_rows = compute or ComputeParams(), cfg.chunk_rows
     payload = "text" if modality == "text" else "image"
@@ -355,7 +357,8 @@ def compute_missing(
     chunk_rows: int = CHUNK_ROWS,
     label: str = "embed",
 ) -> tuple[int, int]:
-    """Encode the texts of keys not yet stored and append them chunk by chunk; returns (rows, tokens) computed.
+    """Encode the texts of keys not yet stored and append them chunk by chunk; returns (rows, tokens)
+    computed.
 
     The order (longest first, ties in the given order) and the chunks (whole batches) are fixed, so after a
     kill the rows still missing are the tail of that order, and the resumed run encodes exactly the batches
@@ -384,9 +387,9 @@ def compute_missing(
 
 
 class EmbedActor:
-    """A Ray actor of the embed stage: its encoder is built once from the `embed` params, then each chunk it is
-    handed is encoded and committed to the store by the actor itself (one Lance commit per chunk; concurrent
-    appends are safe, the table is created under a file lock)."""
+    """A Ray actor of the embed stage: its encoder is built once from the `embed` params, then each chunk it
+    is handed is encoded and committed to the store by the actor itself (one Lance commit per chunk;
+    concurrent appends are safe, the table is created under a file lock)."""
 
     def __init__(
         self,
@@ -446,8 +449,9 @@ def on_actors(
     compute: ComputeParams,
     label: str,
 ) -> tuple[int, int]:
-    """Chunks [(keys, payload)] encoded and committed by compute.embed_actors Ray actors (drift/core/executor.py);
-    returns (rows, tokens) computed. The store's directory must be visible from every node."""
+    """Chunks [(keys, payload)] encoded and committed by compute.embed_actors Ray actors
+    (drift/core/executor.py); returns (rows, tokens) computed. The store's directory must be visible from
+    every node."""
     store.path.parent.mkdir(parents=True, exist_ok=True)
     check_reachable([store.path.parent], compute)
     args = (
@@ -482,9 +486,10 @@ def compute_on_ray(
     compute: ComputeParams,
     label: str,
 ) -> tuple[int, int]:
-    """compute_missing's chunks (the same order, longest first, and the same whole batches: the same vectors bit
-    for bit) encoded by a pool of Ray actors, each committing its own chunks. After a kill the missing rows are
-    whole chunks of that order, so a resumed run encodes exactly the batches the killed one would have."""
+    """compute_missing's chunks (the same order, longest first, and the same whole batches: the same vectors
+    bit for bit) encoded by a pool of Ray actors, each committing its own chunks. After a kill the missing
+    rows are whole chunks of that order, so a resumed run encodes exactly the batches the killed one would
+    have."""
     order = encoder.length_order(texts)
     step = max(1, cfg.chunk_rows // encoder.batch_size) * encoder.batch_size
     chunks: list[tuple[list, object]] = [  # on_actors' (keys, payload): the payload here a list of texts
@@ -496,7 +501,8 @@ def compute_on_ray(
 
 class Committer:
     """Appends chunks to the store on a background thread, so the encoder computes the next chunk while this
-    one is written; at most one chunk waits. On exit (even on an exception) what was handed over is committed."""
+    one is written; at most one chunk waits. On exit (even on an exception) what was handed over is committed.
+    """
 
     def __init__(self, store: EmbeddingStore):
         self.store = store
@@ -536,9 +542,10 @@ def embed_all(
     compute: ComputeParams | None = None,
     seed_from: Path | None = None,
 ) -> dict[str, tuple[StoreManifest, EmbedRun]]:
-    """Every encoder a dataset's run needs, {encoder: (manifest, metrics)}: for a text dataset the text encoder
-    (token states for the heads, pooled vectors), and every encoder in `embed.encoders` of the dataset's modality
-    (pooled vectors for its probe). An image dataset with no encoder gets none. seed_from: as embed_dataset's."""
+    """Every encoder a dataset's run needs, {encoder: (manifest, metrics)}: for a text dataset the text
+    encoder (token states for the heads, pooled vectors), and every encoder in `embed.encoders` of the
+    dataset's modality (pooled vectors for its probe). An image dataset with no encoder gets none. seed_from:
+    as embed_dataset's."""
     results = {}
     if modality == "text":
         results[cfg.text_encoder] = embed_dataset(

@@ -1,11 +1,11 @@
-"""An encoder's fingerprint: what decides its outputs (its id and weights' bytes, a declaration's revision, prefix
-and remote-code permission when set; its code: the encoder module's import closure inside drift/, as dvc.yaml's
-code deps are computed; the versions of the libraries that compute among those that code imports and those
-they require; plus each modality's pooling, normalisation, length, sizes and dtype, and a text encoder's
-backend, quantisation and runtime versions when it does not run in torch: drift/encoders/backends.py), hashed
-into the key of its table in the embedding store. Never its registry name: a declaration renamed finds every
-row it computed. Another fingerprint is another table: nothing computed under other settings or other code is
-served."""
+"""An encoder's fingerprint: what decides its outputs (its id and weights' bytes, a declaration's revision,
+prefix and remote-code permission when set; its code: the encoder module's import closure inside drift/, as
+dvc.yaml's code deps are computed; the versions of the libraries that compute among those that code imports
+and those they require; plus each modality's pooling, normalisation, length, sizes and dtype, and a text
+encoder's backend, quantisation and runtime versions when it does not run in torch:
+drift/encoders/backends.py), hashed into the key of its table in the embedding store. Never its registry name:
+a declaration renamed finds every row it computed. Another fingerprint is another table: nothing computed
+under other settings or other code is served."""
 
 from __future__ import annotations
 
@@ -53,9 +53,9 @@ def code_fields(module: str) -> dict:
 
 class Fingerprinted(abc.ABC):
     """Mixin of the frozen encoders: `fingerprint()` = the spec's id and weights' sha256 (hashed once), its
-    declaration's revision, prefix and allow_remote_code where set, the code and library versions of the encoder's
-    module, plus its own `fingerprint_fields()`, plus cpu_path "native" on that CPU path (compute.cpu_path);
-    `fingerprint_hash()` its sha256."""
+    declaration's revision, prefix and allow_remote_code where set, the code and library versions of the
+    encoder's module, plus its own `fingerprint_fields()`, plus cpu_path "native" on that CPU path
+    (compute.cpu_path); `fingerprint_hash()` its sha256."""
 
     spec: EncoderSpec  # set by the encoder: its registry entry
     path: Path  # set by the encoder: its weights (a file or a directory)
@@ -82,7 +82,8 @@ class Fingerprinted(abc.ABC):
             **declared,
             **self._code,
             **self.fingerprint_fields(),
-            # the machine's own code paths give other bits: their rows are another table (the default adds none)
+            # the machine's own code paths give other bits: their rows are another table (the default adds
+            # none)
             **({"cpu_path": "native"} if cpu_path() == "native" else {}),
         }
 

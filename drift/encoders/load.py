@@ -5,8 +5,9 @@ from drift.core.encoder_registry import get_encoder_spec
 
 
 def make_encoder(name: str, **kwargs):
-    """A TextEncoder or a VisionEncoder for registry name `name`, by its modality; kwargs go to its constructor
-    (text: max_length, batch_size, dtype, device, weights, pooling; image: batch_size, dtype, device, weights)."""
+    """A TextEncoder or a VisionEncoder for registry name `name`, by its modality; kwargs go to its
+    constructor (text: max_length, batch_size, dtype, device, weights, pooling; image: batch_size, dtype,
+    device, weights)."""
     spec = get_encoder_spec(name)
     if spec.modality == "text":
         from drift.encoders.text import (

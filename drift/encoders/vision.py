@@ -1,11 +1,12 @@
-"""Frozen vision encoders (timm, or torchvision where embed.image_source says): the 32x32 portraits in, one pooled
-vector per image out.
+"""Frozen vision encoders (timm, or torchvision where embed.image_source says): the 32x32 portraits in, one
+pooled vector per image out.
 
-Weights load from a local file or directory (`embed.weights.<name>` in params), the Hugging Face cache (timm) or
-torch's hub cache (torchvision), by a file-system lookup only: nothing downloads and nothing waits on a network. Preprocessing follows the model's
-own timm data config (mean, std); the small inputs are resized to the registry's image size, bilinearly. A declared
-encoder (params.yaml `encoders:`, library timm) is built from its folder's config.json as timm's save_for_hf and the
-hub's timm repositories write it: its architecture, arguments, pretrained config (image size, mean, std) and head.
+Weights load from a local file or directory (`embed.weights.<name>` in params), the Hugging Face cache (timm)
+or torch's hub cache (torchvision), by a file-system lookup only: nothing downloads and nothing waits on a
+network. Preprocessing follows the model's own timm data config (mean, std); the small inputs are resized to
+the registry's image size, bilinearly. A declared encoder (params.yaml `encoders:`, library timm) is built
+from its folder's config.json as timm's save_for_hf and the hub's timm repositories write it: its
+architecture, arguments, pretrained config (image size, mean, std) and head.
 """
 
 from __future__ import annotations
@@ -38,11 +39,11 @@ from drift.core.errors import DriftError
 from drift.encoders.fingerprint import Fingerprinted
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # what timm's repos on the Hugging Face hub hold
-# the activations a vision encoder's blocks may be built with (timm's act_layer): gelu (erf), gelu_tanh (the tanh
-# approximation, SigLIP's in Hugging Face), quick_gelu (x * sigmoid(1.702 x), OpenAI CLIP's)
+# the activations a vision encoder's blocks may be built with (timm's act_layer): gelu (erf), gelu_tanh (the
+# tanh approximation, SigLIP's in Hugging Face), quick_gelu (x * sigmoid(1.702 x), OpenAI CLIP's)
 ACTIVATIONS = ("gelu", "gelu_tanh", "quick_gelu")
-# how a ViT's position table reaches the grid it is fed at: resampled by timm once at load (bicubic, antialiased),
-# or as DINOv2's torch.hub model interpolates it at every forward pass (dinov2_hub_pos_embed)
+# how a ViT's position table reaches the grid it is fed at: resampled by timm once at load (bicubic,
+# antialiased), or as DINOv2's torch.hub model interpolates it at every forward pass (dinov2_hub_pos_embed)
 POS_EMBEDS = ("timm", "dinov2-hub")
 DINOV2_HUB_OFFSET = 0.1  # the hub model's interpolate_offset: its scale factor is (grid + 0.1) / M
 
@@ -113,8 +114,9 @@ def has_classifier(arch: str, weights_file: Path) -> bool:
 
 
 def declared_arguments(config: dict) -> tuple[dict, dict]:
-    """(create_model arguments, pretrained config) of a timm config.json: its model_args and its pretrained_cfg's
-    timm fields, with the head of the checkpoint (its num_classes) so that its load stays strict."""
+    """(create_model arguments, pretrained config) of a timm config.json: its model_args and its
+    pretrained_cfg's timm fields, with the head of the checkpoint (its num_classes) so that its load stays
+    strict."""
     known = {f.name for f in dataclasses.fields(timm.models.PretrainedCfg)}
     pretrained = config.get("pretrained_cfg") or {}
     overlay = {k: v for k, v in pretrained.items() if k in known and k not in ("url", "hf_hub_id", "source")}
@@ -132,9 +134,10 @@ def build_model(
     activation: str | None = None,
     config: dict | None = None,
 ) -> torch.nn.Module:
-    """timm model `arch` with the weights in weights_file and no classifier, built for image_size, pooling with
-    timm's `global_pool` and its blocks' `activation` (timm's act_layer; None: the architecture's defaults);
-    `config`: a declared encoder's config.json, whose arguments and pretrained config it is built with."""
+    """timm model `arch` with the weights in weights_file and no classifier, built for image_size, pooling
+    with timm's `global_pool` and its blocks' `activation` (timm's act_layer; None: the architecture's
+    defaults); `config`: a declared encoder's config.json, whose arguments and pretrained config it is built
+    with."""
     declared, pretrained = declared_arguments(config) if config is not None else ({}, {})
     kwargs = {**declared, **size_kwargs(arch, image_size)}
     if activation is not None:
@@ -172,9 +175,9 @@ def torchvision_file_name(spec) -> str:
 
 
 def resolve_torchvision_weights(spec, weights: str | None = None) -> Path:
-    """The local file of a torchvision encoder's weights: embed.weights.<name> (the file, or a folder holding it
-    under torchvision's own file name), else torch's hub cache, where torchvision keeps what it downloaded; or a
-    one-line error saying how to provide it. A file-system lookup only: nothing downloads."""
+    """The local file of a torchvision encoder's weights: embed.weights.<name> (the file, or a folder holding
+    it under torchvision's own file name), else torch's hub cache, where torchvision keeps what it downloaded;
+    or a one-line error saying how to provide it. A file-system lookup only: nothing downloads."""
     file_name = torchvision_file_name(spec)
     if weights:
         path = Path(weights).expanduser()
@@ -275,14 +278,14 @@ def head_pooling(model: torch.nn.Module) -> str:
 
 
 class VisionEncoder(Fingerprinted):
-    """Runs a frozen timm encoder over 0-255 images [n, C, H, W] (uint8, or float32 unrounded values); returns the
-    pooled float32 [n, D].
-    `image_input` normalised: pixels / 255 normalised by the encoder's mean and std; raw: the 0-255 values as
-    they are (the authors' runs). `global_pool`: timm's pooling of the head (None: the architecture's).
-    `activation`: the blocks' activation, one of ACTIVATIONS (None: the architecture's; timm builds OpenAI's CLIP
-    with gelu where the weights were trained with quick_gelu, SigLIP with gelu where Hugging Face's is gelu_tanh).
-    `compute_dtype` (embed.compute_dtype): the forward pass's dtype on a GPU; None autocasts to `dtype`.
-    `pos_embed`: timm's position table (resampled at load), or dinov2-hub (DINOv2's torch.hub resampling)."""
+    """Runs a frozen timm encoder over 0-255 images [n, C, H, W] (uint8, or float32 unrounded values); returns
+    the pooled float32 [n, D]. `image_input` normalised: pixels / 255 normalised by the encoder's mean and
+    std; raw: the 0-255 values as they are (the authors' runs). `global_pool`: timm's pooling of the head
+    (None: the architecture's). `activation`: the blocks' activation, one of ACTIVATIONS (None: the
+    architecture's; timm builds OpenAI's CLIP with gelu where the weights were trained with quick_gelu, SigLIP
+    with gelu where Hugging Face's is gelu_tanh). `compute_dtype` (embed.compute_dtype): the forward pass's
+    dtype on a GPU; None autocasts to `dtype`. `pos_embed`: timm's position table (resampled at load), or
+    dinov2-hub (DINOv2's torch.hub resampling)."""
 
     def __init__(
         self,
@@ -344,7 +347,8 @@ class VisionEncoder(Fingerprinted):
             self.path = resolve_weights(self.spec, weights)
             # dinov2-hub: built at the checkpoint's own size, so its position table loads as trained
             size = 0 if pos_embed == "dinov2-hub" else self.spec.image_size
-            # a declared encoder: its config.json's architecture and arguments, its declared pooling by default
+            # a declared encoder: its config.json's architecture and arguments, its declared pooling by
+            # default
             config = timm_config(config_folder(Path(self.spec.folder))) if self.spec.folder else None
             arch = config["architecture"] if config else self.spec.hub_id
             if global_pool is None and self.spec.pooling in ("token", "avg"):
@@ -391,8 +395,8 @@ class VisionEncoder(Fingerprinted):
         return fields
 
     def preprocess(self, images: np.ndarray) -> torch.Tensor:
-        """uint8 or float32 [n, C, H, W] -> float [n, 3, S, S] on the device: normalised, or 0-255 (image_input
-        raw). A float32 array is copied, never divided in place."""
+        """uint8 or float32 [n, C, H, W] -> float [n, 3, S, S] on the device: normalised, or 0-255
+        (image_input raw). A float32 array is copied, never divided in place."""
         x = torch.from_numpy(np.ascontiguousarray(images)).to(self.device)
         x = x.clone() if x.dtype == torch.float32 else x.float()
         if self.image_input == "raw":
@@ -436,8 +440,8 @@ class VisionEncoder(Fingerprinted):
         return pooled.cpu().numpy()
 
     def encode(self, images: np.ndarray, on_batch=None) -> np.ndarray:
-        """encode_batch over images in batches of self.batch_size; on_batch(n) after each. A CUDA out-of-memory
-        error halves the batch size for the rest of the run and retries the batch."""
+        """encode_batch over images in batches of self.batch_size; on_batch(n) after each. A CUDA
+        out-of-memory error halves the batch size for the rest of the run and retries the batch."""
         pooled, start = [], 0
         while start < len(images):
             batch = images[start : start + self.batch_size]

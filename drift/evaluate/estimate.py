@@ -3,11 +3,11 @@ labels of the training periods only.
 
 Cutoff i calibrates on its source, the held-out test rows of the usable slices <= i (`calibrate`, once per
 checkpoint and source); a cell is estimated on the rows M scores it on (drift.protocol.matrix.scored_cells),
-without their labels (`estimate_cell`); the evaluate stage caches both (drift/store/cells.py).
-binary and multiclass (accuracy), on the largest softmax probability: atc, Average Thresholded Confidence (Garg et al. 2022),
-and doc, Difference of Confidences (Guillory et al. 2021), clipped to [0, 1]. multilabel (macro AUC): doc on the
-AUC the model expects of itself, anchored on the source's true macro AUC. regression (balanced MSE): not
-estimated; `estimated_matrix` returns no method for it, and the report says so."""
+without their labels (`estimate_cell`); the evaluate stage caches both (drift/store/cells.py). binary and
+multiclass (accuracy), on the largest softmax probability: atc, Average Thresholded Confidence (Garg et al.
+2022), and doc, Difference of Confidences (Guillory et al. 2021), clipped to [0, 1]. multilabel (macro AUC):
+doc on the AUC the model expects of itself, anchored on the source's true macro AUC. regression (balanced
+MSE): not estimated; `estimated_matrix` returns no method for it, and the report says so."""
 
 from __future__ import annotations
 
@@ -122,10 +122,10 @@ def estimated_matrix(
     known: dict | None = None,
     calibrations: dict | None = None,
 ) -> dict[str, np.ndarray]:
-    """{method: K x K estimate of M (nan = empty)} over the cells drift_matrix scores, reading labels only on each
-    cutoff's source rows. `known` {(i, j): {method: value}} and `calibrations` {i: calibration} hold what was
-    computed before (the cell cache), taken as they are. A cutoff whose source cannot be scored keeps an empty
-    row. Regression: {}."""
+    """{method: K x K estimate of M (nan = empty)} over the cells drift_matrix scores, reading labels only on
+    each cutoff's source rows. `known` {(i, j): {method: value}} and `calibrations` {i: calibration} hold what
+    was computed before (the cell cache), taken as they are. A cutoff whose source cannot be scored keeps an
+    empty row. Regression: {}."""
     methods = METHODS[task.name]
     known, calibrations = known or {}, calibrations or {}
     estimates = {m: np.full((len(usable), len(usable)), np.nan) for m in methods}

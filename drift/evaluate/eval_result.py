@@ -1,5 +1,5 @@
-"""What the evaluate stage writes: one EvalResult per model (data/eval/<dataset>/<model>.json, a DVC output the
-report stage reads) and its run record (EvaluateRun, .drift/runs/evaluate/<dataset>.json)."""
+"""What the evaluate stage writes: one EvalResult per model (data/eval/<dataset>/<model>.json, a DVC output
+the report stage reads) and its run record (EvaluateRun, .drift/runs/evaluate/<dataset>.json)."""
 
 from __future__ import annotations
 
@@ -45,11 +45,12 @@ class ClassScores(BaseModel):
 
 
 class EvalResult(Artefact):
-    """data/eval/<dataset>/<model>.json: the model's drift matrices, one per seed (`seeds`: {seed: K x K rows}),
-    with what a reader needs to interpret them: its family, the metric and its direction, the slice labels and
-    which slices are usable; `estimated`: the label-free estimates of each matrix ({method: {seed: rows}}, no
-    method for a task without one); `also`: the task's other metrics' matrices (multiclass: macro_f1); `per_class`:
-    each class's score of every cell and one cell's confusion counts (ClassScores; absent from older files)."""
+    """data/eval/<dataset>/<model>.json: the model's drift matrices, one per seed (`seeds`: {seed: K x K
+    rows}), with what a reader needs to interpret them: its family, the metric and its direction, the slice
+    labels and which slices are usable; `estimated`: the label-free estimates of each matrix ({method: {seed:
+    rows}}, no method for a task without one); `also`: the task's other metrics' matrices (multiclass:
+    macro_f1); `per_class`: each class's score of every cell and one cell's confusion counts (ClassScores;
+    absent from older files)."""
 
     WRITER = "evaluate"
     WHAT = "drift-matrix file"
@@ -105,8 +106,8 @@ class Recomputed(BaseModel):
 
 
 class EvaluateTiming(BaseModel):
-    """One (model, seed) evaluation's time (evaluate_roster's on_evaluated callback): checkpoints, rows predicted,
-    cells scored and seconds where it ran; `drift rehearse` reads them."""
+    """One (model, seed) evaluation's time (evaluate_roster's on_evaluated callback): checkpoints, rows
+    predicted, cells scored and seconds where it ran; `drift rehearse` reads them."""
 
     model_config = ConfigDict(extra="forbid")
     model: str
@@ -118,9 +119,9 @@ class EvaluateTiming(BaseModel):
 
 
 class EvaluateRun(Artefact):
-    """.drift/runs/evaluate/<dataset>.json: cells computed and reused (and the label-free estimates alike), the
-    cached cells recomputed because they failed their checksum, the executor and its workers; `timings`: seconds
-    per (model, seed) task, when the run timed them."""
+    """.drift/runs/evaluate/<dataset>.json: cells computed and reused (and the label-free estimates alike),
+    the cached cells recomputed because they failed their checksum, the executor and its workers; `timings`:
+    seconds per (model, seed) task, when the run timed them."""
 
     WRITER = "evaluate"
     WHAT = "evaluate run record"

@@ -2,9 +2,10 @@
 label-free estimates of the same cells, in three steps around the protocol's definition
 (drift/protocol/matrix.py `drift_matrix`): look up the cells the cache holds, predict what is missing
 (batched), then let the definition score the rest and store it. Cells are scored under params.yaml `evaluate:`
-(the task's `scoring`); a cell's cache key names the rule where the value depends on it (Task.cached_as). Beside
-each cell's score, from the same outputs and cached alike: each class's own score of the cell (`class_scores`)
-and, for one cell, the confusion counts (`confusion_counts`), which the report names by class."""
+(the task's `scoring`); a cell's cache key names the rule where the value depends on it (Task.cached_as).
+Beside each cell's score, from the same outputs and cached alike: each class's own score of the cell
+(`class_scores`) and, for one cell, the confusion counts (`confusion_counts`), which the report names by
+class."""
 
 from __future__ import annotations
 
@@ -62,8 +63,8 @@ class SeedCounts(TypedDict):
 
 
 class SeedClasses(TypedDict):
-    """One (model, seed) task's per-class results: `scores` one K x K matrix per class as JSON rows; `cell` the
-    cell [i, j] of `confusion` (its counts), both None when no cell is scored."""
+    """One (model, seed) task's per-class results: `scores` one K x K matrix per class as JSON rows; `cell`
+    the cell [i, j] of `confusion` (its counts), both None when no cell is scored."""
 
     scores: list[Rows]
     cell: list[int] | None
@@ -140,8 +141,8 @@ def class_scores(task: Task, y, outputs, levels: np.ndarray) -> list[float | Non
 
 def confusion_counts(task: Task, y, outputs, levels: np.ndarray) -> list[list[int]]:
     """One cell's counts: binary and multiclass [true class][predicted class] (the argmax); regression [true
-    rating][the rating nearest the prediction, a tie to the lower]; multilabel one row per label, [tn, fp, fn, tp] with a label
-    predicted where its logit is above 0."""
+    rating][the rating nearest the prediction, a tie to the lower]; multilabel one row per label, [tn, fp, fn,
+    tp] with a label predicted where its logit is above 0."""
     y, outputs = np.asarray(y), np.asarray(outputs, dtype=np.float64)
     if task.name == "multilabel":
         truth, said = y.reshape(len(y), -1) != 0, outputs.reshape(len(y), -1) > 0
@@ -191,8 +192,8 @@ class KnownClasses:
 class EvalJob:
     """One task of the evaluation: every cell of one (model, seed), from its checkpoints {cutoff: path}, or
     {cutoff: cache key or bytes} (`from_cache`: for a worker that shares no filesystem with the stage, which
-    reads them from the checkpoint cache), scored under `rules` (params.yaml `evaluate:`). SliceData travels as
-    its recipe or shipped (drift/models/slice_data.py)."""
+    reads them from the checkpoint cache), scored under `rules` (params.yaml `evaluate:`). SliceData travels
+    as its recipe or shipped (drift/models/slice_data.py)."""
 
     data: SliceData
     name: str
@@ -236,8 +237,8 @@ def look_up(
 ) -> tuple[
     Cells, dict[tuple[int, int], dict[str, float]], dict[int, CutoffPlan], dict[str, Cells], KnownClasses
 ]:
-    """(cells the cache holds {(i, j): value}, estimates it holds {(i, j): {method: value}}, {i: CutoffPlan} of
-    the cutoffs with anything missing, the `also` metrics' cells it holds {metric: {(i, j): value}}, the
+    """(cells the cache holds {(i, j): value}, estimates it holds {(i, j): {method: value}}, {i: CutoffPlan}
+    of the cutoffs with anything missing, the `also` metrics' cells it holds {metric: {(i, j): value}}, the
     per-class results it holds). A cell's key: the checkpoint's bytes, the cell's rows, the metric (with its
     scoring rule, Task.cached_as), the code; an estimate's adds the cutoff's source rows."""
 
@@ -320,9 +321,10 @@ def look_up(
 
 
 def predict_needed(job: EvalJob, plans: dict[int, CutoffPlan]) -> dict[int, np.ndarray | None]:
-    """{cutoff: outputs over every row of the slice table} filled on the slices its plan needs (None for a cutoff
-    the cache answers whole). Every checkpoint that needs slice j runs over it together: each batch is read once,
-    in the same batches whatever else is missing, so a cell's value does not depend on what was cached."""
+    """{cutoff: outputs over every row of the slice table} filled on the slices its plan needs (None for a
+    cutoff the cache answers whole). Every checkpoint that needs slice j runs over it together: each batch is
+    read once, in the same batches whatever else is missing, so a cell's value does not depend on what was
+    cached."""
 
     data = job.data
     inputs = data.inputs(job.name)
@@ -345,8 +347,8 @@ def evaluate_seed(job: EvalJob) -> tuple[Rows, dict[str, Rows], SeedCounts, dict
     """The drift matrix of one model and seed as JSON rows, the label-free estimates of the same cells
     {method: JSON rows} (drift/evaluate/estimate.py; none for regression), the counts {computed, reused,
     estimates, seconds: the task's, where it ran}, and the task's `also` metrics' matrices {metric: JSON rows}
-    (multiclass: macro_f1). Cached cells are read, the rest predicted and scored by the protocol's drift_matrix,
-    then stored (atomically); the same values in the stage's process or in a Ray worker."""
+    (multiclass: macro_f1). Cached cells are read, the rest predicted and scored by the protocol's
+    drift_matrix, then stored (atomically); the same values in the stage's process or in a Ray worker."""
     return evaluate_seed_by_class(job)[:4]
 
 
@@ -492,9 +494,9 @@ def classes_of_cells(
 
 
 def shipped_checkpoint(path: Path, key: str | None, cache: ResultCache) -> str | bytes:
-    """What a worker that shares no filesystem with the stage gets of a checkpoint: its cache key, or its bytes
-    when the cache lacks it (checkpoints pulled by DVC into a workspace whose store never held them) or holds
-    another format's entry, or one written for another key, there."""
+    """What a worker that shares no filesystem with the stage gets of a checkpoint: its cache key, or its
+    bytes when the cache lacks it (checkpoints pulled by DVC into a workspace whose store never held them) or
+    holds another format's entry, or one written for another key, there."""
     if key is not None and cache.checkpoint_digest(key) is not None:
         return key
     return path.read_bytes()
@@ -516,11 +518,12 @@ def evaluate_roster(
 ) -> EvaluatedRoster:
     """Each model's evaluation, the counts and the damaged cache files (EvaluatedRoster): per-seed drift
     matrices with what a reader needs to interpret them (metric, direction, slice labels, which slices are
-    usable), their label-free estimates and their per-class scores (`per_class`: the cells scored per class, one cell's confusion counts). One task per
-    (model, seed) on the `compute` executor (drift/core/executor.py); counts: cells {computed, reused}, estimates
-    alike, recomputed {corrupt} (cached cells that failed their checksum, listed in `corrupt`), and the executor
-    and its workers. `on_evaluated` (the stage's timings) hears of each task as it returns: its model, seed,
-    cutoffs and seconds; it changes no value. `rules` (params.yaml `evaluate:`): how each cell is scored."""
+    usable), their label-free estimates and their per-class scores (`per_class`: the cells scored per class,
+    one cell's confusion counts). One task per (model, seed) on the `compute` executor
+    (drift/core/executor.py); counts: cells {computed, reused}, estimates alike, recomputed {corrupt} (cached
+    cells that failed their checksum, listed in `corrupt`), and the executor and its workers. `on_evaluated`
+    (the stage's timings) hears of each task as it returns: its model, seed, cutoffs and seconds; it changes
+    no value. `rules` (params.yaml `evaluate:`): how each cell is scored."""
 
     deterministic(threads)
     compute = compute or ComputeParams()

@@ -39,8 +39,8 @@ from drift.models.probe import LinearProbe
 from drift.models.reference import LinearBaseline, PriorBaseline, TfidfBaseline
 from drift.protocol.summary import REFERENCES
 
-# a registry entry's input "auto": a reference model reads what the dataset offers: pixels of an image dataset,
-# or the text encoder's pooled vectors of a text dataset (drift.models.slice_data resolves it)
+# a registry entry's input "auto": a reference model reads what the dataset offers: pixels of an image
+# dataset, or the text encoder's pooled vectors of a text dataset (drift.models.slice_data resolves it)
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,8 @@ _NOT_SIZES = ("spec", "n_outputs", "dropout", "authors")  # a head class's argum
 
 
 def family_problems() -> list[str]:
-    """Where the head classes disagree with drift.core.model_registry's FAMILIES: a family without its class, or a
-    class whose size arguments (names and defaults), dropout or input differ from its family's."""
+    """Where the head classes disagree with drift.core.model_registry's FAMILIES: a family without its class,
+    or a class whose size arguments (names and defaults), dropout or input differ from its family's."""
     problems = [f"family {k} has no class" for k in FAMILIES.keys() - CLASSES.keys()]
     problems += [f"class {CLASSES[k].__name__} has no family" for k in CLASSES.keys() - FAMILIES.keys()]
     for key in CLASSES.keys() & FAMILIES.keys():
@@ -127,8 +127,8 @@ def _construction(info: ModelInfo) -> tuple:
 
 
 def model_module(name: str) -> str:
-    """The module defining a model's class (drift.models.text_heads for the text heads): what its cache key covers
-    of the model code (drift/store/cells.py `code_version`)."""
+    """The module defining a model's class (drift.models.text_heads for the text heads): what its cache key
+    covers of the model code (drift/store/cells.py `code_version`)."""
     return _construction(MODELS[_resolve(name)])[0].__module__
 
 
@@ -149,10 +149,10 @@ def create_model(
     name: str, input_spec: InputSpec, n_outputs: int, dropout: float = 0.0, modules: str = "ours"
 ) -> nn.Module:
     """`name` built for this input and number of outputs; `dropout`: p of a model with dropout layers
-    (ModelInfo.dropout), ignored by the others. `modules` authors: the CNNs with their convolution biases, the ViTs
-    and Transformer heads with their layers deep-copied from one, as the authors' code builds them (the same
-    generator state gives their initial weights; the other families are built so already), and the TextCNNs'
-    max over every window of the rows padded to input_spec.max_tokens, as theirs."""
+    (ModelInfo.dropout), ignored by the others. `modules` authors: the CNNs with their convolution biases, the
+    ViTs and Transformer heads with their layers deep-copied from one, as the authors' code builds them (the
+    same generator state gives their initial weights; the other families are built so already), and the
+    TextCNNs' max over every window of the rows padded to input_spec.max_tokens, as theirs."""
     canonical = _resolve(name)
     info = MODELS[canonical]
     spec = input_spec
@@ -221,8 +221,8 @@ def reference_spec(name: str, arxiv: bool = False) -> tuple[InputSpec, int]:
     return InputSpec("pooled", (enc.dim,)), 2 if enc.modality == "image" else text_outputs
 
 
-# The paper's trainable counts, as printed (rounded), at reference_spec(name): Tables 3, 4 (Yearbook) and 11, 12
-# (Amazon Reviews). Probes are a single linear layer, exactly D * n + n; the tables round them.
+# The paper's trainable counts, as printed (rounded), at reference_spec(name): Tables 3, 4 (Yearbook) and 11,
+# 12 (Amazon Reviews). Probes are a single linear layer, exactly D * n + n; the tables round them.
 PAPER_PARAMS: dict[str, int] = {
     # Table 3
     "mlp-s": 98_000,

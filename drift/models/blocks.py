@@ -23,10 +23,10 @@ def masked_max(x, mask):
 
 
 class Dropout(nn.Module):
-    """Inverted dropout with probability p, identity in eval mode or at p = 0 (no random draw at all).
-    Alone it draws its mask from torch's global generator, as nn.Dropout; the batched engine instead sets the
-    `noise` buffer (uniform [0, 1) of the input's shape, drawn from each stacked model's own generator), and an
-    element is dropped where noise < p."""
+    """Inverted dropout with probability p, identity in eval mode or at p = 0 (no random draw at all). Alone
+    it draws its mask from torch's global generator, as nn.Dropout; the batched engine instead sets the
+    `noise` buffer (uniform [0, 1) of the input's shape, drawn from each stacked model's own generator), and
+    an element is dropped where noise < p."""
 
     noise: torch.Tensor | None  # a buffer
 
@@ -67,7 +67,8 @@ class SelfAttention(nn.Module):
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
-        # key padding mask: no query attends to a padded key; padded queries still see the real keys, so no NaN
+        # key padding mask: no query attends to a padded key; padded queries still see the real keys, so no
+        # NaN
         attn_mask = None if mask is None else mask[:, None, None, :]
         if self.training and self.drop.p > 0:  # the weights themselves, so their dropout can be fed its masks
             scores = q @ k.transpose(-2, -1) / math.sqrt(C // self.heads)
@@ -82,7 +83,8 @@ class SelfAttention(nn.Module):
 class Block(nn.Module):
     """Post-norm Transformer encoder block, the layout of nn.TransformerEncoderLayer (norm_first=False, GELU):
     x = ln1(x + drop(attn(x))), then x = ln2(x + drop(mlp(x))) with dropout after the MLP's activation too.
-    `mha_order`: the initial weights drawn in nn.TransformerEncoderLayer's order (SelfAttention's mha_order)."""
+    `mha_order`: the initial weights drawn in nn.TransformerEncoderLayer's order (SelfAttention's mha_order).
+    """
 
     def __init__(self, dim, heads, ff, dropout=0.0, mha_order=False):
         super().__init__()
@@ -100,7 +102,8 @@ class Block(nn.Module):
 
 def block_stack(dim, heads, ff, depth, dropout=0.0, cloned=False):
     """`depth` blocks, each drawing its own initial weights; cloned: one block in nn.TransformerEncoderLayer's
-    draw order, deep-copied `depth` times as nn.TransformerEncoder builds its layers (every layer starts equal)."""
+    draw order, deep-copied `depth` times as nn.TransformerEncoder builds its layers (every layer starts
+    equal)."""
     if not cloned:
         return nn.ModuleList([Block(dim, heads, ff, dropout) for _ in range(depth)])
     block = Block(dim, heads, ff, dropout, mha_order=True)

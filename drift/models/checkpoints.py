@@ -1,15 +1,16 @@
-"""Checkpoints: where f_k of a model and seed is kept, how a head is built for a task, and how it is read back.
+"""Checkpoints: where f_k of a model and seed is kept, how a head is built for a task, and how it is read
+back.
 
 The one place that names checkpoint files (`<models>/<model>/seed<s>/cutoff<kkk>.pt`) and builds the module a
 checkpoint holds, so train, evaluate and saliency cannot disagree.
 
-Two wrappers hold per-cutoff statistics in the checkpoint: regression heads are wrapped in `Standardised` (they
-train on targets standardised per cutoff and map their outputs back to the rating scale), image models in
-`PixelStandardised` (pixels standardised per channel). Each says why, with the measurement. `PixelScaled`
+Two wrappers hold per-cutoff statistics in the checkpoint: regression heads are wrapped in `Standardised`
+(they train on targets standardised per cutoff and map their outputs back to the rating scale), image models
+in `PixelStandardised` (pixels standardised per channel). Each says why, with the measurement. `PixelScaled`
 holds no statistic: it gives an image model the stored 0-255 values (the authors' scale).
 
-A trained checkpoint also keeps its training's curve, the mean training loss of each epoch (`epoch_losses`), in
-its state dict's metadata: it travels with the file's bytes, through the checkpoint cache too.
+A trained checkpoint also keeps its training's curve, the mean training loss of each epoch (`epoch_losses`),
+in its state dict's metadata: it travels with the file's bytes, through the checkpoint cache too.
 """
 
 from __future__ import annotations
@@ -92,7 +93,8 @@ class PixelStandardised(_Wrapped):
         if n:
             assert total is not None and total_sq is not None  # summed over the batches that gave the n rows
             mean = total / n
-            # numpy's sqrt (IEEE, exact on every CPU), not torch's (MKL's vector math, CPU-dependent last bits)
+            # numpy's sqrt (IEEE, exact on every CPU), not torch's (MKL's vector math, CPU-dependent last
+            # bits)
             std = torch.from_numpy(np.sqrt((total_sq / n - mean * mean).clamp(min=0).numpy()))
             self.mean.copy_(mean.float())
             self.std.copy_(torch.where(std > 1e-6, std, torch.ones_like(std)).float())
@@ -102,9 +104,9 @@ class PixelStandardised(_Wrapped):
 
 
 class PixelScaled(_Wrapped):
-    """An image model reading the stored 0-255 values (train.pixel_scale: raw, the authors' scale). It is handed
-    them as stored (reading_inputs: Inputs.as_stored), never divided and multiplied back; the `pixel_factor`
-    buffer (255, the scale against [0, 1]) marks a checkpoint as such (_wrappers)."""
+    """An image model reading the stored 0-255 values (train.pixel_scale: raw, the authors' scale). It is
+    handed them as stored (reading_inputs: Inputs.as_stored), never divided and multiplied back; the
+    `pixel_factor` buffer (255, the scale against [0, 1]) marks a checkpoint as such (_wrappers)."""
 
     pixel_factor: torch.Tensor  # a buffer (register_buffer)
 
@@ -143,7 +145,8 @@ def build_model(
     checkpoint loads into the model built with any p; the wrappers as train.standardise_targets,
     train.standardise_pixels (both on by default; off in the paper presets, as the authors' runs) and
     train.pixel_scale (raw: PixelScaled outside PixelStandardised) say; `modules` as create_model's;
-    `reference_C` (train.reference_C, {reference: cv | C}) the C a reference it names fits with (else its own)."""
+    `reference_C` (train.reference_C, {reference: cv | C}) the C a reference it names fits with (else its
+    own)."""
     model = create_model(name, spec, n_outputs, dropout, modules)
     if getattr(model, "closed_form", False):  # the references standardise in their own closed form
         if reference_C and model.name in reference_C:  # a reference with a C (reference.py use_C)
@@ -159,8 +162,8 @@ def build_model(
 
 
 def _wrappers(state: dict) -> tuple[bool, bool, str]:
-    """(targets standardised, pixels standardised, pixel scale) of a saved state dict: the wrappers' buffers at
-    its top."""
+    """(targets standardised, pixels standardised, pixel scale) of a saved state dict: the wrappers' buffers
+    at its top."""
 
     def wraps(prefix: str, buffers: tuple[str, ...]) -> bool:
         return all(prefix + b in state for b in buffers) and all(
@@ -176,25 +179,28 @@ def _wrappers(state: dict) -> tuple[bool, bool, str]:
 
 
 def chosen_C(path: Path) -> float | list | None:
-    """The C a reference's checkpoint was fitted with (drift/models/reference.py `chosen_C`: a number, one per label
-    for multilabel, None where nothing was fitted), from its state dict's metadata; None for any other checkpoint."""
+    """The C a reference's checkpoint was fitted with (drift/models/reference.py `chosen_C`: a number, one per
+    label for multilabel, None where nothing was fitted), from its state dict's metadata; None for any other
+    checkpoint."""
     state = torch.load(path, weights_only=True)
     return getattr(state, "_metadata", {}).get("", {}).get("chosen_C")
 
 
-# a trained model's attribute (keep_losses) and its checkpoint's metadata key: the mean training loss of each epoch
+# a trained model's attribute (keep_losses) and its checkpoint's metadata key: the mean training loss of each
+# epoch
 EPOCH_LOSSES = "epoch_losses"
 
 
 def keep_losses(model: nn.Module, losses: list[float]) -> nn.Module:
-    """`model` carrying its training's curve (the mean loss of each epoch, in order), which save_checkpoint keeps."""
+    """`model` carrying its training's curve (the mean loss of each epoch, in order), which save_checkpoint
+    keeps."""
     vars(model)[EPOCH_LOSSES] = [float(x) for x in losses]  # a plain attribute, as nn.Module keeps a list
     return model
 
 
 def epoch_losses(path: Path) -> list[float] | None:
-    """The mean training loss of each epoch of the checkpoint at `path`, from its state dict's metadata; None for
-    one that has none (a reference's closed-form fit, or a checkpoint saved before curves were kept)."""
+    """The mean training loss of each epoch of the checkpoint at `path`, from its state dict's metadata; None
+    for one that has none (a reference's closed-form fit, or a checkpoint saved before curves were kept)."""
     state = torch.load(path, weights_only=True, mmap=True)  # mmap: the tensors are not read
     losses = getattr(state, "_metadata", {}).get("", {}).get(EPOCH_LOSSES)
     return None if losses is None else [float(x) for x in losses]
@@ -213,7 +219,8 @@ def list_checkpoints(models_dir: Path, model: str) -> dict[int, dict[int, Path]]
 
 
 def loss_curves(models_dir: Path, model: str) -> dict[int, dict[int, list[float]]]:
-    """{seed: {cutoff: its mean training loss of each epoch}} of a model's checkpoints that keep one (epoch_losses)."""
+    """{seed: {cutoff: its mean training loss of each epoch}} of a model's checkpoints that keep one
+    (epoch_losses)."""
     return {
         seed: {k: curve for k, path in cutoffs.items() if (curve := epoch_losses(path)) is not None}
         for seed, cutoffs in list_checkpoints(models_dir, model).items()
@@ -221,8 +228,8 @@ def loss_curves(models_dir: Path, model: str) -> dict[int, dict[int, list[float]
 
 
 def save_checkpoint(model: nn.Module, path: Path) -> None:
-    """Written whole or not at all: a full disk or a kill leaves no half checkpoint at `path` or beside it. The
-    curve the model carries (keep_losses) goes into the state dict's metadata (epoch_losses reads it)."""
+    """Written whole or not at all: a full disk or a kill leaves no half checkpoint at `path` or beside it.
+    The curve the model carries (keep_losses) goes into the state dict's metadata (epoch_losses reads it)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     # the same file name in a folder of its own: torch.save names the archive's records after the file
     tmp = path.parent / f".tmp-{os.getpid()}" / path.name
@@ -245,8 +252,8 @@ def save_checkpoint(model: nn.Module, path: Path) -> None:
 
 
 def load_checkpoint(name: str, spec: InputSpec, n_outputs: int, task_name: str, path: Path) -> nn.Module:
-    """The model a checkpoint holds. A file that is not a plain state dict (damaged, or a pickle of anything else)
-    is a one-line DriftError naming it; it is never loaded another way (no weights_only=False)."""
+    """The model a checkpoint holds. A file that is not a plain state dict (damaged, or a pickle of anything
+    else) is a one-line DriftError naming it; it is never loaded another way (no weights_only=False)."""
     try:
         state = torch.load(path, weights_only=True)
         ok = isinstance(state, dict) and all(isinstance(v, torch.Tensor) for v in state.values())

@@ -1,10 +1,10 @@
 """Image models trained from scratch (paper Section 3.2.1, Table 3): MLP, CNN, ResNet, ViT.
 
-Each class's size arguments are those of its family in drift/core/model_registry.py (FAMILIES, by the same names
-and defaults: drift/models refuses to import otherwise); its BUILT_IN declarations give the authors' three sizes,
-whose trainable counts for a 3x32x32 input and 2 classes are the paper's Table 3. Every model reads its input
-shape from the spec, so other resolutions and channel counts work too. Inputs are used as given (no
-normalisation inside).
+Each class's size arguments are those of its family in drift/core/model_registry.py (FAMILIES, by the same
+names and defaults: drift/models refuses to import otherwise); its BUILT_IN declarations give the authors'
+three sizes, whose trainable counts for a 3x32x32 input and 2 classes are the paper's Table 3. Every model
+reads its input shape from the spec, so other resolutions and channel counts work too. Inputs are used as
+given (no normalisation inside).
 """
 
 import torch
@@ -33,9 +33,10 @@ class MLP(nn.Module):
 
 class CNN(nn.Module):
     """A conv3x3 -> batch norm -> ReLU -> 2x2 max-pool stage per width, global average pool, one linear layer
-    (the authors' ImageCNN with pool_every=1, global_pool=avg and no MLP head). Their convolutions carry a bias,
-    which the batch norm subtracts again: left out here (docs/decisions.md, "The authors' architectures"), kept
-    with `authors` (their parameter count, and their initial weights from the same generator state)."""
+    (the authors' ImageCNN with pool_every=1, global_pool=avg and no MLP head). Their convolutions carry a
+    bias, which the batch norm subtracts again: left out here (docs/decisions.md, "The authors'
+    architectures"), kept with `authors` (their parameter count, and their initial weights from the same
+    generator state)."""
 
     def __init__(self, spec, n_outputs, channels=(32, 64, 128), authors=False):
         super().__init__()
@@ -78,8 +79,9 @@ class BasicBlock(nn.Module):
 
 
 class ResNet(nn.Module):
-    """CIFAR-style ResNet: a 3x3 stem at the first width, then one stage per width of `channels` of `blocks[s]`
-    basic blocks (stride 2 into every stage after the first), global average pool, one linear layer."""
+    """CIFAR-style ResNet: a 3x3 stem at the first width, then one stage per width of `channels` of
+    `blocks[s]` basic blocks (stride 2 into every stage after the first), global average pool, one linear
+    layer."""
 
     def __init__(self, spec, n_outputs, channels=(16, 32, 64), blocks=(1, 1, 1)):
         super().__init__()

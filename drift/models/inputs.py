@@ -1,14 +1,13 @@
-"""Model inputs as torch tensors, batch by batch, from the feature files on disk (drift/store/features.py) or from
-arrays in memory.
+"""Model inputs as torch tensors, batch by batch, from the feature files on disk (drift/store/features.py) or
+from arrays in memory.
 
 pixels: the slice table's images (uint8, or float32 0-255 values) as float32, divided by 255, or as stored
-(`as_stored`: the models of train.pixel_scale raw); pooled: the encoder's pooled vectors; text: the rows' hashed
-term counts (a scipy CSR matrix in memory, drift.models.reference.text_counts; a batch is its rows); tokens: the
-ragged token states
-(flat float16 array + offsets), padded per batch only to that batch's longest row. On disk, a batch reads just
-its rows, so memory follows the batch size and the prefetch depth, not the dataset. `prefetch` reads the next
-batches on a background thread while the model runs on this one (pinned memory and non-blocking copies when
-the batches go to a CUDA device).
+(`as_stored`: the models of train.pixel_scale raw); pooled: the encoder's pooled vectors; text: the rows'
+hashed term counts (a scipy CSR matrix in memory, drift.models.reference.text_counts; a batch is its rows);
+tokens: the ragged token states (flat float16 array + offsets), padded per batch only to that batch's longest
+row. On disk, a batch reads just its rows, so memory follows the batch size and the prefetch depth, not the
+dataset. `prefetch` reads the next batches on a background thread while the model runs on this one (pinned
+memory and non-blocking copies when the batches go to a CUDA device).
 """
 
 from __future__ import annotations
@@ -197,9 +196,9 @@ def load_inputs(kind: str, table, store=None, max_tokens: int = 512) -> Inputs:
 
 
 def shuffle_draws(how: str) -> torch.Generator | None:
-    """train.shuffle_draws after-init: the global torch generator's stream from here on (right after the model's
-    init), as a generator of its own: what a DataLoader without a generator draws each epoch's seeds from, apart
-    from the draws of dropout on a CPU (theirs ran on a GPU's generator). seed-epoch: None."""
+    """train.shuffle_draws after-init: the global torch generator's stream from here on (right after the
+    model's init), as a generator of its own: what a DataLoader without a generator draws each epoch's seeds
+    from, apart from the draws of dropout on a CPU (theirs ran on a GPU's generator). seed-epoch: None."""
     if how != "after-init":
         return None
     generator = torch.Generator()
@@ -210,12 +209,12 @@ def shuffle_draws(how: str) -> torch.Generator | None:
 def uniform_batches(
     rows: np.ndarray, batch_size: int, seed: int, epoch: int, draws: torch.Generator | None = None
 ) -> list[np.ndarray]:
-    """Epoch `epoch`'s batches as a shuffling torch DataLoader over `rows` cuts them (train.batch_order uniform,
-    the authors' runs): the loader's iterator first draws its base seed, then RandomSampler draws
-    torch.randperm(len(rows)); cut in order, the last batch smaller. The loader's generator is seeded seed + epoch,
-    or, given `draws` (shuffle_draws), the loader has none: both draws come from `draws`, carried across epochs,
-    the second seeding the permutation's own generator. (tests/run/test_paper_presets.py checks both against torch's
-    DataLoader itself.)"""
+    """Epoch `epoch`'s batches as a shuffling torch DataLoader over `rows` cuts them (train.batch_order
+    uniform, the authors' runs): the loader's iterator first draws its base seed, then RandomSampler draws
+    torch.randperm(len(rows)); cut in order, the last batch smaller. The loader's generator is seeded seed +
+    epoch, or, given `draws` (shuffle_draws), the loader has none: both draws come from `draws`, carried
+    across epochs, the second seeding the permutation's own generator. (tests/run/test_paper_presets.py checks
+    both against torch's DataLoader itself.)"""
     if draws is None:
         generator = torch.Generator().manual_seed(int(seed) + int(epoch))
         torch.empty((), dtype=torch.int64).random_(generator=generator)  # the iterator's base seed

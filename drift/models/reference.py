@@ -1,16 +1,17 @@
 """Closed-form reference baselines for every drift matrix, fitted through the same protocol as the heads (same
-cutoffs, same training rows): `PriorBaseline`, the training labels' prior, and `LinearBaseline`, scikit-learn's
-LogisticRegression / Ridge on the standardised flattened input, weighted like the loss: binary unweighted
-(2 logits [-z/2, z/2]), multiclass multinomial, unweighted (its prior: the majority class), ratings w_r = n / n_r,
-each label's positives neg / pos; a label (or class) with a single class present keeps its prior logits.
-`TfidfBaseline` fits the same linear models on the rows' TF-IDF. Their C is a number (C_DEFAULT, TFIDF_C: the fixed
-option) or CV: chosen per fit by stratified cross-validation on its own training rows (`_cv_logistic`, `_cv_ridge`),
-then fitted at that C exactly as a fixed C is; the C each fit used is `chosen_C`, kept in the state dict's metadata.
-All carry `closed_form = True`: `fit(x, targets, task_name)` once with every training row of the cutoff (x as the
-heads receive it: pixels [n, C, H, W] already / 255 or pooled [n, D]; targets as `Task.target_tensor` returns
-them), never by gradient. Their state is torch buffers and frozen parameters, so a
-state_dict round trip predicts with no refit; forward returns float32 [B, n_outputs]. No random numbers (CV's folds
-are shuffled by the fixed CV_SEED): a refit is bit-identical on the same machine and thread count.
+cutoffs, same training rows): `PriorBaseline`, the training labels' prior, and `LinearBaseline`,
+scikit-learn's LogisticRegression / Ridge on the standardised flattened input, weighted like the loss: binary
+unweighted (2 logits [-z/2, z/2]), multiclass multinomial, unweighted (its prior: the majority class), ratings
+w_r = n / n_r, each label's positives neg / pos; a label (or class) with a single class present keeps its
+prior logits. `TfidfBaseline` fits the same linear models on the rows' TF-IDF. Their C is a number (C_DEFAULT,
+TFIDF_C: the fixed option) or CV: chosen per fit by stratified cross-validation on its own training rows
+(`_cv_logistic`, `_cv_ridge`), then fitted at that C exactly as a fixed C is; the C each fit used is
+`chosen_C`, kept in the state dict's metadata. All carry `closed_form = True`: `fit(x, targets, task_name)`
+once with every training row of the cutoff (x as the heads receive it: pixels [n, C, H, W] already / 255 or
+pooled [n, D]; targets as `Task.target_tensor` returns them), never by gradient. Their state is torch buffers
+and frozen parameters, so a state_dict round trip predicts with no refit; forward returns float32 [B,
+n_outputs]. No random numbers (CV's folds are shuffled by the fixed CV_SEED): a refit is bit-identical on the
+same machine and thread count.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ f64 = torch.float64
 
 
 def _check(task_name: str, targets, n_outputs: int, n_rows: int | None) -> torch.Tensor:
-    """Targets -> float64 CPU tensor ([n], or [n, C] for multilabel), after checking task, head width and rows."""
+    """Targets -> float64 CPU tensor ([n], or [n, C] for multilabel), after checking task, head width and
+    rows."""
     if task_name not in TASK_NAMES:
         raise DriftError(f"unknown task {task_name!r}: expected one of {', '.join(TASK_NAMES)}")
     y = torch.as_tensor(targets).detach().to("cpu", f64)
@@ -80,9 +82,9 @@ def _logit(p: torch.Tensor) -> torch.Tensor:
 
 def prior_row(y: torch.Tensor, task_name: str, n_outputs: int = 2) -> torch.Tensor:
     """The prior's output row (float64 [n_outputs]) from checked targets (see _check). binary: log class
-    frequencies (a tie goes to class 0: argmax takes the first); regression: the w_r = n / n_r weighted mean, which is
-    the plain mean of the distinct ratings; multilabel: each label's prevalence as a logit. Frequencies are clamped
-    to [PRIOR_EPS, 1 - PRIOR_EPS], so no output is inf."""
+    frequencies (a tie goes to class 0: argmax takes the first); regression: the w_r = n / n_r weighted mean,
+    which is the plain mean of the distinct ratings; multilabel: each label's prevalence as a logit.
+    Frequencies are clamped to [PRIOR_EPS, 1 - PRIOR_EPS], so no output is inf."""
     if task_name in ("binary", "multiclass"):  # multiclass: the majority class wins every argmax
         n_classes = 2 if task_name == "binary" else n_outputs
         freq = torch.bincount(y.to(torch.int64), minlength=n_classes).to(f64) / len(y)
@@ -129,9 +131,10 @@ def _logistic(
 
 
 def _folds(strata: np.ndarray) -> list | None:
-    """CV's folds over rows labelled `strata` (classes, a label's 0 / 1, or ratings): scikit-learn's StratifiedKFold
-    shuffled by CV_SEED, min(CV_FOLDS, rows of the rarest stratum) of them. None when there are fewer than two
-    strata or the rarest has a single row (a fold's training rows would miss it): the caller keeps its fixed C."""
+    """CV's folds over rows labelled `strata` (classes, a label's 0 / 1, or ratings): scikit-learn's
+    StratifiedKFold shuffled by CV_SEED, min(CV_FOLDS, rows of the rarest stratum) of them. None when there
+    are fewer than two strata or the rarest has a single row (a fold's training rows would miss it): the
+    caller keeps its fixed C."""
     from sklearn.model_selection import StratifiedKFold
 
     _, codes, counts = np.unique(strata, return_inverse=True, return_counts=True)
@@ -144,15 +147,16 @@ def _folds(strata: np.ndarray) -> list | None:
 
 
 def _best(Cs, scores) -> float:
-    """The C of the highest mean held-out score; a tie goes to the smaller C (Cs ascending: argmax takes the first)."""
+    """The C of the highest mean held-out score; a tie goes to the smaller C (Cs ascending: argmax takes the
+    first)."""
     return float(np.asarray(Cs)[int(np.argmax(np.asarray(scores)))])
 
 
 def _cv_logistic(Z, y: np.ndarray, s: np.ndarray | None, max_iter: int, scoring: str) -> float | None:
-    """The C of C_GRID whose logistic regression (as _logistic fits it: tol, max_iter, sample weights s) on each fold's
-    training rows scores best on its held-out rows by `scoring` (a scikit-learn scorer: the matrices' metric),
-    averaged over the folds (_folds); scikit-learn's LogisticRegressionCV, each fold's path warm-started from C to
-    C. None: no folds (_folds)."""
+    """The C of C_GRID whose logistic regression (as _logistic fits it: tol, max_iter, sample weights s) on
+    each fold's training rows scores best on its held-out rows by `scoring` (a scikit-learn scorer: the
+    matrices' metric), averaged over the folds (_folds); scikit-learn's LogisticRegressionCV, each fold's path
+    warm-started from C to C. None: no folds (_folds)."""
     from sklearn.exceptions import ConvergenceWarning  # lazy: as in _logistic
     from sklearn.linear_model import LogisticRegressionCV
 
@@ -175,10 +179,10 @@ def _cv_logistic(Z, y: np.ndarray, s: np.ndarray | None, max_iter: int, scoring:
 
 
 def _cv_ridge(Z, y: np.ndarray, s: np.ndarray, ridge) -> float | None:
-    """The C of C_GRID whose `ridge` (a scikit-learn Ridge, its alpha set to 1 / C, sample weights s) on each fold's
-    training rows gives the lowest held-out squared error weighted by s (w_r = n / n_r: with folds stratified by
-    rating, the fold's balanced MSE), averaged over the folds (_folds); scikit-learn's GridSearchCV (RidgeCV takes no
-    solver, and its leave-one-out needs a dense Gram). None: no folds."""
+    """The C of C_GRID whose `ridge` (a scikit-learn Ridge, its alpha set to 1 / C, sample weights s) on each
+    fold's training rows gives the lowest held-out squared error weighted by s (w_r = n / n_r: with folds
+    stratified by rating, the fold's balanced MSE), averaged over the folds (_folds); scikit-learn's
+    GridSearchCV (RidgeCV takes no solver, and its leave-one-out needs a dense Gram). None: no folds."""
     from sklearn.exceptions import ConvergenceWarning  # lazy: as in _logistic
     from sklearn.model_selection import GridSearchCV
 
@@ -199,7 +203,8 @@ def _cv_ridge(Z, y: np.ndarray, s: np.ndarray, ridge) -> float | None:
 
 
 def _use(C: float | str, fixed: float, choose) -> float:
-    """The C a fit uses: C itself, or under CV the choice of `choose()`, else (no folds) the reference's `fixed`."""
+    """The C a fit uses: C itself, or under CV the choice of `choose()`, else (no folds) the reference's
+    `fixed`."""
     if C != CV:
         return float(C)
     chosen = choose()
@@ -216,12 +221,13 @@ def _fit_classes(
     max_iter: int,
     fixed: float,
 ):
-    """The logistic fits both linear references share, into W [D, n_outputs] and b (prior logits on entry): binary
-    plain cross-entropy as 2 logits [-z/2, z/2]; multiclass multinomial, unweighted, an absent class keeping its
-    prior logit; multilabel one logistic per label, positives weighted neg / pos, a label never (or always) seen
-    keeping its prior. Z: dense or sparse [n, D]; y: checked targets (see _check) as numpy. C: a number, or CV:
-    each fit's own C, scored as the matrices score (accuracy; a label's AUC, macro AUC being their mean), `fixed`
-    where it has no folds. Returns the C used: a number, one per label (multilabel), None where nothing was fitted."""
+    """The logistic fits both linear references share, into W [D, n_outputs] and b (prior logits on entry):
+    binary plain cross-entropy as 2 logits [-z/2, z/2]; multiclass multinomial, unweighted, an absent class
+    keeping its prior logit; multilabel one logistic per label, positives weighted neg / pos, a label never
+    (or always) seen keeping its prior. Z: dense or sparse [n, D]; y: checked targets (see _check) as numpy.
+    C: a number, or CV: each fit's own C, scored as the matrices score (accuracy; a label's AUC, macro AUC
+    being their mean), `fixed` where it has no folds. Returns the C used: a number, one per label
+    (multilabel), None where nothing was fitted."""
     if task_name == "binary":
         if 0 < y.sum() < len(y):
             C = _use(C, fixed, partial(_cv_logistic, Z, y, None, max_iter, "accuracy"))
@@ -266,9 +272,10 @@ def _record_C(module, state_dict, prefix, local_metadata) -> None:
 
 
 class _Regularised(nn.Module):
-    """What the two linear references share: C, a number or CV (use_C), and `chosen_C`, the C the last fit used
-    (_fit_classes' return), which a state dict's metadata carries (`state._metadata[prefix]`: "C", "chosen_C")
-    into the checkpoint, and a load restores. Neither is a tensor: the state dict's keys are the model's own."""
+    """What the two linear references share: C, a number or CV (use_C), and `chosen_C`, the C the last fit
+    used (_fit_classes' return), which a state dict's metadata carries (`state._metadata[prefix]`: "C",
+    "chosen_C") into the checkpoint, and a load restores. Neither is a tensor: the state dict's keys are the
+    model's own."""
 
     C: float | str
     chosen_C: float | list[float | None] | None
@@ -291,10 +298,10 @@ class _Regularised(nn.Module):
 
 
 class LinearBaseline(_Regularised):
-    """A linear model on the standardised, flattened input (training mean and std; a std under STD_FLOOR counts
-    as 1, so a constant pixel maps to 0), fitted by scikit-learn: the penalty |beta|^2 / (2C) is added to the loss
-    summed over the training rows, the intercept unpenalised. C: a number, or CV (C_DEFAULT where a fit has no
-    folds)."""
+    """A linear model on the standardised, flattened input (training mean and std; a std under STD_FLOOR
+    counts as 1, so a constant pixel maps to 0), fitted by scikit-learn: the penalty |beta|^2 / (2C) is added
+    to the loss summed over the training rows, the intercept unpenalised. C: a number, or CV (C_DEFAULT where
+    a fit has no folds)."""
 
     closed_form = True
     mean: torch.Tensor  # buffers (register_buffer)
@@ -335,7 +342,8 @@ class LinearBaseline(_Regularised):
         std = torch.from_numpy(np.sqrt(var.to(f64).numpy()))
         std = torch.where(std < STD_FLOOR, torch.ones_like(std), std)
         mean = mean.to(f64)
-        # the logistic fits run in float32 (half the memory traffic of each L-BFGS pass), ridge's Cholesky in float64
+        # the logistic fits run in float32 (half the memory traffic of each L-BFGS pass), ridge's Cholesky in
+        # float64
         Z = (
             (X.to(f64) - mean) / std if task_name == "regression" else (X - mean.float()) / std.float()
         ).numpy()
@@ -347,7 +355,8 @@ class LinearBaseline(_Regularised):
             if task_name == "regression":
                 _, inverse, counts = np.unique(y_np, return_inverse=True, return_counts=True)
                 s = len(y_np) / counts[inverse]  # w_r = n / n_r (tasks.rating_weights)
-                # sum_i s_i (y_i - z_i.beta - b)^2 + |beta|^2 / C: half of it is the loss summed plus |beta|^2 / (2C)
+                # sum_i s_i (y_i - z_i.beta - b)^2 + |beta|^2 / C: half of it is the loss summed plus |beta|^2
+                # / (2C)
                 from sklearn.linear_model import Ridge  # lazy: as in _logistic
 
                 s = s / s.mean()
@@ -383,8 +392,9 @@ TEXT_BATCH = 4096  # rows analysed at a time (memory follows it, not the dataset
 
 def text_counts(texts) -> scipy.sparse.csr_matrix:
     """The rows' term counts, CSR int32 [n, 2 * 2^HASH_BITS]: word 1-2-grams, then character 3-5-grams within
-    words, lowercased, each hashed by scikit-learn's HashingVectorizer (no sign flip). A row without text (None)
-    has no terms. Computed once per dataset: every cutoff's TF-IDF is a column selection and a weighting of it."""
+    words, lowercased, each hashed by scikit-learn's HashingVectorizer (no sign flip). A row without text
+    (None) has no terms. Computed once per dataset: every cutoff's TF-IDF is a column selection and a
+    weighting of it."""
     import scipy.sparse as sp
     from sklearn.feature_extraction.text import HashingVectorizer
 
@@ -409,13 +419,14 @@ def text_counts(texts) -> scipy.sparse.csr_matrix:
 
 class TfidfBaseline(_Regularised):
     """A lexical reference on the rows' raw text: TF-IDF over hashed word 1-2-grams and character 3-5-grams
-    (text_counts), its vocabulary the TFIDF_MAX_FEATURES terms in most training rows of the cutoff (in at least
-    2; ties to the lower column), idf smoothed and tf sublinear as scikit-learn's TfidfTransformer, rows of unit
-    norm; then a linear model fitted in closed form like LinearBaseline's: logistic regression (binary: 2 logits
-    [-z/2, z/2]; multiclass multinomial; multilabel one vs rest, each label weighted neg / pos) or ridge with
-    w_r = n / n_r (ratings), C a number (TFIDF_C by default) or CV (TFIDF_C where a fit has no folds). Input kind "text": fit(counts, targets, task_name) and forward(counts)
-    take text_counts rows (CSR). Its vocabulary, idf and weights are buffers sized by the fit (a state_dict loads
-    into a fresh model whatever their size)."""
+    (text_counts), its vocabulary the TFIDF_MAX_FEATURES terms in most training rows of the cutoff (in at
+    least 2; ties to the lower column), idf smoothed and tf sublinear as scikit-learn's TfidfTransformer, rows
+    of unit norm; then a linear model fitted in closed form like LinearBaseline's: logistic regression
+    (binary: 2 logits [-z/2, z/2]; multiclass multinomial; multilabel one vs rest, each label weighted neg /
+    pos) or ridge with w_r = n / n_r (ratings), C a number (TFIDF_C by default) or CV (TFIDF_C where a fit has
+    no folds). Input kind "text": fit(counts, targets, task_name) and forward(counts) take text_counts rows
+    (CSR). Its vocabulary, idf and weights are buffers sized by the fit (a state_dict loads into a fresh model
+    whatever their size)."""
 
     closed_form = True
 

@@ -2,8 +2,9 @@
 texts, or the embeddings of the encoder a model reads, batch by batch from the dataset's feature files
 (drift/store/features.py; built here if the embed stage has not written them for these rows). It carries no
 params: InputSettings, resolved once from them (input_settings), says which encoders and what token cap. A Ray
-worker rebuilding it declares the heads and encoders the stage's params.yaml declared (drift.core.model_registry
-and encoder_registry DECLARED), so it builds them, and the declared encoders' probes, as the stage's process does."""
+worker rebuilding it declares the heads and encoders the stage's params.yaml declared
+(drift.core.model_registry and encoder_registry DECLARED), so it builds them, and the declared encoders'
+probes, as the stage's process does."""
 
 from __future__ import annotations
 
@@ -37,8 +38,8 @@ from drift.store.slices import read_slice_table
 
 class InputSettings(NamedTuple):
     """What the model inputs of a run are made of, beyond the rows: the text heads' encoder, the run's other
-    encoders (in params order), the token cap of the text heads, the embedding store's directory, and the split
-    the slice table was drawn with (what SliceData.split_order draws again; None: not known)."""
+    encoders (in params order), the token cap of the text heads, the embedding store's directory, and the
+    split the slice table was drawn with (what SliceData.split_order draws again; None: not known)."""
 
     text_encoder: str
     encoders: tuple[str, ...]
@@ -60,8 +61,8 @@ def input_settings(params: Params) -> InputSettings:
 
 
 class ModelInput(NamedTuple):
-    """What one model reads: pixels, tokens, pooled or text, the encoder of its embeddings (None for pixels and
-    text) and the token cap of its rows."""
+    """What one model reads: pixels, tokens, pooled or text, the encoder of its embeddings (None for pixels
+    and text) and the token cap of its rows."""
 
     kind: str
     encoder: str | None
@@ -80,20 +81,20 @@ class SliceData(SliceTable):
         self._split_order: np.ndarray | None = None  # split_order, once drawn
 
     def __reduce__(self):
-        """Pickled as its recipe (name, settings, repository, and the split's order once drawn), not its arrays:
-        a Ray task rebuilds it on the worker, which reads the same files (drift/core/executor.py checks that it
-        can). Once `ship`ped, as a reference to its rows and inputs in Ray's object store instead. Either way
-        with the declared heads."""
+        """Pickled as its recipe (name, settings, repository, and the split's order once drawn), not its
+        arrays: a Ray task rebuilds it on the worker, which reads the same files (drift/core/executor.py
+        checks that it can). Once `ship`ped, as a reference to its rows and inputs in Ray's object store
+        instead. Either way with the declared heads."""
         if self._shipped is not None:
             return _unship, (self._shipped, _declared())
         return _rebuild, (self.name, self.settings, self.root, _declared(), self._split_order)
 
     def split_order(self) -> np.ndarray:
-        """The training rows (indexes into the slice table), slice after slice in time order, each slice's rows
-        in the order its split drew them: split.draw per-slice, as train_test_split returned them from the
-        slice's rows in the records' order (data/records/<dataset>.parquet, read for its ids); id-hash, in the
-        order hashed from id and seed. The draw is made again from `settings.split` and must give the table's
-        split, else a one-line error says to run the slice stage."""
+        """The training rows (indexes into the slice table), slice after slice in time order, each slice's
+        rows in the order its split drew them: split.draw per-slice, as train_test_split returned them from
+        the slice's rows in the records' order (data/records/<dataset>.parquet, read for its ids); id-hash, in
+        the order hashed from id and seed. The draw is made again from `settings.split` and must give the
+        table's split, else a one-line error says to run the slice stage."""
         if self._split_order is None:
             self._split_order = self._draw_split_order()
         return self._split_order
@@ -147,9 +148,9 @@ class SliceData(SliceTable):
 
     def ship(self) -> None:
         """For Ray workers that share no filesystem with this process (the store on object storage): the small
-        columns, the manifests and the bytes of every input opened so far (feature files; the term counts of raw
-        text) go to Ray's object store once; a worker writes the files to its own temporary folder, checks their
-        sizes and sha256 against their header, and reads them there. Open every model's inputs first."""
+        columns, the manifests and the bytes of every input opened so far (feature files; the term counts of
+        raw text) go to Ray's object store once; a worker writes the files to its own temporary folder, checks
+        their sizes and sha256 against their header, and reads them there. Open every model's inputs first."""
         import ray  # lazy: ray, only with compute.executor ray
 
         # one object per file: the stage holds one file's bytes at a time
@@ -177,7 +178,8 @@ class SliceData(SliceTable):
 
     def model_input(self, model_name: str) -> ModelInput:
         """What a model reads: the references read pixels of an image dataset and the text encoder's pooled
-        vectors of a text one, a probe its own encoder's pooled vectors, a text head the text encoder's tokens."""
+        vectors of a text one, a probe its own encoder's pooled vectors, a text head the text encoder's
+        tokens."""
         info = get_model_info(model_name)
         kind = info.input
         if kind == "auto":
@@ -272,9 +274,9 @@ _UNSHIPPED: dict[str, SliceData] = {}  # one copy per worker process, whatever n
 
 
 def _unship(ref, declared: tuple[dict, list]) -> SliceData:
-    """On a Ray worker: the SliceData `ship` put in the object store, its feature files in a temporary folder of
-    this process (removed at exit), each checked against its header before it is read; the heads params.yaml
-    declared (`declared`) registered."""
+    """On a Ray worker: the SliceData `ship` put in the object store, its feature files in a temporary folder
+    of this process (removed at exit), each checked against its header before it is read; the heads
+    params.yaml declared (`declared`) registered."""
     _declare(declared)
     if ref.hex() in _UNSHIPPED:
         return _UNSHIPPED[ref.hex()]

@@ -2,10 +2,11 @@
 
 Input: token states x [B, T, D] and mask [B, T] (True = real token, padding at the end, >= 1 real token per
 row). Every head ignores padding exactly, so the same text padded to a longer batch gives the same output.
-Each class's size arguments are those of its family in drift/core/model_registry.py (FAMILIES, by the same names
-and defaults: drift/models refuses to import otherwise); its BUILT_IN declarations give the authors' sizes, whose
-trainable counts at D=768 are Tables 11 and 19; `dropout` is their p (0.1 in their runs, train.dropout here). No head has positions: the Transformer sees
-the token states as the encoder gives them, as the authors'.
+Each class's size arguments are those of its family in drift/core/model_registry.py (FAMILIES, by the same
+names and defaults: drift/models refuses to import otherwise); its BUILT_IN declarations give the authors'
+sizes, whose trainable counts at D=768 are Tables 11 and 19; `dropout` is their p (0.1 in their runs,
+train.dropout here). No head has positions: the Transformer sees the token states as the encoder gives them,
+as the authors'.
 """
 
 import torch
@@ -30,11 +31,12 @@ class FFN(nn.Module):
 
 
 class TextCNN(nn.Module):
-    """Kim (2014): 1-D convolutions of several widths over the tokens, each max-pooled over time, concatenated,
-    then a ReLU projection, dropout and the linear head. The max is over the windows that start at a real token;
-    `authors`: over every window of the rows zero-padded to spec.max_tokens, those over padding alone included
-    (the ReLU of the bias), as their heads read token states padded to max_length. That is another function of
-    the same weights, so its convolutions go by another name (`padded_convs`): a checkpoint says which it is."""
+    """Kim (2014): 1-D convolutions of several widths over the tokens, each max-pooled over time,
+    concatenated, then a ReLU projection, dropout and the linear head. The max is over the windows that start
+    at a real token; `authors`: over every window of the rows zero-padded to spec.max_tokens, those over
+    padding alone included (the ReLU of the bias), as their heads read token states padded to max_length. That
+    is another function of the same weights, so its convolutions go by another name (`padded_convs`): a
+    checkpoint says which it is."""
 
     def __init__(
         self, spec, n_outputs, kernels=(3, 4, 5), filters=48, projection=128, dropout=0.0, authors=False
@@ -68,9 +70,9 @@ class TextCNN(nn.Module):
 
 
 class RNNHead(nn.Module):
-    """A ReLU projection of the token states, a bidirectional GRU or LSTM over the real tokens (dropout between
-    stacked layers), pooled by the mean of its outputs or by attention (one linear score per token, softmax over
-    the real ones), then dropout and the linear head."""
+    """A ReLU projection of the token states, a bidirectional GRU or LSTM over the real tokens (dropout
+    between stacked layers), pooled by the mean of its outputs or by attention (one linear score per token,
+    softmax over the real ones), then dropout and the linear head."""
 
     def __init__(
         self, spec, n_outputs, cell="gru", projection=64, hidden=64, layers=1, attention=False, dropout=0.0
@@ -108,8 +110,8 @@ class RNNHead(nn.Module):
 class TextTransformer(nn.Module):
     """Project token states to a narrow width, post-norm Transformer blocks with a key padding mask (no
     position embedding), the mean over real tokens, dropout and the linear head. `authors`: one block
-    deep-copied `layers` times in nn.TransformerEncoderLayer's draw order, as theirs (their initial weights from
-    the same generator state)."""
+    deep-copied `layers` times in nn.TransformerEncoderLayer's draw order, as theirs (their initial weights
+    from the same generator state)."""
 
     def __init__(self, spec, n_outputs, width=64, layers=1, heads=4, ffn=128, dropout=0.0, authors=False):
         super().__init__()

@@ -5,8 +5,8 @@ when it is the future (j > i). Rows and columns of unusable slices stay empty, a
 cannot score: null, never zero. One exception, `evaluate.empty_cell: zero` (the authors' rule): a cell with no
 rows, (i, j <= i) of a slice kept for its size but without test rows (trainable, not usable: a one-portrait
 year), reads the metric's score of an empty set (task.empty_score(): 0.0 for accuracy). `drift_matrix` is the
-definition the evaluate stage runs; the cell cache and batched prediction (drift/evaluate/fill_matrices.py) only
-decide which outputs it is given.
+definition the evaluate stage runs; the cell cache and batched prediction (drift/evaluate/fill_matrices.py)
+only decide which outputs it is given.
 """
 
 from __future__ import annotations

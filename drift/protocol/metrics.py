@@ -3,11 +3,12 @@
 Each metric takes numpy arrays (true labels, raw model outputs) and returns a python float, or None when the
 cell cannot be scored (no examples; for macro AUC no class with both positives and negatives): such a cell
 stays empty in the drift matrix, never zero. accuracy (Yearbook, B.1; higher is better): the share of argmax
-predictions equal to the label. balanced_mse (Amazon Reviews, B.2; lower is better): the MSE within each rating
-present, averaged equally over them. macro_auc (arXiv, B.3; higher is better): ROC AUC per class, averaged over
-the classes the slice can score. macro_f1 (multiclass, reported beside accuracy; higher is better): F1 per
-class present in the labels or the predictions, averaged equally. NaN or inf outputs (a diverged model) raise a DriftError.
-`empty_score` is what a cell with no rows reads under each rule of `evaluate.empty_cell`."""
+predictions equal to the label. balanced_mse (Amazon Reviews, B.2; lower is better): the MSE within each
+rating present, averaged equally over them. macro_auc (arXiv, B.3; higher is better): ROC AUC per class,
+averaged over the classes the slice can score. macro_f1 (multiclass, reported beside accuracy; higher is
+better): F1 per class present in the labels or the predictions, averaged equally. NaN or inf outputs (a
+diverged model) raise a DriftError. `empty_score` is what a cell with no rows reads under each rule of
+`evaluate.empty_cell`."""
 
 import numpy as np
 
@@ -35,8 +36,8 @@ def accuracy(y, logits) -> float | None:
 def balanced_mse(y, pred) -> float | None:
     """Balanced MSE (B.2): MSE_r within each rating r present in y, then the plain mean over those ratings.
 
-    MSE_bal = 1/|R| sum_{r in R} MSE_r, with R = {r : |S_r| > 0}, so a rating absent from the slice does not count.
-    y: ratings [n]; pred: [n] or [n, 1].
+    MSE_bal = 1/|R| sum_{r in R} MSE_r, with R = {r : |S_r| > 0}, so a rating absent from the slice does not
+    count. y: ratings [n]; pred: [n] or [n, 1].
     """
     y = np.asarray(y, dtype=np.float64).reshape(-1)
     pred = np.asarray(pred, dtype=np.float64).reshape(-1)
@@ -60,8 +61,8 @@ def _ranks(x: np.ndarray) -> np.ndarray:
 
 
 def binary_auc(y, scores) -> float | None:
-    """ROC AUC of one class by the rank-sum (Mann-Whitney) formula: P(score of a positive > score of a negative),
-    ties counting one half. None if y holds only positives or only negatives."""
+    """ROC AUC of one class by the rank-sum (Mann-Whitney) formula: P(score of a positive > score of a
+    negative), ties counting one half. None if y holds only positives or only negatives."""
     y = np.asarray(y).reshape(-1) != 0
     n_pos = int(y.sum())
     n_neg = len(y) - n_pos
@@ -111,10 +112,10 @@ EMPTY_CELLS = ("empty", "zero")  # evaluate.empty_cell
 
 
 def empty_score(metric: str, empty_cell: str) -> float | None:
-    """What a cell with no rows scores: None (empty) under "empty"; under "zero", 0.0 for accuracy and macro-F1,
-    as the authors' code scores an empty set, and still None for balanced MSE and macro AUC, whose empty score
-    is NaN in their code too (left out of their logs): a 0.0 there would read as a perfect MSE or an AUC below
-    chance."""
+    """What a cell with no rows scores: None (empty) under "empty"; under "zero", 0.0 for accuracy and
+    macro-F1, as the authors' code scores an empty set, and still None for balanced MSE and macro AUC, whose
+    empty score is NaN in their code too (left out of their logs): a 0.0 there would read as a perfect MSE or
+    an AUC below chance."""
     if empty_cell not in EMPTY_CELLS:
         raise DriftError(f"evaluate.empty_cell is {empty_cell!r}: write one of {', '.join(EMPTY_CELLS)}")
     if metric not in METRICS:

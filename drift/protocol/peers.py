@@ -1,6 +1,6 @@
-"""The peers' summaries of a drift matrix M (row i trained through period i, column j the period scored), from the
-same cells as ours (drift.protocol.summary): which cells each reads is in docs/explanations/protocol.md ("Other
-protocols").
+"""The peers' summaries of a drift matrix M (row i trained through period i, column j the period scored), from
+the same cells as ours (drift.protocol.summary): which cells each reads is in docs/explanations/protocol.md
+("Other protocols").
 
 Over the periods that hold a filled cell (empty ones dropped, so "the next period" is the next scored one):
 Wild-Time (Yao et al. 2022) Eval-Fix trains through a split period s and scores the later periods, M[s, j > s]:
@@ -49,8 +49,9 @@ def default_split(K: int) -> int:
 
 
 def wild_time(M, higher_is_better: bool, split: int | None = None, labels: list | None = None) -> dict:
-    """Eval-Fix (trained through period `split` of the scored periods, default_split when None) and Eval-Stream;
-    with the slice `labels` of M's rows, eval_fix_split_label names the split period by its label."""
+    """Eval-Fix (trained through period `split` of the scored periods, default_split when None) and
+    Eval-Stream; with the slice `labels` of M's rows, eval_fix_split_label names the split period by its
+    label."""
     filled = np.isfinite(as_matrix(M))
     kept = np.flatnonzero(filled.any(0) | filled.any(1))
     M = scored_periods(M)

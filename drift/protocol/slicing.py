@@ -103,9 +103,9 @@ def partial_slices(
 ) -> list[dict]:
     """The first and the last slice of data spanning [start, end) where the data covers less than `whole` of
     the slice's time (a yearly slice holding only December): [{"which": "first" | "last" | "only", "label",
-    "from", "to" (the covered span, `to` exclusive), "days" (covered), "of_days" (the slice's)}], in time order;
-    empty when both are (nearly) whole. Time outside the edges belongs to no slice and is left out. A note for
-    people: no slicing result depends on it."""
+    "from", "to" (the covered span, `to` exclusive), "days" (covered), "of_days" (the slice's)}], in time
+    order; empty when both are (nearly) whole. Time outside the edges belongs to no slice and is left out. A
+    note for people: no slicing result depends on it."""
     lo, hi = max(start, edges[0]), min(end, edges[-1])
     if hi <= lo:
         return []
@@ -146,7 +146,8 @@ def stratum_keys(labels: list) -> list[str]:
 
 
 def stratified_split(ids: list[str], strata: list[str], test_fraction: float, seed: int) -> np.ndarray:
-    """'train' / 'test' per row, drawn within each stratum; each stratum of n rows gets n * f test rows, rounded half up."""
+    """'train' / 'test' per row, drawn within each stratum; each stratum of n rows gets n * f test rows,
+    rounded half up."""
     split = np.full(len(ids), "train", dtype=object)
     keys = np.asarray(strata, dtype=object)
     order = _row_order(ids, seed)
@@ -160,19 +161,19 @@ def stratified_split(ids: list[str], strata: list[str], test_fraction: float, se
 def per_slice_split(
     index: np.ndarray, labels: list, by_label: bool, test_fraction: float, seed: int
 ) -> np.ndarray:
-    """'train' / 'test' per row, the authors' draw (split.draw: per-slice): one generator seeded with `seed` draws
-    a seed per slice, in time order, for scikit-learn's train_test_split of that slice's rows (in input order),
-    stratified by label where scikit-learn can stratify it; its test share is rounded up. A slice of fewer than
-    3 rows draws no seed and goes to train whole."""
+    """'train' / 'test' per row, the authors' draw (split.draw: per-slice): one generator seeded with `seed`
+    draws a seed per slice, in time order, for scikit-learn's train_test_split of that slice's rows (in input
+    order), stratified by label where scikit-learn can stratify it; its test share is rounded up. A slice of
+    fewer than 3 rows draws no seed and goes to train whole."""
     return per_slice_draw(index, labels, by_label, test_fraction, seed)[0]
 
 
 def per_slice_draw(
     index: np.ndarray, labels: list, by_label: bool, test_fraction: float, seed: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """per_slice_split's draw: ('train' / 'test' per row, the training rows in the draw's order). That order is
-    slice after slice in time order, each slice's training rows as train_test_split returns them (a slice of
-    fewer than 3 rows: in input order); rows are indexes into the input."""
+    """per_slice_split's draw: ('train' / 'test' per row, the training rows in the draw's order). That order
+    is slice after slice in time order, each slice's training rows as train_test_split returns them (a slice
+    of fewer than 3 rows: in input order); rows are indexes into the input."""
     from sklearn.model_selection import train_test_split
 
     split = np.full(len(index), "train", dtype=object)

@@ -133,10 +133,10 @@ def id_margin(model_id, reference_id, higher_is_better: bool) -> float | None:
 
 
 def reference_margins(stats: dict, higher_is_better: bool) -> dict[str, dict]:
-    """For every non-reference model of stats (model -> {id, ...}): margin_prior, margin_linear and margin_tfidf,
-    its ID margin over baseline-prior, baseline-linear and baseline-tfidf (None when that reference is absent or
-    an ID is None), and
-    beats_prior (margin_prior > 0; None when the margin is None)."""
+    """For every non-reference model of stats (model -> {id, ...}): margin_prior, margin_linear and
+    margin_tfidf, its ID margin over baseline-prior, baseline-linear and baseline-tfidf (None when that
+    reference is absent or an ID is None), and beats_prior (margin_prior > 0; None when the margin is None).
+    """
     ref_ids = {key: (stats[name].get("id") if name in stats else None) for key, name in REFERENCES.items()}
     out = {}
     for model, s in stats.items():
@@ -187,7 +187,8 @@ BELOW_LINEAR_NOTE = f"ID below {REFERENCES['linear']}: a small Decay partly mean
 def below_linear_message(
     dataset: str, model: str, model_id: float, linear_id: float, metric: str, higher_is_better: bool
 ) -> str:
-    """The one line that says a model learned less in distribution than the closed-form reference on its features."""
+    """The one line that says a model learned less in distribution than the closed-form reference on its
+    features."""
     return _below_reference(
         "linear", "is below", dataset, model, model_id, linear_id, metric, higher_is_better
     )
@@ -202,16 +203,17 @@ STILL_FALLING = 0.01
 
 
 def last_epoch_drop(curves: list[list[float]]) -> float | None:
-    """The last epoch's drop of the loss as a share of the first epoch's, (L[-2] - L[-1]) / L[0], averaged over
-    `curves` (each the mean loss of every epoch of one training); None when no curve has two epochs (and a
-    positive first loss)."""
+    """The last epoch's drop of the loss as a share of the first epoch's, (L[-2] - L[-1]) / L[0], averaged
+    over `curves` (each the mean loss of every epoch of one training); None when no curve has two epochs (and
+    a positive first loss)."""
     drops = [(c[-2] - c[-1]) / c[0] for c in curves if len(c) >= 2 and c[0] > 0]
     return float(np.mean(drops)) if drops else None
 
 
 def still_falling(curves: list[list[float]]) -> bool:
-    """Whether the curves do not show the loss had stopped falling: their last epoch's drop (last_epoch_drop) is
-    above STILL_FALLING, or they have one epoch each, which cannot show it. False without curves (a reference)."""
+    """Whether the curves do not show the loss had stopped falling: their last epoch's drop (last_epoch_drop)
+    is above STILL_FALLING, or they have one epoch each, which cannot show it. False without curves (a
+    reference)."""
     curves = [c for c in curves if c]
     if not curves:
         return False
@@ -333,8 +335,8 @@ def cutoff_table(
     `by` (decay: smallest first; future, id: the better first).
 
     matrices: model -> seed-averaged [K, K] matrix; labels: the K slice labels; references: the reference
-    models among them, listed after the ranked ones with rank None.
-    Returns rows {cutoff, cutoff_label, rank, model, id, future, decay, reference}, cutoff by cutoff, best first.
+    models among them, listed after the ranked ones with rank None. Returns rows {cutoff, cutoff_label, rank,
+    model, id, future, decay, reference}, cutoff by cutoff, best first.
     """
     mats = {m: as_matrix(M) for m, M in matrices.items()}
     K = len(labels)
@@ -420,7 +422,8 @@ def ranking(stats: dict, higher_is_better: bool, by: str = DEFAULT_ORDER) -> lis
 
 
 def cohort_mean(matrices: dict) -> np.ndarray:
-    """Cohort-mean matrix (eq. 9): the mean over models, defined at the cells every model fills (nan elsewhere)."""
+    """Cohort-mean matrix (eq. 9): the mean over models, defined at the cells every model fills (nan
+    elsewhere)."""
     A = _stack(list(matrices.values()))
     every = np.isfinite(A).all(axis=0)
     return np.where(every, np.where(np.isfinite(A), A, 0.0).mean(axis=0), np.nan)
@@ -452,8 +455,9 @@ def forgetting_curve(M) -> tuple[np.ndarray, np.ndarray]:
 
 
 def forgetting_curves(mats_per_seed) -> tuple[np.ndarray, np.ndarray]:
-    """One model's forgetting curve averaged over training cutoffs and seeds (Figure 4): the seeds are averaged
-    cell by cell first (`mean_over_seeds`), as for ID / Future, so F(0) equals the ID of the averaged matrix."""
+    """One model's forgetting curve averaged over training cutoffs and seeds (Figure 4): the seeds are
+    averaged cell by cell first (`mean_over_seeds`), as for ID / Future, so F(0) equals the ID of the averaged
+    matrix."""
     return forgetting_curve(mean_over_seeds(mats_per_seed))
 
 

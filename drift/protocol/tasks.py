@@ -7,14 +7,15 @@
 | regression | Amazon Reviews | 1 value  | weighted MSE, w_r = n / n_r (eq. 4-5)      | balanced_mse | lower  |
 | multilabel | arXiv          | C logits | BCE with logits, w_c = neg / pos (eq. 2-3) | macro_auc    | higher |
 
-Multiclass also reports macro-F1 (`also`); accuracy is its primary metric, as Wild-Time scores its
-multiclass datasets (docs/decisions.md). The class weights are fixed once per training cutoff from that cutoff's whole (cumulative) training set:
-`loss = task.loss(train_targets)` and then `loss(outputs, targets)` for every batch.
+Multiclass also reports macro-F1 (`also`); accuracy is its primary metric, as Wild-Time scores its multiclass
+datasets (docs/decisions.md). The class weights are fixed once per training cutoff from that cutoff's whole
+(cumulative) training set: `loss = task.loss(train_targets)` and then `loss(outputs, targets)` for every
+batch.
 
 How a cell is scored follows params.yaml `evaluate:` (`Task.scoring`): `empty_cell`, what a cell with no rows
-reads (drift.protocol.metrics.empty_score), and `auc_scores`, what macro AUC ranks: the logits, or `sigmoid32`,
-float32 sigmoids of them as the authors' code computes them (torch.sigmoid on float32 outputs), whose ties near
-1 change the AUC."""
+reads (drift.protocol.metrics.empty_score), and `auc_scores`, what macro AUC ranks: the logits, or
+`sigmoid32`, float32 sigmoids of them as the authors' code computes them (torch.sigmoid on float32 outputs),
+whose ties near 1 change the AUC."""
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -47,8 +48,8 @@ def _as_numpy(labels) -> np.ndarray:
 
 
 def sigmoid32(logits) -> np.ndarray:
-    """Float32 sigmoids of the logits, as the authors score macro AUC: torch.sigmoid on float32 outputs. Logits
-    past about 17 all round to 1.0, so rows the logits order become ties."""
+    """Float32 sigmoids of the logits, as the authors score macro AUC: torch.sigmoid on float32 outputs.
+    Logits past about 17 all round to 1.0, so rows the logits order become ties."""
     return torch.sigmoid(torch.as_tensor(np.asarray(logits), dtype=torch.float32)).numpy()
 
 
@@ -88,7 +89,8 @@ class Task:
         return replace(self, empty_cell=empty_cell, auc_scores=auc_scores)
 
     def empty_score(self) -> float | None:
-        """What a cell with no rows reads: None (empty), or 0.0 under empty_cell "zero" where the metric has one."""
+        """What a cell with no rows reads: None (empty), or 0.0 under empty_cell "zero" where the metric has
+        one."""
         return empty_score(self.metric, self.empty_cell)
 
     def cached_as(self, what: str) -> str:
@@ -129,8 +131,8 @@ class Task:
             pos_weight = class_weights(train_targets)
 
             def weighted_bce(outputs, targets):
-                # eq. 2 with w_c on the positive term. PyTorch's mean runs over n*C terms where eq. 2 sums over
-                # classes: a constant factor 1/C, which Adam/AdamW updates do not see.
+                # eq. 2 with w_c on the positive term. PyTorch's mean runs over n*C terms where eq. 2 sums
+                # over classes: a constant factor 1/C, which Adam/AdamW updates do not see.
                 return F.binary_cross_entropy_with_logits(
                     outputs,
                     targets.to(outputs.dtype),

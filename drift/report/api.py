@@ -50,7 +50,8 @@ MATRIX_SCHEMA = {
     "dataset": pl.String,
     "model": pl.String,
     "seed": pl.Int64,  # null: the mean over the seeds
-    "train_slice": pl.String,  # the row: trained up to this slice (cast to an Enum of the labels in time order)
+    # the row: trained up to this slice (cast to an Enum of the labels in time order)
+    "train_slice": pl.String,
     "eval_slice": pl.String,  # the column: evaluated on this slice
     "metric": pl.String,
     "value": pl.Float64,  # null: a cell no metric scores
@@ -100,7 +101,8 @@ def datasets(root: str | Path = ".") -> list[str]:
 def models(dataset: str, root: str | Path = ".") -> list[str]:
     """The models with a matrix in the dataset's report, the cohort mean (`cohort-mean`) among them.
 
-    Example: `api.models("synth-portraits")` gives `['baseline-linear', 'baseline-prior', 'cnn-s', 'cohort-mean', 'mlp-s']`.
+    Example: `api.models("synth-portraits")` gives `['baseline-linear', 'baseline-prior', 'cnn-s',
+    'cohort-mean', 'mlp-s']`.
     """
     _check("dataset", dataset, datasets(root))
     return report_models(Path(root), dataset)
@@ -110,10 +112,10 @@ def matrices(
     dataset: str, model: str | None = None, seeds: bool = False, root: str | Path = "."
 ) -> pl.DataFrame:
     """A dataset's drift matrices in long form, one row per cell (MATRIX_SCHEMA): one model's, or (None) every
-    model's with a metrics file (the cohort mean is asked for by name). `seeds=False`: the seed mean the report
-    committed (plots/<ds>/<model>/matrix.json), `seed` null; `seeds=True`: each seed's matrix from the evaluate
-    stage's data/eval/<ds>/<model>.json (a DVC output: `dvc pull` or `dvc repro evaluate@<ds>` brings it).
-    The slice columns are an Enum of the labels in time order.
+    model's with a metrics file (the cohort mean is asked for by name). `seeds=False`: the seed mean the
+    report committed (plots/<ds>/<model>/matrix.json), `seed` null; `seeds=True`: each seed's matrix from the
+    evaluate stage's data/eval/<ds>/<model>.json (a DVC output: `dvc pull` or `dvc repro evaluate@<ds>` brings
+    it). The slice columns are an Enum of the labels in time order.
 
     Example: `api.matrices("sotu", "ffn-s").pivot(on="eval_slice", index="train_slice", values="value")`, the
     K x K matrix.
@@ -207,8 +209,9 @@ def metrics(dataset: str | None = None, root: str | Path = ".") -> dict[str, dic
 
 @dataclass
 class SummaryRecords:
-    """What `drift summary` shows, per dataset: its rows in rank order (`drift summary --json`), the label-free
-    signals of each model (drift.report.results.label_free) and each model's training-loss curves."""
+    """What `drift summary` shows, per dataset: its rows in rank order (`drift summary --json`), the
+    label-free signals of each model (drift.report.results.label_free) and each model's training-loss curves.
+    """
 
     rows: dict[str, list[dict[str, Any]]]
     label_free: dict[str, dict[str, dict[str, Any]]]
@@ -216,9 +219,9 @@ class SummaryRecords:
 
 
 def summary_records(dataset: str | None = None, by: str = "decay", root: str | Path = ".") -> SummaryRecords:
-    """The summary as records: each dataset's metrics in rank order `by` decay, future or id (summary_rows), each
-    row with its label-free signals, `below_linear` (not for a reference), `last_epoch_drop` and `still_falling`
-    where the model has loss curves.
+    """The summary as records: each dataset's metrics in rank order `by` decay, future or id (summary_rows),
+    each row with its label-free signals, `below_linear` (not for a reference), `last_epoch_drop` and
+    `still_falling` where the model has loss curves.
 
     Example: `api.summary_records("sotu").rows["sotu"][0]["model"]`.
     """
@@ -242,8 +245,8 @@ def summary_records(dataset: str | None = None, by: str = "decay", root: str | P
 
 def summary(dataset: str | None = None, by: str = "decay", root: str | Path = ".") -> pl.DataFrame:
     """The summary table (`drift summary`) as one frame (SUMMARY_SCHEMA): a row per model of each dataset, in
-    rank order, references last with a null rank. The nested parts (confidence intervals, the peers' protocols,
-    the label-free signals) are in summary_records.
+    rank order, references last with a null rank. The nested parts (confidence intervals, the peers'
+    protocols, the label-free signals) are in summary_records.
 
     Example: `api.summary("sotu").select("rank", "model", "id", "future", "decay")`.
     """
@@ -255,8 +258,8 @@ def summary(dataset: str | None = None, by: str = "decay", root: str | Path = ".
 
 
 class Comparison(TypedDict):
-    """Two revisions compared (`drift compare --json`): the revisions, the params that differ ({key: {"a", "b"}})
-    and per dataset one row per model (drift.report.results.diff_metrics, with "not re-run")."""
+    """Two revisions compared (`drift compare --json`): the revisions, the params that differ ({key: {"a",
+    "b"}}) and per dataset one row per model (drift.report.results.diff_metrics, with "not re-run")."""
 
     a: str
     b: str
@@ -265,8 +268,8 @@ class Comparison(TypedDict):
 
 
 def compare_records(rev_a: str, rev_b: str = "workspace", root: str | Path = ".") -> Comparison:
-    """What changed in ID, Future and Decay per model from `rev_a` to `rev_b` (git revisions, DVC experiments or
-    "workspace"), read through DVC, and the params that changed.
+    """What changed in ID, Future and Decay per model from `rev_a` to `rev_b` (git revisions, DVC experiments
+    or "workspace"), read through DVC, and the params that changed.
 
     Example: `api.compare_records("HEAD~1")["params"]`.
     """

@@ -1,15 +1,16 @@
 """One dataset's report as a single self-contained HTML page: reports/<dataset>.html.
 
-Built from what the report stage wrote (metrics/<ds>/, plots/<ds>/, plots/policies/<ds>.json, tables/<ds>.json),
-so it reads the same committed files as `drift show` and `dvc plots`. It opens offline and alone: every figure
-is an inline data URI, the CSS is inline, there is no script, and a Content-Security-Policy forbids the page
-any request that is not a data URI, so a figure that would come from elsewhere shows as missing rather than
-leaking a request. Sections: the summary table with the references, the labels over time (each class's share
-per slice), every drift matrix and its deviation, the per-class scores and a confusion matrix
-(drift/report/labels.py), the cohort mean, the forgetting curves, the families, saliency (image datasets), the
-retraining policies, the label-free shift and estimates and the shift analysis' most novel rows when a report
-has them, our run beside the paper's for Yearbook, Amazon and arXiv (drift/report/published.py); any other
-figure of plots/<ds>/ goes under "Other figures". Class names are the slice manifest's where it is there.
+Built from what the report stage wrote (metrics/<ds>/, plots/<ds>/, plots/policies/<ds>.json,
+tables/<ds>.json), so it reads the same committed files as `drift show` and `dvc plots`. It opens offline and
+alone: every figure is an inline data URI, the CSS is inline, there is no script, and a
+Content-Security-Policy forbids the page any request that is not a data URI, so a figure that would come from
+elsewhere shows as missing rather than leaking a request. Sections: the summary table with the references, the
+labels over time (each class's share per slice), every drift matrix and its deviation, the per-class scores
+and a confusion matrix (drift/report/labels.py), the cohort mean, the forgetting curves, the families,
+saliency (image datasets), the retraining policies, the label-free shift and estimates and the shift analysis'
+most novel rows when a report has them, our run beside the paper's for Yearbook, Amazon and arXiv
+(drift/report/published.py); any other figure of plots/<ds>/ goes under "Other figures". Class names are the
+slice manifest's where it is there.
 
 The markup is drift/report/templates/ (report.html.j2, its figure and table in parts.html.j2, its style in
 report.css), rendered by Jinja2 with every printed value escaped; this module builds the context: plain
@@ -64,7 +65,8 @@ class JoinedLines(Extension):
 
 
 def _escaped(value: object) -> Markup:
-    """A value the templates print, escaped as html.escape writes it (&quot;, &#x27;); our own Markup as it is."""
+    """A value the templates print, escaped as html.escape writes it (&quot;, &#x27;); our own Markup as it
+    is."""
     return value if isinstance(value, Markup) else Markup(html.escape(str(value)))
 
 
@@ -89,8 +91,8 @@ def png_size(data: bytes) -> tuple[int, int]:
 
 
 def figure_context(path: Path, caption: str, wide: bool = False) -> Context:
-    """A PNG as the page shows it: inlined as a data URI, with its size so the page does not jump while it lays
-    out."""
+    """A PNG as the page shows it: inlined as a data URI, with its size so the page does not jump while it
+    lays out."""
     data = path.read_bytes()
     width, height = png_size(data)
     uri = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
@@ -369,9 +371,9 @@ def _label_unit(tables: dict) -> str:
 def _label_shares(
     name: str, root: Path, rows: list[dict] | None, unit: str, slices: dict[str, str], figures: Figures
 ) -> Context:
-    """The labels over time (plots/<ds>/labels.png; `rows`: labels.json, load_label_shares): {shares: the figure,
-    then per class (`unit`: class, label or rating) its share (positive rate, mean rating) over all rows, in the
-    first slice, in the last, and the change}, or {shares: None} without rows."""
+    """The labels over time (plots/<ds>/labels.png; `rows`: labels.json, load_label_shares): {shares: the
+    figure, then per class (`unit`: class, label or rating) its share (positive rate, mean rating) over all
+    rows, in the first slice, in the last, and the change}, or {shares: None} without rows."""
     if not rows:
         return {"shares": None}
     what = rows[0].get("what", "share")
@@ -480,8 +482,8 @@ def _novel_rows(summary_path: Path) -> Context | None:
 def _model_sections(
     name: str, root: Path, tables: dict, shares: list[dict] | None, figures: Figures
 ) -> list[Context]:
-    """What the models scored: summary, labels over time, other protocols, drift matrices, training, per class,
-    cohort mean, forgetting curves, families and saliency."""
+    """What the models scored: summary, labels over time, other protocols, drift matrices, training, per
+    class, cohort mean, forgetting curves, families and saliency."""
     from drift.report.training import training_html  # each model's training curve (plots/losses/<ds>.json)
 
     plots = dataset_paths(name, root)["plots"]

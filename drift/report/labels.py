@@ -1,15 +1,16 @@
-"""The labels in sight: the classes, labels or ratings of a dataset by name, and what happens to each over time.
+"""The labels in sight: the classes, labels or ratings of a dataset by name, and what happens to each over
+time.
 
 From the slice table (its slice and label columns) and the slice manifest's label names: each class's share of
-every slice (binary, multiclass; regression: each rating's share, or the mean rating of a target with more than
-MAX_RATINGS values), or each label's positive rate (multi-label): plots/<ds>/labels.png and labels.json. From each
-model's eval file `per_class` (drift/evaluate/fill_matrices.py: recall per class, AUC per label, MSE per rating,
-scored beside every cell): per cutoff, each class's score on the diagonal cell and the mean over its later cells,
-seeds averaged cell by cell (plots/<ds>/<model>/classes.png and classes.json), and the confusion counts of one cell
-summed over the seeds (confusion.json). The JSON rows carry DVC's heatmap fields, since plots/<ds> is one such plot:
-`train` (the slice, the cutoff, or the true class), `eval` (the class, or the predicted one) and `value`; their
-strings are plot_text, so the page and `drift show` take the names from the slice manifest where it is there
-(`manifest_names`)."""
+every slice (binary, multiclass; regression: each rating's share, or the mean rating of a target with more
+than MAX_RATINGS values), or each label's positive rate (multi-label): plots/<ds>/labels.png and labels.json.
+From each model's eval file `per_class` (drift/evaluate/fill_matrices.py: recall per class, AUC per label, MSE
+per rating, scored beside every cell): per cutoff, each class's score on the diagonal cell and the mean over
+its later cells, seeds averaged cell by cell (plots/<ds>/<model>/classes.png and classes.json), and the
+confusion counts of one cell summed over the seeds (confusion.json). The JSON rows carry DVC's heatmap fields,
+since plots/<ds> is one such plot: `train` (the slice, the cutoff, or the true class), `eval` (the class, or
+the predicted one) and `value`; their strings are plot_text, so the page and `drift show` take the names from
+the slice manifest where it is there (`manifest_names`)."""
 
 from __future__ import annotations
 
@@ -36,11 +37,11 @@ def _value(v) -> float | None:
 
 
 def label_shares(task: str, manifest: SliceManifest, slice_ids, labels) -> list[dict]:
-    """Rows {train: slice, eval: class, value, rows, what} over every slice with rows, classes in the manifest's
-    order; `what` the value is: binary and multiclass the "share" of each class, multilabel each label's
-    "positive rate", regression each rating's "share" (ratings in order, named by value), or for a target of
-    more than MAX_RATINGS values one row per slice, its "mean rating". `rows`: the slice's rows, train and
-    test."""
+    """Rows {train: slice, eval: class, value, rows, what} over every slice with rows, classes in the
+    manifest's order; `what` the value is: binary and multiclass the "share" of each class, multilabel each
+    label's "positive rate", regression each rating's "share" (ratings in order, named by value), or for a
+    target of more than MAX_RATINGS values one row per slice, its "mean rating". `rows`: the slice's rows,
+    train and test."""
     slice_ids = np.asarray(slice_ids)
     y = np.asarray(labels, dtype=np.float64)
     if task == "multilabel":
@@ -89,8 +90,8 @@ def _grid(rows: list[dict], key: str = "value") -> tuple[list[str], list[str], n
 
 
 def write_label_shares(name: str, root: Path = Path(".")) -> list[dict] | None:
-    """plots/<name>/labels.json and labels.png from the slice table and its manifest; None (nothing written) when
-    the slice table is not there."""
+    """plots/<name>/labels.json and labels.png from the slice table and its manifest; None (nothing written)
+    when the slice table is not there."""
     p = dataset_paths(name, root)
     if not (p["slice_manifest"].exists() and p["slices"].exists()):
         return None
@@ -127,10 +128,10 @@ def write_label_shares(name: str, root: Path = Path(".")) -> list[dict] | None:
 
 
 def class_rows(scores: ClassScores, slice_labels: list[str]) -> list[dict]:
-    """Per trained cutoff i and class: {train: cutoff, eval: class, value: the class's score on the diagonal cell
-    (i, i), future: the mean over its later cells (i, j > i), future_cells: how many, metric}, from the seeds'
-    per-class matrices averaged cell by cell; null where the class has no score. A class's ID and Future over the
-    whole matrix follow from these rows (class_summary)."""
+    """Per trained cutoff i and class: {train: cutoff, eval: class, value: the class's score on the diagonal
+    cell (i, i), future: the mean over its later cells (i, j > i), future_cells: how many, metric}, from the
+    seeds' per-class matrices averaged cell by cell; null where the class has no score. A class's ID and
+    Future over the whole matrix follow from these rows (class_summary)."""
     per_seed = [np.array([from_json(m) for m in seed]) for seed in scores.seeds.values()]
     if not per_seed or not per_seed[0].size:
         return []
@@ -155,8 +156,8 @@ def class_rows(scores: ClassScores, slice_labels: list[str]) -> list[dict]:
 
 
 def class_summary(rows: list[dict]) -> list[dict]:
-    """Per class, in order: {class, id, future, decay}: ID the mean of its diagonal cells, Future the mean of its
-    later cells (each row's mean weighted by its cells), Decay oriented so that positive is worse, as
+    """Per class, in order: {class, id, future, decay}: ID the mean of its diagonal cells, Future the mean of
+    its later cells (each row's mean weighted by its cells), Decay oriented so that positive is worse, as
     drift.protocol.summary.id_future_decay computes them on the class's seed-averaged matrix."""
     higher = CLASS_METRIC_WORDS[rows[0]["metric"]][1] if rows else True
     out = []

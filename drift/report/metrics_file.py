@@ -1,5 +1,5 @@
-"""What the report stage writes per model: ModelMetrics (metrics/<dataset>/<model>.json, a DVC metric committed to
-git), read back by drift.report.results, the CLI and `dvc metrics show`."""
+"""What the report stage writes per model: ModelMetrics (metrics/<dataset>/<model>.json, a DVC metric
+committed to git), read back by drift.report.results, the CLI and `dvc metrics show`."""
 
 from __future__ import annotations
 
@@ -59,13 +59,14 @@ class Estimate(_Part):
 
 
 class ModelMetrics(Artefact):
-    """metrics/<dataset>/<model>.json: ID, Future and Decay of the seed-averaged matrix (decay positive = a loss,
-    whatever the metric's direction), their seed spread (std, None with one seed; a bootstrap 95% interval), the
-    metric and its direction, k slices, the seeds, the family, whether it is a reference; the peers' summaries,
-    the task's other metrics (`also`); for a model that is not a reference its ID margins over the references
-    (positive = better; None when that reference is absent) and `beats_prior`; for baseline-linear and
-    baseline-tfidf the C each cutoff's fit used (`chosen_C`, train.reference_C); the dvc.lock hash the numbers
-    came from (and cpu_path "native" when that CPU path computed them), and the label-free estimate's error."""
+    """metrics/<dataset>/<model>.json: ID, Future and Decay of the seed-averaged matrix (decay positive = a
+    loss, whatever the metric's direction), their seed spread (std, None with one seed; a bootstrap 95%
+    interval), the metric and its direction, k slices, the seeds, the family, whether it is a reference; the
+    peers' summaries, the task's other metrics (`also`); for a model that is not a reference its ID margins
+    over the references (positive = better; None when that reference is absent) and `beats_prior`; for
+    baseline-linear and baseline-tfidf the C each cutoff's fit used (`chosen_C`, train.reference_C); the
+    dvc.lock hash the numbers came from (and cpu_path "native" when that CPU path computed them), and the
+    label-free estimate's error."""
 
     WRITER = "report"
     WHAT = "metrics file"
@@ -91,8 +92,8 @@ class ModelMetrics(Artefact):
     margin_linear: Stat = None
     margin_tfidf: Stat = None
     beats_prior: bool | None = None
-    # baseline-linear / baseline-tfidf: the C each cutoff's fit used, in cutoff order (a list per label for multilabel;
-    # None where nothing was fitted), from the checkpoints (drift.models.checkpoints.chosen_C)
+    # baseline-linear / baseline-tfidf: the C each cutoff's fit used, in cutoff order (a list per label for
+    # multilabel; None where nothing was fitted), from the checkpoints (drift.models.checkpoints.chosen_C)
     chosen_C: list[Number | list[Number | None] | None] | None = None
     lock_sha256: str | None  # None: no dvc.lock
     cpu_path: Literal["native"] | None = (

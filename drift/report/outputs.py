@@ -2,15 +2,15 @@
 
 From the evaluate stage's per-seed matrices (data/eval/<ds>/<model>.json) it writes small files committed to
 git (DVC outputs, cache: false): metrics/<ds>/<model>.json (ID, Future, Decay, seed spread, margins over the
-references); plots/<ds>/<model>/ matrix.json, heatmap.png, deviation.png; the cohort mean (Figure 5), forgetting
-curves (Figures 4, 11), family bars (Table 10) and the image models' saliency (Figure 3) under plots/<ds>/; the
-long-format JSON of plots/deviations/ and plots/forgetting/; tables/<ds>.json and .md (Tables 5-10). Labels and
-names are data, never markup: the plots data holds `<`, `>`, `&` as look-alikes (drift.report.plots.plot_text) and
-every cell of the .md is escaped (md_text); the HTML page escapes its own (drift.report.html). The training
-curves (plots/losses/<ds>.json, plots/<ds>/<model>/losses.png) come from the checkpoints (drift.report.training).
-Rankings are by Decay, smallest first, unless `by` says "future" or "id". Reference models get their files but no
-rank and no part in the cohort, deviations or families; a model that does not beat baseline-prior is named on
-stderr and under "below_prior" in the tables."""
+references); plots/<ds>/<model>/ matrix.json, heatmap.png, deviation.png; the cohort mean (Figure 5),
+forgetting curves (Figures 4, 11), family bars (Table 10) and the image models' saliency (Figure 3) under
+plots/<ds>/; the long-format JSON of plots/deviations/ and plots/forgetting/; tables/<ds>.json and .md (Tables
+5-10). Labels and names are data, never markup: the plots data holds `<`, `>`, `&` as look-alikes
+(drift.report.plots.plot_text) and every cell of the .md is escaped (md_text); the HTML page escapes its own
+(drift.report.html). The training curves (plots/losses/<ds>.json, plots/<ds>/<model>/losses.png) come from the
+checkpoints (drift.report.training). Rankings are by Decay, smallest first, unless `by` says "future" or "id".
+Reference models get their files but no rank and no part in the cohort, deviations or families; a model that
+does not beat baseline-prior is named on stderr and under "below_prior" in the tables."""
 
 from __future__ import annotations
 
@@ -72,9 +72,9 @@ def load_eval(eval_dir: Path, models: list[str]) -> dict[str, EvalResult]:
 
 
 def model_metrics(result: EvalResult) -> dict:
-    """The metrics/<ds>/<model>.json of one model (ModelMetrics' fields): ID, Future, Decay of the seed-averaged
-    matrix and their spread, and whether it is a reference model (the margins over the references are added by
-    write_report)."""
+    """The metrics/<ds>/<model>.json of one model (ModelMetrics' fields): ID, Future, Decay of the
+    seed-averaged matrix and their spread, and whether it is a reference model (the margins over the
+    references are added by write_report)."""
     higher = result.higher_is_better
     spread = seed_spread(result.per_seed, higher)
     return {
@@ -87,7 +87,8 @@ def model_metrics(result: EvalResult) -> dict:
         "reference": is_reference(result.model, {"family": result.family}),
         **{f"{s}_std": spread[s]["std"] for s in STATS},
         **{f"{s}_ci95": [spread[s]["ci_low"], spread[s]["ci_high"]] for s in STATS},
-        # the peers' summaries of the same seed-averaged matrix (drift.protocol.peers), and the task's other metrics
+        # the peers' summaries of the same seed-averaged matrix (drift.protocol.peers), and the task's other
+        # metrics
         "protocols": {
             "wild-time": wild_time(result.matrix, higher, labels=result.labels),
             "clear": clear(result.matrix),
@@ -133,8 +134,8 @@ def write_report(
     by: str = DEFAULT_ORDER,
 ) -> dict:
     """Write every output of the module docstring except the saliency grid; returns the tables. Tables are
-    ranked by `by` (decay, future or id). A model that does not beat baseline-prior in distribution is named on
-    stderr, one line each."""
+    ranked by `by` (decay, future or id). A model that does not beat baseline-prior in distribution is named
+    on stderr, one line each."""
     check_order(by)
     if not results:
         raise DriftError(f"train.models.{name} lists no models: nothing to report")
@@ -164,7 +165,8 @@ def write_report(
         if revisions:
             env["weights_revisions"] = revisions
     for model, r in results.items():
-        # what produced the numbers: the lock file's hash here, every version in tables/<ds>.json "environment"
+        # what produced the numbers: the lock file's hash here, every version in tables/<ds>.json
+        # "environment"
         metrics[model].update(margins.get(model, {}), lock_sha256=env["lock_sha256"])
         # the native CPU path's numbers say so; the portable path's files stay as they were
         if "cpu_path" in env:
@@ -392,8 +394,8 @@ def write_dataset_report(
     """The report stage: read the eval JSON, write the report and the classes' outputs (drift.report.labels:
     label shares per slice, per-class scores, a confusion matrix), the training curves (drift.report.training:
     plots/losses/<ds>.json and a figure per model), and for an image dataset the saliency grid
-    (`saliency_grid`: params.yaml report.saliency.<dataset>; None: every image model at a few cutoffs spread over
-    the timeline)."""
+    (`saliency_grid`: params.yaml report.saliency.<dataset>; None: every image model at a few cutoffs spread
+    over the timeline)."""
     p = dataset_paths(name, root)
     results = load_eval(p["eval"], models)
     tables = write_report(name, results, root, by=by)

@@ -25,10 +25,10 @@ METRIC_LABELS = {
 }
 
 
-# `dvc plots show` pastes the plots' data into a <script> of its HTML page as JSON that it parses and writes again
-# (a \u003c escape does not survive), so a label "</script><script>..." would end the script and run its own: the
-# characters HTML reads as markup become look-alikes in every string the plots data holds. Ordinary labels (years,
-# class and model names) are unchanged.
+# `dvc plots show` pastes the plots' data into a <script> of its HTML page as JSON that it parses and writes
+# again (a \u003c escape does not survive), so a label "</script><script>..." would end the script and run its
+# own: the characters HTML reads as markup become look-alikes in every string the plots data holds. Ordinary
+# labels (years, class and model names) are unchanged.
 PLOT_SAFE = str.maketrans({"<": "\u2039", ">": "\u203a", "&": "\uff06"})  # ‹ › ＆
 
 
@@ -46,8 +46,8 @@ def plot_text(value):
 
 
 def long_format(matrix: np.ndarray, labels: list[str], **extra) -> list[dict]:
-    """Rows {"train", "eval", "value", **extra} for the DVC heatmap templates; empty cells are null; the labels
-    are plot_text."""
+    """Rows {"train", "eval", "value", **extra} for the DVC heatmap templates; empty cells are null; the
+    labels are plot_text."""
     shown = [plot_text(label) for label in labels]
     return [
         {"train": shown[i], "eval": shown[j], "value": None if np.isnan(v) else round(float(v), 6), **extra}
@@ -103,9 +103,9 @@ def heatmap_row(
     metric: str,
     higher_is_better: bool = True,
 ) -> None:
-    """Heatmaps side by side in one figure, each drawn as `heatmap` draws one, with its own colour bar; panels:
-    (matrix, labels, title, diverging) each. Fixed margins, not tight_layout: at most 12 ticks a side keep the
-    labels within them, and one figure so laid out costs about half of as many separate heatmaps."""
+    """Heatmaps side by side in one figure, each drawn as `heatmap` draws one, with its own colour bar;
+    panels: (matrix, labels, title, diverging) each. Fixed margins, not tight_layout: at most 12 ticks a side
+    keep the labels within them, and one figure so laid out costs about half of as many separate heatmaps."""
     fig, axes = subplots(1, len(panels), figsize=(5.6 * len(panels), 4.8), dpi=120, squeeze=False)
     for ax, (matrix, labels, title, diverging) in zip(axes[0], panels):
         _draw_heatmap(fig, ax, matrix, labels, title, metric, higher_is_better, diverging, None)
@@ -153,8 +153,8 @@ def _draw_heatmap(
 def _save(fig, path: Path) -> None:
     """The figure as laid out (tight_layout or fixed margins) to a PNG at `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    # tight_layout leaves a placeholder layout engine, for which savefig draws the whole figure once more before
-    # the draw it saves; without an engine it draws once, to the same pixels
+    # tight_layout leaves a placeholder layout engine, for which savefig draws the whole figure once more
+    # before the draw it saves; without an engine it draws once, to the same pixels
     fig.set_layout_engine(None)
     fig.savefig(path)
 
@@ -288,8 +288,9 @@ LABEL_OFFSETS = [
 
 
 def place_labels(ax, renderer, points: list[tuple[float, float]], labels: list[str], bold: list[bool]) -> int:
-    """Each point's label at the first offset (LABEL_OFFSETS, points) where it overlaps no label placed before,
-    no other point's marker and stays inside the axes; a label with no such place is left off. Returns how many."""
+    """Each point's label at the first offset (LABEL_OFFSETS, points) where it overlaps no label placed
+    before, no other point's marker and stays inside the axes; a label with no such place is left off. Returns
+    how many."""
     frame = ax.get_window_extent(renderer)
     markers = [ax.transData.transform(xy) for xy in points]
     placed: list = []
@@ -329,10 +330,10 @@ def place_labels(ax, renderer, points: list[tuple[float, float]], labels: list[s
 
 
 def pareto_figure(result: dict):
-    """Retraining policies (drift/analysis/policy.py): one panel per model, mean score (filled) and worst period
-    (hollow, joined by a thin line) against the retraining cost; the Pareto front of the mean as a step line,
-    each policy's name beside its mean where it overlaps nothing (place_labels; the panel's x label counts
-    those left off), the best policy's in bold; at most 5 x ticks, short (compact_number). result:
+    """Retraining policies (drift/analysis/policy.py): one panel per model, mean score (filled) and worst
+    period (hollow, joined by a thin line) against the retraining cost; the Pareto front of the mean as a step
+    line, each policy's name beside its mean where it overlaps nothing (place_labels; the panel's x label
+    counts those left off), the best policy's in bold; at most 5 x ticks, short (compact_number). result:
     policy.dataset_policies."""
     models = list(result["models"])
     higher = result["higher_is_better"]
@@ -368,7 +369,8 @@ def pareto_figure(result: dict):
         fontsize=9,
     )
     fig.tight_layout()
-    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # the Agg canvas has it; the base class does not say
+    # the Agg canvas has it; the base class does not say
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
     for ax, policies in drawn:  # placed once the layout is final: the boxes are measured where they are drawn
         ax.set_xlim(ax.get_xlim())
         ax.set_ylim(ax.get_ylim())
@@ -452,8 +454,9 @@ def class_score_plot(
     title: str,
     what: str,
 ) -> None:
-    """Each class's score per training cutoff, one line per class: on the diagonal cell (left: in distribution)
-    and the mean over the later slices (right); diagonal, future: [cutoff, class], NaN where a class has none."""
+    """Each class's score per training cutoff, one line per class: on the diagonal cell (left: in
+    distribution) and the mean over the later slices (right); diagonal, future: [cutoff, class], NaN where a
+    class has none."""
     x = np.arange(len(cutoffs))
     fig, axes = subplots(1, 2, figsize=(11, 3.9), dpi=120, sharey=True)
     for ax, values, heading in (

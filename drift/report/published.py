@@ -1,19 +1,19 @@
 """The authors' published runs (learning-mechanisms/drift-happens, CC BY 4.0) as data, and ours against them.
 
-drift/report/published/<dataset>.json.gz holds, for Yearbook, Amazon Reviews and arXiv, every model's seed-averaged
-K x K drift matrix as the authors' website publishes it, in their units (accuracy and macro AUC in %, balanced
-MSE as is), with our registry name, family and the ID / Future / Decay the paper prints (values.tex).
-<dataset>.tables.json.gz holds the family and per-cutoff tables (`load_tables`). `check_printed` recomputes
-ID / Future / Decay with our protocol code and lists every value that disagrees with the print; `compare` sets
-one of our evaluations beside a published matrix, cell by cell over the slices both have, and `compare_run` the
-workspace's whole run beside the paper (`drift paper`, the report's section). Source, commit and licence:
-drift/report/published/README.md.
+drift/report/published/<dataset>.json.gz holds, for Yearbook, Amazon Reviews and arXiv, every model's
+seed-averaged K x K drift matrix as the authors' website publishes it, in their units (accuracy and macro AUC
+in %, balanced MSE as is), with our registry name, family and the ID / Future / Decay the paper prints
+(values.tex). <dataset>.tables.json.gz holds the family and per-cutoff tables (`load_tables`). `check_printed`
+recomputes ID / Future / Decay with our protocol code and lists every value that disagrees with the print;
+`compare` sets one of our evaluations beside a published matrix, cell by cell over the slices both have, and
+`compare_run` the workspace's whole run beside the paper (`drift paper`, the report's section). Source, commit
+and licence: drift/report/published/README.md.
 
 The published matrices score a cell with no rows 0.0, the authors' accuracy of an empty set (our
-`evaluate.empty_cell: zero`): Yearbook's 1924, one portrait, which their split puts in train, reads 0.0 from row
-1924 on (EMPTY_TEST). Ours are compared under that rule: a run of ours that left those cells empty has them
-re-scored to 0.0 (`as_published`), exactly what `empty_cell: zero` writes, and the published figures stay as
-printed.
+`evaluate.empty_cell: zero`): Yearbook's 1924, one portrait, which their split puts in train, reads 0.0 from
+row 1924 on (EMPTY_TEST). Ours are compared under that rule: a run of ours that left those cells empty has
+them re-scored to 0.0 (`as_published`), exactly what `empty_cell: zero` writes, and the published figures stay
+as printed.
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ from drift.protocol.summary import STATS, id_future_decay, ranking
 from drift.report.results import load_matrix, report_models
 
 DATA = Path(__file__).with_name("published")
-# The slices whose held-out rows the authors' split leaves empty: it puts every row of a year with fewer than 3
-# portraits in train (drift_happens/sample/splits.py), and their loop (drift_happens/pipeline/evaluation.py)
-# scores each cell (i, j <= i) on slice j's val + test rows, an empty set there, whose accuracy they log as 0.0
-# (drift_happens/evaluation/metrics.py). In every published Yearbook matrix column 1924 reads 0.0 from row 1924
-# on, and no other column does (tests/protocol/test_scoring_rules.py). Amazon and arXiv: none (their metrics score an
-# empty set NaN, never logged).
+# The slices whose held-out rows the authors' split leaves empty: it puts every row of a year with fewer than
+# 3 portraits in train (drift_happens/sample/splits.py), and their loop (drift_happens/pipeline/evaluation.py)
+# scores each cell (i, j <= i) on slice j's val + test rows, an empty set there, whose accuracy they log as
+# 0.0 (drift_happens/evaluation/metrics.py). In every published Yearbook matrix column 1924 reads 0.0 from row
+# 1924 on, and no other column does (tests/protocol/test_scoring_rules.py). Amazon and arXiv: none (their
+# metrics score an empty set NaN, never logged).
 EMPTY_TEST = {"yearbook": ("1924",)}
 DATASETS = ("yearbook", "amazon", "arxiv")
 ALIASES = {"amazon_reviews": "amazon", "amazon-reviews-23": "amazon"}  # the authors' names of our datasets
@@ -58,9 +58,9 @@ def _read(dataset: str) -> dict:
 
 def load_published(dataset: str) -> dict:
     """One dataset's published runs: the file's fields (slices, metric, unit, scale, higher_is_better,
-    printed_decimals, stored_decimals, source) and models, in the paper's ranking order, each with name (ours),
-    display, preset (theirs), family, published_family, seeds, printed {id, future, decay} and matrix, a
-    [K, K] float array in the published unit (ours x scale)."""
+    printed_decimals, stored_decimals, source) and models, in the paper's ranking order, each with name
+    (ours), display, preset (theirs), family, published_family, seeds, printed {id, future, decay} and matrix,
+    a [K, K] float array in the published unit (ours x scale)."""
     data = dict(_read(resolve_dataset(dataset)))
     data["models"] = [
         {**{k: v for k, v in m.items() if k != "values"}, "matrix": np.array(m["values"], dtype=np.float64)}
@@ -70,10 +70,11 @@ def load_published(dataset: str) -> dict:
 
 
 def load_tables(dataset: str) -> dict:
-    """One dataset's published family and per-cutoff tables (Tables 6-10 and their Amazon / arXiv counterparts,
-    website/data/<ds>/tables.json): cutoffs [{label, published_cutoff, ordered_by, rows [{rank, model (ours),
-    paper_name, id, future, decay}]}], families {cutoffs, rows [{family, cells [{future, decay}]}]} in the
-    paper's order, robustness [{model, paper_name, future, decay}], with metric, unit, printed_decimals, source."""
+    """One dataset's published family and per-cutoff tables (Tables 6-10 and their Amazon / arXiv
+    counterparts, website/data/<ds>/tables.json): cutoffs [{label, published_cutoff, ordered_by, rows [{rank,
+    model (ours), paper_name, id, future, decay}]}], families {cutoffs, rows [{family, cells [{future,
+    decay}]}]} in the paper's order, robustness [{model, paper_name, future, decay}], with metric, unit,
+    printed_decimals, source."""
     name = resolve_dataset(dataset)
     return json.loads(gzip.decompress((DATA / f"{name}.tables.json.gz").read_bytes()))
 
@@ -84,7 +85,8 @@ def has_published(dataset: str) -> bool:
 
 
 def published_model(data: dict, model: str) -> dict:
-    """The model of `data` named `model`: our registry name, the paper's display name or the authors' preset id."""
+    """The model of `data` named `model`: our registry name, the paper's display name or the authors' preset
+    id."""
     for m in data["models"]:
         if model.lower() in (m["name"], m["display"].lower(), m["preset"]):
             return m
@@ -118,14 +120,15 @@ def published_ranking(dataset: str, by: str = "decay") -> list[dict]:
 
 
 def print_tolerance(data: dict) -> float:
-    """How far a recomputed statistic may lie from the printed one: half a unit of the printed last digit, plus
-    half a unit of the stored cells' last digit (a mean of rounded cells moves by at most that), plus float slack."""
+    """How far a recomputed statistic may lie from the printed one: half a unit of the printed last digit,
+    plus half a unit of the stored cells' last digit (a mean of rounded cells moves by at most that), plus
+    float slack."""
     return 0.5 * 10.0 ** -data["printed_decimals"] + 0.5 * 10.0 ** -data["stored_decimals"] + 1e-9
 
 
 def check_printed(dataset: str) -> list[str]:
-    """Every recomputed ID / Future / Decay farther from the printed value than `print_tolerance`, one line each;
-    empty when our protocol code reproduces every printed value of the dataset."""
+    """Every recomputed ID / Future / Decay farther from the printed value than `print_tolerance`, one line
+    each; empty when our protocol code reproduces every printed value of the dataset."""
     data = load_published(dataset)
     tol, d = print_tolerance(data), data["printed_decimals"]
     bad = []
@@ -145,8 +148,8 @@ def check_printed(dataset: str) -> list[str]:
 
 def our_result(root: Path, dataset: str, model: str) -> dict:
     """One of our models' seed-averaged matrix: data/eval/<ds>/<model>.json (every seed, averaged cell by
-    cell), else the report's plots/<ds>/<model>/matrix.json. Returns {labels, matrix, metric, higher_is_better,
-    seeds, source}."""
+    cell), else the report's plots/<ds>/<model>/matrix.json. Returns {labels, matrix, metric,
+    higher_is_better, seeds, source}."""
     p = dataset_paths(dataset, root)
     evaluation = p["eval"] / f"{model}.json"
     if evaluation.exists():
@@ -177,7 +180,8 @@ def our_result(root: Path, dataset: str, model: str) -> dict:
 
 def our_models(root: Path, dataset: str) -> list[str]:
     """The models of `dataset` with results in the workspace under `root`: an evaluation
-    (data/eval/<ds>/<model>.json) or a report matrix (plots/<ds>/<model>/matrix.json), the cohort mean aside."""
+    (data/eval/<ds>/<model>.json) or a report matrix (plots/<ds>/<model>/matrix.json), the cohort mean aside.
+    """
     from drift.report.outputs import (
         COHORT,  # lazy: the report stage's imports, kept out of the cli's reads
     )
@@ -210,8 +214,8 @@ def _in_published_unit(ours: dict, data: dict) -> np.ndarray:
 def as_published(matrix: np.ndarray, labels: list[str], dataset: str) -> tuple[np.ndarray, str | None]:
     """Our matrix under the published rule for cells with no rows, and the rule our run had followed there:
     cells (i, j <= i) of the EMPTY_TEST slices, in the rows our run trained, all empty ("empty": they read 0.0
-    here, as empty_cell: zero writes them) or filled ("zero": left as they are). (the matrix as it is, None) when
-    our run has none of those cells."""
+    here, as empty_cell: zero writes them) or filled ("zero": left as they are). (the matrix as it is, None)
+    when our run has none of those cells."""
     M = np.array(matrix, dtype=np.float64)
     trained = np.asarray(np.isfinite(M).any(axis=1))
     cells = [
@@ -231,12 +235,12 @@ def as_published(matrix: np.ndarray, labels: list[str], dataset: str) -> tuple[n
 
 
 def compare(ours: dict, dataset: str, model: str) -> dict:
-    """Our result (`our_result`'s dict) beside the published matrix of `model`, in the published unit, over the
-    slices both have (aligned by label, in the published order; those only one side has are named in `slices`):
-    ours and theirs ID / Future / Decay and their differences (ours - published), and the cell-wise difference
-    with its mean absolute value over the cells both fill and the largest cell. Ours under the published rule
-    for cells with no rows (`as_published`); `empty_cells`: the rule our run had followed there (None: no such
-    cell)."""
+    """Our result (`our_result`'s dict) beside the published matrix of `model`, in the published unit, over
+    the slices both have (aligned by label, in the published order; those only one side has are named in
+    `slices`): ours and theirs ID / Future / Decay and their differences (ours - published), and the cell-wise
+    difference with its mean absolute value over the cells both fill and the largest cell. Ours under the
+    published rule for cells with no rows (`as_published`); `empty_cells`: the rule our run had followed there
+    (None: no such cell)."""
     data = load_published(dataset)
     pub = published_model(data, model)
     mine, rule = as_published(_in_published_unit(ours, data), ours["labels"], data["dataset"])
@@ -281,8 +285,8 @@ def compare(ours: dict, dataset: str, model: str) -> dict:
 
 
 def spearman(a: list[float], b: list[float]) -> float | None:
-    """Spearman's rank correlation of two paired lists (ties share their mean rank); None under 2 pairs or when
-    one side is constant."""
+    """Spearman's rank correlation of two paired lists (ties share their mean rank); None under 2 pairs or
+    when one side is constant."""
     from scipy.stats import spearmanr  # lazy: scipy, kept out of `drift --help`
 
     if len(a) < 2 or len(set(a)) < 2 or len(set(b)) < 2:
@@ -293,14 +297,14 @@ def spearman(a: list[float], b: list[float]) -> float | None:
 def compare_run(root: Path, dataset: str) -> dict:
     """The published results of `dataset` with the workspace's run beside them (`drift paper`, the report's
     section). models: one row per published model in the paper's order, then the models only our run has:
-    model, paper_name, family, published {id, future, decay, rank, printed} (None for ours alone), ours
-    {id, future, decay, rank, seeds, source} (None without our result), difference (ours - published),
-    cells, mean_abs_difference, largest and slices (`compare`). Also only_ours / only_published (models),
-    slices (labels only one side has, over every model), the mean absolute difference over every cell both fill,
-    and the Spearman correlation of the two Decay rankings over the models both have. run: whether any result
-    of ours was found. empty_cells: {published: "zero", slices: the EMPTY_TEST labels, ours: the rules our
-    models had followed there, sorted (none when our run lacks those slices)}; ours are compared under the
-    published rule (`as_published`)."""
+    model, paper_name, family, published {id, future, decay, rank, printed} (None for ours alone), ours {id,
+    future, decay, rank, seeds, source} (None without our result), difference (ours - published), cells,
+    mean_abs_difference, largest and slices (`compare`). Also only_ours / only_published (models), slices
+    (labels only one side has, over every model), the mean absolute difference over every cell both fill, and
+    the Spearman correlation of the two Decay rankings over the models both have. run: whether any result of
+    ours was found. empty_cells: {published: "zero", slices: the EMPTY_TEST labels, ours: the rules our models
+    had followed there, sorted (none when our run lacks those slices)}; ours are compared under the published
+    rule (`as_published`)."""
     data = load_published(dataset)
     name, higher = data["dataset"], data["higher_is_better"]
     published = {r["model"]: r for r in published_ranking(name)}

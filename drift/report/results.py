@@ -30,9 +30,9 @@ STAGE_FOLDERS = ("embed", "evaluate", "ingest", "train")  # metrics/<stage>/: no
 def load_results(
     metrics_dir: Path, dataset: str | None = None, declared: list[str] | None = None
 ) -> dict[str, dict[str, dict]]:
-    """{dataset: {model: metrics}} from metrics/<dataset>/<model>.json (what `dvc metrics show` reads), for the
-    datasets `declared` (the workspace's params.yaml `datasets`: a folder another experiment left is no result
-    of this one); None: every dataset of the table with a folder."""
+    """{dataset: {model: metrics}} from metrics/<dataset>/<model>.json (what `dvc metrics show` reads), for
+    the datasets `declared` (the workspace's params.yaml `datasets`: a folder another experiment left is no
+    result of this one); None: every dataset of the table with a folder."""
     from drift.core.dataset_registry import DATASETS
 
     # a dataset's folder: a built-in dataset's, or any but the stages' own (a configured table's)
@@ -60,15 +60,16 @@ def load_results(
 
 
 def read_metrics(path: Path, dataset: str) -> dict:
-    """metrics/<dataset>/<model>.json validated (ModelMetrics; a file of another version or a damaged one is one
-    DriftError line naming it and `dvc repro -f report@<dataset>`), as the plain dict the file holds."""
+    """metrics/<dataset>/<model>.json validated (ModelMetrics; a file of another version or a damaged one is
+    one DriftError line naming it and `dvc repro -f report@<dataset>`), as the plain dict the file holds."""
     return ModelMetrics.from_file(path, dataset).as_json()
 
 
 def summary_rows(models: dict[str, dict], by: str) -> list[dict]:
     """One dataset's metrics (model -> metrics) as summary rows in rank order: each model's metrics with
     model, rank (None for a reference), reference, ranked_by and, for the models that are not references,
-    margin_prior, margin_linear, margin_tfidf and beats_prior (recomputed from the IDs, so older metrics files get them too)."""
+    margin_prior, margin_linear, margin_tfidf and beats_prior (recomputed from the IDs, so older metrics files
+    get them too)."""
     higher = next(iter(models.values()))["higher_is_better"]
     margins = reference_margins(models, higher)
     return [
@@ -85,10 +86,10 @@ def summary_rows(models: dict[str, dict], by: str) -> list[dict]:
 
 
 def label_free(root: Path, dataset: str) -> dict[str, dict]:
-    """{model: how well the label-free signals predicted its decay}: Spearman rho over the future cells between
-    the true drop M[i][i] - M[i][j] and the shift, the novel share and the estimate's own drop
-    (tables/<ds>-shift.json), and the estimate's mean absolute error over those cells (metrics/<ds>/<model>.json).
-    Empty when the report has no shift summary (an older report)."""
+    """{model: how well the label-free signals predicted its decay}: Spearman rho over the future cells
+    between the true drop M[i][i] - M[i][j] and the shift, the novel share and the estimate's own drop
+    (tables/<ds>-shift.json), and the estimate's mean absolute error over those cells
+    (metrics/<ds>/<model>.json). Empty when the report has no shift summary (an older report)."""
     p = dataset_paths(dataset, root)
     if not p["shift_summary"].exists():
         return {}
@@ -109,12 +110,14 @@ def label_free(root: Path, dataset: str) -> dict[str, dict]:
 
 
 def report_datasets(root: Path) -> list[str]:
-    """Datasets with a report: plots/<ds>/<model>/matrix.json exists (plots/deviations, plots/forgetting aside)."""
+    """Datasets with a report: plots/<ds>/<model>/matrix.json exists (plots/deviations, plots/forgetting
+    aside)."""
     return sorted({p.parent.parent.name for p in (Path(root) / PLOTS).glob("*/*/matrix.json")})
 
 
 def report_models(root: Path, dataset: str) -> list[str]:
-    """The models (and the cohort mean) with a matrix in plots/<ds>/; the shift matrix beside them is no model."""
+    """The models (and the cohort mean) with a matrix in plots/<ds>/; the shift matrix beside them is no
+    model."""
     shift = dataset_paths(dataset, root)["shift"]
     return sorted(
         p.parent.name
@@ -249,9 +252,9 @@ def metrics_at(repo, rev: str) -> dict[str, dict[str, dict]]:
 
 
 def params_at(repo, rev: str) -> dict:
-    """Flat {"dotted.key": value} of params.yaml at a git revision, a DVC experiment or "workspace", read the one
-    way every command reads it (drift.core.params.read_yaml: a key named twice is a one-line error); empty when
-    the revision has no params.yaml."""
+    """Flat {"dotted.key": value} of params.yaml at a git revision, a DVC experiment or "workspace", read the
+    one way every command reads it (drift.core.params.read_yaml: a key named twice is a one-line error); empty
+    when the revision has no params.yaml."""
     from dvc.scm import RevError, SCMError, resolve_rev  # lazy: DVC, only for compare
 
     try:
@@ -276,8 +279,8 @@ def params_at(repo, rev: str) -> dict:
 
 
 def report_locks_at(repo, rev: str) -> dict[str, Any]:
-    """{dataset: its report stage's dvc.lock entry} at a revision ("workspace": the file on disk); empty when the
-    revision has no dvc.lock."""
+    """{dataset: its report stage's dvc.lock entry} at a revision ("workspace": the file on disk); empty when
+    the revision has no dvc.lock."""
     from dvc.scm import RevError, SCMError, resolve_rev  # lazy: DVC, only for compare
 
     try:
@@ -293,8 +296,9 @@ def report_locks_at(repo, rev: str) -> dict[str, Any]:
 
 
 def not_rerun(rows: dict[str, list[dict]], locks_a: dict, locks_b: dict) -> dict[str, list[dict]]:
-    """`rows` (diff_metrics) with status "not re-run" for the unchanged models of a dataset whose report stage has
-    the same dvc.lock entry at both revisions: nothing that decides its results changed, so nothing ran."""
+    """`rows` (diff_metrics) with status "not re-run" for the unchanged models of a dataset whose report stage
+    has the same dvc.lock entry at both revisions: nothing that decides its results changed, so nothing ran.
+    """
     for dataset, models in rows.items():
         if dataset in locks_a and locks_a.get(dataset) == locks_b.get(dataset):
             for row in models:

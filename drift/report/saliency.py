@@ -62,9 +62,9 @@ def _checkpoints(model_dir: Path) -> dict[int, list[Path]]:
 
 
 def resolve_cells(cells, labels: list[str], usable: list[int], name: str) -> list[tuple[int, int]]:
-    """report.saliency.cells, [[trained-through label, evaluated-on label], ...], as (cutoff, eval) slice indices.
-    Labels are compared as text (a YAML 1950 is "1950"); one that names no usable slice of the dataset is a
-    one-line error listing the valid labels."""
+    """report.saliency.cells, [[trained-through label, evaluated-on label], ...], as (cutoff, eval) slice
+    indices. Labels are compared as text (a YAML 1950 is "1950"); one that names no usable slice of the
+    dataset is a one-line error listing the valid labels."""
     if not isinstance(cells, (list, tuple)) or not cells:
         raise DriftError(
             f"report.saliency.cells must be a non-empty list of [trained-through, evaluated-on] slice "
@@ -105,12 +105,12 @@ def dataset_saliency(
 ) -> dict:
     """Mean saliency maps of one dataset's image models from its slice table and checkpoints.
 
-    models: image models with checkpoints, default every one; cells: the grid's columns as
-    [trained-through label, evaluated-on label] pairs (params.yaml report.saliency.cells; paper Figure 3 is
-    1950 and 1970 each on 1960, 1980, 2000); n: portraits per panel, drawn once from `seed`.
-    Without cells: `cutoffs` (slice indices, default `n_cutoffs` spread over the timeline, summary.cutoff_indices),
-    each on `eval_slice` (an index) or else on the next usable slice after it (the first period not seen).
-    Returns {"models", "columns": [{cutoff, cutoff_label, eval, eval_label, n, title}], "maps": {(model, c): [H, W]},
+    models: image models with checkpoints, default every one; cells: the grid's columns as [trained-through
+    label, evaluated-on label] pairs (params.yaml report.saliency.cells; paper Figure 3 is 1950 and 1970 each
+    on 1960, 1980, 2000); n: portraits per panel, drawn once from `seed`. Without cells: `cutoffs` (slice
+    indices, default `n_cutoffs` spread over the timeline, summary.cutoff_indices), each on `eval_slice` (an
+    index) or else on the next usable slice after it (the first period not seen). Returns {"models",
+    "columns": [{cutoff, cutoff_label, eval, eval_label, n, title}], "maps": {(model, c): [H, W]},
     "portraits": {c: mean image [C, H, W]}}.
     """
     if cells is not None and (cutoffs is not None or eval_slice is not None):

@@ -1,12 +1,12 @@
-"""Training curves: how far each model's training got, from the mean training loss of each epoch its checkpoints
-keep (drift.models.checkpoints.epoch_losses).
+"""Training curves: how far each model's training got, from the mean training loss of each epoch its
+checkpoints keep (drift.models.checkpoints.epoch_losses).
 
 The report stage writes them as long-format rows for `dvc plots` (plots/losses/<ds>.json: model, cutoff (the
 slice label), seed, epoch (from 1), loss) and draws one figure per model (plots/<ds>/<model>/losses.png: loss
 against epoch, one line per training cutoff, the mean over seeds). The HTML report shows the figures under
 "Training", with a line for each model whose loss was still falling at its last epoch
-(drift.protocol.summary.still_falling) or whose ID is below baseline-linear's. `drift summary` reads the rows back
-(read_curves). References, fitted in closed form, have no curve.
+(drift.protocol.summary.still_falling) or whose ID is below baseline-linear's. `drift summary` reads the rows
+back (read_curves). References, fitted in closed form, have no curve.
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ def curves_by_model(rows: list[dict]) -> dict[str, dict[tuple[str, int], list[fl
 
 
 def read_curves(root: Path, dataset: str) -> dict[str, list[list[float]]]:
-    """{model: its curves, one per cutoff and seed} from plots/losses/<ds>.json; empty without the file (a report
-    written before it existed)."""
+    """{model: its curves, one per cutoff and seed} from plots/losses/<ds>.json; empty without the file (a
+    report written before it existed)."""
     path = dataset_paths(dataset, root)["losses"]
     if not path.exists():
         return {}
@@ -72,8 +72,8 @@ def read_curves(root: Path, dataset: str) -> dict[str, list[list[float]]]:
 
 
 def losses_plot(curves: dict[str, list[float]], path: Path, title: str) -> None:
-    """Loss against epoch, one line per training cutoff (`curves`: cutoff label -> its mean loss per epoch over the
-    seeds, in time order), later cutoffs darker."""
+    """Loss against epoch, one line per training cutoff (`curves`: cutoff label -> its mean loss per epoch
+    over the seeds, in time order), later cutoffs darker."""
     import matplotlib  # lazy: matplotlib, only when a report is written
     import matplotlib.ticker
 
@@ -111,8 +111,9 @@ def losses_plot(curves: dict[str, list[float]], path: Path, title: str) -> None:
 
 
 def write_training_curves(name: str, models: list[str], root: Path = Path(".")) -> list[dict]:
-    """plots/losses/<ds>.json (every curve of the models' checkpoints under data/models/<ds>; an empty list when none
-    keeps one) and each model's figure; returns the rows. Cutoffs are named by the slice manifest's labels."""
+    """plots/losses/<ds>.json (every curve of the models' checkpoints under data/models/<ds>; an empty list
+    when none keeps one) and each model's figure; returns the rows. Cutoffs are named by the slice manifest's
+    labels."""
     from drift.store.slices import SliceManifest  # lazy: the slice table's readers
 
     p = dataset_paths(name, root)
@@ -141,9 +142,9 @@ def write_training_curves(name: str, models: list[str], root: Path = Path(".")) 
 
 
 def training_html(name: str, root: Path, tables: dict, fig: Callable[..., str]) -> str:
-    """The HTML report's "Training" section: a line for each model whose loss was still falling at its last epoch
-    or whose ID is below baseline-linear's, then each ranked model's figure (`fig`: the page's figure function);
-    a note when the report has no curves."""
+    """The HTML report's "Training" section: a line for each model whose loss was still falling at its last
+    epoch or whose ID is below baseline-linear's, then each ranked model's figure (`fig`: the page's figure
+    function); a note when the report has no curves."""
     curves = read_curves(root, name)
     plots = dataset_paths(name, root)["plots"]
     ranked = [r for r in tables["ranking"] if not r.get("reference")]

@@ -1,7 +1,7 @@
 """Whether the models of a dataset's run can run on it: known names, the right modality, the encoders their
-probes read, the families train.lr names. With drift/data/validate.py (the data), everything that can be checked
-before any compute; the check stage runs `validate` for every dataset before any ingest, and the train stage
-again, the ingest stage the data part (no torch there).
+probes read, the families train.lr names. With drift/data/validate.py (the data), everything that can be
+checked before any compute; the check stage runs `validate` for every dataset before any ingest, and the train
+stage again, the ingest stage the data part (no torch there).
 """
 
 from __future__ import annotations
@@ -46,8 +46,9 @@ def check_roster(models: list[str], modality: str, text_encoder: str | None, enc
 
 def validate(params: Params, name: str) -> None:
     """What the train stage checks before any compute, beyond the schema (drift.core.params): validate_names,
-    then the models of the roster (against the dataset's modality in drift/core/dataset_registry.py) and the families
-    of train.lr. The dataset's section and slices are ingest's (drift.data.validate.validate_data)."""
+    then the models of the roster (against the dataset's modality in drift/core/dataset_registry.py) and the
+    families of train.lr. The dataset's section and slices are ingest's (drift.data.validate.validate_data).
+    """
     validate_names(params, name)
     embed = params.embed
     check_roster(
@@ -67,8 +68,8 @@ def validate(params: Params, name: str) -> None:
 
 
 def check_run(params: Params) -> None:
-    """Everything the check stage refuses before any compute: every dataset section params.yaml writes, and for
-    each dataset of the run its data (drift.data.validate.validate_data) and its roster (validate). What
+    """Everything the check stage refuses before any compute: every dataset section params.yaml writes, and
+    for each dataset of the run its data (drift.data.validate.validate_data) and its roster (validate). What
     `drift check` runs too, before DVC parses dvc.yaml."""
     from drift.data.datasets import check_datasets, dataset_cfg
     from drift.data.validate import validate_data
@@ -107,10 +108,11 @@ def table_image_files(cfg) -> list[Path]:
 
 
 def checked_record(params: Params, name: str, code_root: Path = ROOT, digests: Digests | None = None) -> dict:
-    """What dataset `name`'s ingest depends on beyond its raw input and the stage's shared code: its reader (the
-    project's: drift/core/dataset_registry.py, or the table reader for a table of the user's), the digest of the
-    reader's code and import closure under `code_root` (drift.core.closure.code_digest: docstrings and comments
-    left out), and for a table whose rows name image files, `images`: the digest of those files' bytes."""
+    """What dataset `name`'s ingest depends on beyond its raw input and the stage's shared code: its reader
+    (the project's: drift/core/dataset_registry.py, or the table reader for a table of the user's), the digest
+    of the reader's code and import closure under `code_root` (drift.core.closure.code_digest: docstrings and
+    comments left out), and for a table whose rows name image files, `images`: the digest of those files'
+    bytes."""
     reader = params.info(name).reader
     record = {
         "dataset": name,
@@ -127,8 +129,8 @@ def checked_record(params: Params, name: str, code_root: Path = ROOT, digests: D
 
 def embed_record(params: Params, name: str, digests: Digests | None = None) -> dict:
     """What dataset `name`'s embed depends on beyond its inputs and the embed params: the bytes of the local
-    weights (`embed.weights`, or a declared encoder's folder) of each encoder it runs, so other weights under the
-    same path re-run it, and the declarations (params.yaml `encoders:`) of the declared ones it runs."""
+    weights (`embed.weights`, or a declared encoder's folder) of each encoder it runs, so other weights under
+    the same path re-run it, and the declarations (params.yaml `encoders:`) of the declared ones it runs."""
     encoders = params.embed.dataset_encoders(params.info(name).modality)
     declared = {e: get_encoder_spec(e) for e in encoders if get_encoder_spec(e).declared}
     weights = {
@@ -145,10 +147,11 @@ def embed_record(params: Params, name: str, digests: Digests | None = None) -> d
 
 
 def write_checked(params: Params, root: Path = Path(".")) -> list[Path]:
-    """The check stage's output, for every dataset of the run: data/checked/<name>.json (checked_record), which
-    its ingest depends on, and data/checked/<name>.embed.json (embed_record), which its embed depends on; each
-    the same bytes while what it records is unchanged, so a stage re-runs only when its reader, its image files or
-    its weights changed. The folder holds nothing else (DVC removes it before the stage runs)."""
+    """The check stage's output, for every dataset of the run: data/checked/<name>.json (checked_record),
+    which its ingest depends on, and data/checked/<name>.embed.json (embed_record), which its embed depends
+    on; each the same bytes while what it records is unchanged, so a stage re-runs only when its reader, its
+    image files or its weights changed. The folder holds nothing else (DVC removes it before the stage runs).
+    """
     (Path(root) / CHECKED).mkdir(parents=True, exist_ok=True)
     digests, written = Digests(), []
     for name in params.datasets:

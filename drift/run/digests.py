@@ -1,7 +1,7 @@
 """What a result depends on that params.yaml only names: the files a table's rows point to (`image_encoding:
 path`) and the local weights of `embed.weights`. The check stage writes their content digests into files that
-ingest and embed depend on (drift/run/checks.py), so replacing an image or a weight file re-runs what it decides,
-as a changed input file does.
+ingest and embed depend on (drift/run/checks.py), so replacing an image or a weight file re-runs what it
+decides, as a changed input file does.
 
 Contents are hashed (sha256), never trusted from a name or a time; a memo keyed by each file's device, inode,
 size, modification and change times (.drift/digests.json under the main repository, as DVC's own state) spares

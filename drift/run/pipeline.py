@@ -1,5 +1,6 @@
 """dvc.yaml, written from one table: each stage's script, parameters, inputs and outputs (named by
-drift/core/paths.py) and its code dependencies (the stage script's import closure inside drift/, computed here).
+drift/core/paths.py) and its code dependencies (the stage script's import closure inside drift/, computed
+here).
 
     python -m drift.run.pipeline            write dvc.yaml
     python -m drift.run.pipeline --check    exit 1 when dvc.yaml differs from what this writes (a test runs it)
@@ -68,7 +69,8 @@ STAGES: dict[str, Stage] = {
         "extra": ["requirements.lock"],
         # records: train.row_order split redraws the split over them in ingest order
         "inputs": ["slice_manifest", "embeddings", "records"],
-        # what decides a checkpoint or which exist, from the schema's field metadata (train.models: this dataset's)
+        # what decides a checkpoint or which exist, from the schema's field metadata (train.models: this
+        # dataset's)
         "params": [
             f"train.{n}"
             for n in TrainParams.deciding(CHECKPOINT) + TrainParams.deciding(ROSTER)
@@ -184,8 +186,8 @@ def dvc_yaml(root: Path = ROOT) -> str:
             out.append("      outs:")
             out += [f"        - {dvc_path(k)}: {{cache: false}}" for k in stage["outs_uncached"]]
         if stage.get("outs_block"):
-            # cached, so `dvc push` / `dvc pull` carry them; the persistent ones are kept between runs (not removed
-            # first) and rebuilt only when stale (the embeddings train reads, GBs on a paper corpus)
+            # cached, so `dvc push` / `dvc pull` carry them; the persistent ones are kept between runs (not
+            # removed first) and rebuilt only when stale (the embeddings train reads, GBs on a paper corpus)
             out.append("      outs:")
             out += [f"        - {dvc_path(k)}" for k in stage["outs_block"]]
             out += [f"        - {dvc_path(k)}: {{persist: true}}" for k in stage.get("outs_persist", [])]

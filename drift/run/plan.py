@@ -1,15 +1,15 @@
 """What a campaign costs before it runs (`drift plan`): counts, a measured throughput, projected hours.
 
-Three parts, each checked alone: counting (pure functions of the params and slice counts: the model-seed runs of
-the paper's Table 1, trainings, training row-passes, encoder passes, evaluation cells and rows), benchmark
+Three parts, each checked alone: counting (pure functions of the params and slice counts: the model-seed runs
+of the paper's Table 1, trainings, training row-passes, encoder passes, evaluation cells and rows), benchmark
 (forward+backward and forward-only rows/s of one model per family at its real input shape, cached per machine,
-torch version and model), projection (counts / rates = hours here, and on a GPU from a stated or given speed-up
-over this CPU). Slice counts come from the slice manifest (exact), else the params, else a stated assumption
-(the dataset module's PAPER_ROWS), rows spread evenly over the slices, as the output says. Rates a rehearsal
-measured (drift/run/rehearse.py) replace the benchmark's per family. Embedding (embed hours, apart from the
-totals: Table 1 leaves preprocessing out too) is the rows the embedding store lacks at each encoder's rate: a
-rehearsal's, else the last embed run recorded here, else a stated table rate (embed_estimate); ingest is
-counted, not timed."""
+torch version and model), projection (counts / rates = hours here, and on a GPU from a stated or given
+speed-up over this CPU). Slice counts come from the slice manifest (exact), else the params, else a stated
+assumption (the dataset module's PAPER_ROWS), rows spread evenly over the slices, as the output says. Rates a
+rehearsal measured (drift/run/rehearse.py) replace the benchmark's per family. Embedding (embed hours, apart
+from the totals: Table 1 leaves preprocessing out too) is the rows the embedding store lacks at each encoder's
+rate: a rehearsal's, else the last embed run recorded here, else a stated table rate (embed_estimate); ingest
+is counted, not timed."""
 
 from __future__ import annotations
 
@@ -31,29 +31,32 @@ from drift.data.datasets import check_datasets, dataset_cfg, get_dataset
 from drift.models import get_model_info
 from drift.train.rates import machine_id, read_rates
 
-# The paper's Table 1 (Appendix B) totals; each corpus's row is its module's PAPER_COST (drift/data/datasets/),
-# and its rows and non-empty slices, when no slice manifest says, its PAPER_ROWS.
+# The paper's Table 1 (Appendix B) totals; each corpus's row is its module's PAPER_COST
+# (drift/data/datasets/), and its rows and non-empty slices, when no slice manifest says, its PAPER_ROWS.
 PAPER_TOTAL = {"model_seed_runs": 222, "train_gpu_h": 412.6, "eval_gpu_h": 247.9, "node_h": 165.1}
 
-# Typical tokens per row of a text dataset (its module's TYPICAL_TOKENS, else this) before embed.max_length cuts them
+# Typical tokens per row of a text dataset (its module's TYPICAL_TOKENS, else this) before embed.max_length
+# cuts them
 DEFAULT_TOKENS = 100
 TYPICAL_TOKENS_SOURCE = (
     "assumed typical lengths: Amazon review title+text ~100 RoBERTa tokens, arXiv "
     "title+abstract ~220, a State of the Union paragraph ~90; cut at embed.max_length"
 )
 
-# Stated GPU speed: peak dense FP32 (no tensor cores) from the vendor datasheets, divided by this CPU's measured
-# FP32 matmul rate. An upper bound on the speed-up: heads this small are bound by kernel launches on a GPU, so
-# the hours projected from it are a lower bound. `--device-rate NAME=FACTOR` gives a measured factor instead.
+# Stated GPU speed: peak dense FP32 (no tensor cores) from the vendor datasheets, divided by this CPU's
+# measured FP32 matmul rate. An upper bound on the speed-up: heads this small are bound by kernel launches on
+# a GPU, so the hours projected from it are a lower bound. `--device-rate NAME=FACTOR` gives a measured factor
+# instead.
 DEVICE_PEAK_FLOPS = {
     "A100": (19.5e12, "NVIDIA A100 datasheet: 19.5 TFLOPS FP32"),
     "H100": (67e12, "NVIDIA H100 SXM datasheet: 67 TFLOPS FP32"),
 }
 
-# An encoder's rate where none was measured here: MiniLM-L6 on State of the Union paragraphs at 64 tokens, 8.2 rows/s
-# on the 2-core reference CPU (bench/README.md, bench_encoders.py), scaled to another encoder by its parameters x
-# tokens per row (a forward pass costs about 2 x parameters FLOPs a token). An image counts IMAGE_TOKENS tokens.
-# MiniLM-L6's measured rate on a 2-core CPU (bench/README.md, bench_encoders.py): the rate other encoders scale from
+# An encoder's rate where none was measured here: MiniLM-L6 on State of the Union paragraphs at 64 tokens, 8.2
+# rows/s on the 2-core reference CPU (bench/README.md, bench_encoders.py), scaled to another encoder by its
+# parameters x tokens per row (a forward pass costs about 2 x parameters FLOPs a token). An image counts
+# IMAGE_TOKENS tokens. MiniLM-L6's measured rate on a 2-core CPU (bench/README.md, bench_encoders.py): the
+# rate other encoders scale from
 TABLE_RATE = 8.2  # rows/s
 TABLE_ENCODER, TABLE_TOKENS = "minilm-l6", 64
 IMAGE_TOKENS = 197  # a ViT's 16-pixel patches of a 224-pixel image, and its class token
@@ -63,7 +66,8 @@ IMAGE_TOKENS = 197  # a ViT's 16-pixel patches of a 224-pixel image, and its cla
 
 
 def plan_params(preset: str | None, params_path: Path = Path("params.yaml"), presets: Path = PRESETS):
-    """Params (drift.core.params.Params) of params.yaml, with preset `preset` merged in memory (nothing written)."""
+    """Params (drift.core.params.Params) of params.yaml, with preset `preset` merged in memory (nothing
+    written)."""
     data = merged_document(preset, params_path, presets)
     try:
         params = load_params(data)
@@ -177,11 +181,12 @@ def dataset_shape(
 def count_dataset(
     shape: DatasetShape, models: list[str], references: list[str], n_seeds: int, epochs: int, n_encoders: int
 ) -> dict:
-    """The counts of one dataset's campaign (see the module docstring). Per model: `trainings` (f_k per seed and
-    trainable cutoff k), `row_passes` (rows seen in training: f_k trains `epochs` times on the train rows of
-    every slice <= k), `checkpoints`, `cells` (checkpoints x usable slices) and `eval_rows` (rows scored: the
-    test rows of slice j <= k, all rows of j > k). References are fitted once per cutoff (seed-independent,
-    closed form) and their checkpoint copied per seed, so they are evaluated per seed like every model."""
+    """The counts of one dataset's campaign (see the module docstring). Per model: `trainings` (f_k per seed
+    and trainable cutoff k), `row_passes` (rows seen in training: f_k trains `epochs` times on the train rows
+    of every slice <= k), `checkpoints`, `cells` (checkpoints x usable slices) and `eval_rows` (rows scored:
+    the test rows of slice j <= k, all rows of j > k). References are fitted once per cutoff
+    (seed-independent, closed form) and their checkpoint copied per seed, so they are evaluated per seed like
+    every model."""
     slices = shape.slices
     cutoffs = [k for k, s in enumerate(slices) if s.trainable]
     usable = [j for j, s in enumerate(slices) if s.usable]
@@ -329,8 +334,8 @@ def bench_input(params: Params, dataset: dict, name: str, model: str) -> BenchIn
 
 
 def _synthetic_inputs(spec: BenchInput, n_rows: int):
-    """drift.models.inputs.Inputs of random rows at the real shape and storage type (uint8 pixels, float32 pooled
-    vectors, float16 token states), so the benchmark pays the same batch assembly as training."""
+    """drift.models.inputs.Inputs of random rows at the real shape and storage type (uint8 pixels, float32
+    pooled vectors, float16 token states), so the benchmark pays the same batch assembly as training."""
     import numpy as np
 
     from drift.models.inputs import Inputs
@@ -359,10 +364,11 @@ def _synthetic_targets(task, n_rows: int, n_outputs: int):
 
 
 def measure_model(model_name: str, spec: BenchInput, threads: int, seconds: float = 1.0) -> dict:
-    """Rows/s of one model on this CPU: training steps (forward, backward, optimiser step, as drift.train.loop runs
-    them) and evaluation (forward only, batches of 256, as drift.evaluate.predict.predict), each timed for about
-    `seconds` after one warm-up batch (at least one batch). Deterministic kernels at `threads` threads, as
-    the train stage runs (drift.train.loop.deterministic): measured on cnn-s they cost up to 4x on this CPU."""
+    """Rows/s of one model on this CPU: training steps (forward, backward, optimiser step, as drift.train.loop
+    runs them) and evaluation (forward only, batches of 256, as drift.evaluate.predict.predict), each timed
+    for about `seconds` after one warm-up batch (at least one batch). Deterministic kernels at `threads`
+    threads, as the train stage runs (drift.train.loop.deterministic): measured on cnn-s they cost up to 4x on
+    this CPU."""
     import numpy as np
     import torch
 
@@ -445,7 +451,8 @@ def measure_matmul(threads: int, seconds: float = 0.5) -> float:
 
 
 def bench_cache_path() -> Path:
-    """The benchmark cache: plan-benchmarks.json in the user's drift cache ($DRIFT_CACHE_DIR or ~/.cache/drift)."""
+    """The benchmark cache: plan-benchmarks.json in the user's drift cache ($DRIFT_CACHE_DIR or
+    ~/.cache/drift)."""
     from drift.store.location import local_cache_dir
 
     return local_cache_dir() / "plan-benchmarks.json"
@@ -503,8 +510,8 @@ def rate_group(model: str) -> str:
 
 
 def bench_key(model: str, spec: BenchInput) -> str:
-    """A model's entry in the benchmark cache: its name and input, and a declared head's size arguments (a size
-    changed is measured again)."""
+    """A model's entry in the benchmark cache: its name and input, and a declared head's size arguments (a
+    size changed is measured again)."""
     info = get_model_info(model)
     args = f" {dict(info.args)}" if model in DECLARED else ""
     return f"{info.name}{args} | {spec.key()}"
@@ -524,7 +531,8 @@ def benchmark(
     sizes take its rates (`measured_as` names it); a declared head is measured alone; `every_model` measures
     each model. Where a rehearsal of the dataset measured a family on this machine (drift/train/rates.py), its
     rates are used instead (`source` says which), scaled by the batched engine's measured gain when
-    train.engine is batched or auto (never for a declared head: the family's rates say nothing of its size)."""
+    train.engine is batched or auto (never for a declared head: the family's rates say nothing of its size).
+    """
     threads = params.train.threads
     rehearsed = read_rates(rates_device)
     out = {
@@ -596,9 +604,9 @@ def benchmark(
 def rows_to_embed(
     params: Params, name: str, dataset: dict, manifest_dir: Path, embeddings_dir: Path
 ) -> dict[str, tuple[int, str]]:
-    """{encoder: (rows to embed, how they were counted)} of dataset `name` (a count_campaign entry): the unique
-    keys of its slice table that the store table of its last embed run (embeddings_dir/<name>.json) lacks, when
-    the plan counts from the slice manifest and the store is a local folder; else every row."""
+    """{encoder: (rows to embed, how they were counted)} of dataset `name` (a count_campaign entry): the
+    unique keys of its slice table that the store table of its last embed run (embeddings_dir/<name>.json)
+    lacks, when the plan counts from the slice manifest and the store is a local folder; else every row."""
     from drift.store.location import cache_dir
 
     encoders, rows = dataset["encoders"], dataset["rows"]
@@ -630,9 +638,9 @@ def rows_to_embed(
 
 
 def encoder_rate(name: str, encoder: str, tokens: int, rates_device: str = "cpu") -> tuple[float | None, str]:
-    """(rows/s, where it comes from) of `encoder` on dataset `name` here: a rehearsal's full-depth measurement,
-    else the last embed run recorded in .drift/runs/embed/ (this dataset's, else another's), else TABLE_ENCODER
-    scaled by parameters x `tokens` per row; (None, why) for an encoder of unknown size."""
+    """(rows/s, where it comes from) of `encoder` on dataset `name` here: a rehearsal's full-depth
+    measurement, else the last embed run recorded in .drift/runs/embed/ (this dataset's, else another's), else
+    TABLE_ENCODER scaled by parameters x `tokens` per row; (None, why) for an encoder of unknown size."""
     from drift.core.encoder_registry import ENCODER_PARAMS, ENCODERS, frozen_params
 
     rehearsed = ((read_rates(rates_device).get(name) or {}).get("encoders") or {}).get(encoder) or {}
@@ -688,8 +696,8 @@ def embed_estimate(
 
 
 def device_factors(cpu_flops: float | None, given: dict[str, float] | None = None) -> dict[str, dict]:
-    """Speed of each device relative to this CPU: 1 here, the stated datasheet ratio for A100 and H100, and any
-    `--device-rate NAME=FACTOR` (which replaces a stated one of the same name)."""
+    """Speed of each device relative to this CPU: 1 here, the stated datasheet ratio for A100 and H100, and
+    any `--device-rate NAME=FACTOR` (which replaces a stated one of the same name)."""
     devices = {"here": {"factor": 1.0, "source": f"measured on this machine ({machine_id()})"}}
     if cpu_flops:
         for device, (peak, source) in DEVICE_PEAK_FLOPS.items():
@@ -707,9 +715,10 @@ def device_factors(cpu_flops: float | None, given: dict[str, float] | None = Non
 
 
 def project_hours(counts: dict, rates: dict, devices: dict[str, dict]) -> dict:
-    """Hours of training and evaluation per dataset and device: each model's row passes at its family's measured
-    rate, divided by the device's factor. The references (closed-form, seconds per cutoff) are left out. The
-    embedding hours (a dataset's `embed`: embed_estimate), apart from the totals, when every encoder has a rate."""
+    """Hours of training and evaluation per dataset and device: each model's row passes at its family's
+    measured rate, divided by the device's factor. The references (closed-form, seconds per cutoff) are left
+    out. The embedding hours (a dataset's `embed`: embed_estimate), apart from the totals, when every encoder
+    has a rate."""
     for name, dataset in counts["datasets"].items():
         train_s = eval_s = 0.0
         for model, m in dataset["models"].items():

@@ -1,15 +1,15 @@
-"""A campaign rehearsed before it runs (`drift rehearse PRESET`): every stage of the preset's pipeline, every model
-of its roster, run by `dvc repro` in a temporary git + DVC workspace with its own caches, on a small sample in the
-corpus's real format (drift/data/samples, shipped with the package), with stand-in encoders of the preset's
-architectures and widths (random weights, written where embed.weights.<name> points). What it shrinks (rows,
-cutoffs trained, seeds, epochs, and in the tiny profile the text encoders' depth) is printed; cutoffs are
-restricted by marking the others untrainable in the slice manifest, so the protocol code runs unchanged. It reads
-each stage's throughput from the stages' run records (.drift/runs/<stage>/, their `timings`) and stores the rates
-per machine, device and torch version for `drift plan` (drift/run/plan.py).
+"""A campaign rehearsed before it runs (`drift rehearse PRESET`): every stage of the preset's pipeline, every
+model of its roster, run by `dvc repro` in a temporary git + DVC workspace with its own caches, on a small
+sample in the corpus's real format (drift/data/samples, shipped with the package), with stand-in encoders of
+the preset's architectures and widths (random weights, written where embed.weights.<name> points). What it
+shrinks (rows, cutoffs trained, seeds, epochs, and in the tiny profile the text encoders' depth) is printed;
+cutoffs are restricted by marking the others untrainable in the slice manifest, so the protocol code runs
+unchanged. It reads each stage's throughput from the stages' run records (.drift/runs/<stage>/, their
+`timings`) and stores the rates per machine, device and torch version for `drift plan` (drift/run/plan.py).
 
-The workspace is a checkout made from the installed package: drift/ copied from where it is imported, the stage
-scripts and the shipped params.yaml and presets from the pipeline kit (`pipeline_kit`), dvc.yaml written by
-drift/run/pipeline.py, requirements.lock listing the installed distributions. Its stages import that copy
+The workspace is a checkout made from the installed package: drift/ copied from where it is imported, the
+stage scripts and the shipped params.yaml and presets from the pipeline kit (`pipeline_kit`), dvc.yaml written
+by drift/run/pipeline.py, requirements.lock listing the installed distributions. Its stages import that copy
 (PYTHONPATH), as a checkout's stages import the checkout, so nothing outside the installed package is read."""
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ from drift.core.presets import PRESETS, merged_document
 from drift.data.datasets import check_datasets, dataset_cfg, get_dataset
 from drift.train.rates import rates_path, write_rates
 
-# the vision encoders the tiny profile keeps: a CNN and a ViT, the fastest of each here (0.37 and 0.21 s an image)
+# the vision encoders the tiny profile keeps: a CNN and a ViT, the fastest of each here (0.37 and 0.21 s an
+# image)
 CHEAP_VISION = ("resnet50-in", "clip-b32")
 STAGES = ("ingest", "slice", "embed", "train", "evaluate", "report")
 KIT = (
@@ -82,9 +83,9 @@ PROFILES = {
 
 
 def pipeline_kit() -> Path:
-    """The folder holding the pipeline's files that live outside drift/ (stages/*.py, params.yaml, params/*.yaml):
-    drift/_pipeline/ in an installed wheel (setup.py's build step copies them there), else the checkout drift is
-    imported from (an editable install, PYTHONPATH)."""
+    """The folder holding the pipeline's files that live outside drift/ (stages/*.py, params.yaml,
+    params/*.yaml): drift/_pipeline/ in an installed wheel (setup.py's build step copies them there), else the
+    checkout drift is imported from (an editable install, PYTHONPATH)."""
     package = Path(drift.__file__).resolve().parent
     for root in (package / KIT, package.parent):
         if (root / "stages" / "train.py").is_file() and (root / "params.yaml").is_file():
@@ -96,8 +97,8 @@ def pipeline_kit() -> Path:
 
 
 def project_files(preset: str) -> tuple[Path, Path]:
-    """(params.yaml, presets folder) a rehearsal merges: the working directory's when it holds a params.yaml (a
-    project), its params/ when that holds the preset; else the ones the package carries (pipeline_kit)."""
+    """(params.yaml, presets folder) a rehearsal merges: the working directory's when it holds a params.yaml
+    (a project), its params/ when that holds the preset; else the ones the package carries (pipeline_kit)."""
     kit = pipeline_kit()
     params = Path("params.yaml") if Path("params.yaml").is_file() else kit / "params.yaml"
     presets = PRESETS if (PRESETS / f"{preset}.yaml").is_file() else kit / PRESETS
@@ -123,13 +124,14 @@ def parse_overrides(pairs: list[str]) -> dict:
 
 
 def reads_files(name: str, params) -> bool:
-    """Whether dataset `name`'s reader reads files the params name (a corpus or table: its section has `source`)."""
+    """Whether dataset `name`'s reader reads files the params name (a corpus or table: its section has
+    `source`)."""
     return "source" in get_dataset(name, params.tables.get(name)).PARAMS.model_fields
 
 
 def sample_path(name: str, params) -> str:
-    """Where the rehearsal puts dataset `name`'s sample, relative to its workspace: the configured input when it is
-    a relative path inside the workspace (the reader may read its file name), else data/raw/<name>."""
+    """Where the rehearsal puts dataset `name`'s sample, relative to its workspace: the configured input when
+    it is a relative path inside the workspace (the reader may read its file name), else data/raw/<name>."""
     entry = params.datasets[name]
     configured = Path(entry.input) if entry.input else None
     if configured is not None and not configured.is_absolute() and ".." not in configured.parts:
@@ -254,7 +256,8 @@ def write_sample(name: str, params, repo: Path, profile: Profile, data: Path | N
 
 
 def absolute_ids(data: dict) -> None:
-    """A declared encoder whose `id` is a folder relative to here, named absolutely: the workspace is elsewhere."""
+    """A declared encoder whose `id` is a folder relative to here, named absolutely: the workspace is
+    elsewhere."""
     for declaration in (data.get("encoders") or {}).values():
         model_id = declaration.get("id") if isinstance(declaration, dict) else None
         if (
@@ -269,7 +272,8 @@ def absolute_ids(data: dict) -> None:
 
 
 def text_config(name: str, vocab: int, layers: int | None):
-    """The configuration of the encoder's architecture at its real width (random weights); `layers` cuts depth."""
+    """The configuration of the encoder's architecture at its real width (random weights); `layers` cuts
+    depth."""
     import transformers as tf
 
     depth = {} if layers is None else {"num_hidden_layers": layers}
@@ -338,9 +342,10 @@ def text_config(name: str, vocab: int, layers: int | None):
 
 
 def write_standin(name: str, folder: Path, layers: int | None, source: str = "timm") -> dict:
-    """A stand-in of encoder `name` in `folder` (the layout embed.weights.<name> points at): its architecture and
-    width, random weights; text ones with the one real tokenizer here (MiniLM's); a vision one in the library
-    embed.image_source names (timm, or torchvision's network under its weight file's name). Returns its shape."""
+    """A stand-in of encoder `name` in `folder` (the layout embed.weights.<name> points at): its architecture
+    and width, random weights; text ones with the one real tokenizer here (MiniLM's); a vision one in the
+    library embed.image_source names (timm, or torchvision's network under its weight file's name). Returns
+    its shape."""
     import torch
 
     from drift.core.encoder_registry import get_encoder_spec
@@ -379,8 +384,9 @@ def write_standin(name: str, folder: Path, layers: int | None, source: str = "ti
         import timm
         from safetensors.torch import save_file
 
-        # at the architecture's own input size, as the hub's checkpoints are: the embed stage resamples a ViT's
-        # position table to the size it feeds, as it does for real weights (timm's way, or embed.image_pos_embed)
+        # at the architecture's own input size, as the hub's checkpoints are: the embed stage resamples a
+        # ViT's position table to the size it feeds, as it does for real weights (timm's way, or
+        # embed.image_pos_embed)
         model = timm.create_model(spec.hub_id, pretrained=False, num_classes=0)
         save_file(
             {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()},
@@ -450,8 +456,8 @@ def installed_lock() -> str:
 
 
 def stage_env(root: Path, repo: Path) -> dict:
-    """The environment the workspace's `dvc repro` runs in: its stages import the workspace's drift/ (PYTHONPATH,
-    as a checkout's import the checkout) with this interpreter as dvc.yaml's `python`."""
+    """The environment the workspace's `dvc repro` runs in: its stages import the workspace's drift/
+    (PYTHONPATH, as a checkout's import the checkout) with this interpreter as dvc.yaml's `python`."""
     env = {
         **os.environ,
         "GIT_AUTHOR_NAME": "rehearsal",
@@ -473,9 +479,9 @@ def stage_env(root: Path, repo: Path) -> dict:
 
 
 def make_workspace(repo: Path, params: dict, env: dict) -> Path:
-    """A checkout of the pipeline in a fresh git + DVC repository: drift/ copied from the installed package, the
-    kit's stage scripts, dvc.yaml written by drift/run/pipeline.py for these files, the rehearsal's params.yaml
-    and a requirements.lock of the installed distributions."""
+    """A checkout of the pipeline in a fresh git + DVC repository: drift/ copied from the installed package,
+    the kit's stage scripts, dvc.yaml written by drift/run/pipeline.py for these files, the rehearsal's
+    params.yaml and a requirements.lock of the installed distributions."""
     from drift.run.pipeline import dvc_yaml
 
     repo.mkdir(parents=True, exist_ok=True)
@@ -500,7 +506,8 @@ def make_workspace(repo: Path, params: dict, env: dict) -> Path:
 
 
 def stage_error(done: subprocess.CompletedProcess) -> str:
-    """The one line a failed `dvc repro -s` ends in: the stage's own (`error: ...`, drift/core/stage.py), else DVC's."""
+    """The one line a failed `dvc repro -s` ends in: the stage's own (`error: ...`, drift/core/stage.py), else
+    DVC's."""
     lines = [line.strip() for line in (done.stdout + "\n" + done.stderr).splitlines() if line.strip()]
     for prefix in ("error: ", "ERROR: "):
         mine = [line for line in lines if line.startswith(prefix)]
@@ -667,8 +674,8 @@ def _run_record(repo: Path, stage: str, name: str) -> dict:
 
 
 def measured(repo: Path, params, name: str, stages: list) -> dict:
-    """Rows, trainings, cells and each stage's throughput of dataset `name`, from its outputs and the stages' run
-    records (embed's per encoder, train's and evaluate's `timings`)."""
+    """Rows, trainings, cells and each stage's throughput of dataset `name`, from its outputs and the stages'
+    run records (embed's per encoder, train's and evaluate's `timings`)."""
     from drift.models import get_model_info
 
     out: dict = {"rows": None, "trainings": 0, "cells": 0, "encoders": {}, "families": {}}

@@ -1,7 +1,7 @@
 """`dvc push` / `dvc pull` with one line when the remote fails: which remote (name, URL, endpoint), what went
 wrong (endpoint down, credentials refused, no bucket, objects missing or damaged) and the fix. DVC itself does
-the transfer: it uploads each object whole, writes a download to a temporary file and moves it into the
-cache, so a run killed midway loses nothing and the next run moves only what is missing. Every line is redacted
+the transfer: it uploads each object whole, writes a download to a temporary file and moves it into the cache,
+so a run killed midway loses nothing and the next run moves only what is missing. Every line is redacted
 (drift.core.secrets): the remote's or endpoint's password and the AWS_* credentials show as `***`."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from pathlib import Path
 from drift.core.errors import DriftError
 from drift.core.secrets import redact
 
-# (what DVC or the S3 client says, in lower case; the cause; the fix, formatted with the remote's name and url)
+# (what DVC or the S3 client says, in lower case; the cause; the fix, formatted with the remote's name and
+# url)
 CAUSES = [
     (
         (
@@ -69,8 +70,8 @@ def describe_remote(name: str | None, cwd: Path = Path(".")) -> tuple[str, str, 
 
 
 def explain(action: str, output: str, name: str, url: str, endpoint: str) -> str:
-    """One line for a failed `dvc <action>`: the remote, the cause and the fix (DVC's own first error line when
-    the cause is none of CAUSES), redacted (the passwords of `url` and `endpoint` included)."""
+    """One line for a failed `dvc <action>`: the remote, the cause and the fix (DVC's own first error line
+    when the cause is none of CAUSES), redacted (the passwords of `url` and `endpoint` included)."""
     return redact(_explain(action, output, name, url, endpoint), (url, endpoint))
 
 

@@ -17,7 +17,8 @@ embed.cache_dir, outside the workspace, written atomically, each entry bound to 
     [format, key, score]}.
 An entry whose checksum does not match, or that was written for another key (a file copied over another), is a
 miss counted in `corrupt`; one of another format (FORMAT) is a plain miss (tests/store/test_cells.py,
-tests/pipeline/test_integrity.py, tests/store/test_cache_binding.py). `written_by_drift` tells drift's entries from other files."""
+tests/pipeline/test_integrity.py, tests/store/test_cache_binding.py). `written_by_drift` tells drift's entries from other files.
+"""
 
 from __future__ import annotations
 
@@ -69,9 +70,9 @@ def code_version(stage: str, model_module: str | None = None, model_modules=(), 
     """A digest of what decides what stage `stage` ("train", "evaluate") computes: its files (stage_files) and
     the versions of the libraries among those they import that compute its checkpoints or cells
     (drift.core.environment.KEY_LIBRARIES, by STAGE_KEYS). For one model (`model_module`, the module defining
-    its class): the stage's closure without the other model modules (`model_modules`, the registry's), with its
-    own module, so editing one head's module changes the keys of that module's models only. A model module its
-    own imports directly stays in."""
+    its class): the stage's closure without the other model modules (`model_modules`, the registry's), with
+    its own module, so editing one head's module changes the keys of that module's models only. A model module
+    its own imports directly stays in."""
     if stage not in STAGE_KEYS:
         raise DriftError(f"no cached stage {stage!r}: name one of {', '.join(STAGE_KEYS)}")
     files = set(stage_files(stage, root))
@@ -101,7 +102,8 @@ def rows_digest(hashes: np.ndarray, rows: np.ndarray) -> str:
 
 
 def _native() -> tuple:
-    """("cpu_path", "native") on that CPU path (compute.cpu_path), else nothing: the default keys stay as they were."""
+    """("cpu_path", "native") on that CPU path (compute.cpu_path), else nothing: the default keys stay as they
+    were."""
     return ("cpu_path", "native") if cpu_path() == "native" else ()
 
 
@@ -338,8 +340,8 @@ def checkpoint_problem(data: bytes, key: str) -> str | None:
 
 
 def state_dict_problem(body: bytes) -> str | None:
-    """Why checkpoint bytes are not a plain state dict (names -> tensors, loadable with weights_only=True), None
-    when they are: a pickle of anything else is refused as a damaged entry, never loaded another way."""
+    """Why checkpoint bytes are not a plain state dict (names -> tensors, loadable with weights_only=True),
+    None when they are: a pickle of anything else is refused as a damaged entry, never loaded another way."""
     import io
 
     import torch  # lazy: only where checkpoints are read

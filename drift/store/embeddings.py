@@ -42,9 +42,9 @@ NO_KEYS = pa.array([], pa.large_string())
 
 class StoreManifest(BaseModel):
     """One encoder's entry of the embed stage's manifest: the store table it wrote (`store`, under
-    embed.cache_dir), its fingerprint and the fields it hashes, the vector width, the rows and a digest of their
-    unique keys. `with_tokens` is absent for the text encoder (token states and pooled vectors) and false for a
-    probe's encoder (pooled vectors only)."""
+    embed.cache_dir), its fingerprint and the fields it hashes, the vector width, the rows and a digest of
+    their unique keys. `with_tokens` is absent for the text encoder (token states and pooled vectors) and
+    false for a probe's encoder (pooled vectors only)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -83,9 +83,10 @@ class EmbeddingsManifest(Artefact):
 
 
 def weights_revisions(manifest: EmbeddingsManifest) -> dict[str, str]:
-    """{encoder: the Hugging Face commit its weights were loaded from} for the encoders of an embed manifest that
-    have one (its `hf_revision`), in the manifest's order: what the environment record adds, so two runs can
-    tell whether they used the same weights. Encoders read from a local folder (the default MiniLM) have none."""
+    """{encoder: the Hugging Face commit its weights were loaded from} for the encoders of an embed manifest
+    that have one (its `hf_revision`), in the manifest's order: what the environment record adds, so two runs
+    can tell whether they used the same weights. Encoders read from a local folder (the default MiniLM) have
+    none."""
     return {name: m.hf_revision for name, m in manifest.encoders.items() if m.hf_revision}
 
 
@@ -106,8 +107,9 @@ def table_name(encoder: str, fingerprint: str) -> str:
 
 
 def find_table(cache_dir: Path | ObjectPath, encoder: str, fingerprint: str) -> str:
-    """The table of a fingerprint: named after the encoder that computed it first, so an encoder of another name
-    with the same fingerprint (a declaration renamed) finds that one's rows; a new one is named after `encoder`."""
+    """The table of a fingerprint: named after the encoder that computed it first, so an encoder of another
+    name with the same fingerprint (a declaration renamed) finds that one's rows; a new one is named after
+    `encoder`."""
     own = table_name(encoder, fingerprint)
     root = location(cache_dir)
     if committed(root / own) or not root.is_dir():
@@ -156,9 +158,9 @@ def row_checksums(values: np.ndarray, offsets: np.ndarray | None = None) -> np.n
 def damaged_rows(
     values: np.ndarray, checksums: np.ndarray | None, offsets: np.ndarray | None = None
 ) -> np.ndarray:
-    """Indexes of the rows whose bytes fail their checksum; without checksums (a table written before them), of
-    the rows holding a non-finite value. A row that matches its checksum holds what `append` wrote, and append
-    never writes a non-finite value."""
+    """Indexes of the rows whose bytes fail their checksum; without checksums (a table written before them),
+    of the rows holding a non-finite value. A row that matches its checksum holds what `append` wrote, and
+    append never writes a non-finite value."""
     if checksums is not None:
         return np.flatnonzero(row_checksums(values, offsets) != np.asarray(checksums, np.uint32))
     return non_finite_rows(values, offsets)
@@ -226,8 +228,8 @@ def _ragged_take(flat: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> tup
 
 
 class EmbeddingStore:
-    """The Lance table of one encoder fingerprint: `<cache_dir>/<encoder>-<fingerprint[:16]>.lance`, the encoder
-    being the one that computed it first.
+    """The Lance table of one encoder fingerprint: `<cache_dir>/<encoder>-<fingerprint[:16]>.lance`, the
+    encoder being the one that computed it first.
 
     Reads come from one pinned version (row positions stay valid while other processes append or compact);
     the key column of that version is read once and kept, and only new fragments are read after an append.
@@ -245,7 +247,8 @@ class EmbeddingStore:
         table: str | None = None,
         pooled_dtype: str = "float32",
     ):
-        # `table`: its file name when another encoder name computed it first (find_table), or a manifest names it
+        # `table`: its file name when another encoder name computed it first (find_table), or a manifest names
+        # it
         self.path = location(cache_dir) / (table or table_name(encoder, fingerprint))
         self.encoder, self.fingerprint, self.dim, self.with_tokens = encoder, fingerprint, dim, with_tokens
         self.pooled_dtype = pooled_dtype
@@ -304,8 +307,8 @@ class EmbeddingStore:
 
     def append(self, keys, pooled: np.ndarray, tokens=None, lengths=None) -> None:
         """Commit rows as one new fragment. tokens: a list of [n_i, D] arrays, or a flat [sum n_i, D] array
-        with `lengths`. The pooled vectors are stored in `pooled_dtype` (rounded to nearest when float16). Never
-        touches the pinned version, so a background thread may call it."""
+        with `lengths`. The pooled vectors are stored in `pooled_dtype` (rounded to nearest when float16).
+        Never touches the pinned version, so a background thread may call it."""
         pooled = np.asarray(pooled, np.float32).astype(self.pooled_dtype, copy=False).reshape(-1, self.dim)
         columns = {
             "key": pa.array(keys, pa.string()),
@@ -363,8 +366,8 @@ class EmbeddingStore:
             return
         if isinstance(self.path, ObjectPath):
             # version 1 is a put-if-absent, committed without retries: the loser of two racing creates fails
-            # (write_dataset's create would retry it as an overwrite at version 2, dropping appends made since).
-            # The format is Lance's default there: a commit of no fragments records no file format.
+            # (write_dataset's create would retry it as an overwrite at version 2, dropping appends made
+            # since). The format is Lance's default there: a commit of no fragments records no file format.
             try:
                 create = write_fragments(
                     self.schema.empty_table(),
@@ -405,9 +408,9 @@ class EmbeddingStore:
         return found.to_numpy(zero_copy_only=False).astype(np.int64)
 
     def _take(self, keys, column: str) -> tuple[pa.Array, np.ndarray, np.ndarray | None, np.ndarray]:
-        """The column's values for the distinct rows, read in storage order, the index that maps each key to its
-        row among them, the rows' checksums of that column (None: not stored, or a column without one) and the
-        rows' positions in the pinned version."""
+        """The column's values for the distinct rows, read in storage order, the index that maps each key to
+        its row among them, the rows' checksums of that column (None: not stored, or a column without one) and
+        the rows' positions in the pinned version."""
         keys = _as_keys(keys)
         checksum = CHECKSUM.get(column) if self._checksummed() else None
         for attempt in (0, 1):
@@ -440,10 +443,10 @@ class EmbeddingStore:
             self.damaged.setdefault(keys[int(first[row])].as_py(), int(fragment))
 
     def read_pooled(self, keys, strict: bool = True) -> np.ndarray:
-        """[n, D] in the table's dtype (float32, or float16: embed.pooled_dtype), aligned with keys. A damaged row
-        (checksum, non-finite) is recorded in `damaged` and raises DamagedRows; with strict=False it is read as
-        zeros, and the caller must not serve the result while `damaged` is not empty (the feature build, which
-        names every damaged row at its end)."""
+        """[n, D] in the table's dtype (float32, or float16: embed.pooled_dtype), aligned with keys. A damaged
+        row (checksum, non-finite) is recorded in `damaged` and raises DamagedRows; with strict=False it is
+        read as zeros, and the caller must not serve the result while `damaged` is not empty (the feature
+        build, which names every damaged row at its end)."""
         if len(keys) == 0:
             return np.zeros((0, self.dim), self.pooled_dtype)
         column, inverse, sums, positions = self._take(keys, "pooled")
@@ -465,8 +468,8 @@ class EmbeddingStore:
         return column.to_numpy(zero_copy_only=False).astype(np.int64)[inverse.reshape(-1)]
 
     def read_tokens(self, keys, strict: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        """Token states of each key, ragged: (flat [sum n_i, D] float16, offsets [n+1] int64) aligned with keys.
-        A damaged row is recorded in `damaged` and handled as in read_pooled."""
+        """Token states of each key, ragged: (flat [sum n_i, D] float16, offsets [n+1] int64) aligned with
+        keys. A damaged row is recorded in `damaged` and handled as in read_pooled."""
         if len(keys) == 0:
             return np.zeros((0, self.dim), np.float16), np.zeros(1, np.int64)
         column, inverse, sums, positions = self._take(keys, "tokens")
@@ -546,8 +549,8 @@ def discard_fragments(path: Path, fragment_ids) -> int:
 
 def scan_damage(path: Path, batch_rows: int = 1024) -> list[dict]:
     """Every row of a table read and checked (checksums, finite values): one entry per fragment with damage,
-    {fragment, rows (damaged), first_key, last_key (in storage order), problem}. A fragment that cannot be read
-    at all is one entry with the reader's error."""
+    {fragment, rows (damaged), first_key, last_key (in storage order), problem}. A fragment that cannot be
+    read at all is one entry with the reader's error."""
     ds = lance.dataset(str(path))
     names = ds.schema.names
     found = []

@@ -2,12 +2,12 @@
 
 `data/features/<dataset>/<encoder>/` holds, in slice-table row order, tokens.npy (float16 [n_tokens, D], text
 encoders only), offsets.npy (int64 [n + 1]: row i is tokens[offsets[i]:offsets[i + 1]]), pooled.npy (float32
-[n, D], or float16 under embed.pooled_dtype: the store's floats) and header.json (shapes, dtypes, each file's size and sha256, the store's
-fingerprint and table, a hash of the keys); `pixels/` holds pixels.npy (uint8 or float32 [n, C, H, W]) and its header.
-`write_features` builds them once from the store, streaming, and again when the header no longer matches
-(another fingerprint or other rows) or a file no longer matches its size or sha256 (checked on every open).
-Readers take a batch at a time with preadv, so memory follows the batch size, not the dataset; the files are
-standard .npy, so `np.load(path, mmap_mode="r")` opens them too."""
+[n, D], or float16 under embed.pooled_dtype: the store's floats) and header.json (shapes, dtypes, each file's
+size and sha256, the store's fingerprint and table, a hash of the keys); `pixels/` holds pixels.npy (uint8 or
+float32 [n, C, H, W]) and its header. `write_features` builds them once from the store, streaming, and again
+when the header no longer matches (another fingerprint or other rows) or a file no longer matches its size or
+sha256 (checked on every open). Readers take a batch at a time with preadv, so memory follows the batch size,
+not the dataset; the files are standard .npy, so `np.load(path, mmap_mode="r")` opens them too."""
 
 from __future__ import annotations
 
@@ -108,8 +108,8 @@ class DiskArray:
         return out[inverse.reshape(-1)]
 
     def read_spans(self, starts: np.ndarray, width: int) -> np.ndarray:
-        """[len(starts), width, *row_shape]: rows start .. start + width - 1 for each start, positions past the
-        last row reading the last row (as an index clamped to the end would)."""
+        """[len(starts), width, *row_shape]: rows start .. start + width - 1 for each start, positions past
+        the last row reading the last row (as an index clamped to the end would)."""
         starts = np.asarray(starts, np.int64)
         out = np.empty((len(starts), width, *self.row_shape), self.dtype)
         n = len(self)
@@ -220,9 +220,9 @@ def file_problem(path: Path, header: dict | None = None) -> str | None:
 
 
 def build_embeddings(store, keys: pa.Array, out: Path, keys_hash: str | None = None) -> dict:
-    """One encoder's feature files from its store table, in the order of `keys`; returns the header. A row that
-    fails its checksum or holds a non-finite value raises DamagedRows (naming every such key) and writes nothing.
-    Memory: one chunk of keys' token states (CHUNK_BYTES) at a time."""
+    """One encoder's feature files from its store table, in the order of `keys`; returns the header. A row
+    that fails its checksum or holds a non-finite value raises DamagedRows (naming every such key) and writes
+    nothing. Memory: one chunk of keys' token states (CHUNK_BYTES) at a time."""
     keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
     keys_hash = keys_hash or keys_sha256(keys)
     out = Path(out)
@@ -271,8 +271,8 @@ def build_embeddings(store, keys: pa.Array, out: Path, keys_hash: str | None = N
 
 
 def build_pixels(slice_path: Path, out: Path, keys_hash: str, rows_per_read: int = 4096) -> dict:
-    """The slice table's images as [n, C, H, W] of the dtype it stores (uint8, or float32), read from the table in
-    batches; returns the header."""
+    """The slice table's images as [n, C, H, W] of the dtype it stores (uint8, or float32), read from the
+    table in batches; returns the header."""
     n, meta, batches = slice_table_batches(slice_path, ["image"], rows_per_read)
     dtype = image_dtype(slice_path)
     shape = tuple(int(x) for x in meta.get(b"image_shape", b"3,32,32").decode().split(","))

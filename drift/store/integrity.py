@@ -30,7 +30,8 @@ def fsync_dir(path: Path) -> None:
 
 def write_atomic(path: Path, data: bytes, durable: bool = True) -> None:
     """`data` at `path`, whole or not at all. durable=False skips both fsyncs (a caller that checksums what it
-    reads and fsyncs the directories once for many small files: a torn file after a power cut fails its checksum)."""
+    reads and fsyncs the directories once for many small files: a torn file after a power cut fails its
+    checksum)."""
     if isinstance(path, ObjectPath):
         path.write_bytes(data)  # one PUT: the object appears whole or not at all
         return

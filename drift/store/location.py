@@ -1,7 +1,7 @@
 """Where the caches live: the embedding store, and beside it the checkpoint and cell caches (embed.cache_dir,
-else $DRIFT_CACHE_DIR, else ~/.cache/drift), outside any workspace so queued and temporary DVC experiments share
-them. A relative embed.cache_dir is the main repository's folder, never a temporary experiment copy's; an
-s3://bucket/prefix one (or $DRIFT_CACHE_DIR) is on object storage (drift.core.objectstore.ObjectPath)."""
+else $DRIFT_CACHE_DIR, else ~/.cache/drift), outside any workspace so queued and temporary DVC experiments
+share them. A relative embed.cache_dir is the main repository's folder, never a temporary experiment copy's;
+an s3://bucket/prefix one (or $DRIFT_CACHE_DIR) is on object storage (drift.core.objectstore.ObjectPath)."""
 
 from __future__ import annotations
 

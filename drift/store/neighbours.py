@@ -1,10 +1,12 @@
-"""Why an embedding table is computed anew: the store's table nearest a fingerprint, and the fields that differ.
+"""Why an embedding table is computed anew: the store's table nearest a fingerprint, and the fields that
+differ.
 
 Every table carries the fingerprint fields it was computed under in its metadata (`drift.fingerprint_fields`).
 `nearest_table` ranks the store's tables against the fields an encoder would use now: those of the same hub_id
 and weights first, then the fewest differing fields. `changes` lists the differences with nested fields
 flattened (`libraries.torch`); `change_text` writes one as `max_length 64 → 128`, a long hex digest cut to its
-first 8 characters. Tables written without fields (by hand, or before they were recorded) are never a neighbour.
+first 8 characters. Tables written without fields (by hand, or before they were recorded) are never a
+neighbour.
 """
 
 from __future__ import annotations
@@ -84,9 +86,9 @@ def _tables(cache_dir) -> list:
 
 
 def nearest_table(cache_dir, fields: dict, skip: str | None = None) -> dict | None:
-    """The committed table of the store nearest `fields`, other than the one named `skip`: {table, path, fields,
-    changes}, or None when no table records its fields. Same hub_id and weights_sha256 rank first, then fewer
-    differing fields, then the name."""
+    """The committed table of the store nearest `fields`, other than the one named `skip`: {table, path,
+    fields, changes}, or None when no table records its fields. Same hub_id and weights_sha256 rank first,
+    then fewer differing fields, then the name."""
     found = []
     for path in _tables(cache_dir):
         if path.name == skip or not committed(path):

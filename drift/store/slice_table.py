@@ -17,8 +17,9 @@ from drift.store.slices import SliceManifest, read_slice_manifest, read_slice_ta
 
 
 class SliceTable:
-    """One dataset's slice table as the stages after embed read it, without the params: its paths, manifest, task
-    and the small columns (key, slice, split, label) of every row, and the embed stage's manifests per encoder."""
+    """One dataset's slice table as the stages after embed read it, without the params: its paths, manifest,
+    task and the small columns (key, slice, split, label) of every row, and the embed stage's manifests per
+    encoder."""
 
     def __init__(self, name: str, root: str | Path = "."):
         """`root`: the repository (the working directory of a stage); a missing input names the stage to run."""

@@ -1,8 +1,8 @@
-"""The slice table (`data/slices/<dataset>.lance`): the canonical records with `slice`, `slice_label` and `split`,
-as one Lance file, and the small JSON manifest beside it (`<dataset>.json`: slices, task, a content digest).
-The file is byte-deterministic (same records, same bytes, so dvc.lock does not change on a re-run): Lance's
-2.0 file format, its schema metadata folded into one JSON entry (`drift`), never a Lance dataset directory
-(random file names, a timestamped manifest)."""
+"""The slice table (`data/slices/<dataset>.lance`): the canonical records with `slice`, `slice_label` and
+`split`, as one Lance file, and the small JSON manifest beside it (`<dataset>.json`: slices, task, a content
+digest). The file is byte-deterministic (same records, same bytes, so dvc.lock does not change on a re-run):
+Lance's 2.0 file format, its schema metadata folded into one JSON entry (`drift`), never a Lance dataset
+directory (random file names, a timestamped manifest)."""
 
 from __future__ import annotations
 
@@ -156,14 +156,15 @@ def slice_table_batches(path: Path, columns: list[str], batch_size: int):
 
 
 def image_dtype(path: Path) -> np.dtype:
-    """The dtype the slice table's `image` column holds: uint8, or float32 (a reader's unrounded 0-255 values)."""
+    """The dtype the slice table's `image` column holds: uint8, or float32 (a reader's unrounded 0-255
+    values)."""
     field = _reader(path, ["image"]).metadata().schema.field("image")
     return np.dtype(field.type.value_type.to_pandas_dtype())
 
 
 def slice_dataset(records, name: str, split_cfg: SplitParams):
-    """Dataset `name`'s records -> (the slice table, its manifest: task, modality, label names, slices), sliced
-    by the dataset's keys ingest wrote in the records (drift.data.records.records_manifest)."""
+    """Dataset `name`'s records -> (the slice table, its manifest: task, modality, label names, slices),
+    sliced by the dataset's keys ingest wrote in the records (drift.data.records.records_manifest)."""
     described = records_manifest(records)
     slicing = DatasetParams.of(described["slicing"])  # read back from the records file: validated here, once
     table, slices = build_slices(records, slicing, split_cfg)
@@ -183,9 +184,9 @@ def slice_dataset(records, name: str, split_cfg: SplitParams):
 
 
 def slice_warnings(manifest: SliceManifest) -> list[str]:
-    """One line per reason the dataset's results will be (partly) empty, each naming the cause and the setting:
-    fewer than two usable slices (no Future, no Decay), no trainable slice (no f_k: the roster fills no cell),
-    a slice with rows but no test rows (its column stays empty). The slice stage prints them."""
+    """One line per reason the dataset's results will be (partly) empty, each naming the cause and the
+    setting: fewer than two usable slices (no Future, no Decay), no trainable slice (no f_k: the roster fills
+    no cell), a slice with rows but no test rows (its column stays empty). The slice stage prints them."""
     name, slices = manifest.dataset, manifest.slices
     usable = [s.label for s in slices if s.usable]
     lines = []
@@ -210,6 +211,6 @@ def slice_warnings(manifest: SliceManifest) -> list[str]:
 
 
 def trainable_cutoffs(slice_info: list[SliceInfo]) -> list[int]:
-    """The cutoffs k that get a model f_k: slices (a slice manifest's) with enough rows and at least one training
-    row."""
+    """The cutoffs k that get a model f_k: slices (a slice manifest's) with enough rows and at least one
+    training row."""
     return [s.index for s in slice_info if s.trainable]

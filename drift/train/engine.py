@@ -4,11 +4,11 @@ pass over the data (`train.engine: batched`).
 `train_many` trains the seeds and cutoffs of one model name together: parameters stacked into one [M, P]
 tensor, one `torch.func.vmap` forward and backward per step, one vectorised Adam/AdamW step over the stack.
 Each model keeps everything `train_one` gives it (initialisation, rows, shuffling, loss weights,
-standardisation, number of steps) and equals it to float tolerance (tests/train/test_engine.py). `engine_path` names
-each family's path: stacked (MLP, CNN, ResNet, ViT, FFN, TextCNN, Transformer, the linear probes) or solo
-through `train_one` (recurrent heads, the references). With dropout (drift.models.blocks.Dropout) each stacked
-model draws its masks from its own generator, seeded from its seed: equal to train_one in distribution, not
-draw for draw; with dropout off, equal to train_one to float tolerance."""
+standardisation, number of steps) and equals it to float tolerance (tests/train/test_engine.py). `engine_path`
+names each family's path: stacked (MLP, CNN, ResNet, ViT, FFN, TextCNN, Transformer, the linear probes) or
+solo through `train_one` (recurrent heads, the references). With dropout (drift.models.blocks.Dropout) each
+stacked model draws its masks from its own generator, seeded from its seed: equal to train_one in
+distribution, not draw for draw; with dropout off, equal to train_one to float tolerance."""
 
 from __future__ import annotations
 
@@ -75,7 +75,8 @@ def n_steps(n_rows: int, cfg: TrainParams) -> int:
 
 
 def exact_sqrt(t: torch.Tensor) -> torch.Tensor:
-    """sqrt by numpy on a CPU: the instruction's correctly rounded result on every SIMD width, as fused Adam's."""
+    """sqrt by numpy on a CPU: the instruction's correctly rounded result on every SIMD width, as fused
+    Adam's."""
     if t.device.type != "cpu":
         return t.sqrt()
     return torch.from_numpy(np.sqrt(t.detach().numpy()))
@@ -309,11 +310,11 @@ class _Stack:
 
 
 class _StackedLoss:
-    """The task's loss (drift.protocol.tasks.Task.loss) of many models at once, each with its own class or rating weights
-    and its own factor `norm`: per row, averaged over each model's real rows, summed over the models (each
-    model's gradient comes from its own term alone). One chain of operations instead of one per model; the
-    formulas are the task's, checked against train_one on every task in tests/train/test_engine.py. Another task falls
-    back to each model's own loss function."""
+    """The task's loss (drift.protocol.tasks.Task.loss) of many models at once, each with its own class or
+    rating weights and its own factor `norm`: per row, averaged over each model's real rows, summed over the
+    models (each model's gradient comes from its own term alone). One chain of operations instead of one per
+    model; the formulas are the task's, checked against train_one on every task in tests/train/test_engine.py.
+    Another task falls back to each model's own loss function."""
 
     def __init__(
         self,
@@ -342,8 +343,9 @@ class _StackedLoss:
     def __call__(
         self, out: torch.Tensor, group: list[int], rows: np.ndarray, counts: list[int]
     ) -> torch.Tensor:
-        """Each model's loss [A] (times its `norm`: what train_one's step minimises) from out [A, B, n_outputs] of
-        the models `group`, on `rows` [A, B] of which the first counts[j] are real; their sum goes backward."""
+        """Each model's loss [A] (times its `norm`: what train_one's step minimises) from out [A, B,
+        n_outputs] of the models `group`, on `rows` [A, B] of which the first counts[j] are real; their sum
+        goes backward."""
         if self.kind not in ("binary", "multiclass", "regression", "multilabel"):
             return torch.stack(
                 [
@@ -393,7 +395,8 @@ def _train_stack(
     adam = StackedAdam.like(optimizer, stack.flat)
     by_size = any(isinstance(x, nn.modules.batchnorm._BatchNorm) for x in members[0].model.modules())
     n_active = len(members)
-    # each model's loss summed over its epoch's rows (float64, as train_one sums in Python floats), and its rows
+    # each model's loss summed over its epoch's rows (float64, as train_one sums in Python floats), and its
+    # rows
     totals = torch.zeros(len(members), dtype=torch.float64, device=device)
     seen = [0] * len(members)
     curves: list[list[float]] = [[] for _ in members]
@@ -450,7 +453,8 @@ def train_many(
     in the jobs' order, in eval mode, equal to train_one's to float tolerance, each carrying its mean training
     loss per epoch as train_one's does (keep_losses). Families that do not stack
     (engine_path) are trained one after another by train_one itself. `device`: where the stacks compute (a
-    CUDA device, say); the models come back on the CPU like train_one's, and the solo path stays on the CPU."""
+    CUDA device, say); the models come back on the CPU like train_one's, and the solo path stays on the CPU.
+    """
     if not jobs:
         return []
     probe = model_to_train(name, inputs, n_outputs, task, cfg)
@@ -474,7 +478,8 @@ def train_many(
             for job in jobs
         ]
     inputs = reading_inputs(probe, inputs)  # every member is built as the probe: the same scale of pixels
-    # jobs of similar length share a stack, so few models idle; a stack holds at most INPUT_BUDGET input elements
+    # jobs of similar length share a stack, so few models idle; a stack holds at most INPUT_BUDGET input
+    # elements
     order = sorted(range(len(jobs)), key=lambda i: -n_steps(len(jobs[i].rows), cfg))
     per_model = max(_per_model_elements(inputs, job.rows, cfg.batch_size) for job in jobs)
     size = max(1, min(max_stack, INPUT_BUDGET // max(per_model, 1)))

@@ -1,11 +1,12 @@
 """Cumulative training over cutoffs (paper Sections 4.1 and 4.3).
 
-For each model, seed and trainable slice k, a fresh model f_k is trained on the train split of every slice <= k
-for a fixed number of epochs; the final checkpoint is the model. It keeps its mean training loss of each epoch
-(drift.models.checkpoints.epoch_losses), so a run can say when the loss was still falling at the last one. Every
-model of an image dataset trains with Adam, every model of a text dataset with AdamW; one learning rate per task
-(`train.lr`), or per family as an explicit option; `train.grad_clip` clips each model's gradient norm before its step. The references (`baseline-*`) are fitted in closed form on the same rows. Bit-identical for a
-seed on CPU (`deterministic`).
+For each model, seed and trainable slice k, a fresh model f_k is trained on the train split of every slice <=
+k for a fixed number of epochs; the final checkpoint is the model. It keeps its mean training loss of each
+epoch (drift.models.checkpoints.epoch_losses), so a run can say when the loss was still falling at the last
+one. Every model of an image dataset trains with Adam, every model of a text dataset with AdamW; one learning
+rate per task (`train.lr`), or per family as an explicit option; `train.grad_clip` clips each model's gradient
+norm before its step. The references (`baseline-*`) are fitted in closed form on the same rows. Bit-identical
+for a seed on CPU (`deterministic`).
 """
 
 from __future__ import annotations
@@ -57,11 +58,13 @@ from drift.store.slices import trainable_cutoffs
 
 def make_optimizer(model: torch.nn.Module, training: ModelTraining) -> torch.optim.Optimizer:
     """The optimiser `training` (drift.core.params.model_training) names, at its learning rate: Adam for every
-    model of an image dataset (its probes too), AdamW for every model of a text dataset (paper Section 4.3)."""
+    model of an image dataset (its probes too), AdamW for every model of a text dataset (paper Section 4.3).
+    """
     if training.optimizer == "adam":
         return torch.optim.Adam(model.parameters(), lr=training.lr, fused=True)
-    # fused: one ATen kernel per step whose sqrt is the CPU's exact one; the default step takes torch.sqrt through
-    # MKL's vector math, whose last bits follow the CPU model (AVX2-only AMD vs others) whatever MKL_CBWR says
+    # fused: one ATen kernel per step whose sqrt is the CPU's exact one; the default step takes torch.sqrt
+    # through MKL's vector math, whose last bits follow the CPU model (AVX2-only AMD vs others) whatever
+    # MKL_CBWR says
     return torch.optim.AdamW(
         model.parameters(), lr=training.lr, weight_decay=training.weight_decay, fused=True
     )
@@ -70,8 +73,8 @@ def make_optimizer(model: torch.nn.Module, training: ModelTraining) -> torch.opt
 def training_record(
     name: str, modality: str, cfg: TrainParams, inputs: Inputs, engine: str | None = None
 ) -> ModelTraining:
-    """Model `name`'s training resolved from the train params: the one record its checkpoint key hashes and its
-    optimiser reads. `engine`: the one training it (else `cfg.engine`, already solo or batched)."""
+    """Model `name`'s training resolved from the train params: the one record its checkpoint key hashes and
+    its optimiser reads. `engine`: the one training it (else `cfg.engine`, already solo or batched)."""
     info = get_model_info(name)
     return model_training(cfg, info.family, modality, info.dropout, inputs.max_tokens, engine)
 
@@ -132,9 +135,10 @@ def train_one(
     bar=None,
     weight_rows: np.ndarray | None = None,
 ) -> torch.nn.Module:
-    """One model on the given training rows (`cfg`: the train params); returns it in eval mode, carrying the mean
-    training loss of each epoch (keep_losses: the loss each step minimised, averaged over the epoch's rows; none
-    for a reference). `weight_rows`: the rows the loss's class weights come from (loss_weight_rows), else `rows`."""
+    """One model on the given training rows (`cfg`: the train params); returns it in eval mode, carrying the
+    mean training loss of each epoch (keep_losses: the loss each step minimised, averaged over the epoch's
+    rows; none for a reference). `weight_rows`: the rows the loss's class weights come from
+    (loss_weight_rows), else `rows`."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model = model_to_train(name, inputs, n_outputs, task, cfg)
@@ -143,7 +147,8 @@ def train_one(
     epochs = cfg.epochs
     train_targets = targets[torch.from_numpy(rows)]
     if getattr(model, "closed_form", False):  # the references: fitted once on all training rows
-        # a reference's fit method (drift/models/reference.py); nn.Module types an attribute as Tensor | Module
+        # a reference's fit method (drift/models/reference.py); nn.Module types an attribute as Tensor |
+        # Module
         fit = cast(Callable[..., torch.nn.Module], model.fit)
         fit(inputs.batch(rows)[0], train_targets, task.name)
         if bar is not None:
@@ -175,8 +180,9 @@ def train_one(
 
 
 def still_falling_lines(dataset: str, models: list[str], models_dir: Path) -> list[str]:
-    """The train stage's warnings: one line for each of `models` whose training loss, over its checkpoints under
-    `models_dir` (every seed and cutoff), was still falling at the last epoch (drift.protocol.summary.still_falling)."""
+    """The train stage's warnings: one line for each of `models` whose training loss, over its checkpoints
+    under `models_dir` (every seed and cutoff), was still falling at the last epoch
+    (drift.protocol.summary.still_falling)."""
     lines = []
     for model in models:
         curves = [curve for cutoffs in loss_curves(models_dir, model).values() for curve in cutoffs.values()]
@@ -207,14 +213,14 @@ def slice_time(label: str) -> int:
     return (int(year) - 2000) * 2 + int(half) - 1 if half else int(year)
 
 
-# their text probes' keys name the checkpoint's size (model/text/frozen_backbone.py FROZEN_TEXT_BACKBONES); MiniLM's
-# name already does (minilm_l6_frozen)
+# their text probes' keys name the checkpoint's size (model/text/frozen_backbone.py FROZEN_TEXT_BACKBONES);
+# MiniLM's name already does (minilm_l6_frozen)
 _BASE_PROBES = ("distilbert", "electra", "bert", "mpnet", "roberta", "modernbert", "deberta-v3")
 
 
 def trainer_key(name: str) -> str:
-    """A model's name as the authors' runs key it: "-" as "_", a probe as "<encoder>_frozen", a text probe of a
-    base-size checkpoint as "<encoder>_base_frozen" (cnn-l: cnn_l, probe-dinov3-s: dinov3_s_frozen,
+    """A model's name as the authors' runs key it: "-" as "_", a probe as "<encoder>_frozen", a text probe of
+    a base-size checkpoint as "<encoder>_base_frozen" (cnn-l: cnn_l, probe-dinov3-s: dinov3_s_frozen,
     probe-deberta-v3: deberta_v3_base_frozen, probe-minilm-l6: minilm_l6_frozen)."""
     if name.startswith("probe-") and name.removeprefix("probe-") in _BASE_PROBES:
         name = f"{name}-base"
@@ -223,8 +229,8 @@ def trainer_key(name: str) -> str:
 
 
 def cutoff_seed(seed: int, name: str, k: int, label: str | None, how: str = "offset") -> int:
-    """The seed f_k trains from (train.slice_seed): offset: seed * 100003 + k; hash: the authors' per-slice seed,
-    the first 4 bytes (big-endian) of sha256(f"{seed}:{trainer_key(name)}:{slice_time(label)}")."""
+    """The seed f_k trains from (train.slice_seed): offset: seed * 100003 + k; hash: the authors' per-slice
+    seed, the first 4 bytes (big-endian) of sha256(f"{seed}:{trainer_key(name)}:{slice_time(label)}")."""
     if how == "offset":
         return seed * 100_003 + k
     assert label is not None, "the hash seed is keyed by the slice's label"
@@ -234,7 +240,8 @@ def cutoff_seed(seed: int, name: str, k: int, label: str | None, how: str = "off
 
 def cutoff_rows(data: SliceData, k: int, order: str = "time") -> np.ndarray:
     """The training rows of f_k: the train split of every slice <= k, in train.row_order's order: time (the
-    slice table's: slice, time, id) or split (slice after slice, each in its split's order: SliceData.split_order)."""
+    slice table's: slice, time, id) or split (slice after slice, each in its split's order:
+    SliceData.split_order)."""
     if order == "split":
         rows = data.split_order()
         return rows[data.slices[rows] <= k]
@@ -242,12 +249,13 @@ def cutoff_rows(data: SliceData, k: int, order: str = "time") -> np.ndarray:
 
 
 def loss_weight_rows(data: SliceData, cfg: TrainParams) -> np.ndarray | None:
-    """The rows every cutoff's loss weights come from under train.loss_weights split: the whole training split,
-    every slice (the authors' runs); None under cutoff (each cutoff's own training rows)."""
+    """The rows every cutoff's loss weights come from under train.loss_weights split: the whole training
+    split, every slice (the authors' runs); None under cutoff (each cutoff's own training rows)."""
     return np.flatnonzero(data.splits == "train") if cfg.loss_weights == "split" else None
 
 
-# drift.train.engine.train_many: (name, inputs, jobs, targets, task, n_outputs, cfg, modality, bar) -> the models
+# drift.train.engine.train_many: (name, inputs, jobs, targets, task, n_outputs, cfg, modality, bar) -> the
+# models
 TrainMany = Callable[
     [str, Inputs, list[Job], torch.Tensor, Any, int, TrainParams, str, Any], list[torch.nn.Module]
 ]
@@ -279,9 +287,10 @@ OnTrained = Callable[[str, list[tuple[int, int]], float], None]
 
 
 def train_group(group: TrainGroup) -> Trained:
-    """Train a group's checkpoints into the checkpoint cache (each written atomically); returns their keys and the
-    task's seconds. One already there (a retried task: the dead attempt finished it) is not trained again. Runs in
-    the stage's process or in a Ray worker, with the same seeds and thread count: the same bytes either way."""
+    """Train a group's checkpoints into the checkpoint cache (each written atomically); returns their keys and
+    the task's seconds. One already there (a retried task: the dead attempt finished it) is not trained again.
+    Runs in the stage's process or in a Ray worker, with the same seeds and thread count: the same bytes
+    either way."""
     started = time.perf_counter()
     data, cfg, name = group.data, group.cfg, group.name
     deterministic(cfg.threads)
@@ -335,9 +344,9 @@ def train_group(group: TrainGroup) -> Trained:
 
 
 class TrainCounts(TypedDict):
-    """What the train stage records of a roster's training (drift.train.train_run.TrainRun): checkpoints trained
-    and copied from the cache, cached ones trained again because they failed their checksum, the executor and
-    its workers (0 when nothing was trained)."""
+    """What the train stage records of a roster's training (drift.train.train_run.TrainRun): checkpoints
+    trained and copied from the cache, cached ones trained again because they failed their checksum, the
+    executor and its workers (0 when nothing was trained)."""
 
     trained: int
     reused: int
@@ -413,8 +422,8 @@ def plan_model(
     train_many: TrainMany | None,
 ) -> TrainingPlan:
     """One model's part of the plan, seed after seed and cutoff after cutoff: a checkpoint whose key is in the
-    cache or already `scheduled` (adding those it schedules) is a copy; the others are one task per seed, or one
-    for every seed when batched."""
+    cache or already `scheduled` (adding those it schedules) is a copy; the others are one task per seed, or
+    one for every seed when batched."""
     parts = key_parts(data, name, cfg)
     batched = train_many is not None and not parts.closed_form and cfg.engine != "solo"
     cache_root = location(cache.root).resolve()
@@ -461,8 +470,8 @@ def plan_training(
 
 
 def check_task_inputs(data: SliceData, cache: ResultCache, compute: ComputeParams) -> None:
-    """Before the training tasks run: the cache's folder exists, and their inputs reach the workers: shipped with
-    the tasks to workers that see only the store, else the paths every node must see."""
+    """Before the training tasks run: the cache's folder exists, and their inputs reach the workers: shipped
+    with the tasks to workers that see only the store, else the paths every node must see."""
     cache.root.mkdir(parents=True, exist_ok=True)
     if ships_inputs(compute, cache.root):
         check_reachable([cache.root], compute)
@@ -519,17 +528,18 @@ def train_roster(
     """Every model of the roster, every seed: f_k for each trainable cutoff, saved under `models_dir`; returns
     the counts and the damaged cache files found (TrainedRoster).
 
-    A checkpoint whose key (KeyParts: model, seed, training rows, inputs, training parameters, code) is in `cache`
-    is copied from it, not trained (a cached one that fails its checksum is trained again); the others are trained
-    into the cache, one task per (model, seed) on the `compute` executor (drift/core/executor.py; None: this
-    process), then copied: plan_training, then run_training. `train_many` (drift.train.engine.train_many, passed
-    by the train stage when train.engine is "batched", so this module never imports the engine) trains all of a
-    model's missing checkpoints, every seed and cutoff, as one task of stacked computations, equal to train_one
-    to float tolerance; with `engines` ({model: "solo" | "batched"}, train.engine auto) only the models it names
-    batched are stacked. A reference's key leaves the seed out (closed form): every seed after the first reuses
-    the first's fit, so the evaluate stage averages seeds alike for every model. `on_trained` (the stage's
-    timings) hears of each training task as it returns: its model, the (seed, cutoff) of each checkpoint it
-    trained and its seconds; it changes nothing trained."""
+    A checkpoint whose key (KeyParts: model, seed, training rows, inputs, training parameters, code) is in
+    `cache` is copied from it, not trained (a cached one that fails its checksum is trained again); the others
+    are trained into the cache, one task per (model, seed) on the `compute` executor (drift/core/executor.py;
+    None: this process), then copied: plan_training, then run_training. `train_many`
+    (drift.train.engine.train_many, passed by the train stage when train.engine is "batched", so this module
+    never imports the engine) trains all of a model's missing checkpoints, every seed and cutoff, as one task
+    of stacked computations, equal to train_one to float tolerance; with `engines` ({model: "solo" |
+    "batched"}, train.engine auto) only the models it names batched are stacked. A reference's key leaves the
+    seed out (closed form): every seed after the first reuses the first's fit, so the evaluate stage averages
+    seeds alike for every model. `on_trained` (the stage's timings) hears of each training task as it returns:
+    its model, the (seed, cutoff) of each checkpoint it trained and its seconds; it changes nothing trained.
+    """
     compute = compute or ComputeParams()
     deterministic(cfg.threads)
     shutil.rmtree(models_dir, ignore_errors=True)

@@ -1,6 +1,7 @@
-"""Throughput a rehearsal measured (drift/run/rehearse.py), per machine, device and torch version: one JSON file
-in the drift cache dir. `drift plan` projects from it; `train.engine: auto` does not read it (its table is fixed
-here, so results never depend on a machine-local file); kept apart from the rehearsal so the train stage depends on this file alone."""
+"""Throughput a rehearsal measured (drift/run/rehearse.py), per machine, device and torch version: one JSON
+file in the drift cache dir. `drift plan` projects from it; `train.engine: auto` does not read it (its table
+is fixed here, so results never depend on a machine-local file); kept apart from the rehearsal so the train
+stage depends on this file alone."""
 
 from __future__ import annotations
 
@@ -60,10 +61,11 @@ def write_rates(device: str, dataset: str, rates: dict) -> Path:
     return path
 
 
-# `train.engine: auto`: the engine per device kind and model family, fixed here from the rehearsals' measurements
-# (batched / solo on the 2-core reference CPU: probes 1.07-1.78x, every head 0.43-1.00x; docs/decisions.md), so the
-# same params and device kind train with the same engine, and so the same checkpoint keys, on every machine.
-# On a GPU every family the batched engine stacks is batched (the engine's purpose: one kernel for many models).
+# `train.engine: auto`: the engine per device kind and model family, fixed here from the rehearsals'
+# measurements (batched / solo on the 2-core reference CPU: probes 1.07-1.78x, every head 0.43-1.00x;
+# docs/decisions.md), so the same params and device kind train with the same engine, and so the same
+# checkpoint keys, on every machine. On a GPU every family the batched engine stacks is batched (the engine's
+# purpose: one kernel for many models).
 AUTO_BATCHED = {
     "cpu": frozenset({"Frozen"}),
     "cuda": frozenset({"MLP", "CNN", "ResNet", "ViT", "FFN", "TextCNN", "Transformer", "Frozen"}),
@@ -72,7 +74,8 @@ AUTO_BATCHED = {
 
 def engine_choice(family: str, device: str = "cpu") -> tuple[str, str]:
     """(engine, why) for `train.engine: auto`: a function of the model's family and the device kind only
-    (AUTO_BATCHED), never of a machine-local file; a rehearsal's measured rates are shown beside it, not used."""
+    (AUTO_BATCHED), never of a machine-local file; a rehearsal's measured rates are shown beside it, not used.
+    """
     engine = "batched" if family in AUTO_BATCHED.get(device, frozenset()) else "solo"
     return engine, f"train.engine auto on {device}: {family} {engine}"
 

@@ -18,8 +18,8 @@ class Recomputed(BaseModel):
 
 
 class TrainTiming(BaseModel):
-    """One training task's time (the training loop's on_trained callback): its model, checkpoints trained, rows
-    passed through (training rows x epochs) and seconds where it ran; `drift rehearse` reads them."""
+    """One training task's time (the training loop's on_trained callback): its model, checkpoints trained,
+    rows passed through (training rows x epochs) and seconds where it ran; `drift rehearse` reads them."""
 
     model_config = ConfigDict(extra="forbid")
     model: str
@@ -29,9 +29,9 @@ class TrainTiming(BaseModel):
 
 
 class TrainRun(Artefact):
-    """.drift/runs/train/<dataset>.json: checkpoints trained and copied from the cache, the cached ones trained
-    again because they failed their checksum, the executor and its workers, each model's engine (solo or
-    batched); `timings`: seconds per training task, when the run timed them."""
+    """.drift/runs/train/<dataset>.json: checkpoints trained and copied from the cache, the cached ones
+    trained again because they failed their checksum, the executor and its workers, each model's engine (solo
+    or batched); `timings`: seconds per training task, when the run timed them."""
 
     WRITER = "train"
     WHAT = "train run record"

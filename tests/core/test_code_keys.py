@@ -1,5 +1,6 @@
-"""The code part of every cache key follows code, not prose: a docstring or comment edit keeps every checkpoint,
-cell and encoder key; a one-token change of code in the same file changes them."""
+"""The code part of every cache key follows code, not prose: a docstring or comment edit keeps every
+checkpoint, cell and encoder key; a one-token change of code in the same file changes them."""
+
 import shutil
 
 import pytest
@@ -11,8 +12,13 @@ PARAMS = "drift/core/params.py"
 
 
 def _keys(root):
-    return (code_version("train", root=root), code_version("evaluate", root=root),
-            code_version("train", "drift.models.text_heads", ["drift.models.text_heads", "drift.models.image"], root=root))
+    return (
+        code_version("train", root=root),
+        code_version("evaluate", root=root),
+        code_version(
+            "train", "drift.models.text_heads", ["drift.models.text_heads", "drift.models.image"], root=root
+        ),
+    )
 
 
 @pytest.fixture
@@ -26,7 +32,9 @@ def test_prose_edits_keep_every_key(copy):
     before = _keys(copy)
     path = copy / PARAMS
     source = path.read_text()
-    edited = source.replace('"""The typed schema of params.yaml', '"""The typed (and checked) schema of params.yaml', 1)
+    edited = source.replace(
+        '"""The typed schema of params.yaml', '"""The typed (and checked) schema of params.yaml', 1
+    )
     line = next(ln for ln in source.splitlines() if ln.startswith("    epochs: "))
     edited = edited.replace(line, f"    # a comment a reader added\n{line}  # five", 1)
     assert edited != source
@@ -56,7 +64,9 @@ def test_the_encoder_fingerprint_code_follows_code(copy):
     path.write_text("# a header comment\n" + source.replace('"""', '"""Edited prose. ', 1))
     assert digest() == before
     assert "hidden = out.last_hidden_state.float()" in source
-    path.write_text(source.replace("hidden = out.last_hidden_state.float()", "hidden = out.last_hidden_state.double()"))
+    path.write_text(
+        source.replace("hidden = out.last_hidden_state.float()", "hidden = out.last_hidden_state.double()")
+    )
     assert digest() != before
 
 
@@ -68,5 +78,5 @@ def test_a_function_docstring_is_prose_but_a_string_statement_later_is_code(copy
     plain = code_text(module)
     module.write_text('def f():\n    """Other doc, longer."""\n    return 1\n')
     assert code_text(module) == plain
-    module.write_text('def f():\n    return 2\n')
+    module.write_text("def f():\n    return 2\n")
     assert code_text(module) != plain

@@ -1,6 +1,7 @@
-"""compute.cpu_path: portable pins the CPU code path (drift/core/environment.py CPU_CODE_PATH), native leaves it
-to the libraries; the stage scripts and the CLI apply it before numpy and torch load, and every key, metric and
-environment record of a native run says so while the default ones stay as they were."""
+"""compute.cpu_path: portable pins the CPU code path (drift/core/environment.py CPU_CODE_PATH), native leaves
+it to the libraries; the stage scripts and the CLI apply it before numpy and torch load, and every key, metric
+and environment record of a native run says so while the default ones stay as they were."""
+
 from __future__ import annotations
 
 import ast
@@ -31,7 +32,8 @@ from tests.helpers import metrics_json
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# what a stage script and the CLI do first (stages/*.py), then what the run sees once numpy and torch are loaded
+# what a stage script and the CLI do first (stages/*.py), then what the run sees once numpy and torch are
+# loaded
 STARTUP = (
     "from drift.core.environment import configured_cpu_path, use_cpu_path\n"
     "use_cpu_path(configured_cpu_path())\n"
@@ -83,15 +85,19 @@ def test_a_value_the_user_set_wins_on_either_path(tmp_path):
     params_file(tmp_path, "native")
     assert start(tmp_path, clean_env(MKL_CBWR="AVX2")) == {**dict.fromkeys(CPU_CODE_PATH), "MKL_CBWR": "AVX2"}
     params_file(tmp_path, "portable")
-    assert start(tmp_path, clean_env(ATEN_CPU_CAPABILITY="default")) == {**CPU_CODE_PATH,
-                                                                         "ATEN_CPU_CAPABILITY": "default"}
+    assert start(tmp_path, clean_env(ATEN_CPU_CAPABILITY="default")) == {
+        **CPU_CODE_PATH,
+        "ATEN_CPU_CAPABILITY": "default",
+    }
 
 
 @pytest.mark.pipeline
 def test_the_cli_starts_on_the_configured_path(tmp_path):
     params_file(tmp_path, "native")
-    code = ("import sys, json, os, drift.cli\nsys.argv = ['drift', '--version']\ntry:\n    drift.cli.main()\n"
-            "except SystemExit:\n    pass\n" + STARTUP.splitlines()[-1])
+    code = (
+        "import sys, json, os, drift.cli\nsys.argv = ['drift', '--version']\ntry:\n    drift.cli.main()\n"
+        "except SystemExit:\n    pass\n" + STARTUP.splitlines()[-1]
+    )
     assert start(tmp_path, code=code) == dict.fromkeys(CPU_CODE_PATH)
 
 
@@ -101,21 +107,29 @@ def test_every_stage_script_chooses_the_path_before_any_heavy_import():
     neither numpy nor torch."""
     for script in sorted((ROOT / "stages").glob("*.py")):
         body = ast.parse(script.read_text()).body
-        calls = [i for i, node in enumerate(body) if isinstance(node, ast.Expr)
-                 and ast.unparse(node) == "use_cpu_path(configured_cpu_path())"]
+        calls = [
+            i
+            for i, node in enumerate(body)
+            if isinstance(node, ast.Expr) and ast.unparse(node) == "use_cpu_path(configured_cpu_path())"
+        ]
         assert calls, f"{script.name} does not apply compute.cpu_path"
         earlier = {node.module for node in body[: calls[0]] if isinstance(node, ast.ImportFrom)}
         assert earlier <= {"drift.core.interrupt", "drift.core.environment"}, (script.name, earlier)
-    code = ("import sys, drift.core.interrupt, drift.core.environment\n"
-            "print(sorted(m for m in ('numpy', 'torch') if m in sys.modules))")
+    code = (
+        "import sys, drift.core.interrupt, drift.core.environment\n"
+        "print(sorted(m for m in ('numpy', 'torch') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
 def test_ray_workers_get_the_path(monkeypatch):
     """What Ray's workers are given (drift/core/executor.py): the path, so their `import drift` pins or not."""
-    assert pin_cpu_code_path() == {CPU_PATH_VARIABLE: "portable", PINNED_VARIABLE: os.environ[PINNED_VARIABLE],
-                                   **CPU_CODE_PATH}
+    assert pin_cpu_code_path() == {
+        CPU_PATH_VARIABLE: "portable",
+        PINNED_VARIABLE: os.environ[PINNED_VARIABLE],
+        **CPU_CODE_PATH,
+    }
     for name in (*CPU_CODE_PATH, PINNED_VARIABLE):  # restored after the test
         monkeypatch.setenv(name, os.environ[name])
     monkeypatch.setenv(CPU_PATH_VARIABLE, "native")
@@ -145,8 +159,11 @@ DEFAULT_KEYS = {
 
 
 def keys() -> dict:
-    return {"checkpoint": checkpoint_key(*CHECKPOINT_ARGS), "cell": cell_key(*CELL_ARGS),
-            "fingerprint": Stub().fingerprint_hash()}
+    return {
+        "checkpoint": checkpoint_key(*CHECKPOINT_ARGS),
+        "cell": cell_key(*CELL_ARGS),
+        "fingerprint": Stub().fingerprint_hash(),
+    }
 
 
 def test_the_default_path_keeps_todays_keys_and_native_has_its_own(monkeypatch):
@@ -178,8 +195,13 @@ def test_a_bad_value_is_one_line_naming_both_paths(tmp_path, monkeypatch):
     path = params_file(tmp_path, "fast")
     assert configured_cpu_path(path) == "portable"
     (tmp_path / "dvc.yaml").write_text("stages: {}\n")
-    out = subprocess.run([sys.executable, str(ROOT / "stages" / "slice.py"), "sotu"], cwd=tmp_path,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "stages" / "slice.py"), "sotu"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 2
     assert out.stderr.strip() == "error: compute.cpu_path must be one of portable, native, got 'fast'"
     monkeypatch.setenv(CPU_PATH_VARIABLE, "fast")

@@ -1,4 +1,5 @@
 """drift.core.environment: the record of what a result was computed with."""
+
 from __future__ import annotations
 
 import hashlib
@@ -26,10 +27,28 @@ def record() -> dict:
 @pytest.mark.compute
 @pytest.mark.pipeline
 def test_every_key_is_there_and_json_serialisable(record):
-    assert set(record) == {"python", "packages", "platform", "torch_threads", "cpu_capability", "cuda",
-                           "cuda_device", "lock_sha256"}
-    assert set(record["packages"]) == {"torch", "torchvision", "timm", "transformers", "sentence-transformers",
-                                       "pylance", "pyarrow", "numpy", "scikit-learn", "dvc"}
+    assert set(record) == {
+        "python",
+        "packages",
+        "platform",
+        "torch_threads",
+        "cpu_capability",
+        "cuda",
+        "cuda_device",
+        "lock_sha256",
+    }
+    assert set(record["packages"]) == {
+        "torch",
+        "torchvision",
+        "timm",
+        "transformers",
+        "sentence-transformers",
+        "pylance",
+        "pyarrow",
+        "numpy",
+        "scikit-learn",
+        "dvc",
+    }
     assert set(record["platform"]) == {"machine", "system"}
     assert json.loads(json.dumps(record)) == record
 
@@ -56,7 +75,10 @@ def test_lock_hash_is_the_lock_files_sha256(tmp_path):
     lock.write_bytes(b"numpy==2.0.0\ntorch==2.14.1\n")
     assert environment(tmp_path)["lock_sha256"] == hashlib.sha256(lock.read_bytes()).hexdigest()
     if (ROOT / "requirements.lock").exists():
-        assert environment(ROOT)["lock_sha256"] == hashlib.sha256((ROOT / "requirements.lock").read_bytes()).hexdigest()
+        assert (
+            environment(ROOT)["lock_sha256"]
+            == hashlib.sha256((ROOT / "requirements.lock").read_bytes()).hexdigest()
+        )
 
 
 def test_the_repository_root_is_found_from_a_subdirectory(tmp_path, monkeypatch):
@@ -85,9 +107,11 @@ def test_no_torch_gives_nulls_not_an_error(monkeypatch):
 @pytest.mark.compute
 @pytest.mark.pipeline
 def test_cheap_versions_do_not_import_the_libraries():
-    code = ("import sys; from drift.core.environment import package_version, PACKAGES; "
-            "[package_version(p) for p in PACKAGES]; "
-            "print(sorted(m for m in ('torch', 'timm', 'transformers', 'lance', 'sklearn', 'dvc') if m in sys.modules))")
+    code = (
+        "import sys; from drift.core.environment import package_version, PACKAGES; "
+        "[package_version(p) for p in PACKAGES]; "
+        "print(sorted(m for m in ('torch', 'timm', 'transformers', 'lance', 'sklearn', 'dvc') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
 
@@ -96,8 +120,9 @@ def native_capability() -> str:
     """The code path torch picks on this CPU when nothing pins it (what CPUID offers, not /proc/cpuinfo)."""
     env = {k: v for k, v in os.environ.items() if k not in CPU_CODE_PATH}
     code = "import torch; print(torch.backends.cpu.get_cpu_capability())"
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 # what an entry point (a stage script, the `drift` command, a benchmark) does before numpy and torch load
@@ -108,8 +133,8 @@ PIN = "from drift.core.environment import pin_cpu_code_path; pin_cpu_code_path()
 @pytest.mark.pipeline
 def test_importing_drift_leaves_the_environment_as_it_was():
     """A notebook that imports drift's library, every module of it, keeps its own numpy, torch and matplotlib
-    setup: the same backend, no variable set, none removed, beyond what the libraries drift uses set when they load (scikit-learn, polars and
-    timm set three of their own: imported first, they are the baseline)."""
+    setup: the same backend, no variable set, none removed, beyond what the libraries drift uses set when they
+    load (scikit-learn, polars and timm set three of their own: imported first, they are the baseline)."""
     env = {k: v for k, v in os.environ.items() if k not in CPU_CODE_PATH and not k.startswith("DRIFT_")}
     code = (
         "import os, pkgutil, importlib\n"
@@ -133,9 +158,9 @@ def test_importing_drift_leaves_the_environment_as_it_was():
 @pytest.mark.pipeline
 @pytest.mark.parametrize("preset, expected", [(None, "AVX2"), ("default", "DEFAULT"), ("avx512", "AVX512")])
 def test_the_pinned_path_holds_for_torch(preset, expected):
-    """A stage script pins the CPU code path before torch loads: torch's kernels, oneDNN and OpenBLAS run their AVX2 code path
-    on any x86-64 CPU (this test's machine may have AVX-512), MKL its vendor-independent one (COMPATIBLE), unless
-    the environment chose another."""
+    """A stage script pins the CPU code path before torch loads: torch's kernels, oneDNN and OpenBLAS run
+    their AVX2 code path on any x86-64 CPU (this test's machine may have AVX-512), MKL its vendor-independent
+    one (COMPATIBLE), unless the environment chose another."""
     env = {k: v for k, v in os.environ.items() if k not in CPU_CODE_PATH}
     if preset:
         env["ATEN_CPU_CAPABILITY"] = preset
@@ -157,12 +182,20 @@ def test_the_pinned_path_turns_numpys_avx512_loops_off():
     """numpy's own loops (exp, log, sin, ...) round otherwise in their AVX-512 versions: on the pinned path
     only the AVX2 ones can run, here and in this test process (conftest pins before numpy is imported)."""
     env = {k: v for k, v in os.environ.items() if k not in CPU_CODE_PATH}
-    code = (f"{PIN}; import numpy; from numpy._core._multiarray_umath import __cpu_features__ as f; "
-            f"print([t for t in {NUMPY_AVX512!r} if f.get(t)])")
-    out = subprocess.run([sys.executable, "-W", "error::ImportWarning", "-c", code], env=env, capture_output=True,
-                         text=True, check=True)
+    code = (
+        f"{PIN}; import numpy; from numpy._core._multiarray_umath import __cpu_features__ as f; "
+        f"print([t for t in {NUMPY_AVX512!r} if f.get(t)])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-W", "error::ImportWarning", "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.strip() == "[]", out.stderr
     from numpy._core._multiarray_umath import __cpu_features__
+
     assert [t for t in NUMPY_AVX512 if __cpu_features__.get(t)] == []
 
 
@@ -172,16 +205,27 @@ def test_numpys_transcendentals_give_the_avx2_bits():
     import numpy as np
 
     x = np.random.default_rng(0).standard_normal(1000)
-    digests = {name: hashlib.sha256(f(x).tobytes()).hexdigest()[:12]
-               for name, f in {"exp": np.exp, "log": lambda v: np.log(np.abs(v)),
-                               "log1p": lambda v: np.log1p(np.abs(v)), "expm1": np.expm1}.items()}
-    assert digests == {"exp": "88812449833f", "log": "5b2645eb87d1", "log1p": "9803b7ee1c07",
-                       "expm1": "d024bd88acda"}
+    digests = {
+        name: hashlib.sha256(f(x).tobytes()).hexdigest()[:12]
+        for name, f in {
+            "exp": np.exp,
+            "log": lambda v: np.log(np.abs(v)),
+            "log1p": lambda v: np.log1p(np.abs(v)),
+            "expm1": np.expm1,
+        }.items()
+    }
+    assert digests == {
+        "exp": "88812449833f",
+        "log": "5b2645eb87d1",
+        "log1p": "9803b7ee1c07",
+        "expm1": "d024bd88acda",
+    }
 
 
-# sha256 (first 8 hex digits) of F.linear(a, w, b) for [n, k] x [m, k] from torch.randn (generator seeded 0, drawn in
-# this order), under the pinned path: the same natively on an Intel Xeon (AVX-512, FP16) and under
-# `qemu-x86_64 -cpu EPYC-Milan` (AMD, AVX2); with MKL_CBWR=AVX2 the Intel machine gave other bits for 6 of the 8
+# sha256 (first 8 hex digits) of F.linear(a, w, b) for [n, k] x [m, k] from torch.randn (generator seeded 0,
+# drawn in this order), under the pinned path: the same natively on an Intel Xeon (AVX-512, FP16) and under
+# `qemu-x86_64 -cpu EPYC-Milan` (AMD, AVX2); with MKL_CBWR=AVX2 the Intel machine gave other bits for 6 of the
+# 8
 LINEAR_DIGESTS = {
     (8, 128, 2): "507b33e9",
     (64, 128, 1): "b3c802d1",
@@ -196,8 +240,9 @@ LINEAR_DIGESTS = {
 
 @pytest.mark.pipeline
 def test_linear_layers_give_the_bits_of_every_vendor():
-    """MKL's GEMM under the pinned path (MKL_CBWR=COMPATIBLE): a Linear of each shape the models use (heads of 1,
-    2, 7 and 16 outputs, MiniLM's 384 x 1536) gives the bits recorded on an Intel and an emulated AMD CPU."""
+    """MKL's GEMM under the pinned path (MKL_CBWR=COMPATIBLE): a Linear of each shape the models use (heads of
+    1, 2, 7 and 16 outputs, MiniLM's 384 x 1536) gives the bits recorded on an Intel and an emulated AMD CPU.
+    """
     code = (
         f"{PIN}\n"
         "import hashlib, torch, torch.nn.functional as F\n"

@@ -1,9 +1,11 @@
 """The heavy work on Ray (drift/core/executor.py): a real local Ray cluster of two CPUs, never a mock.
 
-The small project (small_params) run with executor local, then with executor ray from an empty cache (embedding,
-training and evaluation all on Ray): the same embeddings, checkpoints and eval JSON, byte for byte. A Ray worker killed (SIGKILL)
-in the middle of training: Ray retries the task, which resumes from the checkpoint cache, and the result is the same.
-`dvc exp run --queue` twice and `dvc queue start -j 2` on Ray share the store (slow)."""
+The small project (small_params) run with executor local, then with executor ray from an empty cache
+(embedding, training and evaluation all on Ray): the same embeddings, checkpoints and eval JSON, byte for
+byte. A Ray worker killed (SIGKILL) in the middle of training: Ray retries the task, which resumes from the
+checkpoint cache, and the result is the same. `dvc exp run --queue` twice and `dvc queue start -j 2` on Ray
+share the store (slow)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -42,8 +44,12 @@ def cluster():
 
 def outputs(repo: Path) -> dict[str, bytes]:
     """What train and evaluate wrote: every checkpoint and eval JSON, by path."""
-    return {str(p.relative_to(repo)): p.read_bytes()
-            for folder in ("data/models", "data/eval") for p in sorted((repo / folder).rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(repo)): p.read_bytes()
+        for folder in ("data/models", "data/eval")
+        for p in sorted((repo / folder).rglob("*"))
+        if p.is_file()
+    }
 
 
 def set_params(repo: Path, params: dict) -> None:
@@ -92,8 +98,10 @@ def read_store(cache: Path) -> dict:
     for path in sorted(cache.glob("*.lance")):
         table = lance.dataset(str(path)).to_table()
         columns = [c for c in ("pooled", "tokens") if c in table.column_names]
-        found[path.name] = {key: tuple(str(table.column(c)[i]) for c in columns)
-                            for i, key in enumerate(table.column("key").to_pylist())}
+        found[path.name] = {
+            key: tuple(str(table.column(c)[i]) for c in columns)
+            for i, key in enumerate(table.column("key").to_pylist())
+        }
     return found
 
 
@@ -104,7 +112,8 @@ def test_ray_gives_the_local_results_byte_for_byte(cluster, reference, tmp_path)
     repo, _ = ray_copy(reference, tmp_path, tmp_path / "cache-ray")
     repro_in_process(repo, *DATASETS, stages=("embed", "train", "evaluate"))
 
-    assert read_store(tmp_path / "cache-ray") == read_store(local.parent / "cache-local")  # the actors' vectors
+    # the actors' vectors
+    assert read_store(tmp_path / "cache-ray") == read_store(local.parent / "cache-local")
     got = outputs(repo)
     assert got.keys() == expected.keys() and any(p.endswith(".pt") for p in got)
     assert [p for p in got if got[p] != expected[p]] == []
@@ -113,7 +122,9 @@ def test_ray_gives_the_local_results_byte_for_byte(cluster, reference, tmp_path)
     for name in DATASETS:
         train = json.loads((repo / f".drift/runs/train/{name}.json").read_text())
         evaluate = json.loads((repo / f".drift/runs/evaluate/{name}.json").read_text())
-        assert (train["executor"], train["workers"], train["reused"]) == ("ray", 2, 0) and train["trained"] > 0
+        assert (train["executor"], train["workers"], train["reused"]) == ("ray", 2, 0) and train[
+            "trained"
+        ] > 0
         assert (evaluate["executor"], evaluate["workers"], evaluate["reused"]) == ("ray", 2, 0)
         assert json.loads((local / f".drift/runs/train/{name}.json").read_text())["executor"] == "local"
 
@@ -144,7 +155,9 @@ def test_a_worker_killed_while_training_is_retried_and_resumes(cluster, referenc
     global MARKER
     local, _, expected = reference
     cache = tmp_path / "cache-ray"
-    shutil.copytree(local.parent / "cache-local", cache, ignore=shutil.ignore_patterns("checkpoints", "cells"))
+    shutil.copytree(
+        local.parent / "cache-local", cache, ignore=shutil.ignore_patterns("checkpoints", "cells")
+    )
     repo, _ = ray_copy(reference, tmp_path, cache)
     repro_in_process(repo, "synth-portraits", stages=("embed",))  # from the store: nothing computed
     MARKER = tmp_path / "killed"
@@ -176,10 +189,18 @@ def test_a_path_no_worker_sees_is_one_line_naming_it(cluster, tmp_path):
 def test_a_cluster_that_cannot_be_joined_is_one_line_and_quick():
     # a fresh process: this one may hold the module's cluster
     started = time.perf_counter()
-    result = subprocess.run([sys.executable, "-c", "from drift.core.executor import connect\n"
-                             "from drift.core.params import ComputeParams\n"
-                             "connect(ComputeParams(executor='ray', address='127.0.0.1:9'))"],
-                            capture_output=True, text=True, env={**os.environ, "RAY_ADDRESS": ""})
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from drift.core.executor import connect\n"
+            "from drift.core.params import ComputeParams\n"
+            "connect(ComputeParams(executor='ray', address='127.0.0.1:9'))",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "RAY_ADDRESS": ""},
+    )
     assert result.returncode != 0 and time.perf_counter() - started < 30
     assert "DriftError: cannot join the Ray cluster at 127.0.0.1:9" in result.stderr
     assert "compute.address" in result.stderr.splitlines()[-1]
@@ -188,7 +209,11 @@ def test_a_cluster_that_cannot_be_joined_is_one_line_and_quick():
 def test_the_local_executor_runs_in_order_here():
     from drift.core.executor import run_tasks, workers
 
-    assert run_tasks(pid_of, [3, 1, 2], ComputeParams()) == [(3, os.getpid()), (1, os.getpid()), (2, os.getpid())]
+    assert run_tasks(pid_of, [3, 1, 2], ComputeParams()) == [
+        (3, os.getpid()),
+        (1, os.getpid()),
+        (2, os.getpid()),
+    ]
     assert workers(ComputeParams(executor="local")) == 1
 
 
@@ -211,8 +236,8 @@ def pid_of(x):
 @pytest.mark.slow
 def test_queued_experiments_on_ray_share_the_store(tmp_path):
     """Two experiments queued and run two at a time by DVC, each stage on Ray (a local cluster per stage
-    process): both complete on Ray, sharing the checkpoint cache beside the store, where each checkpoint is once
-    (the references' fit, seed-independent, is shared by both)."""
+    process): both complete on Ray, sharing the checkpoint cache beside the store, where each checkpoint is
+    once (the references' fit, seed-independent, is shared by both)."""
     params = only(tiny_params(), "synth-portraits")
     params["compute"] = {"executor": "ray"}
     repo = make_project(tmp_path / "repo", params, tmp_path / "cache")
@@ -227,12 +252,15 @@ def test_queued_experiments_on_ray_share_the_store(tmp_path):
             break
         time.sleep(5)
     status = run(["dvc", "queue", "status"], repo).stdout
-    assert status.count("Success") == 2, status + run(["dvc", "queue", "logs", "seed0"], repo, check=False).stdout
+    assert status.count("Success") == 2, (
+        status + run(["dvc", "queue", "logs", "seed0"], repo, check=False).stdout
+    )
     # each experiment's run record, kept in the main repository under its name
-    records = [json.loads((repo / f".drift/runs/exps/{name}/train/synth-portraits.json").read_text())
-               for name in ("seed0", "seed1")]
+    records = [
+        json.loads((repo / f".drift/runs/exps/{name}/train/synth-portraits.json").read_text())
+        for name in ("seed0", "seed1")
+    ]
     assert all(r["executor"] == "ray" and r["workers"] >= 1 for r in records), records
     checkpoints = list((tmp_path / "cache" / "checkpoints").rglob("*.pt"))
     cutoffs, models = 3, 1 + 2  # mlp-s per seed; the two references once (seed-independent)
     assert len(checkpoints) == cutoffs * (models + 1)
-

@@ -1,6 +1,7 @@
-"""Cache keys record the versions of the libraries that compute their numbers, and of no other: another version of
-click or tqdm (as importlib.metadata reports it) keeps every key, an embedding table's, a checkpoint's and a
-cell's; another torch changes them all."""
+"""Cache keys record the versions of the libraries that compute their numbers, and of no other: another
+version of click or tqdm (as importlib.metadata reports it) keeps every key, an embedding table's, a
+checkpoint's and a cell's; another torch changes them all."""
+
 from __future__ import annotations
 
 from importlib import metadata
@@ -69,8 +70,24 @@ def weights(tmp_path):
 
 def test_a_library_that_computes_nothing_keeps_every_key(bump, weights):
     before = keys(weights)
-    bump("click", "tqdm", "jinja2", "filelock", "fsspec", "packaging", "setuptools", "sympy", "networkx", "rich",
-         "pylance", "pyarrow", "polars", "huggingface-hub", "nvidia-cudnn-cu13", "triton")
+    bump(
+        "click",
+        "tqdm",
+        "jinja2",
+        "filelock",
+        "fsspec",
+        "packaging",
+        "setuptools",
+        "sympy",
+        "networkx",
+        "rich",
+        "pylance",
+        "pyarrow",
+        "polars",
+        "huggingface-hub",
+        "nvidia-cudnn-cu13",
+        "triton",
+    )
     assert keys(weights) == before
 
 
@@ -97,7 +114,11 @@ def test_each_key_records_only_its_own_libraries(bump, weights):
 @pytest.mark.compute
 def test_the_recorded_libraries_are_those_of_the_table():
     text = code_fields("drift.encoders.text")["libraries"]
-    assert {"torch", "transformers", "tokenizers", "safetensors", "numpy"} <= set(text) <= set(KEY_LIBRARIES["encoder"])
+    assert (
+        {"torch", "transformers", "tokenizers", "safetensors", "numpy"}
+        <= set(text)
+        <= set(KEY_LIBRARIES["encoder"])
+    )
     vision = code_fields("drift.encoders.vision")["libraries"]
     assert {"torch", "timm", "numpy"} <= set(vision) <= set(KEY_LIBRARIES["encoder"])
     assert "click" not in text and "tqdm" not in vision

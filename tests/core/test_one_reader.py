@@ -1,5 +1,6 @@
-"""One reader of params.yaml: every command that reads it refuses a key named twice in one mapping (PyYAML alone
-keeps the last silently), in the same one line, before it does anything else."""
+"""One reader of params.yaml: every command that reads it refuses a key named twice in one mapping (PyYAML
+alone keeps the last silently), in the same one line, before it does anything else."""
+
 from __future__ import annotations
 
 import shutil
@@ -46,7 +47,8 @@ def test_every_command_refuses_a_key_named_twice(workspace, command):
 
 
 def test_compare_reads_params_the_same_way(workspace):
-    """`drift compare` reads params.yaml at each revision with the same reader (drift.report.results.params_at)."""
+    """`drift compare` reads params.yaml at each revision with the same reader
+    (drift.report.results.params_at)."""
     from types import SimpleNamespace
 
     from drift.core.errors import DriftError

@@ -2,6 +2,7 @@
 yearbook.row_id (a name in both F/ and M/), amazon.keep_missing_ids (no user_id or parent_asin) and
 arxiv.row_rules (how categories split, empty papers, the text's ends). Run through the ingest driver, on both
 the line-by-line and the fast path."""
+
 from __future__ import annotations
 
 import io
@@ -35,9 +36,17 @@ def small_chunks(monkeypatch):
 
 def run_ingest(tmp_path: Path, name: str, cfg: dict, fast: bool = False, tag: str = "") -> tuple:
     """(counts, records as rows, quarantine as rows, the records file's bytes)."""
-    records, quarantine = tmp_path / f"records{tag}-{fast}.parquet", tmp_path / f"quarantine{tag}-{fast}.parquet"
+    records, quarantine = (
+        tmp_path / f"records{tag}-{fast}.parquet",
+        tmp_path / f"quarantine{tag}-{fast}.parquet",
+    )
     counts = ingest(name, dataset_params(name, cfg), records, quarantine, fast=fast)
-    return counts, pq.read_table(records).to_pylist(), pq.read_table(quarantine).to_pylist(), records.read_bytes()
+    return (
+        counts,
+        pq.read_table(records).to_pylist(),
+        pq.read_table(quarantine).to_pylist(),
+        records.read_bytes(),
+    )
 
 
 def both_paths(tmp_path: Path, name: str, cfg: dict, tag: str = "") -> tuple:
@@ -49,6 +58,7 @@ def both_paths(tmp_path: Path, name: str, cfg: dict, tag: str = "") -> tuple:
 
 
 # -------------------------------------------------------------------------------------------- yearbook
+
 
 def png(value: int) -> bytes:
     buf = io.BytesIO()
@@ -89,13 +99,18 @@ def test_yearbook_row_id_name_quarantines_the_twin_path_keeps_both(tmp_path, for
     assert set(by_id) == {"F/1950_Ohio_a.png", "M/1950_Ohio_a.png", "F/1960_Iowa_b.png"}
     assert not bad and (counts["read"], counts["kept"], counts["quarantined"]) == (3, 3, 0)
     assert by_id["F/1950_Ohio_a.png"]["label"] == 0 and by_id["M/1950_Ohio_a.png"]["label"] == 1
-    assert set(by_id["F/1950_Ohio_a.png"]["image"]) == {10} and set(by_id["M/1950_Ohio_a.png"]["image"]) == {200}
+    assert set(by_id["F/1950_Ohio_a.png"]["image"]) == {10} and set(by_id["M/1950_Ohio_a.png"]["image"]) == {
+        200
+    }
     assert by_id["F/1960_Iowa_b.png"]["label"] == 0
 
     # the ids feed the slice stage's id-hash split as any string: each row gets its split
     table = pq.read_table(tmp_path / "recordspath-False.parquet")
-    sliced, _ = build_slices(table, dataset_params("yearbook", {"source": source}),
-                             SplitParams(stratify=["slice"], test_fraction=0.5))
+    sliced, _ = build_slices(
+        table,
+        dataset_params("yearbook", {"source": source}),
+        SplitParams(stratify=["slice"], test_fraction=0.5),
+    )
     assert sorted(sliced.column("id").to_pylist()) == sorted(by_id)
     assert "test" in sliced.column("split").to_pylist()
 
@@ -105,8 +120,12 @@ def test_yearbook_path_ids_never_leave_the_root(tmp_path):
     the first F or M, no slash or backslash in the name."""
     archive = tmp_path / "yb.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
-        for name, value in [("../../F/1970_x.png", 20), ("/abs/M/1971_y.png", 30), ("a/b/F/1972_z.png", 40),
-                            ("M/sub\\1973_w.png", 50)]:
+        for name, value in [
+            ("../../F/1970_x.png", 20),
+            ("/abs/M/1971_y.png", 30),
+            ("a/b/F/1972_z.png", 40),
+            ("M/sub\\1973_w.png", 50),
+        ]:
             info = tarfile.TarInfo(name)
             data = png(value)
             info.size = len(data)
@@ -127,23 +146,29 @@ def test_yearbook_row_id_refuses_other_values():
 
 # ---------------------------------------------------------------------------------------------- amazon
 
-REVIEW = {"rating": 4.0, "title": "Fine", "text": "Works.", "parent_asin": "B01", "user_id": "U1",
-          "timestamp": 1600000000000}
+REVIEW = {
+    "rating": 4.0,
+    "title": "Fine",
+    "text": "Works.",
+    "parent_asin": "B01",
+    "user_id": "U1",
+    "timestamp": 1600000000000,
+}
 
 
 def amazon_lines(folder: Path) -> Path:
     """Toys.jsonl: good reviews around rows without ids, with a null or missing text, a non-string text."""
     edits = [
-        {},                                         # 1 good
-        {"user_id": None},                          # 2 null user_id
-        {"user_id": ...},                           # 3 no user_id key
-        {"parent_asin": ""},                        # 4 empty parent_asin
-        {"user_id": ..., "parent_asin": ...},       # 5 neither
-        {"text": None},                             # 6 null text
-        {"text": ...},                              # 7 no text key
-        {"text": 5},                                # 8 a number
-        {"text": ["a", "b"]},                       # 9 a list
-        {"timestamp": 1600000000001},               # 10 good
+        {},  # 1 good
+        {"user_id": None},  # 2 null user_id
+        {"user_id": ...},  # 3 no user_id key
+        {"parent_asin": ""},  # 4 empty parent_asin
+        {"user_id": ..., "parent_asin": ...},  # 5 neither
+        {"text": None},  # 6 null text
+        {"text": ...},  # 7 no text key
+        {"text": 5},  # 8 a number
+        {"text": ["a", "b"]},  # 9 a list
+        {"timestamp": 1600000000001},  # 10 good
     ]
     lines = []
     for i, change in enumerate(edits):
@@ -166,13 +191,20 @@ def test_amazon_keep_missing_ids(tmp_path, small_chunks):
 
     counts, rows, bad, _ = both_paths(tmp_path, "amazon", cfg)
     assert counts["quarantined_by_reason"] == {"missing_id": 12, "empty_text": 12}
-    assert [b["where"] for b in bad if b["reason"] == "missing_id"][:4] == [f"Toys.jsonl:{i}" for i in (2, 3, 4, 5)]
+    assert [b["where"] for b in bad if b["reason"] == "missing_id"][:4] == [
+        f"Toys.jsonl:{i}" for i in (2, 3, 4, 5)
+    ]
 
     counts, rows, bad, _ = both_paths(tmp_path, "amazon", {**cfg, "keep_missing_ids": True}, tag="kept")
     assert counts["quarantined_by_reason"] == {"empty_text": 12}
     ts = REVIEW["timestamp"]
-    assert [r["id"] for r in rows[:5]] == [f"U1:B01:{ts}", f":B01:{ts + 10}", f":B01:{ts + 20}",
-                                           f"U1::{ts + 30}", f"::{ts + 40}"]
+    assert [r["id"] for r in rows[:5]] == [
+        f"U1:B01:{ts}",
+        f":B01:{ts + 10}",
+        f":B01:{ts + 20}",
+        f"U1::{ts + 30}",
+        f"::{ts + 40}",
+    ]
     assert all(r["text"] == "Works." for r in rows[:5])
     # the second and third copies: repeats of the first, kept as `#2`, `#3` (keep_duplicates)
     assert sum(r["id"].startswith("::") for r in rows) == 3 and f"::{ts + 40}#3" in {r["id"] for r in rows}
@@ -184,8 +216,14 @@ def test_amazon_null_or_missing_text_and_non_string_text(tmp_path):
     write it (pyarrow refuses a column of strings and numbers), so no row of theirs holds one."""
     path = amazon_lines(tmp_path / "in")
     for keep_missing_ids in (False, True):
-        cfg = {"source": str(path.parent), "text_fields": ["text"], "keep_empty": True, "keep_duplicates": True,
-               "keep_missing_ids": keep_missing_ids, "slices": WIDE_SPAN}
+        cfg = {
+            "source": str(path.parent),
+            "text_fields": ["text"],
+            "keep_empty": True,
+            "keep_duplicates": True,
+            "keep_missing_ids": keep_missing_ids,
+            "slices": WIDE_SPAN,
+        }
         counts, rows, bad, _ = both_paths(tmp_path, "amazon", cfg, tag=str(keep_missing_ids))
         ts = REVIEW["timestamp"]
         texts = {r["id"]: r["text"] for r in rows}
@@ -207,21 +245,27 @@ def test_amazon_fixtures_unchanged_by_keep_missing_ids(tmp_path, folder):
 
 # ----------------------------------------------------------------------------------------------- arxiv
 
-PAPER = {"id": "0704.0001", "categories": "cs.LG hep-th", "title": "A  title", "abstract": " An\n abstract. ",
-         "versions": [{"version": "v1", "created": "Mon, 2 Apr 2007 19:18:42 GMT"}], "update_date": "2008-11-13"}
+PAPER = {
+    "id": "0704.0001",
+    "categories": "cs.LG hep-th",
+    "title": "A  title",
+    "abstract": " An\n abstract. ",
+    "versions": [{"version": "v1", "created": "Mon, 2 Apr 2007 19:18:42 GMT"}],
+    "update_date": "2008-11-13",
+}
 ODD = [  # (changes, ours, authors): each `kept text` or a filter / quarantine reason
     ({}, "A title\n\nAn abstract.", "A title\n\nAn abstract."),
-    ({"categories": "cs.LG  hep-th"}, "A title\n\nAn abstract.", "other_category"),      # two spaces
-    ({"categories": "cs.LG\thep-th"}, "A title\n\nAn abstract.", "no_kept_category"),    # a tab joins them
+    ({"categories": "cs.LG  hep-th"}, "A title\n\nAn abstract.", "other_category"),  # two spaces
+    ({"categories": "cs.LG\thep-th"}, "A title\n\nAn abstract.", "no_kept_category"),  # a tab joins them
     ({"categories": "cs.LG\tgr-qc hep-th"}, "A title\n\nAn abstract.", "other_category"),
-    ({"categories": " cs.LG"}, "A title\n\nAn abstract.", "other_category"),             # a leading space
-    ({"categories": "cs.LG\n"}, "A title\n\nAn abstract.", "A title\n\nAn abstract."),   # stripped: the same
+    ({"categories": " cs.LG"}, "A title\n\nAn abstract.", "other_category"),  # a leading space
+    ({"categories": "cs.LG\n"}, "A title\n\nAn abstract.", "A title\n\nAn abstract."),  # stripped: the same
     ({"categories": "math.CO"}, "no_kept_category", "no_kept_category"),
-    ({"title": "", "abstract": None}, "empty_text", ""),                                 # kept, empty
+    ({"title": "", "abstract": None}, "empty_text", ""),  # kept, empty
     ({"title": " \n", "abstract": ...}, "empty_text", ""),
-    ({"title": ""}, "\n\nAn abstract.", "An abstract."),                                 # no separator left
+    ({"title": ""}, "\n\nAn abstract.", "An abstract."),  # no separator left
     ({"abstract": "  "}, "A title\n\n", "A title"),
-    ({"title": "Ti\u00a0tle"}, "Ti tle\n\nAn abstract.", "Ti tle\n\nAn abstract."),      # rare whitespace
+    ({"title": "Ti\u00a0tle"}, "Ti tle\n\nAn abstract.", "Ti tle\n\nAn abstract."),  # rare whitespace
 ]
 
 
@@ -264,15 +308,16 @@ def test_arxiv_row_rules(tmp_path, small_chunks, rules):
 
 
 def test_arxiv_row_rules_inclusion_any(tmp_path, small_chunks):
-    """With `inclusion: any` an empty piece is no category at all: only the joined one (a tab) loses its labels."""
+    """With `inclusion: any` an empty piece is no category at all: only the joined one (a tab) loses its
+    labels."""
     path = arxiv_file(tmp_path / "in")
     cfg = {"source": str(path), "row_rules": "authors"}
     _, rows, _, _ = both_paths(tmp_path, "arxiv", cfg)
     labels = {r["id"]: r["label"] for r in rows}
-    assert labels["0704.0001"] == [1, 0, 0, 0, 1, 0, 0]                         # two spaces: both labels
-    assert labels["0704.0004"] == [1, 0, 0, 0, 0, 0, 0]                         # " cs.LG"
-    assert "0704.0002" not in labels                                            # "cs.LG\thep-th": neither
-    assert labels["0704.0003"] == [0, 0, 0, 0, 1, 0, 0]                         # "cs.LG\tgr-qc" is one piece
+    assert labels["0704.0001"] == [1, 0, 0, 0, 1, 0, 0]  # two spaces: both labels
+    assert labels["0704.0004"] == [1, 0, 0, 0, 0, 0, 0]  # " cs.LG"
+    assert "0704.0002" not in labels  # "cs.LG\thep-th": neither
+    assert labels["0704.0003"] == [0, 0, 0, 0, 1, 0, 0]  # "cs.LG\tgr-qc" is one piece
 
 
 def test_arxiv_row_rules_refuses_other_values():
@@ -283,11 +328,14 @@ def test_arxiv_row_rules_refuses_other_values():
 
 @pytest.mark.parametrize("path", [ARXIV, SHARED / "arxiv" / "arxiv-metadata-sample.json"])
 def test_arxiv_fixtures_unchanged_by_row_rules(tmp_path, path):
-    """Every fixture paper has single-spaced categories, a title and an abstract: no byte of the records moves."""
+    """Every fixture paper has single-spaced categories, a title and an abstract: no byte of the records
+    moves."""
     if not path.is_file():
         pytest.skip(f"{path} not present")
     for inclusion in ("any", "all"):
         cfg = {"source": str(path), "inclusion": inclusion, "separator": "\n\n", "slices": WIDE_SPAN}
         base = run_ingest(tmp_path, "arxiv", cfg, fast=True, tag=inclusion)
-        theirs = run_ingest(tmp_path, "arxiv", {**cfg, "row_rules": "authors"}, fast=True, tag=f"a{inclusion}")
+        theirs = run_ingest(
+            tmp_path, "arxiv", {**cfg, "row_rules": "authors"}, fast=True, tag=f"a{inclusion}"
+        )
         assert base[0]["kept"] > 0 and theirs[0] == base[0] and theirs[3] == base[3] and theirs[2] == base[2]

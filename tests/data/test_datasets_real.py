@@ -1,4 +1,5 @@
 """The real-corpus readers (Yearbook, Amazon Reviews 2023, arXiv) on real samples in their on-disk formats."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -57,17 +58,29 @@ def edit(line: str, **changes) -> str:
 
 
 def test_registry_and_contract():
-    for name, task, modality in [("yearbook", "binary", "image"), ("amazon", "regression", "text"),
-                                 ("arxiv", "multilabel", "text")]:
+    for name, task, modality in [
+        ("yearbook", "binary", "image"),
+        ("amazon", "regression", "text"),
+        ("arxiv", "multilabel", "text"),
+    ]:
         assert DATASETS[name][:2] == (task, modality)
         assert get_dataset(name).__name__ == f"drift.data.datasets.{DATASETS[name].module}"
     assert yearbook.label_names(yearbook.PARAMS(**{})) == ["F", "M"]
     assert amazon.label_names(amazon.PARAMS(**{})) == []
-    assert arxiv.label_names(arxiv.PARAMS(**{})) == ["cs.LG", "hep-ph", "cs.CV", "cs.AI", "hep-th", "quant-ph", "gr-qc"]
+    assert arxiv.label_names(arxiv.PARAMS(**{})) == [
+        "cs.LG",
+        "hep-ph",
+        "cs.CV",
+        "cs.AI",
+        "hep-th",
+        "quant-ph",
+        "gr-qc",
+    ]
     assert arxiv.label_names(arxiv.PARAMS(**{"categories": ["gr-qc", "cs.LG"]})) == ["gr-qc", "cs.LG"]
 
 
 # ---------------------------------------------------------------------------------------------- amazon
+
 
 def test_amazon_reads_jsonl_and_jsonl_gz():
     cats = ["Software", "Gift_Cards", "All_Beauty"]  # Gift_Cards is the .jsonl.gz
@@ -81,7 +94,9 @@ def test_amazon_reads_jsonl_and_jsonl_gz():
     assert r["id"] == f"{first['user_id']}:{first['parent_asin']}:{first['timestamp']}"
     assert r["label"] == float(first["rating"]) and isinstance(r["label"], float)
     assert r["text"] == first["title"] + "\n" + first["text"]
-    assert r["time"] == dt.datetime.fromtimestamp(first["timestamp"] / 1000, dt.timezone.utc).replace(tzinfo=None)
+    assert r["time"] == dt.datetime.fromtimestamp(first["timestamp"] / 1000, dt.timezone.utc).replace(
+        tzinfo=None
+    )
     assert r["time"].tzinfo is None
     with gzip.open(AMAZON / "Gift_Cards.jsonl.gz", "rt") as f:
         gift = json.loads(f.readline())
@@ -99,37 +114,67 @@ def test_amazon_default_is_every_category_in_the_folder():
 
 def test_amazon_exact_timestamp_conversion(tmp_path):
     # 1586445693499 ms = 2020-04-09 15:21:33.499 UTC; the optional fields of the real files are accepted
-    line = json.dumps({"rating": 3.0, "title": "t", "text": "x", "parent_asin": "A", "user_id": "U",
-                       "timestamp": 1586445693499, "images": [], "asin": "B", "helpful_vote": 2,
-                       "verified_purchase": True})
+    line = json.dumps(
+        {
+            "rating": 3.0,
+            "title": "t",
+            "text": "x",
+            "parent_asin": "A",
+            "user_id": "U",
+            "timestamp": 1586445693499,
+            "images": [],
+            "asin": "B",
+            "helpful_vote": 2,
+            "verified_purchase": True,
+        }
+    )
     (tmp_path / "Toys.jsonl").write_text(line + "\n")
     rows, _ = run(amazon, {"source": str(tmp_path), "categories": ["Toys"]})
-    assert rows == [{"id": "U:A:1586445693499", "time": dt.datetime(2020, 4, 9, 15, 21, 33, 499000),
-                     "label": 3.0, "text": "t\nx"}]
+    assert rows == [
+        {
+            "id": "U:A:1586445693499",
+            "time": dt.datetime(2020, 4, 9, 15, 21, 33, 499000),
+            "label": 3.0,
+            "text": "t\nx",
+        }
+    ]
 
 
 def test_amazon_quarantine_reasons_and_ledger_invariant(tmp_path):
     src = AMAZON / "Software.jsonl"
     lines = src.read_text().splitlines()
-    corrupt(src, tmp_path / "Software.jsonl", {
-        3: lines[2][:-20],                                  # cut short
-        5: edit(lines[4], timestamp="last tuesday"),
-        7: edit(lines[6], timestamp=...),
-        9: edit(lines[8], rating=7),
-        11: edit(lines[10], rating=...),
-        13: edit(lines[12], title="", text="  "),
-        15: edit(lines[14], rating="five"),
-        17: edit(lines[16], user_id=...),
-        19: edit(lines[18], images=["x.jpg"], asin="B0", helpful_vote=3, verified_purchase=False),  # fine
-    })
+    corrupt(
+        src,
+        tmp_path / "Software.jsonl",
+        {
+            3: lines[2][:-20],  # cut short
+            5: edit(lines[4], timestamp="last tuesday"),
+            7: edit(lines[6], timestamp=...),
+            9: edit(lines[8], rating=7),
+            11: edit(lines[10], rating=...),
+            13: edit(lines[12], title="", text="  "),
+            15: edit(lines[14], rating="five"),
+            17: edit(lines[16], user_id=...),
+            19: edit(lines[18], images=["x.jpg"], asin="B0", helpful_vote=3, verified_purchase=False),  # fine
+        },
+    )
     rows, ledger = run(amazon, {"source": str(tmp_path), "categories": ["Software"]})
-    assert ledger.quarantined == {"malformed_json": 1, "bad_timestamp": 1, "missing_timestamp": 1,
-                                  "rating_out_of_range": 1, "missing_rating": 1, "empty_text": 1,
-                                  "bad_rating": 1, "missing_id": 1}
+    assert ledger.quarantined == {
+        "malformed_json": 1,
+        "bad_timestamp": 1,
+        "missing_timestamp": 1,
+        "rating_out_of_range": 1,
+        "missing_rating": 1,
+        "empty_text": 1,
+        "bad_rating": 1,
+        "missing_id": 1,
+    }
     assert len(rows) == 150 - 8
     assert ledger.kept + sum(ledger.filtered.values()) + sum(ledger.quarantined.values()) == 150
     where = {b["where"]: b["reason"] for b in ledger.bad_rows}
-    assert where["Software.jsonl:3"] == "malformed_json" and where["Software.jsonl:9"] == "rating_out_of_range"
+    assert (
+        where["Software.jsonl:3"] == "malformed_json" and where["Software.jsonl:9"] == "rating_out_of_range"
+    )
     assert '"rating": 7' in next(b["raw"] for b in ledger.bad_rows if b["where"] == "Software.jsonl:9")
 
 
@@ -162,7 +207,11 @@ def test_amazon_unknown_category_lists_what_is_there():
 def test_amazon_missing_source(tmp_path):
     with pytest.raises(DriftError) as e:
         run(amazon, {"source": str(tmp_path / "nope"), "categories": ["Software"]})
-    assert "\n" not in str(e.value) and str(tmp_path / "nope") in str(e.value) and "drift fetch amazon" in str(e.value)
+    assert (
+        "\n" not in str(e.value)
+        and str(tmp_path / "nope") in str(e.value)
+        and "drift fetch amazon" in str(e.value)
+    )
 
 
 def test_json_fallback_reads_the_same(tmp_path, monkeypatch):
@@ -172,8 +221,9 @@ def test_json_fallback_reads_the_same(tmp_path, monkeypatch):
     src = AMAZON / "Software.jsonl"
     lines = src.read_text().splitlines()
     corrupt(src, tmp_path / "Software.jsonl", {2: lines[1][:-1], 4: "\xff\xfe not utf-8 either"})
-    (tmp_path / "Software.jsonl").write_bytes((tmp_path / "Software.jsonl").read_bytes().replace(
-        "\xff\xfe".encode(), b"\xff\xfe"))
+    (tmp_path / "Software.jsonl").write_bytes(
+        (tmp_path / "Software.jsonl").read_bytes().replace("\xff\xfe".encode(), b"\xff\xfe")
+    )
     cfg = {"source": str(tmp_path), "categories": ["Software"]}
     fast, fast_ledger = run(amazon, cfg)
     monkeypatch.setattr(io_mod, "loads", json.loads)
@@ -202,8 +252,9 @@ def test_arxiv_labels_filter_and_first_version_time():
 
     r = next(r for r in rows if r["id"] == "0704.0221")  # "astro-ph gr-qc hep-ph hep-th"
     assert r["label"] == [0, 1, 0, 0, 1, 0, 1]
-    assert r["time"] == dt.datetime.strptime(by_id["0704.0221"]["versions"][0]["created"],
-                                             "%a, %d %b %Y %H:%M:%S GMT")
+    assert r["time"] == dt.datetime.strptime(
+        by_id["0704.0221"]["versions"][0]["created"], "%a, %d %b %Y %H:%M:%S GMT"
+    )
     assert sum(1 for r in rows if sum(r["label"]) > 1) == 36
     assert [sum(r["label"][i] for r in rows) for i in range(7)] == [5, 57, 4, 6, 72, 50, 46]
 
@@ -241,17 +292,26 @@ def test_arxiv_quarantine_reasons_and_ledger_invariant(tmp_path):
     kept = [i for i, line in enumerate(lines, 1) if set(json.loads(line)["categories"].split()) & set(LEAF)]
     a, b, c, d, e, f = kept[:6]
     path = tmp_path / "arxiv-metadata-oai-snapshot.json"
-    corrupt(ARXIV, path, {
-        a: lines[a - 1][:50],
-        b: edit(lines[b - 1], versions=[{"version": "v1", "created": "someday"}]),
-        c: edit(lines[c - 1], versions=[]),
-        d: edit(lines[d - 1], title=" \n ", abstract="\n"),
-        e: edit(lines[e - 1], categories=...),
-        f: edit(lines[f - 1], update_date="13/11/2008"),  # only bad under time_field update_date
-    })
+    corrupt(
+        ARXIV,
+        path,
+        {
+            a: lines[a - 1][:50],
+            b: edit(lines[b - 1], versions=[{"version": "v1", "created": "someday"}]),
+            c: edit(lines[c - 1], versions=[]),
+            d: edit(lines[d - 1], title=" \n ", abstract="\n"),
+            e: edit(lines[e - 1], categories=...),
+            f: edit(lines[f - 1], update_date="13/11/2008"),  # only bad under time_field update_date
+        },
+    )
     rows, ledger = run(arxiv, {"source": str(path)})
-    assert ledger.quarantined == {"malformed_json": 1, "bad_timestamp": 1, "missing_timestamp": 1,
-                                  "empty_text": 1, "missing_categories": 1}
+    assert ledger.quarantined == {
+        "malformed_json": 1,
+        "bad_timestamp": 1,
+        "missing_timestamp": 1,
+        "empty_text": 1,
+        "missing_categories": 1,
+    }
     assert len(rows) == 201 - 5 and ledger.read == 300
     assert {x["where"] for x in ledger.bad_rows} >= {f"arxiv-metadata-oai-snapshot.json:{a}"}
 
@@ -280,6 +340,7 @@ def test_arxiv_errors(tmp_path):
 
 # -------------------------------------------------------------------------------------------- yearbook
 
+
 def png_bytes(size=(32, 32), value=100, mode="L") -> bytes:
     import io
 
@@ -300,8 +361,8 @@ def make_yearbook(root: Path) -> Path:
     grad = Image.fromarray(np.tile(np.arange(0, 256, 4, dtype=np.uint8), (64, 1)))
     grad.save(folder / "M" / "1970_Iowa_Ames_Ames_2-2.png")
     (folder / "M" / "1980_Ohio_x.png").write_bytes(png_bytes(size=(64, 64))[:60])  # truncated
-    (folder / "M" / "unknown_Ohio_x.png").write_bytes(png_bytes())                  # no year
-    (folder / "F" / "1960_notes.txt").write_bytes(b"hello")                         # not a PNG
+    (folder / "M" / "unknown_Ohio_x.png").write_bytes(png_bytes())  # no year
+    (folder / "F" / "1960_notes.txt").write_bytes(b"hello")  # not a PNG
     return folder
 
 
@@ -314,8 +375,12 @@ def make_tar(folder: Path) -> Path:
 
 def check_yearbook(rows, ledger):
     by_id = {r["id"]: r for r in rows}
-    assert set(by_id) == {"1950_Ohio_Cleveland_Lincoln_3-4.png", "2013_Texas_Austin_High_1-1.png",
-                          "1905_Maine_Bangor_Bangor_0-1.png", "1970_Iowa_Ames_Ames_2-2.png"}
+    assert set(by_id) == {
+        "1950_Ohio_Cleveland_Lincoln_3-4.png",
+        "2013_Texas_Austin_High_1-1.png",
+        "1905_Maine_Bangor_Bangor_0-1.png",
+        "1970_Iowa_Ames_Ames_2-2.png",
+    }
     assert ledger.quarantined == {"undecodable_image": 1, "bad_file_name": 2}
     assert ledger.read == 7  # every file accounted for
     for r in rows:
@@ -343,8 +408,10 @@ def test_yearbook_tar_gz_streamed(tmp_path):
     archive = make_tar(make_yearbook(tmp_path / "src"))
     rows, ledger = run(yearbook, {"source": str(archive)})
     check_yearbook(rows, ledger)
-    assert any(b["where"].endswith("M/1980_Ohio_x.png") and b["where"].startswith(archive.name)
-               for b in ledger.bad_rows)
+    assert any(
+        b["where"].endswith("M/1980_Ohio_x.png") and b["where"].startswith(archive.name)
+        for b in ledger.bad_rows
+    )
     # source = a folder that is not there, with its .tar.gz beside it (what `drift fetch yearbook` writes)
     folder = tmp_path / "src" / "faces_aligned_small_mirrored_co_aligned_cropped_cleaned"
     shutil.rmtree(folder)
@@ -369,6 +436,7 @@ def test_yearbook_strict_and_errors(tmp_path):
 
 # ------------------------------------------------------------------------ the authors' reading of the corpora
 
+
 def fast_records(module, cfg) -> tuple[list[dict], dict]:
     """The fast path's records (as the line-by-line reader yields them) and its filtered counts."""
     rows, filtered = [], {}
@@ -382,14 +450,16 @@ def fast_records(module, cfg) -> tuple[list[dict], dict]:
 
 
 def test_arxiv_inclusion_all_keeps_papers_of_the_seven_only():
-    """`inclusion: all` (the paper's Section 3.1.3): a paper with any category outside the seven is filtered, in
-    both the line-by-line and the fast path; `separator` joins title and abstract."""
+    """`inclusion: all` (the paper's Section 3.1.3): a paper with any category outside the seven is filtered,
+    in both the line-by-line and the fast path; `separator` joins title and abstract."""
     raw = {r["id"]: r for r in map(json.loads, ARXIV.read_text().splitlines())}
     cfg = {"source": str(ARXIV), "inclusion": "all", "separator": "\n\n"}
     rows, ledger = run(arxiv, cfg)
     fast, filtered = fast_records(arxiv, cfg)
     anyone, _ = run(arxiv, {"source": str(ARXIV)})
-    assert [r["id"] for r in fast] == [r["id"] for r in rows] and [r["text"] for r in fast] == [r["text"] for r in rows]
+    assert [r["id"] for r in fast] == [r["id"] for r in rows] and [r["text"] for r in fast] == [
+        r["text"] for r in rows
+    ]
     assert 0 < len(rows) < len(anyone)
     assert all(set(raw[r["id"]]["categories"].split()) <= set(LEAF) for r in rows)
     dropped = [i for i in {r["id"] for r in anyone} - {r["id"] for r in rows}]
@@ -423,7 +493,8 @@ def test_yearbook_area_resize_is_the_block_mean():
     assert np.abs(area[0].astype(np.float64) - blocks).max() <= 0.5 + 1e-9
     assert (area[0] == area[1]).all() and (area[0] == area[2]).all()
     assert not np.array_equal(yearbook.decode(buf.getvalue(), "bilinear"), area)
-    # a real portrait's size (186 x 171): every output pixel a weighted mean of the pixels it covers, weights 1
+    # a real portrait's size (186 x 171): every output pixel a weighted mean of the pixels it covers, weights
+    # 1
     w = yearbook.area_weights(171, 32)
     assert np.allclose(w.sum(1), 1) and np.allclose(w.sum(0), 32 / 171)
     flat = rng.integers(0, 256, (186, 171, 3), dtype=np.uint8)
@@ -441,7 +512,9 @@ def test_yearbook_pixels_default_is_uint8_and_float32_needs_area():
     assert yearbook.YearbookParams().pixels == "uint8"
     for resize in ("bilinear", "area"):
         default = yearbook.decode(buf.getvalue(), resize)
-        assert default.dtype == np.uint8 and np.array_equal(default, yearbook.decode(buf.getvalue(), resize, "uint8"))
+        assert default.dtype == np.uint8 and np.array_equal(
+            default, yearbook.decode(buf.getvalue(), resize, "uint8")
+        )
     floats = yearbook.decode(buf.getvalue(), "area", "float32")
     rounded = yearbook.decode(buf.getvalue(), "area")
     assert floats.dtype == np.float32 and np.abs(floats - rounded).max() <= 0.5 + 1e-4

@@ -1,7 +1,8 @@
-"""Faults a real campaign meets, each planted: a full disk under the store, a checkpoint and the records (a real
-tmpfs of 2 MiB when this runs as root, else the writes made to fail with ENOSPC), a stage's unexpected
+"""Faults a real campaign meets, each planted: a full disk under the store, a checkpoint and the records (a
+real tmpfs of 2 MiB when this runs as root, else the writes made to fail with ENOSPC), a stage's unexpected
 exception, a temporary workspace's relative cache path, stray metrics folders. Each ends in one line, and
 nothing half-written is left behind."""
+
 from __future__ import annotations
 
 import errno
@@ -34,8 +35,13 @@ def small_disk(tmp_path):
     """(a folder on a 2 MiB tmpfs, True), or (a plain folder, False) where mounting is not allowed."""
     folder = tmp_path / "small"
     folder.mkdir()
-    mounted = shutil.which("mount") is not None and subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(folder)], capture_output=True).returncode == 0
+    mounted = (
+        shutil.which("mount") is not None
+        and subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(folder)], capture_output=True
+        ).returncode
+        == 0
+    )
     yield folder, mounted
     if mounted:
         subprocess.run(["umount", str(folder)], check=True)
@@ -52,15 +58,21 @@ def test_a_full_disk_under_the_store_is_one_line_and_commits_nothing(small_disk,
     store.append(["a", "b"], np.ones((2, 384), np.float32))
     before = files_under(folder)
     if not real:  # Lance's own error, as a full disk raises it
+
         def full(*_, **__):
-            raise OSError("LanceError(IO): No space left on device (os error 28), lance-file/src/writer.rs:190:9")
+            raise OSError(
+                "LanceError(IO): No space left on device (os error 28), lance-file/src/writer.rs:190:9"
+            )
+
         monkeypatch.setattr(embeddings.lance, "write_dataset", full)
     keys = [str(i) for i in range(3000)]  # 4.6 MB of vectors: more than the disk holds
     with pytest.raises(DriftError) as error:
         store.append(keys, np.random.default_rng(0).random((3000, 384), dtype=np.float32))
     message = str(error.value)
     assert message.startswith(f"disk full writing {store.path} (4.4 MiB needed, ") and "\n" not in message
-    assert message.endswith("free space on that disk, or set embed.cache_dir (or $DRIFT_CACHE_DIR) to a disk with room")
+    assert message.endswith(
+        "free space on that disk, or set embed.cache_dir (or $DRIFT_CACHE_DIR) to a disk with room"
+    )
     assert files_under(folder) == before  # Lance removed its half-written data file; nothing was committed
     monkeypatch.undo()
     fresh = EmbeddingStore(folder, "enc", "f" * 64, dim=384, with_tokens=False)
@@ -72,12 +84,17 @@ def test_a_full_disk_under_a_checkpoint_leaves_no_partial_file(small_disk, monke
     folder, real = small_disk
     path = folder / "ffn-s" / "seed0" / "cutoff000.pt"
     if not real:
+
         def full(state, f):
             Path(f).write_bytes(b"half a checkpoint")
             raise DISK_FULL
+
         monkeypatch.setattr(checkpoints.torch, "save", full)
-    with pytest.raises(DriftError, match=r"^disk full writing .*cutoff000\.pt \(3\.8 MiB needed, .*free there\): "
-                                         r"free space on that disk$"):
+    with pytest.raises(
+        DriftError,
+        match=r"^disk full writing .*cutoff000\.pt \(3\.8 MiB needed, .*free there\): "
+        r"free space on that disk$",
+    ):
         checkpoints.save_checkpoint(nn.Linear(1000, 1000), path)  # 4 MB of weights
     assert files_under(folder) == []
 
@@ -95,10 +112,15 @@ def test_a_full_disk_under_the_records_leaves_no_partial_file(small_disk, monkey
         class Full(ingest_module.pq.ParquetWriter):
             def write_batch(self, *args, **kwargs):
                 raise DISK_FULL
+
         monkeypatch.setattr(ingest_module.pq, "ParquetWriter", Full)
     records = folder / "amazon.parquet"
-    with pytest.raises(DriftError, match=rf"^disk full writing {records} \(.* free there\): free space on that disk$"):
-        ingest("amazon", dataset_params("amazon", {"source": str(source)}), records, folder / "amazon.q.parquet")
+    with pytest.raises(
+        DriftError, match=rf"^disk full writing {records} \(.* free there\): free space on that disk$"
+    ):
+        ingest(
+            "amazon", dataset_params("amazon", {"source": str(source)}), records, folder / "amazon.q.parquet"
+        )
     assert [f for f in files_under(folder) if f != "filler"] == []
 
 
@@ -122,9 +144,9 @@ def test_an_unexpected_exception_is_one_line_with_its_traceback_in_a_log(project
 
 
 def test_a_relative_cache_dir_is_the_main_repositorys(tmp_path, monkeypatch):
-    """`dvc exp run --temp` runs in <repo>/.dvc/tmp/exps/<tmp>/ and deletes it after: a relative embed.cache_dir
-    resolves against the main repository, from $DVC_ROOT (DVC sets it to the parent repository for experiments)
-    or from that layout."""
+    """`dvc exp run --temp` runs in <repo>/.dvc/tmp/exps/<tmp>/ and deletes it after: a relative
+    embed.cache_dir resolves against the main repository, from $DVC_ROOT (DVC sets it to the parent repository
+    for experiments) or from that layout."""
     repo = tmp_path / "repo"
     temp = repo / ".dvc/tmp/exps/tmpabc123"
     temp.mkdir(parents=True)
@@ -165,12 +187,18 @@ def test_summary_reads_the_datasets_params_yaml_declares(tmp_path):
     for dataset in ("sotu", "arxiv"):  # arxiv: another experiment's leftover folder
         (metrics / dataset).mkdir(parents=True)
         (metrics / dataset / "ffn-s.json").write_text(
-            metrics_json(id=0.6, future=0.5, decay=0.1, metric="accuracy", higher_is_better=True, k=3, seeds=1))
+            metrics_json(
+                id=0.6, future=0.5, decay=0.1, metric="accuracy", higher_is_better=True, k=3, seeds=1
+            )
+        )
     params = tiny_params()
     only(params, "sotu")
     import yaml
+
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     out = json.loads(drift_cli("summary", "--json", cwd=tmp_path).stdout)
     assert list(out) == ["sotu"]
     result = drift_cli("summary", "arxiv", cwd=tmp_path)
-    assert result.returncode != 0 and "arxiv is not a dataset of this workspace's params.yaml" in result.stderr
+    assert (
+        result.returncode != 0 and "arxiv is not a dataset of this workspace's params.yaml" in result.stderr
+    )

@@ -1,5 +1,6 @@
-"""drift.data.fetch against a real HTTP server on 127.0.0.1 serving the fixture files (no network needed), and its
-registration with DVC in temporary git + DVC repositories (real git, real DVC)."""
+"""drift.data.fetch against a real HTTP server on 127.0.0.1 serving the fixture files (no network needed), and
+its registration with DVC in temporary git + DVC repositories (real git, real DVC)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -25,7 +26,9 @@ FIXTURES = Path(__file__).parents[1] / "fixtures"
 FILES = {
     "/amazon/Software.jsonl": (FIXTURES / "amazon2023" / "Software.jsonl").read_bytes(),
     "/amazon/Gift_Cards.jsonl.gz": (FIXTURES / "amazon2023" / "Gift_Cards.jsonl.gz").read_bytes(),
-    "/arxiv/arxiv-metadata-oai-snapshot.json": (FIXTURES / "arxiv" / "arxiv-metadata-sample.json").read_bytes(),
+    "/arxiv/arxiv-metadata-oai-snapshot.json": (
+        FIXTURES / "arxiv" / "arxiv-metadata-sample.json"
+    ).read_bytes(),
 }
 SNAP = "/arxiv/arxiv-metadata-oai-snapshot.json"
 
@@ -35,9 +38,9 @@ def sha(data: bytes) -> str:
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
-    """Serves FILES with Range support and an ETag, as file servers do; the server's flags make it misbehave on
-    purpose. HEAD requests (DVC's) are not counted in `requests`; `downloads` counts the GETs of drift.data.fetch
-    (DVC's GETs read the headers only)."""
+    """Serves FILES with Range support and an ETag, as file servers do; the server's flags make it misbehave
+    on purpose. HEAD requests (DVC's) are not counted in `requests`; `downloads` counts the GETs of
+    drift.data.fetch (DVC's GETs read the headers only)."""
 
     def do_HEAD(self):
         data = FILES.get(self.path)
@@ -206,8 +209,12 @@ def test_only_http(tmp_path):
 
 def test_fetch_dataset_amazon_then_read(server, tmp_path):
     src = tmp_path / "amazon"
-    cfg = {"source": str(src), "categories": ["Software"], "url": server.url + "/amazon/{category}.jsonl",
-           "sha256": {"Software.jsonl": sha(FILES["/amazon/Software.jsonl"])}}
+    cfg = {
+        "source": str(src),
+        "categories": ["Software"],
+        "url": server.url + "/amazon/{category}.jsonl",
+        "sha256": {"Software.jsonl": sha(FILES["/amazon/Software.jsonl"])},
+    }
     assert fetch_dataset("amazon", cfg, progress=False) == [src / "Software.jsonl"]
     # the server has Gift_Cards only as .jsonl.gz: the template's file name is what is asked for
     with pytest.raises(DriftError, match="404"):
@@ -223,28 +230,38 @@ def test_fetch_dataset_amazon_then_read(server, tmp_path):
 def test_fetch_dataset_destinations(server, tmp_path):
     from drift.data.fetch import targets
 
-    (u, d), = targets("arxiv", {"source": str(tmp_path / "snap.json"), "url": server.url + SNAP})
+    ((u, d),) = targets("arxiv", {"source": str(tmp_path / "snap.json"), "url": server.url + SNAP})
     assert d == tmp_path / "snap.json"
-    (u, d), = targets("yearbook", {"source": str(tmp_path / "faces"), "url": "https://x/faces.tar.gz"})
+    ((u, d),) = targets("yearbook", {"source": str(tmp_path / "faces"), "url": "https://x/faces.tar.gz"})
     assert d == tmp_path / "faces.tar.gz"
-    (u, d), = targets("yearbook", {"source": str(tmp_path / "faces.tar.gz"), "url": "https://x/y.tar.gz"})
+    ((u, d),) = targets("yearbook", {"source": str(tmp_path / "faces.tar.gz"), "url": "https://x/y.tar.gz"})
     assert d == tmp_path / "faces.tar.gz"
-    paths = fetch_dataset("arxiv", {"source": str(tmp_path / "snap.json"), "url": server.url + SNAP,
-                                    "sha256": sha(FILES[SNAP])}, progress=False)
+    paths = fetch_dataset(
+        "arxiv",
+        {"source": str(tmp_path / "snap.json"), "url": server.url + SNAP, "sha256": sha(FILES[SNAP])},
+        progress=False,
+    )
     assert paths[0].read_bytes() == FILES[SNAP]
 
 
 @pytest.mark.parametrize("name", ["amazon", "arxiv", "yearbook"])
 def test_fetch_dataset_without_url_names_the_param(name):
     with pytest.raises(DriftError) as e:
-        fetch_dataset(name, {"categories": ["Software"], "url": None} if name == "amazon" else {"url": None},
-                      progress=False)
+        fetch_dataset(
+            name,
+            {"categories": ["Software"], "url": None} if name == "amazon" else {"url": None},
+            progress=False,
+        )
     assert f"{name}.url" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_fetch_dataset_sha_string_for_many_files(server, tmp_path):
-    cfg = {"source": str(tmp_path), "categories": ["Software", "Gift_Cards"],
-           "url": server.url + "/amazon/{category}.jsonl.gz", "sha256": "abc"}
+    cfg = {
+        "source": str(tmp_path),
+        "categories": ["Software", "Gift_Cards"],
+        "url": server.url + "/amazon/{category}.jsonl.gz",
+        "sha256": "abc",
+    }
     with pytest.raises(DriftError, match="file name -> sha256"):
         fetch_dataset("amazon", cfg, progress=False)
 
@@ -262,7 +279,9 @@ SNAP_CFG = {"source": "data/raw/arxiv/snap.json", "sha256": sha(FILES[SNAP])}
 def sh(cmd: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
     result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     if check and result.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+        raise AssertionError(
+            f"{' '.join(cmd)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+        )
     return result
 
 
@@ -295,6 +314,7 @@ def repo(tmp_path, monkeypatch):
         sh(["git", "commit", "-qm", "init"], root)
         monkeypatch.chdir(root)
         return root
+
     return make
 
 
@@ -315,16 +335,24 @@ def test_fetch_registers_the_download_as_a_dvc_import(server, repo, monkeypatch)
     write_params(root, "arxiv", {**SNAP_CFG, "url": url})
     result = CliRunner().invoke(app, ["fetch", "arxiv", "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == [{"dataset": "arxiv", "url": url, "path": "data/raw/arxiv/snap.json",
-                                          "dvc_file": "data/raw/arxiv/snap.json.dvc"}]
+    assert json.loads(result.stdout) == [
+        {
+            "dataset": "arxiv",
+            "url": url,
+            "path": "data/raw/arxiv/snap.json",
+            "dvc_file": "data/raw/arxiv/snap.json.dvc",
+        }
+    ]
     path, dvc_file = Path("data/raw/arxiv/snap.json"), Path("data/raw/arxiv/snap.json.dvc")
     assert path.read_bytes() == data and not Path("data/raw/arxiv/snap.json.part").exists()
-    # the .dvc file `dvc import-url` writes: the URL and its ETag (what `dvc update` compares), the content's md5
+    # the .dvc file `dvc import-url` writes: the URL and its ETag (what `dvc update` compares), the content's
+    # md5
     stage = yaml.safe_load(dvc_file.read_text())
     assert stage["frozen"] is True
     assert stage["deps"][0]["path"] == url and stage["deps"][0]["checksum"] == f'"{md5(data)}"'
     assert stage["outs"][0]["md5"] == md5(data) and stage["outs"][0]["path"] == "snap.json"
-    assert (root / ".dvc" / "cache" / "files" / "md5" / md5(data)[:2] / md5(data)[2:]).is_file()  # what push sends
+    # what push sends
+    assert (root / ".dvc" / "cache" / "files" / "md5" / md5(data)[:2] / md5(data)[2:]).is_file()
     assert dvc_status(root) == {}
     # git ignores the data (DVC's data/raw/arxiv/.gitignore) and sees the .dvc file
     assert sh(["git", "check-ignore", "-q", str(path)], root, check=False).returncode == 0
@@ -398,10 +426,17 @@ def test_a_file_already_there_is_registered_without_downloading(server, repo, ca
 @pytest.mark.pipeline
 def test_amazon_files_are_tracked_one_by_one_and_ingest_can_depend_on_their_folder(server, repo):
     root = repo()
-    cfg = {"source": "data/raw/amazon", "categories": ["Software"], "url": server.url + "/amazon/{category}.jsonl"}
+    cfg = {
+        "source": "data/raw/amazon",
+        "categories": ["Software"],
+        "url": server.url + "/amazon/{category}.jsonl",
+    }
     (t,) = fetch_and_track("amazon", cfg, progress=False)
-    assert t == Tracked(Path("data/raw/amazon/Software.jsonl"), Path("data/raw/amazon/Software.jsonl.dvc"),
-                        server.url + "/amazon/Software.jsonl")
+    assert t == Tracked(
+        Path("data/raw/amazon/Software.jsonl"),
+        Path("data/raw/amazon/Software.jsonl.dvc"),
+        server.url + "/amazon/Software.jsonl",
+    )
     imported = t.dvc_file.read_text()
     # a category put there by hand: `drift track` adds it and leaves the import as it is
     shutil.copy(FIXTURES / "amazon2023" / "Gift_Cards.jsonl.gz", "data/raw/amazon/")
@@ -411,9 +446,19 @@ def test_amazon_files_are_tracked_one_by_one_and_ingest_can_depend_on_their_fold
     assert t.dvc_file.read_text() == imported and "deps" not in yaml.safe_load(gift.read_text())
     assert dvc_status(root) == {}
     # the ingest stage keeps depending on the raw folder: DVC accepts a dependency on .dvc-tracked files
-    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"ingest": {
-        "cmd": "mkdir -p data/records && ls data/raw/amazon > data/records/amazon.txt",
-        "deps": ["data/raw/amazon"], "outs": ["data/records/amazon.txt"]}}}))
+    (root / "dvc.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "stages": {
+                    "ingest": {
+                        "cmd": "mkdir -p data/records && ls data/raw/amazon > data/records/amazon.txt",
+                        "deps": ["data/raw/amazon"],
+                        "outs": ["data/records/amazon.txt"],
+                    }
+                }
+            }
+        )
+    )
     dag = dvc("dag", "--dot", cwd=root).stdout
     assert f'"{t.dvc_file}" -> "ingest"' in dag and f'"{gift}" -> "ingest"' in dag
     dvc("repro", cwd=root)
@@ -427,17 +472,26 @@ def test_fetch_into_a_folder_dvc_add_tracks_adds_to_that_folder(server, repo):
     Path("data/raw/amazon").mkdir(parents=True)
     shutil.copy(FIXTURES / "amazon2023" / "Gift_Cards.jsonl.gz", "data/raw/amazon/")
     dvc("add", "data/raw/amazon", cwd=root)  # the user's own way of tracking the folder
-    cfg = {"source": "data/raw/amazon", "categories": ["Software"], "url": server.url + "/amazon/{category}.jsonl"}
+    cfg = {
+        "source": "data/raw/amazon",
+        "categories": ["Software"],
+        "url": server.url + "/amazon/{category}.jsonl",
+    }
     (t,) = fetch_and_track("amazon", cfg, progress=False)
-    assert t.dvc_file == Path("data/raw/amazon.dvc") and not Path("data/raw/amazon/Software.jsonl.dvc").exists()
+    assert (
+        t.dvc_file == Path("data/raw/amazon.dvc") and not Path("data/raw/amazon/Software.jsonl.dvc").exists()
+    )
     assert yaml.safe_load(t.dvc_file.read_text())["outs"][0]["nfiles"] == 2
     assert dvc_status(root) == {}
 
 
 def test_outside_a_dvc_repo_fetch_downloads_with_one_note(server, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    cfg = {"source": "data/raw/amazon", "categories": ["Software.jsonl", "Gift_Cards.jsonl.gz"],
-           "url": server.url + "/amazon/{category}"}
+    cfg = {
+        "source": "data/raw/amazon",
+        "categories": ["Software.jsonl", "Gift_Cards.jsonl.gz"],
+        "url": server.url + "/amazon/{category}",
+    }
     done = fetch_and_track("amazon", cfg, progress=False)
     assert [t.dvc_file for t in done] == [None, None]
     assert [t.path.read_bytes() for t in done] == [FILES[f"/amazon/{c}"] for c in cfg["categories"]]
@@ -475,7 +529,9 @@ def test_track_a_folder_of_local_files(repo):
     result = CliRunner().invoke(app, ["track", "yearbook", "--json"])
     assert result.exit_code == 0, result.output
     dvc_file = Path("data/raw/yearbook/faces.dvc")
-    assert json.loads(result.stdout) == [{"dataset": "yearbook", "path": str(folder), "dvc_file": str(dvc_file)}]
+    assert json.loads(result.stdout) == [
+        {"dataset": "yearbook", "path": str(folder), "dvc_file": str(dvc_file)}
+    ]
     stage = yaml.safe_load(dvc_file.read_text())
     assert "deps" not in stage and stage["outs"][0]["nfiles"] == 2 and stage["outs"][0]["path"] == "faces"
     assert dvc_status(root) == {}
@@ -505,22 +561,32 @@ def test_track_a_missing_source_names_it_and_drift_fetch(repo):
 
 # ---- the public sources the paper's corpora come from (the authors' dataset set-up)
 
+
 def test_pcloud_share_resolves_to_its_direct_link(server, tmp_path):
     """A pCloud public link is a page naming the file's direct link: fetch reads it, then downloads the file."""
     archive = (FIXTURES / "yearbook" / "yearbook_attributes.csv").read_bytes()
-    page = ('<html><script>var publinkData = {"name": "faces.tar.gz", "downloadlink": "'
-            + (server.url + "/direct/faces.tar.gz").replace("/", "\\/") + '", "size": 1};</script></html>')
+    page = (
+        '<html><script>var publinkData = {"name": "faces.tar.gz", "downloadlink": "'
+        + (server.url + "/direct/faces.tar.gz").replace("/", "\\/")
+        + '", "size": 1};</script></html>'
+    )
     FILES["/publink/show?code=XZabc"] = page.encode()
     FILES["/direct/faces.tar.gz"] = archive
     FILES["/publink/show?code=XZgone"] = b"<html>this link has expired</html>"
     try:
-        paths = fetch_dataset("yearbook", {"source": str(tmp_path / "faces.tar.gz"),
-                                           "url": server.url + "/publink/show?code=XZabc"}, progress=False)
+        paths = fetch_dataset(
+            "yearbook",
+            {"source": str(tmp_path / "faces.tar.gz"), "url": server.url + "/publink/show?code=XZabc"},
+            progress=False,
+        )
         assert paths == [tmp_path / "faces.tar.gz"] and paths[0].read_bytes() == archive
         assert [p for p, _ in server.requests] == ["/publink/show?code=XZabc", "/direct/faces.tar.gz"]
         with pytest.raises(DriftError) as e:
-            fetch_dataset("yearbook", {"source": str(tmp_path / "other.tar.gz"),
-                                       "url": server.url + "/publink/show?code=XZgone"}, progress=False)
+            fetch_dataset(
+                "yearbook",
+                {"source": str(tmp_path / "other.tar.gz"), "url": server.url + "/publink/show?code=XZgone"},
+                progress=False,
+            )
         assert "no download link" in str(e.value) and str(tmp_path / "other.tar.gz") in str(e.value)
         assert "\n" not in str(e.value)
     finally:
@@ -533,14 +599,17 @@ def test_paper_sources_need_no_setting(tmp_path):
     account) says in one line where to get the snapshot and where to put it."""
     from drift.data.fetch import targets
 
-    (url, dest), = targets("yearbook", {"source": str(tmp_path / "y.tar.gz")})
+    ((url, dest),) = targets("yearbook", {"source": str(tmp_path / "y.tar.gz")})
     assert url.startswith("https://e.pcloud.link/publink/show?code=") and dest == tmp_path / "y.tar.gz"
     preset = yaml.safe_load((Path(__file__).parents[2] / "params" / "paper-amazon.yaml").read_text())
     cats = preset["amazon"]["categories"]
     todo = targets("amazon", {"source": str(tmp_path), "categories": cats})
     assert [d.name for _, d in todo] == [f"{c}.jsonl" for c in cats]
-    assert all(u == "https://huggingface.co/datasets/McAuley-Lab/Amazon-Reviews-2023/resolve/main/raw/"
-                    f"review_categories/{c}.jsonl" for (u, _), c in zip(todo, cats))
+    assert all(
+        u == "https://huggingface.co/datasets/McAuley-Lab/Amazon-Reviews-2023/resolve/main/raw/"
+        f"review_categories/{c}.jsonl"
+        for (u, _), c in zip(todo, cats)
+    )
     with pytest.raises(DriftError) as e:
         targets("arxiv", {"source": str(tmp_path / "snap.json")})
     msg = str(e.value)

@@ -1,6 +1,7 @@
-"""Hostile data: files made to cost more than they hold. Each test is one probe of the readers' bounds (bytes a .gz
-may expand to, blank lines in a row, the bytes of one image, what a path may name, how deep a JSON line may nest,
-values that mean "missing", years no corpus holds), with the exact line or quarantine reason a user sees."""
+"""Hostile data: files made to cost more than they hold. Each test is one probe of the readers' bounds (bytes
+a .gz may expand to, blank lines in a row, the bytes of one image, what a path may name, how deep a JSON line
+may nest, values that mean "missing", years no corpus holds), with the exact line or quarantine reason a user
+sees."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Tables of your own: every source format and shape through the table reader, `drift init`, multiclass, the
 peers' summaries against hand computations, and `dvc repro` of a text and an image table end to end."""
+
 from __future__ import annotations
 
 import csv
@@ -26,8 +27,11 @@ from drift.protocol.peers import clear, protocol_summary, wild_time
 from tests.helpers import drift_cli, run, tiny_params
 
 YEARS = (2019, 2020, 2021)
-WORDS = {"billing": "invoice refund charge payment card", "login": "password account locked reset sign",
-         "shipping": "parcel delivery courier tracking late"}
+WORDS = {
+    "billing": "invoice refund charge payment card",
+    "login": "password account locked reset sign",
+    "shipping": "parcel delivery courier tracking late",
+}
 
 
 def ticket_rows(per_year: int = 60, seed: int = 0) -> list[dict]:
@@ -40,18 +44,29 @@ def ticket_rows(per_year: int = 60, seed: int = 0) -> list[dict]:
             words = rng.choice(WORDS[c].split(), 6).tolist()
             words += rng.choice("the a my please help now".split(), 3).tolist()
             day = dt.datetime(year, 1 + i % 12, 1 + i % 28, 9, i % 60)
-            rows.append({"ticket_id": f"T{year}-{i}", "opened": day, "subject": f"issue {year}-{i}",
-                         "body": " ".join(rng.permutation(words)), "category": c})
+            rows.append(
+                {
+                    "ticket_id": f"T{year}-{i}",
+                    "opened": day,
+                    "subject": f"issue {year}-{i}",
+                    "body": " ".join(rng.permutation(words)),
+                    "category": c,
+                }
+            )
     return rows
 
 
 def plant_bad(rows: list[dict]) -> list[dict]:
-    """Five bad rows: a duplicate id, an unreadable time, no time, an empty input, a label outside the classes."""
+    """Five bad rows: a duplicate id, an unreadable time, no time, an empty input, a label outside the
+    classes."""
     good = rows[0]
-    return rows + [dict(good), {**good, "ticket_id": "B1", "opened": "not a time"},
-                   {**good, "ticket_id": "B2", "opened": None},
-                   {**good, "ticket_id": "B3", "subject": None, "body": None},
-                   {**good, "ticket_id": "B4", "category": "refunds??"}]
+    return rows + [
+        dict(good),
+        {**good, "ticket_id": "B1", "opened": "not a time"},
+        {**good, "ticket_id": "B2", "opened": None},
+        {**good, "ticket_id": "B3", "subject": None, "body": None},
+        {**good, "ticket_id": "B4", "category": "refunds??"},
+    ]
 
 
 BAD = {"duplicate_id": 1, "bad_time": 1, "missing_time": 1, "empty_input": 1, "label_not_in_classes": 1}
@@ -62,9 +77,13 @@ def encode_time(rows, encoding):
     for r in rows:
         t = r["opened"]
         if isinstance(t, dt.datetime):
-            t = {"timestamp": t.isoformat(), "date": t.strftime("%d.%m.%Y"), "year": t.year,
-                 "epoch_s": int(t.replace(tzinfo=dt.timezone.utc).timestamp()),
-                 "epoch_ms": int(t.replace(tzinfo=dt.timezone.utc).timestamp() * 1000)}[encoding]
+            t = {
+                "timestamp": t.isoformat(),
+                "date": t.strftime("%d.%m.%Y"),
+                "year": t.year,
+                "epoch_s": int(t.replace(tzinfo=dt.timezone.utc).timestamp()),
+                "epoch_ms": int(t.replace(tzinfo=dt.timezone.utc).timestamp() * 1000),
+            }[encoding]
         out.append({**r, "opened": t})
     return out
 
@@ -84,24 +103,49 @@ def write_parquet_parts(folder: Path, rows, parts: int = 3):
     folder.mkdir(parents=True)
     for k in range(parts):
         chunk = rows[k::parts]
-        table = pa.table({key: [str(r[key]) if r[key] is not None else None for r in chunk] for key in rows[0]})
+        table = pa.table(
+            {key: [str(r[key]) if r[key] is not None else None for r in chunk] for key in rows[0]}
+        )
         pq.write_table(table, folder / f"part-{k:05d}.parquet")
 
 
 def write_save_to_disk(folder: Path, table: pa.Table):
-    """The layout `datasets.Dataset.save_to_disk` writes: Arrow IPC stream files, state.json, dataset_info.json."""
+    """The layout `datasets.Dataset.save_to_disk` writes: Arrow IPC stream files, state.json,
+    dataset_info.json."""
     folder.mkdir(parents=True)
-    with pa.OSFile(str(folder / "data-00000-of-00001.arrow"), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as w:
+    with (
+        pa.OSFile(str(folder / "data-00000-of-00001.arrow"), "wb") as sink,
+        pa.ipc.new_stream(sink, table.schema) as w,
+    ):
         w.write_table(table)
-    (folder / "state.json").write_text(json.dumps({"_data_files": [{"filename": "data-00000-of-00001.arrow"}],
-                                                   "_fingerprint": "0", "_format_type": None, "_split": None}))
+    (folder / "state.json").write_text(
+        json.dumps(
+            {
+                "_data_files": [{"filename": "data-00000-of-00001.arrow"}],
+                "_fingerprint": "0",
+                "_format_type": None,
+                "_split": None,
+            }
+        )
+    )
     (folder / "dataset_info.json").write_text(json.dumps({"features": {}}))
 
 
 def section(source, encoding="timestamp", **extra) -> dict:
-    return {"kind": "table", "source": str(source), "id": "ticket_id", "time": "opened", "time_encoding": encoding,
-            "text": ["subject", "body"], "label": "category", "task": "multiclass", "classes": list(WORDS),
-            "slices": {"unit": "year", "start": 2019, "end": 2022}, "min_samples": 10, **extra}
+    return {
+        "kind": "table",
+        "source": str(source),
+        "id": "ticket_id",
+        "time": "opened",
+        "time_encoding": encoding,
+        "text": ["subject", "body"],
+        "label": "category",
+        "task": "multiclass",
+        "classes": list(WORDS),
+        "slices": {"unit": "year", "start": 2019, "end": 2022},
+        "min_samples": 10,
+        **extra,
+    }
 
 
 def in_params(cfg: dict) -> dict:
@@ -110,16 +154,33 @@ def in_params(cfg: dict) -> dict:
 
 
 def run_ingest(tmp_path, cfg: dict, fast: bool = True) -> tuple[dict, pa.Table, pa.Table]:
-    counts = ingest("tickets", parse(TableParams, cfg, "tickets"), tmp_path / "r.parquet", tmp_path / "q.parquet",
-                    fast=fast)
+    counts = ingest(
+        "tickets",
+        parse(TableParams, cfg, "tickets"),
+        tmp_path / "r.parquet",
+        tmp_path / "q.parquet",
+        fast=fast,
+    )
     return counts, pq.read_table(tmp_path / "r.parquet"), pq.read_table(tmp_path / "q.parquet")
 
 
-@pytest.mark.parametrize("encoding, fmt", [("timestamp", "csv.gz"), ("date", "jsonl"), ("year", "parquet-parts"),
-                                           ("epoch_s", "jsonl"), ("epoch_ms", "csv.gz")])
+@pytest.mark.parametrize(
+    "encoding, fmt",
+    [
+        ("timestamp", "csv.gz"),
+        ("date", "jsonl"),
+        ("year", "parquet-parts"),
+        ("epoch_s", "jsonl"),
+        ("epoch_ms", "csv.gz"),
+    ],
+)
 def test_every_format_and_time_encoding_accounts_for_every_row(tmp_path, encoding, fmt):
     rows = encode_time(plant_bad(ticket_rows(20)), encoding)
-    source = {"csv.gz": tmp_path / "t.csv.gz", "jsonl": tmp_path / "t.jsonl", "parquet-parts": tmp_path / "parts"}[fmt]
+    source = {
+        "csv.gz": tmp_path / "t.csv.gz",
+        "jsonl": tmp_path / "t.jsonl",
+        "parquet-parts": tmp_path / "parts",
+    }[fmt]
     {"csv.gz": write_csv_gz, "jsonl": write_jsonl, "parquet-parts": write_parquet_parts}[fmt](source, rows)
     extra = {"time_format": "%d.%m.%Y"} if encoding == "date" else {}
     for fast in (True, False):
@@ -136,9 +197,15 @@ def test_every_format_and_time_encoding_accounts_for_every_row(tmp_path, encodin
 
 def test_a_save_to_disk_folder_and_a_glob(tmp_path):
     rows = ticket_rows(20)
-    table = pa.table({"ticket_id": [r["ticket_id"] for r in rows], "opened": [r["opened"] for r in rows],
-                      "subject": [r["subject"] for r in rows], "body": [r["body"] for r in rows],
-                      "category": [r["category"] for r in rows]})
+    table = pa.table(
+        {
+            "ticket_id": [r["ticket_id"] for r in rows],
+            "opened": [r["opened"] for r in rows],
+            "subject": [r["subject"] for r in rows],
+            "body": [r["body"] for r in rows],
+            "category": [r["category"] for r in rows],
+        }
+    )
     write_save_to_disk(tmp_path / "hf", table)
     counts, records, _ = run_ingest(tmp_path, section(tmp_path / "hf"))
     assert counts["kept"] == 60 and counts["quarantined"] == 0
@@ -156,15 +223,31 @@ def test_strict_stops_at_the_first_bad_row(tmp_path):
 
 
 def test_binary_regression_and_multilabel_labels(tmp_path):
-    rows = [{"when": 2019 + i % 3, "text": f"row {i} text", "y": "yes" if i % 2 else "no", "score": i / 10,
-             "a": i % 2, "b": 1 - i % 2} for i in range(30)]
+    rows = [
+        {
+            "when": 2019 + i % 3,
+            "text": f"row {i} text",
+            "y": "yes" if i % 2 else "no",
+            "score": i / 10,
+            "a": i % 2,
+            "b": 1 - i % 2,
+        }
+        for i in range(30)
+    ]
     rows.append({"when": 2020, "text": "x", "y": None, "score": "NaNx", "a": 3, "b": 1})
     write_jsonl(tmp_path / "t.jsonl", rows)
-    base = {"source": str(tmp_path / "t.jsonl"), "time": "when", "time_encoding": "year", "text": "text",
-            "slices": {"unit": "year", "start": 2019, "end": 2022}}
-    for task, label, reason, label_of_first in [("binary", "y", "missing_label", 0),
-                                                ("regression", "score", "bad_label", 0.0),
-                                                ("multilabel", ["a", "b"], "bad_label", [0, 1])]:
+    base = {
+        "source": str(tmp_path / "t.jsonl"),
+        "time": "when",
+        "time_encoding": "year",
+        "text": "text",
+        "slices": {"unit": "year", "start": 2019, "end": 2022},
+    }
+    for task, label, reason, label_of_first in [
+        ("binary", "y", "missing_label", 0),
+        ("regression", "score", "bad_label", 0.0),
+        ("multilabel", ["a", "b"], "bad_label", [0, 1]),
+    ]:
         counts, records, _ = run_ingest(tmp_path, {**base, "task": task, "label": label})
         assert counts["kept"] == 30 and counts["quarantined_by_reason"] == {reason: 1}, task
         assert records["label"][0].as_py() == label_of_first
@@ -202,13 +285,29 @@ def test_image_tables(tmp_path, encoding):
             cells.append(f"img/{r['id']}.png")
         else:
             cells.append(np.full((32, 32, 3), r["color"], np.uint8).tolist())
-    cells[1] = b"not an image" if encoding == "bytes" else "img/missing.png" if encoding == "path" else [[[1, 2]]]
-    table = pa.table({"id": [r["id"] for r in rows], "year": [r["year"] for r in rows],
-                      "label": [r["label"] for r in rows], "pixels": cells})
+    cells[1] = (
+        b"not an image" if encoding == "bytes" else "img/missing.png" if encoding == "path" else [[[1, 2]]]
+    )
+    table = pa.table(
+        {
+            "id": [r["id"] for r in rows],
+            "year": [r["year"] for r in rows],
+            "label": [r["label"] for r in rows],
+            "pixels": cells,
+        }
+    )
     pq.write_table(table, tmp_path / "images.parquet")
-    cfg = {"source": str(tmp_path / "images.parquet"), "id": "id", "time": "year", "time_encoding": "year",
-           "image": "pixels", "image_encoding": encoding, "label": "label", "task": "binary",
-           "slices": {"unit": "year", "start": 2000, "end": 2003}}
+    cfg = {
+        "source": str(tmp_path / "images.parquet"),
+        "id": "id",
+        "time": "year",
+        "time_encoding": "year",
+        "image": "pixels",
+        "image_encoding": encoding,
+        "label": "label",
+        "task": "binary",
+        "slices": {"unit": "year", "start": 2000, "end": 2003},
+    }
     counts, records, _ = run_ingest(tmp_path, cfg)
     assert counts["kept"] == 14 and counts["quarantined_by_reason"] == {"unreadable_image": 1}
     pixels = np.asarray(records["image"][0].as_py(), np.uint8).reshape(3, 32, 32)
@@ -222,7 +321,10 @@ def test_configured_dataset_in_params():
     params["train"]["models"]["tickets"] = ["ffn-s"]
     typed = load_params(params)
     assert typed.info("tickets").task == "multiclass" and typed.info("tickets").modality == "text"
-    assert dataset_cfg(typed, "tickets").classes == list(WORDS) and dataset_cfg(typed, "tickets").source == "t.csv"
+    assert (
+        dataset_cfg(typed, "tickets").classes == list(WORDS)
+        and dataset_cfg(typed, "tickets").source == "t.csv"
+    )
     params["tickets"]["tim"] = "x"
     with pytest.raises(DriftError, match=r"^unknown parameter tickets\.tim: did you mean tickets\.time\b"):
         dataset_cfg(load_params(params), "tickets")
@@ -235,7 +337,9 @@ def test_configured_dataset_in_params():
         load_params(params)
     params["other"] = in_params(section("t.csv"))
     params["other"]["source"] = "t.csv"  # its files named twice: an earlier form
-    with pytest.raises(DriftError, match=r"`other\.source` is an earlier form: .* `datasets\.other: \{input: t\.csv\}`"):
+    with pytest.raises(
+        DriftError, match=r"`other\.source` is an earlier form: .* `datasets\.other: \{input: t\.csv\}`"
+    ):
         load_params(params)
 
 
@@ -244,11 +348,21 @@ def test_drift_init_asks_when_ambiguous_and_writes_the_section(tmp_path):
     rows = [{**r, "closed": r["opened"] + dt.timedelta(days=2)} for r in rows]
     write_jsonl(tmp_path / "t.jsonl", rows)
     (tmp_path / "params.yaml").write_text("# my comment\n" + yaml.safe_dump(tiny_params(), sort_keys=False))
-    asked = drift_cli("init", "tickets", tmp_path / "t.jsonl", "--params", tmp_path / "params.yaml", cwd=tmp_path)
+    asked = drift_cli(
+        "init", "tickets", tmp_path / "t.jsonl", "--params", tmp_path / "params.yaml", cwd=tmp_path
+    )
     assert asked.returncode == 2 and "which column is the time: opened, closed?" in asked.stderr
     assert "tickets" not in (tmp_path / "params.yaml").read_text()  # nothing written on a question
-    done = drift_cli("init", "tickets", tmp_path / "t.jsonl", "--time", "opened", "--params",
-                     tmp_path / "params.yaml", cwd=tmp_path)
+    done = drift_cli(
+        "init",
+        "tickets",
+        tmp_path / "t.jsonl",
+        "--time",
+        "opened",
+        "--params",
+        tmp_path / "params.yaml",
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert "dvc repro" in done.stdout
     written = yaml.safe_load((tmp_path / "params.yaml").read_text())
@@ -263,16 +377,15 @@ def test_drift_init_asks_when_ambiguous_and_writes_the_section(tmp_path):
 
 # ---------------------------------------------------------------- the peers' summaries, by hand
 
-M = np.array([[0.9, 0.7, 0.5, 0.4],
-              [0.8, 0.92, 0.6, 0.5],
-              [0.7, 0.8, 0.95, 0.7],
-              [0.6, 0.7, 0.85, 0.9]])
+M = np.array([[0.9, 0.7, 0.5, 0.4], [0.8, 0.92, 0.6, 0.5], [0.7, 0.8, 0.95, 0.7], [0.6, 0.7, 0.85, 0.9]])
 
 
 def test_wild_time_and_clear_against_a_hand_computation():
     w = wild_time(M, higher_is_better=True)
     assert w["eval_fix_split"] == 1  # (4 - 1) // 2: trained through the second period
-    assert w["eval_fix_average"] == pytest.approx((0.6 + 0.5) / 2) and w["eval_fix_worst"] == pytest.approx(0.5)
+    assert w["eval_fix_average"] == pytest.approx((0.6 + 0.5) / 2) and w["eval_fix_worst"] == pytest.approx(
+        0.5
+    )
     assert w["eval_stream_average"] == pytest.approx((0.7 + 0.6 + 0.7) / 3) and w["eval_stream_worst"] == 0.6
     c = clear(M)
     assert c["in_domain"] == pytest.approx((0.9 + 0.92 + 0.95 + 0.9) / 4)
@@ -288,7 +401,10 @@ def test_wild_time_and_clear_against_a_hand_computation():
     assert wild_time(M, True, labels=["2000", "2001", "2002", "2003"])["eval_fix_split_label"] == "2001"
     empty_first = np.full((5, 5), np.nan)
     empty_first[1:, 1:] = M
-    assert wild_time(empty_first, True, labels=["1999", "2000", "2001", "2002", "2003"])["eval_fix_split_label"] == "2001"
+    assert (
+        wild_time(empty_first, True, labels=["1999", "2000", "2001", "2002", "2003"])["eval_fix_split_label"]
+        == "2001"
+    )
     assert protocol_summary(M, True)["id"] == pytest.approx(c["in_domain"])
 
 
@@ -301,26 +417,46 @@ def test_macro_f1_by_hand():
 
 # ---------------------------------------------------------------- end to end with dvc repro
 
+
 @pytest.mark.compute
 @pytest.mark.pipeline
 def test_dvc_repro_runs_a_multiclass_text_table_and_an_image_table(project):
     params = tiny_params()
     params["datasets"] = {"tickets": {"input": "data/tickets.csv.gz"}, "swatches": {"input": "data/swatches"}}
     params["tickets"] = in_params(section("data/tickets.csv.gz"))
-    params["swatches"] = {"kind": "table", "id": "id", "time": "year",
-                          "time_encoding": "year", "image": "png", "label": "label", "task": "binary",
-                          "slices": {"unit": "year", "start": 2000, "end": 2003}, "min_samples": 10}
+    params["swatches"] = {
+        "kind": "table",
+        "id": "id",
+        "time": "year",
+        "time_encoding": "year",
+        "image": "png",
+        "label": "label",
+        "task": "binary",
+        "slices": {"unit": "year", "start": 2000, "end": 2003},
+        "min_samples": 10,
+    }
     params["train"].update(epochs=2, models={"tickets": ["ffn-s"], "swatches": ["mlp-s"]})
     params["report"]["saliency"] = {}
-    params["train"]["baselines"] = ["baseline-prior", "baseline-linear"]  # baseline-tfidf: read by no assertion here
+    # baseline-tfidf: read by no assertion here
+    params["train"]["baselines"] = ["baseline-prior", "baseline-linear"]
     repo = project(params)
     (repo / "data").mkdir()
     write_csv_gz(repo / "data/tickets.csv.gz", encode_time(plant_bad(ticket_rows()), "timestamp"))
     rows = image_rows()
-    write_save_to_disk(repo / "data/swatches", pa.table({
-        "id": [r["id"] for r in rows], "year": [r["year"] for r in rows], "label": [r["label"] for r in rows],
-        "png": pa.array([{"bytes": png(r["color"]), "path": None} for r in rows],
-                        pa.struct([("bytes", pa.binary()), ("path", pa.string())]))}))
+    write_save_to_disk(
+        repo / "data/swatches",
+        pa.table(
+            {
+                "id": [r["id"] for r in rows],
+                "year": [r["year"] for r in rows],
+                "label": [r["label"] for r in rows],
+                "png": pa.array(
+                    [{"bytes": png(r["color"]), "path": None} for r in rows],
+                    pa.struct([("bytes", pa.binary()), ("path", pa.string())]),
+                ),
+            }
+        ),
+    )
     run(["dvc", "repro"], repo)
     ingest_counts = json.loads((repo / "metrics/ingest/tickets.json").read_text())
     assert ingest_counts["quarantined_by_reason"] == BAD and ingest_counts["kept"] == 180
@@ -345,44 +481,98 @@ def metrics_of(repo: Path, name: str) -> dict:
 
 def test_an_empty_time_is_missing_and_every_quarantined_row_keeps_its_raw_value(tmp_path):
     rows = ticket_rows(5)
-    rows = rows + [{**rows[0], "ticket_id": "E1", "opened": ""}, {**rows[0], "ticket_id": "E2", "opened": "  "},
-                   dict(rows[1])]
-    write_csv_gz(tmp_path / "t.csv.gz", [{**r, "opened": r["opened"] if isinstance(r["opened"], str)
-                                          else r["opened"].isoformat()} for r in rows])
+    rows = rows + [
+        {**rows[0], "ticket_id": "E1", "opened": ""},
+        {**rows[0], "ticket_id": "E2", "opened": "  "},
+        dict(rows[1]),
+    ]
+    write_csv_gz(
+        tmp_path / "t.csv.gz",
+        [
+            {**r, "opened": r["opened"] if isinstance(r["opened"], str) else r["opened"].isoformat()}
+            for r in rows
+        ],
+    )
     counts, records, bad = run_ingest(tmp_path, section(tmp_path / "t.csv.gz"))
     assert counts["quarantined_by_reason"] == {"missing_time": 2, "duplicate_id": 1}
-    assert all(raw for raw in bad["raw"].to_pylist()), bad.to_pylist()        # the duplicate too
+    assert all(raw for raw in bad["raw"].to_pylist()), bad.to_pylist()  # the duplicate too
     times = sorted(records["time"].to_pylist())
-    assert counts["data_span"] == [str(times[0]), str(times[-1])] and counts["span"] == ["2019-01-01", "2022-01-01"]
+    assert counts["data_span"] == [str(times[0]), str(times[-1])] and counts["span"] == [
+        "2019-01-01",
+        "2022-01-01",
+    ]
 
 
 def test_drift_init_takes_ids_by_uniqueness_never_a_hash_as_text_and_asks_between_two_ids(tmp_path):
     import hashlib
 
     day = dt.date(2018, 1, 1)
-    rows = [{"sha": hashlib.sha1(str(i).encode()).hexdigest(), "date": str(day + dt.timedelta(days=5 * i)),
-             "subject": f"{['fix', 'feat', 'docs'][i % 3]}: change {i} in the parser module",
-             "kind": ["fix", "feat", "docs"][i % 3]} for i in range(300)]
+    rows = [
+        {
+            "sha": hashlib.sha1(str(i).encode()).hexdigest(),
+            "date": str(day + dt.timedelta(days=5 * i)),
+            "subject": f"{['fix', 'feat', 'docs'][i % 3]}: change {i} in the parser module",
+            "kind": ["fix", "feat", "docs"][i % 3],
+        }
+        for i in range(300)
+    ]
     write_jsonl(tmp_path / "c.jsonl", rows)
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump(tiny_params(), sort_keys=False))
-    done = drift_cli("init", "commits", tmp_path / "c.jsonl", "--label", "kind", "--slices", "half-year",
-                     "--params", params, "--json", cwd=tmp_path)
+    done = drift_cli(
+        "init",
+        "commits",
+        tmp_path / "c.jsonl",
+        "--label",
+        "kind",
+        "--slices",
+        "half-year",
+        "--params",
+        params,
+        "--json",
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     section = yaml.safe_load(params.read_text())["commits"]
-    assert section["text"] == ["subject"] and section["id"] == "sha"        # the hash: the id, never the text
+    assert section["text"] == ["subject"] and section["id"] == "sha"  # the hash: the id, never the text
     assert section["slices"] == {"unit": "half-year", "start": 2018, "end": 2023}
     # two unique key-like columns: a question naming both, exit 2, nothing written
     write_jsonl(tmp_path / "d.jsonl", [{**r, "url": f"https://example.org/c/{r['sha']}"} for r in rows])
     before = params.read_text()
-    asked = drift_cli("init", "more", tmp_path / "d.jsonl", "--label", "kind", "--params", params, cwd=tmp_path)
+    asked = drift_cli(
+        "init", "more", tmp_path / "d.jsonl", "--label", "kind", "--params", params, cwd=tmp_path
+    )
     assert asked.returncode == 2 and "which column is the id: sha, url?" in asked.stderr, asked.stderr
     assert params.read_text() == before
-    named = drift_cli("init", "more", tmp_path / "d.jsonl", "--label", "kind", "--id", "url", "--slices",
-                      "decade:2010:2030", "--params", params, cwd=tmp_path)
+    named = drift_cli(
+        "init",
+        "more",
+        tmp_path / "d.jsonl",
+        "--label",
+        "kind",
+        "--id",
+        "url",
+        "--slices",
+        "decade:2010:2030",
+        "--params",
+        params,
+        cwd=tmp_path,
+    )
     assert named.returncode == 0, named.stderr
     more = yaml.safe_load(params.read_text())["more"]
     assert more["id"] == "url" and more["text"] == ["subject"] and more["slices"]["unit"] == "decade"
-    bad = drift_cli("init", "other", tmp_path / "d.jsonl", "--label", "kind", "--id", "none", "--slices",
-                    "weeks", "--params", params, cwd=tmp_path)
+    bad = drift_cli(
+        "init",
+        "other",
+        tmp_path / "d.jsonl",
+        "--label",
+        "kind",
+        "--id",
+        "none",
+        "--slices",
+        "weeks",
+        "--params",
+        params,
+        cwd=tmp_path,
+    )
     assert bad.returncode == 2 and "unknown slice unit 'weeks'" in bad.stderr, bad.stderr

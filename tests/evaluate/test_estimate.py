@@ -1,4 +1,5 @@
 """Label-free estimates of M (drift/evaluate/estimate.py) on hand-built outputs whose answer is known."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -51,7 +52,9 @@ def test_atc_by_hand():
 def shifted_slices(rng, right_if):
     """Slice 0 (the source) confident, slices 1 and 2 less and less so; `right_if(confidence, rng)` says
     which rows the model gets right."""
-    confidence = np.concatenate([rng.uniform(low, high, 4000) for low, high in ((0.7, 1.0), (0.6, 0.9), (0.5, 0.8))])
+    confidence = np.concatenate(
+        [rng.uniform(low, high, 4000) for low, high in ((0.7, 1.0), (0.6, 0.9), (0.5, 0.8))]
+    )
     labels = rng.integers(0, 2, len(confidence))
     right = right_if(confidence, rng)
     slices = np.repeat([0, 1, 2], 4000)
@@ -103,7 +106,9 @@ def test_cells_follow_the_protocol_and_read_only_source_labels():
     again = estimated_matrix(outputs, flipped, slices, splits, usable, task)
     for method in estimates:
         np.testing.assert_array_equal(estimates[method][2], again[method][2])
-    assert estimated_matrix(outputs, labels.astype(float), slices, splits, usable, get_task("regression")) == {}
+    assert (
+        estimated_matrix(outputs, labels.astype(float), slices, splits, usable, get_task("regression")) == {}
+    )
 
 
 def loop_expected_auc(scores, p):
@@ -144,8 +149,9 @@ def test_multilabel_estimate_anchors_on_the_source_auc_and_follows_the_models_ow
     true = task.score(source_labels, source_out)
     assert list(estimates) == ["doc"]
     assert estimates["doc"][0, 0] == pytest.approx(true)
-    expected_source = np.mean([expected_auc(source_out[:, c], 1 / (1 + np.exp(-source_out[:, c])))
-                               for c in range(3)])
+    expected_source = np.mean(
+        [expected_auc(source_out[:, c], 1 / (1 + np.exp(-source_out[:, c]))) for c in range(3)]
+    )
     assert expected_source > 0.6
     assert estimates["doc"][0, 1] == pytest.approx(true - (expected_source - 0.5), abs=0.02)
     assert np.isnan(estimates["doc"][1]).all()

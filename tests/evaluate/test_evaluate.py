@@ -1,4 +1,5 @@
 """The drift-matrix protocol (paper Section 4.2) on a hand-built case where every cell's value is known."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,10 +17,10 @@ def test_cells_use_test_split_up_to_the_cutoff_and_all_rows_after():
     # one scored on the whole slice reads 3/10, and a cell that leaked train rows would read something else
     right, wrong = [0.0, 5.0], [5.0, 0.0]
     outputs = np.array([right if s == "test" else wrong for s in splits], dtype=np.float32)
-    matrix = drift_matrix({0: outputs, 1: outputs, 2: outputs}, labels, slices, splits, [True] * 3, get_task("binary"))
-    expected = np.array([[1.0, 0.3, 0.3],
-                         [1.0, 1.0, 0.3],
-                         [1.0, 1.0, 1.0]])
+    matrix = drift_matrix(
+        {0: outputs, 1: outputs, 2: outputs}, labels, slices, splits, [True] * 3, get_task("binary")
+    )
+    expected = np.array([[1.0, 0.3, 0.3], [1.0, 1.0, 0.3], [1.0, 1.0, 1.0]])
     np.testing.assert_allclose(matrix, expected)
 
 
@@ -28,7 +29,7 @@ def test_each_cutoff_is_scored_with_its_own_model():
     splits = np.array(["train", "train", "test", "test"] * 2)
     labels = np.array([0, 1, 0, 1, 0, 1, 0, 1])
     good = np.stack([1 - labels, labels], 1).astype(np.float32)  # argmax = label
-    bad = good[:, ::-1].copy()                                    # argmax = the other class
+    bad = good[:, ::-1].copy()  # argmax = the other class
     matrix = drift_matrix({0: good, 1: bad}, labels, slices, splits, [True, True], get_task("binary"))
     np.testing.assert_allclose(matrix, [[1.0, 1.0], [0.0, 0.0]])
 
@@ -44,21 +45,22 @@ def test_unusable_slices_and_unscorable_cells_stay_empty_not_zero():
     matrix = drift_matrix({0: scores, 2: scores}, labels, slices, splits, [True, False, True], task)
     assert matrix[0, 0] == 1.0
     assert np.isnan(matrix[1]).all() and np.isnan(matrix[:, 1]).all()  # slice 1 below min_samples
-    assert np.isnan(matrix[0, 2]) and np.isnan(matrix[2, 2])           # nothing to rank in slice 2
+    assert np.isnan(matrix[0, 2]) and np.isnan(matrix[2, 2])  # nothing to rank in slice 2
     assert not (matrix == 0).any()
 
 
 def test_a_slice_with_no_test_rows_keeps_its_row_and_loses_its_column():
-    """A one-portrait year: all its rows land in train, so f_1 is trained (its row is filled) but no cell can be
-    scored on slice 1 itself (its column is empty), as the paper's white bands show."""
+    """A one-portrait year: all its rows land in train, so f_1 is trained (its row is filled) but no cell can
+    be scored on slice 1 itself (its column is empty), as the paper's white bands show."""
     slices = np.array([0, 0, 0, 1, 2, 2, 2])
     splits = np.array(["train", "test", "test", "train", "train", "test", "test"])
     labels = np.array([0, 1, 0, 1, 1, 0, 1])
     logits = np.stack([1 - labels, labels], axis=1).astype(np.float32)  # every prediction right
-    matrix = drift_matrix({0: logits, 1: logits, 2: logits}, labels, slices, splits, [True, False, True],
-                          get_task("binary"))
-    assert matrix[1, 0] == 1.0 and matrix[1, 2] == 1.0   # f_1 scored on slices 0 (test rows) and 2 (all rows)
-    assert np.isnan(matrix[:, 1]).all()                  # slice 1 has no test rows to score anything on
+    matrix = drift_matrix(
+        {0: logits, 1: logits, 2: logits}, labels, slices, splits, [True, False, True], get_task("binary")
+    )
+    assert matrix[1, 0] == 1.0 and matrix[1, 2] == 1.0  # f_1 scored on slices 0 (test rows) and 2 (all rows)
+    assert np.isnan(matrix[:, 1]).all()  # slice 1 has no test rows to score anything on
 
 
 def test_eval_rows():

@@ -42,7 +42,8 @@ CNN_DEEP = {"family": "cnn", "channels": [32, 64, 128]}
 DECLARED = {"tx-wide": TX_WIDE, "cnn-deep": CNN_DEEP}
 
 # `drift models --json` before heads were declarations (trainable parameters at the reference setting), and a
-# digest of each module's state-dict names and shapes in order, as create_model built it (modules ours, authors)
+# digest of each module's state-dict names and shapes in order, as create_model built it (modules ours,
+# authors)
 BEFORE = {
     "mlp-s": (98402, "b8807581f4ed1329", "b8807581f4ed1329"),
     "mlp-m": (410114, "fea029f05cd0ad24", "fea029f05cd0ad24"),
@@ -390,8 +391,8 @@ def test_a_worker_rebuilding_the_data_declares_the_encoders_and_their_probes(mon
 
 
 def test_plan_measures_a_declared_head_alone():
-    """`drift plan` gives a family's sizes the rates of one of them, but measures a declared head itself, under a
-    key naming its size arguments (a size changed is measured again)."""
+    """`drift plan` gives a family's sizes the rates of one of them, but measures a declared head itself,
+    under a key naming its size arguments (a size changed is measured again)."""
     from drift.run.plan import BenchInput, bench_key, rate_group
 
     load_params(params_with(DECLARED))

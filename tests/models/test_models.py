@@ -1,4 +1,5 @@
 """Model registry: every model builds, trains a step, matches the paper's parameter counts, ignores padding."""
+
 import pytest
 import torch
 
@@ -19,7 +20,8 @@ from drift.models import (
 )
 
 ALL = list(MODELS) + list(ALIASES)
-TRAINED = [m for m in ALL if m not in BASELINES]  # the references are fitted in closed form (test_reference.py)
+# the references are fitted in closed form (test_reference.py)
+TRAINED = [m for m in ALL if m not in BASELINES]
 TOKEN_MODELS = [m.name for m in list_models() if m.input == "tokens"]
 IMAGE_MODELS = [m.name for m in list_models() if m.input == "pixels"]
 PROBES = [m.name for m in list_models() if m.input == "pooled"]
@@ -78,17 +80,20 @@ def _preset(preset: str) -> dict:
     from pathlib import Path
 
     import yaml
+
     return yaml.safe_load((Path(__file__).resolve().parents[2] / "params" / f"{preset}.yaml").read_text())
 
 
-# the token lengths of the authors' runs: CONFERENCE_AMAZON_REVIEWS_MAX_SEQ_LEN and CONFERENCE_ARXIV_MAX_SEQ_LEN
-# in drift_happens/model/dataset/text/architectures.py of learning-mechanisms/drift-happens (CC BY 4.0)
+# the token lengths of the authors' runs: CONFERENCE_AMAZON_REVIEWS_MAX_SEQ_LEN and
+# CONFERENCE_ARXIV_MAX_SEQ_LEN in drift_happens/model/dataset/text/architectures.py of
+# learning-mechanisms/drift-happens (CC BY 4.0)
 SNAPSHOT_MAX_TOKENS = {"paper-amazon": 128, "paper-arxiv": 256}
 
 
 @pytest.mark.compute
-@pytest.mark.parametrize("preset, table, arxiv", [("paper-amazon", PAPER_PARAMS, False),
-                                                  ("paper-arxiv", PAPER_PARAMS_ARXIV, True)])
+@pytest.mark.parametrize(
+    "preset, table, arxiv", [("paper-amazon", PAPER_PARAMS, False), ("paper-arxiv", PAPER_PARAMS_ARXIV, True)]
+)
 @pytest.mark.parametrize("name", TOKEN_MODELS)
 def test_params_match_paper_at_the_presets_length(name, preset, table, arxiv):
     """Tables 11 and 19 at the snapshots' token lengths and at the preset's own (train.max_tokens, else
@@ -97,11 +102,16 @@ def test_params_match_paper_at_the_presets_length(name, preset, table, arxiv):
     params = _preset(preset)
     assert params["embed"]["text_encoder"] == "roberta"  # 768-d token states, as the tables count them
     spec, n = reference_spec(name, arxiv=arxiv)
-    lengths = {SNAPSHOT_MAX_TOKENS[preset], int(params["train"].get("max_tokens") or params["embed"]["max_length"]), 4}
+    lengths = {
+        SNAPSHOT_MAX_TOKENS[preset],
+        int(params["train"].get("max_tokens") or params["embed"]["max_length"]),
+        4,
+    }
     counts = set()
     for length in lengths:
-        model = create_model(name, InputSpec("tokens", spec.shape, max_tokens=length), n,
-                             params["train"].get("dropout", 0.0))
+        model = create_model(
+            name, InputSpec("tokens", spec.shape, max_tokens=length), n, params["train"].get("dropout", 0.0)
+        )
         counts.add(count_params(model))
     assert len(counts) == 1, (name, lengths, counts)
     trainable, total = counts.pop()
@@ -119,7 +129,11 @@ def test_dropout_reaches_the_authors_families():
     assert with_dropout == {f"vit-{s}" for s in "sml"} | set(TOKEN_MODELS)
     for name in TRAINED:
         spec, n = reference_spec(name)
-        ps = {m.p for m in create_model(name, spec, n, 0.1).modules() if isinstance(m, (Dropout, torch.nn.Dropout))}
+        ps = {
+            m.p
+            for m in create_model(name, spec, n, 0.1).modules()
+            if isinstance(m, (Dropout, torch.nn.Dropout))
+        }
         assert ps == ({0.1} if name in with_dropout else set()), name
         if name in with_dropout and "lstm" in name and "attn" in name:  # two stacked layers: dropout between
             assert create_model(name, spec, n, 0.1).rnn.dropout == 0.1
@@ -133,7 +147,8 @@ def test_dropout_reaches_the_authors_families():
     torch.manual_seed(0)
     before = torch.get_rng_state()
     off(x, mask)
-    assert torch.equal(torch.get_rng_state(), before)  # p = 0 draws nothing: runs without dropout are unchanged
+    # p = 0 draws nothing: runs without dropout are unchanged
+    assert torch.equal(torch.get_rng_state(), before)
     with pytest.raises(DriftError, match="dropout"):
         create_model("tx-s", *reference_spec("tx-s"), 1.0)
 
@@ -203,12 +218,15 @@ def test_unknown_name():
 
 
 @pytest.mark.compute
-@pytest.mark.parametrize("name, spec", [
-    ("cnn-s", InputSpec("tokens", (768,))),
-    ("tx-s", InputSpec("pixels", (3, 32, 32))),
-    ("probe-dinov2-s", InputSpec("tokens", (384,))),
-    ("mlp-s", InputSpec("pixels", (32, 32))),
-])
+@pytest.mark.parametrize(
+    "name, spec",
+    [
+        ("cnn-s", InputSpec("tokens", (768,))),
+        ("tx-s", InputSpec("pixels", (3, 32, 32))),
+        ("probe-dinov2-s", InputSpec("tokens", (384,))),
+        ("mlp-s", InputSpec("pixels", (32, 32))),
+    ],
+)
 def test_wrong_input(name, spec):
     with pytest.raises(DriftError) as err:
         create_model(name, spec, 2)

@@ -1,9 +1,11 @@
-"""Closed-form reference baselines (drift/models/reference.py): the labels' prior and a standardised linear model.
+"""Closed-form reference baselines (drift/models/reference.py): the labels' prior and a standardised linear
+model.
 
-Expectations are independent of the code (which fits with scikit-learn): hand-counted priors, a known weighted mean,
-planted signals, the optimum of the task's own training loss, and the same objectives solved here directly: Newton's
-method for the logistic regressions, the normal equations for ridge.
+Expectations are independent of the code (which fits with scikit-learn): hand-counted priors, a known weighted
+mean, planted signals, the optimum of the task's own training loss, and the same objectives solved here
+directly: Newton's method for the logistic regressions, the normal equations for ridge.
 """
+
 import numpy as np
 import pytest
 import torch
@@ -14,7 +16,7 @@ from drift.models.reference import LinearBaseline, PriorBaseline
 from drift.protocol.metrics import accuracy, binary_auc, macro_auc
 from drift.protocol.tasks import get_task
 
-PIXELS = InputSpec("pixels", (3, 4, 4))      # 48 features
+PIXELS = InputSpec("pixels", (3, 4, 4))  # 48 features
 POOLED = InputSpec("pooled", (12,))
 
 
@@ -55,7 +57,7 @@ def _separable_pixels(n: int, seed: int, flip: float = 0.0):
     y = (torch.rand(n, generator=g) < 0.35).long()  # class 1 is the minority
     x = torch.rand(n, 3, 4, 4, generator=g) * 0.5
     x[:, 0, :2, :2] += 0.4 * y[:, None, None].float()
-    x[:, 2, 3, 3] = 0.25                            # a constant pixel: the std floor keeps it finite
+    x[:, 2, 3, 3] = 0.25  # a constant pixel: the std floor keeps it finite
     if flip:
         y = torch.where(torch.rand(n, generator=g) < flip, 1 - y, y)
     return x, y
@@ -63,14 +65,15 @@ def _separable_pixels(n: int, seed: int, flip: float = 0.0):
 
 # ---- PriorBaseline ----------------------------------------------------------------------------------------------
 
+
 def test_prior_binary_majority_tie_and_single_class():
     y = torch.tensor([0, 1, 1, 1, 0, 1])
     out = _out(PriorBaseline(PIXELS, 2).fit(torch.zeros(6, 3, 4, 4), y, "binary"), torch.rand(5, 3, 4, 4))
-    assert np.allclose(np.exp(out), [[2 / 6, 4 / 6]] * 5, atol=1e-6)      # the class frequencies
+    assert np.allclose(np.exp(out), [[2 / 6, 4 / 6]] * 5, atol=1e-6)  # the class frequencies
     assert (out.argmax(1) == 1).all() and (out == out[0]).all()
 
     tie = PriorBaseline(PIXELS, 2).fit(None, torch.tensor([1, 0, 1, 0]), "binary")
-    assert (_out(tie, torch.rand(3, 3, 4, 4)).argmax(1) == 0).all()         # a tie goes to class 0
+    assert (_out(tie, torch.rand(3, 3, 4, 4)).argmax(1) == 0).all()  # a tie goes to class 0
 
     for cls in (0, 1):  # only one class present: predict it, and no -inf for the absent one
         only = PriorBaseline(POOLED, 2).fit(None, torch.full((7,), cls), "binary")
@@ -78,7 +81,8 @@ def test_prior_binary_majority_tie_and_single_class():
 
 
 def test_prior_regression_is_the_mean_of_the_distinct_ratings():
-    # levels {1, 2, 5} with very unequal counts: under w_r = n / n_r each level weighs the same -> (1 + 2 + 5) / 3
+    # levels {1, 2, 5} with very unequal counts: under w_r = n / n_r each level weighs the same -> (1 + 2 + 5)
+    # / 3
     y = torch.tensor([1.0] * 30 + [2.0] * 3 + [5.0] * 9)
     prior = PriorBaseline(POOLED, 1).fit(None, y, "regression")
     out = _out(prior, torch.randn(4, 12))
@@ -98,10 +102,11 @@ def test_prior_multilabel_prevalences():
     out = _out(PriorBaseline(POOLED, 4).fit(torch.zeros(4, 12), Y, "multilabel"), torch.randn(3, 12))
     p = 1 / (1 + np.exp(-out))
     assert np.allclose(p[:, :2], [0.25, 0.5], atol=1e-6)
-    assert (p[:, 2] < 1e-4).all() and (p[:, 3] > 1 - 1e-4).all()           # clamped, finite logits
+    assert (p[:, 2] < 1e-4).all() and (p[:, 3] > 1 - 1e-4).all()  # clamped, finite logits
 
 
 # ---- LinearBaseline -------------------------------------------------------------------------------------------
+
 
 def test_linear_binary_beats_the_prior_on_separable_pixels():
     x, y = _separable_pixels(600, seed=0)
@@ -117,7 +122,7 @@ def test_linear_binary_beats_the_prior_on_separable_pixels():
 
 
 def test_linear_binary_is_the_regularised_logistic_optimum():
-    x, y = _separable_pixels(300, seed=2, flip=0.2)                         # noisy labels: a finite optimum
+    x, y = _separable_pixels(300, seed=2, flip=0.2)  # noisy labels: a finite optimum
     C = 0.05
     model = LinearBaseline(PIXELS, 2, C=C).fit(x, y, "binary")
     out = _out(model, x)
@@ -134,10 +139,10 @@ def test_linear_regression_solves_the_weighted_ridge_normal_equations(n):
     C = 0.05
     model = LinearBaseline(POOLED, 1, C=C).fit(torch.from_numpy(X), torch.from_numpy(y), "regression")
     _, inverse, counts = np.unique(y, return_inverse=True, return_counts=True)
-    w = n / counts[inverse]                                                 # w_r = n / n_r, eq. 5
+    w = n / counts[inverse]  # w_r = n / n_r, eq. 5
     s = w / w.mean()
-    # minimise sum_i s_i (y_i - z_i.beta - b)^2 + |beta|^2 / C: (A^T S A + P) theta = A^T S y, A = [Z, 1], P = I / C
-    # but 0 for the intercept
+    # minimise sum_i s_i (y_i - z_i.beta - b)^2 + |beta|^2 / C: (A^T S A + P) theta = A^T S y, A = [Z, 1], P =
+    # I / C but 0 for the intercept
     A = np.hstack([_standardise(X), np.ones((n, 1))])
     P = np.diag([1 / C] * 12 + [0.0])
     theta = np.linalg.solve((A * s[:, None]).T @ A + P, (A * s[:, None]).T @ y)
@@ -149,7 +154,7 @@ def test_linear_regression_recovers_a_linear_function():
     x = torch.randn(500, 12, generator=g) * 2 + 1
     a = torch.linspace(-1, 1, 12)
     y = x @ a + 3.0
-    model = LinearBaseline(POOLED, 1, C=1e3).fit(x, y, "regression")       # C large: barely regularised
+    model = LinearBaseline(POOLED, 1, C=1e3).fit(x, y, "regression")  # C large: barely regularised
     xt = torch.randn(200, 12, generator=g) * 2 + 1
     assert np.abs(_out(model, xt)[:, 0] - (xt @ a + 3.0).numpy()).max() < 0.05
     # one distinct rating: predict it everywhere
@@ -160,9 +165,9 @@ def test_linear_regression_recovers_a_linear_function():
 def _planted_multilabel(n: int, seed: int):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, 12, generator=g)
-    rare = (x[:, 0] + 0.3 * torch.randn(n, generator=g) > 1.9).float()     # ~3% positives
+    rare = (x[:, 0] + 0.3 * torch.randn(n, generator=g) > 1.9).float()  # ~3% positives
     common = (x[:, 1] - x[:, 2] + torch.randn(n, generator=g) > 0).float()
-    never = torch.zeros(n)                                                  # no positives: prior fallback
+    never = torch.zeros(n)  # no positives: prior fallback
     return x, torch.stack([rare, common, never], 1)
 
 
@@ -175,7 +180,7 @@ def test_linear_multilabel_weighted_beats_chance_with_a_rare_label():
     assert macro_auc(Yt.numpy(), out) > 0.85
     assert binary_auc(Yt[:, 0].numpy(), out[:, 0]) > 0.85
     prior = PriorBaseline(POOLED, 3).fit(x, Y, "multilabel")
-    assert np.allclose(out[:, 2], _out(prior, xt)[:, 2])                   # the label never seen positive
+    assert np.allclose(out[:, 2], _out(prior, xt)[:, 2])  # the label never seen positive
     assert (model.head.weight[2] == 0).all()
 
 
@@ -186,18 +191,23 @@ def test_linear_multilabel_is_the_pos_weighted_logistic_optimum():
     Z = _standardise(x.numpy())
     for c in range(2):
         yc = Y[:, c].numpy()
-        w = (len(yc) - yc.sum()) / yc.sum()                                 # neg / pos, eq. 3
+        w = (len(yc) - yc.sum()) / yc.sum()  # neg / pos, eq. 3
         best = _newton_logistic(Z, yc.astype(float), np.where(yc == 1, w, 1.0), C)
         assert np.abs(out[:, c] - best).max() < 5e-3
 
 
 # ---- state, determinism, edge cases -----------------------------------------------------------------------------
 
+
 def _fits():
     x, y = _separable_pixels(200, seed=7, flip=0.1)
     xp, Y = _planted_multilabel(300, seed=8)
     ratings = torch.clamp(torch.round(xp[:, 0] + 3), 1, 5)
-    return [(PIXELS, 2, x, y, "binary"), (POOLED, 1, xp, ratings, "regression"), (POOLED, 3, xp, Y, "multilabel")]
+    return [
+        (PIXELS, 2, x, y, "binary"),
+        (POOLED, 1, xp, ratings, "regression"),
+        (POOLED, 3, xp, Y, "multilabel"),
+    ]
 
 
 @pytest.mark.parametrize("cls", [PriorBaseline, LinearBaseline])
@@ -207,10 +217,10 @@ def test_state_dict_round_trip_and_determinism(cls):
         again = cls(spec, k).fit(x, y, task)
         state = model.state_dict()
         assert state.keys() == again.state_dict().keys()
-        assert all(torch.equal(state[key], again.state_dict()[key]) for key in state)   # bit-identical refit
+        assert all(torch.equal(state[key], again.state_dict()[key]) for key in state)  # bit-identical refit
         fresh = cls(spec, k)
         fresh.load_state_dict(state)
-        assert torch.equal(fresh(x), model(x))                              # no refit needed
+        assert torch.equal(fresh(x), model(x))  # no refit needed
         assert cls.closed_form is True
 
 
@@ -221,7 +231,8 @@ def test_linear_state_holds_everything_and_trains_nothing():
     torch.manual_seed(0)
     expected = torch.rand(3)
     torch.manual_seed(0)
-    LinearBaseline(PIXELS, 2)                                               # draws nothing from the global RNG
+    # draws nothing from the global RNG
+    LinearBaseline(PIXELS, 2)
     assert torch.equal(torch.rand(3), expected)
 
 
@@ -241,7 +252,8 @@ def test_single_row_and_single_class():
     # two rows with different ratings (n < D): the dual ridge, finite
     two = LinearBaseline(PIXELS, 1).fit(torch.rand(2, 3, 4, 4), torch.tensor([1.0, 5.0]), "regression")
     _out(two, torch.rand(3, 3, 4, 4))
-    assert torch.get_num_threads() == threads                               # the one-thread sections restore it
+    # the one-thread sections restore it
+    assert torch.get_num_threads() == threads
 
 
 def test_errors_are_drift_errors():

@@ -1,8 +1,10 @@
-"""The linear references' C chosen by cross-validation (train.reference_C: cv, drift/models/reference.py C_GRID).
+"""The linear references' C chosen by cross-validation (train.reference_C: cv, drift/models/reference.py
+C_GRID).
 
-Expectations: planted cutoffs whose best C is decades from the old fixed one (cv finds it and scores better on rows
-it never saw), the chosen C in the checkpoint's metadata, the fixed option as the models were before cv, the same
-fit twice, and the parameter's parsing and routing into the checkpoint key's record."""
+Expectations: planted cutoffs whose best C is decades from the old fixed one (cv finds it and scores better on
+rows it never saw), the chosen C in the checkpoint's metadata, the fixed option as the models were before cv,
+the same fit twice, and the parameter's parsing and routing into the checkpoint key's record."""
+
 from types import SimpleNamespace
 
 import numpy as np
@@ -44,8 +46,8 @@ def _ratings(seed: int = 0):
 
 
 def _cue_texts(n: int = 1300, seed: int = 0):
-    """Texts of 30 words from 2,000 fillers plus 2 of 300 cue words of their class: each cue is rare, so at 300
-    training rows TF-IDF's C = 1 leaves most cues' weights near 0."""
+    """Texts of 30 words from 2,000 fillers plus 2 of 300 cue words of their class: each cue is rare, so at
+    300 training rows TF-IDF's C = 1 leaves most cues' weights near 0."""
     rng = np.random.default_rng(seed)
     fillers = np.array([f"w{i}" for i in range(2000)])
     cues = [np.array([f"n{i}" for i in range(300)]), np.array([f"p{i}" for i in range(300)])]
@@ -69,6 +71,7 @@ def _same(a: dict, b: dict) -> bool:
 
 # ---- cv finds a C far from the fixed one, and it scores better held out ------------------------------------------
 
+
 @pytest.mark.parametrize("case", [_rare_positives, _ratings])
 def test_linear_cv_finds_a_far_C_that_beats_the_fixed_one_held_out(case):
     x, y, k, task = case()
@@ -77,7 +80,7 @@ def test_linear_cv_finds_a_far_C_that_beats_the_fixed_one_held_out(case):
     fixed = LinearBaseline(spec, k).fit(x[:train], y[:train], task)
     cv = LinearBaseline(spec, k, C=CV).fit(x[:train], y[:train], task)
     assert fixed.chosen_C == C_DEFAULT and cv.chosen_C in C_GRID
-    assert cv.chosen_C >= 10 * C_DEFAULT                                    # a decade or more from the old C
+    assert cv.chosen_C >= 10 * C_DEFAULT  # a decade or more from the old C
     held_x, held_y = x[train:], y[train:]
     if task == "binary":
         assert _accuracy(cv, held_x, held_y) > _accuracy(fixed, held_x, held_y) + 0.03
@@ -99,6 +102,7 @@ def test_tfidf_cv_finds_a_far_C_that_beats_the_fixed_one_held_out():
 
 # ---- the chosen C is recorded ------------------------------------------------------------------------------------
 
+
 @pytest.mark.compute
 def test_the_chosen_C_travels_in_the_checkpoint_metadata(tmp_path):
     x = torch.from_numpy(_pooled(240, 3, 12))
@@ -107,8 +111,9 @@ def test_the_chosen_C_travels_in_the_checkpoint_metadata(tmp_path):
     model = build_model("baseline-linear", spec, 3, "multilabel", reference_C={"baseline-linear": CV})
     model.fit(x, labels, "multilabel")
     assert model.C == CV and len(model.chosen_C) == 3
-    assert all(c in C_GRID for c in model.chosen_C[:2]) and model.chosen_C[2] is None   # a label never seen: prior
-    assert set(model.state_dict()) == {"mean", "std", "head.weight", "head.bias"}       # no tensor added
+    # a label never seen: prior
+    assert all(c in C_GRID for c in model.chosen_C[:2]) and model.chosen_C[2] is None
+    assert set(model.state_dict()) == {"mean", "std", "head.weight", "head.bias"}  # no tensor added
     path = tmp_path / "cutoff000.pt"
     save_checkpoint(model, path)
     assert chosen_C(path) == model.chosen_C
@@ -140,11 +145,14 @@ def test_without_folds_cv_keeps_the_fixed_default():
 
 # ---- the fixed option is the model as it was ---------------------------------------------------------------------
 
+
 def _all_tasks():
     x = torch.from_numpy(_pooled(150, 8, 12))
-    z = x[:, 0] + 0.5 * x[:, 1] + torch.from_numpy(_pooled(150, 9, 1)[:, 0])   # noisy: no separable task
-    texts = [f"t{int(abs(a) * 4)} u{int(abs(b) * 4)} {'hi' if a > 0 else 'lo'} filler{i % 7} and of the"
-             for i, (a, b) in enumerate(x[:, :2].tolist())]
+    z = x[:, 0] + 0.5 * x[:, 1] + torch.from_numpy(_pooled(150, 9, 1)[:, 0])  # noisy: no separable task
+    texts = [
+        f"t{int(abs(a) * 4)} u{int(abs(b) * 4)} {'hi' if a > 0 else 'lo'} filler{i % 7} and of the"
+        for i, (a, b) in enumerate(x[:, :2].tolist())
+    ]
     counts = text_counts(texts)
     tasks = {
         "binary": ((z > 0).long(), 2),
@@ -160,10 +168,12 @@ def test_the_fixed_option_reproduces_the_fixed_models_exactly():
     x, counts, tasks = _all_tasks()
     spec = InputSpec("pooled", (12,))
     for task, (y, k) in tasks.items():
-        for name, inputs, default in (("baseline-linear", x, LinearBaseline(spec, k)),
-                                      ("baseline-tfidf", counts, TfidfBaseline(TEXT, k))):
+        for name, inputs, default in (
+            ("baseline-linear", x, LinearBaseline(spec, k)),
+            ("baseline-tfidf", counts, TfidfBaseline(TEXT, k)),
+        ):
             model = build_model(name, TEXT if name == "baseline-tfidf" else spec, k, task, reference_C=FIXED)
-            assert model.C == FIXED[name] == default.C                      # the classes' defaults: the old C
+            assert model.C == FIXED[name] == default.C  # the classes' defaults: the old C
             model.fit(inputs, y, task)
             default.fit(inputs, y, task)
             assert _same(_state(model), _state(default)), (name, task)
@@ -173,16 +183,23 @@ def test_the_fixed_option_reproduces_the_fixed_models_exactly():
 
 # ---- determinism -------------------------------------------------------------------------------------------------
 
+
 def test_cv_fits_twice_to_the_same_bits():
-    # every CV path once: LogisticRegressionCV unweighted (binary), multinomial, weighted (multilabel); GridSearchCV
-    # over dense (cholesky) and sparse (lsqr) ridge
+    # every CV path once: LogisticRegressionCV unweighted (binary), multinomial, weighted (multilabel);
+    # GridSearchCV over dense (cholesky) and sparse (lsqr) ridge
     x, counts, tasks = _all_tasks()
     spec = InputSpec("pooled", (12,))
-    for task, reference in (("binary", "linear"), ("multilabel", "linear"), ("regression", "linear"),
-                            ("multiclass", "tfidf"), ("regression", "tfidf")):
+    for task, reference in (
+        ("binary", "linear"),
+        ("multilabel", "linear"),
+        ("regression", "linear"),
+        ("multiclass", "tfidf"),
+        ("regression", "tfidf"),
+    ):
         y, k = tasks[task]
         fits = []
-        for seed in (1, 2):                                                 # the folds ignore the global generators
+        # the folds ignore the global generators
+        for seed in (1, 2):
             torch.manual_seed(seed)
             np.random.seed(seed)
             if reference == "linear":
@@ -195,6 +212,7 @@ def test_cv_fits_twice_to_the_same_bits():
 
 # ---- the parameter -----------------------------------------------------------------------------------------------
 
+
 @pytest.mark.compute
 def test_reference_C_parses_and_reaches_the_references_only():
     assert TrainParams().reference_C == {"baseline-linear": CV, "baseline-tfidf": CV}
@@ -202,17 +220,24 @@ def test_reference_C_parses_and_reaches_the_references_only():
     paper = TrainParams.of({"reference_C": {"baseline-linear": 0.01, "baseline-tfidf": 1}})
     assert paper.reference_C == FIXED
     assert TrainParams.of({"reference_C": {"baseline-tfidf": "1e1"}}).reference_C == {
-        "baseline-linear": CV, "baseline-tfidf": 10.0}
-    for bad, says in ((0.5, "must be cv, or a mapping"), ({"baseline-prior": 1.0}, "no reference with a C"),
-                      ({"baseline-linear": 0}, "C > 0"), ({"baseline-linear": "auto"}, "C > 0"),
-                      ({"baseline-linear": True}, "C > 0")):
+        "baseline-linear": CV,
+        "baseline-tfidf": 10.0,
+    }
+    for bad, says in (
+        (0.5, "must be cv, or a mapping"),
+        ({"baseline-prior": 1.0}, "no reference with a C"),
+        ({"baseline-linear": 0}, "C > 0"),
+        ({"baseline-linear": "auto"}, "C > 0"),
+        ({"baseline-linear": True}, "C > 0"),
+    ):
         with pytest.raises(DriftError, match=says):
             TrainParams.of({"reference_C": bad})
     # the checkpoint key's record: a reference's holds the setting, a head's holds none
     assert model_training(paper, "Reference", "text", False, 64).reference_C == FIXED
     assert model_training(paper, "Recurrent", "text", True, 64).reference_C is None
     assert model_training(paper, "Reference", "text", False, 64) != model_training(
-        TrainParams(), "Reference", "text", False, 64)
+        TrainParams(), "Reference", "text", False, 64
+    )
     # train_one's model: the references with the setting's C, a head untouched
     inputs = SimpleNamespace(spec=lambda: InputSpec("pooled", (8,)))
     task = SimpleNamespace(name="binary")

@@ -1,8 +1,9 @@
-"""The lexical reference baseline-tfidf (drift/models/reference.py TfidfBaseline): TF-IDF of the raw text with a
-closed-form linear model, fitted per cutoff like the other references, in every text dataset's roster.
+"""The lexical reference baseline-tfidf (drift/models/reference.py TfidfBaseline): TF-IDF of the raw text with
+a closed-form linear model, fitted per cutoff like the other references, in every text dataset's roster.
 
 Expectations: planted words that decide the label, scikit-learn's own vectorizer + classifier on the same rows
 (the model is that pipeline, kept as buffers), a state_dict round trip, and the roster's rule by modality."""
+
 import numpy as np
 import pytest
 import torch
@@ -47,20 +48,23 @@ def test_planted_cues_are_learned_for_every_task():
     assert ((multilabel(test).numpy() > 0) == np.stack([y_test == 0, y_test == 2], 1)).all()
     ratings = TfidfBaseline(TEXT, 1).fit(texts, torch.tensor(1.0 + 2 * y), "regression")
     err = np.abs(ratings(test).numpy()[:, 0] - (1.0 + 2 * y_test))
-    assert err.mean() < 0.5                                  # the prior (the mean rating) is off by about 1.3
+    assert err.mean() < 0.5  # the prior (the mean rating) is off by about 1.3
 
 
 def test_it_is_scikit_learns_tfidf_and_logistic_regression():
     texts, y = _texts(200, 2)
     model = TfidfBaseline(TEXT, 3).fit(texts, torch.tensor(y), "multiclass")
     df = np.asarray((texts > 0).sum(0)).ravel()
-    assert set(model.columns.tolist()) == set(np.flatnonzero(df >= 2).tolist())    # under max_features: all in 2+
+    # under max_features: all in 2+
+    assert set(model.columns.tolist()) == set(np.flatnonzero(df >= 2).tolist())
     Z = TfidfTransformer(sublinear_tf=True).fit_transform(texts[:, model.columns.numpy()])
     expected = LogisticRegression(C=model.C, tol=1e-5, max_iter=model.max_iter).fit(Z, y).decision_function(Z)
     np.testing.assert_allclose(model(texts).numpy(), expected, rtol=1e-3, atol=1e-3)
     small = TfidfBaseline(TEXT, 3, max_features=10).fit(texts, torch.tensor(y), "multiclass")
     top = np.sort(df)[::-1][:10]
-    assert len(small.columns) == 10 and sorted(df[small.columns.numpy()].tolist(), reverse=True) == top.tolist()
+    assert (
+        len(small.columns) == 10 and sorted(df[small.columns.numpy()].tolist(), reverse=True) == top.tolist()
+    )
 
 
 @pytest.mark.compute
@@ -71,16 +75,17 @@ def test_state_dict_round_trip_determinism_and_registry():
     model.fit(texts, torch.tensor(y), "multiclass")
     again = TfidfBaseline(TEXT, 3).fit(texts, torch.tensor(y), "multiclass")
     state = model.state_dict()
-    assert all(torch.equal(state[k], again.state_dict()[k]) for k in state)        # bit-identical refit
+    assert all(torch.equal(state[k], again.state_dict()[k]) for k in state)  # bit-identical refit
     fresh = build_model("baseline-tfidf", TEXT, 3, "multiclass")
-    fresh.load_state_dict(state)                                                      # buffers sized by the fit
+    # buffers sized by the fit
+    fresh.load_state_dict(state)
     assert torch.equal(fresh(texts), model(texts))
     assert not any(p.requires_grad for p in model.parameters())
 
 
 def test_text_inputs_batch_and_predict_like_the_other_kinds():
     texts, y = _texts(90, 4)
-    assert text_counts(["a b", None])[1].nnz == 0                                    # a row without text
+    assert text_counts(["a b", None])[1].nnz == 0  # a row without text
     inputs = Inputs("text", texts)
     assert inputs.spec() == TEXT and (inputs.batch(np.array([2, 0]))[0] != texts[[2, 0]]).nnz == 0
     model = TfidfBaseline(TEXT, 3).fit(inputs.batch(np.arange(90))[0], torch.tensor(y), "multiclass")
@@ -92,7 +97,8 @@ def test_text_inputs_batch_and_predict_like_the_other_kinds():
 
 def test_tiny_or_empty_texts_fall_back_to_the_prior():
     model = TfidfBaseline(TEXT, 2).fit(text_counts(["", "", ""]), torch.tensor([1, 1, 0]), "binary")
-    assert (model(text_counts(["anything", ""])).argmax(1) == 1).all()               # no vocabulary: the prior
+    # no vocabulary: the prior
+    assert (model(text_counts(["anything", ""])).argmax(1) == 1).all()
     single = TfidfBaseline(TEXT, 2).fit(text_counts(["just one row"]), torch.tensor([0]), "binary")
     assert (single(text_counts(["x"])).argmax(1) == 0).all()
 

@@ -3,6 +3,7 @@ store and caches: their working directory is a folder of their own, and the whol
 they compute (embedding, training, evaluation), so nothing they read comes from the stage's disk. The same
 embeddings, checkpoints and eval JSON as the local executor with the store on disk, byte for byte; and
 check_reachable checks an s3:// store's endpoint, not a path. Both modalities, one small project: ~40 s."""
+
 from __future__ import annotations
 
 import os
@@ -76,16 +77,21 @@ def test_ray_workers_that_see_only_the_s3_store_give_the_local_bytes(s3_cluster,
             calls.append(name)
             with checkout_away(repo, seen):
                 return real(*args, **kwargs)
+
         return call
 
-    for module, name in ((drift.train.loop, "run_tasks"), (drift.evaluate.fill_matrices, "run_tasks"),
-                         (drift.encoders.embed, "map_actors")):
+    for module, name in (
+        (drift.train.loop, "run_tasks"),
+        (drift.evaluate.fill_matrices, "run_tasks"),
+        (drift.encoders.embed, "map_actors"),
+    ):
         monkeypatch.setattr(module, name, away(name))
     repro_in_process(repo, *DATASETS, stages=("embed", "train", "evaluate"))
 
     assert "map_actors" in calls and calls.count("run_tasks") == 2 * len(DATASETS)  # train and evaluate: each
-    assert seen and all(not Path(cwd).is_relative_to(tmp_path) and not (Path(cwd) / "data").exists()
-                        for cwd in seen)
+    assert seen and all(
+        not Path(cwd).is_relative_to(tmp_path) and not (Path(cwd) / "data").exists() for cwd in seen
+    )
     assert read_store(store) == read_store(tmp_path / "cache-local")  # the actors' vectors
     got = outputs(repo)
     assert got.keys() == expected.keys() and any(p.endswith(".pt") for p in got)

@@ -1,10 +1,11 @@
-"""Caches that verify what they serve, and keys that cover what decides a result, on a tiny real project (sotu:
-ffn-s, probe-minilm and the references) run by the stages' own main() in this process.
+"""Caches that verify what they serve, and keys that cover what decides a result, on a tiny real project
+(sotu: ffn-s, probe-minilm and the references) run by the stages' own main() in this process.
 
-Each fault is planted in the cache a clean run filled (a flipped byte or a truncated checkpoint, an emptied or an
-edited cell, a truncated or a same-size corrupted feature file): the next run detects it, computes it again,
-counts it (`recomputed: {corrupt: n}`, one line on stderr) and ends with the clean run's results. Then a library
-version change reuses nothing, and an edited head module retrains that module's models only."""
+Each fault is planted in the cache a clean run filled (a flipped byte or a truncated checkpoint, an emptied or
+an edited cell, a truncated or a same-size corrupted feature file): the next run detects it, computes it
+again, counts it (`recomputed: {corrupt: n}`, one line on stderr) and ends with the clean run's results. Then
+a library version change reuses nothing, and an edited head module retrains that module's models only."""
+
 from __future__ import annotations
 
 import json
@@ -25,7 +26,9 @@ STAGES = ("ingest", "slice", "embed", "train", "evaluate")
 def results(repo: Path) -> dict:
     """What a run leaves: every drift matrix, and every checkpoint's bytes."""
     evals = {p.name: json.loads(p.read_text()) for p in sorted((repo / "data/eval/sotu").glob("*.json"))}
-    models = {str(p.relative_to(repo)): p.read_bytes() for p in sorted((repo / "data/models/sotu").rglob("*.pt"))}
+    models = {
+        str(p.relative_to(repo)): p.read_bytes() for p in sorted((repo / "data/models/sotu").rglob("*.pt"))
+    }
     return {"eval": evals, "models": models}
 
 
@@ -40,8 +43,12 @@ def clean(tmp_path_factory):
     params["train"]["baselines"] = ["baseline-prior", "baseline-linear"]  # the counts below: 4 models
     repo = make_project(tmp / "repo", params, tmp / "cache")
     repro_in_process(repo, "sotu", stages=STAGES)
-    return {"repo": repo, "cache": tmp / "cache", "results": results(repo),
-            "cutoffs": metrics(repo, "train")["trained"] // 4}  # ffn-s, probe-minilm and the two references
+    return {
+        "repo": repo,
+        "cache": tmp / "cache",
+        "results": results(repo),
+        "cutoffs": metrics(repo, "train")["trained"] // 4,
+    }  # ffn-s, probe-minilm and the two references
 
 
 def rerun(clean, capsys, stages=("train", "evaluate")) -> str:
@@ -74,13 +81,17 @@ def test_a_damaged_checkpoint_is_retrained(clean, capsys, fault):
             data[len(data) // 2 + i] ^= 0xFF
         path.write_bytes(bytes(data))
     else:
-        path.write_bytes(bytes(data[:len(data) // 2]))
+        path.write_bytes(bytes(data[: len(data) // 2]))
     err = rerun(clean, capsys)
     train = metrics(clean["repo"], "train")
     assert train["recomputed"] == {"corrupt": 1} and train["trained"] == 1
     assert train["reused"] == 4 * clean["cutoffs"] - 1
-    assert f"train@sotu: 1 cached checkpoint(s) failed their checksum or content check and were recomputed: {path}" in err
-    assert metrics(clean["repo"], "evaluate")["computed"] == 0  # the same bytes again: every cell still cached
+    assert (
+        f"train@sotu: 1 cached checkpoint(s) failed their checksum or content check and were recomputed: {path}"
+        in err
+    )
+    # the same bytes again: every cell still cached
+    assert metrics(clean["repo"], "evaluate")["computed"] == 0
     assert results(clean["repo"]) == clean["results"]
     assert ResultCache(clean["cache"]).checkpoint(path.stem) is not None  # repaired in the cache
 
@@ -104,7 +115,10 @@ def test_a_damaged_cell_is_scored_again(clean, capsys, fault):
     err = rerun(clean, capsys, stages=("evaluate",))
     evaluate = metrics(clean["repo"], "evaluate")
     assert evaluate["recomputed"] == {"corrupt": 1} and evaluate["computed"] == 1
-    assert f"evaluate@sotu: 1 cached cell(s) failed their checksum or content check and were recomputed: {path}" in err
+    assert (
+        f"evaluate@sotu: 1 cached cell(s) failed their checksum or content check and were recomputed: {path}"
+        in err
+    )
     assert results(clean["repo"]) == clean["results"]
     assert json.loads(path.read_text())["score"] != 0.123
 
@@ -115,7 +129,7 @@ def test_a_damaged_feature_file_is_rebuilt(clean, capsys, fault):
     original = tokens.read_bytes()
     data = bytearray(original)
     if fault == "truncated":
-        tokens.write_bytes(bytes(data[:len(data) // 2]))
+        tokens.write_bytes(bytes(data[: len(data) // 2]))
     else:  # flipped bytes inside the token states, the size unchanged
         for i in range(0, 64, 2):
             data[len(data) // 2 + i] ^= 0x40
@@ -135,7 +149,11 @@ def test_drift_cache_verify_names_what_is_corrupt(clean, monkeypatch):
     assert ok.exit_code == 0, ok.output
     report = json.loads(ok.stdout)
     assert report["corrupt"] == [] and report["checked"]["checkpoints"] >= 4 * clean["cutoffs"]
-    assert report["checked"]["tables"] >= 1 and report["checked"]["features"] == 1 and report["checked"]["cells"] > 0
+    assert (
+        report["checked"]["tables"] >= 1
+        and report["checked"]["features"] == 1
+        and report["checked"]["cells"] > 0
+    )
     checkpoint, cell = cached_checkpoint(clean), score_cell(clean)
     saved = checkpoint.read_bytes(), cell.read_text()
     checkpoint.write_bytes(saved[0][:-10])
@@ -143,7 +161,11 @@ def test_drift_cache_verify_names_what_is_corrupt(clean, monkeypatch):
     try:
         bad = CliRunner().invoke(cache_app, ["verify"], env={"COLUMNS": "400"})
         assert bad.exit_code == 1
-        assert f"corrupt {checkpoint}" in bad.stdout and f"corrupt {cell}" in bad.stdout and "2 corrupt" in bad.stdout
+        assert (
+            f"corrupt {checkpoint}" in bad.stdout
+            and f"corrupt {cell}" in bad.stdout
+            and "2 corrupt" in bad.stdout
+        )
     finally:
         checkpoint.write_bytes(saved[0])
         cell.write_text(saved[1])
@@ -164,7 +186,9 @@ def test_drift_cache_gc_collects_what_no_list_refers_to(clean, monkeypatch):
     for path in (orphan, cache.cell_file(digest, "e" * 64), cache.cell_file(digest, "e" * 64).parent):
         os.utime(path, (old, old))
     before = sorted((clean["cache"] / "checkpoints").rglob("*.ckpt"))
-    dry = json.loads(CliRunner().invoke(cache_app, ["gc", "--dry-run", "--json", "--grace-minutes", "0"]).stdout)
+    dry = json.loads(
+        CliRunner().invoke(cache_app, ["gc", "--dry-run", "--json", "--grace-minutes", "0"]).stdout
+    )
     assert dry["checkpoints"]["checkpoints"] == [str(orphan)]
     assert dry["checkpoints"]["cells"] == [str(cache.cell_file(digest, "e" * 64).parent)]
     assert orphan.exists()
@@ -185,14 +209,21 @@ def test_a_library_version_change_reuses_nothing(clean, capsys, monkeypatch):
 
 
 def test_editing_one_head_module_retrains_only_its_models(clean):
-    """In the project's copy of drift/ (the code its stage then runs): a code edit to drift/models/text_heads.py retrains
-    ffn-s only; the probe and the references are reused."""
+    """In the project's copy of drift/ (the code its stage then runs): a code edit to
+    drift/models/text_heads.py retrains ffn-s only; the probe and the references are reused."""
     repo = clean["repo"]
     module = repo / "drift/models/text_heads.py"
-    module.write_text(module.read_text() + "\n_AN_EDIT_TO_THE_TEXT_HEADS = 1\n")  # code: a comment changes no key
+    # code: a comment changes no key
+    module.write_text(module.read_text() + "\n_AN_EDIT_TO_THE_TEXT_HEADS = 1\n")
     env = {**os.environ, "PYTHONPATH": str(repo)}
-    done = subprocess.run([sys.executable, "stages/train.py", "sotu"], cwd=repo, env=env, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "stages/train.py", "sotu"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     train = metrics(repo, "train")
     assert (train["trained"], train["reused"]) == (clean["cutoffs"], 3 * clean["cutoffs"])
@@ -215,7 +246,7 @@ def test_damaged_store_rows_are_named_and_computed_again(clean, capsys, monkeypa
     path = store_data_file(clean)
     data = bytearray(path.read_bytes())
     middle = len(data) // 2
-    data[middle:middle + 256] = bytes(b ^ 0xFF for b in data[middle:middle + 256])
+    data[middle : middle + 256] = bytes(b ^ 0xFF for b in data[middle : middle + 256])
     path.write_bytes(bytes(data))
     monkeypatch.chdir(clean["repo"])
     bad = CliRunner().invoke(cache_app, ["verify", "--json"])
@@ -223,9 +254,13 @@ def test_damaged_store_rows_are_named_and_computed_again(clean, capsys, monkeypa
     damage = [c for c in json.loads(bad.stdout)["corrupt"] if c["path"] == str(path.parent.parent)]
     assert damage and all(c["first_key"] and c["last_key"] and c["rows"] >= 1 for c in damage), bad.stdout
     import shutil
+
     shutil.rmtree(features)  # a fresh workspace on this cache: the features are built from the store's rows
     err = rerun(clean, capsys, stages=("embed",))
-    assert "embed@sotu: " in err and "cached store row(s) failed their checksum or content check and were recomputed" in err
+    assert (
+        "embed@sotu: " in err
+        and "cached store row(s) failed their checksum or content check and were recomputed" in err
+    )
     embed = json.loads((clean["repo"] / ".drift/runs/embed/sotu-minilm-l6.json").read_text())
     assert embed["corrupt"] >= 1 and embed["computed"] >= embed["corrupt"]
     assert {str(p.relative_to(features)): p.read_bytes() for p in sorted(features.rglob("*.npy"))} == original

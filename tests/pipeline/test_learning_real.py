@@ -4,16 +4,18 @@ report's metrics (ID, the margins over the references) are computed by the repor
 evaluate stage's files (test_real_pipelines.report_metrics), without its plots, tables, saliency and HTML; and
 the references trained are the two compared with (baseline-tfidf, which no assertion reads, is left out).
 
-The trivial predictor is the one the labels alone give: the majority class, the mean rating, a constant score per
-label. The pipeline computes it as the reference `baseline-prior`; these tests also compute it here, from the slice
-table alone and through the drift-matrix protocol, and require the two to agree to 1e-6 (a check of the reference
-itself) before any model is compared with it. Each margin below is justified next to it from measured numbers
-(seeds 0, 1, 2 run by hand with the settings of the test; the test itself runs seed 0, bit-identical on CPU).
+The trivial predictor is the one the labels alone give: the majority class, the mean rating, a constant score
+per label. The pipeline computes it as the reference `baseline-prior`; these tests also compute it here, from
+the slice table alone and through the drift-matrix protocol, and require the two to agree to 1e-6 (a check of
+the reference itself) before any model is compared with it. Each margin below is justified next to it from
+measured numbers (seeds 0, 1, 2 run by hand with the settings of the test; the test itself runs seed 0,
+bit-identical on CPU).
 
-train.threads is 1 here: on the two shared cores of the test machine, under another job's load, two torch threads
-made these tiny heads 1.8-7x slower (arXiv's train stage, 3 seeds: 69-318 s against 39-46 s with one thread);
-the embed stage runs on one thread too (one_torch_thread).
+train.threads is 1 here: on the two shared cores of the test machine, under another job's load, two torch
+threads made these tiny heads 1.8-7x slower (arXiv's train stage, 3 seeds: 69-318 s against 39-46 s with one
+thread); the embed stage runs on one thread too (one_torch_thread).
 """
+
 from __future__ import annotations
 
 import json
@@ -54,10 +56,14 @@ def one_torch_thread():
 # column, one with fewer than min_samples rows (or no train rows) has no f_i. ID: mean of the filled diagonal
 # cells; Future: mean of the filled cells j > i.
 
+
 def slice_table(repo: Path, name: str):
     table = read_slice_table(repo / f"data/slices/{name}.lance", columns=["slice", "split", "label"])
-    return (table.column("slice").to_numpy(), np.array(table.column("split").to_pylist(), dtype=object),
-            table.column("label").to_pylist())
+    return (
+        table.column("slice").to_numpy(),
+        np.array(table.column("split").to_pylist(), dtype=object),
+        table.column("label").to_pylist(),
+    )
 
 
 def fit_trivial(task: str, y):
@@ -126,9 +132,9 @@ def check_prior(repo: Path, name: str, task: str, min_samples: int) -> tuple[dic
 
 YEARBOOK_CSV = FIXTURES / "yearbook" / "yearbook_attributes.csv"
 YEARS = range(1960, 1966)
-PORTRAITS = 480      # ~80 a year, split over the years as the real corpus is
-F_SHARE = 0.6        # the majority class F: its rate is what the labels alone give
-CUE_AGREES = 0.85    # how often a portrait's hair follows its class: the best possible accuracy, about
+PORTRAITS = 480  # ~80 a year, split over the years as the real corpus is
+F_SHARE = 0.6  # the majority class F: its rate is what the labels alone give
+CUE_AGREES = 0.85  # how often a portrait's hair follows its class: the best possible accuracy, about
 
 
 def year_counts(years, total: int) -> dict[int, int]:
@@ -142,8 +148,8 @@ def year_counts(years, total: int) -> dict[int, int]:
 
 
 def portrait(rng, long_hair: bool) -> np.ndarray:
-    """A 32x32 grayscale portrait: an oval face of random brightness on a lighter or darker background, dark hair
-    on top, and, for long hair, two dark strips beside the face; position jittered, pixel noise."""
+    """A 32x32 grayscale portrait: an oval face of random brightness on a lighter or darker background, dark
+    hair on top, and, for long hair, two dark strips beside the face; position jittered, pixel noise."""
     yy, xx = np.mgrid[0:32, 0:32]
     cx, cy = 16 + rng.integers(-1, 2), 16 + rng.integers(-1, 2)
     img = np.full((32, 32), rng.uniform(100, 180))
@@ -167,31 +173,43 @@ def write_yearbook(folder: Path, seed: int = 0) -> dict[int, dict[str, int]]:
             (folder / sex).mkdir(parents=True, exist_ok=True)
             for i in range(m):
                 long_hair = (sex == "F") == (rng.random() < CUE_AGREES)
-                Image.fromarray(portrait(rng, long_hair), "L").save(folder / sex / f"{year}_Synth_{sex}_{i}.png")
+                Image.fromarray(portrait(rng, long_hair), "L").save(
+                    folder / sex / f"{year}_Synth_{sex}_{i}.png"
+                )
     return written
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # the tests
 
+
 def test_amazon_heads_beat_the_mean_rating(project):
     """Ratings 1-5 of 2,400 real reviews (16 categories), yearly 2014-2023: every text head, the probe and the
     closed-form linear model predict the rating better in distribution than the weighted mean rating."""
-    params = real_params("amazon", "data/raw/amazon", categories=None,  # null: every category file in source
-                         slices={"unit": "year", "start": 2014, "end": 2024}, min_samples=20, sample=None,
-                         strict=False)
-    # measured (load ~3 on the 2 cores): 3 epochs at 64 tokens train, evaluate and report in ~50 s, heads at ID
-    # 1.33-1.63 over seeds 0-2; 5 epochs at 128 tokens take ~85 s (and a longer embed) for heads at 1.25-1.48.
-    # 32 tokens: the whole test 97 s of CPU against about 165 s at 64 (MiniLM's encoding, under the
+    params = real_params(
+        "amazon",
+        "data/raw/amazon",
+        categories=None,  # null: every category file in source
+        slices={"unit": "year", "start": 2014, "end": 2024},
+        min_samples=20,
+        sample=None,
+        strict=False,
+    )
+    # measured (load ~3 on the 2 cores): 3 epochs at 64 tokens train, evaluate and report in ~50 s, heads at
+    # ID 1.33-1.63 over seeds 0-2; 5 epochs at 128 tokens take ~85 s (and a longer embed) for heads at
+    # 1.25-1.48. 32 tokens: the whole test 97 s of CPU against about 165 s at 64 (MiniLM's encoding, under the
     # vendor-independent MKL path, was 67 s of it), with heads as good (ID 1.41-1.66 over seeds 0-2)
     params["embed"]["max_length"] = 32
-    params["train"].update(models={"amazon": TEXT_HEADS}, baselines=REFERENCES, epochs=3, seeds=[0], threads=1)
+    params["train"].update(
+        models={"amazon": TEXT_HEADS}, baselines=REFERENCES, epochs=3, seeds=[0], threads=1
+    )
     repo = project(params)
     shutil.copytree(FIXTURES / "amazon2023", repo / "data/raw/amazon")
     repro_in_process(repo, "amazon", stages=STAGES[:-1])
 
     ingest = json.loads((repo / "metrics/ingest/amazon.json").read_text())
-    assert ingest["read"] == 2400 and not ingest["quarantined"]  # 16 categories x 150 reviews, .jsonl.gz included
+    # 16 categories x 150 reviews, .jsonl.gz included
+    assert ingest["read"] == 2400 and not ingest["quarantined"]
     res, prior_id = check_prior(repo, "amazon", "regression", min_samples=20)
     assert set(res) == set(TEXT_HEADS + REFERENCES) and all(m["k"] == 10 for m in res.values())
     assert all(m["metric"] == "balanced_mse" and m["higher_is_better"] is False for m in res.values())
@@ -214,20 +232,32 @@ def test_amazon_heads_beat_the_mean_rating(project):
 
 
 def test_arxiv_heads_rank_labels_above_chance(project):
-    """Seven-label arXiv categories of 201 real papers, four slices of April 2007: every text head, the probe and
-    the linear model score a macro AUC well above the 0.5 of any constant score (the prior)."""
-    edges = ["2007-04-01", "2007-04-03", "2007-04-04", "2007-04-05", "2007-05-01"]  # the sample is mostly April 2007
-    params = real_params("arxiv", "data/raw/arxiv/arxiv-metadata-oai-snapshot.json",
-                         categories=["cs.LG", "hep-ph", "cs.CV", "cs.AI", "hep-th", "quant-ph", "gr-qc"],
-                         time_field="first_version", slices={"unit": "custom", "edges": edges}, min_samples=10)
-    # 31-116 training rows a cutoff are 1-2 batches an epoch: at 5 epochs bigru-s barely moves (ID 0.59-0.67 over
-    # seeds 0-2); at 20 it reaches 0.81-0.86, the others 0.92-0.95 (train stage ~15 s a seed). 32 tokens (the
-    # title and the abstract's start): the whole test 26 s of CPU against 46 s at 64, every head 0.88-0.93
+    """Seven-label arXiv categories of 201 real papers, four slices of April 2007: every text head, the probe
+    and the linear model score a macro AUC well above the 0.5 of any constant score (the prior)."""
+    # the sample is mostly April 2007
+    edges = ["2007-04-01", "2007-04-03", "2007-04-04", "2007-04-05", "2007-05-01"]
+    params = real_params(
+        "arxiv",
+        "data/raw/arxiv/arxiv-metadata-oai-snapshot.json",
+        categories=["cs.LG", "hep-ph", "cs.CV", "cs.AI", "hep-th", "quant-ph", "gr-qc"],
+        time_field="first_version",
+        slices={"unit": "custom", "edges": edges},
+        min_samples=10,
+    )
+    # 31-116 training rows a cutoff are 1-2 batches an epoch: at 5 epochs bigru-s barely moves (ID 0.59-0.67
+    # over seeds 0-2); at 20 it reaches 0.81-0.86, the others 0.92-0.95 (train stage ~15 s a seed). 32 tokens
+    # (the title and the abstract's start): the whole test 26 s of CPU against 46 s at 64, every head
+    # 0.88-0.93
     params["embed"]["max_length"] = 32
-    params["train"].update(models={"arxiv": TEXT_HEADS}, baselines=REFERENCES, epochs=20, seeds=[0], threads=1)
+    params["train"].update(
+        models={"arxiv": TEXT_HEADS}, baselines=REFERENCES, epochs=20, seeds=[0], threads=1
+    )
     repo = project(params)
     (repo / "data/raw/arxiv").mkdir(parents=True)
-    shutil.copy(FIXTURES / "arxiv/arxiv-metadata-sample.json", repo / "data/raw/arxiv/arxiv-metadata-oai-snapshot.json")
+    shutil.copy(
+        FIXTURES / "arxiv/arxiv-metadata-sample.json",
+        repo / "data/raw/arxiv/arxiv-metadata-oai-snapshot.json",
+    )
     repro_in_process(repo, "arxiv", stages=STAGES[:-1])
 
     ingest = json.loads((repo / "metrics/ingest/arxiv.json").read_text())
@@ -239,25 +269,26 @@ def test_arxiv_heads_rank_labels_above_chance(project):
 
     # Threshold 0.70 (margin 0.20): the diagonal cells hold 12, 13, 9 and 17 test papers, so chance itself is
     # noisy: random scores give an ID of 0.500 +- 0.052, 99.9th percentile 0.657 (2,000 draws on these test
-    # splits). Measured at 32 tokens, seeds 0/1/2: ffn-s 0.908/0.911/0.906, textcnn-s 0.894/0.881/0.894, bigru-s
-    # 0.908/0.903/0.894, tx-s 0.911/0.901/0.893, probe-minilm 0.923/0.926/0.919, baseline-linear 0.912: 0.70 is
-    # above chance's 99.9th percentile and 0.18 below the weakest seed of the weakest head.
+    # splits). Measured at 32 tokens, seeds 0/1/2: ffn-s 0.908/0.911/0.906, textcnn-s 0.894/0.881/0.894,
+    # bigru-s 0.908/0.903/0.894, tx-s 0.911/0.901/0.893, probe-minilm 0.923/0.926/0.919, baseline-linear
+    # 0.912: 0.70 is above chance's 99.9th percentile and 0.18 below the weakest seed of the weakest head.
     ids = {m: res[m]["id"] for m in TEXT_HEADS + ["baseline-linear"]}
     assert all(v >= 0.70 for v in ids.values()), ids
     assert all(res[m]["margin_prior"] >= 0.20 and res[m]["beats_prior"] is True for m in TEXT_HEADS)
 
 
 def test_yearbook_image_models_beat_the_majority_rate(project):
-    """Portraits in the corpus's layout, per-year counts as the real corpus's 1960-1965, 60% F: both image models
-    and the linear model on pixels are more accurate than the majority class."""
+    """Portraits in the corpus's layout, per-year counts as the real corpus's 1960-1965, 60% F: both image
+    models and the linear model on pixels are more accurate than the majority class."""
     src = "data/raw/yearbook/faces_aligned_small_mirrored_co_aligned_cropped_cleaned"
     params = real_params("yearbook", src, slices={"unit": "year", "start": 1960, "end": 1966}, min_samples=10)
-    # 60 epochs: 43-334 training portraits a cutoff, 1-6 steps an epoch; the authors' CNN-S (global average pooling,
-    # one linear layer) stays at the majority rate at 10 epochs here, where the real corpus gives it thousands of steps;
-    # fewer rows passed with as many steps fall short too (seeds 0/1/2, cnn-s ID: 15 epochs of batches of 16
-    # 0.705/0.696/0.666, 30 of 32 0.760/0.854/0.702, against the 0.700 asserted below)
-    params["train"].update(models={"yearbook": ["mlp-s", "cnn-s"]}, baselines=REFERENCES, epochs=60, seeds=[0],
-                           threads=1)
+    # 60 epochs: 43-334 training portraits a cutoff, 1-6 steps an epoch; the authors' CNN-S (global average
+    # pooling, one linear layer) stays at the majority rate at 10 epochs here, where the real corpus gives it
+    # thousands of steps; fewer rows passed with as many steps fall short too (seeds 0/1/2, cnn-s ID: 15
+    # epochs of batches of 16 0.705/0.696/0.666, 30 of 32 0.760/0.854/0.702, against the 0.700 asserted below)
+    params["train"].update(
+        models={"yearbook": ["mlp-s", "cnn-s"]}, baselines=REFERENCES, epochs=60, seeds=[0], threads=1
+    )
     repo = project(params)
     written = write_yearbook(repo / src)
     repro_in_process(repo, "yearbook", stages=STAGES[:-1])
@@ -269,14 +300,15 @@ def test_yearbook_image_models_beat_the_majority_rate(project):
     assert all(m["metric"] == "accuracy" and m["higher_is_better"] is True for m in res.values())
     assert abs(majority - F_SHARE) < 0.03  # the prior predicts F everywhere
 
-    # Margin 0.10 over the majority rate (0.600): an accuracy over these 146 test portraits (17-41 a cell) has a
-    # sampling std of ~0.04 (random guesses: ID 0.501 +- 0.043), so 0.10 is 2.5 of them. Measured, seeds 0/1/2:
-    # mlp-s 0.845/0.845/0.847, cnn-s 0.845/0.829/0.832, baseline-linear 0.819; with another draw of the portraits
-    # (write_yearbook seed 1, model seed 0) mlp-s 0.839, cnn-s 0.848, baseline-linear 0.837: the weakest, 0.819,
-    # is 0.12 above the threshold.
+    # Margin 0.10 over the majority rate (0.600): an accuracy over these 146 test portraits (17-41 a cell) has
+    # a sampling std of ~0.04 (random guesses: ID 0.501 +- 0.043), so 0.10 is 2.5 of them. Measured, seeds
+    # 0/1/2: mlp-s 0.845/0.845/0.847, cnn-s 0.845/0.829/0.832, baseline-linear 0.819; with another draw of the
+    # portraits (write_yearbook seed 1, model seed 0) mlp-s 0.839, cnn-s 0.848, baseline-linear 0.837: the
+    # weakest, 0.819, is 0.12 above the threshold.
     ids = {m: res[m]["id"] for m in ("mlp-s", "cnn-s", "baseline-linear")}
     assert all(v >= majority + 0.10 for v in ids.values()), (majority, ids)
     assert all(res[m]["margin_prior"] >= 0.10 and res[m]["beats_prior"] is True for m in ("mlp-s", "cnn-s"))
-    # and no better than the labels allow: 15% of the portraits have the other class's hair, so a model far above
-    # CUE_AGREES would have seen test labels (at 0.85 this ID's sampling std is ~0.03: 0.10 is 3 of them)
+    # and no better than the labels allow: 15% of the portraits have the other class's hair, so a model far
+    # above CUE_AGREES would have seen test labels (at 0.85 this ID's sampling std is ~0.03: 0.10 is 3 of
+    # them)
     assert all(v < CUE_AGREES + 0.10 for v in ids.values()), ids

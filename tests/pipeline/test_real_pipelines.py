@@ -1,4 +1,5 @@
 """One `dvc repro` of each real corpus end to end on its fixture, in the corpus's own on-disk format."""
+
 from __future__ import annotations
 
 import json
@@ -36,7 +37,9 @@ def report_metrics(repo: Path, name: str) -> dict:
     from drift.protocol.summary import reference_margins
     from drift.report.outputs import load_eval, model_metrics
 
-    evals = load_eval(repo / "data/eval" / name, sorted(p.stem for p in (repo / "data/eval" / name).glob("*.json")))
+    evals = load_eval(
+        repo / "data/eval" / name, sorted(p.stem for p in (repo / "data/eval" / name).glob("*.json"))
+    )
     metrics = {model: model_metrics(r) for model, r in evals.items()}
     higher = next(iter(evals.values())).higher_is_better
     for model, margins in reference_margins(metrics, higher).items():
@@ -45,9 +48,15 @@ def report_metrics(repo: Path, name: str) -> dict:
 
 
 def test_amazon_regression(project):
-    params = real_params("amazon", "data/raw/amazon", categories=["All_Beauty", "Software", "Gift_Cards"],
-                         slices={"unit": "year", "start": 2015, "end": 2024}, min_samples=20,
-                         sample={"n": 300, "seed": 0}, strict=False)
+    params = real_params(
+        "amazon",
+        "data/raw/amazon",
+        categories=["All_Beauty", "Software", "Gift_Cards"],
+        slices={"unit": "year", "start": 2015, "end": 2024},
+        min_samples=20,
+        sample={"n": 300, "seed": 0},
+        strict=False,
+    )
     params["train"]["models"] = {"amazon": ["ffn-s", "probe-minilm"]}
     repo = project(params)
     shutil.copytree(FIXTURES / "amazon2023", repo / "data/raw/amazon")
@@ -65,10 +74,14 @@ def test_amazon_regression(project):
 
 
 def test_yearbook_from_png_folders(project):
-    """PNG folders F/ and M/ through `dvc repro` up to evaluate (the matrices; the report is not the subject): an
-    undecodable file quarantined, and a new year of portraits re-runs from ingest and grows the matrix."""
-    params = real_params("yearbook", "data/raw/yearbook/faces", slices={"unit": "year", "start": 1950, "end": 1955},
-                         min_samples=10)
+    """PNG folders F/ and M/ through `dvc repro` up to evaluate (the matrices; the report is not the subject):
+    an undecodable file quarantined, and a new year of portraits re-runs from ingest and grows the matrix."""
+    params = real_params(
+        "yearbook",
+        "data/raw/yearbook/faces",
+        slices={"unit": "year", "start": 1950, "end": 1955},
+        min_samples=10,
+    )
     params["train"]["models"] = {"yearbook": ["mlp-s"]}
     repo = project(params)
     rng = np.random.default_rng(0)
@@ -90,15 +103,21 @@ def test_yearbook_from_png_folders(project):
     for sex in ("F", "M"):
         for i in range(15):
             pixels = rng.integers(0, 120, (32, 32)) + (100 if sex == "M" else 0)
-            Image.fromarray(pixels.astype(np.uint8), "L").save(repo / f"data/raw/yearbook/faces/{sex}/1954_{sex}_{i}.png")
+            Image.fromarray(pixels.astype(np.uint8), "L").save(
+                repo / f"data/raw/yearbook/faces/{sex}/1954_{sex}_{i}.png"
+            )
     out = run(["dvc", "repro", "evaluate@yearbook"], repo).stdout
     assert "Running stage 'ingest@yearbook'" in out
     assert report_metrics(repo, "yearbook")["mlp-s"]["k"] == 4
 
 
 def test_missing_source_is_one_line(project):
-    params = real_params("amazon", "data/raw/amazon", categories=["Software"],
-                         slices={"unit": "year", "start": 2015, "end": 2024})
+    params = real_params(
+        "amazon",
+        "data/raw/amazon",
+        categories=["Software"],
+        slices={"unit": "year", "start": 2015, "end": 2024},
+    )
     params["train"]["models"] = {"amazon": ["ffn-s"]}
     repo = project(params)
     result = run(["python", "stages/ingest.py", "amazon"], repo, check=False)

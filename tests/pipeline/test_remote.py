@@ -2,6 +2,7 @@
 pulls them from a real S3 server on 127.0.0.1 (moto's, tests/s3_server.py) and reproduces A's matrices byte
 for byte without running an encoder; `dvc exp push` / `dvc exp pull` carry an experiment the same way and
 `dvc gc` with the experiment flags keeps it; faults on the remote end in DVC's error and lose nothing."""
+
 from __future__ import annotations
 
 import json
@@ -24,12 +25,18 @@ def s3_remote(repo: Path, endpoint: str, bucket: str, name: str = "storage") -> 
 
 
 def matrices(repo: Path) -> dict:
-    return {p.relative_to(repo).as_posix(): p.read_bytes() for p in sorted((repo / "data/eval").rglob("*.json"))}
+    return {
+        p.relative_to(repo).as_posix(): p.read_bytes() for p in sorted((repo / "data/eval").rglob("*.json"))
+    }
 
 
 def tree(repo: Path, folder: str) -> dict:
     """Every file under repo/folder by relative path, as bytes."""
-    return {p.relative_to(repo).as_posix(): p.read_bytes() for p in sorted((repo / folder).rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(repo).as_posix(): p.read_bytes()
+        for p in sorted((repo / folder).rglob("*"))
+        if p.is_file()
+    }
 
 
 def embed_metrics(repo: Path) -> dict:
@@ -42,9 +49,9 @@ def stages_run(output: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def machine_a(tmp_path_factory, s3_store):
-    """Machine A, built once for this file: the tiny sotu project ran `dvc repro` (the encoder ran), committed,
-    pushed its git history to a bare repository (`origin`) and its outputs to the S3 remote. Yields (A, origin).
-    A test that changes A's workspace puts it back (`git checkout .` + `dvc checkout`)."""
+    """Machine A, built once for this file: the tiny sotu project ran `dvc repro` (the encoder ran),
+    committed, pushed its git history to a bare repository (`origin`) and its outputs to the S3 remote. Yields
+    (A, origin). A test that changes A's workspace puts it back (`git checkout .` + `dvc checkout`)."""
     from tests.s3_server import BUCKET
 
     root = tmp_path_factory.mktemp("machines")
@@ -74,8 +81,9 @@ def test_push_on_a_pull_and_repro_on_b_runs_no_encoder(tmp_path, machine_a):
     run(["git", "clone", "-q", str(a), str(b)], tmp_path)
     assert not (b / ".drift").exists() and not (b / "data/features").exists()
     run(["dvc", "pull"], b)
-    assert (b / "data/features/sotu/minilm-l6/pooled.npy").read_bytes() == \
-        (a / "data/features/sotu/minilm-l6/pooled.npy").read_bytes()
+    assert (b / "data/features/sotu/minilm-l6/pooled.npy").read_bytes() == (
+        a / "data/features/sotu/minilm-l6/pooled.npy"
+    ).read_bytes()
     status = run(["dvc", "status"], b).stdout
     assert "embed@sotu" not in status and "train@sotu" not in status and "evaluate@sotu" not in status, status
     out = run(["dvc", "repro"], b).stdout
@@ -102,8 +110,9 @@ def test_push_on_a_pull_and_repro_on_b_runs_no_encoder(tmp_path, machine_a):
     run(["dvc", "gc", "-w", "-f"], b)
     shutil.rmtree(b / "data/features")
     run(["dvc", "checkout", "data/features/sotu"], b)
-    assert (b / "data/features/sotu/minilm-l6/pooled.npy").read_bytes() == \
-        (a / "data/features/sotu/minilm-l6/pooled.npy").read_bytes()
+    assert (b / "data/features/sotu/minilm-l6/pooled.npy").read_bytes() == (
+        a / "data/features/sotu/minilm-l6/pooled.npy"
+    ).read_bytes()
 
 
 def test_an_experiment_travels_by_exp_push_and_pull_and_gc_keeps_it(tmp_path, machine_a):
@@ -190,7 +199,9 @@ def test_pulled_feature_files_fill_an_empty_store_and_a_damaged_one_is_computed(
         metrics = embed_metrics(repo)
         if damage:
             assert metrics["computed"] == metrics["unique"] > 0 and metrics["seeded"] == 0, metrics
-            named = [line for line in err.splitlines() if "does not match its sha256" in line and damage in line]
+            named = [
+                line for line in err.splitlines() if "does not match its sha256" in line and damage in line
+            ]
             assert len(named) >= 1, err
         else:
             assert metrics["computed"] == 0 and metrics["seeded"] == metrics["unique"] > 0, metrics
@@ -204,6 +215,7 @@ def test_pulled_feature_files_fill_an_empty_store_and_a_damaged_one_is_computed(
 
 # ---------------------------------------------------------------- faults on the remote
 
+
 def data_repo(path: Path, server, bucket: str) -> Path:
     """A git + DVC repository holding one tracked folder of 4 random files, its S3 remote configured."""
     import os
@@ -216,7 +228,8 @@ def data_repo(path: Path, server, bucket: str) -> Path:
         (path / "d" / f"part{i}.npy").write_bytes(os.urandom(50_000))
     run(["dvc", "add", "-q", "d"], path)
     s3_remote(path, server.endpoint, bucket)
-    run(["dvc", "remote", "modify", "storage", "verify", "true"], path)  # a pulled object is hashed before use
+    # a pulled object is hashed before use
+    run(["dvc", "remote", "modify", "storage", "verify", "true"], path)
     run(["git", "add", "-A"], path)
     run(["git", "commit", "-qm", "data"], path)
     return path
@@ -245,13 +258,19 @@ def test_remote_faults_are_one_line_and_a_rerun_completes(tmp_path, s3_server):
     line = transfer_error("push", a, env)
     assert "the bucket does not exist: create it (`aws s3 mb s3://drift-faults`)" in line, line
     from tests.helpers import drift_cli
+
     cli = drift_cli("push", cwd=a)  # the command users type: the same line, exit status 2
-    assert cli.returncode == 2 and "the bucket does not exist" in cli.stderr and "'storage'" in cli.stderr, cli
+    assert cli.returncode == 2 and "the bucket does not exist" in cli.stderr and "'storage'" in cli.stderr, (
+        cli
+    )
     s3_server.bucket("drift-faults")
 
     # the endpoint is down (nothing listens there)
     from tests.s3_server import free_port
-    run(["dvc", "remote", "modify", "--local", "storage", "endpointurl", f"http://127.0.0.1:{free_port()}"], a)
+
+    run(
+        ["dvc", "remote", "modify", "--local", "storage", "endpointurl", f"http://127.0.0.1:{free_port()}"], a
+    )
     line = transfer_error("push", a, env)
     assert "the endpoint does not answer" in line and "endpointurl" in line, line
     run(["dvc", "remote", "modify", "--local", "--unset", "storage", "endpointurl"], a)
@@ -259,15 +278,24 @@ def test_remote_faults_are_one_line_and_a_rerun_completes(tmp_path, s3_server):
     # wrong credentials, with the server checking them (an IAM user's keys are the valid ones)
     iam = boto3.client("iam", endpoint_url=s3_server.endpoint, region_name="us-east-1")
     iam.create_user(UserName="drift")
-    iam.put_user_policy(UserName="drift", PolicyName="all", PolicyDocument=_json.dumps(
-        {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
+    iam.put_user_policy(
+        UserName="drift",
+        PolicyName="all",
+        PolicyDocument=_json.dumps(
+            {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+        ),
+    )
     key = iam.create_access_key(UserName="drift")["AccessKey"]
     previous = settings.INITIAL_NO_AUTH_ACTION_COUNT
     settings.INITIAL_NO_AUTH_ACTION_COUNT, ActionAuthenticatorMixin.request_count = 0, 0
     try:
         line = transfer_error("push", a, env)
         assert "the credentials were refused: set AWS_ACCESS_KEY_ID" in line, line
-        good = {**env, "AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"]}
+        good = {
+            **env,
+            "AWS_ACCESS_KEY_ID": key["AccessKeyId"],
+            "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
+        }
         assert "5 files pushed" in run(["dvc", "push"], a, env=good).stdout
     finally:
         settings.INITIAL_NO_AUTH_ACTION_COUNT = previous
@@ -286,7 +314,11 @@ def test_remote_faults_are_one_line_and_a_rerun_completes(tmp_path, s3_server):
 
     # a half-written object on the remote: the pull refuses it (hash check), names it, serves nothing
     client = s3_server.client()
-    keys = [o["Key"] for o in client.list_objects_v2(Bucket="drift-faults")["Contents"] if not o["Key"].endswith(".dir")]
+    keys = [
+        o["Key"]
+        for o in client.list_objects_v2(Bucket="drift-faults")["Contents"]
+        if not o["Key"].endswith(".dir")
+    ]
     body = client.get_object(Bucket="drift-faults", Key=keys[0])["Body"].read()
     client.put_object(Bucket="drift-faults", Key=keys[0], Body=body[: len(body) // 2])
     c = tmp_path / "c"
@@ -296,7 +328,11 @@ def test_remote_faults_are_one_line_and_a_rerun_completes(tmp_path, s3_server):
     assert "not in cache" in run(["dvc", "status"], c).stdout  # dvc status tells the truth
     # pushed again from A (the machine that has them), the next pull completes
     # (DVC takes a folder's listing on the remote as proof that all its files are there: both go)
-    listings = [o["Key"] for o in client.list_objects_v2(Bucket="drift-faults")["Contents"] if o["Key"].endswith(".dir")]
+    listings = [
+        o["Key"]
+        for o in client.list_objects_v2(Bucket="drift-faults")["Contents"]
+        if o["Key"].endswith(".dir")
+    ]
     for key in [keys[0], *listings]:
         client.delete_object(Bucket="drift-faults", Key=key)
     assert "files pushed" in run(["dvc", "push"], a).stdout

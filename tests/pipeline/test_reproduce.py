@@ -1,7 +1,8 @@
 """A fresh run reproduces the committed results: synth-portraits with the default params (every row, every
 slice, every cutoff) and the roster cut to mlp-s and the two references, run by the stages' own main() in this
-process with the caches in a temporary folder; each model's metrics/synth-portraits/<model>.json must equal the
-committed one, every number to the last bit (the CPU code path is pinned: drift/core/environment.py)."""
+process with the caches in a temporary folder; each model's metrics/synth-portraits/<model>.json must equal
+the committed one, every number to the last bit (the CPU code path is pinned: drift/core/environment.py)."""
+
 from __future__ import annotations
 
 import json

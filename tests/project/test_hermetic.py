@@ -1,7 +1,8 @@
-"""The suite ignores the workspace's params.yaml: in a workspace where a user has `drift init`-ed a table of their
-own and applied a preset, the tests that read params still pass (they build their params from params.yaml as
-committed, tests/conftest.py `shipped_params`, or their own), and `drift preset` kept the user's dataset and said
-so."""
+"""The suite ignores the workspace's params.yaml: in a workspace where a user has `drift init`-ed a table of
+their own and applied a preset, the tests that read params still pass (they build their params from
+params.yaml as committed, tests/conftest.py `shipped_params`, or their own), and `drift preset` kept the
+user's dataset and said so."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -16,8 +17,11 @@ import yaml
 from tests.helpers import ROOT, SHIPPED_PARAMS
 
 BIN = os.path.dirname(sys.executable)
-PARAM_TESTS = ["tests/core/test_params.py", "tests/cli/test_cli.py::test_models_for_a_dataset_use_its_inputs_and_outputs",
-               "tests/data/test_table.py::test_configured_dataset_in_params"]
+PARAM_TESTS = [
+    "tests/core/test_params.py",
+    "tests/cli/test_cli.py::test_models_for_a_dataset_use_its_inputs_and_outputs",
+    "tests/data/test_table.py::test_configured_dataset_in_params",
+]
 
 
 def _run(cmd, cwd, env):
@@ -33,23 +37,40 @@ def test_param_reading_tests_pass_in_a_users_workspace(tmp_path):
     for name in ("dvc.yaml", "requirements.lock", "pyproject.toml", ".gitignore"):
         shutil.copy(ROOT / name, ws / name)
     shutil.copy(SHIPPED_PARAMS, ws / "params.yaml")
-    for git in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "clone"]):
-        subprocess.run(["git", *git], cwd=ws, check=True, capture_output=True)  # a clone: params.yaml as shipped
+    for git in (
+        ["init", "-q"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "clone"],
+    ):
+        # a clone: params.yaml as shipped
+        subprocess.run(["git", *git], cwd=ws, check=True, capture_output=True)
     day = dt.date(2019, 1, 1)
     lines = ["date,subject,kind"] + [
         f"{day + dt.timedelta(days=9 * i)},{['fix', 'feat', 'docs'][i % 3]} change number {i} in module {i % 7},"
-        f"{['fix', 'feat', 'docs'][i % 3]}" for i in range(240)]
+        f"{['fix', 'feat', 'docs'][i % 3]}"
+        for i in range(240)
+    ]
     (ws / "commits.csv").write_text("\n".join(lines) + "\n")
-    env = {**os.environ, "PYTHONPATH": str(ws), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
-           "HF_HUB_OFFLINE": "1"}
-    init = _run([f"{BIN}/drift", "init", "commits", "commits.csv", "--text", "subject", "--label", "kind"], ws, env)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ws),
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        "HF_HUB_OFFLINE": "1",
+    }
+    init = _run(
+        [f"{BIN}/drift", "init", "commits", "commits.csv", "--text", "subject", "--label", "kind"], ws, env
+    )
     assert init.returncode == 0, init.stderr
     preset = _run([f"{BIN}/drift", "preset", "paper-amazon"], ws, env)
     assert preset.returncode == 0, preset.stderr
-    assert "kept commits" in preset.stdout and "sotu, synth-portraits -> amazon" in preset.stdout, preset.stdout
+    assert "kept commits" in preset.stdout and "sotu, synth-portraits -> amazon" in preset.stdout, (
+        preset.stdout
+    )
     params = yaml.safe_load((ws / "params.yaml").read_text())
     assert set(params["datasets"]) == {"amazon", "commits"} and "commits" in params
-    suite = _run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *PARAM_TESTS], ws, env)
+    suite = _run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *PARAM_TESTS], ws, env
+    )
     assert suite.returncode == 0, suite.stdout[-3000:] + suite.stderr[-2000:]
 
 
@@ -65,4 +86,8 @@ def test_preset_only_drops_the_users_datasets_and_says_so(tmp_path):
     changed = apply_preset("paper-amazon", path, ROOT / "params", check=lambda doc: None, only=True)
     assert changed[0] == "datasets (sotu, synth-portraits -> amazon; dropped mine and their sections)"
     after = yaml.safe_load(path.read_text())
-    assert set(after["datasets"]) == {"amazon"} and "mine" not in after and "mine" not in after["train"]["models"]
+    assert (
+        set(after["datasets"]) == {"amazon"}
+        and "mine" not in after
+        and "mine" not in after["train"]["models"]
+    )

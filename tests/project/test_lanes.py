@@ -1,13 +1,26 @@
 """The lanes of `make test-fast`, set where a test lives or by its own mark (tests/conftest.py): everything in
-tests/pipeline/ is `pipeline`; elsewhere a test is in the fast lane unless it carries `pytest.mark.pipeline` or
-`pytest.mark.compute`. Nothing is inferred from a test's text."""
+tests/pipeline/ is `pipeline`; elsewhere a test is in the fast lane unless it carries `pytest.mark.pipeline`
+or `pytest.mark.compute`. Nothing is inferred from a test's text."""
+
 from pathlib import Path
 
 import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
-LAYERS = {"core", "protocol", "data", "store", "encoders", "models", "train", "evaluate", "report", "analysis",
-          "run", "cli"}
+LAYERS = {
+    "core",
+    "protocol",
+    "data",
+    "store",
+    "encoders",
+    "models",
+    "train",
+    "evaluate",
+    "report",
+    "analysis",
+    "run",
+    "cli",
+}
 
 
 def markers(node) -> set[str]:

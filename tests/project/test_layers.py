@@ -5,6 +5,7 @@ functions count, and so do modules named by a string (the dataset registry's imp
 The order, bottom to top, is LAYERS (docs/architecture.md walks through it; docs/explanations/layout.md is
 the folder listing).
 """
+
 from __future__ import annotations
 
 import ast
@@ -12,8 +13,20 @@ import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-LAYERS = ["core", "protocol", "data", "store", "encoders", "models", "train", "evaluate", "report", "analysis",
-          "run", "cli"]
+LAYERS = [
+    "core",
+    "protocol",
+    "data",
+    "store",
+    "encoders",
+    "models",
+    "train",
+    "evaluate",
+    "report",
+    "analysis",
+    "run",
+    "cli",
+]
 ORDER = LAYERS
 
 
@@ -27,8 +40,10 @@ def layer_of(module: str) -> str:
     """The package a module sits in: the first part of its name below drift."""
     layer = module.split(".")[0]
     if layer not in LAYERS:
-        raise AssertionError(f"drift.{module} is in no layer package ({', '.join(LAYERS)}): move it into the one "
-                             f"it belongs to, or add its package to LAYERS in tests/project/test_layers.py")
+        raise AssertionError(
+            f"drift.{module} is in no layer package ({', '.join(LAYERS)}): move it into the one "
+            f"it belongs to, or add its package to LAYERS in tests/project/test_layers.py"
+        )
     return layer
 
 
@@ -57,7 +72,8 @@ def imports(path: Path, known: set[str]) -> set[str]:
 def graph() -> dict[str, set[str]]:
     mods = modules()
     known = set(mods)
-    # a package's __init__ importing its own submodules is how a package is assembled (cli, models): not upward
+    # a package's __init__ importing its own submodules is how a package is assembled (cli, models): not
+    # upward
     return {m: {i for i in imports(p, known) if i != m} for m, p in mods.items()}
 
 
@@ -66,7 +82,9 @@ def test_every_module_imports_only_its_layer_or_below():
     for module, imported in graph().items():
         for other in imported:
             if ORDER.index(layer_of(other)) > ORDER.index(layer_of(module)):
-                upward.append(f"drift.{module} ({layer_of(module)}) imports drift.{other} ({layer_of(other)})")
+                upward.append(
+                    f"drift.{module} ({layer_of(module)}) imports drift.{other} ({layer_of(other)})"
+                )
     assert not upward, "imports that climb:\n" + "\n".join(sorted(upward))
 
 
@@ -79,7 +97,7 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state and (found := visit(nxt)):
                 return found
         state[node] = 2
@@ -109,8 +127,11 @@ def test_the_checks_catch_a_climb_and_a_cycle():
     # the walker on hand-made graphs: both kinds of defect are found, a clean graph passes
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
-    assert ORDER.index(layer_of("cli.report")) > ORDER.index(layer_of("report.results")) \
+    assert (
+        ORDER.index(layer_of("cli.report"))
+        > ORDER.index(layer_of("report.results"))
         > ORDER.index(layer_of("train.loop"))
+    )
     assert layer_of("data.datasets.amazon") == "data" and layer_of("encoders.text") == "encoders"
     try:
         layer_of("loose_module")
@@ -137,8 +158,9 @@ def test_no_two_modules_share_a_name():
     # every `plan` or `datasets` in a traceback, an import or a grep ambiguous
     names = [m for m in modules() if m.split(".")[-1] != "__main__"]
     assert shared_basenames(names) == {}, f"modules sharing a name: {shared_basenames(names)}: rename one"
-    assert shared_basenames(["cli.plan", "run.plan", "core.datasets", "data.datasets", "data.datasets.amazon"]) \
-        == {"plan": ["cli.plan", "run.plan"], "datasets": ["core.datasets", "data.datasets"]}
+    assert shared_basenames(
+        ["cli.plan", "run.plan", "core.datasets", "data.datasets", "data.datasets.amazon"]
+    ) == {"plan": ["cli.plan", "run.plan"], "datasets": ["core.datasets", "data.datasets"]}
 
 
 # packages that must not reach into another one even though it sits below them: evaluation and the label-free
@@ -147,18 +169,29 @@ KEPT_APART = {"evaluate": {"train"}, "analysis": {"train"}}
 
 
 def test_evaluate_and_analysis_never_import_train():
-    crossings = [f"drift.{module} imports drift.{other}" for module, imported in graph().items()
-                 for other in imported if layer_of(other) in KEPT_APART.get(layer_of(module), ())]
+    crossings = [
+        f"drift.{module} imports drift.{other}"
+        for module, imported in graph().items()
+        for other in imported
+        if layer_of(other) in KEPT_APART.get(layer_of(module), ())
+    ]
     assert not crossings, "imports the layers keep apart:\n" + "\n".join(sorted(crossings))
 
 
 def test_the_slice_table_carries_no_params():
-    # the dataset view train, evaluate and analysis share is made without params.yaml: the slice table imports no
-    # params, and SliceData takes the InputSettings its resolver (input_settings) makes of them, not Params
+    # the dataset view train, evaluate and analysis share is made without params.yaml: the slice table imports
+    # no params, and SliceData takes the InputSettings its resolver (input_settings) makes of them, not Params
     assert "core.params" not in graph()["store.slice_table"]
     tree = ast.parse((ROOT / "drift" / "models" / "slice_data.py").read_text())
-    init = next(f for c in tree.body if isinstance(c, ast.ClassDef) and c.name == "SliceData"
-                for f in c.body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
+    init = next(
+        f
+        for c in tree.body
+        if isinstance(c, ast.ClassDef) and c.name == "SliceData"
+        for f in c.body
+        if isinstance(f, ast.FunctionDef) and f.name == "__init__"
+    )
     assert [a.arg for a in init.args.args] == ["self", "name", "settings", "root"]
-    assert not any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute) and n.value.attr == "params"
-                   for n in ast.walk(init)), "SliceData reads self.params"
+    assert not any(
+        isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute) and n.value.attr == "params"
+        for n in ast.walk(init)
+    ), "SliceData reads self.params"

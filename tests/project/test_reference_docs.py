@@ -1,6 +1,6 @@
-"""docs/reference/ and params.schema.json are what drift/cli/reference_docs.py writes from the code: the committed
-files are current, the schema holds the shipped params and every preset and refuses what load_params refuses,
-and a change in the code or the results shows as a stale file."""
+"""docs/reference/ and params.schema.json are what drift/cli/reference_docs.py writes from the code: the
+committed files are current, the schema holds the shipped params and every preset and refuses what load_params
+refuses, and a change in the code or the results shows as a stale file."""
 
 from __future__ import annotations
 

@@ -22,6 +22,7 @@ FAST = settings(max_examples=60, deadline=None)
 
 # --- accuracy (B.1) --------------------------------------------------------------------------------------------
 
+
 def test_accuracy_by_hand():
     y = np.array([0, 1, 1, 0])
     logits = np.array([[2.0, 1.0], [0.0, 3.0], [1.0, 0.5], [-1.0, -2.0]])  # predicts 0, 1, 0, 0
@@ -49,6 +50,7 @@ def test_accuracy_matches_sklearn(seed):
 
 
 # --- balanced MSE (B.2) ----------------------------------------------------------------------------------------
+
 
 def test_balanced_mse_by_hand():
     # rating 5: errors 0, 1 -> MSE 0.5 ; rating 1: error 2 -> MSE 4 ; ratings 2, 3, 4 absent (not counted)
@@ -92,8 +94,10 @@ def test_balanced_mse_averages_only_present_ratings(y, data):
 
 # --- macro AUC (B.3) -------------------------------------------------------------------------------------------
 
+
 def test_binary_auc_by_hand_with_ties():
-    # positives score 0.8, 0.5; negatives 0.5, 0.1 -> pairs: (0.8>0.5) 1, (0.8>0.1) 1, (0.5=0.5) 1/2, (0.5>0.1) 1
+    # positives score 0.8, 0.5; negatives 0.5, 0.1 -> pairs: (0.8>0.5) 1, (0.8>0.1) 1, (0.5=0.5) 1/2,
+    # (0.5>0.1) 1
     y = np.array([1, 1, 0, 0])
     s = np.array([0.8, 0.5, 0.5, 0.1])
     assert binary_auc(y, s) == pytest.approx(3.5 / 4)
@@ -160,5 +164,9 @@ def test_non_finite_outputs_raise():
 
 
 def test_registry():
-    assert METRICS == {"accuracy": accuracy, "balanced_mse": balanced_mse, "macro_auc": macro_auc,
-                       "macro_f1": macro_f1}
+    assert METRICS == {
+        "accuracy": accuracy,
+        "balanced_mse": balanced_mse,
+        "macro_auc": macro_auc,
+        "macro_f1": macro_f1,
+    }

@@ -2,6 +2,7 @@
 (tests/fixtures/paper/, the authors' .tex), our protocol code recomputes them from the published matrices, and
 small runs in each paper dataset's format (the evaluate stage's files, the published slice labels) are set
 beside the published results."""
+
 from __future__ import annotations
 
 import json
@@ -55,13 +56,19 @@ def test_the_shipped_tables_are_the_printed_ones(dataset):
     for c in tables["cutoffs"]:  # Tables 6-9 (and their Amazon / arXiv counterparts), ordered by Future
         printed = tex_rows(PRINTED / f"{theirs}_cutoff_{c['published_cutoff']}.tex")
         assert len(printed) == len(load_published(dataset)["models"])
-        assert [[str(r["rank"]), r["paper_name"], *(f"{r[s]:.{d}f}" for s in ("id", "future", "decay"))]
-                for r in c["rows"]] == printed
+        assert [
+            [str(r["rank"]), r["paper_name"], *(f"{r[s]:.{d}f}" for s in ("id", "future", "decay"))]
+            for r in c["rows"]
+        ] == printed
     printed = tex_rows(PRINTED / f"{theirs}_by_family.tex")  # Table 10
-    assert [[r["family"], *(f"{cell[s]:.{d}f}" for cell in r["cells"] for s in ("future", "decay"))]
-            for r in tables["families"]["rows"]] == printed
+    assert [
+        [r["family"], *(f"{cell[s]:.{d}f}" for cell in r["cells"] for s in ("future", "decay"))]
+        for r in tables["families"]["rows"]
+    ] == printed
     printed = tex_rows(PRINTED / f"robustness_{theirs}.tex")  # two halves, one after the other
-    assert [[r["paper_name"], f"{r['future']:.{d}f}", f"{r['decay']:.{d}f}"] for r in tables["robustness"]] == printed
+    assert [
+        [r["paper_name"], f"{r['future']:.{d}f}", f"{r['decay']:.{d}f}"] for r in tables["robustness"]
+    ] == printed
     # the models' printed ID / Future / Decay (values.tex) are those of the shipped matrices' file
     values = values_tex()
     for m in load_published(dataset)["models"]:
@@ -95,10 +102,20 @@ def write_eval(root: Path, dataset: str, model: str, matrix: np.ndarray, labels:
     """The evaluate stage's data/eval/<ds>/<model>.json (stages/evaluate.py), two seeds around `matrix`."""
     data = load_published(dataset)
     seeds = [matrix + 0.001, matrix - 0.001]
-    write_json(root / "data" / "eval" / dataset / f"{model}.json",
-               {"dataset": dataset, "model": model, "family": get_model_info(model).family,
-                "metric": data["metric"], "higher_is_better": data["higher_is_better"], "labels": labels,
-                "usable": [True] * len(labels), "seeds": {str(i): to_json(M) for i, M in enumerate(seeds)}, "estimated": {}})
+    write_json(
+        root / "data" / "eval" / dataset / f"{model}.json",
+        {
+            "dataset": dataset,
+            "model": model,
+            "family": get_model_info(model).family,
+            "metric": data["metric"],
+            "higher_is_better": data["higher_is_better"],
+            "labels": labels,
+            "usable": [True] * len(labels),
+            "seeds": {str(i): to_json(M) for i, M in enumerate(seeds)},
+            "estimated": {},
+        },
+    )
 
 
 def paper_run(root: Path, dataset: str) -> tuple[list[str], dict]:
@@ -116,8 +133,13 @@ def paper_run(root: Path, dataset: str) -> tuple[list[str], dict]:
         shifts[m["name"]] = shift
         write_eval(root, dataset, m["name"], (m["matrix"] + shift) / data["scale"], data["slices"])
     K = len(data["slices"])
-    write_eval(root, dataset, "baseline-prior", np.full((K, K), float(np.nanmean(picked[0]["matrix"])) / data["scale"]),
-               data["slices"])
+    write_eval(
+        root,
+        dataset,
+        "baseline-prior",
+        np.full((K, K), float(np.nanmean(picked[0]["matrix"])) / data["scale"]),
+        data["slices"],
+    )
     return [m["name"] for m in picked], shifts
 
 
@@ -137,14 +159,17 @@ def test_drift_paper_sets_a_run_beside_the_published_results(tmp_path, dataset):
         assert r["paper_name"] == get_model_info(name).display
         pub = next(m for m in data["models"] if m["name"] == name)
         expected = id_future_decay(pub["matrix"] + shifts[name], data["higher_is_better"])
-        assert set(r["published"]) >= {"id", "future", "decay", "rank"} and set(r["ours"]) >= set(r["published"]) - {"printed"}
+        assert set(r["published"]) >= {"id", "future", "decay", "rank"} and set(r["ours"]) >= set(
+            r["published"]
+        ) - {"printed"}
         for s in ("id", "future", "decay"):
             assert r["ours"][s] == pytest.approx(expected[s], abs=1e-9)
             assert r["difference"][s] == pytest.approx(expected[s] - r["published"][s], abs=1e-9)
         assert r["mean_abs_difference"] == pytest.approx(float(np.nanmean(np.abs(shifts[name]))), abs=1e-9)
         assert r["slices"]["only_ours"] == r["slices"]["only_published"] == []
     assert [models[m]["published"]["rank"] for m in picked] == [1, 5, 9]
-    assert [models[m]["ours"]["rank"] for m in picked] == [3, 1, 2]  # baseline-prior is a reference: not ranked
+    # baseline-prior is a reference: not ranked
+    assert [models[m]["ours"]["rank"] for m in picked] == [3, 1, 2]
     assert models["baseline-prior"]["ours"]["rank"] is None
     assert result["spearman_decay"] == {"rho": pytest.approx(-0.5), "models": 3}
     K = len(data["slices"])
@@ -157,7 +182,10 @@ def test_drift_paper_sets_a_run_beside_the_published_results(tmp_path, dataset):
     assert max(len(line) for line in lines) <= 80
     first = picked[0]
     at = next(i for i, line in enumerate(lines) if line.split()[:1] == [first])
-    assert lines[at].split()[1] == "ours" and lines[at + 1].split()[:2] == [get_model_info(first).display, "paper"]
+    assert lines[at].split()[1] == "ours" and lines[at + 1].split()[:2] == [
+        get_model_info(first).display,
+        "paper",
+    ]
     assert lines[at + 2].split()[0] == "Δ" and lines[at].split()[-1] == "3"
     assert any(line.startswith("only in our run: baseline-prior") for line in lines)
     assert "Spearman ρ of the Decay rankings -0.50 over 3 models" in " ".join(text.stdout.split())
@@ -181,7 +209,8 @@ def test_drift_paper_on_the_embedded_default_and_on_a_typo():
     for name in ("sotu", "synth-portraits"):
         out = drift_cli("paper", name)
         assert out.returncode == 0 and out.stdout.strip().splitlines() == [
-            f"{name}: no published run (the paper's datasets: yearbook, amazon, arxiv)"]
+            f"{name}: no published run (the paper's datasets: yearbook, amazon, arxiv)"
+        ]
     bad = drift_cli("paper", "yearbok")
     assert bad.returncode == 2 and "did you mean yearbook" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1

@@ -1,7 +1,8 @@
-"""params.yaml `evaluate:`, how a drift matrix's cells are scored: `empty_cell` (a cell with no rows left empty,
-or 0.0 as the authors' code scores an empty set) and `auc_scores` (macro AUC of the logits, or of their float32
-sigmoids as the authors'); the cell cache never serves a cell scored under one rule to the other; `drift paper
-yearbook` sets our run beside the published one under the published rule."""
+"""params.yaml `evaluate:`, how a drift matrix's cells are scored: `empty_cell` (a cell with no rows left
+empty, or 0.0 as the authors' code scores an empty set) and `auc_scores` (macro AUC of the logits, or of their
+float32 sigmoids as the authors'); the cell cache never serves a cell scored under one rule to the other;
+`drift paper yearbook` sets our run beside the published one under the published rule."""
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,9 @@ def test_a_slice_without_test_rows_scored_both_ways():
     outputs = {i: logits for i in range(4)}
     binary = get_task("binary")
     empty = drift_matrix(outputs, labels, SLICES, SPLITS, USABLE, binary, trainable=TRAINABLE)
-    zero = drift_matrix(outputs, labels, SLICES, SPLITS, USABLE, binary.scoring("zero", "logits"),
-                        trainable=TRAINABLE)
+    zero = drift_matrix(
+        outputs, labels, SLICES, SPLITS, USABLE, binary.scoring("zero", "logits"), trainable=TRAINABLE
+    )
     assert np.isnan(empty[:, 1]).all()
     # the cells with no rows, (i, 1) for i >= 1, read 0.0; (0, 1), the future, has a row but its column is not
     # usable: empty under both rules, as is every other cell unchanged
@@ -55,52 +57,93 @@ def test_a_slice_without_test_rows_scored_both_ways():
     assert (a["id"], b["id"]) == (1.0, 0.75) and a["future"] == b["future"] == 1.0
     assert (a["decay"], b["decay"]) == (0.0, -0.25)
     # macro-F1 scores an empty set 0.0 too (the authors' f1_score_macro of an all-zero confusion matrix)
-    f1 = drift_matrix(outputs, labels, SLICES, SPLITS, USABLE, replace(binary.scoring("zero", "logits"),
-                      metric="macro_f1"), trainable=TRAINABLE)
+    f1 = drift_matrix(
+        outputs,
+        labels,
+        SLICES,
+        SPLITS,
+        USABLE,
+        replace(binary.scoring("zero", "logits"), metric="macro_f1"),
+        trainable=TRAINABLE,
+    )
     assert f1[1:, 1].tolist() == [0.0, 0.0, 0.0]
     # a slice below min_samples (not trainable) stays empty in every matrix, whatever the rule
-    small = drift_matrix(outputs, labels, SLICES, SPLITS, USABLE, binary.scoring("zero", "logits"),
-                         trainable=[True, False, True, True])
+    small = drift_matrix(
+        outputs,
+        labels,
+        SLICES,
+        SPLITS,
+        USABLE,
+        binary.scoring("zero", "logits"),
+        trainable=[True, False, True, True],
+    )
     np.testing.assert_array_equal(small, empty)
     # a row with no model (an untrained cutoff) gets no 0.0 either
-    partial = drift_matrix({0: logits, 3: logits}, labels, SLICES, SPLITS, USABLE,
-                           binary.scoring("zero", "logits"), trainable=TRAINABLE)
+    partial = drift_matrix(
+        {0: logits, 3: logits},
+        labels,
+        SLICES,
+        SPLITS,
+        USABLE,
+        binary.scoring("zero", "logits"),
+        trainable=TRAINABLE,
+    )
     assert partial[3, 1] == 0.0 and np.isnan(partial[1:3]).all()
 
 
 def test_balanced_mse_and_macro_auc_keep_an_empty_cell_empty():
-    """The authors' balanced MSE and macro AUC of an empty set are NaN, left out of their logs: empty under both
-    rules (a 0.0 would read as a perfect MSE, or an AUC below chance)."""
+    """The authors' balanced MSE and macro AUC of an empty set are NaN, left out of their logs: empty under
+    both rules (a 0.0 would read as a perfect MSE, or an AUC below chance)."""
     ratings = np.array([1, 5, 3, 4, 2, 5, 1, 3, 4, 2], dtype=np.float32)
     regression = get_task("regression").scoring("zero", "logits")
     assert regression.empty_score() is None
-    M = drift_matrix({i: ratings.reshape(-1, 1) for i in range(4)}, ratings, SLICES, SPLITS, USABLE, regression,
-                     trainable=TRAINABLE)
+    M = drift_matrix(
+        {i: ratings.reshape(-1, 1) for i in range(4)},
+        ratings,
+        SLICES,
+        SPLITS,
+        USABLE,
+        regression,
+        trainable=TRAINABLE,
+    )
     assert np.isnan(M[:, 1]).all() and np.isfinite(M[:, [0, 2, 3]]).all()
     assert get_task("multilabel").scoring("zero", "sigmoid32").empty_score() is None
-    assert get_task("binary").empty_score() is None and get_task("multiclass").scoring("zero", "logits").empty_score() == 0.0
+    assert (
+        get_task("binary").empty_score() is None
+        and get_task("multiclass").scoring("zero", "logits").empty_score() == 0.0
+    )
 
 
 def test_a_rule_outside_the_choices_is_a_one_line_error():
-    for args, where in ((("nought", "logits"), "evaluate.empty_cell is 'nought': write one of empty, zero"),
-                        (("zero", "sigmoid"), "evaluate.auc_scores is 'sigmoid': write one of logits, sigmoid32")):
+    for args, where in (
+        (("nought", "logits"), "evaluate.empty_cell is 'nought': write one of empty, zero"),
+        (("zero", "sigmoid"), "evaluate.auc_scores is 'sigmoid': write one of logits, sigmoid32"),
+    ):
         with pytest.raises(DriftError) as e:
             get_task("binary").scoring(*args)
         assert str(e.value) == where
 
 
 def authors_macro_auc(Y: np.ndarray, logits: np.ndarray) -> float:
-    """The authors' way: torch.sigmoid on float32 outputs, then scikit-learn's roc_auc_score per class with both
-    a positive and a negative, averaged."""
+    """The authors' way: torch.sigmoid on float32 outputs, then scikit-learn's roc_auc_score per class with
+    both a positive and a negative, averaged."""
     probs = torch.sigmoid(torch.from_numpy(logits.astype(np.float32))).numpy()
-    return float(np.mean([roc_auc_score(Y[:, c], probs[:, c]) for c in range(Y.shape[1])
-                          if Y[:, c].min() == 0 and Y[:, c].max() == 1]))
+    return float(
+        np.mean(
+            [
+                roc_auc_score(Y[:, c], probs[:, c])
+                for c in range(Y.shape[1])
+                if Y[:, c].min() == 0 and Y[:, c].max() == 1
+            ]
+        )
+    )
 
 
 def test_sigmoid32_auc_is_the_authors_and_differs_from_the_logits_where_sigmoids_tie():
     task = get_task("multilabel")
     sigmoid32 = task.scoring("empty", "sigmoid32")
-    # class 0: positives at logits 20 and 18, negatives at 17.5 and 0; all three above 17 round to 1.0 in float32
+    # class 0: positives at logits 20 and 18, negatives at 17.5 and 0; all three above 17 round to 1.0 in
+    # float32
     Y = np.array([[1, 0], [1, 1], [0, 0], [0, 1]])
     logits = np.array([[20.0, -3.0], [18.0, 2.0], [17.5, -1.0], [0.0, 1.0]], dtype=np.float32)
     assert task.score(Y, logits) == 1.0
@@ -113,7 +156,10 @@ def test_sigmoid32_auc_is_the_authors_and_differs_from_the_logits_where_sigmoids
     assert sigmoid32.score(Y, wide) != task.score(Y, wide)
     narrow = wide / 8
     assert sigmoid32.score(Y, narrow) == pytest.approx(task.score(Y, narrow), abs=1e-12)
-    assert task.cached_as("macro_auc") == "macro_auc" and sigmoid32.cached_as("macro_auc") == "macro_auc/sigmoid32"
+    assert (
+        task.cached_as("macro_auc") == "macro_auc"
+        and sigmoid32.cached_as("macro_auc") == "macro_auc/sigmoid32"
+    )
     assert get_task("binary").scoring("zero", "sigmoid32").cached_as("accuracy") == "accuracy"
 
 
@@ -151,7 +197,9 @@ class Rows:
 
 
 @pytest.mark.compute
-@pytest.mark.parametrize("task, rules", [("binary", ("empty", "zero")), ("multilabel", ("logits", "sigmoid32"))])
+@pytest.mark.parametrize(
+    "task, rules", [("binary", ("empty", "zero")), ("multilabel", ("logits", "sigmoid32"))]
+)
 def test_the_cell_cache_never_serves_a_cell_scored_under_the_other_rule(tmp_path, task, rules):
     data = Rows(task)
     train_roster(data, ["baseline-linear"], CFG.model_copy(update={"seeds": [0]}), tmp_path / "models")
@@ -159,8 +207,16 @@ def test_the_cell_cache_never_serves_a_cell_scored_under_the_other_rule(tmp_path
     field = "empty_cell" if task == "binary" else "auc_scores"
 
     def evaluate(rule: str):
-        job = EvalJob(data, "baseline-linear", 0, checkpoints, tmp_path / "cells", 1, code_version("evaluate"),
-                      rules=EvaluateParams(**{field: rule}))
+        job = EvalJob(
+            data,
+            "baseline-linear",
+            0,
+            checkpoints,
+            tmp_path / "cells",
+            1,
+            code_version("evaluate"),
+            rules=EvaluateParams(**{field: rule}),
+        )
         matrix, _, counts, _ = evaluate_seed(job)
         return matrix, counts
 
@@ -172,7 +228,12 @@ def test_the_cell_cache_never_serves_a_cell_scored_under_the_other_rule(tmp_path
         # the cache holds only cells with rows: each is the same under both rules and read back; the cells
         # without rows are the rule's, never cached
         assert (counts["computed"], counts["reused"]) == (0, cells)
-        assert [row[1] for row in default] == [None] * 4 and [row[1] for row in other] == [None, 0.0, 0.0, 0.0]
+        assert [row[1] for row in default] == [None] * 4 and [row[1] for row in other] == [
+            None,
+            0.0,
+            0.0,
+            0.0,
+        ]
     else:
         # macro AUC of float32 sigmoids is cached under its own key: every cell computed again
         assert (counts["computed"], counts["reused"]) == (cells, 0)
@@ -180,17 +241,35 @@ def test_the_cell_cache_never_serves_a_cell_scored_under_the_other_rule(tmp_path
     assert again == default and (counts["computed"], counts["reused"]) == (0, cells)
     # each matches its rule scored from scratch
     for rule, matrix in ((rules[0], default), (rules[1], other)):
-        fresh = EvalJob(data, "baseline-linear", 0, checkpoints, tmp_path / f"fresh-{rule}", 1,
-                        code_version("evaluate"), rules=EvaluateParams(**{field: rule}))
+        fresh = EvalJob(
+            data,
+            "baseline-linear",
+            0,
+            checkpoints,
+            tmp_path / f"fresh-{rule}",
+            1,
+            code_version("evaluate"),
+            rules=EvaluateParams(**{field: rule}),
+        )
         assert evaluate_seed(fresh)[0] == matrix
 
 
 def write_eval(root: Path, model: str, matrix: np.ndarray, labels: list[str]):
     """Our evaluate stage's output, data/eval/yearbook/<model>.json, as stages/evaluate.py writes it."""
-    write_json(root / "data" / "eval" / "yearbook" / f"{model}.json",
-               {"dataset": "yearbook", "model": model, "family": get_model_info(model).family, "metric": "accuracy",
-                "higher_is_better": True, "labels": labels, "usable": [x != "1924" for x in labels],
-                "seeds": {"0": to_json(matrix)}, "estimated": {}})
+    write_json(
+        root / "data" / "eval" / "yearbook" / f"{model}.json",
+        {
+            "dataset": "yearbook",
+            "model": model,
+            "family": get_model_info(model).family,
+            "metric": "accuracy",
+            "higher_is_better": True,
+            "labels": labels,
+            "usable": [x != "1924" for x in labels],
+            "seeds": {"0": to_json(matrix)},
+            "estimated": {},
+        },
+    )
 
 
 @pytest.mark.parametrize("ours", ["empty", "zero"])
@@ -212,20 +291,27 @@ def test_drift_paper_yearbook_compares_like_with_like(tmp_path, ours):
     assert row["published"]["id"] == pytest.approx(pub["printed"]["id"], abs=0.05)
     assert row["cells"] == K * K - j  # every cell but the 14 future ones of column 1924
     text = " ".join(drift_cli("paper", "yearbook", "--root", tmp_path).stdout.split())
-    said = {"empty": "; our run left them empty (empty_cell: empty): re-scored to 0.0 here, as empty_cell: zero "
-                     "writes them",
-            "zero": ", as did our run: compared as they are"}[ours]
-    assert ("empty test sets (slice 1924, from row 1924 on): the paper scores them 0.0 (evaluate.empty_cell: "
-            f"zero){said}") in text
+    said = {
+        "empty": "; our run left them empty (empty_cell: empty): re-scored to 0.0 here, as empty_cell: zero "
+        "writes them",
+        "zero": ", as did our run: compared as they are",
+    }[ours]
+    assert (
+        "empty test sets (slice 1924, from row 1924 on): the paper scores them 0.0 (evaluate.empty_cell: "
+        f"zero){said}"
+    ) in text
     if ours == "empty":  # the report's paper section says the same
         from drift.report.html import _paper
 
-        assert "Empty test sets (slice 1924, from row 1924 on): the paper scores them 0.0" in _paper("yearbook", tmp_path)["empty_cells"]
+        assert (
+            "Empty test sets (slice 1924, from row 1924 on): the paper scores them 0.0"
+            in _paper("yearbook", tmp_path)["empty_cells"]
+        )
 
 
 def test_the_published_zero_cells_are_exactly_1924_from_its_own_row_on():
-    """The evidence behind EMPTY_TEST: in every published Yearbook matrix the column of 1924 reads 0.0 from row
-    1924 on, and no other column is 0.0 on and below its diagonal in every model."""
+    """The evidence behind EMPTY_TEST: in every published Yearbook matrix the column of 1924 reads 0.0 from
+    row 1924 on, and no other column is 0.0 on and below its diagonal in every model."""
     data = load_published("yearbook")
     stack = np.stack([m["matrix"] for m in data["models"]])
     K = len(data["slices"])

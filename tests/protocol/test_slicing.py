@@ -1,4 +1,5 @@
 """Time slices, the stratified split and sampling, and the slice table."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -30,21 +31,29 @@ def test_units_and_labels():
     assert len(labels) == 12 and labels[:2] == ["2019-Q1", "2019-Q2"] and labels[-1] == "2021-Q4"
     assert edges[1:4] == [dt.datetime(2019, 4, 1), dt.datetime(2019, 7, 1), dt.datetime(2019, 10, 1)]
     edges, labels = slice_edges(SliceSpec(unit="month", start=2023, end=2024))
-    assert labels == [f"2023-{m:02d}" for m in range(1, 13)] and edges[-2:] == [dt.datetime(2023, 12, 1),
-                                                                                dt.datetime(2024, 1, 1)]
+    assert labels == [f"2023-{m:02d}" for m in range(1, 13)] and edges[-2:] == [
+        dt.datetime(2023, 12, 1),
+        dt.datetime(2024, 1, 1),
+    ]
     _, labels = slice_edges(SliceSpec(unit="decade", start=1850, end=2030))
     assert len(labels) == 18 and labels[-1] == "2020s"
     edges, labels = slice_edges(SliceSpec(unit="custom", edges=["1950-01-01", "1970-07-01", 2000]))
     assert labels == ["1950-01-01", "1970-07-01"] and edges[-1] == dt.datetime(2000, 1, 1)
 
 
-@pytest.mark.parametrize("spec, message", [
-    ({"unit": "year", "start": 2000, "end": 2000}, "yields no slices"),
-    ({"unit": "week", "start": 2000, "end": 2001}, "valid: year, half-year, quarter, month, decade, custom"),
-    ({"unit": "decade", "start": 1855, "end": 1900}, "on a decade"),
-    ({"unit": "custom", "edges": ["2000-01-01", "1999-01-01"]}, "increase"),
-    ({"unit": "year"}, "need integer `start` and `end`"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ({"unit": "year", "start": 2000, "end": 2000}, "yields no slices"),
+        (
+            {"unit": "week", "start": 2000, "end": 2001},
+            "valid: year, half-year, quarter, month, decade, custom",
+        ),
+        ({"unit": "decade", "start": 1855, "end": 1900}, "on a decade"),
+        ({"unit": "custom", "edges": ["2000-01-01", "1999-01-01"]}, "increase"),
+        ({"unit": "year"}, "need integer `start` and `end`"),
+    ],
+)
 def test_bad_specs_fail_with_one_line(spec, message):
     with pytest.raises(DriftError, match=message) as error:
         slice_edges(SliceSpec(**spec))
@@ -53,8 +62,10 @@ def test_bad_specs_fail_with_one_line(spec, message):
 
 def test_assign_slices_edges_are_half_open():
     edges, _ = slice_edges(SliceSpec(unit="half-year", start=2014, end=2015))
-    times = np.array(["2013-12-31T23:59:59", "2014-01-01", "2014-06-30T23:59", "2014-07-01", "2015-01-01"],
-                     dtype="datetime64[us]")
+    times = np.array(
+        ["2013-12-31T23:59:59", "2014-01-01", "2014-06-30T23:59", "2014-07-01", "2015-01-01"],
+        dtype="datetime64[us]",
+    )
     assert assign_slices(times, edges).tolist() == [-1, 0, 0, 1, -1]
 
 
@@ -83,8 +94,15 @@ def test_stratified_sample_is_proportional():
 
 def _records(n_per_year: dict[int, int]) -> pa.Table:
     rows = [(f"{y}-{i}", dt.datetime(y, 3, 1), i % 2) for y, n in n_per_year.items() for i in range(n)]
-    return pa.table({"id": [r[0] for r in rows], "key": [r[0] for r in rows], "time": [r[1] for r in rows],
-                     "label": [r[2] for r in rows], "text": ["x"] * len(rows)})
+    return pa.table(
+        {
+            "id": [r[0] for r in rows],
+            "key": [r[0] for r in rows],
+            "time": [r[1] for r in rows],
+            "label": [r[2] for r in rows],
+            "text": ["x"] * len(rows),
+        }
+    )
 
 
 def test_build_slices_marks_small_slices_and_caps():
@@ -101,8 +119,11 @@ def test_build_slices_marks_small_slices_and_caps():
 
 def test_build_slices_without_any_usable_slice_fails():
     with pytest.raises(DriftError, match="min_samples"):
-        build_slices(_records({2000: 5}), DatasetParams(slices=SliceSpec(unit="year", start=2000, end=2001),
-                                                        min_samples=10), SplitParams())
+        build_slices(
+            _records({2000: 5}),
+            DatasetParams(slices=SliceSpec(unit="year", start=2000, end=2001), min_samples=10),
+            SplitParams(),
+        )
 
 
 def test_empty_slices_are_dropped_small_ones_kept_as_bands():
@@ -112,12 +133,16 @@ def test_empty_slices_are_dropped_small_ones_kept_as_bands():
     assert [(s["label"], s["usable"]) for s in slices] == [("2000", True), ("2002", False), ("2003", True)]
     assert sorted(set(table.column("slice").to_pylist())) == [0, 1, 2]
     assert set(zip(table.column("slice").to_pylist(), table.column("slice_label").to_pylist())) == {
-        (0, "2000"), (1, "2002"), (2, "2003")}
+        (0, "2000"),
+        (1, "2002"),
+        (2, "2003"),
+    }
 
 
 def test_a_one_row_year_is_trainable_but_has_no_column():
-    """Yearbook has years with one portrait (min_samples 1): its single row lands in train, so f_k can be trained
-    (a row of the matrix) but nothing can be scored on that year's test split (its column stays empty)."""
+    """Yearbook has years with one portrait (min_samples 1): its single row lands in train, so f_k can be
+    trained (a row of the matrix) but nothing can be scored on that year's test split (its column stays
+    empty)."""
     records = _records({2000: 30, 2001: 1, 2002: 30})
     cfg = {"slices": {"unit": "year", "start": 2000, "end": 2003}, "min_samples": 1}
     _, slices = build_slices(records, DatasetParams(**cfg), SplitParams(seed=0, test_fraction=0.3))

@@ -41,14 +41,20 @@ def test_task_is_frozen():
 
 # --- binary ----------------------------------------------------------------------------------------------------
 
+
 def test_binary_loss_is_cross_entropy():
     task = get_task("binary")
     y = task.target_tensor([0, 1, 1])
     assert y.dtype == torch.int64
     logits = torch.tensor([[2.0, -1.0], [0.5, 0.5], [-3.0, 1.0]])
     loss = task.loss(y)(logits, y)
-    by_hand = -np.mean([np.log(np.exp(2) / (np.exp(2) + np.exp(-1))), np.log(0.5),
-                        np.log(np.exp(1) / (np.exp(-3) + np.exp(1)))])
+    by_hand = -np.mean(
+        [
+            np.log(np.exp(2) / (np.exp(2) + np.exp(-1))),
+            np.log(0.5),
+            np.log(np.exp(1) / (np.exp(-3) + np.exp(1))),
+        ]
+    )
     assert loss.item() == pytest.approx(by_hand, rel=1e-6)
 
 
@@ -58,6 +64,7 @@ def test_binary_rejects_non_binary_labels():
 
 
 # --- regression: weighted MSE, w_r = n / n_r (eq. 4-5) ---------------------------------------------------------
+
 
 def test_rating_weights_by_hand():
     # n = 6: rating 5 x4, rating 1 x1, rating 3 x1 -> w5 = 6/4, w1 = 6/1, w3 = 6/1
@@ -103,6 +110,7 @@ def test_weighted_mse_has_gradients():
 
 # --- multilabel: BCE with logits, pos_weight w_c = negatives / positives (eq. 2-3) -----------------------------
 
+
 def test_class_weights_by_hand():
     Y = torch.tensor([[1, 0, 0, 1], [0, 0, 1, 1], [0, 0, 0, 1], [1, 0, 0, 1]], dtype=torch.float32)
     # class 0: 2 neg / 2 pos = 1; class 1: no positives -> 1.0; class 2: 3/1; class 3: always positive -> 0/4
@@ -121,7 +129,9 @@ def test_weighted_bce_matches_torch_with_pos_weight():
     assert loss(logits, targets).item() == pytest.approx(expected.item(), rel=1e-6)
     # by hand for one element: pos_weight scales the positive term only
     x, w = 0.3, 4.0
-    one = F.binary_cross_entropy_with_logits(torch.tensor([[x]]), torch.tensor([[1.0]]), pos_weight=torch.tensor([w]))
+    one = F.binary_cross_entropy_with_logits(
+        torch.tensor([[x]]), torch.tensor([[1.0]]), pos_weight=torch.tensor([w])
+    )
     assert one.item() == pytest.approx(-w * np.log(1 / (1 + np.exp(-x))), rel=1e-6)
 
 
@@ -143,6 +153,7 @@ def test_empty_training_set_is_an_error():
 
 
 # --- score -----------------------------------------------------------------------------------------------------
+
 
 def test_score_uses_the_task_metric():
     rng = np.random.default_rng(0)

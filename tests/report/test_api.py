@@ -1,5 +1,6 @@
-"""drift.report.api, the results as polars frames: the committed matrices and metrics read back cell for cell, the
-seed mean against its seeds, two revisions of a small git + DVC repository compared, unknown names as one line."""
+"""drift.report.api, the results as polars frames: the committed matrices and metrics read back cell for cell,
+the seed mean against its seeds, two revisions of a small git + DVC repository compared, unknown names as one
+line."""
 
 from __future__ import annotations
 
@@ -55,8 +56,8 @@ def test_every_model_means_every_model_with_a_metrics_file():
 
 
 def test_the_seed_mean_is_the_mean_of_the_seeds(tmp_path):
-    """Three seeds of an evaluate-stage file, one of them missing a cell and one cell no seed fills; the mean as
-    the report writes it (long_format of EvalResult.matrix)."""
+    """Three seeds of an evaluate-stage file, one of them missing a cell and one cell no seed fills; the mean
+    as the report writes it (long_format of EvalResult.matrix)."""
     from drift.evaluate.eval_result import EvalResult
     from drift.report.plots import long_format
 
@@ -152,8 +153,8 @@ def git(repo: Path, *args: str) -> None:
 
 @pytest.mark.pipeline
 def test_compare_reports_a_changed_value(tmp_path):
-    """A git + DVC repository holding the committed metrics of synth-portraits; the workspace changes one model's
-    decay and a param: compare(HEAD) sees that change and nothing else."""
+    """A git + DVC repository holding the committed metrics of synth-portraits; the workspace changes one
+    model's decay and a param: compare(HEAD) sees that change and nothing else."""
     from dvc.repo import Repo
 
     git(tmp_path, "init", "-q")

@@ -1,5 +1,7 @@
-"""Comparing revisions: `drift compare` on hand-built metrics, and a real pipeline in a temporary git repository
-with two commits, read back through `drift compare`, `dvc plots diff`, `drift plots`, `drift show`, `drift saliency`."""
+"""Comparing revisions: `drift compare` on hand-built metrics, and a real pipeline in a temporary git
+repository with two commits, read back through `drift compare`, `dvc plots diff`, `drift plots`, `drift show`,
+`drift saliency`."""
+
 from __future__ import annotations
 
 import json
@@ -20,19 +22,30 @@ def approx(x):
 
 
 def stats(id_, future, higher=True):
-    return {"id": id_, "future": future, "decay": (id_ - future) if higher else (future - id_),
-            "metric": "accuracy" if higher else "balanced_mse", "higher_is_better": higher}
+    return {
+        "id": id_,
+        "future": future,
+        "decay": (id_ - future) if higher else (future - id_),
+        "metric": "accuracy" if higher else "balanced_mse",
+        "higher_is_better": higher,
+    }
 
 
 def test_diff_metrics_by_hand():
     a = {"sotu": {"ffn-s": stats(0.8, 0.6), "tx-s": stats(0.9, 0.5), "old": stats(0.5, 0.5)}}
-    b = {"sotu": {"ffn-s": stats(0.85, 0.55), "tx-s": stats(0.9, 0.5), "new": stats(0.7, 0.6)},
-         "amazon": {"ffn-s": stats(0.7, 0.9, higher=False)}}
+    b = {
+        "sotu": {"ffn-s": stats(0.85, 0.55), "tx-s": stats(0.9, 0.5), "new": stats(0.7, 0.6)},
+        "amazon": {"ffn-s": stats(0.7, 0.9, higher=False)},
+    }
     rows = diff_metrics(a, b)
     assert list(rows) == ["amazon", "sotu"]
     sotu = {r["model"]: r for r in rows["sotu"]}
-    assert {m: r["status"] for m, r in sotu.items()} == {"ffn-s": "changed", "new": "added", "old": "removed",
-                                                         "tx-s": "unchanged"}
+    assert {m: r["status"] for m, r in sotu.items()} == {
+        "ffn-s": "changed",
+        "new": "added",
+        "old": "removed",
+        "tx-s": "unchanged",
+    }
     ffn = sotu["ffn-s"]
     assert ffn["id"] == {"a": 0.8, "b": 0.85, "change": approx(0.05), "improved": True}
     assert ffn["future"]["change"] == approx(-0.05) and ffn["future"]["improved"] is False
@@ -49,7 +62,9 @@ def test_a_dataset_whose_report_stage_did_not_run_says_not_re_run():
     locks_a = {"sotu": {"outs": [{"md5": "1"}]}, "mine": {"outs": [{"md5": "2"}]}}
     locks_b = {"sotu": {"outs": [{"md5": "1"}]}, "mine": {"outs": [{"md5": "3"}]}}
     rows = not_rerun(diff_metrics(a, b), locks_a, locks_b)
-    assert [r["status"] for r in rows["sotu"]] == ["not re-run"] and [r["status"] for r in rows["mine"]] == ["changed"]
+    assert [r["status"] for r in rows["sotu"]] == ["not re-run"] and [r["status"] for r in rows["mine"]] == [
+        "changed"
+    ]
     # the same numbers from a report that ran again are "unchanged"; without a lock nothing is claimed
     assert not_rerun(diff_metrics(a, a), locks_a, locks_b)["mine"][0]["status"] == "unchanged"
     assert not_rerun(diff_metrics(a, a), {}, {})["sotu"][0]["status"] == "unchanged"
@@ -59,11 +74,13 @@ def test_improvement_is_direction_aware():
     a = {"amazon": {"ffn-s": stats(0.8, 1.0, higher=False)}}
     b = {"amazon": {"ffn-s": stats(0.7, 1.1, higher=False)}}
     r = diff_metrics(a, b)["amazon"][0]
-    assert r["id"]["improved"] is True          # lower balanced MSE in distribution
-    assert r["future"]["improved"] is False     # higher on the future
+    assert r["id"]["improved"] is True  # lower balanced MSE in distribution
+    assert r["future"]["improved"] is False  # higher on the future
     assert r["decay"]["change"] == approx(0.2) and r["decay"]["improved"] is False
-    assert diff_params({"x": 1, "y": [1]}, {"x": 2, "y": [1], "z": 0}) == {"x": {"a": 1, "b": 2},
-                                                                          "z": {"a": None, "b": 0}}
+    assert diff_params({"x": 1, "y": [1]}, {"x": 2, "y": [1], "z": 0}) == {
+        "x": {"a": 1, "b": 2},
+        "z": {"a": None, "b": 0},
+    }
 
 
 def test_compare_keeps_reference_rows(monkeypatch):
@@ -77,11 +94,19 @@ def test_compare_keeps_reference_rows(monkeypatch):
 
     prior = {**stats(0.6, 0.6), "family": "Reference", "reference": True}
     a = {"sotu": {"ffn-s": stats(0.8, 0.6), "baseline-prior": prior}}
-    b = {"sotu": {"ffn-s": {**stats(0.85, 0.55), "margin_prior": 0.25, "beats_prior": True},
-                  "baseline-prior": {**prior, "id": 0.62, "decay": 0.02}, "baseline-linear": stats(0.7, 0.65)}}
+    b = {
+        "sotu": {
+            "ffn-s": {**stats(0.85, 0.55), "margin_prior": 0.25, "beats_prior": True},
+            "baseline-prior": {**prior, "id": 0.62, "decay": 0.02},
+            "baseline-linear": stats(0.7, 0.65),
+        }
+    }
     rows = diff_metrics(a, b)["sotu"]
     assert [(r["model"], r["reference"], r["status"]) for r in rows] == [
-        ("ffn-s", False, "changed"), ("baseline-linear", True, "added"), ("baseline-prior", True, "changed")]
+        ("ffn-s", False, "changed"),
+        ("baseline-linear", True, "added"),
+        ("baseline-prior", True, "changed"),
+    ]
     assert rows[2]["id"]["change"] == approx(0.02) and rows[2]["id"]["improved"] is True
 
     monkeypatch.setattr(api, "_open_repo", lambda root: contextlib.nullcontext())
@@ -91,7 +116,10 @@ def test_compare_keeps_reference_rows(monkeypatch):
     result = CliRunner().invoke(app, ["compare", "A", "B", "--json"])
     assert result.exit_code == 0, result.output
     assert [r["model"] for r in json.loads(result.stdout)["datasets"]["sotu"]] == [
-        "ffn-s", "baseline-linear", "baseline-prior"]
+        "ffn-s",
+        "baseline-linear",
+        "baseline-prior",
+    ]
     result = CliRunner().invoke(app, ["compare", "A", "B"])
     assert result.exit_code == 0, result.output
     assert "baseline-prior (ref)" in result.stdout and "baseline-linear (ref)" in result.stdout
@@ -143,8 +171,11 @@ def test_two_commits_compare_and_plots(project):
 
     # dvc plots diff shows both commits: the matrices (heatmap template), deviations, forgetting curves
     diff = json.loads(run(["dvc", "plots", "diff", "HEAD~1", "HEAD", "--json"], repo).stdout)["data"]
-    for plot in ("plots/synth-portraits/mlp-s/matrix.json", "plots/deviations/synth-portraits/mlp-s.json",
-                 "plots/forgetting/synth-portraits.json"):
+    for plot in (
+        "plots/synth-portraits/mlp-s/matrix.json",
+        "plots/deviations/synth-portraits/mlp-s.json",
+        "plots/forgetting/synth-portraits.json",
+    ):
         vega = next(e for e in diff[plot] if e["type"] == "vega")
         assert set(vega["revisions"]) == {"HEAD~1", "HEAD"}, plot
         assert {d["rev"] for d in vega["content"]["data"]["values"]} == {"HEAD~1", "HEAD"}
@@ -164,7 +195,10 @@ def test_two_commits_compare_and_plots(project):
     assert f"ID {after['id']:.3f}" in shown and f"Future {after['future']:.3f}" in shown
     assert f"Decay {after['decay']:.3f}" in shown
     tables = json.loads((repo / "tables/synth-portraits.json").read_text())
-    assert [r["model"] for r in tables["ranking"] if r["rank"] is not None] in (["mlp-s", "cnn-s"], ["cnn-s", "mlp-s"])
+    assert [r["model"] for r in tables["ranking"] if r["rank"] is not None] in (
+        ["mlp-s", "cnn-s"],
+        ["cnn-s", "mlp-s"],
+    )
     assert tables["references"] == ["baseline-prior", "baseline-linear"]  # listed, never ranked
     assert (repo / "plots/synth-portraits/saliency.png").read_bytes()[:8] == PNG
 
@@ -173,7 +207,8 @@ def test_two_commits_compare_and_plots(project):
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     assert {(p["model"], p["cutoff_label"], p["eval_label"]) for p in out["panels"]} == {
-        (m, c, e) for m in ("cnn-s", "mlp-s") for c, e in (("2000", "2001"), ("2001", "2002"))}
+        (m, c, e) for m in ("cnn-s", "mlp-s") for c, e in (("2000", "2001"), ("2001", "2002"))
+    }
     assert all(p["drawn"] and p["n"] == 16 for p in out["panels"])
     assert (repo / out["file"]).read_bytes()[:8] == PNG
     bad = drift("saliency", "synth-portraits", "--cutoffs", "1999", cwd=repo)

@@ -1,7 +1,8 @@
-"""Names and labels are data, never markup; secrets stay secret. A column, class or slice label written as Rich
-markup prints as written on a terminal (no traceback, no hyperlink); a label written as HTML or Markdown stays
-text in the plots data, tables/<ds>.md and reports/<ds>.html; a password in an endpoint URL and the AWS_*
-credentials reach no printed line and no file, through the real failure paths (a closed port on 127.0.0.1)."""
+"""Names and labels are data, never markup; secrets stay secret. A column, class or slice label written as
+Rich markup prints as written on a terminal (no traceback, no hyperlink); a label written as HTML or Markdown
+stays text in the plots data, tables/<ds>.md and reports/<ds>.html; a password in an endpoint URL and the
+AWS_* credentials reach no printed line and no file, through the real failure paths (a closed port on
+127.0.0.1)."""
 
 from __future__ import annotations
 
@@ -97,7 +98,8 @@ def report(root: Path, labels: list[str], families=("FFN", "FFN")) -> dict:
 @pytest.mark.pipeline
 def test_show_prints_markup_slice_labels_as_written(tmp_path):
     report(tmp_path, [BOLD, LINK, "2002"])
-    # with the numbers (the labels head the columns), and as colour blocks (the caption names the first and last)
+    # with the numbers (the labels head the columns), and as colour blocks (the caption names the first and
+    # last)
     for columns, shown in ((200, [f"{BOLD} ", LINK]), (20, [f"columns: {BOLD} …"])):
         result = terminal("show", "mine", "ffn-s", "--root", str(tmp_path), cwd=tmp_path, columns=columns)
         assert result.returncode == 0 and result.stderr == "", result.stderr
@@ -169,7 +171,8 @@ def test_report_outputs_keep_html_and_markdown_labels_as_text(tmp_path):
 
 
 def test_escaping_is_a_no_op_on_the_committed_results():
-    """The committed tables and plots are their own escaped form: tables/<ds>.md re-rendered is the same bytes."""
+    """The committed tables and plots are their own escaped form: tables/<ds>.md re-rendered is the same
+    bytes."""
     for tables in sorted((ROOT / "tables").glob("*.json")):
         if tables.stem.endswith("-shift"):
             continue
@@ -183,8 +186,8 @@ def test_escaping_is_a_no_op_on_the_committed_results():
 @pytest.mark.compute
 @pytest.mark.pipeline
 def test_dvc_plots_show_runs_no_script_from_a_label(tmp_path):
-    """`dvc plots show` pastes the plots data into its page's <script> as it is: the label stays inert there (and,
-    where Chromium is installed, the page's title stays its own once its scripts ran)."""
+    """`dvc plots show` pastes the plots data into its page's <script> as it is: the label stays inert there
+    (and, where Chromium is installed, the page's title stays its own once its scripts ran)."""
     report(tmp_path, [SCRIPT, "2001"])
     run(["dvc", "init", "-q", "--no-scm"], tmp_path)
     run(["dvc", "plots", "show", "plots/mine/ffn-s/matrix.json", "-o", "shown"], tmp_path)
@@ -212,7 +215,8 @@ def test_dvc_plots_show_runs_no_script_from_a_label(tmp_path):
 
 @pytest.fixture
 def secret_env(monkeypatch):
-    """A unique secret as the endpoint URL's password and in AWS_SECRET_ACCESS_KEY; the endpoint a closed port."""
+    """A unique secret as the endpoint URL's password and in AWS_SECRET_ACCESS_KEY; the endpoint a closed
+    port."""
     secret = f"s3cr3t-{uuid.uuid4().hex}"
     endpoint = f"http://minio:{secret}-url@127.0.0.1:{free_port()}"
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)

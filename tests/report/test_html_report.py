@@ -1,10 +1,11 @@
 """reports/<ds>.html, built from this repository's committed results and loaded in a real browser.
 
 Headless Chromium (Debian's `chromium` package) is driven over the DevTools protocol with aiohttp's websocket
-client: the page must load with every figure decoded and drawn at a size, no request other than the file itself
-and its data URIs, no console error, no horizontal scrolling on a 1366-pixel laptop screen, and a screenshot
-that is not blank. A page that breaks each rule is loaded too, so the checks are seen to fail.
+client: the page must load with every figure decoded and drawn at a size, no request other than the file
+itself and its data URIs, no console error, no horizontal scrolling on a 1366-pixel laptop screen, and a
+screenshot that is not blank. A page that breaks each rule is loaded too, so the checks are seen to fail.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -30,7 +31,9 @@ from tests.helpers import SHIPPED_PARAMS
 
 ROOT = Path(__file__).resolve().parents[2]
 DATASETS = ("sotu", "synth-portraits")
-CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
+CHROMIUM = next(
+    (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None
+)
 WIDTH, HEIGHT = 1366, 768  # a laptop screen
 
 PAGE_STATE = """JSON.stringify({
@@ -78,23 +81,43 @@ async def _visit(port: int, urls: list[str]) -> list[dict]:
                 tools = DevTools(ws)
                 for domain in ("Network", "Page", "Runtime", "Log"):
                     await tools.call(f"{domain}.enable")
-                await tools.call("Emulation.setDeviceMetricsOverride", width=WIDTH, height=HEIGHT,
-                                 deviceScaleFactor=1, mobile=False)
+                await tools.call(
+                    "Emulation.setDeviceMetricsOverride",
+                    width=WIDTH,
+                    height=HEIGHT,
+                    deviceScaleFactor=1,
+                    mobile=False,
+                )
                 await tools.call("Page.navigate", url=url)
                 await tools.wait_for("Page.loadEventFired")
                 state = await tools.call("Runtime.evaluate", expression=PAGE_STATE, returnByValue=True)
                 shot = await tools.call("Page.captureScreenshot", format="png")
                 events = tools.events
-                out.append({
-                    **json.loads(state["result"]["value"]),
-                    "requests": [e["params"]["request"]["url"] for e in events
-                                 if e.get("method") == "Network.requestWillBeSent"],
-                    "failed": [e["params"] for e in events if e.get("method") == "Network.loadingFailed"],
-                    "errors": [e["params"] for e in events
-                               if e.get("method") == "Runtime.exceptionThrown"
-                               or (e.get("method") == "Log.entryAdded" and e["params"]["entry"]["level"] == "error")
-                               or (e.get("method") == "Runtime.consoleAPICalled" and e["params"]["type"] == "error")],
-                    "screenshot": base64.b64decode(shot["data"])})
+                out.append(
+                    {
+                        **json.loads(state["result"]["value"]),
+                        "requests": [
+                            e["params"]["request"]["url"]
+                            for e in events
+                            if e.get("method") == "Network.requestWillBeSent"
+                        ],
+                        "failed": [e["params"] for e in events if e.get("method") == "Network.loadingFailed"],
+                        "errors": [
+                            e["params"]
+                            for e in events
+                            if e.get("method") == "Runtime.exceptionThrown"
+                            or (
+                                e.get("method") == "Log.entryAdded"
+                                and e["params"]["entry"]["level"] == "error"
+                            )
+                            or (
+                                e.get("method") == "Runtime.consoleAPICalled"
+                                and e["params"]["type"] == "error"
+                            )
+                        ],
+                        "screenshot": base64.b64decode(shot["data"]),
+                    }
+                )
             async with session.get(f"http://127.0.0.1:{port}/json/close/{target['id']}"):
                 pass
     return out
@@ -105,10 +128,24 @@ def load_in_chromium(paths: list[Path]) -> list[dict]:
     # ignore_cleanup_errors: Chromium's helper processes may still write the profile as the browser exits
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
         browser = subprocess.Popen(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
-             "--disable-background-networking", "--disable-component-update", "--disable-default-apps",
-             "--remote-debugging-port=0", f"--user-data-dir={profile}", f"--window-size={WIDTH},{HEIGHT}",
-             "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-sync",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-default-apps",
+                "--remote-debugging-port=0",
+                f"--user-data-dir={profile}",
+                f"--window-size={WIDTH},{HEIGHT}",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             port_file = Path(profile) / "DevToolsActivePort"
             deadline = time.monotonic() + 60
@@ -151,8 +188,8 @@ def page_problems(page: dict) -> list[str]:
 
 @pytest.fixture(scope="module")
 def committed(tmp_path_factory) -> Path:
-    """The committed results of this repository (metrics/, plots/, tables/, params.yaml) in a temp dir, with the
-    policy comparison and the HTML reports written there."""
+    """The committed results of this repository (metrics/, plots/, tables/, params.yaml) in a temp dir, with
+    the policy comparison and the HTML reports written there."""
     root = tmp_path_factory.mktemp("committed")
     for name in ("metrics", "plots", "tables"):
         shutil.copytree(ROOT / name, root / name)
@@ -170,7 +207,8 @@ def test_the_page_is_self_contained(committed):
         page = (committed / "reports" / f"{name}.html").read_text()
         assert "http://" not in page and "https://" not in page and "<script" not in page
         assert "<link" not in page and "url(" not in page
-        assert 'id="paper"' not in page  # no published run of the embedded datasets: no comparison with the paper
+        # no published run of the embedded datasets: no comparison with the paper
+        assert 'id="paper"' not in page
         pngs = sorted((committed / "plots" / name).rglob("*.png"))
         assert page.count('<img src="data:image/png;base64,') == len(pngs)  # every figure the report drew
 
@@ -180,8 +218,10 @@ def test_the_page_is_self_contained(committed):
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium: apt-get install chromium")
 def test_the_reports_render_in_chromium(committed, tmp_path):
     broken = tmp_path / "broken.html"  # breaks every rule: the checks must see each
-    broken.write_text('<html><body style="width:3000px"><img src="http://127.0.0.1:9/x.png" alt="remote">'
-                      '<img src="data:image/png;base64,AAAA" alt="corrupt"></body></html>')
+    broken.write_text(
+        '<html><body style="width:3000px"><img src="http://127.0.0.1:9/x.png" alt="remote">'
+        '<img src="data:image/png;base64,AAAA" alt="corrupt"></body></html>'
+    )
     empty = tmp_path / "empty.html"
     empty.write_text("<html><body></body></html>")
     pages = load_in_chromium([committed / "reports" / f"{name}.html" for name in DATASETS] + [broken, empty])
@@ -194,8 +234,12 @@ def test_the_reports_render_in_chromium(committed, tmp_path):
         assert "baseline-prior" in page["summary"] and "always" in page["policies"]
         assert page["height"] > 3 * HEIGHT  # the whole report laid out, not a first screen only
     problems = " | ".join(page_problems(pages[-2]))
-    for expected in ("request outside the file: http://127.0.0.1:9/x.png", "request failed",
-                     "figure not drawn: corrupt", "wider than"):
+    for expected in (
+        "request outside the file: http://127.0.0.1:9/x.png",
+        "request failed",
+        "figure not drawn: corrupt",
+        "wider than",
+    ):
         assert expected in problems
     assert page_problems(pages[-1]) == ["no figure", "blank screenshot"]
 
@@ -204,16 +248,16 @@ def test_the_reports_render_in_chromium(committed, tmp_path):
 @pytest.mark.pipeline
 def test_a_paper_dataset_is_set_beside_the_published_run(tmp_path):
     """A run in Amazon Reviews' format (the evaluate stage's files on the published slices, then the report
-    stage): the page gets the comparison with the paper and, per model, one figure of its matrix, the paper's and the
-    difference."""
+    stage): the page gets the comparison with the paper and, per model, one figure of its matrix, the paper's
+    and the difference."""
     from tests.protocol.test_paper import paper_run
 
     picked, _ = paper_run(tmp_path, "amazon")
     write_dataset_report("amazon", picked + ["baseline-prior"], tmp_path, saliency=False)
     path = write_html_report("amazon", tmp_path)
     page = path.read_text()
-    section = page[page.index('<section id="paper">'):]
-    section = section[:section.index("</section>")]
+    section = page[page.index('<section id="paper">') :]
+    section = section[: section.index("</section>")]
     assert section.count('<img src="data:image/png;base64,') == len(picked)  # one figure of three panels each
     for model in picked:
         display = get_model_info(model).display
@@ -242,11 +286,22 @@ def test_a_hostile_name_is_shown_as_text_through_the_template(tmp_path):
     plots = tmp_path / "plots" / "sotu"
     plots.mkdir(parents=True)
     shutil.copy(ROOT / "plots" / "sotu" / "labels.png", plots / "labels.png")
-    shares = [{"train": f"1850s {HOSTILE}", "eval": f"class {HOSTILE}", "value": 0.5, "rows": 10, "what": HOSTILE},
-              {"train": "2010s", "eval": f"class {HOSTILE}", "value": 0.25, "rows": 10, "what": HOSTILE}]
+    shares = [
+        {"train": f"1850s {HOSTILE}", "eval": f"class {HOSTILE}", "value": 0.5, "rows": 10, "what": HOSTILE},
+        {"train": "2010s", "eval": f"class {HOSTILE}", "value": 0.25, "rows": 10, "what": HOSTILE},
+    ]
     (plots / "labels.json").write_text(json.dumps(shares))
-    policy = {"model": f"probe-minilm {HOSTILE}", "policy": HOSTILE, "cost": 1.0, "mean": 0.5, "worst": 0.1,
-              "retrainings": 1, "pareto": True, "best": True, "cost_unit": HOSTILE}
+    policy = {
+        "model": f"probe-minilm {HOSTILE}",
+        "policy": HOSTILE,
+        "cost": 1.0,
+        "mean": 0.5,
+        "worst": 0.1,
+        "retrainings": 1,
+        "pareto": True,
+        "best": True,
+        "cost_unit": HOSTILE,
+    }
     (tmp_path / "plots" / "policies").mkdir()
     (tmp_path / "plots" / "policies" / "sotu.json").write_text(json.dumps([policy]))
 
@@ -254,10 +309,15 @@ def test_a_hostile_name_is_shown_as_text_through_the_template(tmp_path):
     shown = html.escape(HOSTILE)
     assert shown == "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; co"
     assert "<script" not in page and "alert('x')" not in page and " & co" not in page
-    assert f'<td class="name">probe-minilm {shown}</td><td class="name">Frozen {shown}</td>' in page  # summary
+    # summary
+    assert f'<td class="name">probe-minilm {shown}</td><td class="name">Frozen {shown}</td>' in page
     assert f"slices, 1850s {shown}, " in page  # the heading's first slice
     assert f"s: class {shown}.</p>" in page  # the heading's classes
-    assert f'<td class="name">class {shown}</td>' in page and f"<th>1850s {shown}</th>" in page  # label shares
-    assert f'alt="sotu: {shown} per slice"' in page and f"<figcaption>sotu: {shown} per slice</figcaption>" in page
+    # label shares
+    assert f'<td class="name">class {shown}</td>' in page and f"<th>1850s {shown}</th>" in page
+    assert (
+        f'alt="sotu: {shown} per slice"' in page
+        and f"<figcaption>sotu: {shown} per slice</figcaption>" in page
+    )
     assert f'<tr class="best"><td class="name">probe-minilm {shown}</td><td class="name">{shown}</td>' in page
     assert f"<th>cost ({shown})</th>" in page

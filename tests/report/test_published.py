@@ -1,5 +1,7 @@
-"""The authors' published runs (drift/report/published/): our protocol code reproduces every printed ID / Future /
-Decay from the published matrices, and one of our evaluations is set beside a published run, cell by cell."""
+"""The authors' published runs (drift/report/published/): our protocol code reproduces every printed ID /
+Future / Decay from the published matrices, and one of our evaluations is set beside a published run, cell by
+cell."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,7 +27,8 @@ from drift.report.published import (
 )
 from tests.helpers import ROOT, metrics_json
 
-COUNTS = {"yearbook": (21, 104), "amazon": (19, 20), "arxiv": (20, 26)}  # models, slices (paper Tables 1, 5, 13, 21)
+# models, slices (paper Tables 1, 5, 13, 21)
+COUNTS = {"yearbook": (21, 104), "amazon": (19, 20), "arxiv": (20, 26)}
 
 
 @pytest.mark.parametrize("dataset", DATASETS)
@@ -36,8 +39,12 @@ def test_every_printed_value_is_recomputed_by_our_protocol_code(dataset):
     # to the printed precision: the formatted values agree, but for one mean that sits on a rounding boundary
     # once the cells are rounded to 4 decimals (Amazon BiLSTM-Attn-L: 0.7135 from the cells, printed 0.713)
     d = data["printed_decimals"]
-    off = [(r["model"], s) for r in published_stats(dataset) for s in ("id", "future", "decay")
-           if f"{r[s]:.{d}f}" != f"{r['printed'][s]:.{d}f}"]
+    off = [
+        (r["model"], s)
+        for r in published_stats(dataset)
+        for s in ("id", "future", "decay")
+        if f"{r[s]:.{d}f}" != f"{r['printed'][s]:.{d}f}"
+    ]
     assert off == ([("bilstm-attn-l", "id")] if dataset == "amazon" else [])
 
 
@@ -46,11 +53,13 @@ def test_the_tolerance_would_catch_a_wrong_statistic(monkeypatch):
 
     data = load_published("arxiv")
     assert print_tolerance(data) < 0.051  # half a printed unit (0.05 points) plus the cells' rounding
+
     # a protocol that took the future over every off-diagonal cell (past ones too) is caught
     def both_sides(M, higher_is_better):
         off = M[~np.eye(len(M), dtype=bool)]
         id_, fut = float(np.diagonal(M).mean()), float(off.mean())
         return {"id": id_, "future": fut, "decay": id_ - fut}
+
     monkeypatch.setattr(published, "id_future_decay", both_sides)
     assert any("future" in line for line in check_printed("arxiv"))
 
@@ -88,10 +97,20 @@ def test_shipped_as_package_data_and_small():
 def write_eval(root: Path, dataset: str, model: str, seeds: list[np.ndarray], labels: list[str]):
     """Our evaluate stage's output, data/eval/<ds>/<model>.json, as stages/evaluate.py writes it."""
     data = load_published(dataset)
-    write_json(root / "data" / "eval" / dataset / f"{model}.json",
-               {"dataset": dataset, "model": model, "family": get_model_info(model).family,
-                "metric": data["metric"], "higher_is_better": data["higher_is_better"], "labels": labels,
-                "usable": [True] * len(labels), "seeds": {str(i): to_json(M) for i, M in enumerate(seeds)}, "estimated": {}})
+    write_json(
+        root / "data" / "eval" / dataset / f"{model}.json",
+        {
+            "dataset": dataset,
+            "model": model,
+            "family": get_model_info(model).family,
+            "metric": data["metric"],
+            "higher_is_better": data["higher_is_better"],
+            "labels": labels,
+            "usable": [True] * len(labels),
+            "seeds": {str(i): to_json(M) for i, M in enumerate(seeds)},
+            "estimated": {},
+        },
+    )
 
 
 def test_compare_an_evaluation_with_the_published_run(tmp_path):
@@ -101,29 +120,40 @@ def test_compare_an_evaluation_with_the_published_run(tmp_path):
     a[3, 50] += 0.10  # the two seeds average to +0.05 there: 5 points in the published unit
     # our slices in another order: aligned by label
     order = np.arange(len(data["slices"]))[::-1]
-    write_eval(tmp_path, "yearbook", "cnn-s", [a[np.ix_(order, order)], b[np.ix_(order, order)]],
-               [data["slices"][i] for i in order])
+    write_eval(
+        tmp_path,
+        "yearbook",
+        "cnn-s",
+        [a[np.ix_(order, order)], b[np.ix_(order, order)]],
+        [data["slices"][i] for i in order],
+    )
     result = compare(our_result(tmp_path, "yearbook", "cnn-s"), "yearbook", "cnn-s")
     assert result["seeds"] == 2 and result["published_seeds"] == 5 and result["cells"] == 104 * 104
     assert result["largest"]["train"] == data["slices"][3] and result["largest"]["eval"] == data["slices"][50]
     assert result["largest"]["difference"] == pytest.approx(5.0)
     assert abs(result["delta"]["id"]) < 1e-9
     assert result["delta"]["future"] == pytest.approx(5.0 / (104 * 103 / 2))
-    assert result["mean_abs_difference"] == pytest.approx(5.0 / 104 ** 2)
+    assert result["mean_abs_difference"] == pytest.approx(5.0 / 104**2)
     assert result["published"]["id"] == pytest.approx(87.0, abs=0.05)  # the paper's CNN-S ID, Table 5
 
 
 def test_compare_reads_the_report_when_there_is_no_evaluation(tmp_path):
     data = load_published("amazon")
     M = next(m for m in data["models"] if m["name"] == "tx-s")["matrix"] + 0.01
-    rows = [{"train": t, "eval": e, "value": float(M[i, j])}
-            for i, t in enumerate(data["slices"]) for j, e in enumerate(data["slices"])]
+    rows = [
+        {"train": t, "eval": e, "value": float(M[i, j])}
+        for i, t in enumerate(data["slices"])
+        for j, e in enumerate(data["slices"])
+    ]
     write_json(tmp_path / "plots" / "amazon" / "tx-s" / "matrix.json", rows)
     (tmp_path / "metrics" / "amazon").mkdir(parents=True)
     (tmp_path / "metrics" / "amazon" / "tx-s.json").write_text(
-        metrics_json(metric="balanced_mse", higher_is_better=False))
+        metrics_json(metric="balanced_mse", higher_is_better=False)
+    )
     result = compare(our_result(tmp_path, "amazon", "tx-s"), "amazon", "tx-s")
-    assert result["delta"]["id"] == pytest.approx(0.01) and result["delta"]["decay"] == pytest.approx(0.0, abs=1e-12)
+    assert result["delta"]["id"] == pytest.approx(0.01) and result["delta"]["decay"] == pytest.approx(
+        0.0, abs=1e-12
+    )
 
 
 def test_slices_one_side_lacks_are_named_and_the_rest_compared(tmp_path):

@@ -1,4 +1,5 @@
 """The report stage's outputs on hand-built drift matrices, and `drift show` reading them."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,13 @@ N = None
 # ffn-s, two seeds with different empty cells; averaged cell by cell:
 #   [[0.7, 0.6, 0.4], [0.7, 0.8, 0.6], [--, 0.8, 0.9]]   ID 0.8, Future (0.6+0.4+0.6)/3, Decay 0.8 - that
 MODELS = {
-    "ffn-s": ("FFN", {"0": [[0.8, 0.6, 0.4], [0.7, 0.9, 0.5], [N, 0.8, 1.0]],
-                      "1": [[0.6, 0.6, N], [0.7, 0.7, 0.7], [N, 0.8, 0.8]]}),
+    "ffn-s": (
+        "FFN",
+        {
+            "0": [[0.8, 0.6, 0.4], [0.7, 0.9, 0.5], [N, 0.8, 1.0]],
+            "1": [[0.6, 0.6, N], [0.7, 0.7, 0.7], [N, 0.8, 0.8]],
+        },
+    ),
     "tx-s": ("Transformer", {"0": [[0.5, 0.5, 0.5], [0.5, 0.6, 0.4], [0.6, 0.6, 0.7]]}),
     "bigru-s": ("FFN", {"0": [[0.9, 0.3, 0.3], [0.9, 0.9, 0.2], [0.9, 0.9, 0.9]]}),  # family FFN on purpose
 }
@@ -35,9 +41,21 @@ def write_eval(root: Path, dataset="sotu", models=MODELS, metric="accuracy", hig
     for model, (family, seeds) in models.items():
         path = root / "data" / "eval" / dataset / f"{model}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"dataset": dataset, "model": model, "family": family, "metric": metric,
-                                    "higher_is_better": higher, "labels": LABELS, "usable": [True] * 3,
-                                    "seeds": seeds, "estimated": {}}))
+        path.write_text(
+            json.dumps(
+                {
+                    "dataset": dataset,
+                    "model": model,
+                    "family": family,
+                    "metric": metric,
+                    "higher_is_better": higher,
+                    "labels": LABELS,
+                    "usable": [True] * 3,
+                    "seeds": seeds,
+                    "estimated": {},
+                }
+            )
+        )
 
 
 def report(root: Path, dataset="sotu", models=MODELS, **kw) -> dict:
@@ -61,7 +79,13 @@ def test_report_by_hand(tmp_path):
     m = read(tmp_path, "metrics/sotu/ffn-s.json")
     assert m["id"] == approx(0.8) and m["future"] == approx(1.6 / 3) and m["decay"] == approx(0.8 - 1.6 / 3)
     assert m["id_std"] == approx(np.sqrt(0.02))  # per seed: ID 0.9 and 0.7
-    assert (m["metric"], m["higher_is_better"], m["k"], m["seeds"], m["family"]) == ("accuracy", True, 3, 2, "FFN")
+    assert (m["metric"], m["higher_is_better"], m["k"], m["seeds"], m["family"]) == (
+        "accuracy",
+        True,
+        3,
+        2,
+        "FFN",
+    )
     assert cell(read(tmp_path, "plots/sotu/ffn-s/matrix.json"), "2002", "2000") is None
 
     # Table 5: ranked by Decay, smallest first: tx-s 0.6 - 1.4/3 = 0.133, ffn-s 0.8 - 1.6/3 = 0.267,
@@ -105,8 +129,13 @@ def test_report_by_hand(tmp_path):
     assert set(curves[0]) == {"gap", "value", "model"}
 
     # pictures and the markdown tables
-    for png in ["ffn-s/heatmap.png", "ffn-s/deviation.png", "cohort-mean/heatmap.png", "forgetting.png",
-                "families.png"]:
+    for png in [
+        "ffn-s/heatmap.png",
+        "ffn-s/deviation.png",
+        "cohort-mean/heatmap.png",
+        "forgetting.png",
+        "families.png",
+    ]:
         data = (tmp_path / "plots/sotu" / png).read_bytes()
         assert data[:8] == PNG and len(data) > 5000, png
     md = (tmp_path / "tables/sotu.md").read_text()
@@ -123,7 +152,9 @@ def test_lower_is_better_and_a_smaller_roster(tmp_path):
     assert [r["model"] for r in tables["ranking"]] == ["ffn-s", "tx-s"]
     by_future = write_report("sotu", load_eval(tmp_path / "data/eval/sotu", list(two)), tmp_path, by="future")
     assert [r["model"] for r in by_future["ranking"]] == ["tx-s", "ffn-s"]  # lower Future first
-    assert by_future["ranked_by"] == "future" and "ranked by Future" in (tmp_path / "tables/sotu.md").read_text()
+    assert (
+        by_future["ranked_by"] == "future" and "ranked by Future" in (tmp_path / "tables/sotu.md").read_text()
+    )
     m = read(tmp_path, "metrics/sotu/ffn-s.json")
     assert m["decay"] == approx(1.6 / 3 - 0.8) and m["higher_is_better"] is False
     assert all(r["higher_is_better"] is False for r in read(tmp_path, "plots/deviations/sotu/tx-s.json"))
@@ -134,6 +165,7 @@ def test_lower_is_better_and_a_smaller_roster(tmp_path):
 
 
 # --- reference models ------------------------------------------------------------------------------------------
+
 
 def constant(diag: float, future: float, history: float = 0.7) -> list[list[float]]:
     """A 3x3 matrix with every diagonal cell `diag`, every future cell `future`, every past cell `history`."""
@@ -162,8 +194,12 @@ def test_references_are_reported_but_not_ranked_nor_in_the_cohort(tmp_path, caps
 
     # ranking by decay: cnn-s 0.05, tx-s 0.10, ffn-s 0.20; then the references, unranked
     assert [(r["rank"], r["model"], r["reference"]) for r in tables["ranking"]] == [
-        (1, "cnn-s", False), (2, "tx-s", False), (3, "ffn-s", False),
-        (None, "baseline-prior", True), (None, "baseline-linear", True)]
+        (1, "cnn-s", False),
+        (2, "tx-s", False),
+        (3, "ffn-s", False),
+        (None, "baseline-prior", True),
+        (None, "baseline-linear", True),
+    ]
     assert sorted(tables["references"]) == ["baseline-linear", "baseline-prior"]
     ranked = {r["model"]: r for r in tables["ranking"]}
     assert ranked["ffn-s"]["margin_prior"] == approx(0.80 - 0.60)
@@ -186,7 +222,8 @@ def test_references_are_reported_but_not_ranked_nor_in_the_cohort(tmp_path, caps
     assert tables["cohort"]["id"] == approx((0.80 + 0.90 + 0.55) / 3)
     assert tables["cohort"]["future"] == approx((0.60 + 0.80 + 0.50) / 3)
     assert cell(read(tmp_path, "plots/sotu/cohort-mean/matrix.json"), "2000", "2000") == approx(
-        round((0.80 + 0.90 + 0.55) / 3, 6))
+        round((0.80 + 0.90 + 0.55) / 3, 6)
+    )
     assert {r["model"] for r in tables["deviations"]} == {"ffn-s", "tx-s", "cnn-s"}
     assert not (tmp_path / "plots/deviations/sotu/baseline-prior.json").exists()
     assert not (tmp_path / "plots/sotu/baseline-prior/deviation.png").exists()
@@ -197,15 +234,27 @@ def test_references_are_reported_but_not_ranked_nor_in_the_cohort(tmp_path, caps
     assert cell(read(tmp_path, "plots/sotu/baseline-linear/matrix.json"), "2000", "2001") == approx(0.62)
     assert (tmp_path / "plots/sotu/baseline-prior/heatmap.png").read_bytes()[:8] == PNG
     assert {r["model"] for r in read(tmp_path, "plots/forgetting/sotu.json")} == set(WITH_REFS)
-    assert [(r["rank"], r["family"]) for r in tables["families"]] == [(1, "CNN"), (2, "Transformer"), (3, "FFN")]
+    assert [(r["rank"], r["family"]) for r in tables["families"]] == [
+        (1, "CNN"),
+        (2, "Transformer"),
+        (3, "FFN"),
+    ]
     assert all(r["family"] != "Reference" for r in tables["families"] + tables["family_cutoffs"])
     at_2000 = [(r["rank"], r["model"]) for r in tables["cutoffs"] if r["cutoff"] == 0]
-    assert at_2000 == [(1, "cnn-s"), (2, "tx-s"), (3, "ffn-s"), (None, "baseline-prior"), (None, "baseline-linear")]
+    assert at_2000 == [
+        (1, "cnn-s"),
+        (2, "tx-s"),
+        (3, "ffn-s"),
+        (None, "baseline-prior"),
+        (None, "baseline-linear"),
+    ]
 
     # one line on stderr for the model below the prior, and the same in the markdown
     err = capsys.readouterr().err
-    line = ("warning: cnn-s does not beat baseline-prior in distribution on sotu "
-            "(ID 0.550 vs prior 0.600, accuracy, higher is better)")
+    line = (
+        "warning: cnn-s does not beat baseline-prior in distribution on sotu "
+        "(ID 0.550 vs prior 0.600, accuracy, higher is better)"
+    )
     assert [x for x in err.splitlines() if x.startswith("warning:")] == [line]
     md = (tmp_path / "tables/sotu.md").read_text()
     assert "| ref | baseline-prior | Reference | 0.600 | 0.600 | 0.000 |" in md
@@ -215,8 +264,11 @@ def test_references_are_reported_but_not_ranked_nor_in_the_cohort(tmp_path, caps
 @pytest.mark.compute
 def test_margins_lower_is_better_and_no_prior_no_warning(tmp_path, capsys):
     # balanced MSE: margin = ref.id - model.id; ffn-s 0.60 - 0.80 = -0.20 (worse than the prior)
-    models = {"ffn-s": WITH_REFS["ffn-s"], "tx-s": ("Transformer", {"0": constant(0.40, 0.50)}),
-              "baseline-prior": WITH_REFS["baseline-prior"]}
+    models = {
+        "ffn-s": WITH_REFS["ffn-s"],
+        "tx-s": ("Transformer", {"0": constant(0.40, 0.50)}),
+        "baseline-prior": WITH_REFS["baseline-prior"],
+    }
     tables = report(tmp_path, models=models, metric="balanced_mse", higher=False)
     ranked = {r["model"]: r for r in tables["ranking"]}
     assert ranked["ffn-s"]["margin_prior"] == approx(0.60 - 0.80) and ranked["ffn-s"]["beats_prior"] is False
@@ -226,7 +278,9 @@ def test_margins_lower_is_better_and_no_prior_no_warning(tmp_path, capsys):
     assert "(ID 0.800 vs prior 0.600, balanced_mse, lower is better)" in capsys.readouterr().err
 
     # without baseline-prior: margins null, nothing printed
-    tables = report(tmp_path, models={"ffn-s": WITH_REFS["ffn-s"], "baseline-linear": WITH_REFS["baseline-linear"]})
+    tables = report(
+        tmp_path, models={"ffn-s": WITH_REFS["ffn-s"], "baseline-linear": WITH_REFS["baseline-linear"]}
+    )
     assert tables["below_prior"] == [] and "warning" not in capsys.readouterr().err
     ffn = read(tmp_path, "metrics/sotu/ffn-s.json")
     assert ffn["margin_prior"] is None and ffn["beats_prior"] is None and ffn["margin_linear"] == approx(0.10)
@@ -254,6 +308,7 @@ def test_diverging_scale_is_zero_centred_and_long_format_round_trips():
 
 # --- drift show ------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.compute
 def test_show_prints_the_matrix_latest_on_top_and_the_numbers(tmp_path):
     report(tmp_path)
@@ -262,7 +317,7 @@ def test_show_prints_the_matrix_latest_on_top_and_the_numbers(tmp_path):
     out = result.stdout
     assert "ID 0.800 ± 0.141" in out and "Future 0.533" in out and "Decay 0.267" in out
     rows = [line.split()[0] for line in out.splitlines() if line.strip()[:4] in LABELS and "0." in line]
-    assert rows == ["2002", "2001", "2000"]                 # time grows up: the latest cutoff on top
+    assert rows == ["2002", "2001", "2000"]  # time grows up: the latest cutoff on top
     assert "0.90" in out and "0.70" in out
 
     data = json.loads(drift("show", "sotu", "ffn-s", "--json", "--root", str(tmp_path)).stdout)
@@ -291,6 +346,8 @@ def test_show_unknown_names_are_one_line(tmp_path):
 @pytest.mark.pipeline
 def test_drift_command_has_the_report_commands():
     """The `drift` command has show, compare, plots and saliency (drift/cli/report_commands.py)."""
-    result = subprocess.run([str(Path(sys.executable).parent / "drift"), "--help"], capture_output=True, text=True)
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "drift"), "--help"], capture_output=True, text=True
+    )
     listed = {line.strip("│ ").split(" ")[0] for line in result.stdout.splitlines()}
     assert {"show", "compare", "plots", "saliency"} <= listed, result.stdout

@@ -1,7 +1,9 @@
-"""The labels in sight: a multiclass and a multi-label dataset run through the evaluate stage's code (closed-form
-references on synthetic rows) and the report stage's, without a pipeline. The page names the classes as the
-data has them (a hostile name escaped), the label shares per slice match the table's, each class's scores match
-a direct computation from the models' predictions, and the shift analysis' novel rows are in the page."""
+"""The labels in sight: a multiclass and a multi-label dataset run through the evaluate stage's code
+(closed-form references on synthetic rows) and the report stage's, without a pipeline. The page names the
+classes as the data has them (a hostile name escaped), the label shares per slice match the table's, each
+class's scores match a direct computation from the models' predictions, and the shift analysis' novel rows are
+in the page."""
+
 from __future__ import annotations
 
 import html
@@ -41,8 +43,8 @@ NAMES = {
 
 
 class Rows:
-    """What train_roster and evaluate_roster read of a SliceData: K slices of synthetic pooled rows whose labels
-    follow the features and whose prior drifts from slice to slice."""
+    """What train_roster and evaluate_roster read of a SliceData: K slices of synthetic pooled rows whose
+    labels follow the features and whose prior drifts from slice to slice."""
 
     def __init__(self, task: str):
         rng = np.random.default_rng(7)
@@ -77,7 +79,8 @@ class Rows:
 
 
 def slice_table(data: Rows, root: Path) -> None:
-    """data/slices/<name>.lance and its manifest, as the slice stage writes them (the columns the report reads)."""
+    """data/slices/<name>.lance and its manifest, as the slice stage writes them (the columns the report
+    reads)."""
     label = (
         pa.array(data.labels, pa.list_(pa.int8(), len(data.labels[0])))
         if data.task.name == "multilabel"
@@ -99,9 +102,15 @@ def shift_summary(name: str, root: Path) -> None:
     """tables/<name>-shift.json with the examples the shift analysis writes (drift/analysis/shift.py)."""
     long = "a commit message " * 40
     examples = [
-        {"period": "2021", "against_cutoff": "2020", "threshold": 1.5,
-         "rows": [{"id": "c0ffee", "distance": 2.25, "novel": True, "text": HOSTILE + " " + long},
-                  {"id": "<b>id</b>", "distance": 1.0, "novel": False, "text": "plain"}]},
+        {
+            "period": "2021",
+            "against_cutoff": "2020",
+            "threshold": 1.5,
+            "rows": [
+                {"id": "c0ffee", "distance": 2.25, "novel": True, "text": HOSTILE + " " + long},
+                {"id": "<b>id</b>", "distance": 1.0, "novel": False, "text": "plain"},
+            ],
+        },
     ]
     path = root / "tables" / f"{name}-shift.json"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -114,7 +123,9 @@ def run(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(request.param)
     data = Rows(request.param)
     train_roster(data, MODELS, CFG, root / "data" / "models" / data.name)
-    results, _, _ = evaluate_roster(data, MODELS, root / "data" / "models" / data.name, 1, ResultCache(root / "cache"))
+    results, _, _ = evaluate_roster(
+        data, MODELS, root / "data" / "models" / data.name, 1, ResultCache(root / "cache")
+    )
     for model, result in results.items():
         result.to_file(root / "data" / "eval" / data.name / f"{model}.json")
     slice_table(data, root)
@@ -128,7 +139,9 @@ def predictions(data: Rows, root: Path, model: str, seed: int) -> dict[int, np.n
     """{cutoff: the checkpoint's outputs over every row}, predicted here."""
     inputs = data.inputs(model)
     return {
-        i: predict(load_checkpoint(model, inputs.spec(), data.n_outputs, data.task.name, path), inputs, np.arange(N))
+        i: predict(
+            load_checkpoint(model, inputs.spec(), data.n_outputs, data.task.name, path), inputs, np.arange(N)
+        )
         for i, path in list_checkpoints(root / "data" / "models" / data.name, model)[seed].items()
     }
 
@@ -138,7 +151,9 @@ def direct_scores(task: str, y: np.ndarray, outputs: np.ndarray, n: int) -> list
     if task == "multiclass":
         said = outputs.argmax(axis=1)
         return [float(np.mean(said[y == c] == c)) if (y == c).any() else None for c in range(n)]
-    return [float(roc_auc_score(y[:, c], outputs[:, c])) if 0 < y[:, c].sum() < len(y) else None for c in range(n)]
+    return [
+        float(roc_auc_score(y[:, c], outputs[:, c])) if 0 < y[:, c].sum() < len(y) else None for c in range(n)
+    ]
 
 
 @pytest.mark.compute
@@ -159,12 +174,18 @@ def test_per_class_scores_equal_a_direct_computation(run):
                     rows = eval_rows(i, j, data.slices, data.splits)
                     expected = direct_scores(data.task.name, y[rows], out[rows], n)
                     got = [None if np.isnan(v) else v for v in per_class[:, i, j]]
-                    assert got == [None if e is None else pytest.approx(e, abs=1e-6) for e in expected], (model, i, j)
+                    assert got == [None if e is None else pytest.approx(e, abs=1e-6) for e in expected], (
+                        model,
+                        i,
+                        j,
+                    )
                     # the cell's own score is made of them: accuracy the row-weighted mean of the recalls,
                     # macro AUC the mean of the labels' AUCs
                     if data.task.name == "multiclass":
                         weights = np.bincount(y[rows], minlength=n) / len(rows)
-                        assert np.nansum(per_class[:, i, j] * weights) == pytest.approx(matrix[i, j], abs=1e-5)
+                        assert np.nansum(per_class[:, i, j] * weights) == pytest.approx(
+                            matrix[i, j], abs=1e-5
+                        )
                     else:
                         assert np.nanmean(per_class[:, i, j]) == pytest.approx(matrix[i, j], abs=1e-5)
             # the confusion counts of the last cutoff on the last slice (its own: the test rows)
@@ -177,18 +198,28 @@ def test_per_class_scores_equal_a_direct_computation(run):
                 np.add.at(expected, (y[rows], outputs[last][rows].argmax(axis=1)), 1)
             else:
                 truth, said = y[rows] == 1, outputs[last][rows] > 0
-                expected = np.stack([(~truth & ~said).sum(0), (~truth & said).sum(0), (truth & ~said).sum(0),
-                                     (truth & said).sum(0)], axis=1)
+                expected = np.stack(
+                    [
+                        (~truth & ~said).sum(0),
+                        (~truth & said).sum(0),
+                        (truth & ~said).sum(0),
+                        (truth & said).sum(0),
+                    ],
+                    axis=1,
+                )
             assert counts.tolist() == expected.tolist()
 
 
 @pytest.mark.compute
 def test_a_second_evaluation_reads_the_per_class_scores_from_the_cache(run, tmp_path):
     data, results, root = run
-    again, counts, _ = evaluate_roster(data, MODELS, root / "data" / "models" / data.name, 1, ResultCache(root / "cache"))
+    again, counts, _ = evaluate_roster(
+        data, MODELS, root / "data" / "models" / data.name, 1, ResultCache(root / "cache")
+    )
     assert counts["computed"] == 0 and counts["reused"] > 0
     for model in MODELS:
-        assert again[model].dumps() == results[model].dumps()  # every field, per_class included, byte for byte
+        # every field, per_class included, byte for byte
+        assert again[model].dumps() == results[model].dumps()
 
 
 @pytest.mark.compute
@@ -201,8 +232,11 @@ def test_the_label_shares_per_slice(run):
     names = NAMES[data.task.name]
     for s, label in enumerate(SLICES):
         mine = y[data.slices == s]
-        expected = (np.bincount(mine, minlength=len(names)) / len(mine) if data.task.name == "multiclass"
-                    else mine.mean(axis=0))
+        expected = (
+            np.bincount(mine, minlength=len(names)) / len(mine)
+            if data.task.name == "multiclass"
+            else mine.mean(axis=0)
+        )
         got = [r["value"] for r in rows if r["train"] == label]
         assert got == pytest.approx(expected.tolist(), abs=1e-6)
         assert {r["rows"] for r in rows if r["train"] == label} == {len(mine)}
@@ -242,13 +276,13 @@ def test_the_page_names_the_classes_and_shows_the_novel_rows(run):
     pngs = sorted((root / "plots" / data.name).rglob("*.png"))
     assert page.count('<img src="data:image/png;base64,') == len(pngs)
     assert 'alt="mine-' in page and "labels.png" not in page
-    novel = page[page.index('<section id="novel">'):]
-    novel = novel[:novel.index("</section>")]
+    novel = page[page.index('<section id="novel">') :]
+    novel = novel[: novel.index("</section>")]
     assert "c0ffee" in novel and "&lt;b&gt;id&lt;/b&gt;" in novel
     text = html.escape(HOSTILE + " " + "a commit message " * 40)
     assert html.escape((HOSTILE + " " + "a commit message " * 40)[:EXAMPLE_CHARS]) + "…" in novel
     assert text not in novel  # cut
-    classes = page[page.index('<section id="classes">'):]
+    classes = page[page.index('<section id="classes">') :]
     assert "confusion counts" in classes and "baseline-linear" in classes
 
 
@@ -280,8 +314,13 @@ def test_a_rating_is_scored_and_shared_by_its_value(tmp_path):
     manifest = hand_manifest("reviews", ["2020", "2021"], task="regression", label_names=[])
     rows = label_shares("regression", manifest, [0, 0, 0, 1, 1, 1], y)
     assert [(r["train"], r["eval"], r["value"]) for r in rows if r["value"]] == [
-        ("2020", "1", pytest.approx(2 / 3)), ("2020", "2", pytest.approx(1 / 3)), ("2021", "5", 1.0)]
+        ("2020", "1", pytest.approx(2 / 3)),
+        ("2020", "2", pytest.approx(1 / 3)),
+        ("2021", "5", 1.0),
+    ]
     assert {r["what"] for r in rows} == {"share"}
     many = label_shares("regression", manifest, np.repeat([0, 1], 30), np.arange(60) / 7)  # no set of ratings
-    assert [(r["eval"], r["value"]) for r in many] == [("mean rating", pytest.approx(np.arange(30).mean() / 7)),
-                                                       ("mean rating", pytest.approx(np.arange(30, 60).mean() / 7))]
+    assert [(r["eval"], r["value"]) for r in many] == [
+        ("mean rating", pytest.approx(np.arange(30).mean() / 7)),
+        ("mean rating", pytest.approx(np.arange(30, 60).mean() / 7)),
+    ]

@@ -1,5 +1,6 @@
 """dvc.yaml's code dependencies are complete: each stage depends on every module of drift/ its script imports,
 directly or through other modules (imports inside functions included), so editing any of them re-runs it."""
+
 from __future__ import annotations
 
 import ast
@@ -28,11 +29,17 @@ def imported_modules(path: Path) -> frozenset[str]:
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.split(".")[0] == "drift"}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "drift":
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and (node.module or "").split(".")[0] == "drift"
+        ):
             found.add(node.module)
             found |= {f"{node.module}.{a.name}" for a in node.names if module_file(f"{node.module}.{a.name}")}
         elif isinstance(node, ast.ImportFrom) and node.level > 0:  # relative: resolve against the package
-            package = path.relative_to(ROOT).parent.parts[: len(path.relative_to(ROOT).parent.parts) - node.level + 1]
+            package = path.relative_to(ROOT).parent.parts[
+                : len(path.relative_to(ROOT).parent.parts) - node.level + 1
+            ]
             base = ".".join(package + ((node.module,) if node.module else ()))
             found.add(base)
             found |= {f"{base}.{a.name}" for a in node.names if module_file(f"{base}.{a.name}")}
@@ -40,7 +47,8 @@ def imported_modules(path: Path) -> frozenset[str]:
 
 
 def closure(script: Path) -> set[Path]:
-    """Every file of drift/ the script needs, its packages' __init__.py included (importing drift.a.b runs both)."""
+    """Every file of drift/ the script needs, its packages' __init__.py included (importing drift.a.b runs
+    both)."""
     seen: set[Path] = set()
     todo = [script]
     while todo:
@@ -74,16 +82,21 @@ def test_every_stage_depends_on_its_import_closure():
 
 
 def test_closure_follows_function_level_and_package_imports(tmp_path):
-    # an independent check of the walker on the train stage: drift.models.checkpoints is imported by drift.train.loop,
-    # drift.models.reference by drift/models/__init__.py
+    # an independent check of the walker on the train stage: drift.models.checkpoints is imported by
+    # drift.train.loop, drift.models.reference by drift/models/__init__.py
     files = {str(f.relative_to(ROOT)) for f in closure(ROOT / "stages/train.py")}
-    assert {"drift/train/loop.py", "drift/models/checkpoints.py", "drift/models/__init__.py", "drift/models/reference.py",
-            "drift/__init__.py"} <= files
+    assert {
+        "drift/train/loop.py",
+        "drift/models/checkpoints.py",
+        "drift/models/__init__.py",
+        "drift/models/reference.py",
+        "drift/__init__.py",
+    } <= files
 
 
 def resolved_deps() -> dict[tuple[str, str], list[str]]:
-    """{(stage, dataset): its deps} for every dataset of the table, `${item.*}` and `${key}` filled in from the
-    `datasets` entry params.yaml would give it (drift/core/dataset_registry.py names its reader)."""
+    """{(stage, dataset): its deps} for every dataset of the table, `${item.*}` and `${key}` filled in from
+    the `datasets` entry params.yaml would give it (drift/core/dataset_registry.py names its reader)."""
     from drift.core.dataset_registry import DATASETS
 
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
@@ -101,9 +114,9 @@ def resolved_deps() -> dict[tuple[str, str], list[str]]:
 
 
 def test_a_reader_edit_reruns_only_its_datasets_ingest(tmp_path):
-    """Editing drift/data/datasets/<module>.py changes what one stage depends on: ingest of its dataset, through
-    the check stage's data/checked/<dataset>.json (its reader's code digest). No other dataset's ingest, no slice,
-    embed, train, evaluate or report; a docstring or comment edit re-runs nothing."""
+    """Editing drift/data/datasets/<module>.py changes what one stage depends on: ingest of its dataset,
+    through the check stage's data/checked/<dataset>.json (its reader's code digest). No other dataset's
+    ingest, no slice, embed, train, evaluate or report; a docstring or comment edit re-runs nothing."""
     from drift.core.dataset_registry import DATASETS
     from drift.core.params import load_params
     from drift.run.checks import checked_record
@@ -120,11 +133,16 @@ def test_a_reader_edit_reruns_only_its_datasets_ingest(tmp_path):
         reader = ROOT / info.reader
         assert reader.exists()
         depending = {key for key, paths in deps.items() if covered(reader, paths)}
-        assert depending == set(), f"{info.reader} is a dep of {sorted(depending)}: it comes through data/checked"
+        assert depending == set(), (
+            f"{info.reader} is a dep of {sorted(depending)}: it comes through data/checked"
+        )
         assert [key for key, paths in deps.items() if f"data/checked/{dataset}.json" in paths] == [
-            ("ingest", dataset)]
+            ("ingest", dataset)
+        ]
         # and ingest@<dataset> depends on everything its reader imports
-        lacking = [str(f.relative_to(ROOT)) for f in closure(reader) if not covered(f, deps["ingest", dataset])]
+        lacking = [
+            str(f.relative_to(ROOT)) for f in closure(reader) if not covered(f, deps["ingest", dataset])
+        ]
         assert not lacking, f"ingest@{dataset} misses {lacking}, which its reader imports"
         copy = tmp_path / info.reader
         text = copy.read_text()

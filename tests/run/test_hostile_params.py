@@ -1,6 +1,7 @@
 """A params.yaml from a pull request, and files a result depends on that DVC does not see: YAML alias bombs,
 numbers that are not numbers, dataset names that collide with the pipeline's own paths, Ctrl-C while a stage
-imports, and replaced image or weight files re-running what they decide. Each asserts the exact line a user gets."""
+imports, and replaced image or weight files re-running what they decide. Each asserts the exact line a user
+gets."""
 
 from __future__ import annotations
 
@@ -45,7 +46,9 @@ def test_an_alias_bomb_is_refused_by_every_reader_before_it_expands(tmp_path, mo
     assert params.read_text() == before  # nothing written
     monkeypatch.chdir(tmp_path)
     result = drift_cli("check")
-    assert result.returncode == 2 and "aliases are refused" in result.stderr and "Traceback" not in result.stderr
+    assert (
+        result.returncode == 2 and "aliases are refused" in result.stderr and "Traceback" not in result.stderr
+    )
 
 
 def test_the_shipped_files_use_no_alias_and_no_repeated_key():
@@ -70,7 +73,11 @@ def test_the_shipped_files_use_no_alias_and_no_repeated_key():
             float("inf"),
             "report.policy.seconds_per_row must be a finite number, got inf",
         ),
-        ("report.policy.shift_thresholds", [float("nan")], "report.policy.shift_thresholds[0] must be a finite number, got nan"),
+        (
+            "report.policy.shift_thresholds",
+            [float("nan")],
+            "report.policy.shift_thresholds[0] must be a finite number, got nan",
+        ),
         ("compute.cpus_per_task", float("inf"), "compute.cpus_per_task must be a finite number, got inf"),
     ],
 )
@@ -165,7 +172,11 @@ def test_ctrl_c_while_importing_is_one_line_and_exit_130(tmp_path, script):
         time.sleep(0.005)
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=60)
-    want = "train@sotu: interrupted; re-run resumes" if script.endswith(".py") else "drift init: interrupted; re-run resumes"
+    want = (
+        "train@sotu: interrupted; re-run resumes"
+        if script.endswith(".py")
+        else "drift init: interrupted; re-run resumes"
+    )
     assert (process.returncode, err.strip()) == (130, want)
 
 
@@ -241,7 +252,10 @@ def test_replacing_local_weights_changes_what_embed_depends_on(tmp_path, monkeyp
         "synth-portraits.embed.json",
         "synth-portraits.json",
     ]
-    assert "data/checked/${key}.embed.json" in (ROOT / "dvc.yaml").read_text().split("  embed:")[1].split("  train:")[0]
+    assert (
+        "data/checked/${key}.embed.json"
+        in (ROOT / "dvc.yaml").read_text().split("  embed:")[1].split("  train:")[0]
+    )
 
 
 def test_digests_read_regular_files_only(tmp_path):

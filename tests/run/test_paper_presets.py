@@ -1,7 +1,9 @@
-"""The paper presets are the authors' published runs: every fact of params/paper-runs/<dataset>.json (extracted from
-their snapshots, learning-mechanisms/drift-happens, CC BY 4.0) checked against the preset applied to params.yaml,
-field by field. A fact may differ only where the preset names it on a `# deviation <key>: <why>` line, and the
-documentation's page on fidelity to the authors' runs (docs/explanations/fidelity.md) lists every such line."""
+"""The paper presets are the authors' published runs: every fact of params/paper-runs/<dataset>.json
+(extracted from their snapshots, learning-mechanisms/drift-happens, CC BY 4.0) checked against the preset
+applied to params.yaml, field by field. A fact may differ only where the preset names it on a `# deviation
+<key>: <why>` line, and the documentation's page on fidelity to the authors' runs
+(docs/explanations/fidelity.md) lists every such line."""
+
 from __future__ import annotations
 
 import hashlib
@@ -36,11 +38,11 @@ PRESETS = {"paper-yearbook": "yearbook", "paper-amazon": "amazon", "paper-arxiv"
 DEVIATION = re.compile(r"^# deviation (\S+): (.+)$", re.M)
 # their frozen image encoders, as their code loads them, and ours where they are the same weights
 SAME_WEIGHTS = {
-    "probe-dinov2-s": "vit_small_patch14_dinov2.lvd142m",      # torch.hub dinov2_vits14
-    "probe-dinov3-s": "vit_small_patch16_dinov3.lvd1689m",     # facebook/dinov3-vits16-pretrain-lvd1689m
+    "probe-dinov2-s": "vit_small_patch14_dinov2.lvd142m",  # torch.hub dinov2_vits14
+    "probe-dinov3-s": "vit_small_patch16_dinov3.lvd1689m",  # facebook/dinov3-vits16-pretrain-lvd1689m
     "probe-eva02-b": "eva02_base_patch14_224.mim_in22k",
-    "probe-clip-b32": "vit_base_patch32_clip_224.openai",      # openai/clip-vit-base-patch32
-    "probe-siglip-b": "vit_base_patch16_siglip_224.webli",     # google/siglip-base-patch16-224
+    "probe-clip-b32": "vit_base_patch32_clip_224.openai",  # openai/clip-vit-base-patch32
+    "probe-siglip-b": "vit_base_patch16_siglip_224.webli",  # google/siglip-base-patch16-224
     "probe-resnet50-in": "resnet50.a1_in1k",
     "probe-vit-s16-in21k": "vit_small_patch16_224.augreg_in21k",
     "probe-mae-b": "vit_base_patch16_224.mae",
@@ -70,7 +72,8 @@ def deviations(preset: str) -> dict[str, str]:
 
 OBSERVED: dict[tuple, object] = {}
 GIB = 1024**3
-N_OUTPUTS = {"yearbook": 2, "amazon": 1, "arxiv": 7}  # the head's outputs: two classes, a rating, seven labels
+# the head's outputs: two classes, a rating, seven labels
+N_OUTPUTS = {"yearbook": 2, "amazon": 1, "arxiv": 7}
 
 
 def observed(what: str, key: str, compute):
@@ -81,20 +84,23 @@ def observed(what: str, key: str, compute):
 
 
 def slice_span(slices) -> tuple[str, int, int]:
-    """The slices the slice stage cuts: the unit their edges are apart (months, named), and the first and the last
-    slice's time value as the authors key a slice (slice_time: a year, or a half-year counted from 2000)."""
+    """The slices the slice stage cuts: the unit their edges are apart (months, named), and the first and the
+    last slice's time value as the authors key a slice (slice_time: a year, or a half-year counted from 2000).
+    """
     from drift.train.loop import slice_time
 
     edges, labels = slice_edges(slices)
     months = (edges[1].year - edges[0].year) * 12 + edges[1].month - edges[0].month
-    unit = {1: "month", 3: "quarter", 6: "half-year", 12: "year", 120: "decade"}.get(months, f"{months} months")
+    unit = {1: "month", 3: "quarter", 6: "half-year", 12: "year", 120: "decade"}.get(
+        months, f"{months} months"
+    )
     return unit, slice_time(labels[0]), slice_time(labels[-1])
 
 
 def cutoff_gathering(train) -> str:
-    """The rows the training loop gives f_k (cutoff_rows, as train_group and the checkpoint keys take them, under
-    train.row_order) on a table of 4 slices of train and test rows: cumulative_from_start when they are the train
-    split of every slice <= k, current_slice when of slice k alone, else the rows themselves."""
+    """The rows the training loop gives f_k (cutoff_rows, as train_group and the checkpoint keys take them,
+    under train.row_order) on a table of 4 slices of train and test rows: cumulative_from_start when they are
+    the train split of every slice <= k, current_slice when of slice k alone, else the rows themselves."""
     from types import SimpleNamespace
 
     from drift.train.loop import cutoff_rows
@@ -102,7 +108,8 @@ def cutoff_gathering(train) -> str:
     slices = np.repeat(np.arange(4), 5)
     splits = np.tile(np.array(["train", "test", "train", "train", "test"], dtype=object), 4)
     drawn = np.random.default_rng(0).permutation(np.flatnonzero(splits == "train"))
-    drawn = drawn[np.argsort(slices[drawn], kind="stable")]  # train.row_order split: slice after slice, as drawn
+    # train.row_order split: slice after slice, as drawn
+    drawn = drawn[np.argsort(slices[drawn], kind="stable")]
     table = SimpleNamespace(slices=slices, splits=splits, split_order=lambda: drawn)
     got = [sorted(cutoff_rows(table, k, train.row_order).tolist()) for k in range(4)]
 
@@ -117,8 +124,9 @@ def cutoff_gathering(train) -> str:
 
 
 def empty_cell_rule(task_name: str, evaluate) -> str:
-    """What our drift_matrix writes, under the preset's evaluate rules, in the cell of a slice kept for training
-    but without a test row (as Yearbook's one-portrait 1924), on its own cutoff: zero (0.0) or empty (NaN)."""
+    """What our drift_matrix writes, under the preset's evaluate rules, in the cell of a slice kept for
+    training but without a test row (as Yearbook's one-portrait 1924), on its own cutoff: zero (0.0) or empty
+    (NaN)."""
     from drift.protocol.matrix import drift_matrix
 
     slices = np.array([0, 0, 0, 1, 2, 2, 2])
@@ -131,15 +139,22 @@ def empty_cell_rule(task_name: str, evaluate) -> str:
     else:
         labels, outputs = np.tile([[0, 1], [1, 0]], (4, 1))[:7], rng.normal(size=(7, 2))
     task = get_task(task_name).scoring(evaluate.empty_cell, evaluate.auc_scores)
-    matrix = drift_matrix({i: outputs for i in range(3)}, labels, slices, splits, [True, False, True], task,
-                          trainable=[True, True, True])
+    matrix = drift_matrix(
+        {i: outputs for i in range(3)},
+        labels,
+        slices,
+        splits,
+        [True, False, True],
+        task,
+        trainable=[True, True, True],
+    )
     value = matrix[1, 1]
     return "empty" if np.isnan(value) else "zero" if value == 0 else f"scored {value}"
 
 
 def auc_ranking(evaluate) -> str:
-    """What our macro AUC ranks under the preset's rules, on logits float32 sigmoids tie (17 and 18 both round to
-    1.0): float32_sigmoid when it equals their roc_auc_score of float32 sigmoids, logits when it equals
+    """What our macro AUC ranks under the preset's rules, on logits float32 sigmoids tie (17 and 18 both round
+    to 1.0): float32_sigmoid when it equals their roc_auc_score of float32 sigmoids, logits when it equals
     roc_auc_score of the logits (each its own number here)."""
     from sklearn.metrics import roc_auc_score
 
@@ -152,8 +167,8 @@ def auc_ranking(evaluate) -> str:
 
 
 def cutoff_row_order(train) -> str:
-    """The order of the rows the training loop gives the last cutoff (cutoff_rows under train.row_order) on the
-    table of cutoff_gathering: split_order (slice after slice, each as its draw returned them: theirs) or
+    """The order of the rows the training loop gives the last cutoff (cutoff_rows under train.row_order) on
+    the table of cutoff_gathering: split_order (slice after slice, each as its draw returned them: theirs) or
     time_order (the table's own order)."""
     from types import SimpleNamespace
 
@@ -171,10 +186,11 @@ def cutoff_row_order(train) -> str:
 
 
 def split_row_order(split) -> str:
-    """The order each slice's rows reach the per-slice draw in, as the slice stage runs it: 40 records over 3 years
-    in neither time nor id order, split by build_slices under the preset's split params, against our per-slice draw
-    (test_split_draws_their_test_rows) on the rows in each candidate order: ingest_order (the records' own),
-    time_order (stably by time) or id_order; which one gives build_slices' split (each a different one here)."""
+    """The order each slice's rows reach the per-slice draw in, as the slice stage runs it: 40 records over 3
+    years in neither time nor id order, split by build_slices under the preset's split params, against our
+    per-slice draw (test_split_draws_their_test_rows) on the rows in each candidate order: ingest_order (the
+    records' own), time_order (stably by time) or id_order; which one gives build_slices' split (each a
+    different one here)."""
     import pyarrow as pa
 
     from drift.core.params import DatasetParams
@@ -186,29 +202,41 @@ def split_row_order(split) -> str:
     n = 40
     years = rng.integers(1950, 1953, n)
     days = rng.permutation(n)  # distinct dates: one time order
-    times = np.array([f"{y}-{1 + d // 28:02d}-{1 + d % 28:02d}" for y, d in zip(years, days)], "datetime64[us]")
+    times = np.array(
+        [f"{y}-{1 + d // 28:02d}-{1 + d % 28:02d}" for y, d in zip(years, days)], "datetime64[us]"
+    )
     ids = [f"r{i:02d}" for i in rng.permutation(n)]
     labels = rng.integers(0, 2, n).tolist()
     records = pa.table({"id": ids, "time": pa.array(times), "label": labels})
     cfg = DatasetParams(slices={"unit": "year", "start": 1950, "end": 1953})
     table, _ = build_slices(records, cfg, split)
     drawn = dict(zip(table.column("id").to_pylist(), table.column("split").to_pylist()))
-    candidates = {"ingest_order": np.arange(n), "time_order": np.argsort(times, kind="stable"),
-                  "id_order": np.argsort(ids, kind="stable")}
+    candidates = {
+        "ingest_order": np.arange(n),
+        "time_order": np.argsort(times, kind="stable"),
+        "id_order": np.argsort(ids, kind="stable"),
+    }
     splits = {}
     for name, order in candidates.items():
-        ours = per_slice_split(years[order] - 1950, [labels[i] for i in order], "label" in split.stratify,
-                               split.test_fraction, split.seed)
+        ours = per_slice_split(
+            years[order] - 1950,
+            [labels[i] for i in order],
+            "label" in split.stratify,
+            split.test_fraction,
+            split.seed,
+        )
         splits[name] = {ids[i]: s for i, s in zip(order, ours)}
-    assert len({tuple(sorted(s.items())) for s in splits.values()}) == len(splits), "the candidates must differ"
+    assert len({tuple(sorted(s.items())) for s in splits.values()}) == len(splits), (
+        "the candidates must differ"
+    )
     return next((name for name, s in splits.items() if s == drawn), "none of ingest, time or id order")
 
 
 def their_score(metric: str, y: np.ndarray, outputs: np.ndarray) -> float:
     """Their metric as their evaluation/metrics.py computes it: accuracy, the trace of the argmax predictions'
-    confusion matrix over its sum; balanced MSE, the MSE within each rating present, averaged over those ratings
-    (RegressiveClassificationMetrics); macro AUC, scikit-learn's roc_auc_score of each label with both classes on
-    their float32 sigmoid probabilities, averaged over those labels (MultiLabelROCAUCTracker)."""
+    confusion matrix over its sum; balanced MSE, the MSE within each rating present, averaged over those
+    ratings (RegressiveClassificationMetrics); macro AUC, scikit-learn's roc_auc_score of each label with both
+    classes on their float32 sigmoid probabilities, averaged over those labels (MultiLabelROCAUCTracker)."""
     from sklearn.metrics import roc_auc_score
 
     if metric == "accuracy":
@@ -218,15 +246,19 @@ def their_score(metric: str, y: np.ndarray, outputs: np.ndarray) -> float:
         return float(np.mean([np.mean((y[y == r] - pred[y == r]) ** 2) for r in np.unique(y)]))
     if metric == "auc_macro":
         probs = torch.sigmoid(torch.from_numpy(outputs).float()).numpy()
-        return float(np.mean([roc_auc_score(y[:, c], probs[:, c]) for c in range(y.shape[1])
-                              if 0 < y[:, c].sum() < len(y)]))
+        return float(
+            np.mean(
+                [roc_auc_score(y[:, c], probs[:, c]) for c in range(y.shape[1]) if 0 < y[:, c].sum() < len(y)]
+            )
+        )
     raise KeyError(f"no formula for {metric}")
 
 
 def scored_metric(task_name: str, evaluate, metric: str) -> str:
     """Our evaluate stage's metric (the task scoring under the preset's evaluate rules, Task.score: what
-    drift_matrix scores a cell with) against their formula for `metric`, on one shared random input of the task's
-    shape (a rating absent, a label never and one always positive): `metric` when the numbers agree, else both."""
+    drift_matrix scores a cell with) against their formula for `metric`, on one shared random input of the
+    task's shape (a rating absent, a label never and one always positive): `metric` when the numbers agree,
+    else both."""
     rng = np.random.default_rng(5)
     n = 300
     if task_name in ("binary", "multiclass"):
@@ -264,16 +296,19 @@ def training_case(dataset: str, params, kind: str, n: int, scale: float = 1.0):
     else:
         dim = ENCODERS[name.removeprefix("probe-")].dim
         inputs = Inputs("pooled", (rng.normal(size=(n, dim)) * scale).astype(np.float32))
-    labels = {"binary": lambda: rng.integers(0, 2, n), "regression": lambda: rng.integers(1, 6, n).astype(float),
-              "multilabel": lambda: (rng.random((n, 7)) < 0.3).astype(np.int64)}[task_name]()
+    labels = {
+        "binary": lambda: rng.integers(0, 2, n),
+        "regression": lambda: rng.integers(1, 6, n).astype(float),
+        "multilabel": lambda: (rng.random((n, 7)) < 0.3).astype(np.int64),
+    }[task_name]()
     task = get_task(task_name)
     return name, inputs, np.arange(n), task.target_tensor(labels), task, N_OUTPUTS[dataset], modality
 
 
 def run_training(case, train, seed: int):
     """One job as the train stage runs it under `train`: train_one, or the batched engine's train_many where
-    train.engine batches the model (auto: its choice for the model's family on a CPU); the loss weights' rows as
-    train.loss_weights takes them (every row here is a training row)."""
+    train.engine batches the model (auto: its choice for the model's family on a CPU); the loss weights' rows
+    as train.loss_weights takes them (every row here is a training row)."""
     from types import SimpleNamespace
 
     from drift.train import engine
@@ -284,19 +319,22 @@ def run_training(case, train, seed: int):
     how = train.engine if train.engine != "auto" else engine_choice(get_model_info(name).family, "cpu")[0]
     weight_rows = loss_weight_rows(SimpleNamespace(splits=np.full(len(rows), "train")), train)
     if how == "solo":
-        return train_one(name, inputs, rows, targets, task, n_outputs, train, seed, modality, None, weight_rows)
+        return train_one(
+            name, inputs, rows, targets, task, n_outputs, train, seed, modality, None, weight_rows
+        )
     train = train.model_copy(update={"engine": "batched"})
     job = Job(rows, seed, weight_rows)
     return engine.train_many(name, inputs, [job], targets, task, n_outputs, train, modality)[0]
 
 
 def loader_draws(dataset: str, params) -> dict:
-    """What the training loop's sampler hands a cutoff under the preset's train params, read from the loop itself:
-    every epoch's batches as epoch_batches gives them to the loop (which here steps on none). The cutoff: a text
-    dataset's first token head on token states of over 8 GiB (where their chunk-blocked sampler takes over), an
-    image dataset's first probe. Returns the epochs and batch size seen, and which DataLoader(shuffle=True) over
-    the cutoff's rows gives the same batches epoch after epoch: `after-init`, one without a generator of its own,
-    from the global torch state as the first epoch starts (theirs); `seed-epoch`, one seeded seed + epoch; None."""
+    """What the training loop's sampler hands a cutoff under the preset's train params, read from the loop
+    itself: every epoch's batches as epoch_batches gives them to the loop (which here steps on none). The
+    cutoff: a text dataset's first token head on token states of over 8 GiB (where their chunk-blocked sampler
+    takes over), an image dataset's first probe. Returns the epochs and batch size seen, and which
+    DataLoader(shuffle=True) over the cutoff's rows gives the same batches epoch after epoch: `after-init`,
+    one without a generator of its own, from the global torch state as the first epoch starts (theirs);
+    `seed-epoch`, one seeded seed + epoch; None."""
     from unittest import mock
 
     from torch.utils.data import DataLoader
@@ -319,8 +357,11 @@ def loader_draws(dataset: str, params) -> dict:
         seen.append(real(*args, **kwargs))
         return []
 
-    with torch.random.fork_rng(devices=[]), mock.patch.object(loop, "epoch_batches", spy), \
-            mock.patch.object(engine, "epoch_batches", spy):
+    with (
+        torch.random.fork_rng(devices=[]),
+        mock.patch.object(loop, "epoch_batches", spy),
+        mock.patch.object(engine, "epoch_batches", spy),
+    ):
         run_training(case, params.train, seed)
     size = max(len(b) for b in seen[0])
 
@@ -339,10 +380,10 @@ def loader_draws(dataset: str, params) -> dict:
 
 
 def clipped_norm(dataset: str, params) -> float | None:
-    """The gradient norm the training loop steps with, on one step of the preset's first probe (a batch of 4 rows
-    of pooled vectors scaled by 1e4: a raw norm far above any clip) under the preset's train params, read at the
-    optimiser's step (torch's, or the batched engine's): None when it is the raw gradient's norm (the same step
-    with train.grad_clip null), else that norm to 6 digits: the clip acting."""
+    """The gradient norm the training loop steps with, on one step of the preset's first probe (a batch of 4
+    rows of pooled vectors scaled by 1e4: a raw norm far above any clip) under the preset's train params, read
+    at the optimiser's step (torch's, or the batched engine's): None when it is the raw gradient's norm (the
+    same step with train.grad_clip null), else that norm to 6 digits: the clip acting."""
     from unittest import mock
 
     from torch.optim.optimizer import register_optimizer_step_pre_hook
@@ -356,7 +397,9 @@ def clipped_norm(dataset: str, params) -> float | None:
         norms: list[float] = []
 
         def before_step(optimizer, args, kwargs):
-            grads = [p.grad.reshape(-1) for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+            grads = [
+                p.grad.reshape(-1) for g in optimizer.param_groups for p in g["params"] if p.grad is not None
+            ]
             norms.append(float(torch.cat(grads).norm()))
 
         real_step = engine.StackedAdam.step
@@ -367,7 +410,10 @@ def clipped_norm(dataset: str, params) -> float | None:
 
         handle = register_optimizer_step_pre_hook(before_step)
         try:
-            with torch.random.fork_rng(devices=[]), mock.patch.object(engine.StackedAdam, "step", stacked_step):
+            with (
+                torch.random.fork_rng(devices=[]),
+                mock.patch.object(engine.StackedAdam, "step", stacked_step),
+            ):
                 run_training(case, train, 0)
         finally:
             handle.remove()
@@ -380,8 +426,9 @@ def clipped_norm(dataset: str, params) -> float | None:
 
 
 class StubEncoder:
-    """The embed stage's encoder without its network: `encode` gives each payload (a text, or an image) its own
-    pooled vector and three token states, float32 values with bits below float16's, drawn from its bytes."""
+    """The embed stage's encoder without its network: `encode` gives each payload (a text, or an image) its
+    own pooled vector and three token states, float32 values with bits below float16's, drawn from its bytes.
+    """
 
     def __init__(self, name: str, with_tokens: bool, folder: Path):
         self.spec, self.dim, self.batch_size, self.with_tokens = ENCODERS[name], 8, 4, with_tokens
@@ -411,11 +458,11 @@ class StubEncoder:
 
 
 def stored_precision(modality: str, embed) -> dict[tuple[str, str], str]:
-    """The precision our models read embeddings at, as the embed stage stores them under the preset's embed params:
-    embed_all (the stage's function, each encoder's network a StubEncoder) on a slice table of three rows, the
-    feature files built from its store tables (write_features), read back as the models read them (open_inputs).
-    {(encoder, pooled | tokens): float32 when the encoder's values come back exactly, float16 when rounded to
-    float16, else other}."""
+    """The precision our models read embeddings at, as the embed stage stores them under the preset's embed
+    params: embed_all (the stage's function, each encoder's network a StubEncoder) on a slice table of three
+    rows, the feature files built from its store tables (write_features), read back as the models read them
+    (open_inputs). {(encoder, pooled | tokens): float32 when the encoder's values come back exactly, float16
+    when rounded to float16, else other}."""
     import tempfile
     from unittest import mock
 
@@ -435,19 +482,37 @@ def stored_precision(modality: str, embed) -> dict[tuple[str, str], str]:
         else:
             images = np.arange(3 * 3072, dtype=np.uint8).reshape(3, 3072)
             payloads = list(images.reshape(3, 3, 32, 32))
-            columns = {"key": [f"k{i}" for i in range(3)],
-                       "image": pa.FixedSizeListArray.from_arrays(pa.array(images.reshape(-1)), 3072)}
+            columns = {
+                "key": [f"k{i}" for i in range(3)],
+                "image": pa.FixedSizeListArray.from_arrays(pa.array(images.reshape(-1)), 3072),
+            }
         n = len(payloads)
-        table = pa.table({"id": [str(i) for i in range(n)], "slice": pa.array([0] * n, pa.int32()),
-                          "split": ["train"] * n, "label": [0, 1, 0], **columns})
+        table = pa.table(
+            {
+                "id": [str(i) for i in range(n)],
+                "slice": pa.array([0] * n, pa.int32()),
+                "split": ["train"] * n,
+                "label": [0, 1, 0],
+                **columns,
+            }
+        )
         path = tmp / "d.lance"
         write_slice_table(table, path, hand_manifest("d", modality=modality))
-        with mock.patch.object(embed_stage, "text_encoder", lambda cfg: StubEncoder(cfg.text_encoder, True, tmp)), \
-                mock.patch.object(embed_stage, "embed_encoder", lambda name, cfg: StubEncoder(name, False, tmp)):
+        with (
+            mock.patch.object(
+                embed_stage, "text_encoder", lambda cfg: StubEncoder(cfg.text_encoder, True, tmp)
+            ),
+            mock.patch.object(embed_stage, "embed_encoder", lambda name, cfg: StubEncoder(name, False, tmp)),
+        ):
             made = embed_stage.embed_all(path, modality, embed, tmp / "store")
         assert set(made) == set(embed.dataset_encoders(modality))
-        write_features(path, {name: manifest for name, (manifest, _) in made.items()}, tmp / "store",
-                       tmp / "features", modality)
+        write_features(
+            path,
+            {name: manifest for name, (manifest, _) in made.items()},
+            tmp / "store",
+            tmp / "features",
+            modality,
+        )
         out = {}
         for name, (manifest, _) in made.items():
             values = np.stack([StubEncoder(name, False, tmp).values(p) for p in payloads])
@@ -455,14 +520,19 @@ def stored_precision(modality: str, embed) -> dict[tuple[str, str], str]:
                 read = open_inputs(kind, tmp / "features" / name, max_tokens=8).batch(np.arange(n))[0].numpy()
                 full = values[:, 0] if kind == "pooled" else values[:, 1:]
                 half = full.astype(np.float16).astype(np.float32)
-                out[name, kind] = ("float32" if np.array_equal(read, full) else
-                                   "float16" if np.array_equal(read, half) else "other")
+                out[name, kind] = (
+                    "float32"
+                    if np.array_equal(read, full)
+                    else "float16"
+                    if np.array_equal(read, half)
+                    else "other"
+                )
     return out
 
 
 def stored_precisions(modality: str, embed) -> dict[tuple[str, str], str]:
-    """stored_precision of the preset's text encoder and of one other encoder of the modality (every encoder that
-    feeds a probe only is stored by the same call, embed_pooled), each other encoder read as that one."""
+    """stored_precision of the preset's text encoder and of one other encoder of the modality (every encoder
+    that feeds a probe only is stored by the same call, embed_pooled), each other encoder read as that one."""
     text = [embed.text_encoder] if modality == "text" else []
     others = [e for e in embed.dataset_encoders(modality) if e not in text]
     stored = stored_precision(modality, embed.model_copy(update={"encoders": others[:1]}))
@@ -470,9 +540,9 @@ def stored_precisions(modality: str, embed) -> dict[tuple[str, str], str]:
 
 
 def regression_loss(train) -> list[str]:
-    """The loss the training loop builds for a regression cutoff (prepare_model, as train_one) on ratings 1, 2, 2,
-    5, 5, 5, 5 and spread outputs: [weighted_mse, inverse_frequency] when it is their WeightedMSELoss, the mean of
-    w_r (y - yhat)^2 with w_r = n / n_r; [mse, none] when the plain mean; else the value."""
+    """The loss the training loop builds for a regression cutoff (prepare_model, as train_one) on ratings 1,
+    2, 2, 5, 5, 5, 5 and spread outputs: [weighted_mse, inverse_frequency] when it is their WeightedMSELoss,
+    the mean of w_r (y - yhat)^2 with w_r = n / n_r; [mse, none] when the plain mean; else the value."""
     from drift.train.loop import prepare_model
 
     y = torch.tensor([1.0, 2, 2, 5, 5, 5, 5])
@@ -515,16 +585,18 @@ def built_wrappers(dataset: str, params, kind: str) -> list[str]:
     task = get_task(DATASETS[dataset][0])
     model, wrappers = model_to_train(name, inputs, N_OUTPUTS[dataset], task, params.train), []
     while hasattr(model, "inner"):
-        wrappers.append(type(model).__name__ + (f"({float(model.pixel_factor):g})"
-                                                if hasattr(model, "pixel_factor") else ""))
+        wrappers.append(
+            type(model).__name__
+            + (f"({float(model.pixel_factor):g})" if hasattr(model, "pixel_factor") else "")
+        )
         model = model.inner
     return wrappers
 
 
 def slice_seed_rule(train, model: str, label: str) -> str:
-    """f_k's seed as the training loop draws it (cutoff_seed under train.slice_seed): `hash` when their per-slice
-    seed, the first 4 bytes of sha256("seed:trainer:slice") (their keys and time values: tested below),
-    `offset` when seed * 100003 + k."""
+    """f_k's seed as the training loop draws it (cutoff_seed under train.slice_seed): `hash` when their
+    per-slice seed, the first 4 bytes of sha256("seed:trainer:slice") (their keys and time values: tested
+    below), `offset` when seed * 100003 + k."""
     from drift.train.loop import cutoff_seed, slice_time, trainer_key
 
     got = cutoff_seed(3, model, 5, label, train.slice_seed)
@@ -534,9 +606,10 @@ def slice_seed_rule(train, model: str, label: str) -> str:
 
 
 def yearbook_reading(cfg) -> dict:
-    """What our Yearbook reader stores for a gray portrait of 47 x 41 pixels (a ratio to 32 that is no integer) in
-    a corpus folder, under the preset's section: its image size, its dtype, and `area` when the stored values are
-    the area means their cv2 INTER_AREA gives (their_area_means; rounded when stored as uint8)."""
+    """What our Yearbook reader stores for a gray portrait of 47 x 41 pixels (a ratio to 32 that is no
+    integer) in a corpus folder, under the preset's section: its image size, its dtype, and `area` when the
+    stored values are the area means their cv2 INTER_AREA gives (their_area_means; rounded when stored as
+    uint8)."""
     import tempfile
 
     from PIL import Image
@@ -546,7 +619,9 @@ def yearbook_reading(cfg) -> dict:
     gray = np.random.default_rng(4).integers(0, 256, (47, 41), dtype=np.uint8)
     with tempfile.TemporaryDirectory(prefix="drift-yearbook-") as tmp:
         (Path(tmp) / "M").mkdir()
-        Image.fromarray(np.repeat(gray[..., None], 3, axis=2)).save(Path(tmp) / "M" / "1955_Fixture_School_1.png")
+        Image.fromarray(np.repeat(gray[..., None], 3, axis=2)).save(
+            Path(tmp) / "M" / "1955_Fixture_School_1.png"
+        )
         records = list(yearbook_module.read(cfg.model_copy(update={"source": tmp}), Ledger("yearbook")))
     if len(records) != 1:
         return {"image_size": f"{len(records)} records", "pixels": None, "resize": None}
@@ -554,14 +629,20 @@ def yearbook_reading(cfg) -> dict:
     if image.dtype == np.uint8:
         area = np.array_equal(image[0], np.rint(means))
     else:
-        area = bool((np.abs(image[0] - means.astype(np.float32)) <= np.spacing(means.astype(np.float32))).all())
-    return {"image_size": list(image.shape[-2:]), "pixels": image.dtype.name,
-            "resize": "area" if area else "other", "row_ids": yearbook_row_ids(cfg, gray)}
+        area = bool(
+            (np.abs(image[0] - means.astype(np.float32)) <= np.spacing(means.astype(np.float32))).all()
+        )
+    return {
+        "image_size": list(image.shape[-2:]),
+        "pixels": image.dtype.name,
+        "resize": "area" if area else "other",
+        "row_ids": yearbook_row_ids(cfg, gray),
+    }
 
 
 def yearbook_row_ids(cfg, gray: np.ndarray) -> str:
-    """The ids our Yearbook reader gives one file name under both F/ and M/: relative_path when the two rows' ids
-    differ (both kept, as theirs), file_name when they share one (the second is a duplicate_id)."""
+    """The ids our Yearbook reader gives one file name under both F/ and M/: relative_path when the two rows'
+    ids differ (both kept, as theirs), file_name when they share one (the second is a duplicate_id)."""
     import tempfile
 
     from PIL import Image
@@ -572,13 +653,15 @@ def yearbook_row_ids(cfg, gray: np.ndarray) -> str:
         for sex in ("F", "M"):
             (Path(tmp) / sex).mkdir()
             Image.fromarray(np.repeat(gray[..., None], 3, axis=2)).save(Path(tmp) / sex / "1955_School_7.png")
-        ids = [r["id"] for r in yearbook_module.read(cfg.model_copy(update={"source": tmp}), Ledger("yearbook"))]
+        ids = [
+            r["id"] for r in yearbook_module.read(cfg.model_copy(update={"source": tmp}), Ledger("yearbook"))
+        ]
     return "relative_path" if len(set(ids)) == 2 else "file_name" if len(ids) >= 1 else f"ids {ids}"
 
 
 def ingested(name: str, cfg, files: dict[str, list[dict]]):
-    """The records our ingest (the stage's function, its default path) writes from these source files (file name:
-    JSON lines) under the dataset's section, its source their folder (arXiv: the one file)."""
+    """The records our ingest (the stage's function, its default path) writes from these source files (file
+    name: JSON lines) under the dataset's section, its source their folder (arXiv: the one file)."""
     import tempfile
 
     import pyarrow.parquet as pq
@@ -592,29 +675,48 @@ def ingested(name: str, cfg, files: dict[str, list[dict]]):
             (folder / file).write_text("".join(json.dumps(line) + "\n" for line in lines))
         source = folder / next(iter(files)) if name == "arxiv" else folder
         records = Path(tmp) / "records.parquet"
-        ingest(name, cfg.model_copy(update={"source": str(source)}), records, Path(tmp) / "quarantine.parquet")
+        ingest(
+            name, cfg.model_copy(update={"source": str(source)}), records, Path(tmp) / "quarantine.parquet"
+        )
         return pq.read_table(records)
 
 
 def arxiv_reading(cfg) -> dict:
-    """What our arXiv ingest makes of three papers under the preset's section: the label space it writes, its text
-    of a title and an abstract (title, separator, abstract: title_abstract), the date it keeps (the first version's,
-    or the update date), and whether a paper with a category outside the label space is kept (any) or not (all)."""
+    """What our arXiv ingest makes of three papers under the preset's section: the label space it writes, its
+    text of a title and an abstract (title, separator, abstract: title_abstract), the date it keeps (the first
+    version's, or the update date), and whether a paper with a category outside the label space is kept (any)
+    or not (all)."""
     from drift.data.records import records_manifest
 
     inside, outside = cfg.categories[0], "zz.outside"
     title, abstract = "A title of a paper", "Its abstract, in one sentence."
 
     def paper(i, categories, created, updated):
-        return {"id": f"0704.000{i}", "categories": categories, "title": title, "abstract": abstract,
-                "versions": [{"version": "v1", "created": created}], "update_date": updated}
+        return {
+            "id": f"0704.000{i}",
+            "categories": categories,
+            "title": title,
+            "abstract": abstract,
+            "versions": [{"version": "v1", "created": created}],
+            "update_date": updated,
+        }
 
-    table = ingested("arxiv", cfg, {"snapshot.json": [
-        paper(1, inside, "Mon, 2 Apr 2007 19:18:42 GMT", "2015-05-05"),
-        paper(2, f"{inside} {outside}", "Tue, 3 Apr 2007 10:00:00 GMT", "2015-05-06"),
-        {**paper(3, inside, "Wed, 4 Apr 2007 10:00:00 GMT", "2015-05-07"), "title": "", "abstract": ""},
-        paper(4, f"{inside}\t{cfg.categories[1]}", "Thu, 5 Apr 2007 10:00:00 GMT", "2015-05-08"),
-    ]})
+    table = ingested(
+        "arxiv",
+        cfg,
+        {
+            "snapshot.json": [
+                paper(1, inside, "Mon, 2 Apr 2007 19:18:42 GMT", "2015-05-05"),
+                paper(2, f"{inside} {outside}", "Tue, 3 Apr 2007 10:00:00 GMT", "2015-05-06"),
+                {
+                    **paper(3, inside, "Wed, 4 Apr 2007 10:00:00 GMT", "2015-05-07"),
+                    "title": "",
+                    "abstract": "",
+                },
+                paper(4, f"{inside}\t{cfg.categories[1]}", "Thu, 5 Apr 2007 10:00:00 GMT", "2015-05-08"),
+            ]
+        },
+    )
     rows = {i: r for i, r in zip(table.column("id").to_pylist(), table.to_pylist())}
     first = rows.get("0704.0001", {})
     text = first.get("text", "")
@@ -623,7 +725,7 @@ def arxiv_reading(cfg) -> dict:
     return {
         "categories": records_manifest(table)["label_names"],
         "text": "title_abstract" if joined else f"text {text!r}",
-        "separator": text[len(title):len(text) - len(abstract)] if joined else None,
+        "separator": text[len(title) : len(text) - len(abstract)] if joined else None,
         "time": {"2007-04-02": "first_version", "2015-05-05": "update_date"}.get(day, f"time {day}"),
         "inclusion": "any" if "0704.0002" in rows else "all",
         # theirs: a paper with no title and no abstract kept (text ""), categories cut at single spaces only
@@ -634,37 +736,50 @@ def arxiv_reading(cfg) -> dict:
 
 
 def amazon_reading(cfg, theirs: list[str]) -> dict:
-    """What our Amazon ingest makes of one review per category file (their categories, the preset's and one more)
-    under the preset's section: the categories it reads in the order it reads them, the review fields its text
-    holds (joined by +), and whether it keeps a review with an empty text and a repeated review."""
+    """What our Amazon ingest makes of one review per category file (their categories, the preset's and one
+    more) under the preset's section: the categories it reads in the order it reads them, the review fields
+    its text holds (joined by +), and whether it keeps a review with an empty text and a repeated review."""
     categories = list(dict.fromkeys([*theirs, *(cfg.categories or []), "Zz_Not_Theirs"]))
     first = (cfg.categories or categories)[0]
     fields = {"title": "THE TITLE", "text": "THE REVIEW"}
 
     def review(i, cat, **change):
-        return {"user_id": f"u{i}", "parent_asin": cat, "timestamp": 1420070400000 + i, "rating": 4, **fields,
-                **change}
+        return {
+            "user_id": f"u{i}",
+            "parent_asin": cat,
+            "timestamp": 1420070400000 + i,
+            "rating": 4,
+            **fields,
+            **change,
+        }
 
     files = {f"{cat}.jsonl": [review(i, cat)] for i, cat in enumerate(categories)}
     anonymous = {k: v for k, v in review(102, first).items() if k != "user_id"}
-    files[f"{first}.jsonl"] += [review(100, first, title="", text="  "), review(101, first), review(101, first),
-                                anonymous]
+    files[f"{first}.jsonl"] += [
+        review(100, first, title="", text="  "),
+        review(101, first),
+        review(101, first),
+        anonymous,
+    ]
     table = ingested("amazon", cfg, files)
     ids = table.column("id").to_pylist()
     texts = dict(zip(ids, table.column("text").to_pylist()))
     read = list(dict.fromkeys(i.split(":")[1] for i in ids))
     text = texts.get(f"u0:{categories[0]}:1420070400000", "")
     held = sorted((f for f, v in fields.items() if v in text), key=lambda f: text.index(fields[f]))
-    return {"categories": read, "text_fields": "+".join(held),
-            "keep_empty": "kept" if any(i.startswith("u100:") for i in ids) else "quarantined",
-            "keep_duplicates": "kept" if sum(i.startswith("u101:") for i in ids) > 1 else "quarantined",
-            "missing_ids": "kept" if any(i.endswith(":1420070400102") for i in ids) else "quarantined"}
+    return {
+        "categories": read,
+        "text_fields": "+".join(held),
+        "keep_empty": "kept" if any(i.startswith("u100:") for i in ids) else "quarantined",
+        "keep_duplicates": "kept" if sum(i.startswith("u101:") for i in ids) > 1 else "quarantined",
+        "missing_ids": "kept" if any(i.endswith(":1420070400102") for i in ids) else "quarantined",
+    }
 
 
 def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> list[tuple[str, object, object]]:
-    """(key, theirs, ours) for every fact of the dataset's runs; the keys are what a deviation line names. Ours is
-    what our code does under the preset where a piece of it can run on a small input (the helpers above), else the
-    object the preset builds, else the param itself."""
+    """(key, theirs, ours) for every fact of the dataset's runs; the keys are what a deviation line names.
+    Ours is what our code does under the preset where a piece of it can run on a small input (the helpers
+    above), else the object the preset builds, else the param itself."""
     dataset = PRESETS[preset]
     f = facts(dataset)
     common = {k: v["value"] for k, v in f["common"].items()}
@@ -679,15 +794,19 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
         out.append((key, theirs, ours))
 
     train_json = train.model_dump_json()
-    runs = json.dumps([dataset, train_json, embed.model_dump_json(), params.max_tokens])  # what the loop reads
+    # what the loop reads
+    runs = json.dumps([dataset, train_json, embed.model_dump_json(), params.max_tokens])
     # data scope and slices: the edges our slice stage cuts
     unit, first, last = slice_span(cfg.slices)
     check(f"{dataset}.slices.unit", {"half_year": "half-year", "year": "year"}[common["time_unit"]], unit)
     if "min_time" in common:
         check(f"{dataset}.slices.start", common["min_time"], first)
         check(f"{dataset}.slices.end", common["max_time"], last)
-    check("train.cumulative", common["train_slices"],
-          observed("cutoffs", train_json, lambda: cutoff_gathering(train)))
+    check(
+        "train.cumulative",
+        common["train_slices"],
+        observed("cutoffs", train_json, lambda: cutoff_gathering(train)),
+    )
     if dataset == "arxiv":  # what our ingest makes of their snapshot's lines
         read = observed("arxiv", cfg.model_dump_json(), lambda: arxiv_reading(cfg))
         if "labels" in common:
@@ -715,21 +834,30 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
     # sample and split (the sizes and seeds are the params'; the draws are tested above against theirs)
     if "sample_size" in common:
         check(f"{dataset}.sample.n", common["sample_size"], cfg.sample.n)
-        check(f"{dataset}.sample.seed", common["sample_seed"],
-              params.split.seed if cfg.sample.seed is None else cfg.sample.seed)
+        check(
+            f"{dataset}.sample.seed",
+            common["sample_seed"],
+            params.split.seed if cfg.sample.seed is None else cfg.sample.seed,
+        )
     if "sample_draw" in code:
         check(f"{dataset}.sample.draw", code["sample_draw"], cfg.sample.draw)
     check("split.seed", common["split_seed"], params.split.seed)
     check("split.draw", code["split_draw"], params.split.draw)
-    check("split.row_order", code["split_row_order"],
-          observed("row order", params.split.model_dump_json(), lambda: split_row_order(params.split)))
+    check(
+        "split.row_order",
+        code["split_row_order"],
+        observed("row order", params.split.model_dump_json(), lambda: split_row_order(params.split)),
+    )
     check("split.test_fraction", common["test_size"], params.split.test_fraction)
     strata = ["slice" if s in ("year", "half_year") else "label" for s in common["split_stratify_by"]]
     check("split.stratify", strata, params.split.stratify)
     # the task's metric, as the evaluate stage scores a cell
     scoring = json.dumps([task, params.evaluate.model_dump_json(), common["metric"]])
-    check("task.metric", common["metric"],
-          observed("metric", scoring, lambda: scored_metric(task, params.evaluate, common["metric"])))
+    check(
+        "task.metric",
+        common["metric"],
+        observed("metric", scoring, lambda: scored_metric(task, params.evaluate, common["metric"])),
+    )
     check("evaluate.empty_cell", code["empty_cell"], empty_cell_rule(task, params.evaluate))
     if "auc_scores" in code:
         check("evaluate.auc_scores", code["auc_scores"], auc_ranking(params.evaluate))
@@ -739,20 +867,32 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
     loader = observed("loader", runs, lambda: loader_draws(dataset, params))
     check("train.epochs", common["epochs"], loader["epochs"])
     check("train.batch_size", common["batch_size"], loader["batch_size"])
-    check("train.batch_order", code["batch_order"], "uniform" if loader["draws"] else "not a DataLoader shuffle")
+    check(
+        "train.batch_order", code["batch_order"], "uniform" if loader["draws"] else "not a DataLoader shuffle"
+    )
     check("train.shuffle_draws", code["shuffle_draws"], loader["draws"])
-    if "chunk_sampler" in code:  # a cutoff of over 8 GiB of token states: still the DataLoader's uniform shuffle
-        check("train.chunk_sampler", code["chunk_sampler"],
-              "never" if loader["draws"] else "not a DataLoader shuffle")
+    # a cutoff of over 8 GiB of token states: still the DataLoader's uniform shuffle
+    if "chunk_sampler" in code:
+        check(
+            "train.chunk_sampler",
+            code["chunk_sampler"],
+            "never" if loader["draws"] else "not a DataLoader shuffle",
+        )
     labels = slice_edges(cfg.slices)[1]
     check("train.slice_seed", code["slice_seed"], slice_seed_rule(train, train.models[dataset][0], labels[1]))
     optimizer = make_optimizer(nn.Linear(2, 1), model_training(train, "default", modality, False, 1))
     name = {torch.optim.AdamW: "adamw", torch.optim.Adam: "adam"}[type(optimizer)]
     check("train.optimizer", common.get("optimizer", code.get("optimizer")), name)
-    check("train.weight_decay", common.get("weight_decay", code.get("weight_decay")),
-          optimizer.defaults["weight_decay"])
-    check("train.grad_clip", common.get("gradient_clip_norm"),
-          observed("clip", runs, lambda: clipped_norm(dataset, params)))
+    check(
+        "train.weight_decay",
+        common.get("weight_decay", code.get("weight_decay")),
+        optimizer.defaults["weight_decay"],
+    )
+    check(
+        "train.grad_clip",
+        common.get("gradient_clip_norm"),
+        observed("clip", runs, lambda: clipped_norm(dataset, params)),
+    )
     if task == "regression":
         check("train.loss", [common["loss"], common["rating_weighting"]], regression_loss(train))
     if "loss_weights_rows" in code:
@@ -766,21 +906,30 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
         check("train.pixel_scale", code["pixel_scale"], "raw" if "PixelScaled(255)" in wrappers else "unit")
         check("embed.image_input", code["encoder_pixels"], embed.image_input)
     # the encoders' forward pass on a GPU, as the encoders decide it (None: float32, no autocast)
-    check("embed.compute_dtype", code["encoder_compute_dtype"],
-          autocast_dtype(embed.dtype, embed.compute_dtype, "cuda") or "float32")
+    check(
+        "embed.compute_dtype",
+        code["encoder_compute_dtype"],
+        autocast_dtype(embed.dtype, embed.compute_dtype, "cuda") or "float32",
+    )
     # the models, each with its learning rate, its input and its encoder
     models = f["models"]
-    stored = observed("stored", json.dumps([modality, embed.model_dump_json()]),
-                      lambda: stored_precisions(modality, embed))
+    stored = observed(
+        "stored", json.dumps([modality, embed.model_dump_json()]), lambda: stored_precisions(modality, embed)
+    )
     check("train.models", sorted(models), sorted(train.models[dataset]))
     for model, m in models.items():
         info = get_model_info(model)
-        stepper = make_optimizer(nn.Linear(2, 1), model_training(train, info.family, modality, info.dropout,
-                                                                 params.max_tokens))
+        stepper = make_optimizer(
+            nn.Linear(2, 1), model_training(train, info.family, modality, info.dropout, params.max_tokens)
+        )
         check(f"train.lr.{model}", m["learning_rate"], stepper.defaults["lr"])
-        if m.get("dtype") is not None:  # the stored dtype of what it reads: token states, or its pooled vectors
-            reads = ((embed.text_encoder, "tokens") if info.input == "tokens"
-                     else (model.removeprefix("probe-"), "pooled"))
+        # the stored dtype of what it reads: token states, or its pooled vectors
+        if m.get("dtype") is not None:
+            reads = (
+                (embed.text_encoder, "tokens")
+                if info.input == "tokens"
+                else (model.removeprefix("probe-"), "pooled")
+            )
             check(f"embed.dtype.{model}", m["dtype"], stored.get(reads, f"{reads} not stored"))
         if not m["frozen_backbone"]:
             kind = {"last": "tokens", "imag": "pixels"}[m["output"][:4]]
@@ -795,7 +944,11 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
         spec = ENCODERS[encoder]
         if modality == "text":
             check(f"embed.encoders.{encoder}", m["producer"], spec.hub_id)
-            check("embed.pooling", m["pooling_strategy"], {"mean": "masked_mean"}.get(embed.pooling, embed.pooling))
+            check(
+                "embed.pooling",
+                m["pooling_strategy"],
+                {"mean": "masked_mean"}.get(embed.pooling, embed.pooling),
+            )
             check("embed.normalize", code["pooled_normalize"], embed.normalize)
             check("embed.max_length", common["max_length"], embed.max_length)
         else:
@@ -805,15 +958,27 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
                 builder, _, weights = spec.torchvision.partition(":")
                 ours = f"torchvision {builder} {weights.rpartition('.')[2]}"
             check(f"embed.encoders.{encoder}", SAME_WEIGHTS.get(model, code["encoder_weights"][model]), ours)
-            check(f"embed.pooling.{encoder}", "producer_default", "producer_default" if spec.pooling == "timm"
-                  else spec.pooling)
-            check(f"embed.image_pooling.{encoder}", code["encoder_pooling"].get(model, "producer_default"),
-                  embed.image_pooling.get(encoder, "producer_default"))
+            check(
+                f"embed.pooling.{encoder}",
+                "producer_default",
+                "producer_default" if spec.pooling == "timm" else spec.pooling,
+            )
+            check(
+                f"embed.image_pooling.{encoder}",
+                code["encoder_pooling"].get(model, "producer_default"),
+                embed.image_pooling.get(encoder, "producer_default"),
+            )
             if model in code.get("encoder_activation", {}):  # timm builds these three with nn.GELU
-                check(f"embed.image_activation.{encoder}", code["encoder_activation"][model],
-                      encoder_kwargs(encoder, embed).get("activation", "gelu"))
-            check(f"embed.image_pos_embed.{encoder}", code.get("encoder_pos_embed", {}).get(model, "timm"),
-                  encoder_kwargs(encoder, embed).get("pos_embed", "timm"))
+                check(
+                    f"embed.image_activation.{encoder}",
+                    code["encoder_activation"][model],
+                    encoder_kwargs(encoder, embed).get("activation", "gelu"),
+                )
+            check(
+                f"embed.image_pos_embed.{encoder}",
+                code.get("encoder_pos_embed", {}).get(model, "timm"),
+                encoder_kwargs(encoder, embed).get("pos_embed", "timm"),
+            )
     check("train.slice_seed.keys", code["trainer_keys"], {m: trainer_key(m) for m in sorted(models)})
     # the modules the preset builds (train.modules): their parameter counts and how they are made
     built = PresetModels(dataset, params)
@@ -822,22 +987,33 @@ def compare(preset: str, tmp_path: Path, presets: Path = ROOT / "params") -> lis
     made = code["model_modules"]
     if made["cnn_conv_bias"] is not None:
         cnn = built.model("cnn-s")
-        check("train.modules.cnn_conv_bias", made["cnn_conv_bias"],
-              all(m.bias is not None for m in cnn.modules() if isinstance(m, nn.Conv2d)))
+        check(
+            "train.modules.cnn_conv_bias",
+            made["cnn_conv_bias"],
+            all(m.bias is not None for m in cnn.modules() if isinstance(m, nn.Conv2d)),
+        )
     stacked = built.model("vit-m" if modality == "image" else "tx-m").blocks
-    check("train.modules.repeated_layers", made["repeated_layers"],
-          "deep_copied" if layers_start_equal(stacked) else "own_draws")
+    check(
+        "train.modules.repeated_layers",
+        made["repeated_layers"],
+        "deep_copied" if layers_start_equal(stacked) else "own_draws",
+    )
     if made["textcnn_windows"] is not None:
         textcnn = built.model("textcnn-s")
-        check("train.modules.textcnn_windows", made["textcnn_windows"],
-              "padded_max_length" if getattr(textcnn, "pad_to", None) == params.max_tokens else "real_token_starts")
+        check(
+            "train.modules.textcnn_windows",
+            made["textcnn_windows"],
+            "padded_max_length"
+            if getattr(textcnn, "pad_to", None) == params.max_tokens
+            else "real_token_starts",
+        )
     return out
 
 
 class PresetModels:
-    """The untrained modules of a preset's models at the dataset's input (3x32x32 portraits, 768-d RoBERTa tokens
-    cut at the run's token cap, an encoder's pooled width) and number of outputs, with the preset's dropout and
-    train.modules (ours until the train params say otherwise)."""
+    """The untrained modules of a preset's models at the dataset's input (3x32x32 portraits, 768-d RoBERTa
+    tokens cut at the run's token cap, an encoder's pooled width) and number of outputs, with the preset's
+    dropout and train.modules (ours until the train params say otherwise)."""
 
     def __init__(self, dataset: str, params):
         self.params, self.dataset = params, dataset
@@ -851,8 +1027,9 @@ class PresetModels:
         if info.input == "pixels":
             spec = InputSpec("pixels", (3, 32, 32))
         elif info.input == "tokens":
-            spec = InputSpec("tokens", (ENCODERS[self.params.embed.text_encoder].dim,),
-                             max_tokens=self.params.max_tokens)
+            spec = InputSpec(
+                "tokens", (ENCODERS[self.params.embed.text_encoder].dim,), max_tokens=self.params.max_tokens
+            )
         else:
             spec = InputSpec("pooled", (ENCODERS[name.removeprefix("probe-")].dim,))
         torch.manual_seed(0)
@@ -877,23 +1054,81 @@ def test_every_fact_is_compared(preset, tmp_path):
     dataset = PRESETS[preset]
     keys = {key for key, _, _ in compare(preset, tmp_path)}
     f = facts(dataset)
-    assert f["source"].startswith("github.com/learning-mechanisms/drift-happens @ ") and "CC BY 4.0" in f["licence"]
+    assert (
+        f["source"].startswith("github.com/learning-mechanisms/drift-happens @ ")
+        and "CC BY 4.0" in f["licence"]
+    )
     assert {m for m in f["models"]} <= {k.split(".", 2)[-1] for k in keys if k.startswith("train.lr.")}
     for m in f["models"].values():
         assert m["snapshot"].startswith(f"configs/snapshots/presets/{f['group']}/")
-    compared_common = {"time_unit", "min_time", "max_time", "train_slices", "labels", "text_col", "image_size",
-                       "sample_size", "sample_seed", "split_seed", "test_size", "split_stratify_by", "metric",
-                       "seeds", "epochs", "batch_size", "optimizer", "weight_decay", "gradient_clip_norm", "loss",
-                       "rating_weighting", "max_length"}
+    compared_common = {
+        "time_unit",
+        "min_time",
+        "max_time",
+        "train_slices",
+        "labels",
+        "text_col",
+        "image_size",
+        "sample_size",
+        "sample_seed",
+        "split_seed",
+        "test_size",
+        "split_stratify_by",
+        "metric",
+        "seeds",
+        "epochs",
+        "batch_size",
+        "optimizer",
+        "weight_decay",
+        "gradient_clip_norm",
+        "loss",
+        "rating_weighting",
+        "max_length",
+    }
     assert set(f["common"]) <= compared_common
-    compared_code = {"categories", "separator", "inclusion", "time", "resize", "optimizer", "weight_decay",
-                     "encoder_weights", "loss", "sample_strata", "ratings", "source", "source_url", "encoder_input",
-                     "split_draw", "split_row_order", "pixel_scale", "loss_weights_rows", "encoder_pooling",
-                     "encoder_pixels", "batch_order", "pooled_normalize", "encoder_compute_dtype", "empty_texts",
-                     "repeated_reviews", "sample_draw", "slice_seed", "trainer_keys", "model_params",
-                     "model_modules", "encoder_activation", "pixels", "shuffle_draws", "chunk_sampler",
-                     "encoder_pos_embed", "empty_cell", "auc_scores", "row_ids", "missing_ids", "row_rules",
-                     "train_row_order"}
+    compared_code = {
+        "categories",
+        "separator",
+        "inclusion",
+        "time",
+        "resize",
+        "optimizer",
+        "weight_decay",
+        "encoder_weights",
+        "loss",
+        "sample_strata",
+        "ratings",
+        "source",
+        "source_url",
+        "encoder_input",
+        "split_draw",
+        "split_row_order",
+        "pixel_scale",
+        "loss_weights_rows",
+        "encoder_pooling",
+        "encoder_pixels",
+        "batch_order",
+        "pooled_normalize",
+        "encoder_compute_dtype",
+        "empty_texts",
+        "repeated_reviews",
+        "sample_draw",
+        "slice_seed",
+        "trainer_keys",
+        "model_params",
+        "model_modules",
+        "encoder_activation",
+        "pixels",
+        "shuffle_draws",
+        "chunk_sampler",
+        "encoder_pos_embed",
+        "empty_cell",
+        "auc_scores",
+        "row_ids",
+        "missing_ids",
+        "row_rules",
+        "train_row_order",
+    }
     assert set(f["from_code"]) <= compared_code
 
 
@@ -912,9 +1147,9 @@ def test_the_comparison_can_fail(tmp_path):
 
 @pytest.mark.compute
 def test_the_checks_read_behaviour(tmp_path, monkeypatch):
-    """Our side of a fact is what our code does, not a string: the same preset, with our code changed underneath
-    (the metric, the clip, the cutoff's rows, the sampler, the split's input order, the store's pooled vectors),
-    compares otherwise, key by key."""
+    """Our side of a fact is what our code does, not a string: the same preset, with our code changed
+    underneath (the metric, the clip, the cutoff's rows, the sampler, the split's input order, the store's
+    pooled vectors), compares otherwise, key by key."""
     import drift.protocol.slicing as slicing
     from drift.protocol.metrics import METRICS
     from drift.store.embeddings import EmbeddingStore
@@ -922,9 +1157,14 @@ def test_the_checks_read_behaviour(tmp_path, monkeypatch):
 
     monkeypatch.setattr(sys.modules[__name__], "OBSERVED", {})  # nothing seen before the changes
     monkeypatch.setitem(METRICS, "macro_auc", lambda y, scores: 0.5)
-    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda parameters, max_norm, *a, **k: torch.tensor(0.0))
-    monkeypatch.setattr(loop, "cutoff_rows", lambda data, k, order="time": np.flatnonzero(
-        (data.slices == k) & (data.splits == "train")))
+    monkeypatch.setattr(
+        torch.nn.utils, "clip_grad_norm_", lambda parameters, max_norm, *a, **k: torch.tensor(0.0)
+    )
+    monkeypatch.setattr(
+        loop,
+        "cutoff_rows",
+        lambda data, k, order="time": np.flatnonzero((data.slices == k) & (data.splits == "train")),
+    )
     sampler = loop.epoch_batches
 
     def chunk_blocked(rows, *args, **kwargs):  # the first half of the rows' batches, then the second half's
@@ -934,11 +1174,19 @@ def test_the_checks_read_behaviour(tmp_path, monkeypatch):
         return np.split(flat, np.cumsum([len(b) for b in batches])[:-1])
 
     monkeypatch.setattr(loop, "epoch_batches", chunk_blocked)
-    monkeypatch.setattr(slicing, "per_slice_split", lambda index, labels, *args: per_slice_split(
-        index[::-1], labels[::-1], *args)[::-1])
+    monkeypatch.setattr(
+        slicing,
+        "per_slice_split",
+        lambda index, labels, *args: per_slice_split(index[::-1], labels[::-1], *args)[::-1],
+    )
     append = EmbeddingStore.append
-    monkeypatch.setattr(EmbeddingStore, "append", lambda self, keys, pooled, *args: append(
-        self, keys, np.asarray(pooled, np.float32).astype(np.float16), *args))
+    monkeypatch.setattr(
+        EmbeddingStore,
+        "append",
+        lambda self, keys, pooled, *args: append(
+            self, keys, np.asarray(pooled, np.float32).astype(np.float16), *args
+        ),
+    )
     ours = {key: value for key, _, value in compare("paper-arxiv", tmp_path)}
     assert ours["task.metric"].startswith("macro_auc: 0.5 ") and ours["train.grad_clip"] is None
     assert ours["train.cumulative"] == "current_slice"
@@ -951,7 +1199,9 @@ def test_the_fidelity_page_lists_every_deviation():
     text = (ROOT / "docs/explanations/fidelity.md").read_text()
     for preset in PRESETS:
         for key in deviations(preset):
-            assert f"`{key}`" in text, f"docs/explanations/fidelity.md does not list {preset}'s deviation {key}"
+            assert f"`{key}`" in text, (
+                f"docs/explanations/fidelity.md does not list {preset}'s deviation {key}"
+            )
         assert f"drift preset {preset}" in text and f"drift fetch {PRESETS[preset]}" in text
 
 
@@ -959,10 +1209,10 @@ def test_the_fidelity_page_lists_every_deviation():
 
 
 def their_split_test_rows(years: list[int], labels: list | None, test_size: float, seed: int) -> set[int]:
-    """The test rows (positions) of the authors' per-year split as their sample/splits.py states it: rows sorted by
-    year (stably here: see the split.row_order deviation), one RandomState(seed) drawing randint(0, 2**32 - 1) per
-    year of 3 rows or more, in year order, for train_test_split of that year's rows, stratified by the label when
-    every class has 2 rows and ceil(test_size * n) and the rest each hold every class."""
+    """The test rows (positions) of the authors' per-year split as their sample/splits.py states it: rows
+    sorted by year (stably here: see the split.row_order deviation), one RandomState(seed) drawing randint(0,
+    2**32 - 1) per year of 3 rows or more, in year order, for train_test_split of that year's rows, stratified
+    by the label when every class has 2 rows and ceil(test_size * n) and the rest each hold every class."""
     import math
 
     import pandas as pd
@@ -980,8 +1230,13 @@ def their_split_test_rows(years: list[int], labels: list | None, test_size: floa
         y = part["label"]
         counts = y.value_counts()
         n_minor = math.ceil(test_size * len(y))
-        ok = labels is not None and y.nunique() >= 2 and counts.min() >= 2 and n_minor >= y.nunique() \
+        ok = (
+            labels is not None
+            and y.nunique() >= 2
+            and counts.min() >= 2
+            and n_minor >= y.nunique()
             and len(y) - n_minor >= y.nunique()
+        )
         _, t = train_test_split(part, test_size=test_size, stratify=y if ok else None, random_state=rs)
         test |= set(t.index.tolist())
     return test
@@ -989,8 +1244,8 @@ def their_split_test_rows(years: list[int], labels: list | None, test_size: floa
 
 @pytest.mark.parametrize("with_labels", [True, False])
 def test_split_draws_their_test_rows(with_labels):
-    """split.draw per-slice gives the test rows their algorithm gives on the same rows: years of 1, 2, 3, 11 and
-    57 rows (11 * 0.3 rounds up to 4 test rows, not 3), one class too rare to stratify in one year."""
+    """split.draw per-slice gives the test rows their algorithm gives on the same rows: years of 1, 2, 3, 11
+    and 57 rows (11 * 0.3 rounds up to 4 test rows, not 3), one class too rare to stratify in one year."""
     from drift.protocol.slicing import per_slice_split
 
     rng = np.random.default_rng(7)
@@ -1021,22 +1276,33 @@ def test_split_draw_as_the_slice_stage_runs_it(tmp_path):
     assert params.split.draw == "per-slice"
     years = [1950 + i % 4 for i in range(60)]
     labels = [(i * 7) % 3 % 2 for i in range(60)]
-    records = pa.table({"id": [f"r{i:03d}" for i in range(60)],
-                        "time": pa.array(np.array([f"{y}-06-01" for y in years], dtype="datetime64[us]")),
-                        "label": labels})
+    records = pa.table(
+        {
+            "id": [f"r{i:03d}" for i in range(60)],
+            "time": pa.array(np.array([f"{y}-06-01" for y in years], dtype="datetime64[us]")),
+            "label": labels,
+        }
+    )
     cfg = DatasetParams(slices={"unit": "year", "start": 1950, "end": 1954})
     table, _ = build_slices(records, cfg, params.split)
-    test = {int(i[1:]) for i, s in zip(table.column("id").to_pylist(), table.column("split").to_pylist()) if s == "test"}
+    test = {
+        int(i[1:])
+        for i, s in zip(table.column("id").to_pylist(), table.column("split").to_pylist())
+        if s == "test"
+    }
     assert test == their_split_test_rows(years, labels, 0.3, 42)
-    default, _ = build_slices(records, cfg, checked_params(yaml.safe_load((ROOT / "params.yaml").read_text())).split)
+    default, _ = build_slices(
+        records, cfg, checked_params(yaml.safe_load((ROOT / "params.yaml").read_text())).split
+    )
     assert default.column("split").to_pylist() != table.column("split").to_pylist()
 
 
 @pytest.mark.compute
 def test_yearbook_models_read_0_255(tmp_path):
-    """train.pixel_scale raw (their convert_to_tensor_dataset, no division by 255): every image model trained from
-    scratch is built with PixelScaled outermost, and its inner model reads the stored values themselves, bit for
-    bit (reading_inputs: never divided and multiplied back); a checkpoint of it loads back the same way."""
+    """train.pixel_scale raw (their convert_to_tensor_dataset, no division by 255): every image model trained
+    from scratch is built with PixelScaled outermost, and its inner model reads the stored values themselves,
+    bit for bit (reading_inputs: never divided and multiplied back); a checkpoint of it loads back the same
+    way."""
     from drift.models import InputSpec
     from drift.models.checkpoints import (
         PixelScaled,
@@ -1054,8 +1320,16 @@ def test_yearbook_models_read_0_255(tmp_path):
     spec = InputSpec("pixels", (3, 32, 32))
     seen = {}
     for name in [m for m in params.train.models["yearbook"] if get_model_info(m).input == "pixels"]:
-        model = build_model(name, spec, 2, "classification", params.train.dropout, params.train.standardise_targets,
-                            params.train.standardise_pixels, params.train.pixel_scale)
+        model = build_model(
+            name,
+            spec,
+            2,
+            "classification",
+            params.train.dropout,
+            params.train.standardise_targets,
+            params.train.standardise_pixels,
+            params.train.pixel_scale,
+        )
         assert isinstance(model, PixelScaled) and float(model.pixel_factor) == 255.0, name
         model.inner.register_forward_pre_hook(lambda mod, args: seen.__setitem__("x", args[0].clone()))
         model.eval()(*reading_inputs(model, inputs).batch(np.arange(4)))
@@ -1064,15 +1338,17 @@ def test_yearbook_models_read_0_255(tmp_path):
     assert isinstance(load_checkpoint(name, spec, 2, "classification", tmp_path / "m.pt"), PixelScaled)
     plain_model = build_model("mlp-s", spec, 2, "classification")  # the embedded default: [0, 1]
     assert not isinstance(plain_model, PixelScaled)
-    assert torch.equal(*reading_inputs(plain_model, inputs).batch(np.arange(4)),
-                       torch.from_numpy(stored).reshape(4, 3, 32, 32) / 255.0)
+    assert torch.equal(
+        *reading_inputs(plain_model, inputs).batch(np.arange(4)),
+        torch.from_numpy(stored).reshape(4, 3, 32, 32) / 255.0,
+    )
 
 
 @pytest.mark.parametrize("preset,task_name", [("paper-amazon", "regression"), ("paper-arxiv", "multilabel")])
 def test_loss_weights_come_from_the_whole_training_split(preset, tmp_path, task_name):
-    """train.loss_weights split: every cutoff's loss weighs as theirs does, with weights from the whole training
-    split (Amazon: w_r = total / count of rating r, their WeightedMSELoss; arXiv: pos_weight = negatives /
-    positives per category in BCEWithLogitsLoss), not from the cutoff's rows."""
+    """train.loss_weights split: every cutoff's loss weighs as theirs does, with weights from the whole
+    training split (Amazon: w_r = total / count of rating r, their WeightedMSELoss; arXiv: pos_weight =
+    negatives / positives per category in BCEWithLogitsLoss), not from the cutoff's rows."""
     from types import SimpleNamespace
 
     import torch.nn.functional as F
@@ -1085,7 +1361,8 @@ def test_loss_weights_come_from_the_whole_training_split(preset, tmp_path, task_
     n = 200
     slices = np.repeat(np.arange(4), n // 4)
     splits = np.where(rng.random(n) < 0.3, "test", "train")
-    if task_name == "regression":  # early slices rate high, late ones low: the cutoff's balance is not the split's
+    # early slices rate high, late ones low: the cutoff's balance is not the split's
+    if task_name == "regression":
         y = torch.as_tensor(np.clip(5 - slices + rng.integers(-1, 2, n), 1, 5).astype(np.float32))
         outputs = torch.as_tensor(rng.normal(3, 1, (n, 1)).astype(np.float32))
     else:
@@ -1103,10 +1380,12 @@ def test_loss_weights_come_from_the_whole_training_split(preset, tmp_path, task_
         theirs = (((outputs[cutoff, 0] - y[cutoff]) ** 2) * w[y[cutoff].long() - 1]).mean()
     else:
         pos = yt.sum(0)
-        theirs = F.binary_cross_entropy_with_logits(outputs[cutoff], y[cutoff],
-                                                    pos_weight=torch.where(pos > 0, (len(yt) - pos) / pos, 1.0))
+        theirs = F.binary_cross_entropy_with_logits(
+            outputs[cutoff], y[cutoff], pos_weight=torch.where(pos > 0, (len(yt) - pos) / pos, 1.0)
+        )
     torch.testing.assert_close(loss_fn(outputs[cutoff], y[cutoff]), theirs)
-    own, _ = prepare_model(nn.Linear(1, 1), None, cutoff, y[cutoff], task)  # train.loss_weights cutoff: another loss
+    # train.loss_weights cutoff: another loss
+    own, _ = prepare_model(nn.Linear(1, 1), None, cutoff, y[cutoff], task)
     assert abs(float(own(outputs[cutoff], y[cutoff])) - float(theirs)) > 1e-3
 
 
@@ -1114,9 +1393,9 @@ def test_loss_weights_come_from_the_whole_training_split(preset, tmp_path, task_
 def test_convnext_is_torchvisions_network_pooled_as_their_classifier_reads_it(tmp_path, monkeypatch):
     """embed.image_source torchvision: the preset's ConvNeXt-S as the embed stage builds it (torchvision's
     convnext_small, random weights in the file torchvision names IMAGENET1K_V1's) gives their pooled vector
-    (transfer_learning/convnext.py forward_only_backend, stated here): the 0-255 portrait upsampled bilinearly to
-    224, torchvision's features, average pool, the classifier's LayerNorm2d, flattened. Without the weights it
-    fails in one line naming embed.weights.convnext-s; the fingerprint names the source."""
+    (transfer_learning/convnext.py forward_only_backend, stated here): the 0-255 portrait upsampled bilinearly
+    to 224, torchvision's features, average pool, the classifier's LayerNorm2d, flattened. Without the weights
+    it fails in one line naming embed.weights.convnext-s; the fingerprint names the source."""
     import torchvision
 
     from drift.core.errors import DriftError
@@ -1133,14 +1412,18 @@ def test_convnext_is_torchvisions_network_pooled_as_their_classifier_reads_it(tm
     torch.manual_seed(0)
     reference = torchvision.models.convnext_small(weights=None).eval()
     (tmp_path / "weights").mkdir()
-    torch.save(reference.state_dict(), tmp_path / "weights" / "convnext_small-0c510722.pth")  # torchvision's name
+    # torchvision's name
+    torch.save(reference.state_dict(), tmp_path / "weights" / "convnext_small-0c510722.pth")
     embed = embed.model_copy(update={"weights": {"convnext-s": str(tmp_path / "weights")}})
     encoder = VisionEncoder("convnext-s", **encoder_kwargs("convnext-s", embed))
     images = np.random.default_rng(0).integers(0, 256, (2, 3, 32, 32), dtype=np.uint8)
-    x = torch.nn.functional.interpolate(torch.from_numpy(images).float(), size=(224, 224), mode="bilinear",
-                                        align_corners=False)
+    x = torch.nn.functional.interpolate(
+        torch.from_numpy(images).float(), size=(224, 224), mode="bilinear", align_corners=False
+    )
     with torch.no_grad():
-        theirs = reference.classifier[1](reference.classifier[0](reference.avgpool(reference.features(x)))).numpy()
+        theirs = reference.classifier[1](
+            reference.classifier[0](reference.avgpool(reference.features(x)))
+        ).numpy()
     ours = encoder.encode_batch(images)
     assert ours.shape == (2, 768)
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
@@ -1150,21 +1433,24 @@ def test_convnext_is_torchvisions_network_pooled_as_their_classifier_reads_it(tm
 
 
 def built_as_the_preset(name: str, reference, params, tmp_path):
-    """Vision encoder `name` as the embed stage builds it under `params` (on the CPU), with the weights of the timm
-    model `reference` in the file embed.weights names; with it the embed params, two random 32x32 portraits and
-    their input to the authors' encoders (upsampled bilinearly to 224, 0-255, not normalised)."""
+    """Vision encoder `name` as the embed stage builds it under `params` (on the CPU), with the weights of the
+    timm model `reference` in the file embed.weights names; with it the embed params, two random 32x32
+    portraits and their input to the authors' encoders (upsampled bilinearly to 224, 0-255, not normalised).
+    """
     from safetensors.torch import save_file
 
     from drift.encoders.embed import encoder_kwargs
     from drift.encoders.vision import VisionEncoder
 
     save_file(reference.state_dict(), str(tmp_path / "model.safetensors"))
-    embed = params.embed.model_copy(update={"weights": {name: str(tmp_path / "model.safetensors")},
-                                            "device": "cpu"})
+    embed = params.embed.model_copy(
+        update={"weights": {name: str(tmp_path / "model.safetensors")}, "device": "cpu"}
+    )
     encoder = VisionEncoder(name, **encoder_kwargs(name, embed))
     images = np.random.default_rng(0).integers(0, 256, (2, 3, 32, 32), dtype=np.uint8)
-    x = torch.nn.functional.interpolate(torch.from_numpy(images).float(), size=(224, 224), mode="bilinear",
-                                        align_corners=False)
+    x = torch.nn.functional.interpolate(
+        torch.from_numpy(images).float(), size=(224, 224), mode="bilinear", align_corners=False
+    )
     return encoder, embed, images, x
 
 
@@ -1185,18 +1471,22 @@ def test_dinov3_pools_the_cls_token_of_raw_pixels(tmp_path):
     theirs = tokens[:, 0].numpy()
     ours = encoder.encode_batch(images)
     np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4)
-    assert np.abs(ours - tokens[:, reference.num_prefix_tokens:].mean(1).numpy()).max() > 1e-3
-    assert encoder.fingerprint_fields()["pooling"] == "timm:token" and encoder.fingerprint_fields()["input"] == "raw"
+    assert np.abs(ours - tokens[:, reference.num_prefix_tokens :].mean(1).numpy()).max() > 1e-3
+    assert (
+        encoder.fingerprint_fields()["pooling"] == "timm:token"
+        and encoder.fingerprint_fields()["input"] == "raw"
+    )
 
 
 @pytest.mark.compute
 def test_dinov2_resamples_its_position_table_as_the_hub_model(tmp_path):
-    """embed.image_pos_embed dinov2-hub: the preset's DINOv2-S as the embed stage builds it (random weights, the
-    real architecture, its 37 x 37 table of the 518 training size) gives the pooled vector of their torch.hub
-    dinov2_vits14 (interpolate_offset 0.1, no antialiasing), stated here: the portrait upsampled to 224, 14 x 14
-    patches, the class token, the table's 37 x 37 patch rows resampled bicubically by the scale factor 16.1 / 37
-    (align_corners False) and added, the blocks, the final norm, the CLS token. timm's own resampling at load
-    (antialiased) gives other vectors; the option on an encoder other than DINOv2 fails in one line."""
+    """embed.image_pos_embed dinov2-hub: the preset's DINOv2-S as the embed stage builds it (random weights,
+    the real architecture, its 37 x 37 table of the 518 training size) gives the pooled vector of their
+    torch.hub dinov2_vits14 (interpolate_offset 0.1, no antialiasing), stated here: the portrait upsampled to
+    224, 14 x 14 patches, the class token, the table's 37 x 37 patch rows resampled bicubically by the scale
+    factor 16.1 / 37 (align_corners False) and added, the blocks, the final norm, the CLS token. timm's own
+    resampling at load (antialiased) gives other vectors; the option on an encoder other than DINOv2 fails in
+    one line."""
     import timm
 
     from drift.core.errors import DriftError
@@ -1209,16 +1499,19 @@ def test_dinov2_resamples_its_position_table_as_the_hub_model(tmp_path):
     torch.manual_seed(0)
     reference = timm.create_model(ENCODERS["dinov2-s"].hub_id, pretrained=False, num_classes=0).eval()
     assert reference.pos_embed.shape == (1, 1 + 37 * 37, 384)
-    with torch.no_grad():  # layer scales of 1 (timm inits them at 1e-5): the blocks carry the patches to the CLS;
-        for name, weight in reference.named_parameters():  # a table on the scale of the raw pixels' patch tokens
+    # layer scales of 1 (timm inits them at 1e-5): the blocks carry the patches to the CLS;
+    with torch.no_grad():
+        # a table on the scale of the raw pixels' patch tokens
+        for name, weight in reference.named_parameters():
             if name.endswith(".gamma"):
                 weight.fill_(1.0)
         reference.pos_embed.mul_(1000.0)
     encoder, embed, images, x = built_as_the_preset("dinov2-s", reference, params, tmp_path)
     table = reference.pos_embed.detach()
     grid = table[:, 1:].reshape(1, 37, 37, 384).permute(0, 3, 1, 2)
-    patch_rows = torch.nn.functional.interpolate(grid, scale_factor=(16.1 / 37, 16.1 / 37), mode="bicubic",
-                                                 align_corners=False, antialias=False)
+    patch_rows = torch.nn.functional.interpolate(
+        grid, scale_factor=(16.1 / 37, 16.1 / 37), mode="bicubic", align_corners=False, antialias=False
+    )
     assert patch_rows.shape[-2:] == (16, 16)
     positions = torch.cat([table[:, :1], patch_rows.permute(0, 2, 3, 1).reshape(1, 256, 384)], dim=1)
     torch.testing.assert_close(encoder.model.pos_embed.detach(), positions, rtol=0, atol=1e-6)
@@ -1229,7 +1522,9 @@ def test_dinov2_resamples_its_position_table_as_the_hub_model(tmp_path):
     ours = encoder.encode_batch(images)
     np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4)
     assert encoder.fingerprint_fields()["pos_embed"] == "dinov2-hub"
-    timms = VisionEncoder("dinov2-s", **encoder_kwargs("dinov2-s", embed.model_copy(update={"image_pos_embed": {}})))
+    timms = VisionEncoder(
+        "dinov2-s", **encoder_kwargs("dinov2-s", embed.model_copy(update={"image_pos_embed": {}}))
+    )
     assert (timms.model.pos_embed - encoder.model.pos_embed).abs().max() > 1e-3
     assert np.abs(timms.encode_batch(images) - ours).max() > 1e-3
     assert "pos_embed" not in timms.fingerprint_fields()
@@ -1238,8 +1533,9 @@ def test_dinov2_resamples_its_position_table_as_the_hub_model(tmp_path):
 
 
 def test_batches_are_a_uniform_shuffle(tmp_path):
-    """train.batch_order uniform: each epoch's batches are a DataLoader(shuffle=True)'s over the cutoff's rows,
-    torch.randperm from its generator cut in order, the last batch short; token rows are not grouped by length."""
+    """train.batch_order uniform: each epoch's batches are a DataLoader(shuffle=True)'s over the cutoff's
+    rows, torch.randperm from its generator cut in order, the last batch short; token rows are not grouped by
+    length."""
     from torch.utils.data import DataLoader
 
     from drift.models.inputs import epoch_batches
@@ -1249,10 +1545,21 @@ def test_batches_are_a_uniform_shuffle(tmp_path):
     rows = np.arange(10, 210)
     lengths = np.random.default_rng(0).integers(1, 128, 300)
     for epoch in (0, 3):
-        ours = epoch_batches(rows, lengths, params.train.batch_size, np.random.default_rng(0),
-                             params.train.batch_order, seed=5, epoch=epoch)
-        loader = DataLoader(rows.tolist(), batch_size=params.train.batch_size, shuffle=True,
-                            generator=torch.Generator().manual_seed(5 + epoch))
+        ours = epoch_batches(
+            rows,
+            lengths,
+            params.train.batch_size,
+            np.random.default_rng(0),
+            params.train.batch_order,
+            seed=5,
+            epoch=epoch,
+        )
+        loader = DataLoader(
+            rows.tolist(),
+            batch_size=params.train.batch_size,
+            shuffle=True,
+            generator=torch.Generator().manual_seed(5 + epoch),
+        )
         theirs = [b.numpy() for b in loader]
         assert [b.tolist() for b in ours] == [b.tolist() for b in theirs]
     assert len(ours[-1]) == 200 % 64
@@ -1261,10 +1568,11 @@ def test_batches_are_a_uniform_shuffle(tmp_path):
 @pytest.mark.compute
 @pytest.mark.parametrize("preset", sorted(PRESETS))
 def test_shuffle_draws_are_their_loaders_after_the_models_init(preset, tmp_path):
-    """train.shuffle_draws after-init: after the same torch seed and the model's init (their MLP-S, built as the
-    test states it, against ours), each epoch's batches are those of a DataLoader(shuffle=True) without a generator
-    of its own, epoch after epoch from the global generator; a CPU dropout draw on the global generator between
-    epochs changes them not (theirs drew dropout masks on a GPU). seed-epoch gives other batches."""
+    """train.shuffle_draws after-init: after the same torch seed and the model's init (their MLP-S, built as
+    the test states it, against ours), each epoch's batches are those of a DataLoader(shuffle=True) without a
+    generator of its own, epoch after epoch from the global generator; a CPU dropout draw on the global
+    generator between epochs changes them not (theirs drew dropout masks on a GPU). seed-epoch gives other
+    batches."""
     from torch.utils.data import DataLoader
 
     from drift.models import InputSpec, create_model
@@ -1282,21 +1590,41 @@ def test_shuffle_draws_are_their_loaders_after_the_models_init(preset, tmp_path)
     draws = shuffle_draws(train.shuffle_draws)
     ours = []
     for epoch in range(3):
-        ours.append([b.tolist() for b in epoch_batches(rows, None, train.batch_size, np.random.default_rng(0),
-                                                       train.batch_order, 1234, epoch, draws)])
+        ours.append(
+            [
+                b.tolist()
+                for b in epoch_batches(
+                    rows,
+                    None,
+                    train.batch_size,
+                    np.random.default_rng(0),
+                    train.batch_order,
+                    1234,
+                    epoch,
+                    draws,
+                )
+            ]
+        )
         torch.nn.functional.dropout(torch.ones(64), 0.5, training=True)  # a CPU dropout draw between epochs
     assert ours == theirs
-    seeded = [[b.tolist() for b in epoch_batches(rows, None, train.batch_size, np.random.default_rng(0), "uniform",
-                                                 1234, epoch)] for epoch in range(3)]
+    seeded = [
+        [
+            b.tolist()
+            for b in epoch_batches(
+                rows, None, train.batch_size, np.random.default_rng(0), "uniform", 1234, epoch
+            )
+        ]
+        for epoch in range(3)
+    ]
     assert seeded != theirs
 
 
 @pytest.mark.compute
 def test_train_one_shuffles_as_their_trainer(tmp_path):
-    """train_one under the Yearbook preset's train params trains MLP-S to the same bytes as their trainer's loop
-    stated here: the seed, the model, then each epoch a DataLoader(shuffle=True) over the cutoff's rows with no
-    generator of its own, a step per batch on the stored pixel values (the model, loss and optimiser ours; tested
-    against theirs above)."""
+    """train_one under the Yearbook preset's train params trains MLP-S to the same bytes as their trainer's
+    loop stated here: the seed, the model, then each epoch a DataLoader(shuffle=True) over the cutoff's rows
+    with no generator of its own, a step per batch on the stored pixel values (the model, loss and optimiser
+    ours; tested against theirs above)."""
     from torch.utils.data import DataLoader
 
     from drift.models.inputs import Inputs
@@ -1304,7 +1632,9 @@ def test_train_one_shuffles_as_their_trainer(tmp_path):
 
     train = applied("paper-yearbook", tmp_path).train.model_copy(update={"epochs": 3})
     rng = np.random.default_rng(3)
-    inputs = Inputs("pixels", rng.integers(0, 256, (150, 3 * 32 * 32)).astype(np.uint8), image_shape=(3, 32, 32))
+    inputs = Inputs(
+        "pixels", rng.integers(0, 256, (150, 3 * 32 * 32)).astype(np.uint8), image_shape=(3, 32, 32)
+    )
     task = get_task("binary")
     targets = task.target_tensor(rng.integers(0, 2, 150))
     rows = np.sort(rng.choice(150, 120, replace=False))
@@ -1326,17 +1656,28 @@ def test_train_one_shuffles_as_their_trainer(tmp_path):
             optimizer.step()
     for a, b in zip(ours.state_dict().values(), theirs.state_dict().values()):
         assert torch.equal(a, b)
-    seeded = train_one("mlp-s", inputs, rows, targets, task, 2,
-                       train.model_copy(update={"shuffle_draws": "seed-epoch"}), 77, "image")
-    assert not all(torch.equal(a, b) for a, b in zip(seeded.state_dict().values(), ours.state_dict().values()))
+    seeded = train_one(
+        "mlp-s",
+        inputs,
+        rows,
+        targets,
+        task,
+        2,
+        train.model_copy(update={"shuffle_draws": "seed-epoch"}),
+        77,
+        "image",
+    )
+    assert not all(
+        torch.equal(a, b) for a, b in zip(seeded.state_dict().values(), ours.state_dict().values())
+    )
 
 
 def test_yearbook_probes_start_from_their_cached_embedding_head(tmp_path):
     """Their Yearbook probes train on cached embeddings: pipeline/image/run.py swaps the trainer's factory for
     CachedEmbeddingHead, one nn.Linear(width, classes), and each cutoff reseeds and builds only that
-    (seed_everything, reset_model). Each probe as the train stage builds it under the preset starts, after the same
-    torch seed, from that head's weights, and leaves the global generator where the head leaves it (the batches'
-    draws follow from there)."""
+    (seed_everything, reset_model). Each probe as the train stage builds it under the preset starts, after the
+    same torch seed, from that head's weights, and leaves the global generator where the head leaves it (the
+    batches' draws follow from there)."""
     from drift.models.inputs import Inputs
     from drift.train.loop import model_to_train
 
@@ -1368,11 +1709,14 @@ def test_image_source_torchvision_names_the_encoders_it_serves():
         EmbedParams(image_source={"dinov2-s": "torchvision"})
     with pytest.raises(Exception, match="unknown parameter convnext-x"):
         EmbedParams(image_source={"convnext-x": "torchvision"})
-    assert EmbedParams(image_source={"convnext-s": "torchvision"}).image_source == {"convnext-s": "torchvision"}
+    assert EmbedParams(image_source={"convnext-s": "torchvision"}).image_source == {
+        "convnext-s": "torchvision"
+    }
 
 
 def test_shuffle_draws_after_init_needs_a_uniform_shuffle():
-    """after-init is the draws of a DataLoader's shuffle: with bucketed batches it fails in one line naming both."""
+    """after-init is the draws of a DataLoader's shuffle: with bucketed batches it fails in one line naming
+    both."""
     from drift.core.errors import DriftError
     from drift.core.params import TrainParams
 
@@ -1382,8 +1726,8 @@ def test_shuffle_draws_after_init_needs_a_uniform_shuffle():
 
 @pytest.mark.compute
 def test_pooled_text_vector_is_their_masked_mean(tmp_path):
-    """embed.normalize false: MiniLM's pooled vector as the embed stage builds the encoder is their masked mean of
-    the bare model's last hidden states (no sentence-transformers Normalize), not the unit vector."""
+    """embed.normalize false: MiniLM's pooled vector as the embed stage builds the encoder is their masked
+    mean of the bare model's last hidden states (no sentence-transformers Normalize), not the unit vector."""
     from transformers import AutoModel, AutoTokenizer
 
     from drift.encoders.embed import encoder_kwargs
@@ -1392,11 +1736,16 @@ def test_pooled_text_vector_is_their_masked_mean(tmp_path):
     params = applied("paper-arxiv", tmp_path)
     embed = params.embed.model_copy(update={"device": "cpu", "dtype": "float32"})
     encoder = make_encoder("minilm-l6", **encoder_kwargs("minilm-l6", embed))
-    texts = ["Attention is all you need", "A much longer title of a paper about drift, over the years of arXiv"]
+    texts = [
+        "Attention is all you need",
+        "A much longer title of a paper about drift, over the years of arXiv",
+    ]
     ours = encoder.encode_flat(texts)[0]
     tokenizer = AutoTokenizer.from_pretrained(encoder.path, local_files_only=True)
     model = AutoModel.from_pretrained(encoder.path, local_files_only=True).eval()
-    batch = tokenizer(texts, padding="longest", truncation=True, max_length=embed.max_length, return_tensors="pt")
+    batch = tokenizer(
+        texts, padding="longest", truncation=True, max_length=embed.max_length, return_tensors="pt"
+    )
     with torch.no_grad():
         hidden = model(**batch).last_hidden_state.float()
     mask = batch["attention_mask"].float()[..., None]
@@ -1429,42 +1778,61 @@ def test_encoders_compute_in_float32(preset, tmp_path):
 
 @pytest.mark.parametrize("fast", [True, False])
 def test_amazon_keeps_empty_and_repeated_reviews(fast, tmp_path):
-    """amazon.keep_empty and keep_duplicates: the preset's ingest keeps what their scope keeps, every line with a
-    1-5 rating in the span, an empty text and a repeated review included (the repeat under id "<id>#2"); the
-    embedded default quarantines both. Both ingest paths (Arrow and line by line) read the same."""
+    """amazon.keep_empty and keep_duplicates: the preset's ingest keeps what their scope keeps, every line
+    with a 1-5 rating in the span, an empty text and a repeated review included (the repeat under id
+    "<id>#2"); the embedded default quarantines both. Both ingest paths (Arrow and line by line) read the
+    same."""
     import pyarrow.parquet as pq
 
     from drift.data.ingest import ingest
 
     params = applied("paper-amazon", tmp_path)
-    lines = [{"user_id": "u1", "parent_asin": "a1", "timestamp": 1420070400000 + i, "rating": 1 + i % 5,
-              "title": "t", "text": f"review {i}"} for i in range(6)]
+    lines = [
+        {
+            "user_id": "u1",
+            "parent_asin": "a1",
+            "timestamp": 1420070400000 + i,
+            "rating": 1 + i % 5,
+            "title": "t",
+            "text": f"review {i}",
+        }
+        for i in range(6)
+    ]
     lines.append({**lines[0], "timestamp": 1420070400100, "text": "   "})  # an empty text
-    lines.append(dict(lines[2]))                                     # a repeated review
+    lines.append(dict(lines[2]))  # a repeated review
     lines.append(dict(lines[2]))
     lines.append({**lines[1], "timestamp": 1420070400500, "rating": 0})  # out of their 1-5 filter
     source = tmp_path / "raw"
     source.mkdir()
     (source / "All_Beauty.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     kept = {}
-    for name, cfg in (("theirs", dataset_cfg(params, "amazon")),
-                      ("ours", dataset_cfg(params, "amazon").model_copy(update={"keep_empty": False,
-                                                                                "keep_duplicates": False}))):
+    for name, cfg in (
+        ("theirs", dataset_cfg(params, "amazon")),
+        (
+            "ours",
+            dataset_cfg(params, "amazon").model_copy(update={"keep_empty": False, "keep_duplicates": False}),
+        ),
+    ):
         cfg = cfg.model_copy(update={"source": str(source), "categories": ["All_Beauty"]})
-        counts = ingest("amazon", cfg, tmp_path / f"{name}.parquet", tmp_path / f"{name}.q.parquet", fast=fast)
+        counts = ingest(
+            "amazon", cfg, tmp_path / f"{name}.parquet", tmp_path / f"{name}.q.parquet", fast=fast
+        )
         kept[name] = pq.read_table(tmp_path / f"{name}.parquet").to_pydict()
         assert counts["kept"] == len(kept[name]["id"])
     assert len(kept["theirs"]["id"]) == 9 and len(set(kept["theirs"]["id"])) == 9
     repeat = "u1:a1:1420070400002"
     assert kept["theirs"]["id"].count(f"{repeat}#2") == 1 and kept["theirs"]["id"].count(f"{repeat}#3") == 1
-    assert kept["theirs"]["text"][6] == "   " and kept["theirs"]["text"][:6] == [f"review {i}" for i in range(6)]
+    assert kept["theirs"]["text"][6] == "   " and kept["theirs"]["text"][:6] == [
+        f"review {i}" for i in range(6)
+    ]
     assert kept["ours"]["id"] == kept["theirs"]["id"][:6]
 
 
 def their_amazon_sample(half_years: list[int], ratings: list[int], n: int, seed: int) -> list[int]:
-    """The rows of the authors' Amazon sample as their dataset/amazon_reviews_23/scope.py states it: a row index,
-    all rows when n covers them, a plain seeded polars sample when n is under the number of (half_year, rating)
-    strata, else the lowest-index row of each stratum plus DataFrame.sample(n - strata, seed) of the others."""
+    """The rows of the authors' Amazon sample as their dataset/amazon_reviews_23/scope.py states it: a row
+    index, all rows when n covers them, a plain seeded polars sample when n is under the number of (half_year,
+    rating) strata, else the lowest-index row of each stratum plus DataFrame.sample(n - strata, seed) of the
+    others."""
     import polars as pl
 
     df = pl.DataFrame({"half_year": half_years, "rating": ratings}).with_row_index("row_id")
@@ -1480,15 +1848,17 @@ def their_amazon_sample(half_years: list[int], ratings: list[int], n: int, seed:
 @pytest.mark.parametrize("n", [15, 40, 70])
 def test_amazon_sample_is_their_rows(n, tmp_path):
     """sample.draw cover-uniform: the preset's slice stage keeps the rows their scope keeps on the same frame
-    (one stratum with a single row, rows not grouped by stratum); the embedded default's allocation differs."""
+    (one stratum with a single row, rows not grouped by stratum); the embedded default's allocation differs.
+    """
     import pyarrow as pa
 
     from drift.protocol.slicing import build_slices
 
     params = applied("paper-amazon", tmp_path)
     cfg = dataset_cfg(params, "amazon")
-    cfg = type(cfg).model_validate({**cfg.model_dump(), "min_samples": 1,
-                                    "slices": {"unit": "half-year", "start": 2014, "end": 2016}})
+    cfg = type(cfg).model_validate(
+        {**cfg.model_dump(), "min_samples": 1, "slices": {"unit": "half-year", "start": 2014, "end": 2016}}
+    )
     rng = np.random.default_rng(3)
     m = 200
     months = rng.integers(0, 48, m)
@@ -1496,12 +1866,19 @@ def test_amazon_sample_is_their_rows(n, tmp_path):
     ratings[(months // 6) == 3] = 5.0
     ratings[np.flatnonzero((months // 6) == 3)[0]] = 2.0  # a stratum of one row
     times = [f"{2014 + mo // 12}-{mo % 12 + 1:02d}-15" for mo in months]
-    records = pa.table({"id": [f"r{i:03d}" for i in range(m)], "label": ratings.tolist(),
-                        "time": pa.array(np.array(times, dtype="datetime64[us]"))})
+    records = pa.table(
+        {
+            "id": [f"r{i:03d}" for i in range(m)],
+            "label": ratings.tolist(),
+            "time": pa.array(np.array(times, dtype="datetime64[us]")),
+        }
+    )
     in_span = [i for i, mo in enumerate(months) if mo < 24]
     half_years = [28 + int(months[i]) // 6 for i in in_span]
-    theirs = {f"r{in_span[i]:03d}" for i in their_amazon_sample(half_years, [int(ratings[i]) for i in in_span],
-                                                                   n, cfg.sample.seed)}
+    theirs = {
+        f"r{in_span[i]:03d}"
+        for i in their_amazon_sample(half_years, [int(ratings[i]) for i in in_span], n, cfg.sample.seed)
+    }
     sample = cfg.sample.model_copy(update={"n": n})
     table, _ = build_slices(records, cfg.model_copy(update={"sample": sample}), params.split)
     assert set(table.column("id").to_pylist()) == theirs and len(theirs) == min(n, len(in_span))
@@ -1512,10 +1889,10 @@ def test_amazon_sample_is_their_rows(n, tmp_path):
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
 def test_cutoff_seeds_are_their_slice_seeds(preset, tmp_path):
-    """train.slice_seed hash: f_k's seed is theirs, int.from_bytes(sha256(f"{seed}:{trainer}:{slice}")[:4], "big")
-    (their pipeline/training.py _slice_seed) with their trainer key (the snapshot's name, text probes' with _base)
-    and the slice's time value (a year, or half-years from 2000), for every model of the run; the default offsets
-    by k."""
+    """train.slice_seed hash: f_k's seed is theirs, int.from_bytes(sha256(f"{seed}:{trainer}:{slice}")[:4],
+    "big") (their pipeline/training.py _slice_seed) with their trainer key (the snapshot's name, text probes'
+    with _base) and the slice's time value (a year, or half-years from 2000), for every model of the run; the
+    default offsets by k."""
     import hashlib
 
     from drift.train.loop import cutoff_seed
@@ -1530,29 +1907,58 @@ def test_cutoff_seeds_are_their_slice_seeds(preset, tmp_path):
     assert cutoff_seed(3, "mlp-s", 5, label) == 3 * 100_003 + 5
 
 
-# every trainer key of their code (pipeline/image/trainers.py conference_image_model_configs, the 21 image models;
-# model/dataset/text/architectures.py _SEQUENCE_MODEL_REGISTRY, the 12 text heads; model/text/frozen_backbone.py
-# FROZEN_TEXT_BACKBONE_IDS, the 8 text probes), each the name a slice seed hashes
+# every trainer key of their code (pipeline/image/trainers.py conference_image_model_configs, the 21 image
+# models; model/dataset/text/architectures.py _SEQUENCE_MODEL_REGISTRY, the 12 text heads;
+# model/text/frozen_backbone.py FROZEN_TEXT_BACKBONE_IDS, the 8 text probes), each the name a slice seed
+# hashes
 THEIR_TRAINER_KEYS = {
-    "mlp-s": "mlp_s", "mlp-m": "mlp_m", "mlp-l": "mlp_l", "cnn-s": "cnn_s", "cnn-m": "cnn_m", "cnn-l": "cnn_l",
-    "resnet-s": "resnet_s", "resnet-m": "resnet_m", "resnet-l": "resnet_l", "vit-s": "vit_s", "vit-m": "vit_m",
-    "vit-l": "vit_l", "probe-resnet50-in": "resnet50_in_frozen", "probe-vit-s16-in21k": "vit_s16_in21k_frozen",
-    "probe-dinov2-s": "dinov2_s_frozen", "probe-dinov3-s": "dinov3_s_frozen", "probe-convnext-s": "convnext_s_frozen",
-    "probe-mae-b": "mae_b_frozen", "probe-eva02-b": "eva02_b_frozen", "probe-clip-b32": "clip_b32_frozen",
+    "mlp-s": "mlp_s",
+    "mlp-m": "mlp_m",
+    "mlp-l": "mlp_l",
+    "cnn-s": "cnn_s",
+    "cnn-m": "cnn_m",
+    "cnn-l": "cnn_l",
+    "resnet-s": "resnet_s",
+    "resnet-m": "resnet_m",
+    "resnet-l": "resnet_l",
+    "vit-s": "vit_s",
+    "vit-m": "vit_m",
+    "vit-l": "vit_l",
+    "probe-resnet50-in": "resnet50_in_frozen",
+    "probe-vit-s16-in21k": "vit_s16_in21k_frozen",
+    "probe-dinov2-s": "dinov2_s_frozen",
+    "probe-dinov3-s": "dinov3_s_frozen",
+    "probe-convnext-s": "convnext_s_frozen",
+    "probe-mae-b": "mae_b_frozen",
+    "probe-eva02-b": "eva02_b_frozen",
+    "probe-clip-b32": "clip_b32_frozen",
     "probe-siglip-b": "siglip_b_frozen",
-    "ffn-s": "ffn_s", "ffn-m": "ffn_m", "ffn-l": "ffn_l", "textcnn-s": "textcnn_s", "textcnn-m": "textcnn_m",
-    "textcnn-l": "textcnn_l", "bigru-s": "bigru_s", "bilstm-m": "bilstm_m", "bilstm-attn-l": "bilstm_attn_l",
-    "tx-s": "tx_s", "tx-m": "tx_m", "tx-l": "tx_l",
-    "probe-minilm-l6": "minilm_l6_frozen", "probe-distilbert": "distilbert_base_frozen",
-    "probe-bert": "bert_base_frozen", "probe-roberta": "roberta_base_frozen",
-    "probe-deberta-v3": "deberta_v3_base_frozen", "probe-electra": "electra_base_frozen",
-    "probe-mpnet": "mpnet_base_frozen", "probe-modernbert": "modernbert_base_frozen",
+    "ffn-s": "ffn_s",
+    "ffn-m": "ffn_m",
+    "ffn-l": "ffn_l",
+    "textcnn-s": "textcnn_s",
+    "textcnn-m": "textcnn_m",
+    "textcnn-l": "textcnn_l",
+    "bigru-s": "bigru_s",
+    "bilstm-m": "bilstm_m",
+    "bilstm-attn-l": "bilstm_attn_l",
+    "tx-s": "tx_s",
+    "tx-m": "tx_m",
+    "tx-l": "tx_l",
+    "probe-minilm-l6": "minilm_l6_frozen",
+    "probe-distilbert": "distilbert_base_frozen",
+    "probe-bert": "bert_base_frozen",
+    "probe-roberta": "roberta_base_frozen",
+    "probe-deberta-v3": "deberta_v3_base_frozen",
+    "probe-electra": "electra_base_frozen",
+    "probe-mpnet": "mpnet_base_frozen",
+    "probe-modernbert": "modernbert_base_frozen",
 }
 
 
 def test_trainer_keys_are_theirs_for_every_model():
-    """Each of our models that is one of theirs hashes its slice seeds under their trainer key; every paper preset's
-    roster is among them, and the seed is theirs for a half-year and a year."""
+    """Each of our models that is one of theirs hashes its slice seeds under their trainer key; every paper
+    preset's roster is among them, and the seed is theirs for a half-year and a year."""
     import hashlib
 
     from drift.train.loop import cutoff_seed, trainer_key
@@ -1569,8 +1975,8 @@ def test_trainer_keys_are_theirs_for_every_model():
 
 @pytest.mark.compute
 def test_vision_encoders_pool_as_theirs(tmp_path):
-    """The pooling of every Yearbook encoder as the preset builds it (timm's head, embed.image_pooling) is the one
-    their model reads out: CLIP's pooler_output (the CLS token after the final LayerNorm: token), SigLIP's
+    """The pooling of every Yearbook encoder as the preset builds it (timm's head, embed.image_pooling) is the
+    one their model reads out: CLIP's pooler_output (the CLS token after the final LayerNorm: token), SigLIP's
     attention-pooling head (map), torchvision ConvNeXt's avgpool then LayerNorm2d (avg, head norm), DINOv2's
     torch.hub CLS token after the norm (token), DINOv3's pooler_output (token), and their timm backbones with
     num_classes=0 (EVA-02, ResNet-50, ViT-S/16, MAE: timm's own default)."""
@@ -1579,8 +1985,17 @@ def test_vision_encoders_pool_as_theirs(tmp_path):
     from drift.encoders.vision import head_pooling
 
     params = applied("paper-yearbook", tmp_path)
-    theirs = {"clip-b32": "token", "siglip-b": "map", "convnext-s": "avg", "dinov2-s": "token", "dinov3-s": "token",
-              "eva02-b": "avg", "resnet50-in": "avg", "vit-s16-in21k": "token", "mae-b": "token"}
+    theirs = {
+        "clip-b32": "token",
+        "siglip-b": "map",
+        "convnext-s": "avg",
+        "dinov2-s": "token",
+        "dinov3-s": "token",
+        "eva02-b": "avg",
+        "resnet50-in": "avg",
+        "vit-s16-in21k": "token",
+        "mae-b": "token",
+    }
     assert sorted(theirs) == sorted(params.embed.encoders)
     for name, pooling in theirs.items():
         with torch.device("meta"):
@@ -1612,24 +2027,28 @@ def their_mlp(hidden: tuple[int, ...], in_dim: int, n_classes: int) -> nn.Sequen
 @pytest.mark.compute
 @pytest.mark.parametrize("name", sorted(THEIR_MLP_HIDDEN))
 def test_mlp_is_their_construction(name):
-    """Our MLPs on a 3x32x32 portrait have their layout, layer by layer (Linear shapes, biases, ReLU), their exact
-    parameter count, and, built after the same torch seed, the same initial weights: their modules' init order is
-    ours for these models."""
+    """Our MLPs on a 3x32x32 portrait have their layout, layer by layer (Linear shapes, biases, ReLU), their
+    exact parameter count, and, built after the same torch seed, the same initial weights: their modules' init
+    order is ours for these models."""
     from drift.models import InputSpec, create_model
 
     torch.manual_seed(11)
     ours = create_model(name, InputSpec("pixels", (3, 32, 32)), 2)
     torch.manual_seed(11)
     theirs = their_mlp(THEIR_MLP_HIDDEN[name], 3 * 32 * 32, 2)
-    layers = [m for m in ours.modules() if isinstance(m, (nn.Linear, nn.ReLU, nn.BatchNorm1d, nn.LayerNorm,
-                                                          nn.Dropout))]
+    layers = [
+        m
+        for m in ours.modules()
+        if isinstance(m, (nn.Linear, nn.ReLU, nn.BatchNorm1d, nn.LayerNorm, nn.Dropout))
+    ]
     assert [type(m) for m in layers] == [type(m) for m in theirs]
     assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters())
     for a, b in zip([p for p in ours.parameters()], theirs.parameters()):
         assert a.shape == b.shape and torch.equal(a, b)
 
 
-PORTRAIT = ROOT / "tests" / "fixtures" / "yearbook" / "face_1955.png"  # a real portrait (fixtures' PROVENANCE)
+# a real portrait (fixtures' PROVENANCE)
+PORTRAIT = ROOT / "tests" / "fixtures" / "yearbook" / "face_1955.png"
 
 
 def their_area_means(portrait: np.ndarray) -> np.ndarray:
@@ -1642,9 +2061,9 @@ def their_area_means(portrait: np.ndarray) -> np.ndarray:
 
 
 def test_portrait_resize_is_their_area_average():
-    """yearbook.resize area on a portrait of the real size (186 x 171, a ratio that is no integer) gives, per pixel,
-    the mean of the input area it covers; the default (yearbook.pixels uint8) stores those means rounded (at most
-    0.5 off), the same bytes as before the knob."""
+    """yearbook.resize area on a portrait of the real size (186 x 171, a ratio that is no integer) gives, per
+    pixel, the mean of the input area it covers; the default (yearbook.pixels uint8) stores those means
+    rounded (at most 0.5 off), the same bytes as before the knob."""
     rng = np.random.default_rng(5)
     portrait = rng.integers(0, 256, (186, 171), dtype=np.uint8)
     theirs = their_area_means(portrait)
@@ -1655,10 +2074,10 @@ def test_portrait_resize_is_their_area_average():
 
 
 def test_real_portrait_stores_their_float32_means(tmp_path):
-    """yearbook.pixels float32 (their load_downscaled_images_into_df keeps cv2's INTER_AREA output as float32):
-    a real portrait read through the reader from a corpus folder is stored as the area means the test computes,
-    to float32's last bit on any CPU (one unit in the last place); uint8 stores them rounded, and the two differ
-    on most pixels of a real portrait (what the knob changes)."""
+    """yearbook.pixels float32 (their load_downscaled_images_into_df keeps cv2's INTER_AREA output as
+    float32): a real portrait read through the reader from a corpus folder is stored as the area means the
+    test computes, to float32's last bit on any CPU (one unit in the last place); uint8 stores them rounded,
+    and the two differ on most pixels of a real portrait (what the knob changes)."""
     from PIL import Image
 
     from drift.data.ledger import Ledger
@@ -1681,10 +2100,10 @@ def test_real_portrait_stores_their_float32_means(tmp_path):
 
 @pytest.mark.compute
 def test_float_pixels_reach_the_models_and_encoders(tmp_path):
-    """Float32 pixels (synth-portraits.pixels float32, the same path as yearbook.pixels) travel unrounded through
-    ingest's records, the slice table and the feature file to a model's input (divided by 255, or as stored for
-    the models of train.pixel_scale raw, bit for bit) and to a frozen encoder's input (raw: the 0-255 floats,
-    bilinearly upsampled); uint8 pixels keep their keys."""
+    """Float32 pixels (synth-portraits.pixels float32, the same path as yearbook.pixels) travel unrounded
+    through ingest's records, the slice table and the feature file to a model's input (divided by 255, or as
+    stored for the models of train.pixel_scale raw, bit for bit) and to a frozen encoder's input (raw: the
+    0-255 floats, bilinearly upsampled); uint8 pixels keep their keys."""
     from drift.core.params import SplitParams
     from drift.data.datasets import synth_portraits
     from drift.data.ingest import ingest
@@ -1695,8 +2114,9 @@ def test_float_pixels_reach_the_models_and_encoders(tmp_path):
 
     kept = {}
     for pixels in ("uint8", "float32"):
-        cfg = synth_portraits.SynthPortraitsParams(k=2, per_slice=40, pixels=pixels,
-                                                   slices={"unit": "year", "start": 2000, "end": 2002})
+        cfg = synth_portraits.SynthPortraitsParams(
+            k=2, per_slice=40, pixels=pixels, slices={"unit": "year", "start": 2000, "end": 2002}
+        )
         ingest("synth-portraits", cfg, tmp_path / pixels / "records.parquet", tmp_path / pixels / "q.parquet")
         records = read_records(tmp_path / pixels / "records.parquet")
         table, manifest = slice_dataset(records, "synth-portraits", SplitParams())
@@ -1709,8 +2129,15 @@ def test_float_pixels_reach_the_models_and_encoders(tmp_path):
     assert records.column("key").to_pylist() == [payload_key(im) for im in drawn]
     _, records8, path8 = kept["uint8"]
     assert image_dtype(path8) == np.uint8 and table_images(records8).dtype == np.uint8
-    assert records8.column("key").to_pylist()[0] == __import__("hashlib").sha256(
-        repr((3, 32, 32)).encode() + table_images(records8)[0].tobytes()).hexdigest()  # the uint8 key as before
+    assert (
+        records8.column("key").to_pylist()[0]
+        == __import__("hashlib")
+        .sha256(
+            # the uint8 key as before
+            repr((3, 32, 32)).encode() + table_images(records8)[0].tobytes()
+        )
+        .hexdigest()
+    )
     assert image_dtype(path) == np.float32
     images = table_images(read_slice_table(path))
     assert images.dtype == np.float32 and sorted(map(bytes, images)) == sorted(map(bytes, drawn))
@@ -1718,7 +2145,8 @@ def test_float_pixels_reach_the_models_and_encoders(tmp_path):
     inputs = open_inputs("pixels", tmp_path / "pixels")
     (x,) = inputs.batch(np.arange(len(images)))
     assert x.dtype == torch.float32 and torch.equal(x, torch.from_numpy(images.copy()) / 255.0)
-    (stored,) = inputs.as_stored().batch(np.arange(len(images)))  # what PixelScaled models read (pixel_scale raw)
+    # what PixelScaled models read (pixel_scale raw)
+    (stored,) = inputs.as_stored().batch(np.arange(len(images)))
     assert torch.equal(stored, torch.from_numpy(images.copy()))
     images = images[:8].copy()
     # a frozen encoder's input (VisionEncoder.preprocess, no weights needed): raw reads the floats as they are
@@ -1726,8 +2154,9 @@ def test_float_pixels_reach_the_models_and_encoders(tmp_path):
 
     encoder = VisionEncoder.__new__(VisionEncoder)
     encoder.device, encoder.image_size, encoder.image_input = "cpu", 64, "raw"
-    upsampled = torch.nn.functional.interpolate(torch.from_numpy(images), size=(64, 64), mode="bilinear",
-                                                align_corners=False)
+    upsampled = torch.nn.functional.interpolate(
+        torch.from_numpy(images), size=(64, 64), mode="bilinear", align_corners=False
+    )
     assert torch.equal(encoder.preprocess(images), upsampled)
     encoder.image_input = "normalised"
     encoder._mean, encoder._std = torch.zeros(1, 3, 1, 1), torch.ones(1, 3, 1, 1)
@@ -1757,7 +2186,12 @@ class TheirCNN(nn.Module):
         super().__init__()
         layers, prev = [], 3
         for width in channels:  # nn.Conv2d's default bias=True, nn.MaxPool2d's default floor
-            layers += [nn.Conv2d(prev, width, 3, padding=1), nn.BatchNorm2d(width), nn.ReLU(), nn.MaxPool2d(2, 2)]
+            layers += [
+                nn.Conv2d(prev, width, 3, padding=1),
+                nn.BatchNorm2d(width),
+                nn.ReLU(),
+                nn.MaxPool2d(2, 2),
+            ]
             prev = width
         self.encoder, self.head = nn.Sequential(*layers), nn.Sequential(nn.Linear(prev, n_classes))
 
@@ -1769,9 +2203,10 @@ class TheirCNN(nn.Module):
 @pytest.mark.parametrize("name", sorted(THEIR_CNN_CHANNELS))
 def test_cnn_is_their_construction_but_the_conv_bias(name):
     """Our CNNs are theirs on a 3x32x32 portrait but for the convolutions' biases, which the batch norm after
-    each removes: their parameter count is ours plus one per channel, and their model holding our weights (biases
-    zero) gives our outputs, training and evaluation mode alike. The bias draws change the initial weights that
-    follow them; built with modules authors, ours keep the biases and start from their weights."""
+    each removes: their parameter count is ours plus one per channel, and their model holding our weights
+    (biases zero) gives our outputs, training and evaluation mode alike. The bias draws change the initial
+    weights that follow them; built with modules authors, ours keep the biases and start from their weights.
+    """
     from drift.models import InputSpec, create_model
 
     ours = create_model(name, InputSpec("pixels", (3, 32, 32)), 2)
@@ -1813,9 +2248,11 @@ def test_cnn_is_their_construction_but_the_conv_bias(name):
 # | resnet-s | 18         | 18, 36, 72    | 1, 1, 1   | 97,940                      |
 # | resnet-m | 32         | 32, 64, 128   | 2, 2, 1   | 400,162                     |
 # | resnet-l | 56         | 56, 112, 224  | 2, 2, 2   | 2,125,818                   |
-THEIR_RESNETS = {"resnet-s": (18, (18, 36, 72), (1, 1, 1), 97_940),
-                 "resnet-m": (32, (32, 64, 128), (2, 2, 1), 400_162),
-                 "resnet-l": (56, (56, 112, 224), (2, 2, 2), 2_125_818)}
+THEIR_RESNETS = {
+    "resnet-s": (18, (18, 36, 72), (1, 1, 1), 97_940),
+    "resnet-m": (32, (32, 64, 128), (2, 2, 1), 400_162),
+    "resnet-l": (56, (56, 112, 224), (2, 2, 2), 2_125_818),
+}
 
 
 class TheirBasicBlock(nn.Module):
@@ -1825,8 +2262,11 @@ class TheirBasicBlock(nn.Module):
         self.bn1 = nn.BatchNorm2d(cout)
         self.conv2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
         self.bn2 = nn.BatchNorm2d(cout)
-        self.down = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout))
-                     if stride != 1 or cin != cout else nn.Identity())
+        self.down = (
+            nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout))
+            if stride != 1 or cin != cout
+            else nn.Identity()
+        )
 
     def forward(self, x):
         out = self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x)))))
@@ -1853,8 +2293,8 @@ class TheirResNet(nn.Module):
 @pytest.mark.parametrize("name", sorted(THEIR_RESNETS))
 def test_resnet_is_their_construction(name):
     """Our ResNets on a 3x32x32 portrait are theirs: the same modules in the same order (convolutions without
-    bias, their strides and skips), their exact parameter count, and, built after the same torch seed, the same
-    initial weights and the same outputs in training and evaluation mode."""
+    bias, their strides and skips), their exact parameter count, and, built after the same torch seed, the
+    same initial weights and the same outputs in training and evaluation mode."""
     from drift.models import InputSpec, create_model
 
     stem, widths, blocks, count = THEIR_RESNETS[name]
@@ -1864,8 +2304,9 @@ def test_resnet_is_their_construction(name):
     theirs = TheirResNet(stem, widths, blocks, 2)
     kinds = (nn.Conv2d, nn.BatchNorm2d, nn.Linear)
     own, their = ([m for m in model.modules() if isinstance(m, kinds)] for model in (ours, theirs))
-    assert [(type(m), m.weight.shape, getattr(m, "stride", None), m.bias is None) for m in own] == \
-        [(type(m), m.weight.shape, getattr(m, "stride", None), m.bias is None) for m in their]
+    assert [(type(m), m.weight.shape, getattr(m, "stride", None), m.bias is None) for m in own] == [
+        (type(m), m.weight.shape, getattr(m, "stride", None), m.bias is None) for m in their
+    ]
     assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters()) == count
     for a, b in zip(own, their):
         assert torch.equal(a.weight, b.weight) and (a.bias is None or torch.equal(a.bias, b.bias))
@@ -1884,8 +2325,11 @@ def test_resnet_is_their_construction(name):
 # | vit-s  | 64  | 2      | 4     | 128          | 74,562                      |
 # | vit-m  | 128 | 4      | 4     | 256          | 545,154                     |
 # | vit-l  | 192 | 6      | 6     | 576          | 2,248,514                   |
-THEIR_VITS = {"vit-s": (64, 2, 4, 2.0, 74_562), "vit-m": (128, 4, 4, 2.0, 545_154),
-              "vit-l": (192, 6, 6, 3.0, 2_248_514)}
+THEIR_VITS = {
+    "vit-s": (64, 2, 4, 2.0, 74_562),
+    "vit-m": (128, 4, 4, 2.0, 545_154),
+    "vit-l": (192, 6, 6, 3.0, 2_248_514),
+}
 
 
 class TheirViT(nn.Module):
@@ -1895,8 +2339,9 @@ class TheirViT(nn.Module):
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
         self.pos_embed = nn.Parameter(torch.zeros(1, 65, dim))
         self.dropout = nn.Dropout(dropout)
-        layer = nn.TransformerEncoderLayer(dim, heads, int(dim * ratio), dropout, activation="gelu",
-                                           batch_first=True)
+        layer = nn.TransformerEncoderLayer(
+            dim, heads, int(dim * ratio), dropout, activation="gelu", batch_first=True
+        )
         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, n_classes)
         nn.init.trunc_normal_(self.cls_token, std=0.02)
@@ -1910,19 +2355,34 @@ class TheirViT(nn.Module):
 
 def their_layer_weights(layer: nn.TransformerEncoderLayer) -> dict[str, torch.Tensor]:
     """An nn.TransformerEncoderLayer's weights under our Block's names (drift/models/blocks.py)."""
-    return {"attn.qkv.weight": layer.self_attn.in_proj_weight, "attn.qkv.bias": layer.self_attn.in_proj_bias,
-            "attn.proj.weight": layer.self_attn.out_proj.weight, "attn.proj.bias": layer.self_attn.out_proj.bias,
-            "ln1.weight": layer.norm1.weight, "ln1.bias": layer.norm1.bias,
-            "mlp.0.weight": layer.linear1.weight, "mlp.0.bias": layer.linear1.bias,
-            "mlp.3.weight": layer.linear2.weight, "mlp.3.bias": layer.linear2.bias,
-            "ln2.weight": layer.norm2.weight, "ln2.bias": layer.norm2.bias}
+    return {
+        "attn.qkv.weight": layer.self_attn.in_proj_weight,
+        "attn.qkv.bias": layer.self_attn.in_proj_bias,
+        "attn.proj.weight": layer.self_attn.out_proj.weight,
+        "attn.proj.bias": layer.self_attn.out_proj.bias,
+        "ln1.weight": layer.norm1.weight,
+        "ln1.bias": layer.norm1.bias,
+        "mlp.0.weight": layer.linear1.weight,
+        "mlp.0.bias": layer.linear1.bias,
+        "mlp.3.weight": layer.linear2.weight,
+        "mlp.3.bias": layer.linear2.bias,
+        "ln2.weight": layer.norm2.weight,
+        "ln2.bias": layer.norm2.bias,
+    }
 
 
 def vit_state(theirs: TheirViT) -> dict[str, torch.Tensor]:
     """Their ViT's weights under our ViT's names."""
-    state = {"patch_embed.weight": theirs.patch_embed.weight, "patch_embed.bias": theirs.patch_embed.bias,
-             "cls": theirs.cls_token, "pos": theirs.pos_embed, "ln.weight": theirs.norm.weight,
-             "ln.bias": theirs.norm.bias, "head.weight": theirs.head.weight, "head.bias": theirs.head.bias}
+    state = {
+        "patch_embed.weight": theirs.patch_embed.weight,
+        "patch_embed.bias": theirs.patch_embed.bias,
+        "cls": theirs.cls_token,
+        "pos": theirs.pos_embed,
+        "ln.weight": theirs.norm.weight,
+        "ln.bias": theirs.norm.bias,
+        "head.weight": theirs.head.weight,
+        "head.bias": theirs.head.bias,
+    }
     for i, layer in enumerate(theirs.encoder.layers):
         state |= {f"blocks.{i}.{k}": v for k, v in their_layer_weights(layer).items()}
     return state
@@ -1937,10 +2397,10 @@ def layers_start_equal(blocks) -> bool:
 @pytest.mark.parametrize("name", sorted(THEIR_VITS))
 def test_vit_is_their_construction_but_the_layers_init(name):
     """Our ViTs have their layout (patch convolution with bias, CLS token, position embeddings, post-norm GELU
-    layers with attention, residual and feed-forward dropout, the norm on the CLS token) and their exact parameter
-    count; holding their weights, ours give their outputs. Their layers start as copies of one layer (nn.
-    TransformerEncoder deep-copies it); ours each draw their own, unless built with modules authors, which gives
-    their initial weights from the same torch seed."""
+    layers with attention, residual and feed-forward dropout, the norm on the CLS token) and their exact
+    parameter count; holding their weights, ours give their outputs. Their layers start as copies of one layer
+    (nn. TransformerEncoder deep-copies it); ours each draw their own, unless built with modules authors,
+    which gives their initial weights from the same torch seed."""
     from drift.models import InputSpec, create_model
 
     dim, layers, heads, ratio, count = THEIR_VITS[name]
@@ -1958,7 +2418,9 @@ def test_vit_is_their_construction_but_the_layers_init(name):
         torch.testing.assert_close(ours(x), theirs(x), rtol=1e-4, atol=1e-4)
     # modules: authors builds theirs: after the same torch seed, their initial weights, tensor for tensor
     torch.manual_seed(6)
-    built = create_model(name, InputSpec("pixels", (3, 32, 32)), 2, dropout=0.1, modules="authors").state_dict()
+    built = create_model(
+        name, InputSpec("pixels", (3, 32, 32)), 2, dropout=0.1, modules="authors"
+    ).state_dict()
     torch.manual_seed(6)
     theirs = TheirViT(dim, layers, heads, ratio, 2)
     assert all(torch.equal(built[k], v) for k, v in vit_state(theirs).items())
@@ -1991,7 +2453,8 @@ def test_vit_is_their_construction_but_the_layers_init(name):
 # | tx-m          | dim 112, 4 layers, 4 heads, feed-forward 224   | 492,577          | 493,255           |
 # | tx-l          | dim 192, 5 layers, 6 heads, feed-forward 512   | 1,879,361        | 1,880,519         |
 THEIR_HEADS = {
-    "ffn-s": ("ffn", dict(hidden=(128,))), "ffn-m": ("ffn", dict(hidden=(512,))),
+    "ffn-s": ("ffn", dict(hidden=(128,))),
+    "ffn-m": ("ffn", dict(hidden=(512,))),
     "ffn-l": ("ffn", dict(hidden=(2048,))),
     "textcnn-s": ("textcnn", dict(filters=16, kernels=(3, 4), projection=64)),
     "textcnn-m": ("textcnn", dict(filters=48, kernels=(3, 4, 5), projection=128)),
@@ -2003,11 +2466,20 @@ THEIR_HEADS = {
     "tx-m": ("tx", dict(dim=112, heads=4, layers=4, ff=224)),
     "tx-l": ("tx", dict(dim=192, heads=6, layers=5, ff=512)),
 }
-THEIR_HEAD_PARAMS = {"ffn-s": (98_561, 99_335), "ffn-m": (394_241, 397_319), "ffn-l": (1_576_961, 1_589_255),
-                     "textcnn-s": (88_225, 88_615), "textcnn-m": (461_201, 461_975),
-                     "textcnn-l": (1_918_017, 1_919_559), "bigru-s": (99_265, 100_039),
-                     "bilstm-m": (535_521, 537_447), "bilstm-attn-l": (2_187_362, 2_190_056),
-                     "tx-s": (82_753, 83_143), "tx-m": (492_577, 493_255), "tx-l": (1_879_361, 1_880_519)}
+THEIR_HEAD_PARAMS = {
+    "ffn-s": (98_561, 99_335),
+    "ffn-m": (394_241, 397_319),
+    "ffn-l": (1_576_961, 1_589_255),
+    "textcnn-s": (88_225, 88_615),
+    "textcnn-m": (461_201, 461_975),
+    "textcnn-l": (1_918_017, 1_919_559),
+    "bigru-s": (99_265, 100_039),
+    "bilstm-m": (535_521, 537_447),
+    "bilstm-attn-l": (2_187_362, 2_190_056),
+    "tx-s": (82_753, 83_143),
+    "tx-m": (492_577, 493_255),
+    "tx-l": (1_879_361, 1_880_519),
+}
 
 
 def their_masked_mean(x, mask):
@@ -2027,19 +2499,27 @@ class TheirHead(nn.Module):
             self.net = nn.Sequential(*layers, nn.Linear(prev, n_out))
         elif family == "textcnn":
             self.convs = nn.ModuleList([nn.Conv1d(d, kw["filters"], k) for k in kw["kernels"]])
-            self.projection = nn.Sequential(nn.Linear(kw["filters"] * len(kw["kernels"]), kw["projection"]),
-                                            nn.ReLU())
+            self.projection = nn.Sequential(
+                nn.Linear(kw["filters"] * len(kw["kernels"]), kw["projection"]), nn.ReLU()
+            )
             self.dropout, self.head = nn.Dropout(p), nn.Linear(kw["projection"], n_out)
         elif family == "rnn":
             self.projection = nn.Sequential(nn.Linear(d, kw["projection"]), nn.ReLU())
-            self.rnn = kw["cell"](kw["projection"], kw["hidden"], kw["layers"], batch_first=True,
-                                  bidirectional=True, dropout=p if kw["layers"] > 1 else 0.0)
+            self.rnn = kw["cell"](
+                kw["projection"],
+                kw["hidden"],
+                kw["layers"],
+                batch_first=True,
+                bidirectional=True,
+                dropout=p if kw["layers"] > 1 else 0.0,
+            )
             self.attention = nn.Linear(2 * kw["hidden"], 1) if kw["attention"] else None
             self.dropout, self.head = nn.Dropout(p), nn.Linear(2 * kw["hidden"], n_out)
         else:
             self.projection = nn.Linear(d, kw["dim"])
-            layer = nn.TransformerEncoderLayer(kw["dim"], kw["heads"], kw["ff"], p, batch_first=True,
-                                               activation="gelu")
+            layer = nn.TransformerEncoderLayer(
+                kw["dim"], kw["heads"], kw["ff"], p, batch_first=True, activation="gelu"
+            )
             self.encoder = nn.TransformerEncoder(layer, kw["layers"], enable_nested_tensor=False)
             self.dropout, self.head = nn.Dropout(p), nn.Linear(kw["dim"], n_out)
 
@@ -2051,10 +2531,12 @@ class TheirHead(nn.Module):
             feats = torch.cat([torch.relu(conv(x)).amax(2) for conv in self.convs], 1)
             return self.head(self.dropout(self.projection(feats)))
         if self.family == "rnn":
-            packed = nn.utils.rnn.pack_padded_sequence(self.projection(x), mask.sum(1).cpu().clamp_min(1),
-                                                       batch_first=True, enforce_sorted=False)
-            out, _ = nn.utils.rnn.pad_packed_sequence(self.rnn(packed)[0], batch_first=True,
-                                                      total_length=x.shape[1])
+            packed = nn.utils.rnn.pack_padded_sequence(
+                self.projection(x), mask.sum(1).cpu().clamp_min(1), batch_first=True, enforce_sorted=False
+            )
+            out, _ = nn.utils.rnn.pad_packed_sequence(
+                self.rnn(packed)[0], batch_first=True, total_length=x.shape[1]
+            )
             if self.attention is None:
                 return self.head(self.dropout(their_masked_mean(out, mask)))
             scores = self.attention(out).squeeze(-1).masked_fill(~mask, torch.finfo(out.dtype).min)
@@ -2064,7 +2546,8 @@ class TheirHead(nn.Module):
 
 
 def padded_tokens(lengths: list[int], width: int, d: int = 768, seed: int = 0):
-    """Token states of rows of these lengths, padded to `width` with noise the heads must ignore, and the mask."""
+    """Token states of rows of these lengths, padded to `width` with noise the heads must ignore, and the
+    mask."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(len(lengths), width, d, generator=g)
     mask = torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]
@@ -2075,15 +2558,19 @@ def padded_tokens(lengths: list[int], width: int, d: int = 768, seed: int = 0):
 @pytest.mark.parametrize("name", sorted(THEIR_HEADS))
 def test_text_head_is_their_construction(name):
     """Our text heads at 768-d token states have their modules in their order and their exact parameter counts
-    (1 output: Amazon, 7: arXiv). FFN, TextCNN and the recurrent heads draw their initial weights in their order
-    (the same weights after the same torch seed); their Transformer deep-copies one layer, ours draw each, unless
-    built with modules authors (then their initial weights). Holding the same weights, FFN, the recurrent heads and the Transformer give their
-    outputs on rows padded to their max_length; the TextCNN is checked below."""
+    (1 output: Amazon, 7: arXiv). FFN, TextCNN and the recurrent heads draw their initial weights in their
+    order (the same weights after the same torch seed); their Transformer deep-copies one layer, ours draw
+    each, unless built with modules authors (then their initial weights). Holding the same weights, FFN, the
+    recurrent heads and the Transformer give their outputs on rows padded to their max_length; the TextCNN is
+    checked below."""
     from drift.models import InputSpec, create_model
 
     family, kw = THEIR_HEADS[name]
     for n_out, count in zip((1, 7), THEIR_HEAD_PARAMS[name]):
-        assert sum(p.numel() for p in create_model(name, InputSpec("tokens", (768,)), n_out).parameters()) == count
+        assert (
+            sum(p.numel() for p in create_model(name, InputSpec("tokens", (768,)), n_out).parameters())
+            == count
+        )
         assert sum(p.numel() for p in TheirHead(family, n_out, **kw).parameters()) == count
     torch.manual_seed(9)
     ours = create_model(name, InputSpec("tokens", (768,), max_tokens=128), 1, dropout=0.1)
@@ -2092,8 +2579,12 @@ def test_text_head_is_their_construction(name):
     if family == "tx":
         assert layers_start_equal(theirs.encoder.layers)
         assert len(ours.blocks) == kw["layers"] and (kw["layers"] == 1 or not layers_start_equal(ours.blocks))
-        state = {"proj.weight": theirs.projection.weight, "proj.bias": theirs.projection.bias,
-                 "head.weight": theirs.head.weight, "head.bias": theirs.head.bias}
+        state = {
+            "proj.weight": theirs.projection.weight,
+            "proj.bias": theirs.projection.bias,
+            "head.weight": theirs.head.weight,
+            "head.bias": theirs.head.bias,
+        }
         for i, layer in enumerate(theirs.encoder.layers):
             state |= {f"blocks.{i}.{k}": v for k, v in their_layer_weights(layer).items()}
         torch.manual_seed(9)  # modules authors: their initial weights from the same seed
@@ -2116,11 +2607,11 @@ def test_text_head_is_their_construction(name):
 @pytest.mark.compute
 @pytest.mark.parametrize("name", ["textcnn-s", "textcnn-m", "textcnn-l"])
 def test_textcnn_windows_over_their_padding(name, tmp_path):
-    """Their TextCNN takes the max over every window of the sequence padded to max_length, windows over padding
-    only (zeros: the ReLU of the convolution's bias) included; ours over the windows that start at a real token
-    (independent of the padding). Holding the same weights, on rows padded to max_length with room for the widest
-    kernel, each of their pooled features is max(ours, relu(bias)); where the bias wins, the outputs differ.
-    Built with modules authors, ours take their windows."""
+    """Their TextCNN takes the max over every window of the sequence padded to max_length, windows over
+    padding only (zeros: the ReLU of the convolution's bias) included; ours over the windows that start at a
+    real token (independent of the padding). Holding the same weights, on rows padded to max_length with room
+    for the widest kernel, each of their pooled features is max(ours, relu(bias)); where the bias wins, the
+    outputs differ. Built with modules authors, ours take their windows."""
     from drift.models import InputSpec, create_model
 
     family, kw = THEIR_HEADS[name]
@@ -2154,8 +2645,8 @@ def test_textcnn_windows_over_their_padding(name, tmp_path):
 
 @pytest.mark.compute
 def test_authors_modules_checkpoint_loads_as_built(tmp_path):
-    """A checkpoint of a model built with modules authors (a CNN with its convolution biases) loads back into the
-    same modules, by its tensors' names; one of ours into ours; an unknown modules value is one line."""
+    """A checkpoint of a model built with modules authors (a CNN with its convolution biases) loads back into
+    the same modules, by its tensors' names; one of ours into ours; an unknown modules value is one line."""
     from drift.core.errors import DriftError
     from drift.models import InputSpec, create_model
     from drift.models.checkpoints import build_model, load_checkpoint, save_checkpoint
@@ -2163,7 +2654,9 @@ def test_authors_modules_checkpoint_loads_as_built(tmp_path):
     spec = InputSpec("pixels", (3, 32, 32))
     x = torch.rand(2, 3, 32, 32)
     for modules, biased in (("authors", True), ("ours", False)):
-        model = build_model("cnn-s", spec, 2, "classification", standardise_pixels=False, modules=modules).eval()
+        model = build_model(
+            "cnn-s", spec, 2, "classification", standardise_pixels=False, modules=modules
+        ).eval()
         save_checkpoint(model, tmp_path / f"{modules}.pt")
         loaded = load_checkpoint("cnn-s", spec, 2, "classification", tmp_path / f"{modules}.pt")
         assert (loaded.features[0].bias is not None) == biased

@@ -1,4 +1,5 @@
 """End to end: a real `dvc repro` in a temporary git repository on a tiny configuration."""
+
 from __future__ import annotations
 
 import json
@@ -19,23 +20,28 @@ from tests.helpers import only, repro_in_process, run, tiny_params
 @pytest.mark.pipeline
 def test_repro_end_to_end(project):
     params = tiny_params()
-    params["train"]["models"] = {"sotu": ["ffn-s", "tx-s", "probe-minilm"], "synth-portraits": ["mlp-s", "cnn-s"]}
+    params["train"]["models"] = {
+        "sotu": ["ffn-s", "tx-s", "probe-minilm"],
+        "synth-portraits": ["mlp-s", "cnn-s"],
+    }
     repo = project(params)
     run(["dvc", "repro"], repo)
 
-    # the same commit and params give the same matrices, bit for bit: train and evaluate again in new processes
-    # (an image model with batch norm, a Transformer head on token states, a probe, the references)
+    # the same commit and params give the same matrices, bit for bit: train and evaluate again in new
+    # processes (an image model with batch norm, a Transformer head on token states, a probe, the references)
     first = {p: p.read_bytes() for p in sorted((repo / "data/eval").rglob("*.json"))}
-    assert len(first) == 10  # sotu: 3 models + 3 references (baseline-tfidf on text only); synth-portraits: 2 + 2
+    # sotu: 3 models + 3 references (baseline-tfidf on text only); synth-portraits: 2 + 2
+    assert len(first) == 10
     stages = [f"{stage}@{d}" for d in ("sotu", "synth-portraits") for stage in ("train", "evaluate")]
     run(["dvc", "repro", "-f", "-s", *stages], repo)
     again = {p: p.read_bytes() for p in sorted((repo / "data/eval").rglob("*.json"))}
     assert again == first, [p.name for p in first if first[p] != again.get(p)]
 
     # every stage wrote what users read
-    for dataset, models in {"sotu": ["ffn-s", "tx-s", "probe-minilm", "baseline-prior", "baseline-linear",
-                                     "baseline-tfidf"],
-                            "synth-portraits": ["mlp-s", "cnn-s", "baseline-prior", "baseline-linear"]}.items():
+    for dataset, models in {
+        "sotu": ["ffn-s", "tx-s", "probe-minilm", "baseline-prior", "baseline-linear", "baseline-tfidf"],
+        "synth-portraits": ["mlp-s", "cnn-s", "baseline-prior", "baseline-linear"],
+    }.items():
         ingest = json.loads((repo / f"metrics/ingest/{dataset}.json").read_text())
         assert ingest["kept"] + ingest["filtered"] + ingest["quarantined"] == ingest["read"] > 0
         for model in models:
@@ -55,10 +61,16 @@ def test_repro_end_to_end(project):
     embed = json.loads((repo / ".drift/runs/embed/sotu-minilm-l6.json").read_text())
     assert embed["computed"] == embed["unique"] > 0 and embed["cache_hits"] == 0
     # every file a stage handed on is its model's, and reads back to the same bytes
-    artefacts = {"data/slices/*.json": SliceManifest, "data/embeddings/*.json": EmbeddingsManifest,
-                 "data/eval/*/*.json": EvalResult, "metrics/ingest/*.json": IngestCounts,
-                 "metrics/[!i]*/*.json": ModelMetrics, ".drift/runs/embed/*.json": EmbedRun,
-                 ".drift/runs/train/*.json": TrainRun, ".drift/runs/evaluate/*.json": EvaluateRun}
+    artefacts = {
+        "data/slices/*.json": SliceManifest,
+        "data/embeddings/*.json": EmbeddingsManifest,
+        "data/eval/*/*.json": EvalResult,
+        "metrics/ingest/*.json": IngestCounts,
+        "metrics/[!i]*/*.json": ModelMetrics,
+        ".drift/runs/embed/*.json": EmbedRun,
+        ".drift/runs/train/*.json": TrainRun,
+        ".drift/runs/evaluate/*.json": EvaluateRun,
+    }
     for pattern, model in artefacts.items():
         files = sorted(repo.glob(pattern))
         assert files, pattern
@@ -68,7 +80,11 @@ def test_repro_end_to_end(project):
     # dvc metrics show lists every model
     shown = json.loads(run(["dvc", "metrics", "show", "--json"], repo).stdout)
     files = next(iter(shown.values()))["data"]
-    assert {"metrics/sotu/ffn-s.json", "metrics/sotu/probe-minilm.json", "metrics/synth-portraits/mlp-s.json"} <= set(files)
+    assert {
+        "metrics/sotu/ffn-s.json",
+        "metrics/sotu/probe-minilm.json",
+        "metrics/synth-portraits/mlp-s.json",
+    } <= set(files)
 
     # a second repro runs only the check of params.yaml (always_changed) and leaves dvc.lock as it was
     lock = (repo / "dvc.lock").read_text()
@@ -80,12 +96,15 @@ def test_repro_end_to_end(project):
     run(["git", "commit", "-qm", "first run"], repo)
 
     # the same records re-sliced and re-embedded give the same bytes: dvc.lock as committed, nothing to commit
-    run(["dvc", "repro", "-f", "-s", "ingest@sotu", "slice@sotu", "slice@synth-portraits", "embed@sotu"], repo)
+    run(
+        ["dvc", "repro", "-f", "-s", "ingest@sotu", "slice@sotu", "slice@synth-portraits", "embed@sotu"], repo
+    )
     assert run(["git", "status", "--porcelain"], repo).stdout == ""
-    assert run(["dvc", "status"], repo).stdout.split() == ["check:", "always", "changed"]  # nothing else to run
+    # nothing else to run
+    assert run(["dvc", "status"], repo).stdout.split() == ["check:", "always", "changed"]
 
-    # a typo on the up-to-date workspace (the way docs/how-to/experiments.md iterates) fails in the check stage,
-    # in one line
+    # a typo on the up-to-date workspace (the way docs/how-to/experiments.md iterates) fails in the check
+    # stage, in one line
     typo = run(["dvc", "exp", "run", "-S", "+train.epoch=3"], repo, check=False)
     assert typo.returncode != 0 and "Running stage 'train" not in typo.stdout
     assert "error: unknown parameter train.epoch: did you mean train.epochs?" in typo.stderr, typo.stderr
@@ -96,8 +115,8 @@ def test_repro_end_to_end(project):
     assert "Running stage 'train@sotu'" in out and "Running stage 'report@sotu'" in out
     assert "Running stage 'embed@sotu'" not in out and "Running stage 'ingest@sotu'" not in out
 
-    # a dataset's own training settings (its section's `train:`) re-run that dataset alone, and act there (from
-    # a workspace in step: the run above left synth-portraits behind train.epochs 2)
+    # a dataset's own training settings (its section's `train:`) re-run that dataset alone, and act there
+    # (from a workspace in step: the run above left synth-portraits behind train.epochs 2)
     run(["dvc", "repro"], repo)
     out = run(["dvc", "exp", "run", "-S", "+sotu.train.epochs=3"], repo).stdout
     assert "Running stage 'train@sotu'" in out and "Running stage 'report@sotu'" in out
@@ -127,9 +146,16 @@ def test_cache_is_shared_between_repositories(project):
 
 BAD = [  # (change, the stage whose check stops it, the one line it prints)
     (lambda p: p["train"]["models"].update(sotu=["ffn-s", "cnn-x"]), "train", "unknown model 'cnn-x'"),
-    (lambda p: p["sotu"].update(slices={"unit": "decade", "start": 1990, "end": 1990}), "ingest", "yields no slices"),
-    (lambda p: p["sotu"].update(slices={"unit": "fortnight", "start": 1990, "end": 2000}), "ingest",
-     "valid: year, half-year, quarter, month, decade, custom"),
+    (
+        lambda p: p["sotu"].update(slices={"unit": "decade", "start": 1990, "end": 1990}),
+        "ingest",
+        "yields no slices",
+    ),
+    (
+        lambda p: p["sotu"].update(slices={"unit": "fortnight", "start": 1990, "end": 2000}),
+        "ingest",
+        "valid: year, half-year, quarter, month, decade, custom",
+    ),
     (lambda p: p["train"]["models"].update(sotu=["cnn-s"]), "train", "image model"),
     (lambda p: p["embed"].update(encoders=["robertaa"]), "ingest", "unknown encoder 'robertaa'"),
 ]
@@ -183,7 +209,8 @@ def test_unknown_dataset_lists_valid_names(project):
 @pytest.mark.compute
 @pytest.mark.pipeline
 def test_a_stage_before_its_inputs_is_one_line(project):
-    """train and evaluate run before slice/embed wrote their outputs stop with one line naming the stage to run."""
+    """train and evaluate run before slice/embed wrote their outputs stop with one line naming the stage to
+    run."""
     params = only(tiny_params(), "sotu")
     repo = project(params)
     for stage in ("train", "evaluate"):

@@ -1,4 +1,5 @@
 """dvc.yaml is what drift/run/pipeline.py writes from drift/core/paths.py: one source for every path."""
+
 from __future__ import annotations
 
 import subprocess
@@ -16,8 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.pipeline
 def test_dvc_yaml_is_written_by_the_pipeline_table():
-    result = subprocess.run([sys.executable, "-m", "drift.run.pipeline", "--check"], cwd=ROOT, capture_output=True,
-                            text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "drift.run.pipeline", "--check"], cwd=ROOT, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -37,9 +39,20 @@ def test_every_stage_input_is_an_output_of_an_earlier_stage():
 def test_code_and_dvc_yaml_agree_on_paths():
     # the code's path for a dataset is dvc.yaml's with ${key} filled in, for every path a stage names
     text = dvc_yaml()
-    named = {k for s in STAGES.values() for field in ("inputs", "outs", "outs_uncached", "outs_block",
-                                                   "outs_persist", "metrics", "metrics_dirs")
-             for k in s.get(field, [])} | {p[0] for s in STAGES.values() for p in s.get("plots", [])}
+    named = {
+        k
+        for s in STAGES.values()
+        for field in (
+            "inputs",
+            "outs",
+            "outs_uncached",
+            "outs_block",
+            "outs_persist",
+            "metrics",
+            "metrics_dirs",
+        )
+        for k in s.get(field, [])
+    } | {p[0] for s in STAGES.values() for p in s.get("plots", [])}
     for key in named:
         assert dvc_path(key) in text
         assert str(dataset_paths("sotu")[key]) == dvc_path(key).replace("${key}", "sotu")
@@ -48,8 +61,8 @@ def test_code_and_dvc_yaml_agree_on_paths():
 
 def test_the_check_stage_runs_first_every_time():
     """params.yaml is validated on every `dvc repro` / `dvc exp run`: the check stage always runs (models
-    included), and every ingest (so every stage) comes after it through its file per dataset (its reader), whose
-    bytes change only with the reader."""
+    included), and every ingest (so every stage) comes after it through its file per dataset (its reader),
+    whose bytes change only with the reader."""
     stages = yaml.safe_load(dvc_yaml())["stages"]
     assert next(iter(stages)) == "check"
     check = stages["check"]

@@ -1,5 +1,7 @@
-"""The paper presets (params/paper-*.yaml) applied to a copy of params.yaml: the full cohorts of the paper's tables,
-their seeds and model-seed runs (Table 1), the frozen encoders the probes need, one learning rate per task."""
+"""The paper presets (params/paper-*.yaml) applied to a copy of params.yaml: the full cohorts of the paper's
+tables, their seeds and model-seed runs (Table 1), the frozen encoders the probes need, one learning rate per
+task."""
+
 from __future__ import annotations
 
 import shutil
@@ -24,10 +26,28 @@ PAPER = {
     "paper-arxiv": ("arxiv", 12, 8, [0, 1, 2], 60),
 }
 PROBES = {  # the frozen encoders of Tables 4, 12 and 20
-    "paper-yearbook": {"dinov3-s", "vit-s16-in21k", "dinov2-s", "resnet50-in", "convnext-s", "eva02-b", "mae-b",
-                       "clip-b32", "siglip-b"},
+    "paper-yearbook": {
+        "dinov3-s",
+        "vit-s16-in21k",
+        "dinov2-s",
+        "resnet50-in",
+        "convnext-s",
+        "eva02-b",
+        "mae-b",
+        "clip-b32",
+        "siglip-b",
+    },
     "paper-amazon": {"distilbert", "electra", "bert", "mpnet", "roberta", "modernbert", "deberta-v3"},
-    "paper-arxiv": {"minilm-l6", "distilbert", "electra", "bert", "mpnet", "roberta", "modernbert", "deberta-v3"},
+    "paper-arxiv": {
+        "minilm-l6",
+        "distilbert",
+        "electra",
+        "bert",
+        "mpnet",
+        "roberta",
+        "modernbert",
+        "deberta-v3",
+    },
 }
 
 
@@ -64,8 +84,9 @@ def test_preset_runs_the_papers_cohort(preset, tmp_path):
 
 @pytest.mark.parametrize("preset", PAPER)
 def test_learning_rates_of_the_published_runs(preset, tmp_path):
-    """One rate for every text model; on Yearbook one for the models trained from scratch and one for the probes,
-    as the authors' runs (tests/run/test_paper_presets.py checks each model's against their snapshots)."""
+    """One rate for every text model; on Yearbook one for the models trained from scratch and one for the
+    probes, as the authors' runs (tests/run/test_paper_presets.py checks each model's against their
+    snapshots)."""
     params = applied(preset, tmp_path)
     if preset == "paper-yearbook":
         assert params["train"]["lr"] == {"default": 0.0005, "frozen": 0.0001}
@@ -92,7 +113,9 @@ def test_yearbook_saliency_grid_is_figure_3(tmp_path):
     params = applied("paper-yearbook", tmp_path)
     grid = params["report"]["saliency"]["yearbook"]
     assert grid["models"] == ["cnn-l", "resnet-s", "mlp-l"]
-    assert [tuple(c) for c in grid["cells"]] == [(c, e) for c in ("1950", "1970") for e in ("1960", "1980", "2000")]
+    assert [tuple(c) for c in grid["cells"]] == [
+        (c, e) for c in ("1950", "1970") for e in ("1960", "1980", "2000")
+    ]
     assert set(grid["models"]) <= set(params["train"]["models"]["yearbook"])
     _, labels = slice_edges(SliceSpec(**params["yearbook"]["slices"]))
     assert {label for cell in grid["cells"] for label in cell} <= set(labels)

@@ -1,6 +1,7 @@
-"""`drift rehearse`: planted faults that fail in one line, --data and the shipped samples winning over the files
-params.yaml names, the rates it stores (each preset's tiny rehearsal runs from a wheel:
+"""`drift rehearse`: planted faults that fail in one line, --data and the shipped samples winning over the
+files params.yaml names, the rates it stores (each preset's tiny rehearsal runs from a wheel:
 tests/pipeline/test_rehearse_wheel.py; `make test-slow` runs the default profile here)."""
+
 from __future__ import annotations
 
 import json
@@ -36,14 +37,14 @@ def _failed(out: dict) -> dict:
     assert not out["ok"]
     failed = [s for s in out["stages"] if s["status"] == "failed"]
     assert len(failed) == 1 and "\n" not in failed[0]["error"]
-    later = out["stages"][out["stages"].index(failed[0]) + 1:]
+    later = out["stages"][out["stages"].index(failed[0]) + 1 :]
     assert all(s["status"] == "skipped" for s in later)
     return failed[0]
 
 
 def patched_checkout(tmp_path, appended: dict[str, str]):
-    """A copy of the checkout's package, stage scripts and params with `appended` {file: code} added at the end of
-    those files: the code a rehearsal copies into its workspace, and so the code its stages run."""
+    """A copy of the checkout's package, stage scripts and params with `appended` {file: code} added at the
+    end of those files: the code a rehearsal copies into its workspace, and so the code its stages run."""
     copy = tmp_path / "checkout"
     ignore = shutil.ignore_patterns("__pycache__")
     for name in ("drift", "stages", "params"):
@@ -57,11 +58,18 @@ def patched_checkout(tmp_path, appended: dict[str, str]):
 
 def rehearse_with(checkout, tmp_path, preset: str, overrides: list[str]) -> dict:
     """A tiny rehearsal run by the package in `checkout` (its own process, outside the checkout)."""
-    code = ("import json, sys; from drift.run.rehearse import rehearse; "
-            "print(json.dumps(rehearse(sys.argv[1], sys.argv[2:], profile='tiny', record=False)))")
+    code = (
+        "import json, sys; from drift.run.rehearse import rehearse; "
+        "print(json.dumps(rehearse(sys.argv[1], sys.argv[2:], profile='tiny', record=False)))"
+    )
     env = {**os.environ, "PYTHONPATH": str(checkout)}
-    done = subprocess.run([sys.executable, "-c", code, preset, *overrides], cwd=tmp_path, env=env,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code, preset, *overrides],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -92,7 +100,9 @@ SHORT_POSITIONS = {  # a head with a learned position table of 64: it fails on l
 @pytest.mark.pipeline
 def test_a_head_that_fails_at_the_presets_max_length(tmp_path):
     checkout = patched_checkout(tmp_path, SHORT_POSITIONS)
-    out = rehearse_with(checkout, tmp_path, "paper-amazon", ["train.models.amazon=[tx-short]", "embed.encoders=[]"])
+    out = rehearse_with(
+        checkout, tmp_path, "paper-amazon", ["train.models.amazon=[tx-short]", "embed.encoders=[]"]
+    )
     failed = _failed(out)
     assert failed["stage"] == "train@amazon" and "index out of range" in failed["error"]
     assert failed["rerun"].endswith("dvc repro -s train@amazon")
@@ -102,10 +112,17 @@ def test_a_head_that_fails_at_the_presets_max_length(tmp_path):
 @pytest.mark.compute
 @pytest.mark.pipeline
 def test_an_encoder_the_stand_in_cannot_build(tmp_path):
-    checkout = patched_checkout(tmp_path, {"drift/core/encoder_registry.py": """
+    checkout = patched_checkout(
+        tmp_path,
+        {
+            "drift/core/encoder_registry.py": """
         ENCODERS["xlnet"] = EncoderSpec("xlnet", "XLNet", "text", "hf", "xlnet-base-cased", 768, "mean")
-        """})
-    out = rehearse_with(checkout, tmp_path, "paper-amazon", ["embed.encoders=[xlnet]", "train.models.amazon=[ffn-s]"])
+        """
+        },
+    )
+    out = rehearse_with(
+        checkout, tmp_path, "paper-amazon", ["embed.encoders=[xlnet]", "train.models.amazon=[ffn-s]"]
+    )
     failed = _failed(out)
     assert failed["stage"] == "embed@amazon"
     assert failed["error"].startswith("no stand-in configuration for text encoder xlnet")
@@ -123,7 +140,9 @@ def _params_naming_elsewhere(tmp_path):
 
 def test_the_sample_wins_over_the_files_params_yaml_names(tmp_path):
     elsewhere = f"datasets.amazon.input={tmp_path / 'elsewhere' / 'amazon'}"  # an override names it too
-    params, _ = rehearsal_params("paper-amazon", [elsewhere], PROFILES["tiny"], False, _params_naming_elsewhere(tmp_path))
+    params, _ = rehearsal_params(
+        "paper-amazon", [elsewhere], PROFILES["tiny"], False, _params_naming_elsewhere(tmp_path)
+    )
     typed = load_params(params)
     assert dataset_cfg(typed, "amazon").source == typed.datasets["amazon"].input == "data/raw/amazon"
 
@@ -134,9 +153,14 @@ def test_data_wins_over_the_files_params_yaml_names(tmp_path):
     sample.mkdir()
     for category in ("All_Beauty", "Software"):
         shutil.copy(ROOT / "tests/fixtures/amazon2023" / f"{category}.jsonl", sample)
-    out = rehearse("paper-amazon", ["amazon.categories=[All_Beauty,Software]", "train.models.amazon=[ffn-s]",
-                                    "embed.encoders=[]"], data=sample, profile="tiny", record=False,
-                   params_path=_params_naming_elsewhere(tmp_path))
+    out = rehearse(
+        "paper-amazon",
+        ["amazon.categories=[All_Beauty,Software]", "train.models.amazon=[ffn-s]", "embed.encoders=[]"],
+        data=sample,
+        profile="tiny",
+        record=False,
+        params_path=_params_naming_elsewhere(tmp_path),
+    )
     assert out["ok"], [s for s in out["stages"] if s["status"] == "failed"]
     assert out["samples"]["amazon"] == f"--data {sample}"
     assert out["datasets"]["amazon"]["rows"] > 0 and out["datasets"]["amazon"]["cells"] > 0
@@ -158,11 +182,16 @@ def test_overrides_are_checked():
 
 
 def test_engine_auto_is_a_function_of_family_and_device_not_of_the_rates_file():
-    before = {(f, d): engine_choice(f, d)[0] for f in ("FFN", "Recurrent", "Frozen", "CNN") for d in ("cpu", "cuda")}
+    before = {
+        (f, d): engine_choice(f, d)[0] for f in ("FFN", "Recurrent", "Frozen", "CNN") for d in ("cpu", "cuda")
+    }
     assert before[("Frozen", "cpu")] == "batched" and before[("FFN", "cpu")] == "solo"
     assert before[("FFN", "cuda")] == "batched" and before[("Recurrent", "cuda")] == "solo"
-    write_rates("cpu", "amazon", {"engines": {"FFN": {"solo": 100.0, "batched": 250.0},
-                                              "Frozen": {"solo": 90.0, "batched": 40.0}}})
+    write_rates(
+        "cpu",
+        "amazon",
+        {"engines": {"FFN": {"solo": 100.0, "batched": 250.0}, "Frozen": {"solo": 90.0, "batched": 40.0}}},
+    )
     assert {(f, d): engine_choice(f, d)[0] for f, d in before} == before
     assert measured_engines("amazon", "FFN") == {"solo": 100.0, "batched": 250.0}  # shown, never chosen from
     assert measured_engines("amazon", "FFN", device="cuda") is None  # measured on the CPU only
@@ -184,8 +213,10 @@ def test_the_same_params_train_the_same_checkpoint_keys_under_two_rates_files(pr
         repro_in_process(repo, "sotu", stages=("ingest", "slice", "embed", "train"))
         keys.append(json.loads((repo / "data/models/sotu/checkpoints.json").read_text()))
         metrics = json.loads((repo / ".drift/runs/train/sotu.json").read_text())
-        assert {m: metrics["engines"][m] for m in ("ffn-s", "probe-minilm")} == {"ffn-s": "solo",
-                                                                                  "probe-minilm": "batched"}
+        assert {m: metrics["engines"][m] for m in ("ffn-s", "probe-minilm")} == {
+            "ffn-s": "solo",
+            "probe-minilm": "batched",
+        }
     assert keys[0] == keys[1] and keys[0]
 
 
@@ -202,15 +233,34 @@ def test_default_rehearsal_of_each_preset(preset):
 def test_plan_projects_from_rehearsed_rates(tmp_path):
     from drift.run.plan import plan
 
-    families = {f: {"train_rows_per_s": 100.0, "eval_rows_per_s": 1000.0}
-                for f in ("FFN", "TextCNN", "Recurrent", "Transformer", "Frozen")}
-    encoders = {e: {"rows_per_s": 10.0, "full_depth": True}
-                for e in ("roberta", "distilbert", "electra", "bert", "mpnet", "modernbert", "deberta-v3")}
-    write_rates("cpu", "amazon", {"families": families, "encoders": encoders, "preset": "paper-amazon",
-                                  "profile": "default", "measured_at": "now",
-                                  "engines": {"FFN": {"solo": 100.0, "batched": 300.0}}})
-    out = plan("paper-amazon", SHIPPED_PARAMS, ROOT / "params", manifest_dir=tmp_path,
-               cache_path=tmp_path / "bench.json", seconds=0.1)
+    families = {
+        f: {"train_rows_per_s": 100.0, "eval_rows_per_s": 1000.0}
+        for f in ("FFN", "TextCNN", "Recurrent", "Transformer", "Frozen")
+    }
+    encoders = {
+        e: {"rows_per_s": 10.0, "full_depth": True}
+        for e in ("roberta", "distilbert", "electra", "bert", "mpnet", "modernbert", "deberta-v3")
+    }
+    write_rates(
+        "cpu",
+        "amazon",
+        {
+            "families": families,
+            "encoders": encoders,
+            "preset": "paper-amazon",
+            "profile": "default",
+            "measured_at": "now",
+            "engines": {"FFN": {"solo": 100.0, "batched": 300.0}},
+        },
+    )
+    out = plan(
+        "paper-amazon",
+        SHIPPED_PARAMS,
+        ROOT / "params",
+        manifest_dir=tmp_path,
+        cache_path=tmp_path / "bench.json",
+        seconds=0.1,
+    )
     rates = out["benchmark"]["rates"]["amazon"]
     assert all(r["source"].startswith("rehearsal (paper-amazon, default profile") for r in rates.values())
     assert rates["ffn-s"]["train_rows_per_s"] == 100.0  # train.engine solo: the solo rate as measured
@@ -218,6 +268,13 @@ def test_plan_projects_from_rehearsed_rates(tmp_path):
     ffn = d["models"]["ffn-m"]
     assert abs(ffn["train_hours_here"] - ffn["row_passes"] / 100.0 / 3600) < 1e-9
     assert abs(d["projected_embed_hours"]["here"] - 7 * d["rows"] / 10.0 / 3600) < 1e-6
-    auto = plan("paper-amazon", SHIPPED_PARAMS, ROOT / "params", manifest_dir=tmp_path,
-                cache_path=tmp_path / "bench.json", seconds=0.1, rates_device="cpu")
+    auto = plan(
+        "paper-amazon",
+        SHIPPED_PARAMS,
+        ROOT / "params",
+        manifest_dir=tmp_path,
+        cache_path=tmp_path / "bench.json",
+        seconds=0.1,
+        rates_device="cpu",
+    )
     assert auto["benchmark"]["rates"]["amazon"]["ffn-s"]["train_rows_per_s"] == 100.0

@@ -3,6 +3,7 @@ and resume, concurrent writers, compaction, `drift cache`, and `dvc exp run --te
 edit of the encoder's code or a library version is a miss.
 
 Real MiniLM weights and real sotu paragraphs throughout; subprocesses run one torch thread each."""
+
 from __future__ import annotations
 
 import json
@@ -43,17 +44,30 @@ CFG = EmbedParams(**EMBED)
 def paragraphs() -> tuple[str, ...]:
     from drift.data.datasets import sotu
     from drift.data.ledger import Ledger
-    texts = dict.fromkeys(r["text"] for r in sotu.read(sotu.PARAMS(min_words=30, start_year=1853), Ledger("sotu")))
+
+    texts = dict.fromkeys(
+        r["text"] for r in sotu.read(sotu.PARAMS(min_words=30, start_year=1853), Ledger("sotu"))
+    )
     return tuple(texts)
 
 
 def slice_table(path: Path, texts) -> Path:
     texts = list(texts)
     n = len(texts)
-    write_slice_table(pa.table({"id": [str(i) for i in range(n)], "key": [payload_key(t) for t in texts],
-                                "slice": pa.array([i * 4 // max(n, 1) for i in range(n)], pa.int32()),
-                                "split": ["train"] * n, "label": [i % 2 for i in range(n)], "text": texts}), path,
-                      hand_manifest(path.stem))
+    write_slice_table(
+        pa.table(
+            {
+                "id": [str(i) for i in range(n)],
+                "key": [payload_key(t) for t in texts],
+                "slice": pa.array([i * 4 // max(n, 1) for i in range(n)], pa.int32()),
+                "split": ["train"] * n,
+                "label": [i % 2 for i in range(n)],
+                "text": texts,
+            }
+        ),
+        path,
+        hand_manifest(path.stem),
+    )
     return path
 
 
@@ -68,7 +82,6 @@ def minilm():
 @pytest.mark.compute
 def test_every_fingerprint_field_is_a_miss_and_nothing_else_is(tmp_path, minilm, monkeypatch):
     import dataclasses
-
 
     path = slice_table(tmp_path / "d.lance", paragraphs()[:3])
     cache = tmp_path / "cache"
@@ -94,13 +107,19 @@ def test_every_fingerprint_field_is_a_miss_and_nothing_else_is(tmp_path, minilm,
     miss(lambda: setattr(minilm, "max_length", 8), lambda: setattr(minilm, "max_length", 16))
     miss(lambda: setattr(minilm, "dtype", "bfloat16"), lambda: setattr(minilm, "dtype", "float32"))
     spec = minilm.spec
-    miss(lambda: setattr(minilm, "spec", dataclasses.replace(spec, pooling="cls")), lambda: setattr(minilm, "spec", spec))
+    miss(
+        lambda: setattr(minilm, "spec", dataclasses.replace(spec, pooling="cls")),
+        lambda: setattr(minilm, "spec", spec),
+    )
     # another version of a library the encoder's code imports (or of one they require): a miss
     import drift.core.environment as environment
+
     real = environment.package_version
 
     def upgrade(distribution):
-        monkeypatch.setattr(environment, "package_version", lambda d: "99.0" if d == distribution else real(d))
+        monkeypatch.setattr(
+            environment, "package_version", lambda d: "99.0" if d == distribution else real(d)
+        )
         minilm._code = None  # the fingerprint's code part is computed once per encoder
 
     def downgrade():
@@ -148,12 +167,27 @@ def test_editing_the_encoder_code_recomputes_every_row(tmp_path, minilm):
 
     def embed_in_copy(name):
         env = {**__import__("os").environ, "PYTHONPATH": str(copy)}
-        process = subprocess.run([sys.executable, str(script), str(path), str(cache), str(tmp_path / f"{name}.json"),
-                                  "0", json.dumps(EMBED)], capture_output=True, text=True, env=env, timeout=300)
+        process = subprocess.run(
+            [
+                sys.executable,
+                str(script),
+                str(path),
+                str(cache),
+                str(tmp_path / f"{name}.json"),
+                "0",
+                json.dumps(EMBED),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
         assert process.returncode == 0, process.stderr
         out = json.loads((tmp_path / f"{name}.json").read_text())
-        return {"manifest": StoreManifest.model_validate(out["manifest"]),
-                "metrics": EmbedRun.model_validate(out["metrics"])}
+        return {
+            "manifest": StoreManifest.model_validate(out["manifest"]),
+            "metrics": EmbedRun.model_validate(out["metrics"]),
+        }
 
     same = embed_in_copy("same")
     assert (same["metrics"].computed, same["metrics"].cache_hits) == (0, 3)
@@ -161,14 +195,20 @@ def test_editing_the_encoder_code_recomputes_every_row(tmp_path, minilm):
     module = copy / "drift/encoders/text.py"
     source = module.read_text()
     assert "hidden = out.last_hidden_state.float()" in source
-    module.write_text(source.replace("hidden = out.last_hidden_state.float()",
-                                     "hidden = out.last_hidden_state.float() * 0.5"))
+    module.write_text(
+        source.replace(
+            "hidden = out.last_hidden_state.float()", "hidden = out.last_hidden_state.float() * 0.5"
+        )
+    )
     edited = embed_in_copy("edited")
     assert (edited["metrics"].computed, edited["metrics"].cache_hits) == (3, 0)
     assert edited["manifest"].store != base.store
     assert edited["manifest"].fingerprint_fields["code_sha256"] != base.fingerprint_fields["code_sha256"]
     keys = [payload_key(t) for t in paragraphs()[:3]]
-    old, new = open_store(base, cache).read_tokens(keys)[0], open_store(edited["manifest"], cache).read_tokens(keys)[0]
+    old, new = (
+        open_store(base, cache).read_tokens(keys)[0],
+        open_store(edited["manifest"], cache).read_tokens(keys)[0],
+    )
     np.testing.assert_allclose(new.astype(np.float32), old.astype(np.float32) * 0.5, atol=2e-3)
 
 
@@ -201,13 +241,15 @@ def test_appending_a_slice_embeds_only_new_rows_and_reads_equal_writes(tmp_path,
     for row, i in enumerate(order[:5]):
         p, f, n = minilm.encode_flat([texts[i]])
         np.testing.assert_allclose(pooled[row], p[0], atol=2e-6)
-        np.testing.assert_allclose(flat[offsets[row]:offsets[row + 1]].astype(np.float32), f.astype(np.float32), atol=2e-3)
+        np.testing.assert_allclose(
+            flat[offsets[row] : offsets[row + 1]].astype(np.float32), f.astype(np.float32), atol=2e-3
+        )
     ds = lance.dataset(str(reference.path))
     stored = ds.to_table(columns=["key", "tokens"]).to_pydict()
     by_key = dict(zip(stored["key"], stored["tokens"]))
     for row, i in enumerate(order):
         expected = np.asarray(by_key[keys[i]], np.float16)
-        assert flat[offsets[row]:offsets[row + 1]].tobytes() == expected.tobytes()
+        assert flat[offsets[row] : offsets[row + 1]].tobytes() == expected.tobytes()
 
 
 def test_store_round_trip_is_bit_exact_across_commits_and_compaction(tmp_path):
@@ -217,7 +259,7 @@ def test_store_round_trip_is_bit_exact_across_commits_and_compaction(tmp_path):
     pooled = rng.standard_normal((200, 16)).astype(np.float32)
     tokens = [rng.standard_normal((int(n), 16)).astype(np.float16) for n in rng.integers(1, 40, 200)]
     for start in range(0, 200, 10):  # 20 commits, one fragment each
-        store.append(keys[start:start + 10], pooled[start:start + 10], tokens[start:start + 10])
+        store.append(keys[start : start + 10], pooled[start : start + 10], tokens[start : start + 10])
     order = rng.permutation(200)
     reader = EmbeddingStore(tmp_path, "enc", "e" * 64, dim=16, with_tokens=True)
     before = reader.read_pooled([keys[i] for i in order]), reader.read_tokens([keys[i] for i in order])
@@ -281,15 +323,30 @@ Path(out).write_text(json.dumps({"manifest": manifest.model_dump(), "metrics": m
 def driver(tmp_path: Path, slice_path: Path, cache: Path, name: str, delay: float = 0.0) -> subprocess.Popen:
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)
-    return subprocess.Popen([sys.executable, str(script), str(slice_path), str(cache), str(tmp_path / f"{name}.json"),
-                             str(delay), json.dumps(EMBED)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            str(script),
+            str(slice_path),
+            str(cache),
+            str(tmp_path / f"{name}.json"),
+            str(delay),
+            json.dumps(EMBED),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def finish(process: subprocess.Popen, tmp_path: Path, name: str) -> dict:
     out, err = process.communicate(timeout=300)
     assert process.returncode == 0, err
     out = json.loads((tmp_path / f"{name}.json").read_text())
-    return {"manifest": StoreManifest.model_validate(out["manifest"]), "metrics": EmbedRun.model_validate(out["metrics"])}
+    return {
+        "manifest": StoreManifest.model_validate(out["manifest"]),
+        "metrics": EmbedRun.model_validate(out["metrics"]),
+    }
 
 
 def all_vectors(manifest: StoreManifest, cache: Path, keys: list[str]):
@@ -341,7 +398,10 @@ def test_two_processes_embedding_at_once_lose_nothing(tmp_path):
     texts = paragraphs()[600:760]
     keys = [payload_key(t) for t in texts]
     path = slice_table(tmp_path / "d.lance", texts)
-    first, second = driver(tmp_path, path, tmp_path / "cache", "a"), driver(tmp_path, path, tmp_path / "cache", "b")
+    first, second = (
+        driver(tmp_path, path, tmp_path / "cache", "a"),
+        driver(tmp_path, path, tmp_path / "cache", "b"),
+    )
     a, b = finish(first, tmp_path, "a"), finish(second, tmp_path, "b")
     assert a["manifest"] == b["manifest"]
     assert a["metrics"].computed + a["metrics"].cache_hits == len(texts)
@@ -355,7 +415,9 @@ def test_two_processes_embedding_at_once_lose_nothing(tmp_path):
     result = CliRunner().invoke(cache_app(), ["compact", "--cache-dir", str(tmp_path / "cache")])
     assert result.exit_code == 0, result.output
     assert f"{len(stored) - len(keys):,} duplicates removed" in result.output
-    assert sorted(lance.dataset(str(store.path)).to_table(columns=["key"]).column("key").to_pylist()) == sorted(keys)
+    assert sorted(
+        lance.dataset(str(store.path)).to_table(columns=["key"]).column("key").to_pylist()
+    ) == sorted(keys)
     after = all_vectors(a["manifest"], tmp_path / "cache", keys)
     for x, y in zip(before, after):
         assert x.tobytes() == y.tobytes()  # compaction keeps the row readers were already using
@@ -379,8 +441,12 @@ for step in range(12):
 def test_many_writers_racing_to_create_and_append(tmp_path):
     script = tmp_path / "writer.py"
     script.write_text(WRITER)
-    processes = [subprocess.Popen([sys.executable, str(script), str(tmp_path), str(w)], stderr=subprocess.PIPE, text=True)
-                 for w in range(4)]
+    processes = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(tmp_path), str(w)], stderr=subprocess.PIPE, text=True
+        )
+        for w in range(4)
+    ]
     for p in processes:
         assert p.wait(timeout=120) == 0, p.stderr.read()
     store = EmbeddingStore(tmp_path, "enc", "c" * 64, dim=8, with_tokens=True)
@@ -388,7 +454,12 @@ def test_many_writers_racing_to_create_and_append(tmp_path):
     assert table_info(store.path)["rows"] == 4 * 12 * 10
     keys = [f"k{i}" for i in written]
     pooled = store.read_pooled(keys)
-    assert pooled.tobytes() == np.stack([np.random.default_rng(i).standard_normal(8) for i in written]).astype(np.float32).tobytes()
+    assert (
+        pooled.tobytes()
+        == np.stack([np.random.default_rng(i).standard_normal(8) for i in written])
+        .astype(np.float32)
+        .tobytes()
+    )
     flat, offsets = store.read_tokens(keys)
     assert (np.diff(offsets) == [1 + i % 4 for i in written]).all()
     assert (flat[offsets[:-1], 0] == np.array(written, np.float16)).all()
@@ -408,13 +479,18 @@ def test_a_table_killed_while_being_created_is_created_again(tmp_path):
 
 def test_appends_are_picked_up_reading_only_new_fragments(tmp_path, monkeypatch):
     import drift.store.embeddings as store_module
+
     store = EmbeddingStore(tmp_path, "enc", "a" * 64, dim=4, with_tokens=False)
     store.append(["a", "b"], np.zeros((2, 4), np.float32))
     reader = EmbeddingStore(tmp_path, "enc", "a" * 64, dim=4, with_tokens=False)
     assert reader.missing(["a", "c"]) == ["c"]
     scanned = []
     real = store_module._key_column
-    monkeypatch.setattr(store_module, "_key_column", lambda ds, fragments=None: scanned.append(fragments) or real(ds, fragments))
+    monkeypatch.setattr(
+        store_module,
+        "_key_column",
+        lambda ds, fragments=None: scanned.append(fragments) or real(ds, fragments),
+    )
     store.append(["c"], np.ones((1, 4), np.float32))
     assert reader.read_pooled(["c", "a"]).tolist() == [[1.0] * 4, [0.0] * 4]  # committed after it was pinned
     assert len(scanned) == 1 and len(scanned[0]) == 1  # the new fragment only
@@ -427,6 +503,7 @@ def test_appends_are_picked_up_reading_only_new_fragments(tmp_path, monkeypatch)
 
 def cache_app():
     from drift.cli.cache import cache_app
+
     return cache_app
 
 
@@ -435,8 +512,12 @@ def test_drift_cache_list_compact_and_gc(tmp_path, monkeypatch, minilm):
     cache = tmp_path / "cache"
     repo = tmp_path / "repo"
     (repo / "data/embeddings").mkdir(parents=True)
-    manifest, _ = embed_dataset(slice_table(tmp_path / "d.lance", paragraphs()[:5]), CFG, cache, encoder=minilm)
-    (repo / "data/embeddings/sotu.json").write_text(EmbeddingsManifest(encoders={"minilm-l6": manifest}).dumps())
+    manifest, _ = embed_dataset(
+        slice_table(tmp_path / "d.lance", paragraphs()[:5]), CFG, cache, encoder=minilm
+    )
+    (repo / "data/embeddings/sotu.json").write_text(
+        EmbeddingsManifest(encoders={"minilm-l6": manifest}).dumps()
+    )
     unused = EmbeddingStore(cache, "enc", "d" * 64, dim=4, with_tokens=False)
     for i in range(3):
         unused.append([f"k{i}", "k0"], np.zeros((2, 4), np.float32))
@@ -450,7 +531,8 @@ def test_drift_cache_list_compact_and_gc(tmp_path, monkeypatch, minilm):
     assert (used["encoder"], used["rows"], used["dim"], used["datasets"]) == ("minilm-l6", 5, 384, ["sotu"])
     assert used["fingerprint"] == manifest.fingerprint and used["fragments"] >= 1 and used["bytes"] > 0
     assert tables[unused.path.name]["rows"] == 6 and tables[unused.path.name]["unique"] == 3
-    shown = runner.invoke(cache_app(), [], env={"DRIFT_CACHE_DIR": str(cache), "COLUMNS": "200"})  # bare `drift cache`
+    # bare `drift cache`
+    shown = runner.invoke(cache_app(), [], env={"DRIFT_CACHE_DIR": str(cache), "COLUMNS": "200"})
     assert shown.exit_code == 0 and "minilm-l6" in shown.output and "sotu" in shown.output
 
     compacted = runner.invoke(cache_app(), ["compact", unused.path.stem, "--cache-dir", str(cache)])
@@ -462,16 +544,23 @@ def test_drift_cache_list_compact_and_gc(tmp_path, monkeypatch, minilm):
     assert recent.exit_code == 0 and unused.path.exists() and "keep" in recent.output
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"store": unused.path.name}))
-    kept = runner.invoke(cache_app(), ["gc", "--grace-minutes", "0", "--keep-manifests", str(other), "--cache-dir", str(cache)])
+    kept = runner.invoke(
+        cache_app(), ["gc", "--grace-minutes", "0", "--keep-manifests", str(other), "--cache-dir", str(cache)]
+    )
     assert kept.exit_code == 0 and unused.path.exists()
     gone = runner.invoke(cache_app(), ["gc", "--grace-minutes", "0", "--cache-dir", str(cache)])
     assert gone.exit_code == 0 and not unused.path.exists() and (cache / manifest.store).exists()
 
     # clear one-line errors
     monkeypatch.chdir(tmp_path)
-    for args, message in [(["gc", "--cache-dir", str(cache)], "refusing to delete every table"),
-                          (["compact", "nope", "--cache-dir", str(cache)], "no table nope.lance"),
-                          (["gc", "--keep-manifests", "missing.json", "--cache-dir", str(cache)], "no manifest at missing.json")]:
+    for args, message in [
+        (["gc", "--cache-dir", str(cache)], "refusing to delete every table"),
+        (["compact", "nope", "--cache-dir", str(cache)], "no table nope.lance"),
+        (
+            ["gc", "--keep-manifests", "missing.json", "--cache-dir", str(cache)],
+            "no manifest at missing.json",
+        ),
+    ]:
         result = runner.invoke(cache_app(), args)
         assert result.exit_code == 2 and message in result.output, result.output
         assert len(result.stderr.strip().splitlines()) == 1
@@ -480,9 +569,20 @@ def test_drift_cache_list_compact_and_gc(tmp_path, monkeypatch, minilm):
 
 def test_a_manifest_whose_table_is_gone_is_a_clear_error(tmp_path):
     from drift.core.errors import DriftError
+
     with pytest.raises(DriftError, match="run `dvc repro -f embed@<dataset>`"):
-        open_store(StoreManifest(encoder="minilm-l6", fingerprint="0" * 64, fingerprint_fields={}, store="gone",
-                                 dim=384, rows=3, keys_sha256=""), tmp_path)
+        open_store(
+            StoreManifest(
+                encoder="minilm-l6",
+                fingerprint="0" * 64,
+                fingerprint_fields={},
+                store="gone",
+                dim=384,
+                rows=3,
+                keys_sha256="",
+            ),
+            tmp_path,
+        )
 
 
 # ---------------------------------------------------------------- dvc exp run --temp
@@ -491,8 +591,8 @@ def test_a_manifest_whose_table_is_gone_is_a_clear_error(tmp_path):
 @pytest.mark.compute
 @pytest.mark.pipeline
 def test_temp_experiments_reuse_the_store(project):
-    """sotu over three decades (conftest.dvc_params), ffn-s; the first run stops at embed@sotu (train, evaluate
-    and report add nothing to what is checked: the temporary experiments' embed stage)."""
+    """sotu over three decades (conftest.dvc_params), ffn-s; the first run stops at embed@sotu (train,
+    evaluate and report add nothing to what is checked: the temporary experiments' embed stage)."""
     params = dvc_params("sotu")
     params["train"]["models"] = {"sotu": ["ffn-s"]}
     repo = project(params)
@@ -502,9 +602,11 @@ def test_temp_experiments_reuse_the_store(project):
     run(["git", "add", "-A"], repo)
     run(["git", "commit", "-qm", "first run"], repo)
 
-    # a training change in a temporary workspace: train runs, the embed stage does not even run (its outputs, the
-    # manifest and the feature files, are in DVC's cache, which the temporary copy checks out)
-    out = run(["dvc", "exp", "run", "--temp", "-n", "epochs", "-S", "train.epochs=2", "train@sotu"], repo).stdout
+    # a training change in a temporary workspace: train runs, the embed stage does not even run (its outputs,
+    # the manifest and the feature files, are in DVC's cache, which the temporary copy checks out)
+    out = run(
+        ["dvc", "exp", "run", "--temp", "-n", "epochs", "-S", "train.epochs=2", "train@sotu"], repo
+    ).stdout
     assert "Running stage 'train@sotu'" in out and "Running stage 'embed@sotu'" not in out, out
 
     # more rows per decade in a temporary workspace: only the new paragraphs run the encoder

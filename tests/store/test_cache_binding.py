@@ -1,8 +1,9 @@
-"""Cache entries bound to their key, gc that deletes only drift's files, verify that refuses a folder holding no
-drift cache. A cached checkpoint or cell copied over another entry (a valid file, the wrong one) is a miss,
-counted as corrupt and computed again, and `drift cache verify` names the key it was written for; an entry of an
-older format is a plain miss; `drift cache gc` leaves any file under checkpoints/ and cells/ whose header is not
-drift's. Synthetic rows (tests/train/test_engine.py's TinyData): ffn-s trained in this process, no encoder."""
+"""Cache entries bound to their key, gc that deletes only drift's files, verify that refuses a folder holding
+no drift cache. A cached checkpoint or cell copied over another entry (a valid file, the wrong one) is a miss,
+counted as corrupt and computed again, and `drift cache verify` names the key it was written for; an entry of
+an older format is a plain miss; `drift cache gc` leaves any file under checkpoints/ and cells/ whose header
+is not drift's. Synthetic rows (tests/train/test_engine.py's TinyData): ffn-s trained in this process, no
+encoder."""
 
 from __future__ import annotations
 
@@ -42,11 +43,18 @@ def train(tmp_path: Path) -> dict:
     """ffn-s, seed 0, four cutoffs into tmp_path/cache; the counts and what the workspace got."""
     data = TinyData(np.random.default_rng(5))
     cache = ResultCache(tmp_path / "cache")
-    counts, corrupt = train_roster(data, ["ffn-s"], CFG.model_copy(update={"seeds": [0]}), tmp_path / "models", cache)
+    counts, corrupt = train_roster(
+        data, ["ffn-s"], CFG.model_copy(update={"seeds": [0]}), tmp_path / "models", cache
+    )
     keys = json.loads((tmp_path / "models" / CHECKPOINT_KEYS).read_text())
     files = {p: (tmp_path / "models" / p).read_bytes() for p in sorted(keys)}
-    return {"data": data, "counts": counts, "corrupt": corrupt, "keys": [keys[p] for p in sorted(keys)],
-            "files": files}
+    return {
+        "data": data,
+        "counts": counts,
+        "corrupt": corrupt,
+        "keys": [keys[p] for p in sorted(keys)],
+        "files": files,
+    }
 
 
 @pytest.mark.compute
@@ -98,7 +106,9 @@ def test_a_cell_copied_over_another_is_a_miss_and_flagged(tmp_path, monkeypatch)
         p for p in sorted((tmp_path / "cache" / "cells").glob("*/*")) if len(list(p.glob("*.json"))) > 1
     )
     # two cells of the matrix (a number each; the cells' per-class scores beside them are lists)
-    scored = [p for p in sorted(folder.glob("*.json")) if isinstance(json.loads(p.read_text())["score"], float)]
+    scored = [
+        p for p in sorted(folder.glob("*.json")) if isinstance(json.loads(p.read_text())["score"], float)
+    ]
     source, target = scored[:2]
     shutil.copyfile(source, target)  # a valid cell of the same checkpoint, under another cell's key
     assert ResultCache(tmp_path / "cache").cell(folder.name, target.stem) == (False, None)
@@ -115,7 +125,8 @@ def test_a_cell_copied_over_another_is_a_miss_and_flagged(tmp_path, monkeypatch)
 
 
 def test_an_entry_of_the_older_format_is_a_plain_miss(tmp_path, monkeypatch):
-    """Format 1 (no key in the header): not corrupt, not served; verify names it, exits 0; gc counts it drift's."""
+    """Format 1 (no key in the header): not corrupt, not served; verify names it, exits 0; gc counts it
+    drift's."""
     monkeypatch.chdir(tmp_path)
     cache = ResultCache(tmp_path / "cache")
     body = b"a state dict"

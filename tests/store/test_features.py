@@ -1,8 +1,10 @@
-"""Feature files (drift/store/features.py) and the batch reader (drift/models/inputs.py): the same floats reach the models
-as from the store held in memory, bit for bit; rebuilt only when the rows or the store table change; the
-prefetching iterator keeps order, bounds its lookahead, raises the reader's errors and stops when left.
+"""Feature files (drift/store/features.py) and the batch reader (drift/models/inputs.py): the same floats
+reach the models as from the store held in memory, bit for bit; rebuilt only when the rows or the store table
+change; the prefetching iterator keeps order, bounds its lookahead, raises the reader's errors and stops when
+left.
 
 Real MiniLM weights on real sotu paragraphs (tests/store/test_cache.py's helpers)."""
+
 from __future__ import annotations
 
 import json
@@ -40,17 +42,29 @@ CFG = EmbedParams(text_encoder="minilm-l6", max_length=64, batch_size=16, chunk_
 def paragraphs(n: int, skip: int = 0) -> list[str]:
     from drift.data.datasets import sotu
     from drift.data.ledger import Ledger
-    texts = list(dict.fromkeys(r["text"] for r in sotu.read(sotu.PARAMS(min_words=5, start_year=1853), Ledger("sotu"))))
-    return texts[skip:skip + n]
+
+    texts = list(
+        dict.fromkeys(r["text"] for r in sotu.read(sotu.PARAMS(min_words=5, start_year=1853), Ledger("sotu")))
+    )
+    return texts[skip : skip + n]
 
 
 def text_table(path, texts, k=4):
     n = len(texts)
-    write_slice_table(pa.table({"id": [str(i) for i in range(n)], "key": [payload_key(t) for t in texts],
-                                "slice": pa.array([i * k // n for i in range(n)], pa.int32()),
-                                "split": ["train" if i % 3 else "test" for i in range(n)],
-                                "label": [i % 2 for i in range(n)], "text": texts}), path,
-                      hand_manifest(path.stem, [str(s) for s in range(k)], label_names=["no", "yes"]))
+    write_slice_table(
+        pa.table(
+            {
+                "id": [str(i) for i in range(n)],
+                "key": [payload_key(t) for t in texts],
+                "slice": pa.array([i * k // n for i in range(n)], pa.int32()),
+                "split": ["train" if i % 3 else "test" for i in range(n)],
+                "label": [i % 2 for i in range(n)],
+                "text": texts,
+            }
+        ),
+        path,
+        hand_manifest(path.stem, [str(s) for s in range(k)], label_names=["no", "yes"]),
+    )
     return path
 
 
@@ -80,9 +94,14 @@ def batches_to_check(n: int, lengths: np.ndarray) -> list[np.ndarray]:
     rng = np.random.default_rng(0)
     last = int(np.argmax(np.arange(n)))  # the last row: its padding runs past the end of the file
     longest = int(np.argmax(lengths))
-    return ([rng.permutation(n)[:16], np.array([last, 0, longest]), np.array([3, 3, 59, 7]), np.arange(n),
-             np.array([n - 1]), np.sort(rng.permutation(n)[:20])]
-            + length_bucketed_batches(np.arange(n), lengths, 8, rng))
+    return [
+        rng.permutation(n)[:16],
+        np.array([last, 0, longest]),
+        np.array([3, 3, 59, 7]),
+        np.arange(n),
+        np.array([n - 1]),
+        np.sort(rng.permutation(n)[:20]),
+    ] + length_bucketed_batches(np.arange(n), lengths, 8, rng)
 
 
 @pytest.mark.compute
@@ -98,7 +117,9 @@ def test_feature_files_give_the_stores_batches_bit_for_bit(embedded, max_tokens)
         if kind == "tokens":
             np.testing.assert_array_equal(new.lengths, old.lengths)
             assert (old.lengths < np.diff(old.offsets)).any() == (max_tokens == 9)  # truncation is exercised
-        for rows in batches_to_check(table.num_rows, old.lengths if kind == "tokens" else np.ones(table.num_rows)):
+        for rows in batches_to_check(
+            table.num_rows, old.lengths if kind == "tokens" else np.ones(table.num_rows)
+        ):
             a, b = old.batch(rows), new.batch(rows)
             assert len(a) == len(b) and all(same_bits(x, y) for x, y in zip(a, b)), (kind, rows)
     assert headers["minilm-l6"]["rows"] == 60 and headers["minilm-l6"]["fingerprint"] == manifest.fingerprint
@@ -121,12 +142,27 @@ def test_training_and_prediction_are_bit_identical(embedded):
     rows = np.arange(0, 60, 3)  # both labels (i % 2)
     task = get_task("binary")
     torch.set_num_threads(1)
-    for name, kind in (("ffn-s", "tokens"), ("tx-s", "tokens"), ("bigru-s", "tokens"), ("probe-minilm", "pooled")):
+    for name, kind in (
+        ("ffn-s", "tokens"),
+        ("tx-s", "tokens"),
+        ("bigru-s", "tokens"),
+        ("probe-minilm", "pooled"),
+    ):
         models = []
-        for inputs in (load_inputs(kind, table, store, max_tokens=16),
-                       open_inputs(kind, tmp / "features" / "minilm-l6", max_tokens=16)):
-            model = train_one(name, inputs, rows, targets, task, task.n_outputs(2),
-                              TrainParams(epochs=2, batch_size=8, lr=1e-3), seed=3)
+        for inputs in (
+            load_inputs(kind, table, store, max_tokens=16),
+            open_inputs(kind, tmp / "features" / "minilm-l6", max_tokens=16),
+        ):
+            model = train_one(
+                name,
+                inputs,
+                rows,
+                targets,
+                task,
+                task.n_outputs(2),
+                TrainParams(epochs=2, batch_size=8, lr=1e-3),
+                seed=3,
+            )
             models.append((model, predict(model, inputs, np.arange(60), batch_size=16)))
         (a, pa_), (b, pb) = models
         assert all(same_bits(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values())), name
@@ -138,9 +174,16 @@ def test_pixels_out_of_core(tmp_path):
     n, shape = 50, (3, 8, 6)
     images = rng.integers(0, 256, (n, *shape), dtype=np.uint8)
     schema = record_schema("binary", "image", 2, image_shape=shape)
-    table = pa.table({"id": [str(i) for i in range(n)], "key": [payload_key(im) for im in images],
-                      "time": pa.array([0] * n, pa.timestamp("us")), "label": [i % 2 for i in range(n)],
-                      "image": [im.reshape(-1).tolist() for im in images]}, schema=schema)
+    table = pa.table(
+        {
+            "id": [str(i) for i in range(n)],
+            "key": [payload_key(im) for im in images],
+            "time": pa.array([0] * n, pa.timestamp("us")),
+            "label": [i % 2 for i in range(n)],
+            "image": [im.reshape(-1).tolist() for im in images],
+        },
+        schema=schema,
+    )
     table = table.append_column("slice", pa.array([i // 10 for i in range(n)], pa.int32()))
     table = table.append_column("split", pa.array(["train"] * n))
     path = tmp_path / "img.lance"
@@ -183,7 +226,9 @@ def test_disk_array_reads_rows_and_spans(tmp_path):
     for rows in (np.arange(40), np.array([5, 6, 7, 1, 39, 5]), np.array([], np.int64)):
         np.testing.assert_array_equal(disk.read_rows(rows), data[rows])
     starts = np.array([38, 0, 20, 39])
-    np.testing.assert_array_equal(disk.read_spans(starts, 4), data[np.minimum(starts[:, None] + np.arange(4), 39)])
+    np.testing.assert_array_equal(
+        disk.read_spans(starts, 4), data[np.minimum(starts[:, None] + np.arange(4), 39)]
+    )
     # a file cut short (a copy interrupted) is a one-line error, not zeros
     raw = (tmp_path / "a.npy").read_bytes()
     (tmp_path / "b.npy").write_bytes(raw[:-12])
@@ -263,12 +308,17 @@ def test_slice_data_builds_and_reads_the_feature_files(embedded, tmp_path, monke
     (tmp_path / "data" / "embeddings").mkdir()
     shutil.copy(path, "data/slices/sotu.lance")
     shutil.copy(path.with_suffix(".json"), "data/slices/sotu.json")
-    (tmp_path / "data" / "embeddings" / "sotu.json").write_text(EmbeddingsManifest(encoders={"minilm-l6": manifest}).dumps())
+    (tmp_path / "data" / "embeddings" / "sotu.json").write_text(
+        EmbeddingsManifest(encoders={"minilm-l6": manifest}).dumps()
+    )
     params = tiny_params()
     params["embed"].update(cache_dir=str(cache), max_length=64)
     data = SliceData("sotu", input_settings(load_params(params)))
     inputs = data.inputs("ffn-s")
-    assert isinstance(inputs.data, DiskArray) and (tmp_path / "data/features/sotu/minilm-l6/header.json").exists()
+    assert (
+        isinstance(inputs.data, DiskArray)
+        and (tmp_path / "data/features/sotu/minilm-l6/header.json").exists()
+    )
     assert data.inputs("probe-minilm").kind == "pooled"
     old = load_inputs("tokens", read_slice_table(path), open_store(manifest, cache), max_tokens=64)
     rows = np.random.default_rng(2).permutation(60)[:10]

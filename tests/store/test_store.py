@@ -1,4 +1,5 @@
 """The embedding store and the text encoder: real Lance tables, the real MiniLM weights."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,7 +25,7 @@ def test_append_and_read_back_bit_for_bit(tmp_path):
     flat, offsets = store.read_tokens(order)
     assert offsets.tolist() == [0, 2, 5, 9, 12]
     for i, j in enumerate(idx):
-        assert flat[offsets[i]:offsets[i + 1]].tobytes() == tokens[j].tobytes()  # float16, bit for bit
+        assert flat[offsets[i] : offsets[i + 1]].tobytes() == tokens[j].tobytes()  # float16, bit for bit
     assert store.stats()["rows"] == 5
 
 
@@ -42,8 +43,11 @@ def test_minilm_matches_sentence_transformers_and_caches(tmp_path):
     from drift.core.encoder_registry import get_encoder_spec
     from drift.encoders.text import TextEncoder, resolve_weights
 
-    texts = ["The Congress shall have power to lay and collect taxes.", "Peace.",
-             "We must balance the budget and reduce the national debt over the coming years."]
+    texts = [
+        "The Congress shall have power to lay and collect taxes.",
+        "Peace.",
+        "We must balance the budget and reduce the national debt over the coming years.",
+    ]
     encoder = TextEncoder("minilm-l6", max_length=64, batch_size=2)
     pooled, tokens = encoder.encode_batch(texts)
     reference = SentenceTransformer(str(resolve_weights(get_encoder_spec("minilm-l6"))), device="cpu")
@@ -61,7 +65,10 @@ def test_fingerprint_changes_with_every_field():
     base = TextEncoder("minilm-l6", max_length=64)
     assert base.fingerprint_hash() == TextEncoder("minilm-l6", max_length=64, batch_size=7).fingerprint_hash()
     assert base.fingerprint_hash() != TextEncoder("minilm-l6", max_length=32).fingerprint_hash()
-    assert base.fingerprint_hash() != TextEncoder("minilm-l6", max_length=64, dtype="bfloat16").fingerprint_hash()
+    assert (
+        base.fingerprint_hash()
+        != TextEncoder("minilm-l6", max_length=64, dtype="bfloat16").fingerprint_hash()
+    )
 
 
 @pytest.mark.compute
@@ -73,9 +80,17 @@ def test_embed_computes_only_missing_keys(tmp_path):
 
     def table(texts):
         from drift.data.records import payload_key
-        return pa.table({"id": [str(i) for i in range(len(texts))], "key": [payload_key(t) for t in texts],
-                         "slice": pa.array([0] * len(texts), pa.int32()), "split": ["train"] * len(texts),
-                         "label": [0] * len(texts), "text": texts})
+
+        return pa.table(
+            {
+                "id": [str(i) for i in range(len(texts))],
+                "key": [payload_key(t) for t in texts],
+                "slice": pa.array([0] * len(texts), pa.int32()),
+                "split": ["train"] * len(texts),
+                "label": [0] * len(texts),
+                "text": texts,
+            }
+        )
 
     cfg = EmbedParams(text_encoder="minilm-l6", max_length=32, batch_size=4)
     path = tmp_path / "d.lance"
@@ -93,14 +108,19 @@ def three_fragments(tmp_path) -> EmbeddingStore:
     store = EmbeddingStore(tmp_path, "enc", "c" * 64, dim=8, with_tokens=True)
     for chunk in range(3):
         lengths = rng.integers(1, 30, 40)
-        store.append([f"k{chunk}-{i:02d}" for i in range(40)], rng.standard_normal((40, 8)).astype(np.float32),
-                     rng.standard_normal((int(lengths.sum()), 8)).astype(np.float16), lengths)
+        store.append(
+            [f"k{chunk}-{i:02d}" for i in range(40)],
+            rng.standard_normal((40, 8)).astype(np.float32),
+            rng.standard_normal((int(lengths.sum()), 8)).astype(np.float16),
+            lengths,
+        )
     return store
 
 
 def test_damaged_rows_are_never_served_and_named(tmp_path):
     """Bytes flipped in one data file: the rows they hit fail their CRC-32 on read (DamagedRows names the keys
-    and fragment), scan_damage names fragment and key range, and discarding the fragment makes them missing."""
+    and fragment), scan_damage names fragment and key range, and discarding the fragment makes them missing.
+    """
     import lance
 
     from drift.store.embeddings import DamagedRows, discard_fragments, scan_damage
@@ -110,7 +130,7 @@ def test_damaged_rows_are_never_served_and_named(tmp_path):
     files = sorted((store.path / "data").iterdir(), key=lambda p: p.stat().st_mtime)
     data = bytearray(files[1].read_bytes())
     middle = len(data) // 3
-    data[middle:middle + 64] = bytes(b ^ 0x55 for b in data[middle:middle + 64])
+    data[middle : middle + 64] = bytes(b ^ 0x55 for b in data[middle : middle + 64])
     files[1].write_bytes(bytes(data))
     damage = scan_damage(store.path)
     assert len(damage) == 1 and damage[0]["first_key"].startswith("k1-") and damage[0]["rows"] >= 1
@@ -145,28 +165,47 @@ def test_a_table_written_before_checksums_is_read_and_appended_to(tmp_path):
 
     schema = legacy_schema(store_schema(4, with_tokens=False))
     path = tmp_path / "enc-eeeeeeeeeeeeeeee.lance"
-    lance.write_dataset(pa.table({"key": ["a", "b"], "pooled": pa.FixedSizeListArray.from_arrays(
-        pa.array(np.array([0, 1, 2, 3, np.nan, 0, 0, 0], np.float32)), 4)}, schema=schema), str(path),
-        data_storage_version="2.0")
+    lance.write_dataset(
+        pa.table(
+            {
+                "key": ["a", "b"],
+                "pooled": pa.FixedSizeListArray.from_arrays(
+                    pa.array(np.array([0, 1, 2, 3, np.nan, 0, 0, 0], np.float32)), 4
+                ),
+            },
+            schema=schema,
+        ),
+        str(path),
+        data_storage_version="2.0",
+    )
     store = EmbeddingStore(tmp_path, "enc", "e" * 64, dim=4, with_tokens=False)
     store.append(["c"], np.ones((1, 4), np.float32))
     assert lance.dataset(str(path)).schema.names == ["key", "pooled"]
     np.testing.assert_array_equal(store.read_pooled(["c", "a"]), [[1, 1, 1, 1], [0, 1, 2, 3]])
     from drift.store.embeddings import DamagedRows
+
     with pytest.raises(DamagedRows):
         store.read_pooled(["b"])
     assert [d["first_key"] for d in scan_damage(path)] == ["b"]
 
 
 def test_the_slice_table_is_the_same_bytes_every_write(tmp_path):
-    """Lance writes a metadata map in hash order and its 2.1 format picks encodings from samples: the slice table
-    is written so that the same records always give the same file (dvc.lock unchanged on a re-run)."""
+    """Lance writes a metadata map in hash order and its 2.1 format picks encodings from samples: the slice
+    table is written so that the same records always give the same file (dvc.lock unchanged on a re-run)."""
     import pyarrow as pa
 
     from drift.store.slices import hand_manifest, read_slice_table, write_slice_table
-    table = pa.table({"id": [str(i) for i in range(500)], "key": [f"k{i}" for i in range(500)],
-                      "slice": [i % 5 for i in range(500)], "split": ["train", "test"] * 250,
-                      "label": [i % 2 for i in range(500)], "text": [f"words {i} " * (i % 40) for i in range(500)]})
+
+    table = pa.table(
+        {
+            "id": [str(i) for i in range(500)],
+            "key": [f"k{i}" for i in range(500)],
+            "slice": [i % 5 for i in range(500)],
+            "split": ["train", "test"] * 250,
+            "label": [i % 2 for i in range(500)],
+            "text": [f"words {i} " * (i % 40) for i in range(500)],
+        }
+    )
     table = table.replace_schema_metadata({f"m{i}".encode(): str(i).encode() for i in range(8)})
     written = set()
     for n in range(4):
@@ -176,13 +215,16 @@ def test_the_slice_table_is_the_same_bytes_every_write(tmp_path):
     assert len(written) == 1
     back = read_slice_table(tmp_path / "t0.lance", columns=["key", "text"])
     assert back.column("text").to_pylist() == table.column("text").to_pylist()
-    assert back.schema.metadata == table.schema.metadata  # the metadata folded into one entry comes back whole
+    # the metadata folded into one entry comes back whole
+    assert back.schema.metadata == table.schema.metadata
 
 
 def test_run_records_stay_in_the_main_repository(tmp_path, monkeypatch):
     """A stage's record of what it did lands under the main repository's .drift/runs, and an experiment's also
-    under its (sanitised) name: a --temp workspace's record outlives it, a hostile name cannot leave the folder."""
+    under its (sanitised) name: a --temp workspace's record outlives it, a hostile name cannot leave the
+    folder."""
     from drift.core.paths import run_records
+
     monkeypatch.setenv("DVC_ROOT", str(tmp_path))
     monkeypatch.delenv("DVC_EXP_NAME", raising=False)
     assert run_records("train", "sotu.json") == [tmp_path / ".drift/runs/train/sotu.json"]

@@ -1,6 +1,8 @@
-"""The store and caches on object storage, against a real S3-compatible server on 127.0.0.1 (tests/s3_server.py):
-the embedding store's reads and writes, concurrent appends from processes that share no lock, compaction, the
-checkpoint and cell caches with their checksums, and each fault of the store in one line."""
+"""The store and caches on object storage, against a real S3-compatible server on 127.0.0.1
+(tests/s3_server.py): the embedding store's reads and writes, concurrent appends from processes that share no
+lock, compaction, the checkpoint and cell caches with their checksums, and each fault of the store in one
+line."""
+
 from __future__ import annotations
 
 import json
@@ -76,10 +78,18 @@ for i in range(int(sys.argv[3])):
 
 @pytest.mark.pipeline
 def test_concurrent_appends_lose_and_duplicate_nothing(s3_store):
-    """Three processes, no lock they share, appending from an empty prefix (they race to create the table too)."""
+    """Three processes, no lock they share, appending from an empty prefix (they race to create the table
+    too)."""
     root = prefix()
-    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(root), f"w{n}", "6"], env=os.environ.copy(),
-                                stderr=subprocess.PIPE, text=True) for n in range(3)]
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(root), f"w{n}", "6"],
+            env=os.environ.copy(),
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(3)
+    ]
     errors = [w.communicate(timeout=120)[1] for w in writers]
     assert [w.returncode for w in writers] == [0, 0, 0], errors
     keys = EmbeddingStore(root, "enc", "c" * 64, DIM, with_tokens=False).keys().to_pylist()
@@ -148,7 +158,9 @@ def test_refused_credentials_are_one_line(s3_store, monkeypatch):
     from moto.core.authorization import enable_iam_authentication
 
     with enable_iam_authentication():  # the server now checks keys: "testing" is no IAM user's
-        with pytest.raises(DriftError, match="refused the credentials for s3://drift-test/.*: set AWS_ACCESS_KEY_ID") as e:
+        with pytest.raises(
+            DriftError, match="refused the credentials for s3://drift-test/.*: set AWS_ACCESS_KEY_ID"
+        ) as e:
             check_store(prefix())
     assert "\n" not in str(e.value) and "testing" not in str(e.value)
 
@@ -162,7 +174,9 @@ def test_cache_commands_on_object_storage(s3_store, tmp_path, monkeypatch):
     used = EmbeddingStore(root, "minilm-l6", "a" * 64, DIM, with_tokens=False)
     used.append(["k0", "k1"], np.zeros((2, DIM), np.float32))
     used.append(["k1", "k2"], np.ones((2, DIM), np.float32))
-    EmbeddingStore(root, "vit-s16-in21k", "b" * 64, DIM, with_tokens=False).append(["k0"], np.zeros((1, DIM), np.float32))
+    EmbeddingStore(root, "vit-s16-in21k", "b" * 64, DIM, with_tokens=False).append(
+        ["k0"], np.zeros((1, DIM), np.float32)
+    )
     cells = ResultCache(root)
     import torch
 
@@ -179,24 +193,40 @@ def test_cache_commands_on_object_storage(s3_store, tmp_path, monkeypatch):
 
     listed = json.loads(drift_cli("cache", "--json", "--cache-dir", str(root), cwd=repo).stdout)
     assert sorted((t["encoder"], t["rows"], t["unique"], t["datasets"]) for t in listed) == [
-        ("minilm-l6", 4, 3, ["sotu"]), ("vit-s16-in21k", 1, 1, [])]
+        ("minilm-l6", 4, 3, ["sotu"]),
+        ("vit-s16-in21k", 1, 1, []),
+    ]
     verified = drift_cli("cache", "verify", "--json", "--cache-dir", str(root), cwd=repo)
     assert verified.returncode == 0 and json.loads(verified.stdout)["checked"] == {
-        "tables": 2, "checkpoints": 2, "cells": 1, "features": 0}
+        "tables": 2,
+        "checkpoints": 2,
+        "cells": 1,
+        "features": 0,
+    }
     compacted = json.loads(drift_cli("cache", "compact", "--json", "--cache-dir", str(root), cwd=repo).stdout)
     assert sum(t["duplicates_removed"] for t in compacted["tables"]) == 1
-    collected = json.loads(drift_cli("cache", "gc", "--json", "--grace-minutes", "0", "--cache-dir", str(root),
-                                     cwd=repo).stdout)
+    collected = json.loads(
+        drift_cli("cache", "gc", "--json", "--grace-minutes", "0", "--cache-dir", str(root), cwd=repo).stdout
+    )
     assert [d["table"] for d in collected["deleted"]] == ["vit-s16-in21k-bbbbbbbbbbbbbbbb.lance"]
     assert collected["checkpoints"]["checkpoints"] == [str(cells.checkpoint_file("22" * 32))]
-    assert [t["table"] for t in json.loads(drift_cli("cache", "--json", "--cache-dir", str(root), cwd=repo).stdout)] \
-        == [used.path.name]
-    assert ResultCache(root).checkpoint("11" * 32) == source.read_bytes() and ResultCache(root).checkpoint("22" * 32) is None
+    assert [
+        t["table"]
+        for t in json.loads(drift_cli("cache", "--json", "--cache-dir", str(root), cwd=repo).stdout)
+    ] == [used.path.name]
+    assert (
+        ResultCache(root).checkpoint("11" * 32) == source.read_bytes()
+        and ResultCache(root).checkpoint("22" * 32) is None
+    )
     damaged = cells.checkpoint_file("11" * 32)
     damaged.write_bytes(damaged.read_bytes()[:-1])  # a half-written object
     verified = drift_cli("cache", "verify", "--json", "--cache-dir", str(root), cwd=repo)
     assert verified.returncode == 1 and json.loads(verified.stdout)["corrupt"] == [
-        {"path": str(damaged), "problem": f"{len(source.read_bytes()) - 1} bytes where {len(source.read_bytes())} were written"}]
+        {
+            "path": str(damaged),
+            "problem": f"{len(source.read_bytes()) - 1} bytes where {len(source.read_bytes())} were written",
+        }
+    ]
     missing = drift_cli("cache", "--cache-dir", "s3://no-such-bucket/store", cwd=repo)
     assert missing.returncode != 0 and "bucket no-such-bucket" in missing.stderr + missing.stdout
 

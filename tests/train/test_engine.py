@@ -1,5 +1,7 @@
-"""drift.train.engine trains what train_one trains: every family of the registry, several models with different row
-counts (so different step counts) in one stack, compared parameter by parameter and prediction by prediction."""
+"""drift.train.engine trains what train_one trains: every family of the registry, several models with
+different row counts (so different step counts) in one stack, compared parameter by parameter and prediction
+by prediction."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -38,8 +40,8 @@ from drift.train.loop import make_optimizer, train_one, train_roster
 
 N = 240
 CFG = TrainParams(epochs=2, batch_size=16, lr=3e-3, weight_decay=0.05)
-# rows per model: 2, 5 and 7 steps an epoch, last batches of 8, 11 and 4 rows (a batch-norm step on 1 row would
-# amplify rounding beyond any tolerance, in either run)
+# rows per model: 2, 5 and 7 steps an epoch, last batches of 8, 11 and 4 rows (a batch-norm step on 1 row
+# would amplify rounding beyond any tolerance, in either run)
 ROW_COUNTS = (24, 75, 100)
 
 
@@ -62,15 +64,25 @@ def make_targets(task_name: str, rng) -> tuple[torch.Tensor, int]:
 
 
 def key_bias(name: str, tensor: torch.Tensor) -> slice | None:
-    """The key part of an attention's qkv bias: softmax ignores it (it adds the same q.b to every score), so its
-    true gradient is 0 and Adam turns each run's rounding noise into +-lr steps; the outputs never see it."""
+    """The key part of an attention's qkv bias: softmax ignores it (it adds the same q.b to every score), so
+    its true gradient is 0 and Adam turns each run's rounding noise into +-lr steps; the outputs never see it.
+    """
     return slice(len(tensor) // 3, 2 * len(tensor) // 3) if name.endswith("attn.qkv.bias") else None
 
 
 # every family of the registry, at S size, each task used on several families
-CASES = [("mlp-s", "binary"), ("cnn-s", "regression"), ("resnet-s", "multilabel"), ("vit-s", "binary"),
-         ("ffn-s", "regression"), ("textcnn-s", "multilabel"), ("tx-s", "regression"), ("bigru-s", "binary"),
-         ("probe-bert", "multilabel"), ("probe-dinov2-s", "binary")]
+CASES = [
+    ("mlp-s", "binary"),
+    ("cnn-s", "regression"),
+    ("resnet-s", "multilabel"),
+    ("vit-s", "binary"),
+    ("ffn-s", "regression"),
+    ("textcnn-s", "multilabel"),
+    ("tx-s", "regression"),
+    ("bigru-s", "binary"),
+    ("probe-bert", "multilabel"),
+    ("probe-dinov2-s", "binary"),
+]
 
 
 @pytest.mark.compute
@@ -100,17 +112,19 @@ def test_engine_equals_train_one(name, task_name):
                 pa, pb = pa.clone(), pb.clone()
                 pa[skip] = pb[skip] = 0
             # Adam moves every weight by about lr a step whatever its gradient's size, so a weight whose
-            # gradient is near 0 (a unit just off at a ReLU, a conv filter under batch norm) turns the rounding
-            # of another summation order (grouped vs plain kernels, AVX2 vs AVX-512) into up to a step each way
-            # per step: no weight beyond 2 lr a step (the most two Adam runs can part, whatever the CPU; measured
-            # here up to 0.06 lr in all, 0.33 lr on an AMD EPYC), and nearly all within 2e-5
+            # gradient is near 0 (a unit just off at a ReLU, a conv filter under batch norm) turns the
+            # rounding of another summation order (grouped vs plain kernels, AVX2 vs AVX-512) into up to a
+            # step each way per step: no weight beyond 2 lr a step (the most two Adam runs can part, whatever
+            # the CPU; measured here up to 0.06 lr in all, 0.33 lr on an AMD EPYC), and nearly all within 2e-5
             steps = CFG.epochs * -(-len(job.rows) // CFG.batch_size)
             diff = (pa - pb).abs()
-            assert diff.max() <= 2 * CFG.lr * steps, f"{name} seed {job.seed}: {key} differs by {diff.max():.2e}"
+            assert diff.max() <= 2 * CFG.lr * steps, (
+                f"{name} seed {job.seed}: {key} differs by {diff.max():.2e}"
+            )
             far = int((diff > 2e-5 + 1e-4 * pa.abs()).sum())
             assert far <= pa.numel() // 1000, f"{name} seed {job.seed}: {key}: {far} of {pa.numel()} differ"
-        # what the user sees: predictions within 1e-4 (outputs are O(1); 8x the largest difference measured under
-        # any CPU code path here, 1.3e-5 (vit-s), and below the 4 decimals a matrix reports)
+        # what the user sees: predictions within 1e-4 (outputs are O(1); 8x the largest difference measured
+        # under any CPU code path here, 1.3e-5 (vit-s), and below the 4 decimals a matrix reports)
         np.testing.assert_allclose(predict(a, inputs, rows), predict(b, inputs, rows), rtol=1e-4, atol=1e-4)
     # the models trained, each its own way: not the initial weights, not one another
     torch.manual_seed(jobs[0].seed)
@@ -125,12 +139,19 @@ def test_every_registry_model_has_a_path():
     """Recurrent heads and the references go solo, every other family stacks; stated for the whole registry."""
     paths = {}
     for info in list_models():
-        spec = {"pixels": InputSpec("pixels", (3, 8, 8)), "tokens": InputSpec("tokens", (16,), max_tokens=16),
-                "pooled": InputSpec("pooled", (16,)), "auto": InputSpec("pooled", (16,)),
-                "text": InputSpec("text", (1,))}[info.input]
+        spec = {
+            "pixels": InputSpec("pixels", (3, 8, 8)),
+            "tokens": InputSpec("tokens", (16,), max_tokens=16),
+            "pooled": InputSpec("pooled", (16,)),
+            "auto": InputSpec("pooled", (16,)),
+            "text": InputSpec("text", (1,)),
+        }[info.input]
         model = build_model(info.name, spec, 2, "binary")
-        optimizer = None if info.family == "Reference" else make_optimizer(
-            model, model_training(TrainParams(), info.family, "text", info.dropout, 16))
+        optimizer = (
+            None
+            if info.family == "Reference"
+            else make_optimizer(model, model_training(TrainParams(), info.family, "text", info.dropout, 16))
+        )
         paths[info.name] = engine_path(model, optimizer)[0]
     solo = {n for n, p in paths.items() if p == "solo"}
     assert solo == {i.name for i in list_models() if i.family in ("Recurrent", "Reference")}
@@ -159,11 +180,15 @@ def test_stacked_adam_matches_torch(kind):
     torch.manual_seed(0)
     shapes = [(5, 3), (3,), (2, 2, 2)]
     models = [[torch.randn(s, requires_grad=True) for s in shapes] for _ in range(3)]
-    grads = [[[torch.randn(s) * 10 ** float(torch.randint(-6, 1, ())) for s in shapes] for _ in range(3)]
-             for _ in range(6)]
-    make = {"adam": lambda p: torch.optim.Adam(p, lr=0.01),
-            "adam-l2": lambda p: torch.optim.Adam(p, lr=0.01, weight_decay=0.1),
-            "adamw": lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1)}[kind]
+    grads = [
+        [[torch.randn(s) * 10 ** float(torch.randint(-6, 1, ())) for s in shapes] for _ in range(3)]
+        for _ in range(6)
+    ]
+    make = {
+        "adam": lambda p: torch.optim.Adam(p, lr=0.01),
+        "adam-l2": lambda p: torch.optim.Adam(p, lr=0.01, weight_decay=0.1),
+        "adamw": lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1),
+    }[kind]
     flat = torch.stack([torch.cat([p.detach().reshape(-1) for p in m]) for m in models])
     stacked = StackedAdam.like(make([torch.zeros(1, requires_grad=True)]), flat)
     optimizers = [make(m) for m in models]
@@ -176,8 +201,9 @@ def test_stacked_adam_matches_torch(kind):
         grad = torch.stack([torch.cat([g.reshape(-1) for g in grads[step][i]]) for i in range(n_active)])
         stacked.step(n_active, step + 1, grad)
     for i in range(3):
-        torch.testing.assert_close(flat[i], torch.cat([p.detach().reshape(-1) for p in models[i]]),
-                                   rtol=1e-6, atol=1e-7)
+        torch.testing.assert_close(
+            flat[i], torch.cat([p.detach().reshape(-1) for p in models[i]]), rtol=1e-6, atol=1e-7
+        )
 
 
 @pytest.mark.compute
@@ -226,10 +252,15 @@ def test_train_roster_batched_equals_solo(tmp_path):
     data = TinyData(np.random.default_rng(5))
     cfg = TrainParams(**{**CFG.model_dump(), "seeds": [0, 1]})
     solo_run = train_roster(data, ["ffn-s", "baseline-prior"], cfg, tmp_path / "solo")
-    batched_run = train_roster(data, ["ffn-s", "baseline-prior"], cfg, tmp_path / "batched", train_many=train_many)
+    batched_run = train_roster(
+        data, ["ffn-s", "baseline-prior"], cfg, tmp_path / "batched", train_many=train_many
+    )
     # ffn-s: 2 seeds x 4 cutoffs trained; the reference fitted once per cutoff, its seed-1 copies reused
-    assert solo_run.counts == batched_run.counts == {"trained": 8 + 4, "reused": 4, "recomputed": {"corrupt": 0},
-                                                     "executor": "local", "workers": 1}
+    assert (
+        solo_run.counts
+        == batched_run.counts
+        == {"trained": 8 + 4, "reused": 4, "recomputed": {"corrupt": 0}, "executor": "local", "workers": 1}
+    )
     assert solo_run.corrupt == batched_run.corrupt == []
     solo = sorted(p.relative_to(tmp_path / "solo") for p in (tmp_path / "solo").rglob("*.pt"))
     assert solo == sorted(p.relative_to(tmp_path / "batched") for p in (tmp_path / "batched").rglob("*.pt"))
@@ -242,14 +273,27 @@ def test_train_roster_batched_equals_solo(tmp_path):
     # protocol computed one checkpoint at a time over every row (drift_matrix)
     checkpoints = list_checkpoints(tmp_path / "batched", "ffn-s")
     for seed in ("0", "1"):
-        many, _, _, _ = evaluate_seed(EvalJob(data, "ffn-s", int(seed), checkpoints[int(seed)], tmp_path / "cells", 1,
-                                                 code_version("evaluate")))
+        many, _, _, _ = evaluate_seed(
+            EvalJob(
+                data,
+                "ffn-s",
+                int(seed),
+                checkpoints[int(seed)],
+                tmp_path / "cells",
+                1,
+                code_version("evaluate"),
+            )
+        )
         outputs = {}
         for k in range(4):
             model = build_model("ffn-s", data.inputs("ffn-s").spec(), 1, "regression")
-            model.load_state_dict(torch.load(tmp_path / "batched" / "ffn-s" / f"seed{seed}" / f"cutoff{k:03d}.pt"))
+            model.load_state_dict(
+                torch.load(tmp_path / "batched" / "ffn-s" / f"seed{seed}" / f"cutoff{k:03d}.pt")
+            )
             outputs[k] = predict(model.eval(), data.inputs("ffn-s"), np.arange(N))
-        one = to_json(drift_matrix(outputs, np.array(data.labels), data.slices, data.splits, data.usable, data.task))
+        one = to_json(
+            drift_matrix(outputs, np.array(data.labels), data.slices, data.splits, data.usable, data.task)
+        )
         assert many == one
 
 
@@ -261,18 +305,22 @@ def test_jobs_split_over_several_stacks():
     inputs = make_inputs("tokens", rng)
     targets, n_outputs = make_targets("binary", rng)
     task = get_task("binary")
-    jobs = [Job(np.sort(rng.choice(N, n, replace=False)), seed) for seed, n in enumerate((20, 90, 33, 60, 120))]
+    jobs = [
+        Job(np.sort(rng.choice(N, n, replace=False)), seed) for seed, n in enumerate((20, 90, 33, 60, 120))
+    ]
     many = train_many("ffn-s", inputs, jobs, targets, task, n_outputs, CFG, max_stack=2)
     rows = np.arange(N)
     for job, model in zip(jobs, many):
         solo = train_one("ffn-s", inputs, job.rows, targets, task, n_outputs, CFG, job.seed)
-        np.testing.assert_allclose(predict(model, inputs, rows), predict(solo, inputs, rows), rtol=1e-4, atol=2e-5)
+        np.testing.assert_allclose(
+            predict(model, inputs, rows), predict(solo, inputs, rows), rtol=1e-4, atol=2e-5
+        )
 
 
 @pytest.mark.compute
 def test_the_evaluate_stage_runs_the_protocols_definition(tmp_path, monkeypatch):
-    """Editing the rows a cell is scored on (drift.protocol.matrix.eval_rows) changes what evaluation computes:
-    the definition is the code that runs, the cache and the batched prediction only feed it."""
+    """Editing the rows a cell is scored on (drift.protocol.matrix.eval_rows) changes what evaluation
+    computes: the definition is the code that runs, the cache and the batched prediction only feed it."""
     import drift.protocol.matrix as matrix
 
     data = TinyData(np.random.default_rng(5))
@@ -280,17 +328,24 @@ def test_the_evaluate_stage_runs_the_protocols_definition(tmp_path, monkeypatch)
     checkpoints = list_checkpoints(tmp_path / "models", "ffn-s")[0]
 
     def run(cells):
-        return evaluate_seed(EvalJob(data, "ffn-s", 0, checkpoints, tmp_path / cells, 1, code_version("evaluate")))
+        return evaluate_seed(
+            EvalJob(data, "ffn-s", 0, checkpoints, tmp_path / cells, 1, code_version("evaluate"))
+        )
 
     paper, _, counts, _ = run("cells")
-    assert counts["computed"] == 16 and run("cells")[2]["reused"] == 16  # every cell of the 4 x 4 matrix, then cached
+    # every cell of the 4 x 4 matrix, then cached
+    assert counts["computed"] == 16 and run("cells")[2]["reused"] == 16
     real = matrix.eval_rows
-    monkeypatch.setattr(matrix, "eval_rows", lambda i, j, slices, splits: real(i, j, slices, np.where(
-        splits == "test", "train", "test")))  # past cells on the training rows instead of the held-out ones
+    monkeypatch.setattr(
+        matrix,
+        "eval_rows",
+        lambda i, j, slices, splits: real(i, j, slices, np.where(splits == "test", "train", "test")),
+    )  # past cells on the training rows instead of the held-out ones
     edited, _, _, _ = run("other-cells")
     past = [(i, j) for i in range(4) for j in range(i + 1)]
     assert all(edited[i][j] != paper[i][j] for i, j in past)
-    assert all(edited[i][j] == paper[i][j] for i in range(4) for j in range(i + 1, 4))  # the future is all of slice j
+    # the future is all of slice j
+    assert all(edited[i][j] == paper[i][j] for i in range(4) for j in range(i + 1, 4))
 
 
 @pytest.mark.compute
@@ -348,9 +403,13 @@ def test_train_many_with_dropout_follows_each_seed(name):
         for pa, pb in zip(a.parameters(), b.parameters()):
             assert torch.equal(pa, pb)
     assert np.abs(out[0] - predict(plain[0], inputs, every)).max() > 1e-3
+
+
 @pytest.mark.compute
-@pytest.mark.parametrize("name,task_name", [("ffn-s", "regression"), ("cnn-s", "binary"), ("tx-s", "multilabel"),
-                                            ("probe-bert", "regression")])
+@pytest.mark.parametrize(
+    "name,task_name",
+    [("ffn-s", "regression"), ("cnn-s", "binary"), ("tx-s", "multilabel"), ("probe-bert", "regression")],
+)
 def test_gradient_clipping_batched_equals_solo(name, task_name):
     """train.grad_clip clips each stacked model's own gradient norm, as clip_grad_norm_ in train_one; with a
     bound this tight every step is clipped, so a clip over the whole stack (or none) would not match."""
@@ -362,12 +421,24 @@ def test_gradient_clipping_batched_equals_solo(name, task_name):
     task = get_task(task_name)
     modality = "image" if kind == "pixels" else "text"
     jobs = [Job(np.sort(rng.choice(N, n, replace=False)), seed) for seed, n in zip((21, 22, 23), ROW_COUNTS)]
-    clipped = TrainParams(**{**CFG.model_dump(), "grad_clip": 0.05, "standardise_targets": False,
-                             "standardise_pixels": False})
-    solo = [train_one(name, inputs, j.rows, targets, task, n_outputs, clipped, j.seed, modality) for j in jobs]
+    clipped = TrainParams(
+        **{**CFG.model_dump(), "grad_clip": 0.05, "standardise_targets": False, "standardise_pixels": False}
+    )
+    solo = [
+        train_one(name, inputs, j.rows, targets, task, n_outputs, clipped, j.seed, modality) for j in jobs
+    ]
     many = train_many(name, inputs, jobs, targets, task, n_outputs, clipped, modality)
-    free = train_one(name, inputs, jobs[0].rows, targets, task, n_outputs,
-                     TrainParams(**{**clipped.model_dump(), "grad_clip": None}), jobs[0].seed, modality)
+    free = train_one(
+        name,
+        inputs,
+        jobs[0].rows,
+        targets,
+        task,
+        n_outputs,
+        TrainParams(**{**clipped.model_dump(), "grad_clip": None}),
+        jobs[0].seed,
+        modality,
+    )
     rows = np.arange(N)
     for a, b in zip(solo, many):
         assert not isinstance(a, Standardised) and not isinstance(a, PixelStandardised)
@@ -376,18 +447,33 @@ def test_gradient_clipping_batched_equals_solo(name, task_name):
 
 
 @pytest.mark.compute
-@pytest.mark.parametrize("targets_on,pixels_on,scale", [(True, True, "unit"), (False, True, "unit"),
-                                                      (True, False, "unit"), (False, False, "unit"),
-                                                      (True, True, "raw"), (False, False, "raw")])
+@pytest.mark.parametrize(
+    "targets_on,pixels_on,scale",
+    [
+        (True, True, "unit"),
+        (False, True, "unit"),
+        (True, False, "unit"),
+        (False, False, "unit"),
+        (True, True, "raw"),
+        (False, False, "raw"),
+    ],
+)
 def test_checkpoints_say_which_standardisation_they_hold(tmp_path, targets_on, pixels_on, scale):
-    """train.standardise_targets / standardise_pixels off build the bare model; a checkpoint read back gets the
-    wrappers it was saved with, PixelScaled (train.pixel_scale: raw) included (evaluate needs no parameter to
-    read a paper preset's checkpoints)."""
+    """train.standardise_targets / standardise_pixels off build the bare model; a checkpoint read back gets
+    the wrappers it was saved with, PixelScaled (train.pixel_scale: raw) included (evaluate needs no parameter
+    to read a paper preset's checkpoints)."""
     from drift.models.checkpoints import PixelScaled, load_checkpoint, save_checkpoint
 
     spec = InputSpec("pixels", (3, 8, 8))
-    model = build_model("mlp-s", spec, 1, "regression", standardise_targets=targets_on, standardise_pixels=pixels_on,
-                        pixel_scale=scale)
+    model = build_model(
+        "mlp-s",
+        spec,
+        1,
+        "regression",
+        standardise_targets=targets_on,
+        standardise_pixels=pixels_on,
+        pixel_scale=scale,
+    )
     assert isinstance(model, Standardised) == targets_on
     outer = model.inner if targets_on else model
     assert isinstance(outer, PixelScaled) == (scale == "raw")
@@ -404,8 +490,8 @@ def test_checkpoints_say_which_standardisation_they_hold(tmp_path, targets_on, p
 
 @pytest.mark.compute
 def test_evaluation_hands_each_model_its_pixel_scale():
-    """predict_many over a model of train.pixel_scale raw and one of unit, sharing the batches: the first reads the
-    stored values themselves, the second them / 255, each the outputs it gives alone."""
+    """predict_many over a model of train.pixel_scale raw and one of unit, sharing the batches: the first
+    reads the stored values themselves, the second them / 255, each the outputs it gives alone."""
     rng = np.random.default_rng(6)
     inputs = make_inputs("pixels", rng)
     rows = np.arange(min(N, 200))
@@ -424,21 +510,30 @@ def test_evaluation_hands_each_model_its_pixel_scale():
 @pytest.mark.compute
 @pytest.mark.parametrize("name", ["mlp-s", "cnn-s"])
 def test_raw_pixel_scale_batched_equals_solo(name):
-    """train.pixel_scale raw: the stacked engine trains what train_one trains, and the model differs from the one
-    trained on [0, 1] pixels."""
+    """train.pixel_scale raw: the stacked engine trains what train_one trains, and the model differs from the
+    one trained on [0, 1] pixels."""
     deterministic(1)
     rng = np.random.default_rng(5)
     inputs = make_inputs("pixels", rng)
     targets, n_outputs = make_targets("binary", rng)
     task = get_task("binary")
-    # 0-255 inputs without standardisation take large steps: a small rate keeps the float differences of the two
-    # paths from growing through training (at CFG's rate cnn-s's outputs drifted 0.04 apart on some CPUs)
+    # 0-255 inputs without standardisation take large steps: a small rate keeps the float differences of the
+    # two paths from growing through training (at CFG's rate cnn-s's outputs drifted 0.04 apart on some CPUs)
     raw = TrainParams(**{**CFG.model_dump(), "standardise_pixels": False, "pixel_scale": "raw", "lr": 1e-4})
     jobs = [Job(np.sort(rng.choice(N, n, replace=False)), seed) for seed, n in zip((31, 32), ROW_COUNTS[1:])]
     solo = [train_one(name, inputs, j.rows, targets, task, n_outputs, raw, j.seed, "image") for j in jobs]
     many = train_many(name, inputs, jobs, targets, task, n_outputs, raw, "image")
-    unit = train_one(name, inputs, jobs[0].rows, targets, task, n_outputs,
-                     TrainParams(**{**raw.model_dump(), "pixel_scale": "unit"}), jobs[0].seed, "image")
+    unit = train_one(
+        name,
+        inputs,
+        jobs[0].rows,
+        targets,
+        task,
+        n_outputs,
+        TrainParams(**{**raw.model_dump(), "pixel_scale": "unit"}),
+        jobs[0].seed,
+        "image",
+    )
     rows = np.arange(N)
     for a, b in zip(solo, many):
         np.testing.assert_allclose(predict(a, inputs, rows), predict(b, inputs, rows), rtol=1e-4, atol=1e-4)
@@ -459,9 +554,14 @@ def test_uniform_batch_order_batched_equals_solo(name, task_name):
     modality = "image" if kind == "pixels" else "text"
     cfg = TrainParams(**{**CFG.model_dump(), "batch_order": "uniform", "loss_weights": "split"})
     every = np.arange(N)
-    jobs = [Job(np.sort(rng.choice(N, n, replace=False)), seed, every) for seed, n in zip((41, 42), ROW_COUNTS[1:])]
-    solo = [train_one(name, inputs, j.rows, targets, task, n_outputs, cfg, j.seed, modality, None, j.weight_rows)
-            for j in jobs]
+    jobs = [
+        Job(np.sort(rng.choice(N, n, replace=False)), seed, every)
+        for seed, n in zip((41, 42), ROW_COUNTS[1:])
+    ]
+    solo = [
+        train_one(name, inputs, j.rows, targets, task, n_outputs, cfg, j.seed, modality, None, j.weight_rows)
+        for j in jobs
+    ]
     many = train_many(name, inputs, jobs, targets, task, n_outputs, cfg, modality)
     bucketed = train_one(name, inputs, jobs[0].rows, targets, task, n_outputs, CFG, jobs[0].seed, modality)
     for a, b in zip(solo, many):

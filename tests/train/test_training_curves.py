@@ -1,6 +1,8 @@
-"""Training that is shown to be enough: every training records its mean loss per epoch, the checkpoint keeps it
-(also one copied from the cache), the report writes it for `dvc plots` and the HTML page, and the train stage and
-`drift summary` say when a loss was still falling at the last epoch or a model is below baseline-linear."""
+"""Training that is shown to be enough: every training records its mean loss per epoch, the checkpoint keeps
+it (also one copied from the cache), the report writes it for `dvc plots` and the HTML page, and the train
+stage and `drift summary` say when a loss was still falling at the last epoch or a model is below
+baseline-linear."""
+
 from __future__ import annotations
 
 import json
@@ -36,8 +38,8 @@ EPOCHS = 3
 
 @pytest.mark.compute
 def test_solo_and_batched_record_one_loss_per_epoch_alike(tmp_path):
-    """ffn-s, 2 seeds x 4 cutoffs, solo and batched: one mean loss per epoch in every checkpoint, equal to float
-    tolerance; the reference, fitted in closed form, has none."""
+    """ffn-s, 2 seeds x 4 cutoffs, solo and batched: one mean loss per epoch in every checkpoint, equal to
+    float tolerance; the reference, fitted in closed form, has none."""
     deterministic(1)
     data = TinyData(np.random.default_rng(5))
     cfg = TrainParams(**{**CFG.model_dump(), "seeds": [0, 1], "epochs": EPOCHS})
@@ -58,7 +60,8 @@ def test_solo_and_batched_record_one_loss_per_epoch_alike(tmp_path):
 
 @pytest.mark.compute
 def test_the_curve_is_the_loss_each_step_minimised():
-    """One epoch of full batches: the recorded mean is the mean of the steps' losses, each taken before its step."""
+    """One epoch of full batches: the recorded mean is the mean of the steps' losses, each taken before its
+    step."""
     deterministic(1)
     rng = np.random.default_rng(0)
     inputs = Inputs("pooled", rng.normal(size=(N, 16)).astype(np.float32))
@@ -130,12 +133,15 @@ def save_trainings(models_dir, name, inputs, targets, cfg, seeds=(0, 1), cutoffs
 
 @pytest.mark.compute
 def test_the_warning_fires_on_an_under_trained_model_only(tmp_path):
-    """One epoch at a tiny learning rate: the train stage names the model, one line; 30 epochs at a brisk pace:
-    its loss had stopped falling (the last epoch's drop well below STILL_FALLING), and nothing is said."""
+    """One epoch at a tiny learning rate: the train stage names the model, one line; 30 epochs at a brisk
+    pace: its loss had stopped falling (the last epoch's drop well below STILL_FALLING), and nothing is said.
+    """
     deterministic(1)
     inputs, targets = noisy_linear()
     save_trainings(tmp_path / "under", "probe-bert", inputs, targets, TrainParams(epochs=1, lr=1e-6))
-    save_trainings(tmp_path / "done", "probe-bert", inputs, targets, TrainParams(epochs=30, batch_size=64, lr=3e-2))
+    save_trainings(
+        tmp_path / "done", "probe-bert", inputs, targets, TrainParams(epochs=30, batch_size=64, lr=3e-2)
+    )
     lines = still_falling_lines("tiny", ["probe-bert", "baseline-linear"], tmp_path / "under")
     assert len(lines) == 1 and lines[0].startswith("warning: probe-bert trained 1 epoch on tiny")
     assert "\n" not in lines[0]
@@ -145,7 +151,8 @@ def test_the_warning_fires_on_an_under_trained_model_only(tmp_path):
 
 
 def test_still_falling_is_the_mean_last_drop_over_trainings():
-    """(L[-2] - L[-1]) / L[0], averaged over cutoffs and seeds, against STILL_FALLING; one epoch cannot show it."""
+    """(L[-2] - L[-1]) / L[0], averaged over cutoffs and seeds, against STILL_FALLING; one epoch cannot show
+    it."""
     assert last_epoch_drop([[1.0, 0.5, 0.48], [2.0, 1.0, 0.9]]) == pytest.approx((0.02 + 0.05) / 2)
     assert still_falling([[1.0, 0.5, 0.48], [2.0, 1.0, 0.9]])
     assert not still_falling([[1.0, 0.5, 0.495], [1.0, 0.5, 0.5]])  # 0.25% on average
@@ -156,16 +163,21 @@ def test_still_falling_is_the_mean_last_drop_over_trainings():
 
 def write_curves(root, dataset, curves):
     """plots/losses/<ds>.json of {model: [curve per cutoff]}, as the report writes it (one seed)."""
-    rows = [{"model": m, "cutoff": str(k), "seed": 0, "epoch": e, "loss": v}
-            for m, cs in curves.items() for k, c in enumerate(cs) for e, v in enumerate(c, start=1)]
+    rows = [
+        {"model": m, "cutoff": str(k), "seed": 0, "epoch": e, "loss": v}
+        for m, cs in curves.items()
+        for k, c in enumerate(cs)
+        for e, v in enumerate(c, start=1)
+    ]
     path = root / "plots" / "losses" / f"{dataset}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(rows))
 
 
 def test_summary_marks_a_model_below_baseline_linear(tmp_path):
-    """cnn-s (ID 0.55) is below baseline-linear (0.70) and first by Decay: marked `*` with the footnote and named
-    in a warning line; ffn-s, whose loss was still falling, gets its line; tx-s (converged, above) neither."""
+    """cnn-s (ID 0.55) is below baseline-linear (0.70) and first by Decay: marked `*` with the footnote and
+    named in a warning line; ffn-s, whose loss was still falling, gets its line; tx-s (converged, above)
+    neither."""
     write_with_refs(tmp_path)
     write_curves(tmp_path, "sotu", {"ffn-s": [[0.7, 0.6, 0.5]] * 2, "tx-s": [[0.7, 0.4, 0.399]] * 2})
     result = invoke("summary", "sotu", root=tmp_path)
@@ -176,8 +188,10 @@ def test_summary_marks_a_model_below_baseline_linear(tmp_path):
     assert cnn.split()[:3] == ["1", "cnn-s", "*"] and "ranked by Decay" in out
     assert not any("*" in line for line in lines if " tx-s " in f" {line} " or " ffn-s " in f" {line} ")
     assert f"* {BELOW_LINEAR_NOTE}" in out
-    assert ("warning: cnn-s is below baseline-linear in distribution on sotu (ID 0.550 vs linear 0.700, accuracy, "
-            "higher is better)") in out
+    assert (
+        "warning: cnn-s is below baseline-linear in distribution on sotu (ID 0.550 vs linear 0.700, accuracy, "
+        "higher is better)"
+    ) in out
     falling = [line for line in lines if "still falling" in line]
     assert len(falling) == 1 and falling[0].startswith("warning: ffn-s's training loss on sotu")
     rows = {r["model"]: r for r in json.loads(invoke("summary", "--json", root=tmp_path).stdout)["sotu"]}
@@ -195,8 +209,8 @@ def test_summary_without_baseline_linear_marks_nothing(tmp_path):
 
 @pytest.mark.compute
 def test_the_report_writes_the_curves_for_dvc_plots_and_the_page(tmp_path):
-    """plots/losses/<ds>.json in long format (model, cutoff label, seed, epoch, loss), a figure per model that has
-    curves, and the page's Training section with its warnings."""
+    """plots/losses/<ds>.json in long format (model, cutoff label, seed, epoch, loss), a figure per model that
+    has curves, and the page's Training section with its warnings."""
     from drift.report.html import figure
     from drift.report.training import training_html, write_training_curves
 
@@ -211,15 +225,23 @@ def test_the_report_writes_the_curves_for_dvc_plots_and_the_page(tmp_path):
     assert len(rows) == 2 * 2 * 2  # seeds x cutoffs x epochs
     assert set(rows[0]) == {"model", "cutoff", "seed", "epoch", "loss"}
     assert {(r["cutoff"], r["seed"], r["epoch"]) for r in rows} == {
-        (c, s, e) for c in ("1990", "2000") for s in (0, 1) for e in (1, 2)}
+        (c, s, e) for c in ("1990", "2000") for s in (0, 1) for e in (1, 2)
+    }
     loss = loss_curves(models_dir, "probe-bert")[1][0][1]
-    assert next(r for r in rows if (r["cutoff"], r["seed"], r["epoch"]) == ("1990", 1, 2))["loss"] == round(loss, 6)
+    assert next(r for r in rows if (r["cutoff"], r["seed"], r["epoch"]) == ("1990", 1, 2))["loss"] == round(
+        loss, 6
+    )
     assert (root / "plots" / "tiny" / "probe-bert" / "losses.png").exists()
     assert not (root / "plots" / "tiny" / "baseline-linear").exists()
 
-    tables = {"metric": "accuracy", "higher_is_better": True, "ranking": [
-        {"model": "probe-bert", "id": 0.6, "margin_linear": -0.1},
-        {"model": "baseline-linear", "id": 0.7, "reference": True}]}
+    tables = {
+        "metric": "accuracy",
+        "higher_is_better": True,
+        "ranking": [
+            {"model": "probe-bert", "id": 0.6, "margin_linear": -0.1},
+            {"model": "baseline-linear", "id": 0.7, "reference": True},
+        ],
+    }
     page = training_html("tiny", root, tables, figure)
     assert "probe-bert is below baseline-linear in distribution on tiny" in page
     assert "still falling at its last epoch" in page  # 2 epochs at the probes' pace: far from converged

@@ -1,13 +1,14 @@
-"""The dataset readers: one module per dataset of drift/core/dataset_registry.py's table, read only by the ingest stage.
+"""The dataset readers: one module per dataset of drift/core/dataset_registry.py's table, read only by the
+ingest stage.
 
-A dataset module defines NAME (the registry name), TASK ("binary" | "multiclass" | "regression" | "multilabel",
-drift.protocol.tasks), MODALITY ("text" | "image"), `label_names(cfg) -> list[str]` ([] for regression) and
-`read(cfg, ledger: Ledger) -> Iterator[dict]`: it streams the source cfg names (the dataset's section of
-params.yaml as its drift.core.params model, every default filled) and yields per kept row {"id": str, "time":
-naive UTC datetime, "label": int | float | list[int], and "text": str or "image": uint8 array (3, 32, 32)}.
-Rows a rule drops call ledger.filter(rule), bad rows ledger.quarantine(where, reason, raw). It never filters by
-time (the ingest driver applies cfg.slices); a missing source raises DriftError saying where to put the files
-or how to fetch them."""
+A dataset module defines NAME (the registry name), TASK ("binary" | "multiclass" | "regression" |
+"multilabel", drift.protocol.tasks), MODALITY ("text" | "image"), `label_names(cfg) -> list[str]` ([] for
+regression) and `read(cfg, ledger: Ledger) -> Iterator[dict]`: it streams the source cfg names (the dataset's
+section of params.yaml as its drift.core.params model, every default filled) and yields per kept row {"id":
+str, "time": naive UTC datetime, "label": int | float | list[int], and "text": str or "image": uint8 array (3,
+32, 32)}. Rows a rule drops call ledger.filter(rule), bad rows ledger.quarantine(where, reason, raw). It never
+filters by time (the ingest driver applies cfg.slices); a missing source raises DriftError saying where to put
+the files or how to fetch them."""
 
 from __future__ import annotations
 
@@ -35,10 +36,11 @@ def dataset_params(name: str, value=None) -> DatasetParams:
 
 
 def dataset_cfg(params: Params, name: str) -> DatasetParams:
-    """Dataset `name`'s section of params.yaml (drift.core.params.load_params) typed by its module's PARAMS, with
-    `source`, the files its reader reads, filled from `datasets.<name>.input`, the one place they are named (DVC
-    tracks the same path); a corpus left out of the run takes its default, and a table's `files` picks files of its
-    input folder. A section that writes `source` itself is refused. An unknown name lists the valid ones."""
+    """Dataset `name`'s section of params.yaml (drift.core.params.load_params) typed by its module's PARAMS,
+    with `source`, the files its reader reads, filled from `datasets.<name>.input`, the one place they are
+    named (DVC tracks the same path); a corpus left out of the run takes its default, and a table's `files`
+    picks files of its input folder. A section that writes `source` itself is refused. An unknown name lists
+    the valid ones."""
     section = dict(params.section(name))
     if "source" in section:
         raise DriftError(
@@ -54,8 +56,8 @@ def dataset_cfg(params: Params, name: str) -> DatasetParams:
 
 
 def check_datasets(params: Params) -> None:
-    """Every dataset section params.yaml writes, typed by its module: an unknown key or a wrong type in any is a
-    one-line DriftError (the check stage, ingest and the CLI run it after load_params)."""
+    """Every dataset section params.yaml writes, typed by its module: an unknown key or a wrong type in any is
+    a one-line DriftError (the check stage, ingest and the CLI run it after load_params)."""
     written = {n for n in DATASETS if n.replace("-", "_") in params.model_fields_set}
     for name in sorted(written | set(params.datasets)):
         dataset_cfg(params, name)

@@ -1,12 +1,14 @@
 """The fast path of the JSON-lines readers (amazon, arxiv): Arrow's multi-threaded JSON parser on large byte
-chunks, the checks and field extraction as column operations, the line-by-line reader only for rows it must see.
+chunks, the checks and field extraction as column operations, the line-by-line reader only for rows it must
+see.
 
-A reader with a fast path defines SCHEMA (the Arrow schema of its fields: a wrong type, a duplicate key or broken
-JSON fails the chunk's parse), `vectorise` (table -> records kept, keep and fallback masks, {rule: n} filtered)
-and `record` (the line reader's per-row function). Fallback rows go through `record`, so their quarantine
-reason, `where` and raw text are the line reader's; a chunk that does not parse is halved until it does, and a
-piece of LEAF_LINES or fewer is read line by line. Batches come in file order and drift.data.ingest merges
-their bad rows by line, so the quarantine order and strict mode's stopping row are the line reader's."""
+A reader with a fast path defines SCHEMA (the Arrow schema of its fields: a wrong type, a duplicate key or
+broken JSON fails the chunk's parse), `vectorise` (table -> records kept, keep and fallback masks, {rule: n}
+filtered) and `record` (the line reader's per-row function). Fallback rows go through `record`, so their
+quarantine reason, `where` and raw text are the line reader's; a chunk that does not parse is halved until it
+does, and a piece of LEAF_LINES or fewer is read line by line. Batches come in file order and
+drift.data.ingest merges their bad rows by line, so the quarantine order and strict mode's stopping row are
+the line reader's."""
 
 from __future__ import annotations
 
@@ -69,7 +71,8 @@ TOP_LEVEL_NULL = re.compile(rb"\n[ \t\r\x0b\x0c]*null")
 
 
 def or_empty(text: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Nulls as "" (a missing title is an empty one); fill_null copies a whole string column, so only if needed."""
+    """Nulls as "" (a missing title is an empty one); fill_null copies a whole string column, so only if
+    needed."""
     return pc.fill_null(text, "") if text.null_count else text
 
 
@@ -261,8 +264,8 @@ def _rows_one_by_one(path, numbers, by_line, record, collector, records_schema) 
 
 
 def prefetched(items: Iterator, depth: int = 1) -> Iterator:
-    """The items of an iterator computed in a thread, `depth` ahead of the consumer; its errors re-raised here.
-    Stops the thread when the consumer stops (strict mode, an error downstream)."""
+    """The items of an iterator computed in a thread, `depth` ahead of the consumer; its errors re-raised
+    here. Stops the thread when the consumer stops (strict mode, an error downstream)."""
     box: queue.Queue = queue.Queue(maxsize=depth)
     stop = threading.Event()
     done = object()

@@ -1,6 +1,6 @@
-"""Reading helpers shared by the real-corpus readers: JSON-lines streaming, time parsing, source checks, and files
-named by data opened only inside their root and only when regular (open_inside: never a FIFO, never through a
-symlink that appeared after the path was checked)."""
+"""Reading helpers shared by the real-corpus readers: JSON-lines streaming, time parsing, source checks, and
+files named by data opened only inside their root and only when regular (open_inside: never a FIFO, never
+through a symlink that appeared after the path was checked)."""
 
 from __future__ import annotations
 
@@ -38,9 +38,9 @@ BUFFER = 1 << 20  # 1 MiB reads: fewer syscalls, memory stays flat
 
 
 class DamagedFile(Exception):
-    """A compressed file that ends early (a cut download) or does not decompress: raised by iter_json_lines and
-    drift.data.datasets._fast.iter_chunks after every byte before the damage was served, so a reader keeps its
-    readable rows and quarantines the file by name with `reason` (Ledger.damaged)."""
+    """A compressed file that ends early (a cut download) or does not decompress: raised by iter_json_lines
+    and drift.data.datasets._fast.iter_chunks after every byte before the damage was served, so a reader keeps
+    its readable rows and quarantines the file by name with `reason` (Ledger.damaged)."""
 
     def __init__(self, path: Path, reason: str):
         super().__init__(f"{path}: {reason}")
@@ -137,10 +137,10 @@ class RootedFile(io.FileIO):
 
 
 def open_inside(path: Path, base: Path) -> RootedFile:
-    """The regular file `path` (resolved, inside the resolved folder `base`), opened from `base`'s descriptor one
-    component at a time with O_NOFOLLOW, so a component swapped for a symlink after the path was checked raises
-    OutsideRoot instead of leading out of `base`; the file is opened without blocking and anything but a regular
-    file (a FIFO, a device, a folder) raises NotAFile before a byte is read."""
+    """The regular file `path` (resolved, inside the resolved folder `base`), opened from `base`'s descriptor
+    one component at a time with O_NOFOLLOW, so a component swapped for a symlink after the path was checked
+    raises OutsideRoot instead of leading out of `base`; the file is opened without blocking and anything but
+    a regular file (a FIFO, a device, a folder) raises NotAFile before a byte is read."""
     *folders, name = path.relative_to(base).parts
     flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW
     fd = os.open(base, os.O_RDONLY | os.O_CLOEXEC | os.O_DIRECTORY)

@@ -68,9 +68,9 @@ class AmazonParams(CorpusParams):
         "title",
         "text",
     ]
-    # rows whose text fields are all empty: quarantined as empty_text (false), or kept with their empty text (true:
-    # the authors' runs); repeated reviews (one user, item and time): quarantined as duplicate_id (false), or kept,
-    # the n-th repeat with id "<id>#<n>" (true: the authors' runs)
+    # rows whose text fields are all empty: quarantined as empty_text (false), or kept with their empty text
+    # (true: the authors' runs); repeated reviews (one user, item and time): quarantined as duplicate_id
+    # (false), or kept, the n-th repeat with id "<id>#<n>" (true: the authors' runs)
     keep_empty: bool = False
     keep_duplicates: bool = False
     # rows without user_id or parent_asin: quarantined as missing_id (false), or kept, the missing part "" in
@@ -153,9 +153,9 @@ def row_record(
     keep_empty: bool = False,
     keep_missing_ids: bool = False,
 ) -> dict | None:
-    """One parsed line -> its record, or None after quarantining it with its reason (`keep_empty`: a row with no
-    text is kept, its text ""; `keep_missing_ids`: a row without user_id or parent_asin is kept, the missing
-    part "" in its id)."""
+    """One parsed line -> its record, or None after quarantining it with its reason (`keep_empty`: a row with
+    no text is kept, its text ""; `keep_missing_ids`: a row without user_id or parent_asin is kept, the
+    missing part "" in its id)."""
     if not isinstance(row, dict):
         ledger.quarantine(where, "malformed_json", raw_text(raw))
         return None

@@ -1,4 +1,5 @@
-"""arXiv (paper Section 3.1.3, Appendix B.3, Section E): multi-label subject classification from title + abstract.
+"""arXiv (paper Section 3.1.3, Appendix B.3, Section E): multi-label subject classification from title +
+abstract.
 
 Source: the Kaggle/Cornell snapshot `arxiv-metadata-oai-snapshot.json` (or its .gz), one JSON object per line,
 streamed (about 2.9 million lines, 4.5 GB). cfg (params.yaml `arxiv`): source, categories (the label space in
@@ -275,10 +276,10 @@ def vectorise(
     separator: str = "\n",
     row_rules: str = "ours",
 ):
-    """row_record as column operations: papers outside the label space are filtered here, papers whose checks all
-    pass are kept, the rest (bad or unusual rows) fall back to row_record. With `row_rules` authors, the rows
-    where the two rules differ fall back too: categories not cut by single spaces alone, a paper with an empty
-    title or abstract."""
+    """row_record as column operations: papers outside the label space are filtered here, papers whose checks
+    all pass are kept, the rest (bad or unusual rows) fall back to row_record. With `row_rules` authors, the
+    rows where the two rules differ fall back too: categories not cut by single spaces alone, a paper with an
+    empty title or abstract."""
     ids, cats = table["id"], table["categories"]
     labels = [
         pc.fill_null(pc.match_substring_regex(cats, f"(^|[{WS_CLASS}]){re.escape(c)}([{WS_CLASS}]|$)"), False)
@@ -296,8 +297,8 @@ def vectorise(
     if inclusion == "all":  # a paper with a category outside the label space is filtered too
         tokens = pc.utf8_split_whitespace(pc.fill_null(cats, ""))
         flat = pc.list_flatten(tokens)
-        # Arrow splits at Python's whitespace characters but leaves an empty token where the text starts or ends
-        # with one; str.split() has none
+        # Arrow splits at Python's whitespace characters but leaves an empty token where the text starts or
+        # ends with one; str.split() has none
         outside = pc.and_(
             pc.invert(pc.is_in(flat, pa.array(list(index), pa.string()))), pc.greater(pc.utf8_length(flat), 0)
         ).to_numpy(False)

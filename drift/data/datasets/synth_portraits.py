@@ -1,14 +1,14 @@
 """Synthetic portraits with controllable drift: the testbed for the paper's Section 5.1 claim.
 
-Each 3x32x32 image holds a background, a face-like ellipse and two small "eye" marks. The class (0/1) is told by
-a strong local cue (eye marks vertical for class 1, horizontal for class 0, slightly shifted: a locality prior
-picks it up quickly) and a weak global cue that never drifts (class 1 faces slightly brighter, noisy). Drift over
-the slices, t from 0 to 1, each knob from 0 (off) to 1: covariate_drift (background colour and stripes change),
-label_drift (the share of class 1 moves from 0.5 - label_drift/2 to 0.5 + label_drift/2), concept_drift (both
-classes' marks rotate by concept_drift * t * 90 degrees: P(y | local cue) changes, the global cue holds).
-Deterministic from `seed`; cfg (params.yaml `synth-portraits`): k, per_slice, seed, start_year, covariate_drift,
-label_drift, concept_drift, global_cue, noise, pixels (the stored values, 0-255: uint8 rounded, or float32 as drawn).
-Slice t is dated Jan 1 of start_year + t."""
+Each 3x32x32 image holds a background, a face-like ellipse and two small "eye" marks. The class (0/1) is told
+by a strong local cue (eye marks vertical for class 1, horizontal for class 0, slightly shifted: a locality
+prior picks it up quickly) and a weak global cue that never drifts (class 1 faces slightly brighter, noisy).
+Drift over the slices, t from 0 to 1, each knob from 0 (off) to 1: covariate_drift (background colour and
+stripes change), label_drift (the share of class 1 moves from 0.5 - label_drift/2 to 0.5 + label_drift/2),
+concept_drift (both classes' marks rotate by concept_drift * t * 90 degrees: P(y | local cue) changes, the
+global cue holds). Deterministic from `seed`; cfg (params.yaml `synth-portraits`): k, per_slice, seed,
+start_year, covariate_drift, label_drift, concept_drift, global_cue, noise, pixels (the stored values, 0-255:
+uint8 rounded, or float32 as drawn). Slice t is dated Jan 1 of start_year + t."""
 
 from __future__ import annotations
 
@@ -67,8 +67,8 @@ def _bar(angle: float, size: int = 7) -> np.ndarray:
 
 
 def make_slice(t_index: int, cfg: SynthPortraitsParams) -> tuple[np.ndarray, np.ndarray]:
-    """Images [n, 3, 32, 32] (0-255, dtype cfg.pixels) and labels int [n] of slice t_index, reproducible from cfg.seed (`cfg`: the
-    synth-portraits section of params.yaml, drift.core.params or its mapping)."""
+    """Images [n, 3, 32, 32] (0-255, dtype cfg.pixels) and labels int [n] of slice t_index, reproducible from
+    cfg.seed (`cfg`: the synth-portraits section of params.yaml, drift.core.params or its mapping)."""
     k, n = cfg.k, cfg.per_slice
     t = t_index / max(k - 1, 1)
     rng = np.random.default_rng([cfg.seed, t_index])
@@ -112,6 +112,7 @@ def read(cfg: SynthPortraitsParams, ledger):
 
 
 def planned_rows(cfg, n_slices: int) -> tuple[int, int, str]:
-    """drift plan: (rows, non-empty slices, how it knows): the generator makes per_slice rows in each of its k years."""
+    """drift plan: (rows, non-empty slices, how it knows): the generator makes per_slice rows in each of its k
+    years."""
     non_empty = min(cfg.k, n_slices)
     return cfg.per_slice * non_empty, non_empty, f"synth-portraits.per_slice x k = {non_empty}"

@@ -1,14 +1,15 @@
 """A dataset of your own, configured in params.yaml, not coded: any time-stamped table read with polars.
 
-`datasets.<name>: {input: <file or folder>}` and a section `<name>:` (TableParams, `kind: table`; `drift init` writes
-both): a Parquet, CSV or JSON-lines file (gzip too), a folder of them (`files`: a glob), or a `save_to_disk` folder.
-The section names the time column and its encoding, the input (text columns joined in order, or an image column of
-bytes, paths relative to the source, or arrays), the label column(s) and the task. Each file is scanned lazily with
-an explicit schema and streamed in CHUNK_ROWS-row batches, so memory stays bounded, and a .gz expands to at most
-`max_expanded_bytes` with at most `max_blank_lines` blank lines in a row (else the file is damaged_file from there).
-A bad row is quarantined with one reason, the first met (docs/how-to/tables.md lists them); image paths stay inside their root
-and are opened without following a symlink that appears after the check, regular files only; blank lines are no
-rows. Images become 3x32x32 RGB (resized), as the built-in image datasets.
+`datasets.<name>: {input: <file or folder>}` and a section `<name>:` (TableParams, `kind: table`; `drift init`
+writes both): a Parquet, CSV or JSON-lines file (gzip too), a folder of them (`files`: a glob), or a
+`save_to_disk` folder. The section names the time column and its encoding, the input (text columns joined in
+order, or an image column of bytes, paths relative to the source, or arrays), the label column(s) and the
+task. Each file is scanned lazily with an explicit schema and streamed in CHUNK_ROWS-row batches, so memory
+stays bounded, and a .gz expands to at most `max_expanded_bytes` with at most `max_blank_lines` blank lines in
+a row (else the file is damaged_file from there). A bad row is quarantined with one reason, the first met
+(docs/how-to/tables.md lists them); image paths stay inside their root and are opened without following a
+symlink that appears after the check, regular files only; blank lines are no rows. Images become 3x32x32 RGB
+(resized), as the built-in image datasets.
 """
 
 from __future__ import annotations
@@ -63,14 +64,16 @@ SUFFIXES = {
     ".arrow": "arrow",
 }
 HF_MARKERS = ("state.json", "dataset_info.json")  # what `Dataset.save_to_disk` writes beside its Arrow files
-# what one file may cost, whoever wrote it (max_expanded_bytes, max_blank_lines): a .gz of 10 GiB expanded is a
-# large table, one of more a decompression bomb or a file to split; 10,000 blank lines in a row are no table's
+# what one file may cost, whoever wrote it (max_expanded_bytes, max_blank_lines): a .gz of 10 GiB expanded is
+# a large table, one of more a decompression bomb or a file to split; 10,000 blank lines in a row are no
+# table's
 MAX_EXPANDED_BYTES = 10 << 30
 MAX_BLANK_LINES = 10_000
 # plausible_years: [first, end) of the years a time may fall in; beyond them a time is a sentinel (0001-01-01,
 # 9999-12-31) or a unit error, never a moment of a corpus: quarantined, so no span or slice reaches them
 PLAUSIBLE_YEARS = [1000, 3000]
-# label values that mean "missing": pandas' default na_values (what to_csv / read_csv write and read as missing)
+# label values that mean "missing": pandas' default na_values (what to_csv / read_csv write and read as
+# missing)
 NA_LABELS = frozenset(["#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN"])
 NA_LABELS |= {"<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"}
 TEXT_CHUNK = 1 << 20  # bytes of a text file checked at a time
@@ -98,10 +101,11 @@ class TableParams(DatasetParams):
     )
     label: Names  # the label column; multilabel: one 0/1 column per label
     task: Annotated[str, choice(*TASKS)]
-    # the declared label set; null: every value found, but for missing-value markers (NA_LABELS: NaN, N/A, ...)
+    # the declared label set; null: every value found, but for missing-value markers (NA_LABELS: NaN, N/A,
+    # ...)
     classes: list[Label] | None = None
-    # what one file may cost: the bytes a .gz expands to (10 GiB), blank lines in a row (10,000); past either, the
-    # file's rows stop there and the file is quarantined as damaged (damaged_file)
+    # what one file may cost: the bytes a .gz expands to (10 GiB), blank lines in a row (10,000); past either,
+    # the file's rows stop there and the file is quarantined as damaged (damaged_file)
     max_expanded_bytes: PositiveInt = MAX_EXPANDED_BYTES
     max_blank_lines: PositiveInt = MAX_BLANK_LINES
     # [first year, year after the last] of a time: outside them a row is quarantined (outside_plausible_years)
@@ -163,8 +167,8 @@ def _format(path: Path, cfg_format: str | None) -> str:
 
 
 def source_files(source: str | Path, cfg_format: str | None = None) -> list[tuple[Path, str]]:
-    """(file, format) of a source in order: one file, the table files of a folder (recursively, sorted), those a
-    glob matches, or a save_to_disk folder's Arrow files in its state.json order."""
+    """(file, format) of a source in order: one file, the table files of a folder (recursively, sorted), those
+    a glob matches, or a save_to_disk folder's Arrow files in its state.json order."""
     source = str(source)
     if any(ch in source for ch in "*?["):
         paths = sorted(Path(p) for p in globbing.glob(source, recursive=True) if Path(p).is_file())
@@ -215,8 +219,8 @@ BAD_BYTES = "\ufffd"  # what an invalid UTF-8 sequence becomes in a clean copy
 
 @dataclass
 class FileNotes:
-    """What reading one file found besides its rows: its lines that were not UTF-8 (their rows: invalid_utf8), its
-    JSON lines no parser reads (row in the file -> raw line: unreadable_row), and why its rows stop early
+    """What reading one file found besides its rows: its lines that were not UTF-8 (their rows: invalid_utf8),
+    its JSON lines no parser reads (row in the file -> raw line: unreadable_row), and why its rows stop early
     (`damage`: a limit met, a cut or corrupt .gz; the file is quarantined as damaged_file)."""
 
     invalid_utf8: int = 0
@@ -226,7 +230,8 @@ class FileNotes:
 
 @dataclass
 class _Scan:
-    """What the streamed check of a file saw (text_source): the file to read, and whether it needs a clean copy."""
+    """What the streamed check of a file saw (text_source): the file to read, and whether it needs a clean
+    copy."""
 
     path: Path
     utf8: bool = True
@@ -249,10 +254,11 @@ def _blank_run(limit: int, line: int) -> str:
 
 
 def text_source(path: Path, fmt: str, cfg: TableParams, tmp: Path, notes: FileNotes) -> Path | None:
-    """The file polars reads for `path`, streamed through once (memory stays flat): a .gz expanded into `tmp`, at
-    most cfg.max_expanded_bytes; a CSV or JSON-lines file that holds bytes that are not UTF-8, blank lines (CSV)
-    or more than cfg.max_blank_lines of them in a row, as its clean_copy. `notes` gets the lines repaired and
-    why the file's rows stop early; None when nothing of it can be read (a Parquet or Arrow .gz cut short)."""
+    """The file polars reads for `path`, streamed through once (memory stays flat): a .gz expanded into `tmp`,
+    at most cfg.max_expanded_bytes; a CSV or JSON-lines file that holds bytes that are not UTF-8, blank lines
+    (CSV) or more than cfg.max_blank_lines of them in a row, as its clean_copy. `notes` gets the lines
+    repaired and why the file's rows stop early; None when nothing of it can be read (a Parquet or Arrow .gz
+    cut short)."""
     text = fmt in ("csv", "jsonl")
     if not text and path.suffix.lower() != ".gz":
         return path
@@ -311,9 +317,9 @@ def clean_copy(
 ) -> Path:
     """A copy of a CSV or JSON-lines file in `tmp`, line by line: blank lines dropped (CSV: outside quoted
     fields), each invalid UTF-8 sequence as U+FFFD (BAD_BYTES; notes.invalid_utf8 counts the lines), up to a
-    run of more than `max_blank_lines` blank lines (notes.damage says where). `json_rows`: "mark" replaces each
-    line no JSON parser reads by an empty object and keeps it in notes.unreadable by its row; "drop" leaves it
-    out."""
+    run of more than `max_blank_lines` blank lines (notes.damage says where). `json_rows`: "mark" replaces
+    each line no JSON parser reads by an empty object and keeps it in notes.unreadable by its row; "drop"
+    leaves it out."""
     copy = temp_file(tmp, "utf8-", f".{fmt}")
     quoted, run, row = False, 0, 0
     with open(path, "rb") as src, open(copy, "wb") as dst:
@@ -403,12 +409,13 @@ def scan_batches(
     chunk_rows: int = CHUNK_ROWS,
     notes: FileNotes | None = None,
 ) -> Iterator[pl.DataFrame]:
-    """The file's `columns` in batches of at most chunk_rows rows: a lazy scan with an explicit schema (text files:
-    every column a string, parsed here; Parquet and Arrow: their own types), streamed, from its text_source. A
-    Parquet string column holding bytes that are not UTF-8 comes as binary (utf8_checked); a JSON-lines file polars
-    refuses (a line malformed or nested too deep: it is parsed once before a row is served) is read from its
-    clean_copy with such lines as empty rows. `notes` (when given) gets what the read found besides the rows: the
-    lines (Parquet: rows of `columns`) that were not UTF-8, the unreadable JSON lines, why the rows stop early."""
+    """The file's `columns` in batches of at most chunk_rows rows: a lazy scan with an explicit schema (text
+    files: every column a string, parsed here; Parquet and Arrow: their own types), streamed, from its
+    text_source. A Parquet string column holding bytes that are not UTF-8 comes as binary (utf8_checked); a
+    JSON-lines file polars refuses (a line malformed or nested too deep: it is parsed once before a row is
+    served) is read from its clean_copy with such lines as empty rows. `notes` (when given) gets what the read
+    found besides the rows: the lines (Parquet: rows of `columns`) that were not UTF-8, the unreadable JSON
+    lines, why the rows stop early."""
     notes = FileNotes() if notes is None else notes
     plain = text_source(path, fmt, cfg, tmp, notes)
     if plain is None:
@@ -575,8 +582,8 @@ def missing_label(text: pl.Series, declared: list[str] | None = None) -> pl.Seri
 
 
 def parse_label(frame: pl.DataFrame, cfg: TableParams, classes: list[str]) -> tuple[pl.Series, pl.Series]:
-    """(label, reason): the label as the records hold it (class index, rating, or list of 0/1) and why a row has
-    none (null where it has one): missing_label where a value is missing (missing_label: NaN too, float or
+    """(label, reason): the label as the records hold it (class index, rating, or list of 0/1) and why a row
+    has none (null where it has one): missing_label where a value is missing (missing_label: NaN too, float or
     text), bad_label or label_not_in_classes where it is not one."""
     if cfg.task == "multilabel":
         values, reasons = [], pl.Series([None] * frame.height, dtype=pl.String)
@@ -621,9 +628,9 @@ def parse_label(frame: pl.DataFrame, cfg: TableParams, classes: list[str]) -> tu
 
 
 def image_path(value, root: Path, bound: Path | None = None) -> Path:
-    """The file an image path names: relative to `root`, or absolute; resolved (symlinks followed), it must lie
-    inside `bound` (default `root`; resolved too), else OutsideRoot, and be a regular file if it exists, else
-    NotAFile (a FIFO, a device, a folder); nothing is opened."""
+    """The file an image path names: relative to `root`, or absolute; resolved (symlinks followed), it must
+    lie inside `bound` (default `root`; resolved too), else OutsideRoot, and be a regular file if it exists,
+    else NotAFile (a FIFO, a device, a folder); nothing is opened."""
     path = Path(value)
     resolved = (path if path.is_absolute() else root / path).resolve()
     base = Path(bound or root).resolve()
@@ -640,8 +647,8 @@ def image_path(value, root: Path, bound: Path | None = None) -> Path:
 
 def read_image(value, encoding: str, root: Path, bound: Path | None = None) -> np.ndarray:
     """One image cell as uint8 (3, 32, 32) RGB; raises on anything unreadable, OutsideRoot for a path that
-    leaves `bound` (image_path: relative to `root`, inside `bound`, default `root`), NotAFile for one that names
-    no regular file."""
+    leaves `bound` (image_path: relative to `root`, inside `bound`, default `root`), NotAFile for one that
+    names no regular file."""
     if encoding == "array":
         array = np.asarray(value, dtype=np.float64)
         if array.size == int(np.prod(IMAGE_SHAPE)) and array.ndim in (1, 3) and array.shape[0] in (3, 3072):
@@ -695,8 +702,8 @@ def invalid_cells(cells: pl.Series) -> pl.Series:
 
 
 def text_cells(cells: pl.Series) -> pl.Series:
-    """A column as it is read for times and labels: bytes decoded as UTF-8, null where they are not (those rows
-    are quarantined as invalid_utf8); any other column as it is."""
+    """A column as it is read for times and labels: bytes decoded as UTF-8, null where they are not (those
+    rows are quarantined as invalid_utf8); any other column as it is."""
     if cells.dtype != pl.Binary:
         return cells
     text, invalid = _decoded(cells)
@@ -721,8 +728,8 @@ def parsed_batches(
     cfg: TableParams, chunk_rows: int = CHUNK_ROWS
 ) -> Iterator[tuple[pl.DataFrame | None, list]]:
     """(kept rows: line, id, time, label and text or image, their bad rows as (line, where, reason, raw)) per
-    batch, every file of the source in order; `line` counts rows over the whole source from 1. A file whose rows
-    stop early (FileNotes.damage) then gives (None, [(its name, why)])."""
+    batch, every file of the source in order; `line` counts rows over the whole source from 1. A file whose
+    rows stop early (FileNotes.damage) then gives (None, [(its name, why)])."""
     classes = [str(c) for c in label_names(cfg)] if cfg.task in ("binary", "multiclass") else []
     root, bound = source_root(cfg.source), Path(cfg.image_root) if cfg.image_root else None
     columns, line = columns_of(cfg), 0
@@ -779,8 +786,9 @@ BY_ROW = ("invalid_utf8", "unreadable_row")  # reasons whose `where` is <file>:<
 def _byte_reasons(
     frame: pl.DataFrame, cfg: TableParams, fmt: str, notes: FileNotes, in_file: pl.Series, reason: pl.Series
 ) -> tuple[pl.DataFrame, pl.Series]:
-    """(the frame with Parquet or Arrow columns of bytes decoded, the reasons with those of the rows whose bytes
-    are bad put first: unreadable_row, a JSON line no parser reads; invalid_utf8, bytes that were not UTF-8)."""
+    """(the frame with Parquet or Arrow columns of bytes decoded, the reasons with those of the rows whose
+    bytes are bad put first: unreadable_row, a JSON line no parser reads; invalid_utf8, bytes that were not
+    UTF-8)."""
     flags = []
     if notes.invalid_utf8 and fmt in ("csv", "jsonl"):  # read from its clean_copy
         flags += [
@@ -859,8 +867,9 @@ def _images(cells: list, cfg: TableParams, root: Path, bound: Path | None) -> tu
 
 
 def label_names(cfg: TableParams) -> list[str]:
-    """binary / multiclass: the declared classes, else every distinct value found (numbers in numeric order), never
-    a missing-value marker (NA_LABELS); multilabel: the label columns (or the declared names); regression: none."""
+    """binary / multiclass: the declared classes, else every distinct value found (numbers in numeric order),
+    never a missing-value marker (NA_LABELS); multilabel: the label columns (or the declared names);
+    regression: none."""
     if cfg.task == "regression":
         return []
     if cfg.task == "multilabel":
@@ -899,8 +908,8 @@ def _label_arrow(label: pl.Series, cfg: TableParams, n_labels: int) -> pa.Array:
 
 
 def read_batches(cfg: TableParams) -> Iterator[Batch]:
-    """The fast path of a text table (drift.data.datasets._fast.Batch): kept records as Arrow, bad rows in order; a
-    file whose rows stop early, a Batch that says so (`damaged`) after them."""
+    """The fast path of a text table (drift.data.datasets._fast.Batch): kept records as Arrow, bad rows in
+    order; a file whose rows stop early, a Batch that says so (`damaged`) after them."""
     n_labels = len(label_names(cfg))
     for kept, bad in parsed_batches(cfg):
         if kept is None:

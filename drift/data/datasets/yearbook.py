@@ -1,8 +1,9 @@
-"""Yearbook (paper Section 3.1.1, Appendix B.1): classify the sex of US high-school senior portraits, 1905-2013.
+"""Yearbook (paper Section 3.1.1, Appendix B.1): classify the sex of US high-school senior portraits,
+1905-2013.
 
-Source (Ginosar et al.): the folder `faces_aligned_small_mirrored_co_aligned_cropped_cleaned/` of `F/` and `M/`
-grayscale PNGs, or its `.tar.gz` read as a stream, nothing extracted (read when the folder `source` names is
-absent, as `drift fetch yearbook` leaves it). cfg (params.yaml `yearbook`): source, url and sha256
+Source (Ginosar et al.): the folder `faces_aligned_small_mirrored_co_aligned_cropped_cleaned/` of `F/` and
+`M/` grayscale PNGs, or its `.tar.gz` read as a stream, nothing extracted (read when the folder `source` names
+is absent, as `drift fetch yearbook` leaves it). cfg (params.yaml `yearbook`): source, url and sha256
 (drift.data.fetch only), strict (the ingest driver), row_id. Record: id = the file name (`row_id: name`; a
 name in both F/ and M/ is then one id, its second row quarantined as duplicate_id by the ingest driver) or
 `F/<name>` / `M/<name>` (`row_id: path`, the authors' relative_path: both kept), time = January 1st of the
@@ -34,7 +35,8 @@ from drift.core.params import CorpusParams, PositiveInt, SliceSpec, choice, slic
 from drift.data.datasets._io import NotAFile, OutsideRoot, missing_source, open_inside
 from drift.data.ledger import Ledger
 
-# the archive as the paper's authors share it (learning-mechanisms/drift-happens, drift_happens/dataset/yearbook/const.py)
+# the archive as the paper's authors share it (learning-mechanisms/drift-happens,
+# drift_happens/dataset/yearbook/const.py)
 PUBLIC_URL = "https://e.pcloud.link/publink/show?code=XZ6lzcZJymgTsmpuDk25aekFFPR2fL7VPfV"
 RESIZE = ("bilinear", "area")  # yearbook.resize
 PIXELS = ("uint8", "float32")  # yearbook.pixels
@@ -107,8 +109,8 @@ def year_of(name: str) -> dt.datetime | None:
 
 
 def decode(data: bytes, resize: str = "bilinear", pixels: str = "uint8") -> np.ndarray | None:
-    """PNG bytes -> (3, 32, 32) of dtype `pixels` (float32: the area means unrounded; a 32x32 file as it is), or
-    None if Pillow cannot decode all of it (truncated, not an image)."""
+    """PNG bytes -> (3, 32, 32) of dtype `pixels` (float32: the area means unrounded; a 32x32 file as it is),
+    or None if Pillow cannot decode all of it (truncated, not an image)."""
     try:
         with Image.open(io.BytesIO(data)) as img:
             img.load()  # decode now: a truncated file fails here, not later
@@ -211,8 +213,8 @@ def read_folder(
 
 
 def _file_bytes(path: Path, base: Path, ledger: Ledger, max_bytes: int) -> bytes | None:
-    """A file's bytes, opened inside `base` (a symlink out of the folder: never read), or None after quarantining
-    it (path_outside_root, not_a_file, image_too_large)."""
+    """A file's bytes, opened inside `base` (a symlink out of the folder: never read), or None after
+    quarantining it (path_outside_root, not_a_file, image_too_large)."""
     resolved = path.resolve()
     try:
         if base not in resolved.parents:
@@ -240,7 +242,8 @@ def read_archive(
     row_id: str = "name",
 ) -> Iterator[dict]:
     try:
-        # "r|gz": a forward-only stream, one member in memory at a time (at most max_bytes), no extraction to disk
+        # "r|gz": a forward-only stream, one member in memory at a time (at most max_bytes), no extraction to
+        # disk
         with tarfile.open(archive, mode="r|gz") as tar:
             for member in tar:
                 if not member.isfile():

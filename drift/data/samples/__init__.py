@@ -1,7 +1,7 @@
 """The rehearsal's samples of the built-in corpora, in each corpus's real format (`drift rehearse`,
-drift/run/rehearse.py). Their source files ship in this package (PROVENANCE.md: where each comes from, its terms
-and its sha256); `write_sample` adapts them to a preset (its categories, its slices' years) and writes them where
-the dataset's reader reads. Nothing here reads outside the installed package."""
+drift/run/rehearse.py). Their source files ship in this package (PROVENANCE.md: where each comes from, its
+terms and its sha256); `write_sample` adapts them to a preset (its categories, its slices' years) and writes
+them where the dataset's reader reads. Nothing here reads outside the installed package."""
 
 from __future__ import annotations
 
@@ -47,8 +47,8 @@ def _amazon(cfg, target: Path, years: int, per_year: int, named: list[int]) -> s
 
 def _arxiv(cfg, target: Path, years: int, per_year: int, named: list[int]) -> str:
     """The shipped papers (the snapshot's JSON lines), most of them first submitted in 2007, re-dated
-    round-robin over the years of `cfg.slices` (every version and update_date moved by the same years), so that
-    several cutoffs have papers to train on."""
+    round-robin over the years of `cfg.slices` (every version and update_date moved by the same years), so
+    that several cutoffs have papers to train on."""
     start, end = cfg.slices.start, cfg.slices.end
     text = gzip.decompress(SAMPLES.joinpath("arxiv", "arxiv-metadata-sample.json.gz").read_bytes()).decode()
     lines = text.splitlines()
@@ -106,9 +106,9 @@ WRITERS: dict[str, Callable[..., str]] = {"amazon": _amazon, "arxiv": _arxiv, "y
 
 
 def write_sample(name: str, cfg, target: Path, years: int = 4, per_year: int = 2, named=()) -> str:
-    """Dataset `name`'s sample at `target` (its reader's path), adapted to its typed section `cfg`; returns what
-    was written, in words. Yearbook: `years` years and the years in `named`, `per_year` portraits a year and
-    sex. A dataset without a shipped sample is a one-line DriftError."""
+    """Dataset `name`'s sample at `target` (its reader's path), adapted to its typed section `cfg`; returns
+    what was written, in words. Yearbook: `years` years and the years in `named`, `per_year` portraits a year
+    and sex. A dataset without a shipped sample is a one-line DriftError."""
     if name not in WRITERS:
         raise DriftError(
             f"no rehearsal sample ships for {name} (only for {', '.join(WRITERS)}): give one with --data PATH"
