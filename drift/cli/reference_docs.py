@@ -48,11 +48,13 @@ def _outside_code(text: str, change) -> str:
 
 
 def prose(text: str) -> str:
-    """Plain text as Markdown prose: `<name>`, `*` and `[i]` shown as written, never read as HTML, emphasis or
-    a link reference."""
+    """Plain text as Markdown prose: `<name>`, `*` and an index `[i]` shown as written, never read as HTML,
+    emphasis or a link reference; a link `[text](target)` stays a link."""
     return _outside_code(
         text,
-        lambda part: part.replace("<", "&lt;").replace("*", r"\*").replace("[", r"\[").replace("]", r"\]"),
+        lambda part: re.sub(
+            r"\[([^\]]*)\](?!\()", r"\\[\1\\]", part.replace("<", "&lt;").replace("*", r"\*")
+        ),
     )
 
 
@@ -451,6 +453,8 @@ def stage_params() -> dict[str, list[str]]:
         # (drift.run.checks.embed_record)
         if "checked_embed" in stage["inputs"]:
             keys.append("encoders")
+        if "checked_train" in stage["inputs"]:
+            keys.append("models")
         out[name] = keys
     return out
 

@@ -20,6 +20,9 @@ PATHS = {
     "checked": "data/checked/{name}.json",
     # check: the bytes of the local weights its embed runs (write_checked), which its embed depends on
     "checked_embed": "data/checked/{name}.embed.json",
+    # check: the declarations of its roster's heads of the user's own (write_checked), which its train and
+    # evaluate depend on
+    "checked_train": "data/checked/{name}.train.json",
     # ingest: canonical records and the rows it refused, with reasons
     "records": "data/records/{name}.parquet",
     "quarantine": "data/records/{name}.quarantine.parquet",

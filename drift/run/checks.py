@@ -146,10 +146,18 @@ def embed_record(params: Params, name: str, digests: Digests | None = None) -> d
     return record
 
 
+def train_record(params: Params, name: str) -> dict:
+    """What dataset `name`'s train and evaluate depend on beyond their params: the declarations (params.yaml
+    `models:`) of the heads of its roster declared there, so a head's size changed re-runs them and a head
+    other datasets run does not."""
+    declared = {m: params.models[m] for m in params.train.models.get(name) or [] if m in params.models}
+    return {"dataset": name, **({"models": declared} if declared else {})}
+
+
 def write_checked(params: Params, root: Path = Path(".")) -> list[Path]:
     """The check stage's output, for every dataset of the run: data/checked/<name>.json (checked_record),
-    which its ingest depends on, and data/checked/<name>.embed.json (embed_record), which its embed depends
-    on; each the same bytes while what it records is unchanged, so a stage re-runs only when its reader, its
+    which its ingest depends on, data/checked/<name>.embed.json (embed_record), which its embed depends on,
+    and data/checked/<name>.train.json (train_record), which its train and evaluate depend on; each the same bytes while what it records is unchanged, so a stage re-runs only when its reader, its
     image files or its weights changed. The folder holds nothing else (DVC removes it before the stage runs).
     """
     (Path(root) / CHECKED).mkdir(parents=True, exist_ok=True)
@@ -159,6 +167,7 @@ def write_checked(params: Params, root: Path = Path(".")) -> list[Path]:
         records = {
             "checked": checked_record(params, name, digests=digests),
             "checked_embed": embed_record(params, name, digests),
+            "checked_train": train_record(params, name),
         }
         for key, record in records.items():
             paths[key].write_text(json.dumps(record, indent=2) + "\n")

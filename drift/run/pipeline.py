@@ -67,8 +67,9 @@ STAGES: dict[str, Stage] = {
     },
     "train": {
         "extra": ["requirements.lock"],
-        # records: train.row_order split redraws the split over them in ingest order
-        "inputs": ["slice_manifest", "embeddings", "records"],
+        # records: train.row_order split redraws the split over them in ingest order; checked_train: the
+        # declarations of its own heads (params.yaml `models:`)
+        "inputs": ["slice_manifest", "embeddings", "records", "checked_train"],
         # what decides a checkpoint or which exist, from the schema's field metadata (train.models: this
         # dataset's)
         "params": [
@@ -81,7 +82,7 @@ STAGES: dict[str, Stage] = {
     },
     "evaluate": {
         "extra": ["requirements.lock"],
-        "inputs": ["models", "slice_manifest", "embeddings"],
+        "inputs": ["models", "slice_manifest", "embeddings", "checked_train"],
         "params": [
             "evaluate",
             "train.threads",

@@ -408,3 +408,26 @@ def test_plan_measures_a_declared_head_alone():
     assert wide.startswith("tx-wide {'width': 512, 'layers': 2, 'heads': 8, 'ffn': 1024} | tokens 768")
     load_params(params_with({"tx-wide": {**TX_WIDE, "width": 256}}))
     assert bench_key("tx-wide", spec) != wide
+
+
+def test_a_declared_heads_size_reruns_the_datasets_that_train_it(tmp_path):
+    """The check stage writes the declarations of each dataset's own heads into data/checked/<ds>.train.json,
+    which train and evaluate depend on (dvc.yaml): a changed width re-runs the dataset whose roster has the
+    head, and leaves the others' record, so their stages, as they were."""
+    from drift.core.paths import dataset_paths
+    from drift.run.checks import write_checked
+
+    def records(width: int) -> dict[str, str]:
+        declared = {"tx-wide": {**TX_WIDE, "width": width}}
+        params = load_params(
+            params_with(declared, models={"sotu": ["tx-wide"], "synth-portraits": ["mlp-s"]})
+        )
+        write_checked(params, tmp_path)
+        return {name: dataset_paths(name, tmp_path)["checked_train"].read_text() for name in params.datasets}
+
+    narrow, wide = records(256), records(512)
+    assert narrow["synth-portraits"] == wide["synth-portraits"] == '{\n  "dataset": "synth-portraits"\n}\n'
+    assert narrow["sotu"] != wide["sotu"] and json.loads(wide["sotu"])["models"]["tx-wide"]["width"] == 512
+    stages = yaml.safe_load((Path(__file__).resolve().parents[2] / "dvc.yaml").read_text())["stages"]
+    for stage in ("train", "evaluate"):
+        assert "data/checked/${key}.train.json" in stages[stage]["do"]["deps"], stage
