@@ -34,7 +34,9 @@ def test_the_check_stage_imports_no_torch(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[]"
     written = sorted(p.name for p in (tmp_path / "data" / "checked").iterdir())
-    assert written == ["sotu.embed.json", "sotu.json", "synth-portraits.embed.json", "synth-portraits.json"]
+    assert written == [
+        f"{ds}{part}.json" for ds in ("sotu", "synth-portraits") for part in (".embed", "", ".train")
+    ]
     record = json.loads((tmp_path / "data" / "checked" / "sotu.json").read_text())
     assert record["reader"] == "drift/data/datasets/sotu.py" and len(record["code"]) == 64
 

@@ -249,8 +249,10 @@ def test_replacing_local_weights_changes_what_embed_depends_on(tmp_path, monkeyp
     assert sorted(p.name for p in written) == [
         "sotu.embed.json",
         "sotu.json",
+        "sotu.train.json",
         "synth-portraits.embed.json",
         "synth-portraits.json",
+        "synth-portraits.train.json",
     ]
     assert (
         "data/checked/${key}.embed.json"
