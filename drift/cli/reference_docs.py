@@ -861,8 +861,13 @@ def results_page(source: Path) -> str:
 # ---------------------------------------------------------------- the files
 
 
-def pages(source: Path = ROOT) -> dict[str, str]:
-    """Every generated file, path relative to the repository -> its text; inputs read under `source`."""
+# the drift matrix the documentation's home page shows: a copy of a committed figure of the default run
+PICTURE, PICTURE_SOURCE = "docs/assets/drift-matrix.png", "plots/synth-portraits/cnn-s/heatmap.png"
+
+
+def pages(source: Path = ROOT) -> dict[str, str | bytes]:
+    """Every generated file, path relative to the repository -> its text (bytes for the picture); inputs read
+    under `source`."""
     schema = params_schema()
     return {
         f"{REFERENCE}/cli.md": cli_page(),
@@ -871,15 +876,20 @@ def pages(source: Path = ROOT) -> dict[str, str]:
         f"{REFERENCE}/encoders.md": encoders_page(),
         f"{REFERENCE}/results.md": results_page(source),
         SCHEMA: json.dumps(schema, indent=2, ensure_ascii=False) + "\n",
+        PICTURE: (source / PICTURE_SOURCE).read_bytes(),
     }
+
+
+def _as_bytes(content: str | bytes) -> bytes:
+    return content if isinstance(content, bytes) else content.encode()
 
 
 def write(out: Path = ROOT, source: Path = ROOT) -> list[str]:
     """Write every generated file under `out`; returns the paths written."""
     written = pages(source)
-    for path, text in written.items():
+    for path, content in written.items():
         (out / path).parent.mkdir(parents=True, exist_ok=True)
-        (out / path).write_text(text)
+        (out / path).write_bytes(_as_bytes(content))
     return list(written)
 
 
@@ -887,8 +897,8 @@ def stale(out: Path = ROOT, source: Path = ROOT) -> list[str]:
     """The generated files under `out` that are missing or differ from what `write` would write."""
     return [
         path
-        for path, text in pages(source).items()
-        if not (out / path).exists() or (out / path).read_text() != text
+        for path, content in pages(source).items()
+        if not (out / path).exists() or (out / path).read_bytes() != _as_bytes(content)
     ]
 
 

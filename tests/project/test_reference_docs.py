@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 from ruamel.yaml import YAML
 
-from drift.cli.reference_docs import COMMAND, REFERENCE, SCHEMA, main, stale, write
+from drift.cli.reference_docs import COMMAND, PICTURE, REFERENCE, SCHEMA, main, stale, write
 from drift.core.errors import DriftError
 from drift.core.params import load_params
 from drift.core.presets import apply_preset, list_presets, merged_document
@@ -28,10 +28,11 @@ SCHEMA_LINE = "# yaml-language-server: $schema="
 @pytest.fixture(scope="module")
 def shipped_source(tmp_path_factory) -> Path:
     """The inputs as committed: the shipped params.yaml (a preset applied in this checkout changes neither the
-    pages nor the schema) beside this checkout's metrics/."""
+    pages nor the schema) beside this checkout's metrics/ and plots/ (the home page's picture)."""
     source = tmp_path_factory.mktemp("source")
     shutil.copy(SHIPPED_PARAMS, source / "params.yaml")
     (source / "metrics").symlink_to(ROOT / "metrics")
+    (source / "plots").symlink_to(ROOT / "plots")
     return source
 
 
@@ -129,7 +130,11 @@ def generated(tmp_path_factory, shipped_source) -> Path:
     """Every file written from the committed inputs into a folder of its own."""
     out = tmp_path_factory.mktemp("generated")
     assert sorted(write(out, source=shipped_source)) == sorted(
-        [*(f"{REFERENCE}/{n}.md" for n in ("cli", "params", "models", "encoders", "results")), SCHEMA]
+        [
+            *(f"{REFERENCE}/{n}.md" for n in ("cli", "params", "models", "encoders", "results")),
+            SCHEMA,
+            PICTURE,
+        ]
     )
     return out
 
