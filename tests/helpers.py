@@ -16,6 +16,23 @@ import yaml
 
 from drift.core.environment import deterministic_kernels
 
+# drift's layer packages, bottom to top (docs/architecture.md): a module imports only its layer or below, and
+# the tests live in a folder per layer
+LAYER_PACKAGES = (
+    "core",
+    "protocol",
+    "data",
+    "store",
+    "encoders",
+    "models",
+    "train",
+    "evaluate",
+    "report",
+    "analysis",
+    "run",
+    "cli",
+)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

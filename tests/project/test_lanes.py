@@ -6,21 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import LAYER_PACKAGES
+
 TESTS = Path(__file__).resolve().parents[1]
-LAYERS = {
-    "core",
-    "protocol",
-    "data",
-    "store",
-    "encoders",
-    "models",
-    "train",
-    "evaluate",
-    "report",
-    "analysis",
-    "run",
-    "cli",
-}
+LAYERS = set(LAYER_PACKAGES)
 
 
 def markers(node) -> set[str]:

@@ -12,21 +12,10 @@ import ast
 import functools
 from pathlib import Path
 
+from tests.helpers import LAYER_PACKAGES
+
 ROOT = Path(__file__).resolve().parents[2]
-LAYERS = [
-    "core",
-    "protocol",
-    "data",
-    "store",
-    "encoders",
-    "models",
-    "train",
-    "evaluate",
-    "report",
-    "analysis",
-    "run",
-    "cli",
-]
+LAYERS = list(LAYER_PACKAGES)
 ORDER = LAYERS
 
 
@@ -42,7 +31,7 @@ def layer_of(module: str) -> str:
     if layer not in LAYERS:
         raise AssertionError(
             f"drift.{module} is in no layer package ({', '.join(LAYERS)}): move it into the one "
-            f"it belongs to, or add its package to LAYERS in tests/project/test_layers.py"
+            f"it belongs to, or add its package to LAYER_PACKAGES in tests/helpers.py"
         )
     return layer
 
