@@ -325,7 +325,7 @@ def main() -> None:
     megabytes = args.megabytes or (16 if args.quick else 256)
     repro = (not args.quick) if args.repro is None else args.repro
 
-    from s3_server import start_s3_server
+    from tests.s3_server import start_s3_server
 
     server = start_s3_server()
     env = {
