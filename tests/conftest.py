@@ -37,6 +37,11 @@ os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 # reads it at load
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+# DVC binds its log handlers to sys.stdout as it is when dvc is first imported: imported first inside a
+# test's capsys or CliRunner, they write to that test's stream after it is closed, and the next in-process
+# DVC call that logs fails (LoggingException). Imported here, they hold pytest's stream for the session
+import dvc  # noqa: E402, F401
+
 
 @pytest.fixture
 def project(tmp_path):

@@ -1,7 +1,7 @@
 """The suite ignores the workspace's params.yaml: in a workspace where a user has `drift init`-ed a table of
 their own and applied a preset, the tests that read params still pass (they build their params from
 params.yaml as committed, tests/conftest.py `shipped_params`, or their own), and `drift preset` kept the
-user's dataset and said so."""
+user's dataset and said so. DVC's logging, set up by the suite, outlives every test's captured output."""
 
 from __future__ import annotations
 
@@ -91,3 +91,18 @@ def test_preset_only_drops_the_users_datasets_and_says_so(tmp_path):
         and "mine" not in after
         and "mine" not in after["train"]["models"]
     )
+
+
+def test_dvc_logs_to_a_stream_that_outlives_each_test(capsys):
+    """DVC's log handlers hold the stream sys.stdout was when dvc was first imported (tests/conftest.py
+    imports it first): never a test's own capture, which is closed when that test ends and would make the
+    next in-process DVC call that logs (Repo.init) fail in whichever test happens to run later."""
+    import logging
+
+    import dvc  # noqa: F401
+
+    streams = [h.stream for h in logging.getLogger("dvc").handlers if hasattr(h, "stream")]
+    assert streams, "dvc set up no stream handlers"
+    for stream in streams:
+        inner = getattr(stream, "wrapped", stream)  # colorama's wrapper, where dvc installed it
+        assert inner is not sys.stdout and inner is not sys.stderr and not inner.closed
