@@ -119,7 +119,11 @@ def summary(
         help="rank by decay (smallest first, the paper's Tables 5, 13, 21), future or id (the better first)",
     ),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
-    metrics_dir: Path = typer.Option(Path(METRICS), help="where the report stage wrote its metrics"),
+    metrics_dir: Path = typer.Option(
+        Path(METRICS),
+        help="a workspace's metrics/ folder, where the report stage wrote its metrics (its plots/ and "
+        "params.yaml are read beside it)",
+    ),
     protocol: str = typer.Option(
         "ours",
         "--protocol",
@@ -134,6 +138,11 @@ def summary(
     try:
         check_order(by)
         check_protocol(protocol)
+        if metrics_dir.name != METRICS:
+            raise DriftError(
+                f"--metrics-dir {metrics_dir} is not a workspace's {METRICS}/ folder: the summary reads the "
+                f"plots/ and params.yaml beside it; give <workspace>/{METRICS}"
+            )
         root = metrics_dir.parent  # the workspace: its params.yaml declares the datasets
         if dataset is not None:
             with_results = {p.parent.name for p in metrics_dir.glob("*/*.json")} - set(STAGE_FOLDERS)

@@ -287,6 +287,21 @@ def test_summary_shows_the_margin_over_baseline_tfidf():
             assert "+0.050" in next(line for line in text.splitlines() if " tx-s " in f" {line} ")
 
 
+def test_a_metrics_dir_by_another_name_is_refused(tmp_path):
+    """The summary reads plots/ and params.yaml beside --metrics-dir: a folder of another name would have
+    had them read from somewhere else, so it is one line naming the folder and the fix."""
+    write_with_refs(tmp_path)
+    (tmp_path / "metrics").rename(tmp_path / "results")
+    from typer.testing import CliRunner
+
+    from drift.cli import app
+
+    result = CliRunner().invoke(app, ["summary", "--metrics-dir", str(tmp_path / "results")])
+    assert result.exit_code != 0
+    assert "is not a workspace's metrics/ folder" in result.output and "<workspace>/metrics" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
 @pytest.mark.pipeline
 def test_tables_are_not_cut_when_piped(tmp_path):
     """Piped (no terminal, no $COLUMNS), a summary too wide for 80 columns keeps every column and the seed
