@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import typer
 from rich import box
 from rich.console import Console
@@ -102,14 +103,13 @@ def terminal_heatmap(
     return table
 
 
-def class_table(classes: dict) -> Table:
-    """Each class's ID, Future and Decay (drift.report.labels.load_classes), the class named as the data has
-    it."""
+def class_table(classes: pl.DataFrame) -> Table:
+    """Each class's ID, Future and Decay (api.classes), the class named as the data has it."""
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
-    table.add_column(f"class ({esc(classes['metric'])})", no_wrap=True)
+    table.add_column(f"class ({esc(classes['metric'][0])})", no_wrap=True)
     for s in STATS:
         table.add_column(LABELS[s], justify="right", no_wrap=True)
-    for r in classes["classes"]:
+    for r in classes.iter_rows(named=True):
         table.add_row(plain(r["class"]), fmt(r["id"]), fmt(r["future"]), fmt(r["decay"]))
     return table
 
@@ -125,19 +125,20 @@ def show(
     try:
         check_dataset(dataset, root, api.datasets(root))
         m = api.matrix(dataset, model, deviation, root)
-    except DriftError as e:
-        fail(e)
-    from drift.report.labels import load_classes  # lazy: matplotlib, kept out of `drift --help`
-
-    try:
-        classes = None if deviation else load_classes(dataset, model, root)
+        classes = None if deviation else api.classes(dataset, model, root)
     except DriftError as e:
         fail(e)
     if as_json:
         out = {k: v for k, v in m.items() if k != "matrix"}
         out["matrix"] = [[None if not np.isfinite(v) else float(v) for v in row] for row in m["matrix"]]
-        if classes:  # each class's ID, Future and Decay, named as the data has it
-            out["classes"] = {k: classes[k] for k in ("metric", "higher_is_better", "classes")}
+        if classes is not None and len(
+            classes
+        ):  # each class's ID, Future and Decay, named as the data has it
+            out["classes"] = {
+                "metric": classes["metric"][0],
+                "higher_is_better": classes["higher_is_better"][0],
+                "classes": classes.select("class", *STATS).to_dicts(),
+            }
         print(json.dumps(out, indent=2))
         return
     direction = "higher is better" if m["higher_is_better"] else "lower is better"
@@ -177,7 +178,7 @@ def show(
             highlight=False,
             soft_wrap=True,
         )
-    if classes:
+    if classes is not None and len(classes):
         console.print(class_table(classes))
 
 

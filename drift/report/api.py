@@ -7,6 +7,7 @@ from drift.report import api
 
 api.matrices("sotu", "ffn-s")  # one row per cell of the seed-averaged matrix
 api.summary("sotu")  # what `drift summary sotu` prints
+api.classes("synth-portraits", "cnn-s")  # each class's ID, Future and Decay, as `drift show` lists them
 api.compare("HEAD~1")  # what `drift compare HEAD~1` prints
 ```
 
@@ -55,6 +56,16 @@ MATRIX_SCHEMA = {
     "eval_slice": pl.String,  # the column: evaluated on this slice
     "metric": pl.String,
     "value": pl.Float64,  # null: a cell no metric scores
+}
+CLASS_SCHEMA = {
+    "dataset": pl.String,
+    "model": pl.String,
+    "class": pl.String,  # named as the data has it where the slice manifest is there
+    "metric": pl.String,  # the per-class score: recall, AUC or MSE
+    "higher_is_better": pl.Boolean,
+    "id": pl.Float64,  # null: the class scores no cell
+    "future": pl.Float64,
+    "decay": pl.Float64,  # positive is worse, whichever way the metric points
 }
 SUMMARY_SCHEMA = {
     "dataset": pl.String,
@@ -190,6 +201,26 @@ def matrix(dataset: str, model: str, deviation: bool = False, root: str | Path =
     Example: `api.matrix("sotu", "ffn-s")["matrix"].shape` gives `(18, 18)`.
     """
     return load_matrix(Path(root), dataset, model, deviation)
+
+
+def classes(dataset: str, model: str, root: str | Path = ".") -> pl.DataFrame:
+    """One model's ID, Future and Decay per class (CLASS_SCHEMA), one row per class in the report's order, as
+    `drift show` lists them; no rows when the report has no per-class scores for the model (the cohort mean,
+    a regression task).
+
+    Example: `api.classes("synth-portraits", "cnn-s").sort("decay", descending=True)`, the classes that decay
+    most first.
+    """
+    from drift.report.labels import load_classes  # lazy: matplotlib, only for the per-class scores
+
+    _check("dataset", dataset, datasets(root))
+    _check("model", model, models(dataset, root), f" for {dataset}")
+    found = load_classes(dataset, model, Path(root))
+    if found is None:
+        return pl.DataFrame(schema=CLASS_SCHEMA)
+    of_model = {"dataset": dataset, "model": model, "metric": found["metric"]}
+    rows = [{**of_model, "higher_is_better": found["higher_is_better"], **r} for r in found["classes"]]
+    return pl.DataFrame(rows, schema=CLASS_SCHEMA)
 
 
 def metrics(dataset: str | None = None, root: str | Path = ".") -> dict[str, dict[str, dict[str, Any]]]:

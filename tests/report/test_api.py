@@ -142,6 +142,25 @@ def test_the_summary_is_what_the_metrics_files_say():
     assert by_id["id"].to_list() == sorted(by_id["id"].to_list(), reverse=True)
 
 
+@pytest.mark.parametrize("dataset, model", [("sotu", "ffn-s"), ("synth-portraits", "cnn-s")])
+def test_the_class_frame_is_the_committed_per_class_cells(dataset, model):
+    """Each class's ID is the mean of its diagonal cells, Future the cell-weighted mean of its later cells,
+    Decay their difference, from plots/<ds>/<model>/classes.json directly; the cohort mean has none."""
+    cells = committed(f"plots/{dataset}/{model}/classes.json")
+    frame = api.classes(dataset, model, root=ROOT)
+    assert frame.columns == [*api.CLASS_SCHEMA] and set(frame["metric"]) == {cells[0]["metric"]}
+    assert frame["class"].to_list() == list(dict.fromkeys(c["eval"] for c in cells))
+    for row in frame.iter_rows(named=True):
+        mine = [c for c in cells if c["eval"] == row["class"]]
+        diagonal = [c["value"] for c in mine if c["value"] is not None]
+        later = [(c["future"], c["future_cells"]) for c in mine if c["future"] is not None]
+        assert row["id"] == pytest.approx(sum(diagonal) / len(diagonal), abs=1e-12)
+        future = sum(f * n for f, n in later) / sum(n for _, n in later)
+        assert row["future"] == pytest.approx(future, abs=1e-12)
+        assert row["decay"] == pytest.approx(row["id"] - row["future"], abs=1e-12)  # recall: higher is better
+    assert api.classes(dataset, "cohort-mean", root=ROOT).is_empty()
+
+
 def git(repo: Path, *args: str) -> None:
     subprocess.run(
         ["git", "-c", "user.name=test", "-c", "user.email=test@example.com", *args],
@@ -206,6 +225,7 @@ def test_compare_reports_a_changed_value(tmp_path):
             "cohort-mean is no trained model of sotu",
         ),
         (lambda: api.summary("sotuu", root=ROOT), "unknown dataset 'sotuu': did you mean sotu?"),
+        (lambda: api.classes("sotu", "ffn", root=ROOT), "unknown model 'ffn' for sotu"),
         (
             lambda: api.summary(by="speed", root=ROOT),
             "unknown order 'speed' for --by: valid: decay, future, id",
