@@ -133,7 +133,11 @@ class RuntimeModel:
             import openvino as ov
 
             # f32: a CPU with bf16 units would otherwise compute in bf16 by default
-            hints = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": threads}
+            hints: dict = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": threads}
+            if os.environ.get("ONEDNN_MAX_CPU_ISA"):
+                # OpenVINO's own oneDNN obeys the portable path's cap: on an AVX-512 CPU its dynamically
+                # quantised int8 layers then have no kernel and fail to build. Capped, activations stay float32
+                hints["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = 0
             self.compiled = ov.Core().compile_model(str(folder / "model.xml"), "CPU", hints)
             self.inputs = [i.get_any_name() for i in self.compiled.inputs]
 
