@@ -125,15 +125,14 @@ def show(
     try:
         check_dataset(dataset, root, api.datasets(root))
         m = api.matrix(dataset, model, deviation, root)
-        classes = None if deviation else api.classes(dataset, model, root)
+        # the deviation has no per-class scores: no rows
+        classes = pl.DataFrame(schema=api.CLASS_SCHEMA) if deviation else api.classes(dataset, model, root)
     except DriftError as e:
         fail(e)
     if as_json:
         out = {k: v for k, v in m.items() if k != "matrix"}
         out["matrix"] = [[None if not np.isfinite(v) else float(v) for v in row] for row in m["matrix"]]
-        if classes is not None and len(
-            classes
-        ):  # each class's ID, Future and Decay, named as the data has it
+        if len(classes):  # each class's ID, Future and Decay, named as the data has it
             out["classes"] = {
                 "metric": classes["metric"][0],
                 "higher_is_better": classes["higher_is_better"][0],
@@ -178,7 +177,7 @@ def show(
             highlight=False,
             soft_wrap=True,
         )
-    if classes is not None and len(classes):
+    if len(classes):
         console.print(class_table(classes))
 
 
