@@ -7,15 +7,11 @@
 | regression | Amazon Reviews | 1 value  | weighted MSE, w_r = n / n_r (eq. 4-5)      | balanced_mse | lower  |
 | multilabel | arXiv          | C logits | BCE with logits, w_c = neg / pos (eq. 2-3) | macro_auc    | higher |
 
-Multiclass also reports macro-F1 (`also`); accuracy is its primary metric, as Wild-Time scores its multiclass
-datasets (docs/decisions.md). The class weights are fixed once per training cutoff from that cutoff's whole
-(cumulative) training set: `loss = task.loss(train_targets)` and then `loss(outputs, targets)` for every
-batch.
-
+Multiclass also reports macro-F1 (`also`). The class weights are fixed once per training cutoff from its
+whole (cumulative) training set: `loss = task.loss(train_targets)`, then `loss(outputs, targets)` per batch.
 How a cell is scored follows params.yaml `evaluate:` (`Task.scoring`): `empty_cell`, what a cell with no rows
-reads (drift.protocol.metrics.empty_score), and `auc_scores`, what macro AUC ranks: the logits, or
-`sigmoid32`, float32 sigmoids of them as the authors' code computes them (torch.sigmoid on float32 outputs),
-whose ties near 1 change the AUC."""
+reads (drift.protocol.metrics.empty_score), and `auc_scores`, what macro AUC ranks (the logits, or
+`sigmoid32`: float32 sigmoids of them, as the authors' code computes them)."""
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace

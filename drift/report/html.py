@@ -1,20 +1,17 @@
 """One dataset's report as a single self-contained HTML page: reports/<dataset>.html.
 
 Built from what the report stage wrote (metrics/<ds>/, plots/<ds>/, plots/policies/<ds>.json,
-tables/<ds>.json), so it reads the same committed files as `drift show` and `dvc plots`. It opens offline and
-alone: every figure is an inline data URI, the CSS is inline, there is no script, and a
-Content-Security-Policy forbids the page any request that is not a data URI, so a figure that would come from
-elsewhere shows as missing rather than leaking a request. Sections: the summary table with the references, the
-labels over time (each class's share per slice), every drift matrix and its deviation, the per-class scores
-and a confusion matrix (drift/report/labels.py), the cohort mean, the forgetting curves, the families,
-saliency (image datasets), the retraining policies, the label-free shift and estimates and the shift analysis'
-most novel rows when a report has them, our run beside the paper's for Yearbook, Amazon and arXiv
-(drift/report/published.py); any other figure of plots/<ds>/ goes under "Other figures". Class names are the
-slice manifest's where it is there.
+tables/<ds>.json), the files `drift show` and `dvc plots` read. It opens offline and alone: figures are inline
+data URIs, the CSS is inline, there is no script, and a Content-Security-Policy forbids any request but a data
+URI. Sections: the summary with the references, the label shares, every drift matrix and its deviation, the
+per-class scores and a confusion matrix, the cohort mean, forgetting, families, saliency (images), the
+retraining policies, the label-free estimates and the most novel rows when the report has them, and our run
+beside the paper's for Yearbook, Amazon and arXiv; any other figure of plots/<ds>/ under "Other figures".
+Class names are the slice manifest's where it is there.
 
-The markup is drift/report/templates/ (report.html.j2, its figure and table in parts.html.j2, its style in
-report.css), rendered by Jinja2 with every printed value escaped; this module builds the context: plain
-strings, numbers, lists and dicts, the numbers already formatted.
+The markup is drift/report/templates/ (report.html.j2, parts.html.j2, report.css), rendered by Jinja2 with
+every printed value escaped; this module builds the context: plain strings, numbers, lists and dicts, the
+numbers already formatted.
 """
 
 from __future__ import annotations

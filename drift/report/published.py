@@ -9,11 +9,9 @@ recomputes ID / Future / Decay with our protocol code and lists every value that
 `compare_run` the workspace's whole run beside the paper (`drift paper`, the report's section). Source, commit
 and licence: drift/report/published/README.md.
 
-The published matrices score a cell with no rows 0.0, the authors' accuracy of an empty set (our
-`evaluate.empty_cell: zero`): Yearbook's 1924, one portrait, which their split puts in train, reads 0.0 from
-row 1924 on (EMPTY_TEST). Ours are compared under that rule: a run of ours that left those cells empty has
-them re-scored to 0.0 (`as_published`), exactly what `empty_cell: zero` writes, and the published figures stay
-as printed.
+The published matrices score a cell with no rows 0.0 (our `evaluate.empty_cell: zero`; Yearbook's 1924 from
+row 1924 on, EMPTY_TEST): a run of ours that left those cells empty is compared with them re-scored to 0.0
+(`as_published`), the published figures as printed.
 """
 
 from __future__ import annotations

@@ -2,23 +2,16 @@
 
 `checkpoint_key` hashes what determines a checkpoint f_k of (model, seed): registry entry, input and outputs; the
 seed (not for the closed-form references); the content keys, labels and split of the cutoff's training rows and
-the encoder fingerprint; the training parameters; and `code_version`: the stage's code (for one model: its own
-model module, not the other heads') with the versions of the libraries it imports that compute (torch, numpy,
-scikit-learn, scipy: drift.core.environment.KEY_LIBRARIES). `cell_key` hashes the checkpoint's bytes, the cell's
-rows, the metric and the evaluation code (and its libraries, as above); both keys also name compute.cpu_path when
-it is native (the machine's own code paths give other bits). The metric names the scoring rule
-(params.yaml `evaluate:`) wherever the value depends on it (drift.protocol.tasks.Task.cached_as:
-"macro_auc/sigmoid32"), and the defaults keep the plain name. A cell with no rows is never cached:
-evaluate.empty_cell decides it from the slices alone (drift.protocol.matrix.drift_matrix). Under
-embed.cache_dir, outside the workspace, written atomically, each entry bound to its key:
+the encoder fingerprint; the training parameters; and `code_version` (the stage's code, for one model its own
+module, and the versions of the libraries that compute: drift.core.environment.KEY_LIBRARIES). `cell_key`
+hashes the checkpoint's bytes, the cell's rows, the metric as scored (Task.cached_as) and the evaluation code;
+both name compute.cpu_path when it is native. A cell with no rows is never cached. Under embed.cache_dir,
+written atomically, each entry bound to its key:
   checkpoints/<key[:2]>/<key>.ckpt: a line `drift-checkpoint 2 <key> <sha256 of the rest> <size of the rest>`,
     then the state dict's bytes;
   cells/<checkpoint[:2]>/<checkpoint>/<key>.json: {"format": "drift-cell 2", "key", "score", "sha256" of
     [format, key, score]}.
-An entry whose checksum does not match, or that was written for another key (a file copied over another), is a
-miss counted in `corrupt`; one of another format (FORMAT) is a plain miss (tests/store/test_cells.py,
-tests/pipeline/test_integrity.py, tests/store/test_cache_binding.py). `written_by_drift` tells drift's entries from other files.
-"""
+An entry whose checksum fails or that names another key is a miss counted in `corrupt`; another FORMAT a miss."""
 
 from __future__ import annotations
 

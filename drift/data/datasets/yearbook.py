@@ -2,18 +2,16 @@
 1905-2013.
 
 Source (Ginosar et al.): the folder `faces_aligned_small_mirrored_co_aligned_cropped_cleaned/` of `F/` and
-`M/` grayscale PNGs, or its `.tar.gz` read as a stream, nothing extracted (read when the folder `source` names
-is absent, as `drift fetch yearbook` leaves it). cfg (params.yaml `yearbook`): source, url and sha256
-(drift.data.fetch only), strict (the ingest driver), row_id. Record: id = the file name (`row_id: name`; a
-name in both F/ and M/ is then one id, its second row quarantined as duplicate_id by the ingest driver) or
-`F/<name>` / `M/<name>` (`row_id: path`, the authors' relative_path: both kept), time = January 1st of the
-year that starts the file name (`1950_...png`), label = 0 for F/, 1 for M/, image = (3, 32, 32): resized to
-32x32 (`resize`: bilinear with Pillow's antialiasing, or area), gray in three channels, stored as `pixels`
-says: uint8 (the area means rounded), or float32 (the area means as they are, 0-255; area only). Quarantine
-reasons: bad_file_name (not `<year>_*.png`), not_in_F_or_M, undecodable_image, path_outside_root (a symlink
-out of the folder, never read, nor a file reached through a folder swapped for one after that check),
-not_a_file (a FIFO or a device in the folder, never read), image_too_large (a file or archive member over
-`max_image_bytes`, never read: members are streamed one at a time, each bounded so)."""
+`M/` grayscale PNGs, or its `.tar.gz` read as a stream, nothing extracted (when the folder is absent, as
+`drift fetch yearbook` leaves it). cfg (params.yaml `yearbook`): source, url and sha256 (drift.data.fetch
+only), strict, row_id. Record: id = the file name (`row_id: name`; a name in both F/ and M/ is one id, its
+second row quarantined as duplicate_id) or `F/<name>` / `M/<name>` (`row_id: path`, the authors': both kept),
+time = January 1st of the year that starts the file name, label = 0 for F/, 1 for M/, image = (3, 32, 32):
+resized to 32x32 (`resize`: bilinear with Pillow's antialiasing, or area), gray in three channels, stored as
+`pixels` says (uint8, the area means rounded; or float32, area only). Quarantine reasons: bad_file_name,
+not_in_F_or_M, undecodable_image, path_outside_root (a symlink out of the folder, or a folder swapped for one,
+never read), not_a_file (a FIFO or a device, never read), image_too_large (over `max_image_bytes`, never read).
+"""
 
 from __future__ import annotations
 
