@@ -236,7 +236,9 @@ def test_amazon_null_or_missing_text_and_non_string_text(tmp_path):
 def test_amazon_fixtures_unchanged_by_keep_missing_ids(tmp_path, folder):
     """Every fixture review has both ids: the setting changes no byte of the records."""
     if not folder.is_dir():
-        pytest.skip(f"{folder} not present")
+        pytest.skip(
+            f"{folder} not present: the copy of the corpora beside the repository, where a machine has one"
+        )
     cfg = {"source": str(folder), "slices": WIDE_SPAN}
     base = run_ingest(tmp_path, "amazon", cfg, fast=True)
     theirs = run_ingest(tmp_path, "amazon", {**cfg, "keep_missing_ids": True}, fast=True, tag="theirs")
@@ -331,7 +333,9 @@ def test_arxiv_fixtures_unchanged_by_row_rules(tmp_path, path):
     """Every fixture paper has single-spaced categories, a title and an abstract: no byte of the records
     moves."""
     if not path.is_file():
-        pytest.skip(f"{path} not present")
+        pytest.skip(
+            f"{path} not present: the copy of the corpora beside the repository, where a machine has one"
+        )
     for inclusion in ("any", "all"):
         cfg = {"source": str(path), "inclusion": inclusion, "separator": "\n\n", "slices": WIDE_SPAN}
         base = run_ingest(tmp_path, "arxiv", cfg, fast=True, tag=inclusion)
